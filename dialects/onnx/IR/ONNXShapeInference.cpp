@@ -1,0 +1,645 @@
+//===- ONNXShapeInference.cpp - result shapes of onnx ops -----------------===//
+//
+// Part of xfmr.
+//
+// Refines result types from operand types and constant operands, following
+// the ONNX spec's shape rules. Element types are set by the importer; this
+// only makes shapes more precise, never less. Ops without a rule keep what
+// the model's value_info said (or an unranked result).
+//
+//===----------------------------------------------------------------------===//
+
+#include "dialects/onnx/IR/ONNXOps.h"
+
+#include "mlir/IR/BuiltinTypes.h"
+#include "llvm/ADT/StringSwitch.h"
+
+using namespace mlir;
+using namespace xfmr::onnx;
+
+namespace {
+using Shape = SmallVector<int64_t>;
+constexpr int64_t kDyn = ShapedType::kDynamic;
+
+std::optional<Shape> shapeOf(Value v) {
+  if (!v)
+    return std::nullopt;
+  if (auto t = dyn_cast<RankedTensorType>(v.getType()))
+    return Shape(t.getShape());
+  return std::nullopt;
+}
+
+int64_t intAttr(Operation *op, StringRef name, int64_t dflt) {
+  if (auto a = dyn_cast_or_null<IntegerAttr>(op->getAttr(name)))
+    return a.getInt();
+  return dflt;
+}
+
+Value operandOrNull(Operation *op, unsigned i) {
+  if (i >= op->getNumOperands() || isa<NoneType>(op->getOperand(i).getType()))
+    return {};
+  return op->getOperand(i);
+}
+
+/// Sets result `i` to `shape` where that adds information: unranked becomes
+/// ranked, dynamic dims become static. Conflicting static dims keep the old.
+bool refine(Operation *op, unsigned i, ArrayRef<int64_t> shape) {
+  if (i >= op->getNumResults())
+    return false;
+  Value r = op->getResult(i);
+  auto tensor = dyn_cast<TensorType>(r.getType());
+  if (!tensor)
+    return false;
+  for (int64_t d : shape)
+    if (d < 0 && d != kDyn)
+      return false; // never build an invalid type from bad input
+  Shape merged(shape);
+  if (auto ranked = dyn_cast<RankedTensorType>(tensor)) {
+    if (ranked.getRank() != static_cast<int64_t>(shape.size()))
+      return false;
+    for (auto [m, old] : llvm::zip(merged, ranked.getShape()))
+      if (!ShapedType::isDynamic(old))
+        m = old;
+    if (ArrayRef<int64_t>(merged) == ranked.getShape())
+      return false;
+  }
+  r.setType(RankedTensorType::get(merged, tensor.getElementType()));
+  return true;
+}
+
+int64_t normAxis(int64_t axis, int64_t rank) { return axis < 0 ? axis + rank : axis; }
+
+std::optional<Shape> broadcast(ArrayRef<Shape> shapes) {
+  size_t rank = 0;
+  for (const Shape &s : shapes)
+    rank = std::max(rank, s.size());
+  Shape out(rank, 1);
+  for (const Shape &s : shapes) {
+    size_t off = rank - s.size();
+    for (size_t i = 0; i < s.size(); ++i) {
+      int64_t d = s[i], &o = out[off + i];
+      if (d == 1)
+        continue;
+      if (o == 1 || o == kDyn)
+        o = (o == kDyn && d == kDyn) ? kDyn : (o == 1 ? d : (d == kDyn ? kDyn : d));
+      else if (d != kDyn && d != o)
+        return std::nullopt;
+    }
+  }
+  return out;
+}
+
+std::optional<Shape> allShapesBroadcast(Operation *op) {
+  SmallVector<Shape> shapes;
+  for (Value v : op->getOperands()) {
+    auto s = shapeOf(v);
+    if (!s)
+      return std::nullopt;
+    shapes.push_back(*s);
+  }
+  return broadcast(shapes);
+}
+
+bool inferMatMul(Operation *op) {
+  auto a = shapeOf(op->getOperand(0)), b = shapeOf(op->getOperand(1));
+  if (!a || !b || a->empty() || b->empty())
+    return false;
+  Shape as = *a, bs = *b;
+  bool aVec = as.size() == 1, bVec = bs.size() == 1;
+  if (aVec)
+    as.insert(as.begin(), 1);
+  if (bVec)
+    bs.push_back(1);
+  Shape aBatch(as.begin(), as.end() - 2), bBatch(bs.begin(), bs.end() - 2);
+  auto batch = broadcast({aBatch, bBatch});
+  if (!batch)
+    return false;
+  Shape out = *batch;
+  if (!aVec)
+    out.push_back(as[as.size() - 2]);
+  if (!bVec)
+    out.push_back(bs.back());
+  return refine(op, 0, out);
+}
+
+/// The value of a 1-D shape tensor as far as it is known: constants, dims of
+/// Shape(x) (dynamic where x's dim is), and Concat/Unsqueeze/Squeeze/Gather/
+/// Slice/Cast of such values. Unknown entries are kDyn. This is ONNX's "data
+/// propagation" for the shape arithmetic exporters emit.
+std::optional<Shape> shapeValue(Value v, int depth = 0) {
+  if (!v || depth > 16)
+    return std::nullopt;
+  if (auto c = getConstantInts(v)) {
+    auto t = dyn_cast<RankedTensorType>(v.getType());
+    if (t && t.getRank() <= 1)
+      return Shape(c->begin(), c->end());
+    return std::nullopt;
+  }
+  Operation *def = v.getDefiningOp();
+  auto fallback = [&]() -> std::optional<Shape> {
+    auto t = dyn_cast<RankedTensorType>(v.getType());
+    if (t && t.getRank() == 1 && !t.isDynamicDim(0))
+      return Shape(t.getDimSize(0), kDyn);
+    if (t && t.getRank() == 0)
+      return Shape{kDyn};
+    return std::nullopt;
+  };
+  if (!def || !isa<ONNXDialect>(def->getDialect()))
+    return fallback();
+  StringRef name = def->getName().getStringRef();
+  name.consume_front("onnx.");
+  if (name == "Shape") {
+    auto in = shapeOf(def->getOperand(0));
+    if (!in)
+      return fallback();
+    int64_t rank = in->size();
+    int64_t start = std::clamp<int64_t>(normAxis(intAttr(def, "start", 0), rank), 0, rank);
+    int64_t end = std::clamp<int64_t>(normAxis(intAttr(def, "end", rank), rank), 0, rank);
+    if (end <= start)
+      return Shape{};
+    return Shape(in->begin() + start, in->begin() + end);
+  }
+  if (name == "Cast" || name == "Identity" || name == "Unsqueeze" || name == "Squeeze") {
+    auto inner = shapeValue(def->getOperand(0), depth + 1);
+    if (inner && (name == "Cast" || name == "Identity" || inner->size() == 1))
+      return inner;
+    return fallback();
+  }
+  if (name == "Concat") {
+    Shape out;
+    for (Value operand : def->getOperands()) {
+      auto part = shapeValue(operand, depth + 1);
+      if (!part)
+        return fallback();
+      out.append(part->begin(), part->end());
+    }
+    return out;
+  }
+  if (name == "Gather") {
+    auto data = shapeValue(def->getOperand(0), depth + 1);
+    auto idx = getConstantInts(def->getOperand(1));
+    if (!data || !idx)
+      return fallback();
+    Shape out;
+    int64_t n = data->size();
+    for (int64_t i : *idx) {
+      if (i < -n || i >= n)
+        return fallback();
+      out.push_back((*data)[i < 0 ? i + n : i]);
+    }
+    return out;
+  }
+  if (name == "Slice") {
+    auto data = shapeValue(def->getOperand(0), depth + 1);
+    auto starts = getConstantInts(def->getOperand(1));
+    auto ends = getConstantInts(def->getOperand(2));
+    Value stepsV = operandOrNull(def, 4);
+    if (!data || !starts || !ends || starts->size() != 1 || ends->size() != 1 || stepsV)
+      return fallback();
+    int64_t n = data->size(), b = (*starts)[0], e = (*ends)[0];
+    b = std::clamp<int64_t>(b < 0 ? b + n : b, 0, n);
+    e = std::clamp<int64_t>(e < 0 ? e + n : e, 0, n);
+    return e > b ? Shape(data->begin() + b, data->begin() + e) : Shape{};
+  }
+  return fallback();
+}
+
+bool inferReshape(Operation *op) {
+  auto target = shapeValue(op->getOperand(1));
+  if (!target)
+    return false;
+  auto in = shapeOf(op->getOperand(0));
+  bool allowZero = intAttr(op, "allowzero", 0);
+  Shape out;
+  int64_t known = 1, inferIdx = -1;
+  for (auto [i, d] : llvm::enumerate(*target)) {
+    if (d == 0 && !allowZero) {
+      if (!in || i >= in->size())
+        return false;
+      d = (*in)[i];
+    }
+    if (d == -1) {
+      inferIdx = i;
+      out.push_back(kDyn);
+      continue;
+    }
+    if (d < 0 && d != kDyn)
+      return false;
+    out.push_back(d);
+    if (d == kDyn || known == kDyn)
+      known = kDyn;
+    else
+      known *= d;
+  }
+  if (inferIdx >= 0 && in && known != kDyn && known != 0 &&
+      llvm::none_of(*in, ShapedType::isDynamic)) {
+    int64_t total = 1;
+    for (int64_t d : *in)
+      total *= d;
+    if (total % known == 0)
+      out[inferIdx] = total / known;
+  }
+  return refine(op, 0, out);
+}
+
+bool inferTranspose(Operation *op) {
+  auto in = shapeOf(op->getOperand(0));
+  if (!in)
+    return false;
+  Shape perm;
+  if (auto p = dyn_cast_or_null<ArrayAttr>(op->getAttr("perm"))) {
+    for (Attribute a : p)
+      perm.push_back(cast<IntegerAttr>(a).getInt());
+  } else {
+    for (int64_t i = in->size() - 1; i >= 0; --i)
+      perm.push_back(i);
+  }
+  if (perm.size() != in->size())
+    return false;
+  Shape out;
+  for (int64_t p : perm) {
+    if (p < 0 || p >= static_cast<int64_t>(in->size()))
+      return false;
+    out.push_back((*in)[p]);
+  }
+  return refine(op, 0, out);
+}
+
+bool inferUnsqueeze(Operation *op) {
+  auto in = shapeOf(op->getOperand(0));
+  auto axes = getConstantInts(op->getOperand(1));
+  if (!in || !axes)
+    return false;
+  int64_t rank = in->size() + axes->size();
+  SmallVector<bool> isNew(rank, false);
+  for (int64_t a : *axes) {
+    a = normAxis(a, rank);
+    if (a < 0 || a >= rank || isNew[a])
+      return false;
+    isNew[a] = true;
+  }
+  Shape out;
+  auto it = in->begin();
+  for (int64_t i = 0; i < rank; ++i)
+    out.push_back(isNew[i] ? 1 : *it++);
+  return refine(op, 0, out);
+}
+
+bool inferSqueeze(Operation *op) {
+  auto in = shapeOf(op->getOperand(0));
+  if (!in)
+    return false;
+  int64_t rank = in->size();
+  SmallVector<bool> drop(rank, false);
+  Value axesV = operandOrNull(op, 1);
+  if (axesV) {
+    auto axes = getConstantInts(axesV);
+    if (!axes)
+      return false;
+    for (int64_t a : *axes) {
+      a = normAxis(a, rank);
+      if (a < 0 || a >= rank)
+        return false;
+      drop[a] = true;
+    }
+  } else {
+    for (int64_t i = 0; i < rank; ++i) {
+      if ((*in)[i] == kDyn)
+        return false;
+      drop[i] = (*in)[i] == 1;
+    }
+  }
+  Shape out;
+  for (int64_t i = 0; i < rank; ++i)
+    if (!drop[i])
+      out.push_back((*in)[i]);
+  return refine(op, 0, out);
+}
+
+bool inferConcat(Operation *op) {
+  Shape out;
+  int64_t axis = intAttr(op, "axis", 0);
+  for (Value v : op->getOperands()) {
+    auto s = shapeOf(v);
+    if (!s)
+      return false;
+    if (out.empty()) {
+      out = *s;
+      axis = normAxis(axis, s->size());
+      if (axis < 0 || axis >= static_cast<int64_t>(s->size()))
+        return false;
+      continue;
+    }
+    if (s->size() != out.size())
+      return false;
+    for (size_t d = 0; d < out.size(); ++d) {
+      if (static_cast<int64_t>(d) == axis)
+        out[d] = (out[d] == kDyn || (*s)[d] == kDyn) ? kDyn : out[d] + (*s)[d];
+      else if (out[d] == kDyn)
+        out[d] = (*s)[d];
+    }
+  }
+  return !out.empty() && refine(op, 0, out);
+}
+
+bool inferGather(Operation *op) {
+  auto data = shapeOf(op->getOperand(0)), idx = shapeOf(op->getOperand(1));
+  if (!data || !idx || data->empty())
+    return false;
+  int64_t axis = normAxis(intAttr(op, "axis", 0), data->size());
+  if (axis < 0 || axis >= static_cast<int64_t>(data->size()))
+    return false;
+  Shape out(data->begin(), data->begin() + axis);
+  out.append(idx->begin(), idx->end());
+  out.append(data->begin() + axis + 1, data->end());
+  return refine(op, 0, out);
+}
+
+bool inferSlice(Operation *op) {
+  auto in = shapeOf(op->getOperand(0));
+  auto starts = getConstantInts(op->getOperand(1));
+  auto ends = getConstantInts(op->getOperand(2));
+  if (!in || !starts || !ends || starts->size() != ends->size())
+    return false;
+  int64_t rank = in->size();
+  Shape axes, steps(starts->size(), 1);
+  if (Value a = operandOrNull(op, 3)) {
+    auto c = getConstantInts(a);
+    if (!c)
+      return false;
+    axes = *c;
+  } else {
+    for (size_t i = 0; i < starts->size(); ++i)
+      axes.push_back(i);
+  }
+  if (Value s = operandOrNull(op, 4)) {
+    auto c = getConstantInts(s);
+    if (!c)
+      return false;
+    steps = *c;
+  }
+  if (axes.size() != starts->size() || steps.size() != starts->size())
+    return false;
+  Shape out = *in;
+  for (size_t i = 0; i < axes.size(); ++i) {
+    int64_t a = normAxis(axes[i], rank);
+    if (a < 0 || a >= rank || steps[i] == 0)
+      return false;
+    int64_t dim = (*in)[a];
+    if (dim == kDyn) {
+      out[a] = kDyn;
+      continue;
+    }
+    int64_t step = steps[i];
+    if (step == std::numeric_limits<int64_t>::min())
+      return false;
+    // ONNX: negative indices count from the end, then clamp; the clamp range
+    // depends on the step's sign. v + dim cannot overflow for v < 0.
+    int64_t s = (*starts)[i], e = (*ends)[i], len;
+    if (s < 0)
+      s += dim;
+    if (e < 0)
+      e += dim;
+    if (step > 0) {
+      s = std::clamp<int64_t>(s, 0, dim);
+      e = std::clamp<int64_t>(e, 0, dim);
+      len = e > s ? (e - s - 1) / step + 1 : 0;
+    } else {
+      s = std::clamp<int64_t>(s, 0, dim - 1);
+      e = std::clamp<int64_t>(e, -1, dim - 1);
+      len = s > e ? (s - e - 1) / (-step) + 1 : 0;
+    }
+    out[a] = len;
+  }
+  return refine(op, 0, out);
+}
+
+bool inferExpand(Operation *op) {
+  auto in = shapeOf(op->getOperand(0));
+  auto target = shapeValue(op->getOperand(1));
+  if (!in || !target)
+    return false;
+  Shape t(target->begin(), target->end());
+  auto out = broadcast({*in, t});
+  return out && refine(op, 0, *out);
+}
+
+bool inferReduce(Operation *op, bool axesAsAttr) {
+  auto in = shapeOf(op->getOperand(0));
+  if (!in)
+    return false;
+  int64_t rank = in->size();
+  bool keep = intAttr(op, "keepdims", 1);
+  SmallVector<bool> reduce(rank, false);
+  std::optional<Shape> axes;
+  if (axesAsAttr) {
+    axes = Shape{normAxis(intAttr(op, "axis", 0), rank)};
+  } else if (Value a = operandOrNull(op, 1)) {
+    axes = getConstantInts(a);
+    if (!axes)
+      return false;
+  }
+  if (!axes || axes->empty()) {
+    if (!axesAsAttr && intAttr(op, "noop_with_empty_axes", 0))
+      return refine(op, 0, *in);
+    reduce.assign(rank, true);
+  } else {
+    for (int64_t a : *axes) {
+      a = normAxis(a, rank);
+      if (a < 0 || a >= rank)
+        return false;
+      reduce[a] = true;
+    }
+  }
+  Shape out;
+  for (int64_t i = 0; i < rank; ++i) {
+    if (!reduce[i])
+      out.push_back((*in)[i]);
+    else if (keep)
+      out.push_back(1);
+  }
+  return refine(op, 0, out);
+}
+
+bool inferSplit(Operation *op) {
+  auto in = shapeOf(op->getOperand(0));
+  if (!in)
+    return false;
+  int64_t rank = in->size();
+  int64_t axis = normAxis(intAttr(op, "axis", 0), rank);
+  if (axis < 0 || axis >= rank)
+    return false;
+  unsigned n = op->getNumResults();
+  Shape sizes;
+  if (Value s = operandOrNull(op, 1)) {
+    auto c = getConstantInts(s);
+    if (!c || c->size() != n)
+      return false;
+    sizes = *c;
+  } else if ((*in)[axis] != kDyn) {
+    int64_t dim = (*in)[axis], chunk = (dim + n - 1) / n;
+    for (unsigned i = 0; i < n; ++i)
+      sizes.push_back(std::max<int64_t>(0, std::min(chunk, dim - chunk * i)));
+  } else {
+    sizes.assign(n, kDyn);
+  }
+  bool changed = false;
+  for (unsigned i = 0; i < n; ++i) {
+    Shape out = *in;
+    out[axis] = sizes[i];
+    changed |= refine(op, i, out);
+  }
+  return changed;
+}
+
+bool inferSameAsOperand(Operation *op, unsigned operand, unsigned result = 0) {
+  auto s = shapeOf(op->getOperand(operand));
+  return s && refine(op, result, *s);
+}
+} // namespace
+
+bool xfmr::onnx::inferResultTypes(Operation *op) {
+  if (op->getNumResults() == 0 || !isa<ONNXDialect>(op->getDialect()))
+    return false;
+  StringRef name = op->getName().getStringRef();
+  name.consume_front("onnx.");
+  enum Rule { None, Same, Broadcast };
+  Rule rule = llvm::StringSwitch<Rule>(name)
+                  .Cases({"Abs", "Acos", "Acosh", "Asin", "Asinh", "Atan", "Atanh"}, Same)
+                  .Cases({"Cast", "CastLike", "Ceil", "Celu", "Clip", "Cos", "Cosh"}, Same)
+                  .Cases({"CumSum", "DequantizeLinear", "Elu", "Erf", "Exp", "Floor"}, Same)
+                  .Cases({"Gelu", "Hardmax", "HardSigmoid", "HardSwish", "Identity"}, Same)
+                  .Cases({"IsInf", "IsNaN", "LeakyRelu", "Log", "LogSoftmax", "Mish"}, Same)
+                  .Cases({"Neg", "Not", "QuantizeLinear", "Reciprocal", "Relu", "Round"}, Same)
+                  .Cases({"Selu", "Shrink", "Sigmoid", "Sign", "Sin", "Sinh", "Softmax"}, Same)
+                  .Cases({"Softplus", "Softsign", "Sqrt", "Tan", "Tanh"}, Same)
+                  .Cases({"ThresholdedRelu", "Trilu", "Dropout", "LayerNormalization"}, Same)
+                  .Cases({"RMSNormalization", "RotaryEmbedding", "ms.RotaryEmbedding"}, Same)
+                  .Cases({"SimplifiedLayerNormalization", "ms.SkipSimplifiedLayerNormalization"}, Same)
+                  .Cases({"ms.SkipLayerNormalization", "ScatterND", "ScatterElements"}, Same)
+                  .Cases({"Add", "Sub", "Mul", "Div", "Pow", "Mod", "And", "Or", "Xor"}, Broadcast)
+                  .Cases({"Equal", "Less", "Greater", "LessOrEqual", "GreaterOrEqual"}, Broadcast)
+                  .Cases({"BitShift", "PRelu", "Max", "Min", "Sum", "Mean", "Where"}, Broadcast)
+                  .Default(None);
+  if (rule == Same)
+    return inferSameAsOperand(op, 0);
+  if (rule == Broadcast) {
+    auto s = allShapesBroadcast(op);
+    return s && refine(op, 0, *s);
+  }
+  if (name == "Constant") {
+    auto value = dyn_cast_or_null<ElementsAttr>(op->getAttr("value"));
+    return value && refine(op, 0, value.getShapedType().getShape());
+  }
+  if (name == "MatMul" || name == "MatMulInteger")
+    return inferMatMul(op);
+  if (name == "Gemm") {
+    auto a = shapeOf(op->getOperand(0)), b = shapeOf(op->getOperand(1));
+    if (!a || !b || a->size() != 2 || b->size() != 2)
+      return false;
+    return refine(op, 0, {(*a)[intAttr(op, "transA", 0) ? 1 : 0],
+                          (*b)[intAttr(op, "transB", 0) ? 0 : 1]});
+  }
+  if (name == "Reshape")
+    return inferReshape(op);
+  if (name == "Transpose")
+    return inferTranspose(op);
+  if (name == "Unsqueeze")
+    return inferUnsqueeze(op);
+  if (name == "Squeeze")
+    return inferSqueeze(op);
+  if (name == "Concat")
+    return inferConcat(op);
+  if (name == "Gather")
+    return inferGather(op);
+  if (name == "GatherElements")
+    return inferSameAsOperand(op, 1);
+  if (name == "Slice")
+    return inferSlice(op);
+  if (name == "Expand")
+    return inferExpand(op);
+  if (name == "Split")
+    return inferSplit(op);
+  if (name.starts_with("Reduce"))
+    return inferReduce(op, /*axesAsAttr=*/false);
+  if (name == "ArgMax" || name == "ArgMin")
+    return inferReduce(op, /*axesAsAttr=*/true);
+  if (name == "Shape") {
+    auto in = shapeOf(op->getOperand(0));
+    if (!in)
+      return false;
+    int64_t rank = in->size();
+    int64_t start = std::clamp<int64_t>(normAxis(intAttr(op, "start", 0), rank), 0, rank);
+    int64_t end = std::clamp<int64_t>(normAxis(intAttr(op, "end", rank), rank), 0, rank);
+    return refine(op, 0, {std::max<int64_t>(0, end - start)});
+  }
+  if (name == "Size")
+    return refine(op, 0, {});
+  if (name == "ConstantOfShape") {
+    auto dims = shapeValue(op->getOperand(0));
+    return dims && refine(op, 0, *dims);
+  }
+  if (name == "Flatten") {
+    auto in = shapeOf(op->getOperand(0));
+    if (!in)
+      return false;
+    int64_t axis = normAxis(intAttr(op, "axis", 1), in->size());
+    int64_t outer = 1, inner = 1;
+    for (int64_t i = 0; i < static_cast<int64_t>(in->size()); ++i) {
+      int64_t &acc = i < axis ? outer : inner;
+      acc = (acc == kDyn || (*in)[i] == kDyn) ? kDyn : acc * (*in)[i];
+    }
+    return refine(op, 0, {outer, inner});
+  }
+  if (name == "TopK") {
+    auto in = shapeOf(op->getOperand(0));
+    auto k = getConstantInts(op->getOperand(1));
+    if (!in || in->empty())
+      return false;
+    int64_t axis = normAxis(intAttr(op, "axis", -1), in->size());
+    if (axis < 0 || axis >= static_cast<int64_t>(in->size()))
+      return false;
+    Shape out = *in;
+    out[axis] = k && k->size() == 1 ? (*k)[0] : kDyn;
+    return refine(op, 0, out) | refine(op, 1, out);
+  }
+  if (name == "Range") {
+    // Length from constant start/limit/delta (integer ranges only).
+    auto s = getConstantInts(op->getOperand(0)), l = getConstantInts(op->getOperand(1)),
+         d = getConstantInts(op->getOperand(2));
+    if (!s || !l || !d || s->size() != 1 || l->size() != 1 || d->size() != 1 ||
+        (*d)[0] == 0)
+      return refine(op, 0, {kDyn});
+    double n = std::ceil(double((*l)[0] - (*s)[0]) / double((*d)[0]));
+    return refine(op, 0, {std::max<int64_t>(0, static_cast<int64_t>(n))});
+  }
+  if (name == "Tile") {
+    auto in = shapeOf(op->getOperand(0));
+    auto reps = getConstantInts(op->getOperand(1));
+    if (!in || !reps || reps->size() != in->size())
+      return false;
+    Shape out = *in;
+    for (size_t i = 0; i < out.size(); ++i)
+      out[i] = out[i] == kDyn ? kDyn : out[i] * (*reps)[i];
+    return refine(op, 0, out);
+  }
+  if (name == "Attention") {
+    auto q = shapeOf(op->getOperand(0)), v = shapeOf(op->getOperand(2));
+    if (!q || !v || q->size() != 4 || v->size() != 4)
+      return false;
+    return refine(op, 0, {(*q)[0], (*q)[1], (*q)[2], (*v)[3]});
+  }
+  if (name == "ms.MatMulNBits") {
+    auto a = shapeOf(op->getOperand(0));
+    if (!a || a->empty())
+      return false;
+    Shape out = *a;
+    out.back() = intAttr(op, "N", kDyn);
+    return refine(op, 0, out);
+  }
+  if (name == "NonZero") {
+    auto in = shapeOf(op->getOperand(0));
+    return in && refine(op, 0, {static_cast<int64_t>(in->size()), kDyn});
+  }
+  return false;
+}

@@ -1,0 +1,556 @@
+//===- XfmrOps.cpp - xfmr dialect op verifiers ----------------------------===//
+//
+// Part of xfmr.
+//
+// Shape verifiers for the xfmr ops. Dynamic dims are always accepted: two
+// dims are compared only when both are static, so partially shaped IR from
+// the importer verifies. Messages name the operand, the dim and the sizes.
+//
+//===----------------------------------------------------------------------===//
+
+#include "dialects/xfmr/IR/XfmrOps.h"
+
+#include "mlir/IR/Builders.h"
+#include "mlir/IR/BuiltinAttributes.h"
+#include "mlir/IR/OpImplementation.h"
+#include "llvm/ADT/StringSwitch.h"
+
+using namespace mlir;
+using namespace xfmr;
+
+//===----------------------------------------------------------------------===//
+// Verifier helpers
+//===----------------------------------------------------------------------===//
+
+/// Whether two dims may be equal at runtime: a dynamic dim matches anything.
+static bool dimsCompatible(int64_t lhs, int64_t rhs) {
+  return ShapedType::isDynamic(lhs) || ShapedType::isDynamic(rhs) || lhs == rhs;
+}
+
+/// "<name> must have rank <rank> <layout>, got rank <actual>".
+static LogicalResult verifyRank(Operation *op, StringRef name,
+                                RankedTensorType type, int64_t rank,
+                                StringRef layout) {
+  if (type.getRank() == rank)
+    return success();
+  return op->emitOpError() << name << " must have rank " << rank << " "
+                           << layout << ", got rank " << type.getRank();
+}
+
+/// "<name> must have rank >= 1, got rank 0": ops that work on the last dim.
+static LogicalResult verifyHasLastDim(Operation *op, StringRef name,
+                                      RankedTensorType type) {
+  if (type.getRank() >= 1)
+    return success();
+  return op->emitOpError() << name << " must have rank >= 1, got rank 0";
+}
+
+/// "<what>: <lhs> dim <i> is <m> but <rhs> dim <j> is <n>", unless the dims
+/// agree or one is dynamic.
+static LogicalResult verifySameDim(Operation *op, StringRef what,
+                                   StringRef lhsName, RankedTensorType lhs,
+                                   int64_t lhsDim, StringRef rhsName,
+                                   RankedTensorType rhs, int64_t rhsDim) {
+  int64_t lhsSize = lhs.getDimSize(lhsDim);
+  int64_t rhsSize = rhs.getDimSize(rhsDim);
+  if (dimsCompatible(lhsSize, rhsSize))
+    return success();
+  return op->emitOpError() << what << ": " << lhsName << " dim " << lhsDim
+                           << " is " << lhsSize << " but " << rhsName << " dim "
+                           << rhsDim << " is " << rhsSize;
+}
+
+/// "<name> dim <i> is <m> but <attrName> is <n>", unless the dim is dynamic
+/// or equals the attribute.
+static LogicalResult verifyDimIsAttr(Operation *op, StringRef name,
+                                     RankedTensorType type, int64_t dim,
+                                     StringRef attrName, int64_t value) {
+  int64_t size = type.getDimSize(dim);
+  if (dimsCompatible(size, value))
+    return success();
+  return op->emitOpError() << name << " dim " << dim << " is " << size
+                           << " but " << attrName << " is " << value;
+}
+
+/// "<name> must be positive, got <n>".
+static LogicalResult verifyPositive(Operation *op, StringRef name,
+                                    int64_t value) {
+  if (value > 0)
+    return success();
+  return op->emitOpError() << name << " must be positive, got " << value;
+}
+
+/// Head counts of grouped-query attention: each KV head serves a whole
+/// group of query heads.
+static LogicalResult verifyHeadCounts(Operation *op, int64_t numHeads,
+                                      int64_t numKvHeads) {
+  if (failed(verifyPositive(op, "num_heads", numHeads)) ||
+      failed(verifyPositive(op, "num_kv_heads", numKvHeads)))
+    return failure();
+  if (numHeads % numKvHeads == 0)
+    return success();
+  return op->emitOpError() << "num_heads (" << numHeads
+                           << ") must be a multiple of num_kv_heads ("
+                           << numKvHeads << ")";
+}
+
+/// "<lhs> element type 'a' must match <rhs> element type 'b'".
+static LogicalResult verifySameElementType(Operation *op, StringRef lhsName,
+                                           RankedTensorType lhs,
+                                           StringRef rhsName,
+                                           RankedTensorType rhs) {
+  if (lhs.getElementType() == rhs.getElementType())
+    return success();
+  return op->emitOpError() << lhsName << " element type "
+                           << lhs.getElementType() << " must match " << rhsName
+                           << " element type " << rhs.getElementType();
+}
+
+/// "epsilon must be non-negative": a negative epsilon can make the
+/// normalization divide by zero or take the root of a negative number.
+static LogicalResult verifyEpsilon(Operation *op, const APFloat &epsilon) {
+  if (!epsilon.isNegative() && !epsilon.isNaN())
+    return success();
+  return op->emitOpError() << "epsilon must be non-negative";
+}
+
+/// A 1-D per-feature parameter of a norm (`weight`, `bias`) whose size is the
+/// last dim of `input`.
+static LogicalResult verifyNormParameter(Operation *op, RankedTensorType input,
+                                         StringRef name,
+                                         RankedTensorType param) {
+  if (failed(verifyRank(op, name, param, 1, "[H]")))
+    return failure();
+  return verifySameDim(op, "normalized size mismatch", name, param, 0, "input",
+                       input, input.getRank() - 1);
+}
+
+//===----------------------------------------------------------------------===//
+// AttentionOp
+//===----------------------------------------------------------------------===//
+
+/// The mask broadcasts numpy-style (right-aligned) to [B, Hq, Sq, Skv].
+static LogicalResult verifyAttentionMask(Operation *op,
+                                         RankedTensorType queryType,
+                                         RankedTensorType keyType,
+                                         RankedTensorType maskType) {
+  int64_t rank = maskType.getRank();
+  if (rank < 2 || rank > 4)
+    return op->emitOpError()
+           << "mask must have rank 2 to 4 to broadcast to [B, Hq, Sq, Skv], "
+              "got rank "
+           << rank;
+
+  struct Target {
+    StringRef name;
+    RankedTensorType type;
+    int64_t dim;
+  };
+  const Target targets[4] = {{"query", queryType, 0},
+                             {"query", queryType, 1},
+                             {"query", queryType, 2},
+                             {"key", keyType, 2}};
+  for (int64_t i = 0; i < rank; ++i) {
+    const Target &target = targets[4 - rank + i];
+    int64_t size = maskType.getDimSize(i);
+    int64_t targetSize = target.type.getDimSize(target.dim);
+    if (size == 1 || dimsCompatible(size, targetSize))
+      continue;
+    return op->emitOpError()
+           << "mask dim " << i << " is " << size << " but must be 1 or "
+           << targetSize << " (" << target.name << " dim " << target.dim
+           << ") to broadcast to [B, Hq, Sq, Skv]";
+  }
+  return success();
+}
+
+LogicalResult AttentionOp::verify() {
+  Operation *op = getOperation();
+  RankedTensorType queryType = getQuery().getType();
+  RankedTensorType keyType = getKey().getType();
+  RankedTensorType valueType = getValue().getType();
+  RankedTensorType resultType = getResult().getType();
+
+  if (failed(verifyRank(op, "query", queryType, 4, "[B, Hq, Sq, D]")) ||
+      failed(verifyRank(op, "key", keyType, 4, "[B, Hkv, Skv, D]")) ||
+      failed(verifyRank(op, "value", valueType, 4, "[B, Hkv, Skv, Dv]")) ||
+      failed(verifyRank(op, "result", resultType, 4, "[B, Hq, Sq, Dv]")))
+    return failure();
+
+  int64_t numHeads = getNumHeadsAttr().getInt();
+  int64_t numKvHeads = getNumKvHeadsAttr().getInt();
+  if (failed(verifyHeadCounts(op, numHeads, numKvHeads)) ||
+      failed(
+          verifyDimIsAttr(op, "query", queryType, 1, "num_heads", numHeads)) ||
+      failed(
+          verifyDimIsAttr(op, "key", keyType, 1, "num_kv_heads", numKvHeads)) ||
+      failed(verifyDimIsAttr(op, "value", valueType, 1, "num_kv_heads",
+                             numKvHeads)))
+    return failure();
+
+  if (failed(verifySameDim(op, "batch mismatch", "key", keyType, 0, "query",
+                           queryType, 0)) ||
+      failed(verifySameDim(op, "batch mismatch", "value", valueType, 0, "query",
+                           queryType, 0)) ||
+      failed(verifySameDim(op, "key/value length mismatch", "value", valueType,
+                           2, "key", keyType, 2)) ||
+      failed(verifySameDim(op, "head dim mismatch", "key", keyType, 3, "query",
+                           queryType, 3)))
+    return failure();
+
+  // The result is [B, Hq, Sq] of the query and Dv of the value.
+  for (int64_t dim = 0; dim < 3; ++dim)
+    if (failed(verifySameDim(op, "result shape mismatch", "result", resultType,
+                             dim, "query", queryType, dim)))
+      return failure();
+  if (failed(verifySameDim(op, "result shape mismatch", "result", resultType, 3,
+                           "value", valueType, 3)) ||
+      failed(
+          verifySameElementType(op, "result", resultType, "query", queryType)))
+    return failure();
+
+  if (TypedValue<RankedTensorType> mask = getMask())
+    return verifyAttentionMask(op, queryType, keyType, mask.getType());
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
+// RMSNormOp and LayerNormOp
+//===----------------------------------------------------------------------===//
+
+LogicalResult RMSNormOp::verify() {
+  Operation *op = getOperation();
+  RankedTensorType inputType = getInput().getType();
+  if (failed(verifyHasLastDim(op, "input", inputType)) ||
+      failed(
+          verifyNormParameter(op, inputType, "weight", getWeight().getType())))
+    return failure();
+  return verifyEpsilon(op, getEpsilon());
+}
+
+LogicalResult LayerNormOp::verify() {
+  Operation *op = getOperation();
+  RankedTensorType inputType = getInput().getType();
+  if (failed(verifyHasLastDim(op, "input", inputType)) ||
+      failed(
+          verifyNormParameter(op, inputType, "weight", getWeight().getType())))
+    return failure();
+  if (TypedValue<RankedTensorType> bias = getBias())
+    if (failed(verifyNormParameter(op, inputType, "bias", bias.getType())))
+      return failure();
+  return verifyEpsilon(op, getEpsilon());
+}
+
+//===----------------------------------------------------------------------===//
+// RopeOp
+//===----------------------------------------------------------------------===//
+
+LogicalResult RopeOp::verify() {
+  Operation *op = getOperation();
+  RankedTensorType inputType = getInput().getType();
+  RankedTensorType cosType = getCos().getType();
+  RankedTensorType sinType = getSin().getType();
+  if (failed(verifyRank(op, "input", inputType, 4, "[B, H, S, D]")))
+    return failure();
+
+  int64_t rotaryDim = getRotaryDimAttr().getInt();
+  if (rotaryDim <= 0 || rotaryDim % 2 != 0)
+    return emitOpError() << "rotary_dim must be positive and even, got "
+                         << rotaryDim;
+  int64_t headDim = inputType.getDimSize(3);
+  if (!ShapedType::isDynamic(headDim) && rotaryDim > headDim)
+    return emitOpError() << "rotary_dim is " << rotaryDim
+                         << " but input dim 3 (head dim) is only " << headDim;
+
+  // The angles are given once; sin must be laid out like cos.
+  if (cosType != sinType)
+    return emitOpError() << "cos and sin must have the same type, got "
+                         << cosType << " and " << sinType;
+  int64_t cosRank = cosType.getRank();
+  if (cosRank != 2 && cosRank != 3)
+    return emitOpError() << "cos must have rank 2 [S, R] or 3 [B or 1, S, R] "
+                            "with R = rotary_dim / 2, got rank "
+                         << cosRank;
+  if (cosRank == 3) {
+    int64_t batch = cosType.getDimSize(0);
+    int64_t inputBatch = inputType.getDimSize(0);
+    if (batch != 1 && !dimsCompatible(batch, inputBatch))
+      return emitOpError() << "cos dim 0 is " << batch << " but must be 1 or "
+                           << inputBatch << " (input dim 0)";
+  }
+  if (failed(verifySameDim(op, "sequence length mismatch", "cos", cosType,
+                           cosRank - 2, "input", inputType, 2)))
+    return failure();
+  int64_t pairs = cosType.getDimSize(cosRank - 1);
+  if (!dimsCompatible(pairs, rotaryDim / 2))
+    return emitOpError() << "cos dim " << cosRank - 1 << " is " << pairs
+                         << " but must be rotary_dim / 2 = " << rotaryDim / 2;
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
+// LinearOp
+//===----------------------------------------------------------------------===//
+
+LogicalResult LinearOp::verify() {
+  Operation *op = getOperation();
+  RankedTensorType inputType = getInput().getType();
+  RankedTensorType weightType = getWeight().getType();
+  RankedTensorType resultType = getResult().getType();
+  if (failed(verifyHasLastDim(op, "input", inputType)) ||
+      failed(verifyRank(op, "weight", weightType, 2, "[K, N]")))
+    return failure();
+  int64_t rank = inputType.getRank();
+  if (failed(verifySameDim(op, "reduction size mismatch", "weight", weightType,
+                           0, "input", inputType, rank - 1)))
+    return failure();
+
+  if (TypedValue<RankedTensorType> bias = getBias())
+    if (failed(verifyRank(op, "bias", bias.getType(), 1, "[N]")) ||
+        failed(verifySameDim(op, "output size mismatch", "bias", bias.getType(),
+                             0, "weight", weightType, 1)))
+      return failure();
+
+  // The result is the input's [...] followed by the weight's N.
+  if (resultType.getRank() != rank)
+    return emitOpError() << "result must have rank " << rank
+                         << " (the input's), got rank " << resultType.getRank();
+  for (int64_t dim = 0; dim + 1 < rank; ++dim)
+    if (failed(verifySameDim(op, "result shape mismatch", "result", resultType,
+                             dim, "input", inputType, dim)))
+      return failure();
+  if (failed(verifySameDim(op, "result shape mismatch", "result", resultType,
+                           rank - 1, "weight", weightType, 1)))
+    return failure();
+  return verifySameElementType(op, "result", resultType, "input", inputType);
+}
+
+//===----------------------------------------------------------------------===//
+// GatedMLPOp
+//===----------------------------------------------------------------------===//
+
+LogicalResult GatedMLPOp::verify() {
+  Operation *op = getOperation();
+  RankedTensorType inputType = getInput().getType();
+  RankedTensorType gateType = getWGate().getType();
+  RankedTensorType upType = getWUp().getType();
+  RankedTensorType downType = getWDown().getType();
+  if (failed(verifyHasLastDim(op, "input", inputType)) ||
+      failed(verifyRank(op, "w_gate", gateType, 2, "[H, I]")) ||
+      failed(verifyRank(op, "w_up", upType, 2, "[H, I]")) ||
+      failed(verifyRank(op, "w_down", downType, 2, "[I, H]")))
+    return failure();
+
+  int64_t hiddenDim = inputType.getRank() - 1;
+  if (failed(verifySameDim(op, "hidden size mismatch", "w_gate", gateType, 0,
+                           "input", inputType, hiddenDim)) ||
+      failed(verifySameDim(op, "hidden size mismatch", "w_up", upType, 0,
+                           "input", inputType, hiddenDim)) ||
+      failed(verifySameDim(op, "hidden size mismatch", "w_down", downType, 1,
+                           "input", inputType, hiddenDim)))
+    return failure();
+  if (failed(verifySameDim(op, "intermediate size mismatch", "w_up", upType, 1,
+                           "w_gate", gateType, 1)) ||
+      failed(verifySameDim(op, "intermediate size mismatch", "w_down", downType,
+                           0, "w_gate", gateType, 1)))
+    return failure();
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
+// EmbeddingOp
+//===----------------------------------------------------------------------===//
+
+LogicalResult EmbeddingOp::verify() {
+  Operation *op = getOperation();
+  RankedTensorType tableType = getTable().getType();
+  RankedTensorType idsType = getIds().getType();
+  RankedTensorType resultType = getResult().getType();
+  if (failed(verifyRank(op, "table", tableType, 2, "[V, H]")))
+    return failure();
+
+  // The result is the ids' shape followed by the table's H.
+  int64_t idsRank = idsType.getRank();
+  if (resultType.getRank() != idsRank + 1)
+    return emitOpError() << "result must have rank " << idsRank + 1
+                         << " (the ids' rank + 1), got rank "
+                         << resultType.getRank();
+  for (int64_t dim = 0; dim < idsRank; ++dim)
+    if (failed(verifySameDim(op, "result shape mismatch", "result", resultType,
+                             dim, "ids", idsType, dim)))
+      return failure();
+  if (failed(verifySameDim(op, "result shape mismatch", "result", resultType,
+                           idsRank, "table", tableType, 1)))
+    return failure();
+  return verifySameElementType(op, "result", resultType, "table", tableType);
+}
+
+//===----------------------------------------------------------------------===//
+// MoEOp
+//===----------------------------------------------------------------------===//
+
+LogicalResult MoEOp::verify() {
+  Operation *op = getOperation();
+  RankedTensorType inputType = getInput().getType();
+  RankedTensorType routerType = getRouter().getType();
+  RankedTensorType gateType = getWGate().getType();
+  RankedTensorType upType = getWUp().getType();
+  RankedTensorType downType = getWDown().getType();
+  if (failed(verifyRank(op, "input", inputType, 2, "[T, H]")) ||
+      failed(verifyRank(op, "router", routerType, 2, "[H, E]")) ||
+      failed(verifyRank(op, "w_gate", gateType, 3, "[E, H, I]")) ||
+      failed(verifyRank(op, "w_up", upType, 3, "[E, H, I]")) ||
+      failed(verifyRank(op, "w_down", downType, 3, "[E, I, H]")))
+    return failure();
+
+  int64_t topK = getTopKAttr().getInt();
+  if (failed(verifyPositive(op, "top_k", topK)))
+    return failure();
+  int64_t numExperts = routerType.getDimSize(1);
+  if (!ShapedType::isDynamic(numExperts) && topK > numExperts)
+    return emitOpError() << "top_k is " << topK
+                         << " but router dim 1 (experts) is only "
+                         << numExperts;
+
+  if (failed(verifySameDim(op, "hidden size mismatch", "router", routerType, 0,
+                           "input", inputType, 1)) ||
+      failed(verifySameDim(op, "hidden size mismatch", "w_gate", gateType, 1,
+                           "input", inputType, 1)) ||
+      failed(verifySameDim(op, "hidden size mismatch", "w_up", upType, 1,
+                           "input", inputType, 1)) ||
+      failed(verifySameDim(op, "hidden size mismatch", "w_down", downType, 2,
+                           "input", inputType, 1)))
+    return failure();
+  if (failed(verifySameDim(op, "expert count mismatch", "w_gate", gateType, 0,
+                           "router", routerType, 1)) ||
+      failed(verifySameDim(op, "expert count mismatch", "w_up", upType, 0,
+                           "router", routerType, 1)) ||
+      failed(verifySameDim(op, "expert count mismatch", "w_down", downType, 0,
+                           "router", routerType, 1)))
+    return failure();
+  if (failed(verifySameDim(op, "intermediate size mismatch", "w_up", upType, 2,
+                           "w_gate", gateType, 2)) ||
+      failed(verifySameDim(op, "intermediate size mismatch", "w_down", downType,
+                           1, "w_gate", gateType, 2)))
+    return failure();
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
+// PagedAttentionOp
+//===----------------------------------------------------------------------===//
+
+LogicalResult PagedAttentionOp::verify() {
+  Operation *op = getOperation();
+  RankedTensorType queryType = getQuery().getType();
+  RankedTensorType keyPoolType = getKeyPool().getType();
+  RankedTensorType valuePoolType = getValuePool().getType();
+  RankedTensorType tablesType = getBlockTables().getType();
+  RankedTensorType lensType = getContextLens().getType();
+  RankedTensorType startsType = getQueryStartLoc().getType();
+  constexpr StringLiteral poolLayout = "[num_blocks, block_size, Hkv, D]";
+  if (failed(verifyRank(op, "query", queryType, 3, "[T, Hq, D]")) ||
+      failed(verifyRank(op, "key_pool", keyPoolType, 4, poolLayout)) ||
+      failed(verifyRank(op, "value_pool", valuePoolType, 4, poolLayout)) ||
+      failed(verifyRank(op, "block_tables", tablesType, 2,
+                        "[num_seqs, max_blocks]")) ||
+      failed(verifyRank(op, "context_lens", lensType, 1, "[num_seqs]")) ||
+      failed(
+          verifyRank(op, "query_start_loc", startsType, 1, "[num_seqs + 1]")))
+    return failure();
+
+  int64_t numHeads = getNumHeadsAttr().getInt();
+  int64_t numKvHeads = getNumKvHeadsAttr().getInt();
+  int64_t blockSize = getBlockSizeAttr().getInt();
+  if (failed(verifyHeadCounts(op, numHeads, numKvHeads)) ||
+      failed(verifyPositive(op, "block_size", blockSize)))
+    return failure();
+  if (failed(
+          verifyDimIsAttr(op, "query", queryType, 1, "num_heads", numHeads)) ||
+      failed(verifyDimIsAttr(op, "key_pool", keyPoolType, 2, "num_kv_heads",
+                             numKvHeads)) ||
+      failed(verifyDimIsAttr(op, "value_pool", valuePoolType, 2, "num_kv_heads",
+                             numKvHeads)) ||
+      failed(verifyDimIsAttr(op, "key_pool", keyPoolType, 1, "block_size",
+                             blockSize)) ||
+      failed(verifyDimIsAttr(op, "value_pool", valuePoolType, 1, "block_size",
+                             blockSize)))
+    return failure();
+
+  if (failed(verifySameDim(op, "block count mismatch", "value_pool",
+                           valuePoolType, 0, "key_pool", keyPoolType, 0)) ||
+      failed(verifySameDim(op, "head dim mismatch", "key_pool", keyPoolType, 3,
+                           "query", queryType, 2)) ||
+      failed(verifySameDim(op, "head dim mismatch", "value_pool", valuePoolType,
+                           3, "query", queryType, 2)))
+    return failure();
+
+  // One block table row, one length and one query range per sequence.
+  if (failed(verifySameDim(op, "sequence count mismatch", "context_lens",
+                           lensType, 0, "block_tables", tablesType, 0)))
+    return failure();
+  int64_t numSeqs = tablesType.getDimSize(0);
+  if (ShapedType::isDynamic(numSeqs))
+    numSeqs = lensType.getDimSize(0);
+  int64_t numStarts = startsType.getDimSize(0);
+  if (!ShapedType::isDynamic(numSeqs) &&
+      !dimsCompatible(numStarts, numSeqs + 1))
+    return emitOpError() << "query_start_loc dim 0 is " << numStarts
+                         << " but must be num_seqs + 1 = " << numSeqs + 1;
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
+// KVWriteOp
+//===----------------------------------------------------------------------===//
+
+LogicalResult KVWriteOp::verify() {
+  Operation *op = getOperation();
+  RankedTensorType keyType = getKey().getType();
+  RankedTensorType valueType = getValue().getType();
+  RankedTensorType keyPoolType = getKeyPool().getType();
+  RankedTensorType valuePoolType = getValuePool().getType();
+  RankedTensorType slotsType = getSlotMapping().getType();
+  constexpr StringLiteral poolLayout = "[num_blocks, block_size, Hkv, D]";
+  if (failed(verifyRank(op, "key", keyType, 3, "[T, Hkv, D]")) ||
+      failed(verifyRank(op, "value", valueType, 3, "[T, Hkv, D]")) ||
+      failed(verifyRank(op, "key_pool", keyPoolType, 4, poolLayout)) ||
+      failed(verifyRank(op, "value_pool", valuePoolType, 4, poolLayout)) ||
+      failed(verifyRank(op, "slot_mapping", slotsType, 1, "[T]")))
+    return failure();
+
+  if (failed(verifySameDim(op, "token count mismatch", "value", valueType, 0,
+                           "key", keyType, 0)) ||
+      failed(verifySameDim(op, "token count mismatch", "slot_mapping",
+                           slotsType, 0, "key", keyType, 0)) ||
+      failed(verifySameDim(op, "head count mismatch", "value", valueType, 1,
+                           "key", keyType, 1)))
+    return failure();
+
+  // Both pools are addressed by the same slots.
+  if (failed(verifySameDim(op, "pool shape mismatch", "value_pool",
+                           valuePoolType, 0, "key_pool", keyPoolType, 0)) ||
+      failed(verifySameDim(op, "pool shape mismatch", "value_pool",
+                           valuePoolType, 1, "key_pool", keyPoolType, 1)))
+    return failure();
+
+  if (failed(verifySameDim(op, "head count mismatch", "key_pool", keyPoolType,
+                           2, "key", keyType, 1)) ||
+      failed(verifySameDim(op, "head count mismatch", "value_pool",
+                           valuePoolType, 2, "value", valueType, 1)) ||
+      failed(verifySameDim(op, "head dim mismatch", "key_pool", keyPoolType, 3,
+                           "key", keyType, 2)) ||
+      failed(verifySameDim(op, "head dim mismatch", "value_pool", valuePoolType,
+                           3, "value", valueType, 2)))
+    return failure();
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
+// Generated definitions
+//===----------------------------------------------------------------------===//
+
+#include "dialects/xfmr/IR/XfmrEnums.cpp.inc"
+
+#define GET_OP_CLASSES
+#include "dialects/xfmr/IR/XfmrOps.cpp.inc"

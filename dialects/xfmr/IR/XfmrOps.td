@@ -1,0 +1,461 @@
+//===- XfmrOps.td - the xfmr transformer dialect -----------*- tablegen -*-===//
+//
+// The compiler's own level: one op per transformer building block (attention,
+// norms, rotary embedding, projections, MLPs, mixture of experts, paged KV
+// cache). Imported ONNX graphs are raised to these ops by pattern; they are
+// lowered to linalg or to hand-written GPU kernels from here.
+//
+// Every op works on ranked tensors with value semantics. Dynamic dims are
+// always accepted: verifiers compare two dims only when both are static.
+// Ops whose result types follow from an operand (AllTypesMatch) get
+// InferTypeOpInterface from ODS, so their builders need no result type.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef XFMR_XFMR_OPS
+#define XFMR_XFMR_OPS
+
+include "mlir/IR/OpBase.td"
+include "mlir/IR/EnumAttr.td"
+include "mlir/IR/Properties.td"
+include "mlir/Interfaces/InferTypeOpInterface.td"
+include "mlir/Interfaces/SideEffectInterfaces.td"
+
+//===----------------------------------------------------------------------===//
+// Dialect
+//===----------------------------------------------------------------------===//
+
+def Xfmr_Dialect : Dialect {
+  let name = "xfmr";
+  let cppNamespace = "::xfmr";
+  let summary = "Transformer building blocks";
+  let description = [{
+    Ops at the granularity a model author thinks in: scaled dot-product
+    attention with grouped KV heads, RMS and layer norm, rotary position
+    embedding, linear projections, gated MLPs, mixture of experts, and the
+    paged KV cache reads and writes of a serving engine. Passes fuse and
+    raise into these ops, pick kernels for them, and lower them. See
+    docs/xfmr-dialect.md for layouts and the passes that use each op.
+  }];
+}
+
+//===----------------------------------------------------------------------===//
+// Enums
+//===----------------------------------------------------------------------===//
+
+def Xfmr_Activation : I32Enum<"Activation", "gated MLP activation", [
+      I32EnumCase<"silu", 0>,      // x * sigmoid(x); SwiGLU (Llama, Mistral)
+      I32EnumCase<"gelu", 1>,      // exact erf GELU; GeGLU
+      I32EnumCase<"gelu_tanh", 2>, // tanh approximation of GELU (Gemma)
+      I32EnumCase<"relu", 3>
+    ]> {
+  let cppNamespace = "::xfmr";
+}
+
+/// Stored as a property; printed as a bare keyword (`silu`) in op formats.
+def Xfmr_ActivationProp : EnumProp<Xfmr_Activation>;
+
+//===----------------------------------------------------------------------===//
+// Type constraints
+//===----------------------------------------------------------------------===//
+
+/// Activations and the results computed from them.
+def Xfmr_FloatTensor : RankedTensorOf<[AnyFloat]>;
+
+/// Projection weights: float, or integer for quantized weights (int8, int4);
+/// fp8 weights are float types.
+def Xfmr_WeightTensor : RankedTensorOf<[AnyInteger, AnyFloat]>;
+
+/// Token ids, block tables, lengths and offsets.
+def Xfmr_I32Tensor : RankedTensorOf<[I32]>;
+def Xfmr_IdsTensor : RankedTensorOf<[AnySignlessInteger]>;
+def Xfmr_SlotTensor : RankedTensorOf<[I32, I64]>;
+
+/// Attention masks: i1 (true = attend) or an additive float bias.
+def Xfmr_MaskTensor : RankedTensorOf<[I1, AnyFloat]>;
+
+//===----------------------------------------------------------------------===//
+// Base op
+//===----------------------------------------------------------------------===//
+
+/// Every xfmr op is a pure function of its tensors and has a verifier.
+class Xfmr_Op<string mnemonic, list<Trait> traits = []>
+    : Op<Xfmr_Dialect, mnemonic, !listconcat([Pure], traits)> {
+  let hasVerifier = 1;
+}
+
+//===----------------------------------------------------------------------===//
+// Attention
+//===----------------------------------------------------------------------===//
+
+def Xfmr_AttentionOp : Xfmr_Op<"attention"> {
+  let summary = "Scaled dot-product attention with grouped KV heads";
+  let description = [{
+    `softmax(scale * q · kᵀ + mask) · v`, per batch and query head.
+
+    Layouts: `query` is `[B, Hq, Sq, D]`, `key` is `[B, Hkv, Skv, D]`,
+    `value` is `[B, Hkv, Skv, Dv]`, the result is `[B, Hq, Sq, Dv]` with the
+    query's element type.
+    `num_heads` = Hq and `num_kv_heads` = Hkv; Hq must be a multiple of Hkv
+    (multi-head: equal, grouped-query: a divisor, multi-query: 1). Query head
+    `h` reads KV head `h / (Hq / Hkv)`.
+
+    The optional `mask` broadcasts (numpy rules, rank 2 to 4) to
+    `[B, Hq, Sq, Skv]`: an `i1` mask keeps the scores where it is true, a
+    float mask is added to the scores before the softmax. `causal` lets
+    query `i` see key `j` only when `j <= i + (Skv - Sq)`, aligned to the
+    bottom right as in decoding with a KV cache; it combines with `mask`.
+    `scale` is usually `1 / sqrt(D)`. Rows that see no key are unspecified.
+
+    ```mlir
+    %out = xfmr.attention %q, %k, %v mask %mask
+        {causal = true, num_heads = 8 : i64, num_kv_heads = 2 : i64,
+         scale = 0.125 : f32}
+        : tensor<2x8x16x64xf16>, tensor<2x2x16x64xf16>,
+          tensor<2x2x16x64xf16>, tensor<2x1x16x16xi1>
+        -> tensor<2x8x16x64xf16>
+    ```
+  }];
+
+  let arguments = (ins
+    Xfmr_FloatTensor:$query,
+    Xfmr_FloatTensor:$key,
+    Xfmr_FloatTensor:$value,
+    Optional<Xfmr_MaskTensor>:$mask,
+    I64Attr:$num_heads,
+    I64Attr:$num_kv_heads,
+    F32Attr:$scale,
+    DefaultValuedAttr<BoolAttr, "false">:$causal
+  );
+  let results = (outs Xfmr_FloatTensor:$result);
+
+  let assemblyFormat = [{
+    $query `,` $key `,` $value (`mask` $mask^)? attr-dict `:`
+    type($query) `,` type($key) `,` type($value) (`,` type($mask)^)?
+    `->` type($result)
+  }];
+}
+
+//===----------------------------------------------------------------------===//
+// Normalization
+//===----------------------------------------------------------------------===//
+
+def Xfmr_RMSNormOp : Xfmr_Op<"rms_norm", [AllTypesMatch<["input", "result"]>]> {
+  let summary = "RMS normalization over the last dimension";
+  let description = [{
+    `x / sqrt(mean(x², last dim) + epsilon) * weight`, computed in at least
+    f32. `weight` is 1-D with the size of the last dimension of `input`; its
+    element type may differ from the input's (f32 weights with bf16
+    activations), the result has the input's type.
+
+    ```mlir
+    %y = xfmr.rms_norm %x, %w {epsilon = 1.0e-05 : f32}
+        : tensor<2x16x64xbf16>, tensor<64xf32>
+    ```
+  }];
+
+  let arguments = (ins
+    Xfmr_FloatTensor:$input,
+    Xfmr_FloatTensor:$weight,
+    F32Attr:$epsilon
+  );
+  let results = (outs Xfmr_FloatTensor:$result);
+
+  let assemblyFormat = [{
+    $input `,` $weight attr-dict `:` type($input) `,` type($weight)
+  }];
+}
+
+def Xfmr_LayerNormOp : Xfmr_Op<"layer_norm",
+    [AllTypesMatch<["input", "result"]>]> {
+  let summary = "Layer normalization over the last dimension";
+  let description = [{
+    `(x - mean) / sqrt(var + epsilon) * weight + bias`, mean and biased
+    variance over the last dimension of `input`. `weight` and the optional
+    `bias` are 1-D with the size of that dimension.
+
+    ```mlir
+    %y = xfmr.layer_norm %x, %w, %b {epsilon = 1.0e-05 : f32}
+        : tensor<2x16x64xf32>, tensor<64xf32>, tensor<64xf32>
+    ```
+  }];
+
+  let arguments = (ins
+    Xfmr_FloatTensor:$input,
+    Xfmr_FloatTensor:$weight,
+    Optional<Xfmr_FloatTensor>:$bias,
+    F32Attr:$epsilon
+  );
+  let results = (outs Xfmr_FloatTensor:$result);
+
+  let assemblyFormat = [{
+    $input `,` $weight (`,` $bias^)? attr-dict `:`
+    type($input) `,` type($weight) (`,` type($bias)^)?
+  }];
+}
+
+//===----------------------------------------------------------------------===//
+// Rotary position embedding
+//===----------------------------------------------------------------------===//
+
+def Xfmr_RopeOp : Xfmr_Op<"rope", [AllTypesMatch<["input", "result"]>]> {
+  let summary = "Rotary position embedding";
+  let description = [{
+    Rotates the first `rotary_dim` features of every head of `input`
+    (`[B, H, S, D]`) by per-position angles; features past `rotary_dim`
+    pass through (partial rotary, as in GPT-J and Phi). `cos` and `sin` hold
+    the angles' cosines and sines for the tokens' positions, `[S, R]` or
+    `[B or 1, S, R]` with `R = rotary_dim / 2`, and have the same type.
+
+    Pairs `(x1, x2)` become `(x1 * cos - x2 * sin, x2 * cos + x1 * sin)`.
+    With `interleaved = false` (GPT-NeoX, Llama) pair `i` is features `i`
+    and `i + R`; with `interleaved = true` (GPT-J) it is `2i` and `2i + 1`.
+
+    ```mlir
+    %y = xfmr.rope %x, %cos, %sin {rotary_dim = 64 : i64}
+        : tensor<2x8x16x64xf32>, tensor<16x32xf32>, tensor<16x32xf32>
+    ```
+  }];
+
+  let arguments = (ins
+    Xfmr_FloatTensor:$input,
+    Xfmr_FloatTensor:$cos,
+    Xfmr_FloatTensor:$sin,
+    I64Attr:$rotary_dim,
+    DefaultValuedAttr<BoolAttr, "false">:$interleaved
+  );
+  let results = (outs Xfmr_FloatTensor:$result);
+
+  let assemblyFormat = [{
+    $input `,` $cos `,` $sin attr-dict `:`
+    type($input) `,` type($cos) `,` type($sin)
+  }];
+}
+
+//===----------------------------------------------------------------------===//
+// Projections and MLPs
+//===----------------------------------------------------------------------===//
+
+def Xfmr_LinearOp : Xfmr_Op<"linear"> {
+  let summary = "Linear projection `x · W + b`";
+  let description = [{
+    `input` is `[..., K]`, `weight` is `[K, N]` (ONNX MatMul layout, the
+    transpose of PyTorch's `nn.Linear.weight`), the optional `bias` is `[N]`,
+    and the result is `[..., N]` with the input's element type.
+
+    The weight (and bias) element type may differ from the input's: a float
+    weight of another precision, fp8, or an integer (int8, int4) weight that
+    is converted to the input's element type. Quantization scales and zero
+    points are not part of the op yet.
+
+    ```mlir
+    %y = xfmr.linear %x, %w, %b
+        : tensor<2x16x64xf16>, tensor<64x128xf16>, tensor<128xf16>
+        -> tensor<2x16x128xf16>
+    ```
+  }];
+
+  let arguments = (ins
+    Xfmr_FloatTensor:$input,
+    Xfmr_WeightTensor:$weight,
+    Optional<Xfmr_WeightTensor>:$bias
+  );
+  let results = (outs Xfmr_FloatTensor:$result);
+
+  let assemblyFormat = [{
+    $input `,` $weight (`,` $bias^)? attr-dict `:`
+    type($input) `,` type($weight) (`,` type($bias)^)? `->` type($result)
+  }];
+}
+
+def Xfmr_GatedMLPOp : Xfmr_Op<"gated_mlp",
+    [AllTypesMatch<["input", "result"]>]> {
+  let summary = "Gated MLP `(act(x · Wg) * (x · Wu)) · Wd`";
+  let description = [{
+    The feed-forward block of Llama-style models (SwiGLU with `silu`,
+    GeGLU with `gelu` or `gelu_tanh`). `input` is `[..., H]`, `w_gate` and
+    `w_up` are `[H, I]`, `w_down` is `[I, H]`; the result has the input's
+    type. Weights may be quantized as for `xfmr.linear`.
+
+    ```mlir
+    %y = xfmr.gated_mlp silu %x, %wg, %wu, %wd
+        : tensor<2x16x64xf32>, tensor<64x256xf32>, tensor<64x256xf32>,
+          tensor<256x64xf32>
+    ```
+  }];
+
+  let arguments = (ins
+    Xfmr_ActivationProp:$activation,
+    Xfmr_FloatTensor:$input,
+    Xfmr_WeightTensor:$w_gate,
+    Xfmr_WeightTensor:$w_up,
+    Xfmr_WeightTensor:$w_down
+  );
+  let results = (outs Xfmr_FloatTensor:$result);
+
+  let assemblyFormat = [{
+    $activation $input `,` $w_gate `,` $w_up `,` $w_down attr-dict `:`
+    type($input) `,` type($w_gate) `,` type($w_up) `,` type($w_down)
+  }];
+}
+
+def Xfmr_EmbeddingOp : Xfmr_Op<"embedding"> {
+  let summary = "Token embedding lookup";
+  let description = [{
+    Gathers rows of `table` (`[V, H]`) for every id in `ids` (any rank, any
+    signless integer type); the result is `[..., H]` with the ids' shape
+    followed by H and the table's element type. Out-of-range ids are
+    undefined behaviour.
+
+    ```mlir
+    %h = xfmr.embedding %table, %ids
+        : tensor<32000x64xf16>, tensor<2x16xi64> -> tensor<2x16x64xf16>
+    ```
+  }];
+
+  let arguments = (ins
+    Xfmr_FloatTensor:$table,
+    Xfmr_IdsTensor:$ids
+  );
+  let results = (outs Xfmr_FloatTensor:$result);
+
+  let assemblyFormat = [{
+    $table `,` $ids attr-dict `:` type($table) `,` type($ids) `->`
+    type($result)
+  }];
+}
+
+def Xfmr_MoEOp : Xfmr_Op<"moe", [AllTypesMatch<["input", "result"]>]> {
+  let summary = "Mixture of experts with top-k routing";
+  let description = [{
+    Routes every token of `input` (`[T, H]`) to `top_k` of E gated-MLP
+    experts. The router scores are `softmax(x · router)` over the experts
+    (`router` is `[H, E]`); the `top_k` highest are kept and, with
+    `normalize_top_k`, divided by their sum (Mixtral, Qwen3). The result
+    (`[T, H]`) is the score-weighted sum of the selected experts' outputs.
+    Expert `e` is a gated MLP with `w_gate[e]`, `w_up[e]` (`[E, H, I]`) and
+    `w_down[e]` (`[E, I, H]`) and the given `activation`.
+
+    ```mlir
+    %y = xfmr.moe silu %x, %router, %wg, %wu, %wd
+        {normalize_top_k = true, top_k = 2 : i64}
+        : tensor<16x64xbf16>, tensor<64x8xbf16>, tensor<8x64x128xbf16>,
+          tensor<8x64x128xbf16>, tensor<8x128x64xbf16>
+    ```
+  }];
+
+  let arguments = (ins
+    Xfmr_ActivationProp:$activation,
+    Xfmr_FloatTensor:$input,
+    Xfmr_FloatTensor:$router,
+    Xfmr_WeightTensor:$w_gate,
+    Xfmr_WeightTensor:$w_up,
+    Xfmr_WeightTensor:$w_down,
+    I64Attr:$top_k,
+    DefaultValuedAttr<BoolAttr, "false">:$normalize_top_k
+  );
+  let results = (outs Xfmr_FloatTensor:$result);
+
+  let assemblyFormat = [{
+    $activation $input `,` $router `,` $w_gate `,` $w_up `,` $w_down
+    attr-dict `:` type($input) `,` type($router) `,` type($w_gate) `,`
+    type($w_up) `,` type($w_down)
+  }];
+}
+
+//===----------------------------------------------------------------------===//
+// Paged KV cache
+//===----------------------------------------------------------------------===//
+
+def Xfmr_PagedAttentionOp : Xfmr_Op<"paged_attention",
+    [AllTypesMatch<["query", "result"]>]> {
+  let summary = "Causal attention over a paged KV cache for a ragged batch";
+  let description = [{
+    The serving-time form of `xfmr.attention` (vLLM's layout). The query
+    tokens of all sequences are packed: `query` is `[T, Hq, D]`, and
+    sequence `s` owns tokens `query_start_loc[s]` to
+    `query_start_loc[s + 1]` (`[num_seqs + 1]`, cumulative, starting at 0).
+    Its keys and values live in `key_pool` and `value_pool`
+    (`[num_blocks, block_size, Hkv, D]`): position `p` of sequence `s` is in
+    block `block_tables[s, p / block_size]` (`[num_seqs, max_blocks]`) at
+    offset `p % block_size`. `context_lens[s]` (`[num_seqs]`) counts the
+    sequence's cached positions including its new tokens, which
+    `xfmr.kv_write` has already stored; the new tokens are the last ones,
+    and each sees the positions up to its own (causal). Prefill, chunked
+    prefill and decode steps are all this op. The result has the query's
+    type; head grouping and `scale` are as in `xfmr.attention`.
+
+    ```mlir
+    %out = xfmr.paged_attention %q, %k_pool, %v_pool, %block_tables,
+        %context_lens, %query_start_loc
+        {block_size = 16 : i64, num_heads = 8 : i64, num_kv_heads = 2 : i64,
+         scale = 0.125 : f32}
+        : tensor<?x8x64xf16>, tensor<128x16x2x64xf16>,
+          tensor<128x16x2x64xf16>, tensor<4x32xi32>, tensor<4xi32>,
+          tensor<5xi32>
+    ```
+  }];
+
+  let arguments = (ins
+    Xfmr_FloatTensor:$query,
+    Xfmr_FloatTensor:$key_pool,
+    Xfmr_FloatTensor:$value_pool,
+    Xfmr_I32Tensor:$block_tables,
+    Xfmr_I32Tensor:$context_lens,
+    Xfmr_I32Tensor:$query_start_loc,
+    I64Attr:$num_heads,
+    I64Attr:$num_kv_heads,
+    F32Attr:$scale,
+    I64Attr:$block_size
+  );
+  let results = (outs Xfmr_FloatTensor:$result);
+
+  let assemblyFormat = [{
+    $query `,` $key_pool `,` $value_pool `,` $block_tables `,`
+    $context_lens `,` $query_start_loc attr-dict `:` type($query) `,`
+    type($key_pool) `,` type($value_pool) `,` type($block_tables) `,`
+    type($context_lens) `,` type($query_start_loc)
+  }];
+}
+
+def Xfmr_KVWriteOp : Xfmr_Op<"kv_write", [
+    AllTypesMatch<["key_pool", "new_key_pool"]>,
+    AllTypesMatch<["value_pool", "new_value_pool"]>]> {
+  let summary = "Store new keys and values into the paged KV cache";
+  let description = [{
+    Writes token `t` of `key` and `value` (`[T, Hkv, D]`) into slot
+    `slot_mapping[t]` (`[T]`, i32 or i64) of `key_pool` and `value_pool`
+    (`[num_blocks, block_size, Hkv, D]`), where slot
+    `block * block_size + offset` names offset `offset` of block `block`;
+    a negative slot skips the token (padding). Values are converted to the
+    pools' element type (e.g. fp8 caches). The results are the updated
+    pools: value semantics here, in place after bufferization.
+
+    ```mlir
+    %k_pool2, %v_pool2 = xfmr.kv_write %k, %v into %k_pool, %v_pool
+        at %slots
+        : tensor<?x2x64xf16>, tensor<?x2x64xf16>, tensor<128x16x2x64xf16>,
+          tensor<128x16x2x64xf16>, tensor<?xi64>
+    ```
+  }];
+
+  let arguments = (ins
+    Xfmr_FloatTensor:$key,
+    Xfmr_FloatTensor:$value,
+    Xfmr_FloatTensor:$key_pool,
+    Xfmr_FloatTensor:$value_pool,
+    Xfmr_SlotTensor:$slot_mapping
+  );
+  let results = (outs
+    Xfmr_FloatTensor:$new_key_pool,
+    Xfmr_FloatTensor:$new_value_pool
+  );
+
+  let assemblyFormat = [{
+    $key `,` $value `into` $key_pool `,` $value_pool `at` $slot_mapping
+    attr-dict `:` type($key) `,` type($value) `,` type($key_pool) `,`
+    type($value_pool) `,` type($slot_mapping)
+  }];
+}
+
+#endif // XFMR_XFMR_OPS

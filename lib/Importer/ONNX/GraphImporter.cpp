@@ -1,0 +1,691 @@
+//===- GraphImporter.cpp - ONNX graph to a func of onnx ops ---------------===//
+//
+// Part of xfmr.
+//
+// Walks the graph once, in the order ONNX requires (topological), validating
+// each node against the schema table before building its op: the op and its
+// version exist, inputs are defined and not redefined, required inputs and
+// attributes are present, attribute types match. Ops are verified as they are
+// built; a verifier message is reported against the node.
+//
+//===----------------------------------------------------------------------===//
+
+#include "ImporterImpl.h"
+#include "OpSchemaTable.h"
+
+#include "dialects/onnx/IR/ONNXOps.h"
+#include "dialects/onnx/Transforms/Passes.h"
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/IR/Builders.h"
+#include "mlir/IR/Verifier.h"
+#include "llvm/ADT/StringSet.h"
+
+using namespace mlir;
+using namespace xfmr::onnx_import;
+
+namespace {
+
+/// Opset-13+ forms that older versions of some ops are upgraded to: the
+/// attribute moves into a constant input at position 1.
+struct Upgrade {
+  llvm::StringLiteral op;
+  int firstInputForm; ///< first since-version with the input form
+  llvm::StringLiteral attr;
+};
+constexpr Upgrade kUpgrades[] = {
+    {"ReduceSum", 13, "axes"},       {"ReduceMean", 18, "axes"},
+    {"ReduceMax", 18, "axes"},       {"ReduceMin", 18, "axes"},
+    {"ReduceProd", 18, "axes"},      {"ReduceL1", 18, "axes"},
+    {"ReduceL2", 18, "axes"},        {"ReduceLogSum", 18, "axes"},
+    {"ReduceLogSumExp", 18, "axes"}, {"ReduceSumSquare", 18, "axes"},
+    {"Squeeze", 13, "axes"},         {"Unsqueeze", 13, "axes"},
+    {"Split", 13, "split"},
+};
+
+const Upgrade *findUpgrade(const OpSchema &schema, int version) {
+  if (!schema.domain.empty())
+    return nullptr;
+  for (const Upgrade &u : kUpgrades)
+    if (schema.name == u.op && version < u.firstInputForm)
+      return &u;
+  return nullptr;
+}
+
+/// The kind an AttributeProto actually holds (its type field, or for old
+/// models that leave it unset, the field that is filled).
+std::optional<AttrKind> protoAttrKind(const pb::AttributeProto &a) {
+  switch (a.type()) {
+  case pb::AttributeProto::INT: return AttrKind::Int;
+  case pb::AttributeProto::FLOAT: return AttrKind::Float;
+  case pb::AttributeProto::STRING: return AttrKind::String;
+  case pb::AttributeProto::INTS: return AttrKind::Ints;
+  case pb::AttributeProto::FLOATS: return AttrKind::Floats;
+  case pb::AttributeProto::STRINGS: return AttrKind::Strings;
+  case pb::AttributeProto::TENSOR: return AttrKind::Tensor;
+  case pb::AttributeProto::UNDEFINED:
+    if (a.has_i()) return AttrKind::Int;
+    if (a.has_f()) return AttrKind::Float;
+    if (a.has_s()) return AttrKind::String;
+    if (a.has_t()) return AttrKind::Tensor;
+    if (a.ints_size()) return AttrKind::Ints;
+    if (a.floats_size()) return AttrKind::Floats;
+    if (a.strings_size()) return AttrKind::Strings;
+    return std::nullopt;
+  default:
+    return std::nullopt;
+  }
+}
+
+const char *protoAttrTypeName(const pb::AttributeProto &a) {
+  if (pb::AttributeProto_AttributeType_IsValid(a.type()))
+    return pb::AttributeProto_AttributeType_Name(a.type()).c_str();
+  return "UNKNOWN";
+}
+
+class GraphImporter {
+public:
+  GraphImporter(const ImportContext &ic, pb::ModelProto &model)
+      : ic(ic), model(model), builder(ic.ctx), external(ic) {}
+
+  OwningOpRef<ModuleOp> run();
+
+private:
+  LogicalResult readOpsets();
+  LogicalResult importInputs(func::FuncOp &func, Block *&body);
+  LogicalResult importInitializers();
+  LogicalResult importNode(pb::NodeProto &node, int index);
+  LogicalResult defineValue(llvm::StringRef name, Value value, llvm::StringRef by);
+  FailureOr<Attribute> convertAttribute(pb::AttributeProto &a, AttrKind kind,
+                                        const std::string &what);
+  FailureOr<Type> resultElementType(const OpSchema &schema, unsigned outputIdx,
+                                    ArrayRef<Value> operands,
+                                    ArrayRef<NamedAttribute> attrs,
+                                    const std::string &what);
+  Value noValue();
+  LogicalResult normalizeConstant(SmallVectorImpl<NamedAttribute> &attrs,
+                                  const std::string &what);
+
+  const ImportContext &ic;
+  pb::ModelProto &model;
+  OpBuilder builder;
+  ExternalDataResolver external;
+  OwningOpRef<ModuleOp> module;
+  llvm::StringMap<Value> values;
+  llvm::StringMap<TensorType> declaredTypes; ///< from value_info and outputs
+  llvm::StringSet<> initializerNames;
+  llvm::StringMap<int64_t> opsets;
+  Value none;
+};
+
+Value GraphImporter::noValue() {
+  if (!none)
+    none = xfmr::onnx::NoValueOp::create(builder, builder.getUnknownLoc(),
+                                         builder.getNoneType());
+  return none;
+}
+
+LogicalResult GraphImporter::defineValue(llvm::StringRef name, Value value,
+                                         llvm::StringRef by) {
+  if (name.empty())
+    return success();
+  if (!values.try_emplace(name, value).second) {
+    ic.error() << by << ": value '" << name << "' is defined more than once";
+    return failure();
+  }
+  return success();
+}
+
+/// Constant's value_float/value_floats/value_int/value_ints forms become the
+/// canonical `value` tensor, so folders and later passes see one form.
+LogicalResult GraphImporter::normalizeConstant(SmallVectorImpl<NamedAttribute> &attrs,
+                                               const std::string &what) {
+  if (attrs.size() != 1) {
+    ic.error() << what << ": needs exactly one value attribute, got " << attrs.size();
+    return failure();
+  }
+  StringRef name = attrs[0].getName().strref();
+  Attribute v = attrs[0].getValue();
+  ElementsAttr value;
+  if (name == "value") {
+    return success();
+  } else if (name == "value_float") {
+    value = DenseElementsAttr::get(RankedTensorType::get({}, builder.getF32Type()),
+                                   cast<FloatAttr>(v).getValue());
+  } else if (name == "value_int") {
+    value = DenseElementsAttr::get(RankedTensorType::get({}, builder.getI64Type()),
+                                   cast<IntegerAttr>(v).getValue());
+  } else if (name == "value_floats" || name == "value_ints") {
+    auto arr = cast<ArrayAttr>(v);
+    Type elem = name == "value_ints" ? Type(builder.getI64Type()) : builder.getF32Type();
+    value = DenseElementsAttr::get(
+        RankedTensorType::get({static_cast<int64_t>(arr.size())}, elem), arr.getValue());
+  } else {
+    ic.error() << what << ": attribute '" << name << "' (string constants) is not supported";
+    return failure();
+  }
+  attrs[0] = NamedAttribute(builder.getStringAttr("value"), value);
+  return success();
+}
+
+LogicalResult GraphImporter::readOpsets() {
+  if (model.opset_import_size() == 0) {
+    ic.error() << "model has no opset_import";
+    return failure();
+  }
+  for (const pb::OperatorSetIdProto &o : model.opset_import()) {
+    std::string domain = o.domain() == "ai.onnx" ? "" : o.domain();
+    if (o.version() <= 0) {
+      ic.error() << "opset_import of domain '" << domain << "' has invalid version "
+                 << o.version();
+      return failure();
+    }
+    if (!opsets.try_emplace(domain, o.version()).second) {
+      ic.error() << "opset_import lists domain '" << domain << "' twice";
+      return failure();
+    }
+  }
+  return success();
+}
+
+FailureOr<Attribute> GraphImporter::convertAttribute(pb::AttributeProto &a, AttrKind kind,
+                                                     const std::string &what) {
+  switch (kind) {
+  case AttrKind::Int:
+    return Attribute(builder.getI64IntegerAttr(a.i()));
+  case AttrKind::Float:
+    return Attribute(builder.getF32FloatAttr(a.f()));
+  case AttrKind::String:
+    return Attribute(builder.getStringAttr(a.s()));
+  case AttrKind::Ints: {
+    SmallVector<int64_t> v(a.ints().begin(), a.ints().end());
+    return Attribute(builder.getI64ArrayAttr(v));
+  }
+  case AttrKind::Floats: {
+    SmallVector<float> v(a.floats().begin(), a.floats().end());
+    return Attribute(builder.getF32ArrayAttr(v));
+  }
+  case AttrKind::Strings: {
+    SmallVector<StringRef> v(a.strings().begin(), a.strings().end());
+    return Attribute(builder.getStrArrayAttr(v));
+  }
+  case AttrKind::Tensor: {
+    FailureOr<ElementsAttr> t =
+        importTensor(ic, *a.mutable_t(), what + " attribute '" + a.name() + "'", external);
+    if (failed(t))
+      return failure();
+    return Attribute(*t);
+  }
+  }
+  return failure();
+}
+
+/// Element type of output `outputIdx`: the type of the input sharing its type
+/// constraint, the constraint's only type, or an attribute-driven rule.
+FailureOr<Type> GraphImporter::resultElementType(const OpSchema &schema,
+                                                 unsigned outputIdx,
+                                                 ArrayRef<Value> operands,
+                                                 ArrayRef<NamedAttribute> attrs,
+                                                 const std::string &what) {
+  auto attr = [&](StringRef name) -> Attribute {
+    for (const NamedAttribute &a : attrs)
+      if (a.getName() == name)
+        return a.getValue();
+    return {};
+  };
+  auto elemOf = [](Value v) -> Type {
+    if (!v || isa<NoneType>(v.getType()))
+      return {};
+    return cast<TensorType>(v.getType()).getElementType();
+  };
+  auto dtype = [&](int64_t dt) { return xfmr::onnx::convertONNXElementType(ic.ctx, dt); };
+  StringRef name = schema.name;
+  if (schema.domain.empty()) {
+    if (name == "Cast")
+      if (auto to = dyn_cast_or_null<IntegerAttr>(attr("to")))
+        if (Type t = dtype(to.getInt()))
+          return t;
+    if (name == "CastLike")
+      return elemOf(operands[1]);
+    if (name == "Constant") {
+      if (auto v = dyn_cast_or_null<ElementsAttr>(attr("value")))
+        return v.getElementType();
+    }
+    if (name == "ConstantOfShape") {
+      if (auto v = dyn_cast_or_null<ElementsAttr>(attr("value")))
+        return v.getElementType();
+      return Type(builder.getF32Type());
+    }
+    if (name == "EyeLike" || name == "RandomNormalLike")
+      if (auto d = dyn_cast_or_null<IntegerAttr>(attr("dtype")))
+        if (Type t = dtype(d.getInt()))
+          return t;
+    if (name == "QuantizeLinear") {
+      if (Type zp = operands.size() > 2 ? elemOf(operands[2]) : Type())
+        return zp;
+      if (auto d = dyn_cast_or_null<IntegerAttr>(attr("output_dtype")))
+        if (d.getInt() != 0)
+          if (Type t = dtype(d.getInt()))
+            return t;
+      return Type(IntegerType::get(ic.ctx, 8, IntegerType::Unsigned));
+    }
+    if (name == "DequantizeLinear") {
+      if (auto d = dyn_cast_or_null<IntegerAttr>(attr("output_dtype")))
+        if (d.getInt() != 0)
+          if (Type t = dtype(d.getInt()))
+            return t;
+      return elemOf(operands[1]);
+    }
+    if (name == "LayerNormalization" && outputIdx > 0) {
+      auto st = dyn_cast_or_null<IntegerAttr>(attr("stash_type"));
+      if (Type t = dtype(st ? st.getInt() : 1))
+        return t;
+    }
+  }
+  const FormalParam &out = schema.outputs[std::min<size_t>(outputIdx, schema.outputs.size() - 1)];
+  // Same type constraint as an input: same element type.
+  size_t pos = 0;
+  for (const FormalParam &in : schema.inputs) {
+    if (StringRef(in.typeStr) == out.typeStr && in.option != Param::Variadic) {
+      if (pos < operands.size())
+        if (Type t = elemOf(operands[pos]))
+          return t;
+    } else if (StringRef(in.typeStr) == out.typeStr && pos < operands.size()) {
+      if (Type t = elemOf(operands[pos]))
+        return t;
+    }
+    ++pos;
+  }
+  if (llvm::popcount(out.allowedTypes) == 1)
+    return dtype(llvm::countr_zero(out.allowedTypes));
+  ic.error() << what << ": cannot determine the element type of output '" << out.name << "'";
+  return failure();
+}
+
+LogicalResult GraphImporter::importNode(pb::NodeProto &node, int index) {
+  std::string what = describeNode(node, index);
+  std::string domain = node.domain() == "ai.onnx" ? "" : node.domain();
+  const OpSchema *schema = lookupOpSchema(domain, node.op_type());
+  if (!schema) {
+    if (!isKnownDomain(domain))
+      ic.error() << what << ": unsupported domain '" << domain << "'";
+    else
+      ic.error() << what << ": unsupported op '" << node.op_type() << "'"
+                 << (domain.empty() ? "" : " in domain '" + domain + "'")
+                 << " (see docs/onnx-ops.md)";
+    return failure();
+  }
+  auto opsetIt = opsets.find(domain);
+  if (opsetIt == opsets.end()) {
+    ic.error() << what << ": the model imports no opset for domain '"
+               << (domain.empty() ? "ai.onnx" : domain) << "'";
+    return failure();
+  }
+  int version = schema->resolveVersion(opsetIt->second);
+  if (version == 0) {
+    ic.error() << what << ": op does not exist in opset " << opsetIt->second;
+    return failure();
+  }
+  const Upgrade *upgrade = findUpgrade(*schema, version);
+  if (!upgrade && !llvm::is_contained(schema->importableVersions, version)) {
+    ic.error() << what << ": version " << version << " (opset " << opsetIt->second
+               << ") is not supported";
+    return failure();
+  }
+  Location loc = ic.nodeLoc(node, index);
+  builder.setInsertionPointToEnd(builder.getInsertionBlock());
+
+  // Attributes: known, of the declared kind, required ones present.
+  SmallVector<NamedAttribute> attrs;
+  std::optional<SmallVector<int64_t>> upgradedInput;
+  llvm::StringSet<> seen;
+  for (pb::AttributeProto &a : *node.mutable_attribute()) {
+    if (!seen.insert(a.name()).second) {
+      ic.error() << what << ": attribute '" << a.name() << "' is given twice";
+      return failure();
+    }
+    if (!a.ref_attr_name().empty()) {
+      ic.error() << what << ": attribute '" << a.name()
+                 << "' references a function attribute; functions are not supported";
+      return failure();
+    }
+    if (upgrade && a.name() == upgrade->attr.str()) {
+      if (protoAttrKind(a) != AttrKind::Ints) {
+        ic.error() << what << ": attribute '" << a.name() << "' must be INTS, got "
+                   << protoAttrTypeName(a);
+        return failure();
+      }
+      upgradedInput.emplace(a.ints().begin(), a.ints().end());
+      continue;
+    }
+    const AttrSpec *spec = schema->findAttr(a.name());
+    if (!spec) {
+      ic.error() << what << ": unknown attribute '" << a.name() << "'";
+      return failure();
+    }
+    std::optional<AttrKind> kind = protoAttrKind(a);
+    if (!kind || *kind != spec->kind) {
+      ic.error() << what << ": attribute '" << a.name() << "' must be "
+                 << attrKindName(spec->kind) << ", got " << protoAttrTypeName(a);
+      return failure();
+    }
+    FailureOr<Attribute> value = convertAttribute(a, *kind, what);
+    if (failed(value))
+      return failure();
+    attrs.emplace_back(builder.getStringAttr(a.name()), *value);
+  }
+  if (schema->domain.empty() && schema->name == "Constant" &&
+      failed(normalizeConstant(attrs, what)))
+    return failure();
+  for (const AttrSpec &spec : schema->attributes)
+    if (spec.required && !seen.contains(spec.name)) {
+      ic.error() << what << ": required attribute '" << spec.name << "' is missing";
+      return failure();
+    }
+
+  // Operands by formal parameter; absent optionals are `none`.
+  SmallVector<Value> operands;
+  auto lookup = [&](const std::string &name, unsigned pos) -> FailureOr<Value> {
+    auto it = values.find(name);
+    if (it == values.end()) {
+      ic.error() << what << ": input " << pos << " '" << name
+                 << "' is used before it is defined (unsorted graph, cycle, or missing value)";
+      return failure();
+    }
+    return it->second;
+  };
+  int nIn = node.input_size();
+  int pos = 0;
+  SmallVector<FormalParam> formals(schema->inputs.begin(), schema->inputs.end());
+  for (size_t f = 0; f < formals.size(); ++f) {
+    const FormalParam &fp = formals[f];
+    if (upgradedInput && f == 1) {
+      // The upgraded attribute becomes this (optional) input.
+      auto type = RankedTensorType::get({static_cast<int64_t>(upgradedInput->size())},
+                                        builder.getI64Type());
+      auto attr = DenseIntElementsAttr::get(type, *upgradedInput);
+      operands.push_back(xfmr::onnx::ConstantOp::create(
+          builder, loc, type, attr, nullptr, nullptr, nullptr, nullptr, nullptr, nullptr));
+      continue;
+    }
+    if (fp.option == Param::Variadic) {
+      if (pos >= nIn) {
+        ic.error() << what << ": variadic input '" << fp.name << "' needs at least one value";
+        return failure();
+      }
+      for (; pos < nIn; ++pos) {
+        if (node.input(pos).empty()) {
+          ic.error() << what << ": input " << pos << " has an empty name";
+          return failure();
+        }
+        FailureOr<Value> v = lookup(node.input(pos), pos);
+        if (failed(v))
+          return failure();
+        operands.push_back(*v);
+      }
+      continue;
+    }
+    if (pos >= nIn || node.input(pos).empty()) {
+      if (fp.option == Param::Single) {
+        ic.error() << what << ": required input " << pos << " ('" << fp.name << "') is "
+                   << (pos >= nIn ? "missing" : "empty");
+        return failure();
+      }
+      operands.push_back(noValue());
+      ++pos;
+      continue;
+    }
+    FailureOr<Value> v = lookup(node.input(pos), pos);
+    if (failed(v))
+      return failure();
+    operands.push_back(*v);
+    ++pos;
+  }
+  if (pos < nIn) {
+    ic.error() << what << ": has " << nIn << " inputs, the op takes at most " << pos;
+    return failure();
+  }
+
+  // Results: one per formal output (variadic: one per node output).
+  SmallVector<Type> resultTypes;
+  SmallVector<std::string> resultNames;
+  int nOut = node.output_size();
+  int outPos = 0;
+  for (size_t f = 0; f < schema->outputs.size(); ++f) {
+    const FormalParam &fp = schema->outputs[f];
+    int count = fp.option == Param::Variadic ? std::max(0, nOut - outPos) : 1;
+    if (fp.option == Param::Variadic && count == 0) {
+      ic.error() << what << ": variadic output '" << fp.name << "' needs at least one value";
+      return failure();
+    }
+    for (int k = 0; k < count; ++k, ++outPos) {
+      std::string name = outPos < nOut ? node.output(outPos) : std::string();
+      if (name.empty()) {
+        if (fp.option == Param::Single) {
+          ic.error() << what << ": required output " << outPos << " ('" << fp.name
+                     << "') has no name";
+          return failure();
+        }
+        resultTypes.push_back(builder.getNoneType());
+        resultNames.push_back("");
+        continue;
+      }
+      FailureOr<Type> elem = resultElementType(*schema, f, operands, attrs, what);
+      if (failed(elem) || !*elem) {
+        if (succeeded(elem))
+          ic.error() << what << ": cannot determine the element type of output '" << name
+                     << "'";
+        return failure();
+      }
+      Type type = UnrankedTensorType::get(*elem);
+      if (auto it = declaredTypes.find(name); it != declaredTypes.end())
+        if (auto ranked = dyn_cast<RankedTensorType>(it->second))
+          type = RankedTensorType::get(ranked.getShape(), *elem);
+      resultTypes.push_back(type);
+      resultNames.push_back(name);
+    }
+  }
+  if (outPos < nOut) {
+    ic.error() << what << ": has " << nOut << " outputs, the op produces at most " << outPos;
+    return failure();
+  }
+
+  OperationState state(loc, schema->mlirName);
+  state.addOperands(operands);
+  state.addTypes(resultTypes);
+  state.addAttributes(attrs);
+  Operation *op = builder.create(state);
+  xfmr::onnx::inferResultTypes(op);
+
+  // Verify now so that a bad attribute value is reported against this node.
+  std::string verifierMessage;
+  {
+    ScopedDiagnosticHandler capture(ic.ctx, [&](Diagnostic &diag) {
+      if (verifierMessage.empty())
+        verifierMessage = diag.str();
+      return success();
+    });
+    if (failed(mlir::verify(op, /*verifyRecursively=*/false))) {
+      ic.error() << what << ": " << verifierMessage;
+      return failure();
+    }
+  }
+  for (auto [name, result] : llvm::zip(resultNames, op->getResults()))
+    if (failed(defineValue(name, result, what)))
+      return failure();
+  return success();
+}
+
+LogicalResult GraphImporter::importInputs(func::FuncOp &func, Block *&body) {
+  const pb::GraphProto &g = model.graph();
+  llvm::StringMap<const pb::TensorProto *> inits;
+  for (const pb::TensorProto &t : g.initializer())
+    inits[t.name()] = &t;
+
+  SmallVector<Type> argTypes;
+  SmallVector<std::string> argNames;
+  SmallVector<Attribute> argDimParams;
+  for (const pb::ValueInfoProto &in : g.input()) {
+    std::string what = "graph input '" + in.name() + "'";
+    if (in.name().empty()) {
+      ic.error() << "a graph input has an empty name";
+      return failure();
+    }
+    FailureOr<TensorType> type = importValueType(ic, in.type(), what);
+    if (failed(type))
+      return failure();
+    if (auto it = inits.find(in.name()); it != inits.end()) {
+      // IR >= 4: an initializer with an input's name is that input's default.
+      // Its type must agree with the declared one.
+      const pb::TensorProto *t = it->second;
+      Type elem = xfmr::onnx::convertONNXElementType(ic.ctx, t->data_type());
+      bool same = elem == type->getElementType();
+      if (same && type->hasRank()) {
+        same = type->getRank() == t->dims_size();
+        for (int i = 0; same && i < t->dims_size(); ++i)
+          same = type->isDynamicDim(i) || type->getDimSize(i) == t->dims(i);
+      }
+      if (!same) {
+        ic.error() << what << " clashes with the initializer of the same name: "
+                   << "its type differs";
+        return failure();
+      }
+      continue; // overridable initializer: imported as a constant
+    }
+    argTypes.push_back(*type);
+    argNames.push_back(in.name());
+    SmallVector<Attribute> params;
+    if (in.type().tensor_type().has_shape())
+      for (const auto &d : in.type().tensor_type().shape().dim())
+        params.push_back(builder.getStringAttr(d.has_dim_param() ? d.dim_param() : ""));
+    argDimParams.push_back(builder.getArrayAttr(params));
+  }
+  SmallVector<Type> resultTypes;
+  for (const pb::ValueInfoProto &out : g.output()) {
+    if (out.name().empty()) {
+      ic.error() << "a graph output has an empty name";
+      return failure();
+    }
+    FailureOr<TensorType> type = importValueType(ic, out.type(), "graph output '" + out.name() + "'");
+    if (failed(type))
+      return failure();
+    resultTypes.push_back(*type);
+    declaredTypes[out.name()] = *type;
+  }
+  auto fnType = builder.getFunctionType(argTypes, resultTypes);
+  func = func::FuncOp::create(builder, FileLineColLoc::get(ic.ctx, ic.displayName, 0, 0),
+                              ic.options.functionName, fnType);
+  body = func.addEntryBlock();
+  for (auto [i, name] : llvm::enumerate(argNames)) {
+    func.setArgAttr(i, "onnx.name", builder.getStringAttr(name));
+    func.setArgAttr(i, "onnx.dim_params", argDimParams[i]);
+    if (failed(defineValue(name, body->getArgument(i), "graph input")))
+      return failure();
+  }
+  for (auto [i, out] : llvm::enumerate(g.output()))
+    func.setResultAttr(i, "onnx.name", builder.getStringAttr(out.name()));
+  return success();
+}
+
+LogicalResult GraphImporter::importInitializers() {
+  pb::GraphProto &g = *model.mutable_graph();
+  if (g.sparse_initializer_size() > 0) {
+    ic.error() << "sparse initializers are not supported";
+    return failure();
+  }
+  for (pb::TensorProto &t : *g.mutable_initializer()) {
+    std::string what = "initializer '" + t.name() + "'";
+    if (t.name().empty()) {
+      ic.error() << "an initializer has an empty name";
+      return failure();
+    }
+    if (!initializerNames.insert(t.name()).second) {
+      ic.error() << what << " is defined more than once";
+      return failure();
+    }
+    FailureOr<ElementsAttr> attr = importTensor(ic, t, what, external);
+    if (failed(attr))
+      return failure();
+    Location loc = NameLoc::get(builder.getStringAttr(t.name()));
+    auto c = xfmr::onnx::ConstantOp::create(builder, loc, attr->getType(), *attr, nullptr,
+                                            nullptr, nullptr, nullptr, nullptr, nullptr);
+    // An initializer shadowing a graph input is that input's default value;
+    // the input (declared first) wins.
+    values.try_emplace(t.name(), c.getResult());
+  }
+  return success();
+}
+
+OwningOpRef<ModuleOp> GraphImporter::run() {
+  if (!model.has_graph()) {
+    ic.error() << "model has no graph";
+    return {};
+  }
+  if (failed(readOpsets()))
+    return {};
+  module = ModuleOp::create(FileLineColLoc::get(ic.ctx, ic.displayName, 0, 0));
+  SmallVector<NamedAttribute> opsetAttrs;
+  for (auto &e : opsets)
+    opsetAttrs.emplace_back(builder.getStringAttr(e.getKey()),
+                            builder.getI64IntegerAttr(e.getValue()));
+  llvm::sort(opsetAttrs, [](const NamedAttribute &a, const NamedAttribute &b) {
+    return a.getName().strref() < b.getName().strref();
+  });
+  (*module)->setAttr(xfmr::onnx::kOpsetImportAttrName, builder.getDictionaryAttr(opsetAttrs));
+  (*module)->setAttr("onnx.ir_version", builder.getI64IntegerAttr(model.ir_version()));
+  if (!model.producer_name().empty())
+    (*module)->setAttr("onnx.producer",
+                       builder.getStringAttr(model.producer_name() + " " +
+                                             model.producer_version()));
+
+  pb::GraphProto &g = *model.mutable_graph();
+  for (const pb::ValueInfoProto &vi : g.value_info()) {
+    if (vi.name().empty() || !vi.has_type() || !vi.type().has_tensor_type())
+      continue;
+    FailureOr<TensorType> t = importValueType(ic, vi.type(), "value_info '" + vi.name() + "'");
+    if (failed(t))
+      return {};
+    declaredTypes[vi.name()] = *t;
+  }
+
+  builder.setInsertionPointToEnd(module->getBody());
+  func::FuncOp func;
+  Block *body = nullptr;
+  if (failed(importInputs(func, body)))
+    return {};
+  builder.setInsertionPointToEnd(body);
+  if (failed(importInitializers()))
+    return {};
+  for (int i = 0; i < g.node_size(); ++i)
+    if (failed(importNode(*g.mutable_node(i), i)))
+      return {};
+
+  SmallVector<Value> results;
+  for (const pb::ValueInfoProto &out : g.output()) {
+    auto it = values.find(out.name());
+    if (it == values.end()) {
+      ic.error() << "graph output '" << out.name() << "' is not produced by any node";
+      return {};
+    }
+    results.push_back(it->second);
+  }
+  builder.setInsertionPointToEnd(body);
+  func::ReturnOp::create(builder, func.getLoc(), results);
+  // Returned values may be more or less precise than the declared outputs:
+  // the signature follows what is returned.
+  func.setFunctionType(builder.getFunctionType(func.getArgumentTypes(),
+                                               TypeRange(ValueRange(results))));
+  if (ic.options.simplifyShapes && failed(xfmr::onnx::simplifyShapes(*module)))
+    return {};
+  if (failed(mlir::verify(*module))) {
+    ic.error() << "the imported module does not verify";
+    return {};
+  }
+  return std::move(module);
+}
+} // namespace
+
+OwningOpRef<ModuleOp> xfmr::onnx_import::importGraph(const ImportContext &ic,
+                                                     pb::ModelProto &model) {
+  return GraphImporter(ic, model).run();
+}

@@ -1,0 +1,35 @@
+# -*- Python -*-
+import os
+
+import lit.formats
+from lit.llvm import llvm_config
+from lit.llvm.subst import ToolSubst
+
+config.name = "XFMR"
+config.test_format = lit.formats.ShTest(not llvm_config.use_lit_shell)
+config.suffixes = [".mlir", ".test"]
+config.test_source_root = os.path.dirname(__file__)
+config.test_exec_root = os.path.join(config.xfmr_obj_root, "test")
+config.excludes = ["Inputs", "CMakeLists.txt", "README.md", "lit.cfg.py",
+                   "lit.site.cfg.py"]
+
+config.substitutions.append(("%PATH%", config.environment["PATH"]))
+config.substitutions.append(("%xfmr_src", config.xfmr_src_root))
+llvm_config.with_system_environment(["HOME", "INCLUDE", "LIB", "TMP", "TEMP"])
+llvm_config.use_default_substitutions()
+
+tool_dirs = [config.xfmr_tools_dir, config.llvm_tools_dir]
+tools = ["xfmr-opt", "xfmr-translate"]
+if config.xfmr_fuzzer:
+    tools.append("xfmr-import-fuzzer")
+    config.available_features.add("fuzzer")
+if config.xfmr_sanitizers:
+    config.available_features.add("asan")
+llvm_config.add_tool_substitutions(tools, tool_dirs)
+
+if os.path.isdir("/usr/share/libonnx-testdata/data/node"):
+    config.available_features.add("onnx-testdata")
+# ASan reports leaks from the MLIR context's caches at exit; the importer's own
+# leaks are checked by the fuzzer and the unit of work, not at process exit.
+config.environment["ASAN_OPTIONS"] = "detect_leaks=0:abort_on_error=0"
+config.environment["UBSAN_OPTIONS"] = "print_stacktrace=1:halt_on_error=1"
