@@ -359,9 +359,34 @@ bool inferSlice(Operation *op) {
   auto in = shapeOf(op->getOperand(0));
   auto starts = getConstantInts(op->getOperand(1));
   auto ends = getConstantInts(op->getOperand(2));
-  if (!in || !starts || !ends || starts->size() != ends->size())
+  if (!in)
     return false;
   int64_t rank = in->size();
+  if (!starts || !ends || starts->size() != ends->size()) {
+    // Bounds known only at run time: the rank is kept, sliced axes (all of
+    // them when the axes are not constant either) become dynamic.
+    Shape out = *in;
+    Value axesV = operandOrNull(op, 3);
+    auto axes = axesV ? getConstantInts(axesV) : std::nullopt;
+    if (axesV && axes) {
+      for (int64_t a : *axes) {
+        a = normAxis(a, rank);
+        if (a < 0 || a >= rank)
+          return false;
+        out[a] = kDyn;
+      }
+    } else if (!axesV) {
+      auto startsType = dyn_cast<RankedTensorType>(op->getOperand(1).getType());
+      if (!startsType || startsType.isDynamicDim(0) || startsType.getDimSize(0) > rank)
+        out.assign(rank, kDyn);
+      else
+        for (int64_t i = 0; i < startsType.getDimSize(0); ++i)
+          out[i] = kDyn;
+    } else {
+      out.assign(rank, kDyn);
+    }
+    return refine(op, 0, out);
+  }
   Shape axes, steps(starts->size(), 1);
   if (Value a = operandOrNull(op, 3)) {
     auto c = getConstantInts(a);
@@ -564,10 +589,25 @@ bool xfmr::onnx::inferResultTypes(Operation *op) {
     return inferReduce(op, /*axesAsAttr=*/false);
   if (name == "ArgMax" || name == "ArgMin")
     return inferReduce(op, /*axesAsAttr=*/true);
+  if (name == "OneHot") {
+    auto idx = shapeOf(op->getOperand(0));
+    if (!idx)
+      return false;
+    int64_t rank = idx->size() + 1;
+    int64_t axis = normAxis(intAttr(op, "axis", -1), rank);
+    if (axis < 0 || axis >= rank)
+      return false;
+    auto depth = getConstantInts(op->getOperand(1));
+    Shape out = *idx;
+    out.insert(out.begin() + axis, depth && depth->size() == 1 && (*depth)[0] >= 0
+                                       ? (*depth)[0]
+                                       : kDyn);
+    return refine(op, 0, out);
+  }
   if (name == "Shape") {
     auto in = shapeOf(op->getOperand(0));
     if (!in)
-      return false;
+      return refine(op, 0, {kDyn});
     int64_t rank = in->size();
     int64_t start = std::clamp<int64_t>(normAxis(intAttr(op, "start", 0), rank), 0, rank);
     int64_t end = std::clamp<int64_t>(normAxis(intAttr(op, "end", rank), rank), 0, rank);

@@ -8,7 +8,9 @@
 #include "dialects/onnx/Transforms/Passes.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/IR/Dominance.h"
 #include "mlir/IR/PatternMatch.h"
+#include "mlir/Transforms/CSE.h"
 #include "mlir/Transforms/GreedyPatternRewriteDriver.h"
 #include "llvm/Support/DebugLog.h"
 
@@ -79,7 +81,13 @@ LogicalResult runSimplify(ModuleOp module, int64_t maxElements, Counters &counte
     if (failed(applyPatternsGreedily(module, frozen, config, &changed)))
       LDBG() << "greedy rewrite did not converge in round " << round;
     LDBG() << "round " << round << ": refined " << refined << ", changed " << changed;
-    if (!changed && refined == 0)
+    // Exporters recompute Shape(x) for every use; merging the copies lets
+    // the folds above see one value.
+    IRRewriter rewriter(ctx);
+    DominanceInfo dominance(module);
+    bool cseChanged = false;
+    mlir::eliminateCommonSubExpressions(rewriter, dominance, module, &cseChanged);
+    if (!changed && refined == 0 && !cseChanged)
       break;
   }
   syncFunctionResultTypes(module);
