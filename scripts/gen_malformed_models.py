@@ -414,7 +414,7 @@ def cases():
     for nm, v, what in (("scale_zero", 0.0, "0"), ("scale_negative", -0.5, "-0.5"),
                         ("scale_nan", float("nan"), "NaN"), ("scale_inf", float("inf"), "+Inf")):
         case("dql_" + nm, ser(dql_model(scalar_scale(nm, v), zp_i8("zp0", 0))),
-             "DequantizeLinear scale %s = %s" % (nm, what), nm)
+             "DequantizeLinear scale %s = %s" % (nm, what), "dql0")
     zp = TensorProto(); zp.name = "zp_int8_300"; zp.data_type = TensorProto.INT8; zp.int32_data.append(300)
     case("dql_zp_out_of_range", ser(dql_model(scalar_scale("scale_ok", 0.5), zp)),
          "int8 zero point zp_int8_300 stored in int32_data as 300 (> 127)", "zp_int8_300")
@@ -422,11 +422,11 @@ def cases():
          ser(dql_model(scalar_scale("scale_ok", 0.5),
                        raw_tensor("zp_int32_300", TensorProto.INT32, [], np.int32(300).tobytes()),
                        x_elem=TensorProto.INT32)),
-         "int32 input with zero point zp_int32_300 = 300 (must be 0 for int32)", "zp_int32_300")
+         "int32 input with zero point zp_int32_300 = 300 (must be 0 for int32)", "dql0")
     case("dql_zp_type_mismatch",
          ser(dql_model(scalar_scale("scale_ok", 0.5),
                        raw_tensor("zp_uint8", TensorProto.UINT8, [], b"\x80"))),
-         "int8 input with a uint8 zero point zp_uint8", "zp_uint8")
+         "int8 input with a uint8 zero point zp_uint8", "dql0")
     case("dql_axis_out_of_bounds",
          ser(dql_model(f32("scale_axis", [0.5, 0.25, 0.125]),
                        raw_tensor("zp_axis", TensorProto.INT8, [3], b"\x00\x00\x00"),
@@ -435,7 +435,7 @@ def cases():
     case("dql_scale_len_mismatch",
          ser(dql_model(f32("scale_len4", [0.5, 0.25, 0.125, 1.0]),
                        raw_tensor("zp_len4", TensorProto.INT8, [4], b"\x00" * 4), axis=1)),
-         "per-axis scale scale_len4 has 4 entries for 3 channels (axis=1 of [2,3])", "scale_len4")
+         "per-axis scale scale_len4 has 4 entries for 3 channels (axis=1 of [2,3])", "dql0")
     x4 = raw_tensor("x_int4", TensorProto.INT4, [5], b"\x21\x43")  # needs ceil(5/2) = 3 bytes
     m = model([helper.make_node("DequantizeLinear", ["x_int4", "scale_ok"], ["y"], name="dql_int4")],
               [], [vi("y", F32, [5])], [x4, scalar_scale("scale_ok", 0.5)], opset=21, ir=10)
@@ -449,7 +449,7 @@ def cases():
     case("matmulnbits_packed_len",
          ser(matmulnbits_model(64, 4, 32, [4, 2, 8], "mnb_short_b")),
          "com.microsoft MatMulNBits mnb_short_b: K=64 N=4 block_size=32 bits=4 needs "
-         "b_packed uint8[4,2,16] (128 bytes), has uint8[4,2,8] (64 bytes)", "b_packed")
+         "b_packed uint8[4,2,16] (128 bytes), has uint8[4,2,8] (64 bytes)", "mnb_short_b")
     return C
 
 

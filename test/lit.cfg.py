@@ -1,12 +1,15 @@
 # -*- Python -*-
+import glob
 import os
+import sys
 
 import lit.formats
 from lit.llvm import llvm_config
 from lit.llvm.subst import ToolSubst
 
 config.name = "XFMR"
-config.test_format = lit.formats.ShTest(not llvm_config.use_lit_shell)
+# The internal shell provides `not` and `env` (Debian ships no `not` binary).
+config.test_format = lit.formats.ShTest(execute_external=False)
 config.suffixes = [".mlir", ".test"]
 config.test_source_root = os.path.dirname(__file__)
 config.test_exec_root = os.path.join(config.xfmr_obj_root, "test")
@@ -15,6 +18,7 @@ config.excludes = ["Inputs", "CMakeLists.txt", "README.md", "lit.cfg.py",
 
 config.substitutions.append(("%PATH%", config.environment["PATH"]))
 config.substitutions.append(("%xfmr_src", config.xfmr_src_root))
+config.substitutions.append(("%python", sys.executable))
 llvm_config.with_system_environment(["HOME", "INCLUDE", "LIB", "TMP", "TEMP"])
 llvm_config.use_default_substitutions()
 
@@ -29,6 +33,14 @@ llvm_config.add_tool_substitutions(tools, tool_dirs)
 
 if os.path.isdir("/usr/share/libonnx-testdata/data/node"):
     config.available_features.add("onnx-testdata")
+# ONNX's opset 18-24 node tests ship inside the onnx wheel of the project's
+# venv (scripts/setup-venv.sh); without it those tests are unsupported.
+wheel_nodes = glob.glob(os.path.join(config.xfmr_src_root, ".venv", "lib", "python3*",
+                                     "site-packages", "onnx", "backend", "test", "data",
+                                     "node"))
+if wheel_nodes:
+    config.available_features.add("onnx-wheel-tests")
+    config.substitutions.append(("%onnx_wheel_node_tests", wheel_nodes[0]))
 # ASan reports leaks from the MLIR context's caches at exit; the importer's own
 # leaks are checked by the fuzzer and the unit of work, not at process exit.
 config.environment["ASAN_OPTIONS"] = "detect_leaks=0:abort_on_error=0"

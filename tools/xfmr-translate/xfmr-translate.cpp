@@ -11,6 +11,7 @@
 
 #include "dialects/onnx/IR/ONNXOps.h"
 #include "dialects/xfmr/IR/XfmrOps.h"
+#include "xfmr/Importer/ModelSummary.h"
 #include "xfmr/Importer/ONNXImporter.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -43,6 +44,9 @@ cl::opt<int64_t> inlineLimit("onnx-inline-limit",
                              cl::desc("Tensors with at most this many elements become "
                                       "inline dense attributes, larger ones resource blobs"),
                              cl::init(64), cl::cat(category));
+cl::opt<bool> summary("onnx-summary",
+                      cl::desc("Print a summary of the imported model instead of the IR"),
+                      cl::init(false), cl::cat(category));
 cl::opt<std::string> functionName("onnx-function-name",
                                   cl::desc("Name of the imported function"),
                                   cl::init("main"), cl::cat(category));
@@ -82,7 +86,10 @@ int main(int argc, char **argv) {
     llvm::errs() << "xfmr-translate: error: " << error << "\n";
     return 1;
   }
-  module->print(output->os(), mlir::OpPrintingFlags());
+  if (summary)
+    xfmr::printModelSummary(*module, output->os());
+  else
+    module->print(output->os(), mlir::OpPrintingFlags());
   output->os() << "\n";
   output->keep();
   return 0;

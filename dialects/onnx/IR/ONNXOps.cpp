@@ -19,6 +19,8 @@
 #include "llvm/ADT/SmallSet.h"
 #include "llvm/ADT/StringExtras.h"
 
+#include <cmath>
+
 using namespace mlir;
 using namespace xfmr::onnx;
 
@@ -215,7 +217,7 @@ LogicalResult CumSumOp::verify() {
 /// blocked scales; zero point shaped like the scale.
 static LogicalResult verifyQuantParams(Operation *op, Value x, Value scale,
                                        Value zeroPoint, int64_t axis,
-                                       int64_t blockSize) {
+                                       int64_t blockSize, Value quantized) {
   int64_t xRank = rankOf(x), sRank = rankOf(scale);
   if (blockSize < 0)
     return op->emitOpError() << "block_size must be >= 0, got " << blockSize;
@@ -236,25 +238,48 @@ static LogicalResult verifyQuantParams(Operation *op, Value x, Value scale,
       return op->emitOpError() << "blocked scale has " << s << " blocks on axis "
                                << axis << ", expected ceil(" << n << "/" << blockSize << ")";
   }
+  // Constant scales (the usual case: quantized weights) must be usable.
+  ElementsAttr scaleAttr;
+  if (matchPattern(scale, m_Constant(&scaleAttr)) &&
+      cast<ShapedType>(scaleAttr.getType()).getNumElements() <= (1 << 20)) {
+    if (auto values = readFloatElements(scaleAttr))
+      for (double s : *values)
+        if (!(s > 0) || !std::isfinite(s))
+          return op->emitOpError() << "scale " << s << " must be positive and finite";
+  }
   if (!isNone(zeroPoint)) {
     auto zt = dyn_cast<RankedTensorType>(zeroPoint.getType());
     auto st = dyn_cast<RankedTensorType>(scale.getType());
-    if (zt && st && zt.getRank() != st.getRank())
+    // Same shape, except that exporters mix 0-D and 1-element 1-D tensors.
+    if (zt && st && zt.getShape() != st.getShape() &&
+        !(zt.hasStaticShape() && st.hasStaticShape() && zt.getNumElements() == 1 &&
+          st.getNumElements() == 1))
       return op->emitOpError("zero point and scale must have the same shape");
+    if (quantized && cast<TensorType>(zeroPoint.getType()).getElementType() !=
+                         cast<TensorType>(quantized.getType()).getElementType())
+      return op->emitOpError() << "zero point type "
+                               << cast<TensorType>(zeroPoint.getType()).getElementType()
+                               << " differs from the quantized type "
+                               << cast<TensorType>(quantized.getType()).getElementType();
+    auto zpType = cast<TensorType>(zeroPoint.getType()).getElementType();
+    if (zpType.isInteger(32))
+      if (auto zp = getConstantInts(zeroPoint))
+        if (llvm::any_of(*zp, [](int64_t v) { return v != 0; }))
+          return op->emitOpError("int32 zero points must be 0");
   }
   return success();
 }
 
 LogicalResult DequantizeLinearOp::verify() {
   return verifyQuantParams(*this, getX(), getXScale(), getXZeroPoint(),
-                           i64(getAxis()), i64(getBlockSize()));
+                           i64(getAxis()), i64(getBlockSize()), getX());
 }
 
 LogicalResult QuantizeLinearOp::verify() {
   if (failed(checkBool(*this, "saturate", i64(getSaturate()))))
     return failure();
   return verifyQuantParams(*this, getX(), getYScale(), getYZeroPoint(),
-                           i64(getAxis()), i64(getBlockSize()));
+                           i64(getAxis()), i64(getBlockSize()), getY());
 }
 
 LogicalResult EinsumOp::verify() {
@@ -546,6 +571,8 @@ LogicalResult MsMatMulNBitsOp::verify() {
     return emitOpError() << "block_size must be a power of 2 >= 16, got " << block;
   if (k <= 0 || n <= 0)
     return emitOpError() << "K and N must be positive, got K=" << k << " N=" << n;
+  if (k % block != 0)
+    return emitOpError() << "block_size " << block << " does not divide K=" << k;
   int64_t blocks = (k + block - 1) / block;
   if (rankOf(getB()) >= 0) {
     auto bType = cast<RankedTensorType>(getB().getType());

@@ -39,7 +39,9 @@ struct ONNXImportOptions {
   bool simplifyShapes = false;
   /// Upper bounds applied to every tensor type in the model.
   int64_t maxRank = 32;
-  int64_t maxDim = int64_t(1) << 40;
+  int64_t maxDim = int64_t(1) << 32;
+  /// Largest element count of any tensor type (2^36: 256 GiB of fp32).
+  int64_t maxElements = int64_t(1) << 36;
 };
 
 /// Registers the dialects an imported module uses.

@@ -175,9 +175,16 @@ LogicalResult GraphImporter::readOpsets() {
   }
   for (const pb::OperatorSetIdProto &o : model.opset_import()) {
     std::string domain = o.domain() == "ai.onnx" ? "" : o.domain();
+    llvm::StringRef shown = domain.empty() ? "ai.onnx" : llvm::StringRef(domain);
     if (o.version() <= 0) {
-      ic.error() << "opset_import of domain '" << domain << "' has invalid version "
+      ic.error() << "opset_import of domain '" << shown << "' has invalid version "
                  << o.version();
+      return failure();
+    }
+    int64_t newest = maxSupportedOpset(domain);
+    if (newest > 0 && o.version() > newest) {
+      ic.error() << "opset " << o.version() << " of domain '" << shown
+                 << "' is newer than supported (up to " << newest << ")";
       return failure();
     }
     if (!opsets.try_emplace(domain, o.version()).second) {
@@ -256,10 +263,12 @@ FailureOr<Type> GraphImporter::resultElementType(const OpSchema &schema,
         return v.getElementType();
       return Type(builder.getF32Type());
     }
-    if (name == "EyeLike" || name == "RandomNormalLike")
+    if (name == "EyeLike") {
       if (auto d = dyn_cast_or_null<IntegerAttr>(attr("dtype")))
         if (Type t = dtype(d.getInt()))
           return t;
+      return elemOf(operands[0]);
+    }
     if (name == "QuantizeLinear") {
       if (Type zp = operands.size() > 2 ? elemOf(operands[2]) : Type())
         return zp;
@@ -499,16 +508,18 @@ LogicalResult GraphImporter::importNode(pb::NodeProto &node, int index) {
 
   // Verify now so that a bad attribute value is reported against this node.
   std::string verifierMessage;
+  LogicalResult verified = success();
   {
     ScopedDiagnosticHandler capture(ic.ctx, [&](Diagnostic &diag) {
       if (verifierMessage.empty())
         verifierMessage = diag.str();
       return success();
     });
-    if (failed(mlir::verify(op, /*verifyRecursively=*/false))) {
-      ic.error() << what << ": " << verifierMessage;
-      return failure();
-    }
+    verified = mlir::verify(op, /*verifyRecursively=*/false);
+  }
+  if (failed(verified)) {
+    ic.error() << what << ": " << verifierMessage;
+    return failure();
   }
   for (auto [name, result] : llvm::zip(resultNames, op->getResults()))
     if (failed(defineValue(name, result, what)))
@@ -646,6 +657,14 @@ OwningOpRef<ModuleOp> GraphImporter::run() {
     if (failed(t))
       return {};
     declaredTypes[vi.name()] = *t;
+  }
+
+  // Check the weights' dims first: a bad initializer is the root cause even
+  // when a declared output repeats its shape.
+  for (const pb::TensorProto &t : g.initializer()) {
+    SmallVector<int64_t> dims(t.dims().begin(), t.dims().end());
+    if (failed(checkDims(ic, "initializer '" + t.name() + "'", dims)))
+      return {};
   }
 
   builder.setInsertionPointToEnd(module->getBody());

@@ -27,8 +27,8 @@ using namespace xfmr::onnx_import;
 
 namespace {
 /// ONNX IR versions the importer understands (IR 3 = ONNX 1.0 release with
-/// opset imports; IR 11 = ONNX 1.19).
-constexpr int64_t kMinIRVersion = 3, kMaxIRVersion = 11;
+/// opset imports; IR 12 = ONNX 1.19).
+constexpr int64_t kMinIRVersion = 3, kMaxIRVersion = 12;
 constexpr uint64_t kProtobufLimit = (uint64_t(1) << 31) - 1;
 
 OwningOpRef<ModuleOp> importBytes(const ImportContext &ic, llvm::StringRef bytes) {

@@ -16,6 +16,14 @@ using namespace xfmr::onnx_import;
 namespace {
 #define ONNX_LIST(...) __VA_ARGS__
 
+// First pass over the table: only the opset it was generated for.
+#define ONNX_OP(...)
+#define ONNX_MAX_OPSET(N) constexpr int64_t kMaxDefaultOpset = N;
+#include "OpSchemaTable.inc"
+#undef ONNX_OP
+#undef ONNX_MAX_OPSET
+#define ONNX_MAX_OPSET(N)
+
 struct Entry {
   std::vector<int> importable, all;
   std::vector<FormalParam> inputs, outputs;
@@ -94,4 +102,12 @@ const char *xfmr::onnx_import::attrKindName(AttrKind kind) {
   case AttrKind::Tensor: return "TENSOR";
   }
   return "?";
+}
+
+int64_t xfmr::onnx_import::maxSupportedOpset(llvm::StringRef domain) {
+  if (domain.empty() || domain == "ai.onnx")
+    return kMaxDefaultOpset;
+  if (domain == "com.microsoft")
+    return 1;
+  return 0;
 }

