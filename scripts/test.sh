@@ -9,23 +9,12 @@
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 cd "$root"
-jobs=${XFMR_JOBS:-$(nproc)}
 
-bash scripts/install-deps.sh
 # Python tooling is optional for the tests: it only adds ONNX's opset 18-24
 # node tests (from the onnx wheel). Without PyPI those tests are unsupported.
 bash scripts/setup-venv.sh || echo "test.sh: warning: no Python venv; wheel node tests skipped"
 
-configure() { # dir, extra cmake args...
-  local dir=$1; shift
-  if [[ ! -f "$dir/build.ninja" ]]; then
-    cmake -G Ninja -S . -B "$dir" -DLLVM_EXTERNAL_LIT=/usr/lib/llvm-22/bin/lit "$@"
-  fi
-}
-
-configure build -DCMAKE_BUILD_TYPE=Release -DCMAKE_C_COMPILER=gcc -DCMAKE_CXX_COMPILER=g++
-echo "== building build/"
-ninja -C build -j"$jobs" xfmr-opt xfmr-translate
+bash scripts/build.sh
 
 total_pass=0 total_fail=0 total_skip=0 status=0
 run_lit() { # name, build dir, lit args...
@@ -37,10 +26,11 @@ run_lit() { # name, build dir, lit args...
   /usr/lib/llvm-22/bin/lit -sv "$@" "$dir/test" | tee "$log"
   local rc=${PIPESTATUS[0]}
   set -e
+  count() { sed -nE "s/^ *($1) *: *([0-9]+).*/\2/p" "$log" | awk '{n += $1} END {print n + 0}'; }
   local p f s
-  p=$(awk '/^ *Passed *:/ {print $3}' "$log"); p=${p:-0}
-  f=$(awk '/^ *(Failed|Unresolved|Timed Out|Unexpectedly Passed) *:/ {n+=$NF} END {print n+0}' "$log")
-  s=$(awk '/^ *(Unsupported|Expectedly Failed|Excluded|Skipped) *:/ {n+=$NF} END {print n+0}' "$log")
+  p=$(count 'Passed')
+  f=$(count 'Failed|Unresolved|Timed Out|Unexpectedly Passed')
+  s=$(count 'Unsupported|Expectedly Failed|Excluded|Skipped')
   rm -f "$log"
   echo "$name: $p passed, $f failed, $s skipped"
   total_pass=$((total_pass + p)); total_fail=$((total_fail + f)); total_skip=$((total_skip + s))
@@ -50,11 +40,7 @@ run_lit() { # name, build dir, lit args...
 run_lit release build
 
 if [[ "${XFMR_SKIP_SANITIZERS:-0}" != 1 ]]; then
-  configure build-asan -DCMAKE_BUILD_TYPE=RelWithDebInfo \
-    -DCMAKE_C_COMPILER=clang-22 -DCMAKE_CXX_COMPILER=clang++-22 \
-    -DXFMR_ENABLE_SANITIZERS=ON -DXFMR_ENABLE_FUZZER=ON
-  echo "== building build-asan/"
-  ninja -C build-asan -j"$jobs" xfmr-opt xfmr-translate xfmr-import-fuzzer
+  bash scripts/build.sh --asan
   run_lit asan+ubsan build-asan --filter 'Importer|Dialect|Fuzz'
 fi
 

@@ -48,6 +48,8 @@ static LogicalResult checkAxis(Operation *op, StringRef name, int64_t axis,
                                int64_t rank, bool inclusiveEnd = false) {
   if (rank < 0)
     return success();
+  if (rank == 0 && !inclusiveEnd)
+    return op->emitOpError() << name << " needs an input of rank >= 1";
   int64_t hi = inclusiveEnd ? rank : rank - 1;
   if (axis < -rank || axis > hi)
     return op->emitOpError() << name << " " << axis << " is out of range [" << -rank
@@ -147,8 +149,16 @@ LogicalResult AttentionOp::verify() {
 }
 
 LogicalResult CastOp::verify() {
-  if (!convertONNXElementType(getContext(), static_cast<int32_t>(getTo())))
-    return emitOpError() << "'to' names unsupported data type " << i64(getTo());
+  int64_t to = i64(getTo());
+  Type target = to >= 0 && to <= INT32_MAX
+                    ? convertONNXElementType(getContext(), static_cast<int32_t>(to))
+                    : Type();
+  if (!target)
+    return emitOpError() << "'to' names unsupported data type " << to;
+  Type result = cast<TensorType>(getOutput().getType()).getElementType();
+  if (result != target)
+    return emitOpError() << "result element type " << result << " differs from 'to' ("
+                         << target << ")";
   return checkBool(*this, "saturate", i64(getSaturate()));
 }
 
@@ -194,6 +204,10 @@ LogicalResult ConstantOfShapeOp::verify() {
     auto type = cast<ShapedType>(value->getType());
     if (!type.hasStaticShape() || type.getNumElements() != 1)
       return emitOpError("value must hold exactly one element");
+    Type result = cast<TensorType>(getOutput().getType()).getElementType();
+    if (type.getElementType() != result)
+      return emitOpError() << "value element type " << type.getElementType()
+                           << " differs from the result's " << result;
   }
   return success();
 }
@@ -221,16 +235,20 @@ static LogicalResult verifyQuantParams(Operation *op, Value x, Value scale,
   int64_t xRank = rankOf(x), sRank = rankOf(scale);
   if (blockSize < 0)
     return op->emitOpError() << "block_size must be >= 0, got " << blockSize;
-  if (sRank > 0 && failed(checkAxis(op, "axis", axis, xRank)))
+  // A 1-element 1-D scale is per-tensor, like a 0-D one.
+  auto st = dyn_cast<RankedTensorType>(scale.getType());
+  bool perTensor = sRank == 0 || (st && st.hasStaticShape() && st.getNumElements() == 1 &&
+                                  blockSize == 0);
+  if ((!perTensor || blockSize > 0) && failed(checkAxis(op, "axis", axis, xRank)))
     return failure();
-  if (sRank == 1 && blockSize == 0 && xRank >= 0) {
+  if (sRank == 1 && !perTensor && blockSize == 0 && xRank >= 0) {
     int64_t a = axis < 0 ? axis + xRank : axis;
     if (conflict(dimOf(scale, 0), dimOf(x, a)))
       return op->emitOpError() << "per-axis scale has " << dimOf(scale, 0)
                                << " elements but axis " << axis << " has "
                                << dimOf(x, a) << " channels";
   }
-  if (blockSize > 0 && xRank >= 0 && sRank == xRank) {
+  if (blockSize > 0 && xRank > 0 && sRank == xRank) {
     int64_t a = axis < 0 ? axis + xRank : axis;
     int64_t n = dimOf(x, a), s = dimOf(scale, a);
     if (!ShapedType::isDynamic(n) && !ShapedType::isDynamic(s) &&
@@ -573,7 +591,7 @@ LogicalResult MsMatMulNBitsOp::verify() {
     return emitOpError() << "K and N must be positive, got K=" << k << " N=" << n;
   if (k % block != 0)
     return emitOpError() << "block_size " << block << " does not divide K=" << k;
-  int64_t blocks = (k + block - 1) / block;
+  int64_t blocks = k / block;
   if (rankOf(getB()) >= 0) {
     auto bType = cast<RankedTensorType>(getB().getType());
     int64_t blobBytes = block * bits / 8;

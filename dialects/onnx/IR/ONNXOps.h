@@ -32,6 +32,11 @@ std::optional<llvm::SmallVector<int64_t>> getConstantInts(mlir::Value value);
 /// Reads a floating-point constant tensor as doubles (f16/bf16/f32/f64).
 std::optional<llvm::SmallVector<double>> readFloatElements(mlir::ElementsAttr attr);
 
+/// The value of a 0-D/1-D integer shape tensor as far as it is known from
+/// constants and Shape/Gather/Slice/Concat/Unsqueeze/Squeeze/Cast; unknown
+/// entries are ShapedType::kDynamic. std::nullopt if not even the size is.
+std::optional<llvm::SmallVector<int64_t>> getShapeValue(mlir::Value value);
+
 /// Refines the result types of `op` from its operands (shape inference).
 /// Returns true if any result type changed. Never makes a type less precise.
 bool inferResultTypes(mlir::Operation *op);

@@ -11,7 +11,10 @@
 
 #include "dialects/onnx/IR/ONNXOps.h"
 
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/IR/BuiltinOps.h"
 #include "mlir/IR/BuiltinTypes.h"
+#include "mlir/IR/SymbolTable.h"
 #include "llvm/ADT/StringSwitch.h"
 
 using namespace mlir;
@@ -41,6 +44,24 @@ Value operandOrNull(Operation *op, unsigned i) {
   return op->getOperand(i);
 }
 
+/// A value's type may change in place only if every user accepts any tensor
+/// type: onnx ops, and the return of a function nobody calls (its signature
+/// follows). Calls and other dialects' ops keep their types.
+bool canRefine(Value v) {
+  for (Operation *user : v.getUsers()) {
+    if (isa<ONNXDialect>(user->getDialect()))
+      continue;
+    if (isa<func::ReturnOp>(user)) {
+      auto func = user->getParentOfType<func::FuncOp>();
+      auto module = func ? func->getParentOfType<ModuleOp>() : ModuleOp();
+      if (func && module && SymbolTable::symbolKnownUseEmpty(func, module))
+        continue;
+    }
+    return false;
+  }
+  return true;
+}
+
 /// Sets result `i` to `shape` where that adds information: unranked becomes
 /// ranked, dynamic dims become static. Conflicting static dims keep the old.
 bool refine(Operation *op, unsigned i, ArrayRef<int64_t> shape) {
@@ -48,7 +69,7 @@ bool refine(Operation *op, unsigned i, ArrayRef<int64_t> shape) {
     return false;
   Value r = op->getResult(i);
   auto tensor = dyn_cast<TensorType>(r.getType());
-  if (!tensor)
+  if (!tensor || !canRefine(r))
     return false;
   for (int64_t d : shape)
     if (d < 0 && d != kDyn)
@@ -204,6 +225,13 @@ std::optional<Shape> shapeValue(Value v, int depth = 0) {
   return fallback();
 }
 
+} // namespace
+
+std::optional<SmallVector<int64_t>> xfmr::onnx::getShapeValue(Value v) {
+  return shapeValue(v, 0);
+}
+
+namespace {
 bool inferReshape(Operation *op) {
   auto target = shapeValue(op->getOperand(1));
   if (!target)
@@ -641,7 +669,9 @@ bool xfmr::onnx::inferResultTypes(Operation *op) {
       return false;
     Shape out = *in;
     out[axis] = k && k->size() == 1 ? (*k)[0] : kDyn;
-    return refine(op, 0, out) | refine(op, 1, out);
+    bool values = refine(op, 0, out);
+    bool indices = refine(op, 1, out);
+    return values || indices;
   }
   if (name == "Range") {
     // Length from constant start/limit/delta (integer ranges only).
@@ -668,6 +698,20 @@ bool xfmr::onnx::inferResultTypes(Operation *op) {
     if (!q || !v || q->size() != 4 || v->size() != 4)
       return false;
     return refine(op, 0, {(*q)[0], (*q)[1], (*q)[2], (*v)[3]});
+  }
+  if (name == "ms.GroupQueryAttention") {
+    // Output 0: the query's shape when K/V come separately; with packed QKV
+    // (no key input) the hidden size is num_heads * head_size of the packing.
+    auto q = shapeOf(op->getOperand(0));
+    if (!q || q->size() != 3)
+      return false;
+    if (operandOrNull(op, 1))
+      return refine(op, 0, *q);
+    int64_t heads = intAttr(op, "num_heads", 0), kv = intAttr(op, "kv_num_heads", 0);
+    int64_t packed = (*q)[2];
+    if (heads <= 0 || kv <= 0 || packed == kDyn || packed % (heads + 2 * kv) != 0)
+      return refine(op, 0, {(*q)[0], (*q)[1], kDyn});
+    return refine(op, 0, {(*q)[0], (*q)[1], packed / (heads + 2 * kv) * heads});
   }
   if (name == "ms.MatMulNBits") {
     auto a = shapeOf(op->getOperand(0));

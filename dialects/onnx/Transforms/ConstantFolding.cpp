@@ -207,7 +207,8 @@ std::optional<Literal> evaluate(Operation *op, ArrayRef<std::optional<Literal>> 
         [](FV v) { return v[0] / v[1]; });
   if (name == "Equal" || name == "Less" || name == "Greater" ||
       name == "LessOrEqual" || name == "GreaterOrEqual") {
-    auto cmp = [name](double a, double b) -> int64_t {
+    // Integers compare as int64: doubles lose precision past 2^53.
+    auto cmp = [name](auto a, auto b) -> int64_t {
       if (name == "Equal")
         return a == b;
       if (name == "Less")
@@ -522,57 +523,27 @@ struct FoldConstantOperands : RewritePattern {
   int64_t maxElements;
 };
 
-/// Shape(x) -> constant, when dims [start, end) of x are static.
-struct FoldStaticShape : OpRewritePattern<ShapeOp> {
-  using Base::Base;
-  LogicalResult matchAndRewrite(ShapeOp op, PatternRewriter &rewriter) const override {
-    auto in = dyn_cast<RankedTensorType>(op.getData().getType());
-    if (!in)
-      return rewriter.notifyMatchFailure(op, "unranked input");
-    int64_t rank = in.getRank();
-    auto norm = [&](int64_t a) { return std::clamp<int64_t>(a < 0 ? a + rank : a, 0, rank); };
-    int64_t start = norm(static_cast<int64_t>(op.getStart()));
-    int64_t end = op.getEndAttr() ? norm(op.getEndAttr().getInt()) : rank;
-    SmallVector<int64_t> dims;
-    for (int64_t i = start; i < end; ++i) {
-      if (in.isDynamicDim(i))
-        return rewriter.notifyMatchFailure(op, "a picked dim is dynamic");
-      dims.push_back(in.getDimSize(i));
-    }
-    auto type = RankedTensorType::get({static_cast<int64_t>(dims.size())},
-                                      rewriter.getI64Type());
-    auto attr = DenseIntElementsAttr::get(type, dims);
+/// A 1-D (or 0-D) int64 value of shape arithmetic whose entries are all
+/// known -> constant: Shape(x) of static dims, and Gather/Slice/Concat/
+/// Unsqueeze/Cast of such values, even when x has other, dynamic dims.
+struct FoldKnownShapeValue : RewritePattern {
+  FoldKnownShapeValue(MLIRContext *ctx)
+      : RewritePattern(MatchAnyOpTypeTag(), /*benefit=*/2, ctx) {}
+
+  LogicalResult matchAndRewrite(Operation *op, PatternRewriter &rewriter) const override {
+    if (!isa<ShapeOp, GatherOp, SliceOp, ConcatOp, UnsqueezeOp, SqueezeOp, CastOp>(op))
+      return rewriter.notifyMatchFailure(op, "not shape arithmetic");
+    auto type = dyn_cast<RankedTensorType>(op->getResult(0).getType());
+    if (!type || !type.hasStaticShape() || type.getRank() > 1 ||
+        !type.getElementType().isInteger(64))
+      return rewriter.notifyMatchFailure(op, "not a static 0-D/1-D i64 result");
+    auto value = getShapeValue(op->getResult(0));
+    if (!value || static_cast<int64_t>(value->size()) != type.getNumElements() ||
+        llvm::any_of(*value, ShapedType::isDynamic))
+      return rewriter.notifyMatchFailure(op, "some entries are unknown");
+    auto attr = DenseIntElementsAttr::get(type, *value);
     rewriter.replaceOpWithNewOp<ConstantOp>(op, type, attr, nullptr, nullptr, nullptr,
                                             nullptr, nullptr, nullptr);
-    return success();
-  }
-};
-
-/// Gather(Shape(x), const i) -> constant, when the picked dims of x are static.
-struct FoldGatherOfShape : OpRewritePattern<GatherOp> {
-  using Base::Base;
-  LogicalResult matchAndRewrite(GatherOp op, PatternRewriter &rewriter) const override {
-    auto shape = op.getData().getDefiningOp<ShapeOp>();
-    if (!shape)
-      return rewriter.notifyMatchFailure(op, "data is not a Shape");
-    auto in = dyn_cast<RankedTensorType>(shape.getData().getType());
-    auto idx = getConstantInts(op.getIndices());
-    auto resultType = dyn_cast<RankedTensorType>(op.getType());
-    if (!in || !idx || !resultType || !resultType.hasStaticShape())
-      return rewriter.notifyMatchFailure(op, "unranked input or non-constant index");
-    int64_t rank = in.getRank();
-    int64_t start = static_cast<int64_t>(shape.getStart());
-    start = std::clamp<int64_t>(start < 0 ? start + rank : start, 0, rank);
-    SmallVector<int64_t> dims;
-    for (int64_t i : *idx) {
-      int64_t d = (i < 0 ? i + (rank - start) : i) + start;
-      if (d < start || d >= rank || in.isDynamicDim(d))
-        return rewriter.notifyMatchFailure(op, "picked dim is dynamic or out of range");
-      dims.push_back(in.getDimSize(d));
-    }
-    auto attr = DenseIntElementsAttr::get(resultType, dims);
-    rewriter.replaceOpWithNewOp<ConstantOp>(op, resultType, attr, nullptr, nullptr,
-                                            nullptr, nullptr, nullptr, nullptr);
     return success();
   }
 };
@@ -591,10 +562,25 @@ struct FoldStaticSize : OpRewritePattern<SizeOp> {
     return success();
   }
 };
+/// Cast(x) to x's own type -> x; Identity(x) -> x. Exporters emit both
+/// around shape math (torch casts int64 shapes to int64).
+template <typename OpTy>
+struct FoldNoopConversion : OpRewritePattern<OpTy> {
+  using OpRewritePattern<OpTy>::OpRewritePattern;
+  LogicalResult matchAndRewrite(OpTy op, PatternRewriter &rewriter) const override {
+    Value input = op->getOperand(0);
+    if (input.getType() != op->getResult(0).getType())
+      return rewriter.notifyMatchFailure(op, "changes the type");
+    rewriter.replaceOp(op, input);
+    return success();
+  }
+};
 } // namespace
 
 void xfmr::onnx::populateONNXConstantFoldingPatterns(RewritePatternSet &patterns,
                                                      int64_t maxElements) {
   patterns.add<FoldConstantOperands>(patterns.getContext(), maxElements);
-  patterns.add<FoldStaticShape, FoldGatherOfShape, FoldStaticSize>(patterns.getContext());
+  patterns.add<FoldKnownShapeValue, FoldStaticSize,
+               FoldNoopConversion<CastOp>, FoldNoopConversion<IdentityOp>>(
+      patterns.getContext());
 }

@@ -28,8 +28,8 @@ namespace {
 /// Makes every function's result types match what its return op returns, so
 /// refinements reach the signature.
 void syncFunctionResultTypes(ModuleOp module) {
-  module.walk([](func::FuncOp func) {
-    if (func.isExternal())
+  module.walk([&](func::FuncOp func) {
+    if (func.isExternal() || !SymbolTable::symbolKnownUseEmpty(func, module))
       return;
     auto ret = cast<func::ReturnOp>(func.getBody().back().getTerminator());
     auto type = func.getFunctionType();

@@ -103,6 +103,7 @@ private:
                                     ArrayRef<NamedAttribute> attrs,
                                     const std::string &what);
   Value noValue();
+  ArrayAttr dimParams(const pb::TypeProto &type);
   LogicalResult normalizeConstant(SmallVectorImpl<NamedAttribute> &attrs,
                                   const std::string &what);
 
@@ -527,6 +528,15 @@ LogicalResult GraphImporter::importNode(pb::NodeProto &node, int index) {
   return success();
 }
 
+/// The dim_param names of a value's dims ("" for dims without one).
+ArrayAttr GraphImporter::dimParams(const pb::TypeProto &type) {
+  SmallVector<Attribute> params;
+  if (type.has_tensor_type() && type.tensor_type().has_shape())
+    for (const auto &d : type.tensor_type().shape().dim())
+      params.push_back(builder.getStringAttr(d.has_dim_param() ? d.dim_param() : ""));
+  return builder.getArrayAttr(params);
+}
+
 LogicalResult GraphImporter::importInputs(func::FuncOp &func, Block *&body) {
   const pb::GraphProto &g = model.graph();
   llvm::StringMap<const pb::TensorProto *> inits;
@@ -565,11 +575,7 @@ LogicalResult GraphImporter::importInputs(func::FuncOp &func, Block *&body) {
     }
     argTypes.push_back(*type);
     argNames.push_back(in.name());
-    SmallVector<Attribute> params;
-    if (in.type().tensor_type().has_shape())
-      for (const auto &d : in.type().tensor_type().shape().dim())
-        params.push_back(builder.getStringAttr(d.has_dim_param() ? d.dim_param() : ""));
-    argDimParams.push_back(builder.getArrayAttr(params));
+    argDimParams.push_back(dimParams(in.type()));
   }
   SmallVector<Type> resultTypes;
   for (const pb::ValueInfoProto &out : g.output()) {
@@ -593,8 +599,10 @@ LogicalResult GraphImporter::importInputs(func::FuncOp &func, Block *&body) {
     if (failed(defineValue(name, body->getArgument(i), "graph input")))
       return failure();
   }
-  for (auto [i, out] : llvm::enumerate(g.output()))
+  for (auto [i, out] : llvm::enumerate(g.output())) {
     func.setResultAttr(i, "onnx.name", builder.getStringAttr(out.name()));
+    func.setResultAttr(i, "onnx.dim_params", dimParams(out.type()));
+  }
   return success();
 }
 
@@ -646,8 +654,10 @@ OwningOpRef<ModuleOp> GraphImporter::run() {
   (*module)->setAttr("onnx.ir_version", builder.getI64IntegerAttr(model.ir_version()));
   if (!model.producer_name().empty())
     (*module)->setAttr("onnx.producer",
-                       builder.getStringAttr(model.producer_name() + " " +
-                                             model.producer_version()));
+                       builder.getStringAttr(
+                           model.producer_version().empty()
+                               ? model.producer_name()
+                               : model.producer_name() + " " + model.producer_version()));
 
   pb::GraphProto &g = *model.mutable_graph();
   for (const pb::ValueInfoProto &vi : g.value_info()) {

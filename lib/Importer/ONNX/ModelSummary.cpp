@@ -81,7 +81,8 @@ void xfmr::printModelSummary(ModuleOp module, llvm::raw_ostream &os) {
     for (unsigned i = 0; i < func.getNumResults(); ++i) {
       auto name = func.getResultAttrOfType<StringAttr>(i, "onnx.name");
       os << "    " << (name ? name.getValue() : "?") << ": ";
-      printType(func.getFunctionType().getResult(i), nullptr, os);
+      printType(func.getFunctionType().getResult(i),
+                func.getResultAttrOfType<ArrayAttr>(i, "onnx.dim_params"), os);
       os << "\n";
     }
     uint64_t weightBytes = 0, weights = 0, total = 0;

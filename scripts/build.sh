@@ -1,0 +1,27 @@
+#!/usr/bin/env bash
+# Installs what is missing and builds xfmr incrementally.
+#   scripts/build.sh            release build in build/ (g++)
+#   scripts/build.sh --asan     ASan+UBSan build with the libFuzzer target in
+#                               build-asan/ (clang-22)
+set -euo pipefail
+root=$(cd "$(dirname "$0")/.." && pwd)
+cd "$root"
+jobs=${XFMR_JOBS:-$(nproc)}
+bash scripts/install-deps.sh
+
+if [[ "${1:-}" == --asan ]]; then
+  dir=build-asan
+  args=(-DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_C_COMPILER=clang-22
+        -DCMAKE_CXX_COMPILER=clang++-22 -DXFMR_ENABLE_SANITIZERS=ON
+        -DXFMR_ENABLE_FUZZER=ON)
+  targets=(xfmr-opt xfmr-translate xfmr-import-fuzzer)
+else
+  dir=build
+  args=(-DCMAKE_BUILD_TYPE=Release -DCMAKE_C_COMPILER=gcc -DCMAKE_CXX_COMPILER=g++)
+  targets=(xfmr-opt xfmr-translate)
+fi
+if [[ ! -f "$dir/build.ninja" ]]; then
+  cmake -G Ninja -S . -B "$dir" -DLLVM_EXTERNAL_LIT=/usr/lib/llvm-22/bin/lit "${args[@]}"
+fi
+echo "== building $dir/ (${targets[*]})"
+ninja -C "$dir" -j"$jobs" "${targets[@]}"
