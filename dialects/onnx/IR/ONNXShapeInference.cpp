@@ -90,6 +90,21 @@ bool refine(Operation *op, unsigned i, ArrayRef<int64_t> shape) {
 
 int64_t normAxis(int64_t axis, int64_t rank) { return axis < 0 ? axis + rank : axis; }
 
+/// Products and sums of dims; dynamic (or overflowing, on bad input) stays
+/// dynamic rather than wrapping.
+int64_t mulDims(int64_t a, int64_t b) {
+  int64_t r;
+  if (a == kDyn || b == kDyn || a < 0 || b < 0 || __builtin_mul_overflow(a, b, &r))
+    return kDyn;
+  return r;
+}
+int64_t addDims(int64_t a, int64_t b) {
+  int64_t r;
+  if (a == kDyn || b == kDyn || a < 0 || b < 0 || __builtin_add_overflow(a, b, &r))
+    return kDyn;
+  return r;
+}
+
 std::optional<Shape> broadcast(ArrayRef<Shape> shapes) {
   size_t rank = 0;
   for (const Shape &s : shapes)
@@ -254,16 +269,13 @@ bool inferReshape(Operation *op) {
     if (d < 0 && d != kDyn)
       return false;
     out.push_back(d);
-    if (d == kDyn || known == kDyn)
-      known = kDyn;
-    else
-      known *= d;
+    known = mulDims(known, d);
   }
   if (inferIdx >= 0 && in && known != kDyn && known != 0 &&
       llvm::none_of(*in, ShapedType::isDynamic)) {
     int64_t total = 1;
     for (int64_t d : *in)
-      total *= d;
+      total = mulDims(total, d);
     if (total % known == 0)
       out[inferIdx] = total / known;
   }
@@ -362,7 +374,7 @@ bool inferConcat(Operation *op) {
       return false;
     for (size_t d = 0; d < out.size(); ++d) {
       if (static_cast<int64_t>(d) == axis)
-        out[d] = (out[d] == kDyn || (*s)[d] == kDyn) ? kDyn : out[d] + (*s)[d];
+        out[d] = addDims(out[d], (*s)[d]);
       else if (out[d] == kDyn)
         out[d] = (*s)[d];
     }
@@ -655,7 +667,7 @@ bool xfmr::onnx::inferResultTypes(Operation *op) {
     int64_t outer = 1, inner = 1;
     for (int64_t i = 0; i < static_cast<int64_t>(in->size()); ++i) {
       int64_t &acc = i < axis ? outer : inner;
-      acc = (acc == kDyn || (*in)[i] == kDyn) ? kDyn : acc * (*in)[i];
+      acc = mulDims(acc, (*in)[i]);
     }
     return refine(op, 0, {outer, inner});
   }
@@ -680,7 +692,9 @@ bool xfmr::onnx::inferResultTypes(Operation *op) {
     if (!s || !l || !d || s->size() != 1 || l->size() != 1 || d->size() != 1 ||
         (*d)[0] == 0)
       return refine(op, 0, {kDyn});
-    double n = std::ceil(double((*l)[0] - (*s)[0]) / double((*d)[0]));
+    double n = std::ceil((double((*l)[0]) - double((*s)[0])) / double((*d)[0]));
+    if (!(n < double(int64_t(1) << 62)))
+      return refine(op, 0, {kDyn});
     return refine(op, 0, {std::max<int64_t>(0, static_cast<int64_t>(n))});
   }
   if (name == "Tile") {
@@ -690,7 +704,7 @@ bool xfmr::onnx::inferResultTypes(Operation *op) {
       return false;
     Shape out = *in;
     for (size_t i = 0; i < out.size(); ++i)
-      out[i] = out[i] == kDyn ? kDyn : out[i] * (*reps)[i];
+      out[i] = mulDims(out[i], (*reps)[i]);
     return refine(op, 0, out);
   }
   if (name == "Attention") {

@@ -35,7 +35,18 @@ struct Literal {
   bool isFloat() const { return isa<FloatType>(elementType); }
   int64_t size() const { return isFloat() ? fps.size() : ints.size(); }
   double at(int64_t i) const { return isFloat() ? fps[i] : double(ints[i]); }
-  int64_t intAt(int64_t i) const { return isFloat() ? int64_t(fps[i]) : ints[i]; }
+  int64_t intAt(int64_t i) const { return isFloat() ? saturatingInt(fps[i]) : ints[i]; }
+
+  /// double -> int64 without UB: NaN is 0, out-of-range values saturate.
+  static int64_t saturatingInt(double d) {
+    if (std::isnan(d))
+      return 0;
+    if (d >= 9.2233720368547758e18)
+      return std::numeric_limits<int64_t>::max();
+    if (d <= -9.2233720368547758e18)
+      return std::numeric_limits<int64_t>::min();
+    return static_cast<int64_t>(d);
+  }
 };
 
 int64_t numElements(ArrayRef<int64_t> shape) {
@@ -138,7 +149,8 @@ std::optional<Literal> elementwise(ArrayRef<Literal> ins, Type resultElem, FI fi
     SmallVector<double, 3> fv;
     for (const Literal &l : ins) {
       int64_t idx = broadcastIndex(l, *shape, k);
-      iv.push_back(l.intAt(idx));
+      if (allInt)
+        iv.push_back(l.ints[idx]);
       fv.push_back(l.at(idx));
     }
     if (allInt && !out.isFloat()) {
@@ -151,10 +163,21 @@ std::optional<Literal> elementwise(ArrayRef<Literal> ins, Type resultElem, FI fi
       if (out.isFloat())
         out.fps.push_back(r);
       else
-        out.ints.push_back(static_cast<int64_t>(r));
+        out.ints.push_back(Literal::saturatingInt(r));
     }
   }
   return out;
+}
+
+/// a op b in int64, or std::nullopt on overflow (left to the runtime).
+std::optional<int64_t> checked(int64_t a, int64_t b, char op) {
+  int64_t r;
+  bool overflow = op == '+'   ? __builtin_add_overflow(a, b, &r)
+                  : op == '-' ? __builtin_sub_overflow(a, b, &r)
+                              : __builtin_mul_overflow(a, b, &r);
+  if (overflow)
+    return std::nullopt;
+  return r;
 }
 
 std::optional<int64_t> attrInt(Operation *op, StringRef name, int64_t dflt) {
@@ -189,18 +212,18 @@ std::optional<Literal> evaluate(Operation *op, ArrayRef<std::optional<Literal>> 
     return elementwise({*in[0], *in[1]}, resultElem, fi, ff, maxElements);
   };
   if (name == "Add")
-    return binary([](IV v) -> std::optional<int64_t> { return v[0] + v[1]; },
+    return binary([](IV v) -> std::optional<int64_t> { return checked(v[0], v[1], '+'); },
                   [](FV v) { return v[0] + v[1]; });
   if (name == "Sub")
-    return binary([](IV v) -> std::optional<int64_t> { return v[0] - v[1]; },
+    return binary([](IV v) -> std::optional<int64_t> { return checked(v[0], v[1], '-'); },
                   [](FV v) { return v[0] - v[1]; });
   if (name == "Mul")
-    return binary([](IV v) -> std::optional<int64_t> { return v[0] * v[1]; },
+    return binary([](IV v) -> std::optional<int64_t> { return checked(v[0], v[1], '*'); },
                   [](FV v) { return v[0] * v[1]; });
   if (name == "Div")
     return binary(
         [](IV v) -> std::optional<int64_t> {
-          if (v[1] == 0)
+          if (v[1] == 0 || (v[0] == std::numeric_limits<int64_t>::min() && v[1] == -1))
             return std::nullopt;
           return v[0] / v[1]; // ONNX integer Div truncates
         },
@@ -255,10 +278,12 @@ std::optional<Literal> evaluate(Operation *op, ArrayRef<std::optional<Literal>> 
     return elementwise({*in[0]}, resultElem, fi, ff, maxElements);
   };
   if (name == "Neg")
-    return unary([](IV v) -> std::optional<int64_t> { return -v[0]; },
+    return unary([](IV v) -> std::optional<int64_t> { return checked(0, v[0], '-'); },
                  [](FV v) { return -v[0]; });
   if (name == "Abs")
-    return unary([](IV v) -> std::optional<int64_t> { return std::abs(v[0]); },
+    return unary([](IV v) -> std::optional<int64_t> {
+                   return v[0] < 0 ? checked(0, v[0], '-') : std::optional<int64_t>(v[0]);
+                 },
                  [](FV v) { return std::fabs(v[0]); });
   if (name == "Not")
     return unary([](IV v) -> std::optional<int64_t> { return !v[0]; },
@@ -424,13 +449,21 @@ std::optional<Literal> evaluate(Operation *op, ArrayRef<std::optional<Literal>> 
     double n = std::ceil((limit - start) / delta);
     if (!(n <= double(maxElements)))
       return std::nullopt;
-    int64_t count = std::max<int64_t>(0, static_cast<int64_t>(n));
+    int64_t count = n > 0 ? static_cast<int64_t>(n) : 0;
     Literal out{{count}, resultElem, {}, {}};
+    if (!out.isFloat() && (in[0]->isFloat() || in[2]->isFloat()))
+      return std::nullopt;
     for (int64_t i = 0; i < count; ++i) {
       if (out.isFloat())
         out.fps.push_back(start + i * delta);
       else
-        out.ints.push_back(in[0]->intAt(0) + i * in[2]->intAt(0));
+      {
+        std::optional<int64_t> step = checked(i, in[2]->ints[0], '*');
+        std::optional<int64_t> v = step ? checked(in[0]->ints[0], *step, '+') : std::nullopt;
+        if (!v)
+          return std::nullopt;
+        out.ints.push_back(*v);
+      }
     }
     return out;
   }
@@ -459,7 +492,7 @@ std::optional<Literal> evaluate(Operation *op, ArrayRef<std::optional<Literal>> 
     if (out.isFloat())
       out.fps.assign(n, fill);
     else
-      out.ints.assign(n, static_cast<int64_t>(fill));
+      out.ints.assign(n, Literal::saturatingInt(fill));
     return out;
   }
   if (name == "ReduceProd" || name == "ReduceSum" || name == "ReduceMax" ||
@@ -474,11 +507,15 @@ std::optional<Literal> evaluate(Operation *op, ArrayRef<std::optional<Literal>> 
     if (x.ints.empty())
       return std::nullopt;
     int64_t r = name == "ReduceProd" ? 1 : name == "ReduceSum" ? 0 : x.ints[0];
-    for (int64_t v : x.ints)
-      r = name == "ReduceProd" ? r * v
-          : name == "ReduceSum" ? r + v
-          : name == "ReduceMax" ? std::max(r, v)
-                                : std::min(r, v);
+    for (int64_t v : x.ints) {
+      std::optional<int64_t> next = name == "ReduceProd" ? checked(r, v, '*')
+                                    : name == "ReduceSum" ? checked(r, v, '+')
+                                    : name == "ReduceMax" ? std::max(r, v)
+                                                          : std::min(r, v);
+      if (!next)
+        return std::nullopt;
+      r = *next;
+    }
     return Literal{{}, resultElem, {r}, {}};
   }
   return std::nullopt;

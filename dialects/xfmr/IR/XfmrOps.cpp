@@ -325,6 +325,29 @@ LogicalResult LinearOp::verify() {
   return verifySameElementType(op, "result", resultType, "input", inputType);
 }
 
+/// Gate/up/down projection weights of a gated MLP, after `expertDims`
+/// leading expert dims: w_gate and w_up [H, I], w_down [I, H], with H equal to
+/// dim `hiddenDim` of the input.
+static LogicalResult verifyGatedWeights(Operation *op, RankedTensorType inputType,
+                                        int64_t hiddenDim, RankedTensorType gateType,
+                                        RankedTensorType upType,
+                                        RankedTensorType downType, int64_t expertDims) {
+  int64_t h = expertDims, i = expertDims + 1;
+  if (failed(verifySameDim(op, "hidden size mismatch", "w_gate", gateType, h,
+                           "input", inputType, hiddenDim)) ||
+      failed(verifySameDim(op, "hidden size mismatch", "w_up", upType, h, "input",
+                           inputType, hiddenDim)) ||
+      failed(verifySameDim(op, "hidden size mismatch", "w_down", downType, i,
+                           "input", inputType, hiddenDim)))
+    return failure();
+  if (failed(verifySameDim(op, "intermediate size mismatch", "w_up", upType, i,
+                           "w_gate", gateType, i)) ||
+      failed(verifySameDim(op, "intermediate size mismatch", "w_down", downType, h,
+                           "w_gate", gateType, i)))
+    return failure();
+  return success();
+}
+
 //===----------------------------------------------------------------------===//
 // GatedMLPOp
 //===----------------------------------------------------------------------===//
@@ -341,20 +364,8 @@ LogicalResult GatedMLPOp::verify() {
       failed(verifyRank(op, "w_down", downType, 2, "[I, H]")))
     return failure();
 
-  int64_t hiddenDim = inputType.getRank() - 1;
-  if (failed(verifySameDim(op, "hidden size mismatch", "w_gate", gateType, 0,
-                           "input", inputType, hiddenDim)) ||
-      failed(verifySameDim(op, "hidden size mismatch", "w_up", upType, 0,
-                           "input", inputType, hiddenDim)) ||
-      failed(verifySameDim(op, "hidden size mismatch", "w_down", downType, 1,
-                           "input", inputType, hiddenDim)))
-    return failure();
-  if (failed(verifySameDim(op, "intermediate size mismatch", "w_up", upType, 1,
-                           "w_gate", gateType, 1)) ||
-      failed(verifySameDim(op, "intermediate size mismatch", "w_down", downType,
-                           0, "w_gate", gateType, 1)))
-    return failure();
-  return success();
+  return verifyGatedWeights(op, inputType, inputType.getRank() - 1, gateType,
+                            upType, downType, /*expertDims=*/0);
 }
 
 //===----------------------------------------------------------------------===//
@@ -413,12 +424,6 @@ LogicalResult MoEOp::verify() {
                          << numExperts;
 
   if (failed(verifySameDim(op, "hidden size mismatch", "router", routerType, 0,
-                           "input", inputType, 1)) ||
-      failed(verifySameDim(op, "hidden size mismatch", "w_gate", gateType, 1,
-                           "input", inputType, 1)) ||
-      failed(verifySameDim(op, "hidden size mismatch", "w_up", upType, 1,
-                           "input", inputType, 1)) ||
-      failed(verifySameDim(op, "hidden size mismatch", "w_down", downType, 2,
                            "input", inputType, 1)))
     return failure();
   if (failed(verifySameDim(op, "expert count mismatch", "w_gate", gateType, 0,
@@ -428,12 +433,8 @@ LogicalResult MoEOp::verify() {
       failed(verifySameDim(op, "expert count mismatch", "w_down", downType, 0,
                            "router", routerType, 1)))
     return failure();
-  if (failed(verifySameDim(op, "intermediate size mismatch", "w_up", upType, 2,
-                           "w_gate", gateType, 2)) ||
-      failed(verifySameDim(op, "intermediate size mismatch", "w_down", downType,
-                           1, "w_gate", gateType, 2)))
-    return failure();
-  return success();
+  return verifyGatedWeights(op, inputType, 1, gateType, upType, downType,
+                            /*expertDims=*/1);
 }
 
 //===----------------------------------------------------------------------===//
