@@ -29,6 +29,11 @@ if config.xfmr_fuzzer:
     config.available_features.add("fuzzer")
 if config.xfmr_sanitizers:
     config.available_features.add("asan")
+# The node-test smoke also prints and re-parses every imported module, except
+# under the sanitizers where it would take too long.
+config.substitutions.append(
+    ("%roundtrip", "" if config.xfmr_sanitizers else
+     "--roundtrip " + os.path.join(config.xfmr_tools_dir, "xfmr-opt")))
 llvm_config.add_tool_substitutions(tools, tool_dirs)
 
 if os.path.isdir("/usr/share/libonnx-testdata/data/node"):

@@ -2,6 +2,10 @@
 """Imports every ONNX backend node test model and reports the outcome.
 
 Usage: onnx_node_smoke.py XFMR_TRANSLATE NODE_DIR [NODE_DIR...] [--simplify]
+                          [--roundtrip XFMR_OPT]
+
+With --roundtrip, each imported module is printed, parsed back by xfmr-opt and
+verified, so every op's assembly format is exercised on real models.
 
 A model whose import fails because an op, version or type is outside the
 supported table (docs/onnx-ops.md) is skipped with its reason; any other
@@ -21,8 +25,14 @@ UNSUPPORTED = ("unsupported op", "is not supported", "unsupported data type",
 
 
 def main():
-    args = [a for a in sys.argv[1:] if not a.startswith("--")]
-    extra = ["--onnx-simplify-shapes"] if "--simplify" in sys.argv else []
+    argv = sys.argv[1:]
+    opt = None
+    if "--roundtrip" in argv:
+        i = argv.index("--roundtrip")
+        opt = argv[i + 1]
+        del argv[i:i + 2]
+    args = [a for a in argv if not a.startswith("--")]
+    extra = ["--onnx-simplify-shapes"] if "--simplify" in argv else []
     tool, dirs = args[0], args[1:]
     models = sorted(m for d in dirs for m in glob.glob(os.path.join(d, "*", "model.onnx")))
     passed = failed = skipped = 0
@@ -30,8 +40,16 @@ def main():
 
     def run(m):
         try:
-            return subprocess.run([tool, "--import-onnx", m, "-o", os.devnull] + extra,
+            r = subprocess.run([tool, "--import-onnx", m] + extra,
+                               capture_output=True, text=True, timeout=60)
+            if r.returncode != 0 or not opt:
+                return r
+            back = subprocess.run([opt, "-verify-each", "-o", os.devnull], input=r.stdout,
                                   capture_output=True, text=True, timeout=60)
+            if back.returncode != 0:
+                back.stderr = "round trip failed: " + back.stderr.strip().replace("\n", " | ")
+                back.returncode = 2
+            return back
         except subprocess.TimeoutExpired:
             return None
 

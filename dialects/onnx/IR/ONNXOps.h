@@ -19,7 +19,8 @@
 
 namespace xfmr::onnx {
 
-/// The module attribute holding the model's opset imports ({domain: version}).
+/// The module attribute holding the model's opset imports ({domain: version},
+/// the default domain spelled "ai.onnx").
 inline constexpr llvm::StringLiteral kOpsetImportAttrName = "onnx.opset_import";
 
 /// Reads an integer constant tensor (dense or resource blob, any integer width)

@@ -644,9 +644,11 @@ OwningOpRef<ModuleOp> GraphImporter::run() {
     return {};
   module = ModuleOp::create(FileLineColLoc::get(ic.ctx, ic.displayName, 0, 0));
   SmallVector<NamedAttribute> opsetAttrs;
+  // The default domain is spelled "ai.onnx": an empty key does not parse back.
   for (auto &e : opsets)
-    opsetAttrs.emplace_back(builder.getStringAttr(e.getKey()),
-                            builder.getI64IntegerAttr(e.getValue()));
+    opsetAttrs.emplace_back(
+        builder.getStringAttr(e.getKey().empty() ? "ai.onnx" : e.getKey()),
+        builder.getI64IntegerAttr(e.getValue()));
   llvm::sort(opsetAttrs, [](const NamedAttribute &a, const NamedAttribute &b) {
     return a.getName().strref() < b.getName().strref();
   });

@@ -61,7 +61,7 @@ void xfmr::printModelSummary(ModuleOp module, llvm::raw_ostream &os) {
   if (auto opsets = module->getAttrOfType<DictionaryAttr>(onnx::kOpsetImportAttrName)) {
     os << "opsets:";
     for (NamedAttribute a : opsets)
-      os << " " << (a.getName().strref().empty() ? "ai.onnx" : a.getName().strref()) << "="
+      os << " " << a.getName().strref() << "="
          << cast<IntegerAttr>(a.getValue()).getInt();
     os << "\n";
   }
