@@ -204,8 +204,8 @@ std::optional<Literal> evaluate(Operation *op, ArrayRef<std::optional<Literal>> 
     if (l)
       args.push_back(*l);
 
-  using IV = SmallVector<int64_t, 3>;
-  using FV = SmallVector<double, 3>;
+  using IV = ArrayRef<int64_t>;
+  using FV = ArrayRef<double>;
   auto binary = [&](auto fi, auto ff) -> std::optional<Literal> {
     if (!all(2))
       return std::nullopt;

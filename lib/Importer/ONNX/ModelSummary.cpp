@@ -106,7 +106,9 @@ void xfmr::printModelSummary(ModuleOp module, llvm::raw_ostream &os) {
     os << "  weights: " << weights << " tensors, " << humanBytes(weightBytes) << "\n";
     os << "  ops: " << total << "\n";
     auto sorted = counts.takeVector();
-    llvm::stable_sort(sorted, [](auto &a, auto &b) { return a.second > b.second; });
+    llvm::sort(sorted, [](auto &a, auto &b) {
+      return a.second != b.second ? a.second > b.second : a.first < b.first;
+    });
     for (auto &[name, n] : sorted)
       os << "    " << llvm::format("%-40s %6lld", name.str().c_str(), (long long)n) << "\n";
   });
