@@ -145,13 +145,13 @@ std::optional<Literal> elementwise(ArrayRef<Literal> ins, Type resultElem, FI fi
   bool allInt = llvm::none_of(ins, [](const Literal &l) { return l.isFloat(); });
   int64_t n = numElements(*shape);
   for (int64_t k = 0; k < n; ++k) {
-    SmallVector<int64_t, 3> iv;
-    SmallVector<double, 3> fv;
-    for (const Literal &l : ins) {
+    SmallVector<int64_t, 3> iv(ins.size(), 0);
+    SmallVector<double, 3> fv(ins.size(), 0.0);
+    for (auto [j, l] : llvm::enumerate(ins)) {
       int64_t idx = broadcastIndex(l, *shape, k);
       if (allInt)
-        iv.push_back(l.ints[idx]);
-      fv.push_back(l.at(idx));
+        iv[j] = l.ints[idx];
+      fv[j] = l.at(idx);
     }
     if (allInt && !out.isFloat()) {
       std::optional<int64_t> r = fi(iv);
