@@ -22,14 +22,13 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   mlir::DialectRegistry registry;
   xfmr::registerONNXImportDialects(registry);
   mlir::MLIRContext context(registry, mlir::MLIRContext::Threading::DISABLED);
-  mlir::ScopedDiagnosticHandler quiet(&context, [](mlir::Diagnostic &) {
-    return mlir::success();
-  });
+  mlir::ScopedDiagnosticHandler quiet(
+      &context, [](mlir::Diagnostic &) { return mlir::success(); });
   xfmr::ONNXImportOptions options;
   options.simplifyShapes = true;
   llvm::StringRef bytes(reinterpret_cast<const char *>(data), size);
-  mlir::OwningOpRef<mlir::ModuleOp> module =
-      xfmr::importONNXModelFromBuffer(bytes, "<fuzz>", /*baseDir=*/"", &context, options);
+  mlir::OwningOpRef<mlir::ModuleOp> module = xfmr::importONNXModelFromBuffer(
+      bytes, "<fuzz>", /*baseDir=*/"", &context, options);
   if (module && mlir::failed(mlir::verify(*module)))
     std::abort(); // an accepted model must verify
   return 0;

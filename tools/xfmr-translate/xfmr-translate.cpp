@@ -28,25 +28,30 @@ namespace cl = llvm::cl;
 
 namespace {
 cl::OptionCategory category("xfmr-translate options");
-cl::opt<std::string> inputFilename(cl::Positional, cl::desc("<model.onnx>"), cl::Required,
-                                   cl::cat(category));
-cl::opt<std::string> outputFilename("o", cl::desc("Output file (default: stdout)"),
+cl::opt<std::string> inputFilename(cl::Positional, cl::desc("<model.onnx>"),
+                                   cl::Required, cl::cat(category));
+cl::opt<std::string> outputFilename("o",
+                                    cl::desc("Output file (default: stdout)"),
                                     cl::value_desc("filename"), cl::init("-"),
                                     cl::cat(category));
-cl::opt<bool> importONNX("import-onnx",
-                         cl::desc("Import an ONNX model (.onnx) into the onnx dialect"),
-                         cl::cat(category));
+cl::opt<bool>
+    importONNX("import-onnx",
+               cl::desc("Import an ONNX model (.onnx) into the onnx dialect"),
+               cl::cat(category));
 cl::opt<bool> simplifyShapes(
     "onnx-simplify-shapes",
-    cl::desc("After import, infer shapes and fold the exporter's shape arithmetic"),
+    cl::desc(
+        "After import, infer shapes and fold the exporter's shape arithmetic"),
     cl::init(false), cl::cat(category));
-cl::opt<int64_t> inlineLimit("onnx-inline-limit",
-                             cl::desc("Tensors with at most this many elements become "
-                                      "inline dense attributes, larger ones resource blobs"),
-                             cl::init(64), cl::cat(category));
-cl::opt<bool> summary("onnx-summary",
-                      cl::desc("Print a summary of the imported model instead of the IR"),
-                      cl::init(false), cl::cat(category));
+cl::opt<int64_t>
+    inlineLimit("onnx-inline-limit",
+                cl::desc("Tensors with at most this many elements become "
+                         "inline dense attributes, larger ones resource blobs"),
+                cl::init(64), cl::cat(category));
+cl::opt<bool>
+    summary("onnx-summary",
+            cl::desc("Print a summary of the imported model instead of the IR"),
+            cl::init(false), cl::cat(category));
 cl::opt<std::string> functionName("onnx-function-name",
                                   cl::desc("Name of the imported function"),
                                   cl::init("main"), cl::cat(category));
@@ -57,11 +62,13 @@ int main(int argc, char **argv) {
   mlir::registerAsmPrinterCLOptions();
   mlir::registerMLIRContextCLOptions();
   cl::HideUnrelatedOptions({&category, &cl::getGeneralCategory()});
-  cl::ParseCommandLineOptions(argc, argv,
-                              "xfmr translation driver\n\n"
-                              "  xfmr-translate --import-onnx model.onnx [-o model.mlir]\n");
+  cl::ParseCommandLineOptions(
+      argc, argv,
+      "xfmr translation driver\n\n"
+      "  xfmr-translate --import-onnx model.onnx [-o model.mlir]\n");
   if (!importONNX) {
-    llvm::errs() << "xfmr-translate: error: choose a translation (--import-onnx)\n";
+    llvm::errs()
+        << "xfmr-translate: error: choose a translation (--import-onnx)\n";
     return 1;
   }
   mlir::DialectRegistry registry;

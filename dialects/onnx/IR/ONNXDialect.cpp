@@ -35,7 +35,9 @@ Operation *ONNXDialect::materializeConstant(OpBuilder &builder, Attribute value,
                             nullptr, nullptr, nullptr, nullptr);
 }
 
-OpFoldResult NoValueOp::fold(FoldAdaptor) { return UnitAttr::get(getContext()); }
+OpFoldResult NoValueOp::fold(FoldAdaptor) {
+  return UnitAttr::get(getContext());
+}
 
 OpFoldResult ConstantOp::fold(FoldAdaptor) {
   // Only the canonical `value` form folds; the importer normalizes the
@@ -88,8 +90,9 @@ xfmr::onnx::readIntElements(ElementsAttr attr) {
     int64_t v = 0;
     switch (stride) {
     case 1:
-      v = intType.isUnsigned() || width == 1 ? *reinterpret_cast<const uint8_t *>(p)
-                                             : *reinterpret_cast<const int8_t *>(p);
+      v = intType.isUnsigned() || width == 1
+              ? *reinterpret_cast<const uint8_t *>(p)
+              : *reinterpret_cast<const int8_t *>(p);
       break;
     case 2: {
       uint16_t raw;
@@ -156,25 +159,45 @@ Type xfmr::onnx::convertONNXElementType(MLIRContext *ctx, int32_t dataType) {
     return IntegerType::get(ctx, w, IntegerType::Unsigned);
   };
   switch (dataType) {
-  case 1: return b.getF32Type();
-  case 2: return unsignedInt(8);
-  case 3: return b.getIntegerType(8);
-  case 4: return unsignedInt(16);
-  case 5: return b.getIntegerType(16);
-  case 6: return b.getIntegerType(32);
-  case 7: return b.getIntegerType(64);
-  case 9: return b.getI1Type();
-  case 10: return b.getF16Type();
-  case 11: return b.getF64Type();
-  case 12: return unsignedInt(32);
-  case 13: return unsignedInt(64);
-  case 16: return b.getBF16Type();
-  case 17: return b.getType<Float8E4M3FNType>();
-  case 18: return b.getType<Float8E4M3FNUZType>();
-  case 19: return b.getType<Float8E5M2Type>();
-  case 20: return b.getType<Float8E5M2FNUZType>();
-  case 21: return unsignedInt(4);
-  case 22: return b.getIntegerType(4);
-  default: return {};
+  case 1:
+    return b.getF32Type();
+  case 2:
+    return unsignedInt(8);
+  case 3:
+    return b.getIntegerType(8);
+  case 4:
+    return unsignedInt(16);
+  case 5:
+    return b.getIntegerType(16);
+  case 6:
+    return b.getIntegerType(32);
+  case 7:
+    return b.getIntegerType(64);
+  case 9:
+    return b.getI1Type();
+  case 10:
+    return b.getF16Type();
+  case 11:
+    return b.getF64Type();
+  case 12:
+    return unsignedInt(32);
+  case 13:
+    return unsignedInt(64);
+  case 16:
+    return b.getBF16Type();
+  case 17:
+    return b.getType<Float8E4M3FNType>();
+  case 18:
+    return b.getType<Float8E4M3FNUZType>();
+  case 19:
+    return b.getType<Float8E5M2Type>();
+  case 20:
+    return b.getType<Float8E5M2FNUZType>();
+  case 21:
+    return unsignedInt(4);
+  case 22:
+    return b.getIntegerType(4);
+  default:
+    return {};
   }
 }

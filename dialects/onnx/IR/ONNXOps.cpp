@@ -52,8 +52,8 @@ static LogicalResult checkAxis(Operation *op, StringRef name, int64_t axis,
     return op->emitOpError() << name << " needs an input of rank >= 1";
   int64_t hi = inclusiveEnd ? rank : rank - 1;
   if (axis < -rank || axis > hi)
-    return op->emitOpError() << name << " " << axis << " is out of range [" << -rank
-                             << ", " << hi << "] for rank " << rank;
+    return op->emitOpError() << name << " " << axis << " is out of range ["
+                             << -rank << ", " << hi << "] for rank " << rank;
   return success();
 }
 
@@ -84,7 +84,8 @@ static LogicalResult checkAxesList(Operation *op, ArrayRef<int64_t> axes,
   return success();
 }
 
-static LogicalResult checkSoftmaxLike(Operation *op, Value input, int64_t axis) {
+static LogicalResult checkSoftmaxLike(Operation *op, Value input,
+                                      int64_t axis) {
   return checkAxis(op, "axis", axis, rankOf(input));
 }
 
@@ -133,7 +134,8 @@ LogicalResult AttentionOp::verify() {
       return emitOpError("q_num_heads and kv_num_heads must be positive");
     if (i64(*qHeads) % i64(*kvHeads) != 0)
       return emitOpError() << "q_num_heads " << i64(*qHeads)
-                           << " is not a multiple of kv_num_heads " << i64(*kvHeads);
+                           << " is not a multiple of kv_num_heads "
+                           << i64(*kvHeads);
   }
   if (qRank == 4 && rankOf(getK()) == 4) {
     int64_t hq = dimOf(getQ(), 1), hk = dimOf(getK(), 1);
@@ -150,15 +152,16 @@ LogicalResult AttentionOp::verify() {
 
 LogicalResult CastOp::verify() {
   int64_t to = i64(getTo());
-  Type target = to >= 0 && to <= INT32_MAX
-                    ? convertONNXElementType(getContext(), static_cast<int32_t>(to))
-                    : Type();
+  Type target =
+      to >= 0 && to <= INT32_MAX
+          ? convertONNXElementType(getContext(), static_cast<int32_t>(to))
+          : Type();
   if (!target)
     return emitOpError() << "'to' names unsupported data type " << to;
   Type result = cast<TensorType>(getOutput().getType()).getElementType();
   if (result != target)
-    return emitOpError() << "result element type " << result << " differs from 'to' ("
-                         << target << ")";
+    return emitOpError() << "result element type " << result
+                         << " differs from 'to' (" << target << ")";
   return checkBool(*this, "saturate", i64(getSaturate()));
 }
 
@@ -171,7 +174,8 @@ LogicalResult ConcatOp::verify() {
     if (r < 0)
       continue;
     if (rank >= 0 && r != rank)
-      return emitOpError() << "inputs have different ranks " << rank << " and " << r;
+      return emitOpError() << "inputs have different ranks " << rank << " and "
+                           << r;
     rank = r;
   }
   if (rank == 0)
@@ -237,9 +241,10 @@ static LogicalResult verifyQuantParams(Operation *op, Value x, Value scale,
     return op->emitOpError() << "block_size must be >= 0, got " << blockSize;
   // A 1-element 1-D scale is per-tensor, like a 0-D one.
   auto st = dyn_cast<RankedTensorType>(scale.getType());
-  bool perTensor = sRank == 0 || (st && st.hasStaticShape() && st.getNumElements() == 1 &&
-                                  blockSize == 0);
-  if ((!perTensor || blockSize > 0) && failed(checkAxis(op, "axis", axis, xRank)))
+  bool perTensor = sRank == 0 || (st && st.hasStaticShape() &&
+                                  st.getNumElements() == 1 && blockSize == 0);
+  if ((!perTensor || blockSize > 0) &&
+      failed(checkAxis(op, "axis", axis, xRank)))
     return failure();
   if (sRank == 1 && !perTensor && blockSize == 0 && xRank >= 0) {
     int64_t a = axis < 0 ? axis + xRank : axis;
@@ -253,8 +258,9 @@ static LogicalResult verifyQuantParams(Operation *op, Value x, Value scale,
     int64_t n = dimOf(x, a), s = dimOf(scale, a);
     if (!ShapedType::isDynamic(n) && !ShapedType::isDynamic(s) &&
         s != (n + blockSize - 1) / blockSize)
-      return op->emitOpError() << "blocked scale has " << s << " blocks on axis "
-                               << axis << ", expected ceil(" << n << "/" << blockSize << ")";
+      return op->emitOpError()
+             << "blocked scale has " << s << " blocks on axis " << axis
+             << ", expected ceil(" << n << "/" << blockSize << ")";
   }
   // Constant scales (the usual case: quantized weights) must be usable.
   ElementsAttr scaleAttr;
@@ -263,22 +269,24 @@ static LogicalResult verifyQuantParams(Operation *op, Value x, Value scale,
     if (auto values = readFloatElements(scaleAttr))
       for (double s : *values)
         if (!(s > 0) || !std::isfinite(s))
-          return op->emitOpError() << "scale " << s << " must be positive and finite";
+          return op->emitOpError()
+                 << "scale " << s << " must be positive and finite";
   }
   if (!isNone(zeroPoint)) {
     auto zt = dyn_cast<RankedTensorType>(zeroPoint.getType());
     auto st = dyn_cast<RankedTensorType>(scale.getType());
     // Same shape, except that exporters mix 0-D and 1-element 1-D tensors.
     if (zt && st && zt.getShape() != st.getShape() &&
-        !(zt.hasStaticShape() && st.hasStaticShape() && zt.getNumElements() == 1 &&
-          st.getNumElements() == 1))
+        !(zt.hasStaticShape() && st.hasStaticShape() &&
+          zt.getNumElements() == 1 && st.getNumElements() == 1))
       return op->emitOpError("zero point and scale must have the same shape");
     if (quantized && cast<TensorType>(zeroPoint.getType()).getElementType() !=
                          cast<TensorType>(quantized.getType()).getElementType())
-      return op->emitOpError() << "zero point type "
-                               << cast<TensorType>(zeroPoint.getType()).getElementType()
-                               << " differs from the quantized type "
-                               << cast<TensorType>(quantized.getType()).getElementType();
+      return op->emitOpError()
+             << "zero point type "
+             << cast<TensorType>(zeroPoint.getType()).getElementType()
+             << " differs from the quantized type "
+             << cast<TensorType>(quantized.getType()).getElementType();
     auto zpType = cast<TensorType>(zeroPoint.getType()).getElementType();
     if (zpType.isInteger(32))
       if (auto zp = getConstantInts(zeroPoint))
@@ -318,7 +326,8 @@ LogicalResult EinsumOp::verify() {
   lhs.split(terms, ',');
   if (terms.size() != getInputs().size())
     return emitOpError() << "equation '" << eq << "' has " << terms.size()
-                         << " input terms for " << getInputs().size() << " inputs";
+                         << " input terms for " << getInputs().size()
+                         << " inputs";
   auto checkTerm = [&](StringRef term) -> FailureOr<int64_t> {
     int64_t letters = 0;
     bool ellipsis = false;
@@ -331,8 +340,8 @@ LogicalResult EinsumOp::verify() {
         continue;
       }
       if (!llvm::isAlpha(term[i]))
-        return emitOpError() << "equation '" << eq << "' has invalid character '"
-                             << term[i] << "'";
+        return emitOpError() << "equation '" << eq
+                             << "' has invalid character '" << term[i] << "'";
       ++letters;
     }
     return ellipsis ? -letters - 1 : letters;
@@ -348,7 +357,8 @@ LogicalResult EinsumOp::verify() {
       return emitOpError() << "term '" << term << "' names " << *letters
                            << " dims but its input has rank " << r;
     if (*letters < 0 && -*letters - 1 > r)
-      return emitOpError() << "term '" << term << "' names more dims than rank " << r;
+      return emitOpError() << "term '" << term << "' names more dims than rank "
+                           << r;
   }
   if (!rhs.empty() && failed(checkTerm(rhs)))
     return failure();
@@ -376,7 +386,8 @@ LogicalResult GatherOp::verify() {
 LogicalResult GatherElementsOp::verify() {
   int64_t rank = rankOf(getData()), iRank = rankOf(getIndices());
   if (rank >= 0 && iRank >= 0 && rank != iRank)
-    return emitOpError() << "indices rank " << iRank << " differs from data rank " << rank;
+    return emitOpError() << "indices rank " << iRank
+                         << " differs from data rank " << rank;
   return checkAxis(*this, "axis", i64(getAxis()), rank);
 }
 
@@ -396,7 +407,8 @@ LogicalResult GemmOp::verify() {
   return success();
 }
 
-static LogicalResult verifyNorm(Operation *op, Value x, Value scale, int64_t axis) {
+static LogicalResult verifyNorm(Operation *op, Value x, Value scale,
+                                int64_t axis) {
   int64_t rank = rankOf(x);
   if (failed(checkAxis(op, "axis", axis, rank)))
     return failure();
@@ -455,12 +467,13 @@ LogicalResult ReshapeOp::verify() {
 }
 
 static LogicalResult verifyRotary(Operation *op, int64_t interleaved,
-                                  int64_t rotaryDim, std::optional<uint64_t> heads) {
+                                  int64_t rotaryDim,
+                                  std::optional<uint64_t> heads) {
   if (failed(checkBool(op, "interleaved", interleaved)))
     return failure();
   if (rotaryDim < 0 || rotaryDim % 2 != 0)
-    return op->emitOpError() << "rotary_embedding_dim must be even and >= 0, got "
-                             << rotaryDim;
+    return op->emitOpError()
+           << "rotary_embedding_dim must be even and >= 0, got " << rotaryDim;
   if (heads && i64(*heads) < 0)
     return op->emitOpError("num_heads must be >= 0");
   return success();
@@ -472,8 +485,8 @@ LogicalResult RotaryEmbeddingOp::verify() {
     return emitOpError() << "input must have rank 3 or 4, got " << rank;
   if (rank == 3 && !getNumHeads())
     return emitOpError("3-D input needs num_heads");
-  return verifyRotary(*this, i64(getInterleaved()), i64(getRotaryEmbeddingDim()),
-                      getNumHeads());
+  return verifyRotary(*this, i64(getInterleaved()),
+                      i64(getRotaryEmbeddingDim()), getNumHeads());
 }
 
 LogicalResult MsRotaryEmbeddingOp::verify() {
@@ -497,8 +510,8 @@ LogicalResult SplitOp::verify() {
   if (!sizes)
     return success();
   if (static_cast<int64_t>(sizes->size()) != nOut)
-    return emitOpError() << "split has " << sizes->size() << " sizes for " << nOut
-                         << " outputs";
+    return emitOpError() << "split has " << sizes->size() << " sizes for "
+                         << nOut << " outputs";
   int64_t total = 0;
   for (int64_t s : *sizes) {
     if (s < 0)
@@ -526,8 +539,8 @@ LogicalResult UnsqueezeOp::verify() {
   if (!axes)
     return success();
   int64_t rank = rankOf(getData());
-  return checkAxesList(*this, *axes,
-                       rank < 0 ? -1 : rank + static_cast<int64_t>(axes->size()));
+  return checkAxesList(
+      *this, *axes, rank < 0 ? -1 : rank + static_cast<int64_t>(axes->size()));
 }
 
 LogicalResult TopKOp::verify() {
@@ -549,7 +562,8 @@ LogicalResult TransposeOp::verify() {
     return success();
   int64_t rank = rankOf(getData());
   if (rank >= 0 && static_cast<int64_t>(perm->size()) != rank)
-    return emitOpError() << "perm has " << perm->size() << " entries for rank " << rank;
+    return emitOpError() << "perm has " << perm->size() << " entries for rank "
+                         << rank;
   int64_t n = perm->size();
   SmallVector<bool> seen(n, false);
   for (Attribute a : *perm) {
@@ -586,11 +600,14 @@ LogicalResult MsMatMulNBitsOp::verify() {
   if (bits != 2 && bits != 4 && bits != 8)
     return emitOpError() << "bits must be 2, 4 or 8, got " << bits;
   if (block < 16 || !llvm::isPowerOf2_64(block))
-    return emitOpError() << "block_size must be a power of 2 >= 16, got " << block;
+    return emitOpError() << "block_size must be a power of 2 >= 16, got "
+                         << block;
   if (k <= 0 || n <= 0)
-    return emitOpError() << "K and N must be positive, got K=" << k << " N=" << n;
+    return emitOpError() << "K and N must be positive, got K=" << k
+                         << " N=" << n;
   if (k % block != 0)
-    return emitOpError() << "block_size " << block << " does not divide K=" << k;
+    return emitOpError() << "block_size " << block
+                         << " does not divide K=" << k;
   int64_t blocks = k / block;
   if (rankOf(getB()) >= 0) {
     auto bType = cast<RankedTensorType>(getB().getType());
@@ -601,8 +618,9 @@ LogicalResult MsMatMulNBitsOp::verify() {
     bool ok2 = bType.getRank() == 2 && !conflict(bType.getDimSize(0), n) &&
                !conflict(bType.getDimSize(1), blocks * blobBytes);
     if (!ok3 && !ok2)
-      return emitOpError() << "packed weight B has type " << bType << ", expected ["
-                           << n << ", " << blocks << ", " << blobBytes << "]";
+      return emitOpError() << "packed weight B has type " << bType
+                           << ", expected [" << n << ", " << blocks << ", "
+                           << blobBytes << "]";
   }
   int64_t kDim = rankOf(getA()) > 0 ? dimOf(getA(), rankOf(getA()) - 1)
                                     : ShapedType::kDynamic;

@@ -25,13 +25,15 @@ inline constexpr llvm::StringLiteral kOpsetImportAttrName = "onnx.opset_import";
 
 /// Reads an integer constant tensor (dense or resource blob, any integer width)
 /// as int64 values; std::nullopt if `attr` is not an integer tensor.
-std::optional<llvm::SmallVector<int64_t>> readIntElements(mlir::ElementsAttr attr);
+std::optional<llvm::SmallVector<int64_t>>
+readIntElements(mlir::ElementsAttr attr);
 
 /// Like readIntElements for the value produced by a constant op, if any.
 std::optional<llvm::SmallVector<int64_t>> getConstantInts(mlir::Value value);
 
 /// Reads a floating-point constant tensor as doubles (f16/bf16/f32/f64).
-std::optional<llvm::SmallVector<double>> readFloatElements(mlir::ElementsAttr attr);
+std::optional<llvm::SmallVector<double>>
+readFloatElements(mlir::ElementsAttr attr);
 
 /// The value of a 0-D/1-D integer shape tensor as far as it is known from
 /// constants and Shape/Gather/Slice/Concat/Unsqueeze/Squeeze/Cast; unknown

@@ -88,19 +88,23 @@ bool refine(Operation *op, unsigned i, ArrayRef<int64_t> shape) {
   return true;
 }
 
-int64_t normAxis(int64_t axis, int64_t rank) { return axis < 0 ? axis + rank : axis; }
+int64_t normAxis(int64_t axis, int64_t rank) {
+  return axis < 0 ? axis + rank : axis;
+}
 
 /// Products and sums of dims; dynamic (or overflowing, on bad input) stays
 /// dynamic rather than wrapping.
 int64_t mulDims(int64_t a, int64_t b) {
   int64_t r;
-  if (a == kDyn || b == kDyn || a < 0 || b < 0 || __builtin_mul_overflow(a, b, &r))
+  if (a == kDyn || b == kDyn || a < 0 || b < 0 ||
+      __builtin_mul_overflow(a, b, &r))
     return kDyn;
   return r;
 }
 int64_t addDims(int64_t a, int64_t b) {
   int64_t r;
-  if (a == kDyn || b == kDyn || a < 0 || b < 0 || __builtin_add_overflow(a, b, &r))
+  if (a == kDyn || b == kDyn || a < 0 || b < 0 ||
+      __builtin_add_overflow(a, b, &r))
     return kDyn;
   return r;
 }
@@ -117,7 +121,8 @@ std::optional<Shape> broadcast(ArrayRef<Shape> shapes) {
       if (d == 1)
         continue;
       if (o == 1 || o == kDyn)
-        o = (o == kDyn && d == kDyn) ? kDyn : (o == 1 ? d : (d == kDyn ? kDyn : d));
+        o = (o == kDyn && d == kDyn) ? kDyn
+                                     : (o == 1 ? d : (d == kDyn ? kDyn : d));
       else if (d != kDyn && d != o)
         return std::nullopt;
     }
@@ -189,13 +194,16 @@ std::optional<Shape> shapeValue(Value v, int depth = 0) {
     if (!in)
       return fallback();
     int64_t rank = in->size();
-    int64_t start = std::clamp<int64_t>(normAxis(intAttr(def, "start", 0), rank), 0, rank);
-    int64_t end = std::clamp<int64_t>(normAxis(intAttr(def, "end", rank), rank), 0, rank);
+    int64_t start =
+        std::clamp<int64_t>(normAxis(intAttr(def, "start", 0), rank), 0, rank);
+    int64_t end =
+        std::clamp<int64_t>(normAxis(intAttr(def, "end", rank), rank), 0, rank);
     if (end <= start)
       return Shape{};
     return Shape(in->begin() + start, in->begin() + end);
   }
-  if (name == "Cast" || name == "Identity" || name == "Unsqueeze" || name == "Squeeze") {
+  if (name == "Cast" || name == "Identity" || name == "Unsqueeze" ||
+      name == "Squeeze") {
     auto inner = shapeValue(def->getOperand(0), depth + 1);
     if (inner && (name == "Cast" || name == "Identity" || inner->size() == 1))
       return inner;
@@ -230,7 +238,8 @@ std::optional<Shape> shapeValue(Value v, int depth = 0) {
     auto starts = getConstantInts(def->getOperand(1));
     auto ends = getConstantInts(def->getOperand(2));
     Value stepsV = operandOrNull(def, 4);
-    if (!data || !starts || !ends || starts->size() != 1 || ends->size() != 1 || stepsV)
+    if (!data || !starts || !ends || starts->size() != 1 || ends->size() != 1 ||
+        stepsV)
       return fallback();
     int64_t n = data->size(), b = (*starts)[0], e = (*ends)[0];
     b = std::clamp<int64_t>(b < 0 ? b + n : b, 0, n);
@@ -417,7 +426,8 @@ bool inferSlice(Operation *op) {
       }
     } else if (!axesV) {
       auto startsType = dyn_cast<RankedTensorType>(op->getOperand(1).getType());
-      if (!startsType || startsType.isDynamicDim(0) || startsType.getDimSize(0) > rank)
+      if (!startsType || startsType.isDynamicDim(0) ||
+          startsType.getDimSize(0) > rank)
         out.assign(rank, kDyn);
       else
         for (int64_t i = 0; i < startsType.getDimSize(0); ++i)
@@ -569,23 +579,41 @@ bool xfmr::onnx::inferResultTypes(Operation *op) {
   StringRef name = op->getName().getStringRef();
   name.consume_front("onnx.");
   enum Rule { None, Same, Broadcast };
-  Rule rule = llvm::StringSwitch<Rule>(name)
-                  .Cases({"Abs", "Acos", "Acosh", "Asin", "Asinh", "Atan", "Atanh"}, Same)
-                  .Cases({"Cast", "CastLike", "Ceil", "Celu", "Clip", "Cos", "Cosh"}, Same)
-                  .Cases({"CumSum", "DequantizeLinear", "Elu", "Erf", "Exp", "Floor"}, Same)
-                  .Cases({"Gelu", "Hardmax", "HardSigmoid", "HardSwish", "Identity"}, Same)
-                  .Cases({"IsInf", "IsNaN", "LeakyRelu", "Log", "LogSoftmax", "Mish"}, Same)
-                  .Cases({"Neg", "Not", "QuantizeLinear", "Reciprocal", "Relu", "Round"}, Same)
-                  .Cases({"Selu", "Shrink", "Sigmoid", "Sign", "Sin", "Sinh", "Softmax"}, Same)
-                  .Cases({"Softplus", "Softsign", "Sqrt", "Tan", "Tanh"}, Same)
-                  .Cases({"ThresholdedRelu", "Trilu", "Dropout", "LayerNormalization"}, Same)
-                  .Cases({"RMSNormalization", "RotaryEmbedding", "ms.RotaryEmbedding"}, Same)
-                  .Cases({"SimplifiedLayerNormalization", "ms.SkipSimplifiedLayerNormalization"}, Same)
-                  .Cases({"ms.SkipLayerNormalization", "ScatterND", "ScatterElements"}, Same)
-                  .Cases({"Add", "Sub", "Mul", "Div", "Pow", "Mod", "And", "Or", "Xor"}, Broadcast)
-                  .Cases({"Equal", "Less", "Greater", "LessOrEqual", "GreaterOrEqual"}, Broadcast)
-                  .Cases({"BitShift", "PRelu", "Max", "Min", "Sum", "Mean", "Where"}, Broadcast)
-                  .Default(None);
+  Rule rule =
+      llvm::StringSwitch<Rule>(name)
+          .Cases({"Abs", "Acos", "Acosh", "Asin", "Asinh", "Atan", "Atanh"},
+                 Same)
+          .Cases({"Cast", "CastLike", "Ceil", "Celu", "Clip", "Cos", "Cosh"},
+                 Same)
+          .Cases({"CumSum", "DequantizeLinear", "Elu", "Erf", "Exp", "Floor"},
+                 Same)
+          .Cases({"Gelu", "Hardmax", "HardSigmoid", "HardSwish", "Identity"},
+                 Same)
+          .Cases({"IsInf", "IsNaN", "LeakyRelu", "Log", "LogSoftmax", "Mish"},
+                 Same)
+          .Cases(
+              {"Neg", "Not", "QuantizeLinear", "Reciprocal", "Relu", "Round"},
+              Same)
+          .Cases(
+              {"Selu", "Shrink", "Sigmoid", "Sign", "Sin", "Sinh", "Softmax"},
+              Same)
+          .Cases({"Softplus", "Softsign", "Sqrt", "Tan", "Tanh"}, Same)
+          .Cases({"ThresholdedRelu", "Trilu", "Dropout", "LayerNormalization"},
+                 Same)
+          .Cases({"RMSNormalization", "RotaryEmbedding", "ms.RotaryEmbedding"},
+                 Same)
+          .Cases({"SimplifiedLayerNormalization",
+                  "ms.SkipSimplifiedLayerNormalization"},
+                 Same)
+          .Cases({"ms.SkipLayerNormalization", "ScatterND", "ScatterElements"},
+                 Same)
+          .Cases({"Add", "Sub", "Mul", "Div", "Pow", "Mod", "And", "Or", "Xor"},
+                 Broadcast)
+          .Cases({"Equal", "Less", "Greater", "LessOrEqual", "GreaterOrEqual"},
+                 Broadcast)
+          .Cases({"BitShift", "PRelu", "Max", "Min", "Sum", "Mean", "Where"},
+                 Broadcast)
+          .Default(None);
   if (rule == Same)
     return inferSameAsOperand(op, 0);
   if (rule == Broadcast) {
@@ -602,8 +630,9 @@ bool xfmr::onnx::inferResultTypes(Operation *op) {
     auto a = shapeOf(op->getOperand(0)), b = shapeOf(op->getOperand(1));
     if (!a || !b || a->size() != 2 || b->size() != 2)
       return false;
-    return refine(op, 0, {(*a)[intAttr(op, "transA", 0) ? 1 : 0],
-                          (*b)[intAttr(op, "transB", 0) ? 0 : 1]});
+    return refine(op, 0,
+                  {(*a)[intAttr(op, "transA", 0) ? 1 : 0],
+                   (*b)[intAttr(op, "transB", 0) ? 0 : 1]});
   }
   if (name == "Reshape")
     return inferReshape(op);
@@ -639,9 +668,9 @@ bool xfmr::onnx::inferResultTypes(Operation *op) {
       return false;
     auto depth = getConstantInts(op->getOperand(1));
     Shape out = *idx;
-    out.insert(out.begin() + axis, depth && depth->size() == 1 && (*depth)[0] >= 0
-                                       ? (*depth)[0]
-                                       : kDyn);
+    out.insert(out.begin() + axis,
+               depth && depth->size() == 1 && (*depth)[0] >= 0 ? (*depth)[0]
+                                                               : kDyn);
     return refine(op, 0, out);
   }
   if (name == "Shape") {
@@ -649,8 +678,10 @@ bool xfmr::onnx::inferResultTypes(Operation *op) {
     if (!in)
       return refine(op, 0, {kDyn});
     int64_t rank = in->size();
-    int64_t start = std::clamp<int64_t>(normAxis(intAttr(op, "start", 0), rank), 0, rank);
-    int64_t end = std::clamp<int64_t>(normAxis(intAttr(op, "end", rank), rank), 0, rank);
+    int64_t start =
+        std::clamp<int64_t>(normAxis(intAttr(op, "start", 0), rank), 0, rank);
+    int64_t end =
+        std::clamp<int64_t>(normAxis(intAttr(op, "end", rank), rank), 0, rank);
     return refine(op, 0, {std::max<int64_t>(0, end - start)});
   }
   if (name == "Size")
@@ -687,7 +718,8 @@ bool xfmr::onnx::inferResultTypes(Operation *op) {
   }
   if (name == "Range") {
     // Length from constant start/limit/delta (integer ranges only).
-    auto s = getConstantInts(op->getOperand(0)), l = getConstantInts(op->getOperand(1)),
+    auto s = getConstantInts(op->getOperand(0)),
+         l = getConstantInts(op->getOperand(1)),
          d = getConstantInts(op->getOperand(2));
     if (!s || !l || !d || s->size() != 1 || l->size() != 1 || d->size() != 1 ||
         (*d)[0] == 0)
@@ -721,9 +753,11 @@ bool xfmr::onnx::inferResultTypes(Operation *op) {
       return false;
     if (operandOrNull(op, 1))
       return refine(op, 0, *q);
-    int64_t heads = intAttr(op, "num_heads", 0), kv = intAttr(op, "kv_num_heads", 0);
+    int64_t heads = intAttr(op, "num_heads", 0),
+            kv = intAttr(op, "kv_num_heads", 0);
     int64_t packed = (*q)[2];
-    if (heads <= 0 || kv <= 0 || packed == kDyn || packed % (heads + 2 * kv) != 0)
+    if (heads <= 0 || kv <= 0 || packed == kDyn ||
+        packed % (heads + 2 * kv) != 0)
       return refine(op, 0, {(*q)[0], (*q)[1], kDyn});
     return refine(op, 0, {(*q)[0], (*q)[1], packed / (heads + 2 * kv) * heads});
   }

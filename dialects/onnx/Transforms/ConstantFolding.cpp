@@ -35,7 +35,9 @@ struct Literal {
   bool isFloat() const { return isa<FloatType>(elementType); }
   int64_t size() const { return isFloat() ? fps.size() : ints.size(); }
   double at(int64_t i) const { return isFloat() ? fps[i] : double(ints[i]); }
-  int64_t intAt(int64_t i) const { return isFloat() ? saturatingInt(fps[i]) : ints[i]; }
+  int64_t intAt(int64_t i) const {
+    return isFloat() ? saturatingInt(fps[i]) : ints[i];
+  }
 
   /// double -> int64 without UB: NaN is 0, out-of-range values saturate.
   static int64_t saturatingInt(double d) {
@@ -95,7 +97,8 @@ ElementsAttr toAttr(const Literal &lit) {
   auto it = cast<IntegerType>(lit.elementType);
   SmallVector<APInt> vals;
   for (int64_t v : lit.ints)
-    vals.push_back(APInt(it.getWidth(), static_cast<uint64_t>(v), !it.isUnsigned()));
+    vals.push_back(
+        APInt(it.getWidth(), static_cast<uint64_t>(v), !it.isUnsigned()));
   return DenseElementsAttr::get(type, vals);
 }
 
@@ -133,8 +136,8 @@ int64_t broadcastIndex(const Literal &l, ArrayRef<int64_t> out, int64_t flat) {
 /// Elementwise n-ary op with broadcasting; `f` maps doubles (ints are
 /// computed through int64 by `fi` when every input is integer).
 template <typename FI, typename FF>
-std::optional<Literal> elementwise(ArrayRef<Literal> ins, Type resultElem, FI fi, FF ff,
-                                   int64_t maxElements) {
+std::optional<Literal> elementwise(ArrayRef<Literal> ins, Type resultElem,
+                                   FI fi, FF ff, int64_t maxElements) {
   SmallVector<const Literal *> ptrs;
   for (const Literal &l : ins)
     ptrs.push_back(&l);
@@ -142,7 +145,8 @@ std::optional<Literal> elementwise(ArrayRef<Literal> ins, Type resultElem, FI fi
   if (!shape || numElements(*shape) > maxElements)
     return std::nullopt;
   Literal out{*shape, resultElem, {}, {}};
-  bool allInt = llvm::none_of(ins, [](const Literal &l) { return l.isFloat(); });
+  bool allInt =
+      llvm::none_of(ins, [](const Literal &l) { return l.isFloat(); });
   int64_t n = numElements(*shape);
   for (int64_t k = 0; k < n; ++k) {
     SmallVector<int64_t, 3> iv(ins.size(), 0);
@@ -187,7 +191,8 @@ std::optional<int64_t> attrInt(Operation *op, StringRef name, int64_t dflt) {
 }
 
 /// Evaluates `op` on literal operands; std::nullopt when unsupported.
-std::optional<Literal> evaluate(Operation *op, ArrayRef<std::optional<Literal>> in,
+std::optional<Literal> evaluate(Operation *op,
+                                ArrayRef<std::optional<Literal>> in,
                                 Type resultElem, int64_t maxElements) {
   StringRef name = op->getName().getStringRef();
   name.consume_front("onnx.");
@@ -212,18 +217,22 @@ std::optional<Literal> evaluate(Operation *op, ArrayRef<std::optional<Literal>> 
     return elementwise({*in[0], *in[1]}, resultElem, fi, ff, maxElements);
   };
   if (name == "Add")
-    return binary([](IV v) -> std::optional<int64_t> { return checked(v[0], v[1], '+'); },
-                  [](FV v) { return v[0] + v[1]; });
+    return binary(
+        [](IV v) -> std::optional<int64_t> { return checked(v[0], v[1], '+'); },
+        [](FV v) { return v[0] + v[1]; });
   if (name == "Sub")
-    return binary([](IV v) -> std::optional<int64_t> { return checked(v[0], v[1], '-'); },
-                  [](FV v) { return v[0] - v[1]; });
+    return binary(
+        [](IV v) -> std::optional<int64_t> { return checked(v[0], v[1], '-'); },
+        [](FV v) { return v[0] - v[1]; });
   if (name == "Mul")
-    return binary([](IV v) -> std::optional<int64_t> { return checked(v[0], v[1], '*'); },
-                  [](FV v) { return v[0] * v[1]; });
+    return binary(
+        [](IV v) -> std::optional<int64_t> { return checked(v[0], v[1], '*'); },
+        [](FV v) { return v[0] * v[1]; });
   if (name == "Div")
     return binary(
         [](IV v) -> std::optional<int64_t> {
-          if (v[1] == 0 || (v[0] == std::numeric_limits<int64_t>::min() && v[1] == -1))
+          if (v[1] == 0 ||
+              (v[0] == std::numeric_limits<int64_t>::min() && v[1] == -1))
             return std::nullopt;
           return v[0] / v[1]; // ONNX integer Div truncates
         },
@@ -242,8 +251,9 @@ std::optional<Literal> evaluate(Operation *op, ArrayRef<std::optional<Literal>> 
         return a <= b;
       return a >= b;
     };
-    return binary([&](IV v) -> std::optional<int64_t> { return cmp(v[0], v[1]); },
-                  [&](FV v) { return double(cmp(v[0], v[1])); });
+    return binary(
+        [&](IV v) -> std::optional<int64_t> { return cmp(v[0], v[1]); },
+        [&](FV v) { return double(cmp(v[0], v[1])); });
   }
   if (name == "Max" || name == "Min") {
     if (!all(in.size()) || in.empty())
@@ -268,9 +278,10 @@ std::optional<Literal> evaluate(Operation *op, ArrayRef<std::optional<Literal>> 
   if (name == "Where") {
     if (!all(3))
       return std::nullopt;
-    return elementwise(args, resultElem,
-                       [](IV v) -> std::optional<int64_t> { return v[0] ? v[1] : v[2]; },
-                       [](FV v) { return v[0] != 0 ? v[1] : v[2]; }, maxElements);
+    return elementwise(
+        args, resultElem,
+        [](IV v) -> std::optional<int64_t> { return v[0] ? v[1] : v[2]; },
+        [](FV v) { return v[0] != 0 ? v[1] : v[2]; }, maxElements);
   }
   auto unary = [&](auto fi, auto ff) -> std::optional<Literal> {
     if (!all(1))
@@ -278,13 +289,16 @@ std::optional<Literal> evaluate(Operation *op, ArrayRef<std::optional<Literal>> 
     return elementwise({*in[0]}, resultElem, fi, ff, maxElements);
   };
   if (name == "Neg")
-    return unary([](IV v) -> std::optional<int64_t> { return checked(0, v[0], '-'); },
-                 [](FV v) { return -v[0]; });
+    return unary(
+        [](IV v) -> std::optional<int64_t> { return checked(0, v[0], '-'); },
+        [](FV v) { return -v[0]; });
   if (name == "Abs")
-    return unary([](IV v) -> std::optional<int64_t> {
-                   return v[0] < 0 ? checked(0, v[0], '-') : std::optional<int64_t>(v[0]);
-                 },
-                 [](FV v) { return std::fabs(v[0]); });
+    return unary(
+        [](IV v) -> std::optional<int64_t> {
+          return v[0] < 0 ? checked(0, v[0], '-')
+                          : std::optional<int64_t>(v[0]);
+        },
+        [](FV v) { return std::fabs(v[0]); });
   if (name == "Not")
     return unary([](IV v) -> std::optional<int64_t> { return !v[0]; },
                  [](FV v) { return double(v[0] == 0); });
@@ -361,7 +375,8 @@ std::optional<Literal> evaluate(Operation *op, ArrayRef<std::optional<Literal>> 
     Literal out{shape, resultElem, {}, {}};
     for (int64_t o = 0; o < outer; ++o)
       for (const Literal &l : args) {
-        int64_t chunk = numElements(ArrayRef<int64_t>(l.shape).drop_front(axis));
+        int64_t chunk =
+            numElements(ArrayRef<int64_t>(l.shape).drop_front(axis));
         for (int64_t k = 0; k < chunk; ++k) {
           int64_t idx = o * chunk + k;
           if (out.isFloat())
@@ -387,7 +402,8 @@ std::optional<Literal> evaluate(Operation *op, ArrayRef<std::optional<Literal>> 
     if (numElements(shape) > maxElements)
       return std::nullopt;
     int64_t outer = numElements(ArrayRef<int64_t>(data.shape).take_front(axis));
-    int64_t inner = numElements(ArrayRef<int64_t>(data.shape).drop_front(axis + 1));
+    int64_t inner =
+        numElements(ArrayRef<int64_t>(data.shape).drop_front(axis + 1));
     int64_t dim = data.shape[axis];
     Literal out{shape, resultElem, {}, {}};
     for (int64_t o = 0; o < outer; ++o)
@@ -429,12 +445,14 @@ std::optional<Literal> evaluate(Operation *op, ArrayRef<std::optional<Literal>> 
       s = std::clamp<int64_t>(s, 0, dim);
       e = std::clamp<int64_t>(e, 0, dim);
       for (int64_t i = s; i < e; i += step)
-        out.isFloat() ? out.fps.push_back(in[0]->at(i)) : out.ints.push_back(in[0]->intAt(i));
+        out.isFloat() ? out.fps.push_back(in[0]->at(i))
+                      : out.ints.push_back(in[0]->intAt(i));
     } else {
       s = std::clamp<int64_t>(s, 0, dim - 1);
       e = std::clamp<int64_t>(e, -1, dim - 1);
       for (int64_t i = s; i > e; i += step)
-        out.isFloat() ? out.fps.push_back(in[0]->at(i)) : out.ints.push_back(in[0]->intAt(i));
+        out.isFloat() ? out.fps.push_back(in[0]->at(i))
+                      : out.ints.push_back(in[0]->intAt(i));
     }
     if (out.size() != rt.getNumElements())
       return std::nullopt;
@@ -456,10 +474,10 @@ std::optional<Literal> evaluate(Operation *op, ArrayRef<std::optional<Literal>> 
     for (int64_t i = 0; i < count; ++i) {
       if (out.isFloat())
         out.fps.push_back(start + i * delta);
-      else
-      {
+      else {
         std::optional<int64_t> step = checked(i, in[2]->ints[0], '*');
-        std::optional<int64_t> v = step ? checked(in[0]->ints[0], *step, '+') : std::nullopt;
+        std::optional<int64_t> v =
+            step ? checked(in[0]->ints[0], *step, '+') : std::nullopt;
         if (!v)
           return std::nullopt;
         out.ints.push_back(*v);
@@ -478,8 +496,10 @@ std::optional<Literal> evaluate(Operation *op, ArrayRef<std::optional<Literal>> 
       return std::nullopt;
     double fill = 0;
     if (auto v = dyn_cast_or_null<ElementsAttr>(op->getAttr("value"))) {
-      auto lit = isa<FloatType>(v.getElementType()) ? readFloatElements(v) : std::nullopt;
-      auto ilit = isa<IntegerType>(v.getElementType()) ? readIntElements(v) : std::nullopt;
+      auto lit = isa<FloatType>(v.getElementType()) ? readFloatElements(v)
+                                                    : std::nullopt;
+      auto ilit = isa<IntegerType>(v.getElementType()) ? readIntElements(v)
+                                                       : std::nullopt;
       if (lit && lit->size() == 1)
         fill = (*lit)[0];
       else if (ilit && ilit->size() == 1)
@@ -508,7 +528,7 @@ std::optional<Literal> evaluate(Operation *op, ArrayRef<std::optional<Literal>> 
       return std::nullopt;
     int64_t r = name == "ReduceProd" ? 1 : name == "ReduceSum" ? 0 : x.ints[0];
     for (int64_t v : x.ints) {
-      std::optional<int64_t> next = name == "ReduceProd" ? checked(r, v, '*')
+      std::optional<int64_t> next = name == "ReduceProd"  ? checked(r, v, '*')
                                     : name == "ReduceSum" ? checked(r, v, '+')
                                     : name == "ReduceMax" ? std::max(r, v)
                                                           : std::min(r, v);
@@ -527,10 +547,12 @@ struct FoldConstantOperands : RewritePattern {
       : RewritePattern(MatchAnyOpTypeTag(), /*benefit=*/1, ctx),
         maxElements(maxElements) {}
 
-  LogicalResult matchAndRewrite(Operation *op, PatternRewriter &rewriter) const override {
+  LogicalResult matchAndRewrite(Operation *op,
+                                PatternRewriter &rewriter) const override {
     if (!isa<ONNXDialect>(op->getDialect()) || op->getNumResults() != 1 ||
         op->hasTrait<OpTrait::ConstantLike>() || op->getNumOperands() == 0)
-      return rewriter.notifyMatchFailure(op, "not a single-result onnx op with operands");
+      return rewriter.notifyMatchFailure(
+          op, "not a single-result onnx op with operands");
     auto resultType = dyn_cast<RankedTensorType>(op->getResult(0).getType());
     if (!resultType)
       return rewriter.notifyMatchFailure(op, "unranked result");
@@ -542,17 +564,22 @@ struct FoldConstantOperands : RewritePattern {
       }
       auto lit = readLiteral(v, maxElements);
       if (!lit)
-        return rewriter.notifyMatchFailure(op, "operand is not a small constant");
+        return rewriter.notifyMatchFailure(op,
+                                           "operand is not a small constant");
       ins.push_back(std::move(lit));
     }
     auto result = evaluate(op, ins, resultType.getElementType(), maxElements);
     if (!result)
-      return rewriter.notifyMatchFailure(op, "evaluator does not handle this op");
-    if (resultType.hasStaticShape() && ArrayRef<int64_t>(result->shape) != resultType.getShape())
-      return rewriter.notifyMatchFailure(op, "evaluated shape disagrees with result type");
+      return rewriter.notifyMatchFailure(op,
+                                         "evaluator does not handle this op");
+    if (resultType.hasStaticShape() &&
+        ArrayRef<int64_t>(result->shape) != resultType.getShape())
+      return rewriter.notifyMatchFailure(
+          op, "evaluated shape disagrees with result type");
     ElementsAttr attr = toAttr(*result);
-    auto constant = ConstantOp::create(rewriter, op->getLoc(), attr.getType(), attr,
-                                       nullptr, nullptr, nullptr, nullptr, nullptr, nullptr);
+    auto constant = ConstantOp::create(rewriter, op->getLoc(), attr.getType(),
+                                       attr, nullptr, nullptr, nullptr, nullptr,
+                                       nullptr, nullptr);
     rewriter.replaceOp(op, constant->getResults());
     return success();
   }
@@ -567,20 +594,23 @@ struct FoldKnownShapeValue : RewritePattern {
   FoldKnownShapeValue(MLIRContext *ctx)
       : RewritePattern(MatchAnyOpTypeTag(), /*benefit=*/2, ctx) {}
 
-  LogicalResult matchAndRewrite(Operation *op, PatternRewriter &rewriter) const override {
-    if (!isa<ShapeOp, GatherOp, SliceOp, ConcatOp, UnsqueezeOp, SqueezeOp, CastOp>(op))
+  LogicalResult matchAndRewrite(Operation *op,
+                                PatternRewriter &rewriter) const override {
+    if (!isa<ShapeOp, GatherOp, SliceOp, ConcatOp, UnsqueezeOp, SqueezeOp,
+             CastOp>(op))
       return rewriter.notifyMatchFailure(op, "not shape arithmetic");
     auto type = dyn_cast<RankedTensorType>(op->getResult(0).getType());
     if (!type || !type.hasStaticShape() || type.getRank() > 1 ||
         !type.getElementType().isInteger(64))
       return rewriter.notifyMatchFailure(op, "not a static 0-D/1-D i64 result");
     auto value = getShapeValue(op->getResult(0));
-    if (!value || static_cast<int64_t>(value->size()) != type.getNumElements() ||
+    if (!value ||
+        static_cast<int64_t>(value->size()) != type.getNumElements() ||
         llvm::any_of(*value, ShapedType::isDynamic))
       return rewriter.notifyMatchFailure(op, "some entries are unknown");
     auto attr = DenseIntElementsAttr::get(type, *value);
-    rewriter.replaceOpWithNewOp<ConstantOp>(op, type, attr, nullptr, nullptr, nullptr,
-                                            nullptr, nullptr, nullptr);
+    rewriter.replaceOpWithNewOp<ConstantOp>(op, type, attr, nullptr, nullptr,
+                                            nullptr, nullptr, nullptr, nullptr);
     return success();
   }
 };
@@ -588,23 +618,25 @@ struct FoldKnownShapeValue : RewritePattern {
 /// Size(x) -> constant when x is static.
 struct FoldStaticSize : OpRewritePattern<SizeOp> {
   using Base::Base;
-  LogicalResult matchAndRewrite(SizeOp op, PatternRewriter &rewriter) const override {
+  LogicalResult matchAndRewrite(SizeOp op,
+                                PatternRewriter &rewriter) const override {
     auto in = dyn_cast<RankedTensorType>(op.getData().getType());
     if (!in || !in.hasStaticShape())
       return rewriter.notifyMatchFailure(op, "input is not static");
     auto type = RankedTensorType::get({}, rewriter.getI64Type());
-    auto attr = DenseIntElementsAttr::get(type, ArrayRef<int64_t>{in.getNumElements()});
-    rewriter.replaceOpWithNewOp<ConstantOp>(op, type, attr, nullptr, nullptr, nullptr,
-                                            nullptr, nullptr, nullptr);
+    auto attr =
+        DenseIntElementsAttr::get(type, ArrayRef<int64_t>{in.getNumElements()});
+    rewriter.replaceOpWithNewOp<ConstantOp>(op, type, attr, nullptr, nullptr,
+                                            nullptr, nullptr, nullptr, nullptr);
     return success();
   }
 };
 /// Cast(x) to x's own type -> x; Identity(x) -> x. Exporters emit both
 /// around shape math (torch casts int64 shapes to int64).
-template <typename OpTy>
-struct FoldNoopConversion : OpRewritePattern<OpTy> {
+template <typename OpTy> struct FoldNoopConversion : OpRewritePattern<OpTy> {
   using OpRewritePattern<OpTy>::OpRewritePattern;
-  LogicalResult matchAndRewrite(OpTy op, PatternRewriter &rewriter) const override {
+  LogicalResult matchAndRewrite(OpTy op,
+                                PatternRewriter &rewriter) const override {
     Value input = op->getOperand(0);
     if (input.getType() != op->getResult(0).getType())
       return rewriter.notifyMatchFailure(op, "changes the type");
@@ -614,10 +646,9 @@ struct FoldNoopConversion : OpRewritePattern<OpTy> {
 };
 } // namespace
 
-void xfmr::onnx::populateONNXConstantFoldingPatterns(RewritePatternSet &patterns,
-                                                     int64_t maxElements) {
+void xfmr::onnx::populateONNXConstantFoldingPatterns(
+    RewritePatternSet &patterns, int64_t maxElements) {
   patterns.add<FoldConstantOperands>(patterns.getContext(), maxElements);
-  patterns.add<FoldKnownShapeValue, FoldStaticSize,
-               FoldNoopConversion<CastOp>, FoldNoopConversion<IdentityOp>>(
-      patterns.getContext());
+  patterns.add<FoldKnownShapeValue, FoldStaticSize, FoldNoopConversion<CastOp>,
+               FoldNoopConversion<IdentityOp>>(patterns.getContext());
 }

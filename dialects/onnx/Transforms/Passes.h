@@ -23,7 +23,8 @@ void populateONNXConstantFoldingPatterns(mlir::RewritePatternSet &patterns,
 
 /// Runs shape inference and folding over `module` to a fixpoint (the body of
 /// onnx-simplify-shapes, callable from the importer and the pipelines).
-mlir::LogicalResult simplifyShapes(mlir::ModuleOp module, int64_t maxElements = 4096);
+mlir::LogicalResult simplifyShapes(mlir::ModuleOp module,
+                                   int64_t maxElements = 4096);
 
 #define GEN_PASS_REGISTRATION
 #include "dialects/onnx/Transforms/Passes.h.inc"

@@ -52,7 +52,8 @@ struct Counters {
   int64_t folded = 0, shapes = 0, refined = 0;
 };
 
-LogicalResult runSimplify(ModuleOp module, int64_t maxElements, Counters &counters) {
+LogicalResult runSimplify(ModuleOp module, int64_t maxElements,
+                          Counters &counters) {
   MLIRContext *ctx = module.getContext();
   RewritePatternSet patterns(ctx);
   populateONNXConstantFoldingPatterns(patterns, maxElements);
@@ -60,12 +61,14 @@ LogicalResult runSimplify(ModuleOp module, int64_t maxElements, Counters &counte
 
   auto countOps = [&](StringRef name) {
     int64_t n = 0;
-    module.walk([&](Operation *op) { n += op->getName().getStringRef() == name; });
+    module.walk(
+        [&](Operation *op) { n += op->getName().getStringRef() == name; });
     return n;
   };
   auto countAll = [&] {
     int64_t n = 0;
-    module.walk([&](Operation *op) { n += isa<ONNXDialect>(op->getDialect()); });
+    module.walk(
+        [&](Operation *op) { n += isa<ONNXDialect>(op->getDialect()); });
     return n;
   };
   int64_t shapesBefore = countOps("onnx.Shape") + countOps("onnx.Size");
@@ -80,18 +83,21 @@ LogicalResult runSimplify(ModuleOp module, int64_t maxElements, Counters &counte
     config.setMaxIterations(8);
     if (failed(applyPatternsGreedily(module, frozen, config, &changed)))
       LDBG() << "greedy rewrite did not converge in round " << round;
-    LDBG() << "round " << round << ": refined " << refined << ", changed " << changed;
+    LDBG() << "round " << round << ": refined " << refined << ", changed "
+           << changed;
     // Exporters recompute Shape(x) for every use; merging the copies lets
     // the folds above see one value.
     IRRewriter rewriter(ctx);
     DominanceInfo dominance(module);
     bool cseChanged = false;
-    mlir::eliminateCommonSubExpressions(rewriter, dominance, module, &cseChanged);
+    mlir::eliminateCommonSubExpressions(rewriter, dominance, module,
+                                        &cseChanged);
     if (!changed && refined == 0 && !cseChanged)
       break;
   }
   syncFunctionResultTypes(module);
-  counters.shapes = shapesBefore - (countOps("onnx.Shape") + countOps("onnx.Size"));
+  counters.shapes =
+      shapesBefore - (countOps("onnx.Shape") + countOps("onnx.Size"));
   counters.folded = opsBefore - countAll();
   return success();
 }

@@ -328,22 +328,22 @@ LogicalResult LinearOp::verify() {
 /// Gate/up/down projection weights of a gated MLP, after `expertDims`
 /// leading expert dims: w_gate and w_up [H, I], w_down [I, H], with H equal to
 /// dim `hiddenDim` of the input.
-static LogicalResult verifyGatedWeights(Operation *op, RankedTensorType inputType,
-                                        int64_t hiddenDim, RankedTensorType gateType,
-                                        RankedTensorType upType,
-                                        RankedTensorType downType, int64_t expertDims) {
+static LogicalResult
+verifyGatedWeights(Operation *op, RankedTensorType inputType, int64_t hiddenDim,
+                   RankedTensorType gateType, RankedTensorType upType,
+                   RankedTensorType downType, int64_t expertDims) {
   int64_t h = expertDims, i = expertDims + 1;
   if (failed(verifySameDim(op, "hidden size mismatch", "w_gate", gateType, h,
                            "input", inputType, hiddenDim)) ||
-      failed(verifySameDim(op, "hidden size mismatch", "w_up", upType, h, "input",
-                           inputType, hiddenDim)) ||
+      failed(verifySameDim(op, "hidden size mismatch", "w_up", upType, h,
+                           "input", inputType, hiddenDim)) ||
       failed(verifySameDim(op, "hidden size mismatch", "w_down", downType, i,
                            "input", inputType, hiddenDim)))
     return failure();
   if (failed(verifySameDim(op, "intermediate size mismatch", "w_up", upType, i,
                            "w_gate", gateType, i)) ||
-      failed(verifySameDim(op, "intermediate size mismatch", "w_down", downType, h,
-                           "w_gate", gateType, i)))
+      failed(verifySameDim(op, "intermediate size mismatch", "w_down", downType,
+                           h, "w_gate", gateType, i)))
     return failure();
   return success();
 }

@@ -1,4 +1,5 @@
-//===- ModelSummary.h - human-readable summary of an imported model -*- C++ -*-===//
+//===- ModelSummary.h - human-readable summary of an imported model -*- C++
+//-*-===//
 //
 // Part of xfmr.
 //

@@ -49,9 +49,9 @@ void registerONNXImportDialects(mlir::DialectRegistry &registry);
 
 /// Imports the model at `path`. On failure, an error diagnostic has been
 /// emitted through `context` and the result is null.
-mlir::OwningOpRef<mlir::ModuleOp> importONNXModel(llvm::StringRef path,
-                                                  mlir::MLIRContext *context,
-                                                  const ONNXImportOptions &options = {});
+mlir::OwningOpRef<mlir::ModuleOp>
+importONNXModel(llvm::StringRef path, mlir::MLIRContext *context,
+                const ONNXImportOptions &options = {});
 
 /// Imports a model held in memory (the fuzzer's entry point). External data
 /// is resolved against `baseDir`; an empty one rejects external data.

@@ -48,10 +48,11 @@ struct Fd {
 } // namespace
 
 FailureOr<std::shared_ptr<MappedFile>>
-ExternalDataResolver::open(llvm::StringRef tensorName, llvm::StringRef location) {
+ExternalDataResolver::open(llvm::StringRef tensorName,
+                           llvm::StringRef location) {
   auto fail = [&](const llvm::Twine &why) {
-    ic.error() << "tensor '" << tensorName << "': external data location '" << location
-               << "' " << why;
+    ic.error() << "tensor '" << tensorName << "': external data location '"
+               << location << "' " << why;
     return failure();
   };
   if (ic.baseDir.empty())
@@ -113,7 +114,8 @@ ExternalDataResolver::open(llvm::StringRef tensorName, llvm::StringRef location)
 }
 
 FailureOr<ArrayRef<char>>
-ExternalDataResolver::resolve(const pb::TensorProto &tensor, uint64_t expectedBytes,
+ExternalDataResolver::resolve(const pb::TensorProto &tensor,
+                              uint64_t expectedBytes,
                               std::shared_ptr<MappedFile> &keepAlive) {
   llvm::StringRef name = tensor.name();
   std::optional<llvm::StringRef> location;
@@ -125,13 +127,14 @@ ExternalDataResolver::resolve(const pb::TensorProto &tensor, uint64_t expectedBy
     } else if (key == "offset" || key == "length") {
       std::optional<uint64_t> v = parseDecimal(value);
       if (!v) {
-        ic.error() << "tensor '" << name << "': external data " << key << " '" << value
-                   << "' is not a non-negative decimal number";
+        ic.error() << "tensor '" << name << "': external data " << key << " '"
+                   << value << "' is not a non-negative decimal number";
         return failure();
       }
       (key == "offset" ? offset : length) = v;
     } else if (key != "checksum" && key != "basepath") {
-      ic.error() << "tensor '" << name << "': unknown external data key '" << key << "'";
+      ic.error() << "tensor '" << name << "': unknown external data key '"
+                 << key << "'";
       return failure();
     }
   }
@@ -141,7 +144,8 @@ ExternalDataResolver::resolve(const pb::TensorProto &tensor, uint64_t expectedBy
   }
   if (length && *length != expectedBytes) {
     ic.error() << "tensor '" << name << "': external data length " << *length
-               << " differs from the " << expectedBytes << " bytes its type needs";
+               << " differs from the " << expectedBytes
+               << " bytes its type needs";
     return failure();
   }
   FailureOr<std::shared_ptr<MappedFile>> file = open(name, *location);
@@ -150,14 +154,15 @@ ExternalDataResolver::resolve(const pb::TensorProto &tensor, uint64_t expectedBy
   uint64_t start = offset.value_or(0);
   if (start > (*file)->size || expectedBytes > (*file)->size - start) {
     ic.error() << "tensor '" << name << "': external data [" << start << ", "
-               << start + expectedBytes << ") lies beyond the end of '" << *location
-               << "' (" << (*file)->size << " bytes)";
+               << start + expectedBytes << ") lies beyond the end of '"
+               << *location << "' (" << (*file)->size << " bytes)";
     return failure();
   }
   if (!length && start + expectedBytes != (*file)->size) {
-    ic.error() << "tensor '" << name << "': external data without a length must run to the end of '"
-               << *location << "': " << (*file)->size - start << " bytes remain, "
-               << expectedBytes << " expected";
+    ic.error() << "tensor '" << name
+               << "': external data without a length must run to the end of '"
+               << *location << "': " << (*file)->size - start
+               << " bytes remain, " << expectedBytes << " expected";
     return failure();
   }
   keepAlive = *file;

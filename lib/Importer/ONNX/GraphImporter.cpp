@@ -56,21 +56,35 @@ const Upgrade *findUpgrade(const OpSchema &schema, int version) {
 /// models that leave it unset, the field that is filled).
 std::optional<AttrKind> protoAttrKind(const pb::AttributeProto &a) {
   switch (a.type()) {
-  case pb::AttributeProto::INT: return AttrKind::Int;
-  case pb::AttributeProto::FLOAT: return AttrKind::Float;
-  case pb::AttributeProto::STRING: return AttrKind::String;
-  case pb::AttributeProto::INTS: return AttrKind::Ints;
-  case pb::AttributeProto::FLOATS: return AttrKind::Floats;
-  case pb::AttributeProto::STRINGS: return AttrKind::Strings;
-  case pb::AttributeProto::TENSOR: return AttrKind::Tensor;
+  case pb::AttributeProto::INT:
+    return AttrKind::Int;
+  case pb::AttributeProto::FLOAT:
+    return AttrKind::Float;
+  case pb::AttributeProto::STRING:
+    return AttrKind::String;
+  case pb::AttributeProto::INTS:
+    return AttrKind::Ints;
+  case pb::AttributeProto::FLOATS:
+    return AttrKind::Floats;
+  case pb::AttributeProto::STRINGS:
+    return AttrKind::Strings;
+  case pb::AttributeProto::TENSOR:
+    return AttrKind::Tensor;
   case pb::AttributeProto::UNDEFINED:
-    if (a.has_i()) return AttrKind::Int;
-    if (a.has_f()) return AttrKind::Float;
-    if (a.has_s()) return AttrKind::String;
-    if (a.has_t()) return AttrKind::Tensor;
-    if (a.ints_size()) return AttrKind::Ints;
-    if (a.floats_size()) return AttrKind::Floats;
-    if (a.strings_size()) return AttrKind::Strings;
+    if (a.has_i())
+      return AttrKind::Int;
+    if (a.has_f())
+      return AttrKind::Float;
+    if (a.has_s())
+      return AttrKind::String;
+    if (a.has_t())
+      return AttrKind::Tensor;
+    if (a.ints_size())
+      return AttrKind::Ints;
+    if (a.floats_size())
+      return AttrKind::Floats;
+    if (a.strings_size())
+      return AttrKind::Strings;
     return std::nullopt;
   default:
     return std::nullopt;
@@ -95,7 +109,8 @@ private:
   LogicalResult importInputs(func::FuncOp &func, Block *&body);
   LogicalResult importInitializers();
   LogicalResult importNode(pb::NodeProto &node, int index);
-  LogicalResult defineValue(llvm::StringRef name, Value value, llvm::StringRef by);
+  LogicalResult defineValue(llvm::StringRef name, Value value,
+                            llvm::StringRef by);
   FailureOr<Attribute> convertAttribute(pb::AttributeProto &a, AttrKind kind,
                                         const std::string &what);
   FailureOr<Type> resultElementType(const OpSchema &schema, unsigned outputIdx,
@@ -139,10 +154,12 @@ LogicalResult GraphImporter::defineValue(llvm::StringRef name, Value value,
 
 /// Constant's value_float/value_floats/value_int/value_ints forms become the
 /// canonical `value` tensor, so folders and later passes see one form.
-LogicalResult GraphImporter::normalizeConstant(SmallVectorImpl<NamedAttribute> &attrs,
-                                               const std::string &what) {
+LogicalResult
+GraphImporter::normalizeConstant(SmallVectorImpl<NamedAttribute> &attrs,
+                                 const std::string &what) {
   if (attrs.size() != 1) {
-    ic.error() << what << ": needs exactly one value attribute, got " << attrs.size();
+    ic.error() << what << ": needs exactly one value attribute, got "
+               << attrs.size();
     return failure();
   }
   StringRef name = attrs[0].getName().strref();
@@ -151,18 +168,23 @@ LogicalResult GraphImporter::normalizeConstant(SmallVectorImpl<NamedAttribute> &
   if (name == "value") {
     return success();
   } else if (name == "value_float") {
-    value = DenseElementsAttr::get(RankedTensorType::get({}, builder.getF32Type()),
-                                   cast<FloatAttr>(v).getValue());
+    value =
+        DenseElementsAttr::get(RankedTensorType::get({}, builder.getF32Type()),
+                               cast<FloatAttr>(v).getValue());
   } else if (name == "value_int") {
-    value = DenseElementsAttr::get(RankedTensorType::get({}, builder.getI64Type()),
-                                   cast<IntegerAttr>(v).getValue());
+    value =
+        DenseElementsAttr::get(RankedTensorType::get({}, builder.getI64Type()),
+                               cast<IntegerAttr>(v).getValue());
   } else if (name == "value_floats" || name == "value_ints") {
     auto arr = cast<ArrayAttr>(v);
-    Type elem = name == "value_ints" ? Type(builder.getI64Type()) : builder.getF32Type();
+    Type elem = name == "value_ints" ? Type(builder.getI64Type())
+                                     : builder.getF32Type();
     value = DenseElementsAttr::get(
-        RankedTensorType::get({static_cast<int64_t>(arr.size())}, elem), arr.getValue());
+        RankedTensorType::get({static_cast<int64_t>(arr.size())}, elem),
+        arr.getValue());
   } else {
-    ic.error() << what << ": attribute '" << name << "' (string constants) is not supported";
+    ic.error() << what << ": attribute '" << name
+               << "' (string constants) is not supported";
     return failure();
   }
   attrs[0] = NamedAttribute(builder.getStringAttr("value"), value);
@@ -176,10 +198,11 @@ LogicalResult GraphImporter::readOpsets() {
   }
   for (const pb::OperatorSetIdProto &o : model.opset_import()) {
     std::string domain = o.domain() == "ai.onnx" ? "" : o.domain();
-    llvm::StringRef shown = domain.empty() ? "ai.onnx" : llvm::StringRef(domain);
+    llvm::StringRef shown =
+        domain.empty() ? "ai.onnx" : llvm::StringRef(domain);
     if (o.version() <= 0) {
-      ic.error() << "opset_import of domain '" << shown << "' has invalid version "
-                 << o.version();
+      ic.error() << "opset_import of domain '" << shown
+                 << "' has invalid version " << o.version();
       return failure();
     }
     int64_t newest = maxSupportedOpset(domain);
@@ -196,7 +219,8 @@ LogicalResult GraphImporter::readOpsets() {
   return success();
 }
 
-FailureOr<Attribute> GraphImporter::convertAttribute(pb::AttributeProto &a, AttrKind kind,
+FailureOr<Attribute> GraphImporter::convertAttribute(pb::AttributeProto &a,
+                                                     AttrKind kind,
                                                      const std::string &what) {
   switch (kind) {
   case AttrKind::Int:
@@ -218,8 +242,8 @@ FailureOr<Attribute> GraphImporter::convertAttribute(pb::AttributeProto &a, Attr
     return Attribute(builder.getStrArrayAttr(v));
   }
   case AttrKind::Tensor: {
-    FailureOr<ElementsAttr> t =
-        importTensor(ic, *a.mutable_t(), what + " attribute '" + a.name() + "'", external);
+    FailureOr<ElementsAttr> t = importTensor(
+        ic, *a.mutable_t(), what + " attribute '" + a.name() + "'", external);
     if (failed(t))
       return failure();
     return Attribute(*t);
@@ -246,7 +270,9 @@ FailureOr<Type> GraphImporter::resultElementType(const OpSchema &schema,
       return {};
     return cast<TensorType>(v.getType()).getElementType();
   };
-  auto dtype = [&](int64_t dt) { return xfmr::onnx::convertONNXElementType(ic.ctx, dt); };
+  auto dtype = [&](int64_t dt) {
+    return xfmr::onnx::convertONNXElementType(ic.ctx, dt);
+  };
   StringRef name = schema.name;
   if (schema.domain.empty()) {
     if (name == "Cast")
@@ -292,7 +318,8 @@ FailureOr<Type> GraphImporter::resultElementType(const OpSchema &schema,
         return t;
     }
   }
-  const FormalParam &out = schema.outputs[std::min<size_t>(outputIdx, schema.outputs.size() - 1)];
+  const FormalParam &out =
+      schema.outputs[std::min<size_t>(outputIdx, schema.outputs.size() - 1)];
   // Same type constraint as an input: same element type.
   size_t pos = 0;
   for (const FormalParam &in : schema.inputs) {
@@ -308,7 +335,8 @@ FailureOr<Type> GraphImporter::resultElementType(const OpSchema &schema,
   }
   if (llvm::popcount(out.allowedTypes) == 1)
     return dtype(llvm::countr_zero(out.allowedTypes));
-  ic.error() << what << ": cannot determine the element type of output '" << out.name << "'";
+  ic.error() << what << ": cannot determine the element type of output '"
+             << out.name << "'";
   return failure();
 }
 
@@ -338,8 +366,8 @@ LogicalResult GraphImporter::importNode(pb::NodeProto &node, int index) {
   }
   const Upgrade *upgrade = findUpgrade(*schema, version);
   if (!upgrade && !llvm::is_contained(schema->importableVersions, version)) {
-    ic.error() << what << ": version " << version << " (opset " << opsetIt->second
-               << ") is not supported";
+    ic.error() << what << ": version " << version << " (opset "
+               << opsetIt->second << ") is not supported";
     return failure();
   }
   Location loc = ic.nodeLoc(node, index);
@@ -355,14 +383,15 @@ LogicalResult GraphImporter::importNode(pb::NodeProto &node, int index) {
       return failure();
     }
     if (!a.ref_attr_name().empty()) {
-      ic.error() << what << ": attribute '" << a.name()
-                 << "' references a function attribute; functions are not supported";
+      ic.error()
+          << what << ": attribute '" << a.name()
+          << "' references a function attribute; functions are not supported";
       return failure();
     }
     if (upgrade && a.name() == upgrade->attr.str()) {
       if (protoAttrKind(a) != AttrKind::Ints) {
-        ic.error() << what << ": attribute '" << a.name() << "' must be INTS, got "
-                   << protoAttrTypeName(a);
+        ic.error() << what << ": attribute '" << a.name()
+                   << "' must be INTS, got " << protoAttrTypeName(a);
         return failure();
       }
       upgradedInput.emplace(a.ints().begin(), a.ints().end());
@@ -376,7 +405,8 @@ LogicalResult GraphImporter::importNode(pb::NodeProto &node, int index) {
     std::optional<AttrKind> kind = protoAttrKind(a);
     if (!kind || *kind != spec->kind) {
       ic.error() << what << ": attribute '" << a.name() << "' must be "
-                 << attrKindName(spec->kind) << ", got " << protoAttrTypeName(a);
+                 << attrKindName(spec->kind) << ", got "
+                 << protoAttrTypeName(a);
       return failure();
     }
     FailureOr<Attribute> value = convertAttribute(a, *kind, what);
@@ -389,7 +419,8 @@ LogicalResult GraphImporter::importNode(pb::NodeProto &node, int index) {
     return failure();
   for (const AttrSpec &spec : schema->attributes)
     if (spec.required && !seen.contains(spec.name)) {
-      ic.error() << what << ": required attribute '" << spec.name << "' is missing";
+      ic.error() << what << ": required attribute '" << spec.name
+                 << "' is missing";
       return failure();
     }
 
@@ -399,28 +430,32 @@ LogicalResult GraphImporter::importNode(pb::NodeProto &node, int index) {
     auto it = values.find(name);
     if (it == values.end()) {
       ic.error() << what << ": input " << pos << " '" << name
-                 << "' is used before it is defined (unsorted graph, cycle, or missing value)";
+                 << "' is used before it is defined (unsorted graph, cycle, or "
+                    "missing value)";
       return failure();
     }
     return it->second;
   };
   int nIn = node.input_size();
   int pos = 0;
-  SmallVector<FormalParam> formals(schema->inputs.begin(), schema->inputs.end());
+  SmallVector<FormalParam> formals(schema->inputs.begin(),
+                                   schema->inputs.end());
   for (size_t f = 0; f < formals.size(); ++f) {
     const FormalParam &fp = formals[f];
     if (upgradedInput && f == 1) {
       // The upgraded attribute becomes this (optional) input.
-      auto type = RankedTensorType::get({static_cast<int64_t>(upgradedInput->size())},
-                                        builder.getI64Type());
+      auto type = RankedTensorType::get(
+          {static_cast<int64_t>(upgradedInput->size())}, builder.getI64Type());
       auto attr = DenseIntElementsAttr::get(type, *upgradedInput);
       operands.push_back(xfmr::onnx::ConstantOp::create(
-          builder, loc, type, attr, nullptr, nullptr, nullptr, nullptr, nullptr, nullptr));
+          builder, loc, type, attr, nullptr, nullptr, nullptr, nullptr, nullptr,
+          nullptr));
       continue;
     }
     if (fp.option == Param::Variadic) {
       if (pos >= nIn) {
-        ic.error() << what << ": variadic input '" << fp.name << "' needs at least one value";
+        ic.error() << what << ": variadic input '" << fp.name
+                   << "' needs at least one value";
         return failure();
       }
       for (; pos < nIn; ++pos) {
@@ -437,8 +472,8 @@ LogicalResult GraphImporter::importNode(pb::NodeProto &node, int index) {
     }
     if (pos >= nIn || node.input(pos).empty()) {
       if (fp.option == Param::Single) {
-        ic.error() << what << ": required input " << pos << " ('" << fp.name << "') is "
-                   << (pos >= nIn ? "missing" : "empty");
+        ic.error() << what << ": required input " << pos << " ('" << fp.name
+                   << "') is " << (pos >= nIn ? "missing" : "empty");
         return failure();
       }
       operands.push_back(noValue());
@@ -452,7 +487,8 @@ LogicalResult GraphImporter::importNode(pb::NodeProto &node, int index) {
     ++pos;
   }
   if (pos < nIn) {
-    ic.error() << what << ": has " << nIn << " inputs, the op takes at most " << pos;
+    ic.error() << what << ": has " << nIn << " inputs, the op takes at most "
+               << pos;
     return failure();
   }
 
@@ -465,26 +501,29 @@ LogicalResult GraphImporter::importNode(pb::NodeProto &node, int index) {
     const FormalParam &fp = schema->outputs[f];
     int count = fp.option == Param::Variadic ? std::max(0, nOut - outPos) : 1;
     if (fp.option == Param::Variadic && count == 0) {
-      ic.error() << what << ": variadic output '" << fp.name << "' needs at least one value";
+      ic.error() << what << ": variadic output '" << fp.name
+                 << "' needs at least one value";
       return failure();
     }
     for (int k = 0; k < count; ++k, ++outPos) {
       std::string name = outPos < nOut ? node.output(outPos) : std::string();
       if (name.empty()) {
         if (fp.option == Param::Single) {
-          ic.error() << what << ": required output " << outPos << " ('" << fp.name
-                     << "') has no name";
+          ic.error() << what << ": required output " << outPos << " ('"
+                     << fp.name << "') has no name";
           return failure();
         }
         resultTypes.push_back(builder.getNoneType());
         resultNames.push_back("");
         continue;
       }
-      FailureOr<Type> elem = resultElementType(*schema, f, operands, attrs, what);
+      FailureOr<Type> elem =
+          resultElementType(*schema, f, operands, attrs, what);
       if (failed(elem) || !*elem) {
         if (succeeded(elem))
-          ic.error() << what << ": cannot determine the element type of output '" << name
-                     << "'";
+          ic.error() << what
+                     << ": cannot determine the element type of output '"
+                     << name << "'";
         return failure();
       }
       Type type = UnrankedTensorType::get(*elem);
@@ -496,7 +535,8 @@ LogicalResult GraphImporter::importNode(pb::NodeProto &node, int index) {
     }
   }
   if (outPos < nOut) {
-    ic.error() << what << ": has " << nOut << " outputs, the op produces at most " << outPos;
+    ic.error() << what << ": has " << nOut
+               << " outputs, the op produces at most " << outPos;
     return failure();
   }
 
@@ -533,7 +573,8 @@ ArrayAttr GraphImporter::dimParams(const pb::TypeProto &type) {
   SmallVector<Attribute> params;
   if (type.has_tensor_type() && type.tensor_type().has_shape())
     for (const auto &d : type.tensor_type().shape().dim())
-      params.push_back(builder.getStringAttr(d.has_dim_param() ? d.dim_param() : ""));
+      params.push_back(
+          builder.getStringAttr(d.has_dim_param() ? d.dim_param() : ""));
   return builder.getArrayAttr(params);
 }
 
@@ -583,14 +624,16 @@ LogicalResult GraphImporter::importInputs(func::FuncOp &func, Block *&body) {
       ic.error() << "a graph output has an empty name";
       return failure();
     }
-    FailureOr<TensorType> type = importValueType(ic, out.type(), "graph output '" + out.name() + "'");
+    FailureOr<TensorType> type =
+        importValueType(ic, out.type(), "graph output '" + out.name() + "'");
     if (failed(type))
       return failure();
     resultTypes.push_back(*type);
     declaredTypes[out.name()] = *type;
   }
   auto fnType = builder.getFunctionType(argTypes, resultTypes);
-  func = func::FuncOp::create(builder, FileLineColLoc::get(ic.ctx, ic.displayName, 0, 0),
+  func = func::FuncOp::create(builder,
+                              FileLineColLoc::get(ic.ctx, ic.displayName, 0, 0),
                               ic.options.functionName, fnType);
   body = func.addEntryBlock();
   for (auto [i, name] : llvm::enumerate(argNames)) {
@@ -626,8 +669,9 @@ LogicalResult GraphImporter::importInitializers() {
     if (failed(attr))
       return failure();
     Location loc = NameLoc::get(builder.getStringAttr(t.name()));
-    auto c = xfmr::onnx::ConstantOp::create(builder, loc, attr->getType(), *attr, nullptr,
-                                            nullptr, nullptr, nullptr, nullptr, nullptr);
+    auto c = xfmr::onnx::ConstantOp::create(builder, loc, attr->getType(),
+                                            *attr, nullptr, nullptr, nullptr,
+                                            nullptr, nullptr, nullptr);
     // An initializer shadowing a graph input is that input's default value;
     // the input (declared first) wins.
     values.try_emplace(t.name(), c.getResult());
@@ -652,20 +696,24 @@ OwningOpRef<ModuleOp> GraphImporter::run() {
   llvm::sort(opsetAttrs, [](const NamedAttribute &a, const NamedAttribute &b) {
     return a.getName().strref() < b.getName().strref();
   });
-  (*module)->setAttr(xfmr::onnx::kOpsetImportAttrName, builder.getDictionaryAttr(opsetAttrs));
-  (*module)->setAttr("onnx.ir_version", builder.getI64IntegerAttr(model.ir_version()));
+  (*module)->setAttr(xfmr::onnx::kOpsetImportAttrName,
+                     builder.getDictionaryAttr(opsetAttrs));
+  (*module)->setAttr("onnx.ir_version",
+                     builder.getI64IntegerAttr(model.ir_version()));
   if (!model.producer_name().empty())
-    (*module)->setAttr("onnx.producer",
-                       builder.getStringAttr(
-                           model.producer_version().empty()
-                               ? model.producer_name()
-                               : model.producer_name() + " " + model.producer_version()));
+    (*module)->setAttr(
+        "onnx.producer",
+        builder.getStringAttr(model.producer_version().empty()
+                                  ? model.producer_name()
+                                  : model.producer_name() + " " +
+                                        model.producer_version()));
 
   pb::GraphProto &g = *model.mutable_graph();
   for (const pb::ValueInfoProto &vi : g.value_info()) {
     if (vi.name().empty() || !vi.has_type() || !vi.type().has_tensor_type())
       continue;
-    FailureOr<TensorType> t = importValueType(ic, vi.type(), "value_info '" + vi.name() + "'");
+    FailureOr<TensorType> t =
+        importValueType(ic, vi.type(), "value_info '" + vi.name() + "'");
     if (failed(t))
       return {};
     declaredTypes[vi.name()] = *t;
@@ -695,7 +743,8 @@ OwningOpRef<ModuleOp> GraphImporter::run() {
   for (const pb::ValueInfoProto &out : g.output()) {
     auto it = values.find(out.name());
     if (it == values.end()) {
-      ic.error() << "graph output '" << out.name() << "' is not produced by any node";
+      ic.error() << "graph output '" << out.name()
+                 << "' is not produced by any node";
       return {};
     }
     results.push_back(it->second);

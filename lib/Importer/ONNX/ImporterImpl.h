@@ -68,7 +68,8 @@ private:
 
 /// Checks dims (non-negative, bounded, element count without int64 overflow)
 /// and returns the element count. `what` names the tensor for errors.
-mlir::FailureOr<int64_t> checkDims(const ImportContext &ic, llvm::StringRef what,
+mlir::FailureOr<int64_t> checkDims(const ImportContext &ic,
+                                   llvm::StringRef what,
                                    llvm::ArrayRef<int64_t> dims);
 
 /// Bytes per element of an ONNX data type as stored in raw_data, with int4
@@ -79,10 +80,9 @@ int64_t rawElementBytes(int32_t dataType);
 /// small ones inline, larger ones as resource blobs that take over the
 /// protobuf's buffer or point into mapped external data. `tensor` may be
 /// modified (its raw_data is moved out).
-mlir::FailureOr<mlir::ElementsAttr> importTensor(const ImportContext &ic,
-                                                 pb::TensorProto &tensor,
-                                                 llvm::StringRef what,
-                                                 ExternalDataResolver &external);
+mlir::FailureOr<mlir::ElementsAttr>
+importTensor(const ImportContext &ic, pb::TensorProto &tensor,
+             llvm::StringRef what, ExternalDataResolver &external);
 
 /// Converts a value's TypeProto into a tensor type; dims with dim_param (or
 /// no value) become dynamic. `what` names the value for errors.

@@ -31,36 +31,44 @@ namespace {
 constexpr int64_t kMinIRVersion = 3, kMaxIRVersion = 12;
 constexpr uint64_t kProtobufLimit = (uint64_t(1) << 31) - 1;
 
-OwningOpRef<ModuleOp> importBytes(const ImportContext &ic, llvm::StringRef bytes) {
+OwningOpRef<ModuleOp> importBytes(const ImportContext &ic,
+                                  llvm::StringRef bytes) {
   if (bytes.empty()) {
     ic.error() << "file is empty";
     return {};
   }
   if (bytes.size() > kProtobufLimit) {
     ic.error() << "file is " << bytes.size()
-               << " bytes, above protobuf's 2 GiB limit; store the weights as external data";
+               << " bytes, above protobuf's 2 GiB limit; store the weights as "
+                  "external data";
     return {};
   }
   pb::ModelProto model;
   try {
     google::protobuf::io::CodedInputStream stream(
-        reinterpret_cast<const uint8_t *>(bytes.data()), static_cast<int>(bytes.size()));
+        reinterpret_cast<const uint8_t *>(bytes.data()),
+        static_cast<int>(bytes.size()));
     stream.SetRecursionLimit(64);
-    if (!model.ParseFromCodedStream(&stream) || !stream.ConsumedEntireMessage()) {
-      ic.error() << "not a valid ONNX model (protobuf parse failed: truncated or corrupt)";
+    if (!model.ParseFromCodedStream(&stream) ||
+        !stream.ConsumedEntireMessage()) {
+      ic.error() << "not a valid ONNX model (protobuf parse failed: truncated "
+                    "or corrupt)";
       return {};
     }
   } catch (const std::exception &e) {
-    ic.error() << "not a valid ONNX model (protobuf parse failed: " << e.what() << ")";
+    ic.error() << "not a valid ONNX model (protobuf parse failed: " << e.what()
+               << ")";
     return {};
   }
   if (!model.has_ir_version()) {
     ic.error() << "model has no ir_version";
     return {};
   }
-  if (model.ir_version() < kMinIRVersion || model.ir_version() > kMaxIRVersion) {
-    ic.error() << "unsupported ir_version " << model.ir_version() << " (supported: "
-               << kMinIRVersion << " to " << kMaxIRVersion << ")";
+  if (model.ir_version() < kMinIRVersion ||
+      model.ir_version() > kMaxIRVersion) {
+    ic.error() << "unsupported ir_version " << model.ir_version()
+               << " (supported: " << kMinIRVersion << " to " << kMaxIRVersion
+               << ")";
     return {};
   }
   try {
@@ -77,12 +85,14 @@ InFlightDiagnostic ImportContext::error() const {
 }
 
 Location ImportContext::nodeLoc(const pb::NodeProto &node, int index) const {
-  std::string name = node.name().empty() ? "#" + std::to_string(index) : node.name();
+  std::string name =
+      node.name().empty() ? "#" + std::to_string(index) : node.name();
   return NameLoc::get(StringAttr::get(ctx, name),
                       NameLoc::get(StringAttr::get(ctx, node.op_type())));
 }
 
-std::string xfmr::onnx_import::describeNode(const pb::NodeProto &node, int index) {
+std::string xfmr::onnx_import::describeNode(const pb::NodeProto &node,
+                                            int index) {
   std::string name = node.name().empty() ? "#" + std::to_string(index)
                                          : "'" + node.name() + "'";
   return "node " + name + " (" + node.op_type() + ")";
@@ -92,7 +102,8 @@ void xfmr::registerONNXImportDialects(DialectRegistry &registry) {
   registry.insert<func::FuncDialect, xfmr::onnx::ONNXDialect>();
 }
 
-OwningOpRef<ModuleOp> xfmr::importONNXModel(llvm::StringRef path, MLIRContext *context,
+OwningOpRef<ModuleOp> xfmr::importONNXModel(llvm::StringRef path,
+                                            MLIRContext *context,
                                             const ONNXImportOptions &options) {
   context->loadDialect<func::FuncDialect, xfmr::onnx::ONNXDialect>();
   ImportContext ic{context, path.str(), "", options};
@@ -107,7 +118,8 @@ OwningOpRef<ModuleOp> xfmr::importONNXModel(llvm::StringRef path, MLIRContext *c
   }
   if (static_cast<uint64_t>(st.st_size) > kProtobufLimit) {
     ic.error() << "file is " << st.st_size
-               << " bytes, above protobuf's 2 GiB limit; store the weights as external data";
+               << " bytes, above protobuf's 2 GiB limit; store the weights as "
+                  "external data";
     return {};
   }
   auto buffer = llvm::MemoryBuffer::getFile(path, /*IsText=*/false,
@@ -124,11 +136,9 @@ OwningOpRef<ModuleOp> xfmr::importONNXModel(llvm::StringRef path, MLIRContext *c
   return importBytes(ic, (*buffer)->getBuffer());
 }
 
-OwningOpRef<ModuleOp> xfmr::importONNXModelFromBuffer(llvm::StringRef bytes,
-                                                      llvm::StringRef displayName,
-                                                      llvm::StringRef baseDir,
-                                                      MLIRContext *context,
-                                                      const ONNXImportOptions &options) {
+OwningOpRef<ModuleOp> xfmr::importONNXModelFromBuffer(
+    llvm::StringRef bytes, llvm::StringRef displayName, llvm::StringRef baseDir,
+    MLIRContext *context, const ONNXImportOptions &options) {
   context->loadDialect<func::FuncDialect, xfmr::onnx::ONNXDialect>();
   ImportContext ic{context, displayName.str(), baseDir.str(), options};
   return importBytes(ic, bytes);

@@ -58,7 +58,8 @@ std::string humanBytes(uint64_t bytes) {
 } // namespace
 
 void xfmr::printModelSummary(ModuleOp module, llvm::raw_ostream &os) {
-  if (auto opsets = module->getAttrOfType<DictionaryAttr>(onnx::kOpsetImportAttrName)) {
+  if (auto opsets =
+          module->getAttrOfType<DictionaryAttr>(onnx::kOpsetImportAttrName)) {
     os << "opsets:";
     for (NamedAttribute a : opsets)
       os << " " << a.getName().strref() << "="
@@ -95,21 +96,25 @@ void xfmr::printModelSummary(ModuleOp module, llvm::raw_ostream &os) {
           if (isa<DenseResourceElementsAttr>(value)) {
             auto type = cast<ShapedType>(value.getType());
             ++weights;
-            weightBytes += type.getNumElements() *
-                           std::max<uint64_t>(1, type.getElementTypeBitWidth() / 8);
+            weightBytes +=
+                type.getNumElements() *
+                std::max<uint64_t>(1, type.getElementTypeBitWidth() / 8);
           }
         return;
       }
       ++total;
       ++counts[op->getName().getStringRef()];
     });
-    os << "  weights: " << weights << " tensors, " << humanBytes(weightBytes) << "\n";
+    os << "  weights: " << weights << " tensors, " << humanBytes(weightBytes)
+       << "\n";
     os << "  ops: " << total << "\n";
     auto sorted = counts.takeVector();
     llvm::sort(sorted, [](auto &a, auto &b) {
       return a.second != b.second ? a.second > b.second : a.first < b.first;
     });
     for (auto &[name, n] : sorted)
-      os << "    " << llvm::format("%-40s %6lld", name.str().c_str(), (long long)n) << "\n";
+      os << "    "
+         << llvm::format("%-40s %6lld", name.str().c_str(), (long long)n)
+         << "\n";
   });
 }

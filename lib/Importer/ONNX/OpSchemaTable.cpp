@@ -34,7 +34,7 @@ struct Entry {
 std::vector<Entry> &entries() {
   static std::vector<Entry> table = [] {
     std::vector<Entry> t;
-#define ONNX_OP(DOMAIN, NAME, MLIR, IMPORTABLE, ALL, INS, OUTS, ATTRS)        \
+#define ONNX_OP(DOMAIN, NAME, MLIR, IMPORTABLE, ALL, INS, OUTS, ATTRS)         \
   t.push_back(Entry{{IMPORTABLE}, {ALL}, {INS}, {OUTS}, {ATTRS}, {}});         \
   t.back().schema.domain = DOMAIN;                                             \
   t.back().schema.name = NAME;                                                 \
@@ -57,7 +57,8 @@ const llvm::StringMap<const OpSchema *> &index() {
   static llvm::StringMap<const OpSchema *> map = [] {
     llvm::StringMap<const OpSchema *> m;
     for (const Entry &e : entries())
-      m[(llvm::Twine(e.schema.domain) + "::" + e.schema.name).str()] = &e.schema;
+      m[(llvm::Twine(e.schema.domain) + "::" + e.schema.name).str()] =
+          &e.schema;
     return m;
   }();
   return map;
@@ -93,13 +94,20 @@ bool xfmr::onnx_import::isKnownDomain(llvm::StringRef domain) {
 
 const char *xfmr::onnx_import::attrKindName(AttrKind kind) {
   switch (kind) {
-  case AttrKind::Int: return "INT";
-  case AttrKind::Float: return "FLOAT";
-  case AttrKind::String: return "STRING";
-  case AttrKind::Ints: return "INTS";
-  case AttrKind::Floats: return "FLOATS";
-  case AttrKind::Strings: return "STRINGS";
-  case AttrKind::Tensor: return "TENSOR";
+  case AttrKind::Int:
+    return "INT";
+  case AttrKind::Float:
+    return "FLOAT";
+  case AttrKind::String:
+    return "STRING";
+  case AttrKind::Ints:
+    return "INTS";
+  case AttrKind::Floats:
+    return "FLOATS";
+  case AttrKind::Strings:
+    return "STRINGS";
+  case AttrKind::Tensor:
+    return "TENSOR";
   }
   return "?";
 }

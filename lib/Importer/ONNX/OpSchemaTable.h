@@ -1,4 +1,5 @@
-//===- OpSchemaTable.h - what the importer knows of each ONNX op -*- C++ -*-===//
+//===- OpSchemaTable.h - what the importer knows of each ONNX op -*- C++
+//-*-===//
 //
 // Part of xfmr. The table itself is generated (OpSchemaTable.inc) from ONNX's
 // and onnxruntime's operator schemas by scripts/gen_onnx_dialect.py.
@@ -52,7 +53,8 @@ struct OpSchema {
 /// "ai.onnx" is accepted as the default domain.
 const OpSchema *lookupOpSchema(llvm::StringRef domain, llvm::StringRef opType);
 
-/// True if any op of `domain` is known (to tell unknown ops from unknown domains).
+/// True if any op of `domain` is known (to tell unknown ops from unknown
+/// domains).
 bool isKnownDomain(llvm::StringRef domain);
 
 const char *attrKindName(AttrKind kind);

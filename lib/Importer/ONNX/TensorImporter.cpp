@@ -21,18 +21,18 @@ constexpr int32_t kFloat8E4M3FN = 17, kFloat8E4M3FNUZ = 18, kFloat8E5M2 = 19,
                   kFloat8E5M2FNUZ = 20, kUInt4 = 21, kInt4 = 22;
 
 std::string dataTypeName(int32_t dt) {
-  static const char *const newer[] = {"FLOAT8E4M3FN", "FLOAT8E4M3FNUZ", "FLOAT8E5M2",
-                                      "FLOAT8E5M2FNUZ", "UINT4", "INT4"};
+  static const char *const newer[] = {"FLOAT8E4M3FN", "FLOAT8E4M3FNUZ",
+                                      "FLOAT8E5M2",   "FLOAT8E5M2FNUZ",
+                                      "UINT4",        "INT4"};
   if (dt >= 17 && dt <= 22)
     return newer[dt - 17];
   if (pb::TensorProto_DataType_IsValid(dt))
-    return pb::TensorProto_DataType_Name(static_cast<pb::TensorProto_DataType>(dt));
+    return pb::TensorProto_DataType_Name(
+        static_cast<pb::TensorProto_DataType>(dt));
   return "UNKNOWN";
 }
 
-bool isInt4(int32_t dt) {
-  return dt == kInt4 || dt == kUInt4;
-}
+bool isInt4(int32_t dt) { return dt == kInt4 || dt == kUInt4; }
 
 /// Reads element `i` of little-endian raw storage as an APInt of the
 /// element type's bit width (int4 is packed two per byte, low nibble first).
@@ -49,7 +49,8 @@ APInt rawElement(ArrayRef<char> raw, int32_t dt, unsigned width, int64_t i) {
   return APInt(width, v);
 }
 
-ElementsAttr denseFromRaw(RankedTensorType type, int32_t dt, ArrayRef<char> raw) {
+ElementsAttr denseFromRaw(RankedTensorType type, int32_t dt,
+                          ArrayRef<char> raw) {
   Type elem = type.getElementType();
   int64_t n = type.getNumElements();
   unsigned width = elem.getIntOrFloatBitWidth();
@@ -57,7 +58,8 @@ ElementsAttr denseFromRaw(RankedTensorType type, int32_t dt, ArrayRef<char> raw)
     SmallVector<APFloat> values;
     values.reserve(n);
     for (int64_t i = 0; i < n; ++i)
-      values.emplace_back(ft.getFloatSemantics(), rawElement(raw, dt, width, i));
+      values.emplace_back(ft.getFloatSemantics(),
+                          rawElement(raw, dt, width, i));
     return DenseElementsAttr::get(type, values);
   }
   SmallVector<APInt> values;
@@ -69,12 +71,15 @@ ElementsAttr denseFromRaw(RankedTensorType type, int32_t dt, ArrayRef<char> raw)
 
 /// Serializes typed-field data (float_data, int32_data, ...) into the raw
 /// little-endian layout `raw_data` would have had.
-FailureOr<std::string> typedToRaw(const ImportContext &ic, const pb::TensorProto &t,
-                                  llvm::StringRef what, int64_t n, int64_t elemBytes) {
+FailureOr<std::string> typedToRaw(const ImportContext &ic,
+                                  const pb::TensorProto &t,
+                                  llvm::StringRef what, int64_t n,
+                                  int64_t elemBytes) {
   int32_t dt = t.data_type();
   std::string out(static_cast<size_t>(n * elemBytes), '\0');
   auto mismatch = [&](llvm::StringRef field, int64_t count) {
-    ic.error() << what << ": " << field << " holds " << count << " values, expected " << n;
+    ic.error() << what << ": " << field << " holds " << count
+               << " values, expected " << n;
     return failure();
   };
   switch (dt) {
@@ -117,19 +122,33 @@ FailureOr<std::string> typedToRaw(const ImportContext &ic, const pb::TensorProto
   // bfloat16 and float8 store raw bit patterns of their width.
   int64_t lo = 0, hi = 0;
   switch (dt) {
-  case pb::TensorProto::INT8: lo = -128, hi = 127; break;
-  case pb::TensorProto::UINT8: lo = 0, hi = 255; break;
-  case pb::TensorProto::INT16: lo = -32768, hi = 32767; break;
-  case pb::TensorProto::UINT16: lo = 0, hi = 65535; break;
-  case pb::TensorProto::BOOL: lo = 0, hi = 1; break;
-  case pb::TensorProto::INT32: lo = INT32_MIN, hi = INT32_MAX; break;
-  default: lo = 0, hi = (int64_t(1) << (8 * elemBytes)) - 1; break;
+  case pb::TensorProto::INT8:
+    lo = -128, hi = 127;
+    break;
+  case pb::TensorProto::UINT8:
+    lo = 0, hi = 255;
+    break;
+  case pb::TensorProto::INT16:
+    lo = -32768, hi = 32767;
+    break;
+  case pb::TensorProto::UINT16:
+    lo = 0, hi = 65535;
+    break;
+  case pb::TensorProto::BOOL:
+    lo = 0, hi = 1;
+    break;
+  case pb::TensorProto::INT32:
+    lo = INT32_MIN, hi = INT32_MAX;
+    break;
+  default:
+    lo = 0, hi = (int64_t(1) << (8 * elemBytes)) - 1;
+    break;
   }
   for (int64_t i = 0; i < n; ++i) {
     int64_t v = t.int32_data(i);
     if (v < lo || v > hi) {
-      ic.error() << what << ": int32_data value " << v << " is out of range for "
-                 << dataTypeName(dt);
+      ic.error() << what << ": int32_data value " << v
+                 << " is out of range for " << dataTypeName(dt);
       return failure();
     }
     uint32_t bits = static_cast<uint32_t>(v);
@@ -150,19 +169,29 @@ std::string blobName(llvm::StringRef tensorName) {
 
 int64_t xfmr::onnx_import::rawElementBytes(int32_t dataType) {
   switch (dataType) {
-  case pb::TensorProto::FLOAT: case pb::TensorProto::INT32:
+  case pb::TensorProto::FLOAT:
+  case pb::TensorProto::INT32:
   case pb::TensorProto::UINT32:
     return 4;
-  case pb::TensorProto::UINT8: case pb::TensorProto::INT8: case pb::TensorProto::BOOL:
-  case kFloat8E4M3FN: case kFloat8E4M3FNUZ:
-  case kFloat8E5M2: case kFloat8E5M2FNUZ:
+  case pb::TensorProto::UINT8:
+  case pb::TensorProto::INT8:
+  case pb::TensorProto::BOOL:
+  case kFloat8E4M3FN:
+  case kFloat8E4M3FNUZ:
+  case kFloat8E5M2:
+  case kFloat8E5M2FNUZ:
     return 1;
-  case pb::TensorProto::UINT16: case pb::TensorProto::INT16:
-  case pb::TensorProto::FLOAT16: case pb::TensorProto::BFLOAT16:
+  case pb::TensorProto::UINT16:
+  case pb::TensorProto::INT16:
+  case pb::TensorProto::FLOAT16:
+  case pb::TensorProto::BFLOAT16:
     return 2;
-  case pb::TensorProto::INT64: case pb::TensorProto::DOUBLE: case pb::TensorProto::UINT64:
+  case pb::TensorProto::INT64:
+  case pb::TensorProto::DOUBLE:
+  case pb::TensorProto::UINT64:
     return 8;
-  case kInt4: case kUInt4:
+  case kInt4:
+  case kUInt4:
     return 0;
   default:
     return -1;
@@ -184,7 +213,8 @@ FailureOr<int64_t> xfmr::onnx_import::checkDims(const ImportContext &ic,
       return failure();
     }
     if (d > ic.options.maxDim) {
-      ic.error() << what << ": dim " << d << " exceeds the limit of " << ic.options.maxDim;
+      ic.error() << what << ": dim " << d << " exceeds the limit of "
+                 << ic.options.maxDim;
       return failure();
     }
     if (__builtin_mul_overflow(n, d, &n)) {
@@ -200,15 +230,16 @@ FailureOr<int64_t> xfmr::onnx_import::checkDims(const ImportContext &ic,
   return n;
 }
 
-FailureOr<ElementsAttr> xfmr::onnx_import::importTensor(const ImportContext &ic,
-                                                        pb::TensorProto &t,
-                                                        llvm::StringRef what,
-                                                        ExternalDataResolver &external) {
+FailureOr<ElementsAttr>
+xfmr::onnx_import::importTensor(const ImportContext &ic, pb::TensorProto &t,
+                                llvm::StringRef what,
+                                ExternalDataResolver &external) {
   int32_t dt = t.data_type();
   Type elem = xfmr::onnx::convertONNXElementType(ic.ctx, dt);
   int64_t elemBytes = rawElementBytes(dt);
   if (!elem || elemBytes < 0) {
-    ic.error() << what << ": unsupported data type " << dataTypeName(dt) << " (" << dt << ")";
+    ic.error() << what << ": unsupported data type " << dataTypeName(dt) << " ("
+               << dt << ")";
     return failure();
   }
   if (t.has_segment()) {
@@ -224,7 +255,9 @@ FailureOr<ElementsAttr> xfmr::onnx_import::importTensor(const ImportContext &ic,
                                  : static_cast<uint64_t>(*n) * elemBytes;
   bool isExternal = t.data_location() == pb::TensorProto::EXTERNAL;
   if (!isExternal && t.external_data_size() > 0) {
-    ic.error() << what << ": has external_data entries but data_location is not EXTERNAL";
+    ic.error()
+        << what
+        << ": has external_data entries but data_location is not EXTERNAL";
     return failure();
   }
   int64_t typed = typedFieldCount(t);
@@ -237,7 +270,8 @@ FailureOr<ElementsAttr> xfmr::onnx_import::importTensor(const ImportContext &ic,
     return failure();
   }
   if (t.string_data_size() > 0) {
-    ic.error() << what << ": string_data is not supported for " << dataTypeName(dt);
+    ic.error() << what << ": string_data is not supported for "
+               << dataTypeName(dt);
     return failure();
   }
 
@@ -253,7 +287,8 @@ FailureOr<ElementsAttr> xfmr::onnx_import::importTensor(const ImportContext &ic,
       std::string widened(*n, '\0');
       for (int64_t i = 0; i < *n; ++i)
         widened[i] = static_cast<char>(
-            rawElement(*bytes, dt, elem.getIntOrFloatBitWidth(), i).getZExtValue());
+            rawElement(*bytes, dt, elem.getIntOrFloatBitWidth(), i)
+                .getZExtValue());
       return cast<ElementsAttr>(DenseResourceElementsAttr::get(
           type, blobName(t.name()),
           HeapAsmResourceBlob::allocateAndCopyWithAlign(widened, 1)));
@@ -261,37 +296,42 @@ FailureOr<ElementsAttr> xfmr::onnx_import::importTensor(const ImportContext &ic,
     size_t align = std::max<int64_t>(1, elemBytes);
     if (reinterpret_cast<uintptr_t>(bytes->data()) % align != 0)
       align = 1; // unaligned offset in the file: the blob says so
-    AsmResourceBlob blob(*bytes, align,
-                         [keepAlive](void *, size_t, size_t) mutable { keepAlive.reset(); },
-                         /*dataIsMutable=*/false);
-    return cast<ElementsAttr>(
-        DenseResourceElementsAttr::get(type, blobName(t.name()), std::move(blob)));
+    AsmResourceBlob blob(
+        *bytes, align,
+        [keepAlive](void *, size_t, size_t) mutable { keepAlive.reset(); },
+        /*dataIsMutable=*/false);
+    return cast<ElementsAttr>(DenseResourceElementsAttr::get(
+        type, blobName(t.name()), std::move(blob)));
   }
 
   std::string *rawOwned = nullptr;
   std::string converted;
   if (t.has_raw_data()) {
     if (t.raw_data().size() != expected) {
-      ic.error() << what << ": raw_data has " << t.raw_data().size() << " bytes, expected "
-                 << expected << " (" << *n << " elements of " << dataTypeName(dt) << ")";
+      ic.error() << what << ": raw_data has " << t.raw_data().size()
+                 << " bytes, expected " << expected << " (" << *n
+                 << " elements of " << dataTypeName(dt) << ")";
       return failure();
     }
     rawOwned = t.mutable_raw_data();
   } else if (*n > 0 || typed > 0) {
-    FailureOr<std::string> raw = typedToRaw(ic, t, what, *n, std::max<int64_t>(1, elemBytes));
+    FailureOr<std::string> raw =
+        typedToRaw(ic, t, what, *n, std::max<int64_t>(1, elemBytes));
     if (failed(raw))
       return failure();
     converted = std::move(*raw);
     rawOwned = &converted;
   }
-  ArrayRef<char> raw = rawOwned ? ArrayRef<char>(rawOwned->data(), rawOwned->size())
-                                : ArrayRef<char>();
+  ArrayRef<char> raw = rawOwned
+                           ? ArrayRef<char>(rawOwned->data(), rawOwned->size())
+                           : ArrayRef<char>();
   if (inlineIt || isInt4(dt) || dt == pb::TensorProto::BOOL) {
     if (!inlineIt && (isInt4(dt) || dt == pb::TensorProto::BOOL)) {
       std::string widened(*n, '\0');
       for (int64_t i = 0; i < *n; ++i)
         widened[i] = static_cast<char>(
-            rawElement(raw, dt, elem.getIntOrFloatBitWidth(), i).getZExtValue());
+            rawElement(raw, dt, elem.getIntOrFloatBitWidth(), i)
+                .getZExtValue());
       return cast<ElementsAttr>(DenseResourceElementsAttr::get(
           type, blobName(t.name()),
           HeapAsmResourceBlob::allocateAndCopyWithAlign(widened, 1)));
@@ -306,16 +346,16 @@ FailureOr<ElementsAttr> xfmr::onnx_import::importTensor(const ImportContext &ic,
         type, blobName(t.name()),
         HeapAsmResourceBlob::allocateAndCopyWithAlign(
             ArrayRef<char>(owned->data(), owned->size()), align)));
-  AsmResourceBlob blob(ArrayRef<char>(owned->data(), owned->size()), align,
-                       [owned](void *, size_t, size_t) mutable { owned.reset(); },
-                       /*dataIsMutable=*/false);
-  return cast<ElementsAttr>(
-      DenseResourceElementsAttr::get(type, blobName(t.name()), std::move(blob)));
+  AsmResourceBlob blob(
+      ArrayRef<char>(owned->data(), owned->size()), align,
+      [owned](void *, size_t, size_t) mutable { owned.reset(); },
+      /*dataIsMutable=*/false);
+  return cast<ElementsAttr>(DenseResourceElementsAttr::get(
+      type, blobName(t.name()), std::move(blob)));
 }
 
-FailureOr<TensorType> xfmr::onnx_import::importValueType(const ImportContext &ic,
-                                                         const pb::TypeProto &type,
-                                                         llvm::StringRef what) {
+FailureOr<TensorType> xfmr::onnx_import::importValueType(
+    const ImportContext &ic, const pb::TypeProto &type, llvm::StringRef what) {
   if (!type.has_tensor_type()) {
     ic.error() << what << ": only tensor values are supported";
     return failure();
@@ -323,8 +363,8 @@ FailureOr<TensorType> xfmr::onnx_import::importValueType(const ImportContext &ic
   const pb::TypeProto::Tensor &tt = type.tensor_type();
   Type elem = xfmr::onnx::convertONNXElementType(ic.ctx, tt.elem_type());
   if (!elem) {
-    ic.error() << what << ": unsupported element type " << dataTypeName(tt.elem_type())
-               << " (" << tt.elem_type() << ")";
+    ic.error() << what << ": unsupported element type "
+               << dataTypeName(tt.elem_type()) << " (" << tt.elem_type() << ")";
     return failure();
   }
   if (!tt.has_shape())
