@@ -2,8 +2,8 @@
 # The test command: installs what is missing, builds incrementally and runs
 # every test, in two configurations:
 #   build/       the release build (g++), the whole lit suite
-#   build-asan/  clang with ASan+UBSan and the libFuzzer target: the importer
-#                and bad-input tests again, plus a fuzzing smoke run
+#   build-asan/  clang with ASan+UBSan and the libFuzzer target: the importer,
+#                bad-input and runtime unit tests again, plus a fuzzing smoke run
 # Ends with the runners' summary and a total "N passed, N failed, N skipped".
 # XFMR_SKIP_SANITIZERS=1 skips the second configuration.
 set -euo pipefail
@@ -41,7 +41,7 @@ run_lit release build
 
 if [[ "${XFMR_SKIP_SANITIZERS:-0}" != 1 ]]; then
   bash scripts/build.sh --asan
-  run_lit asan+ubsan build-asan --filter 'Importer|Dialect|Fuzz'
+  run_lit asan+ubsan build-asan --filter 'Importer|Dialect|Fuzz|Unit'
 fi
 
 echo "$total_pass passed, $total_fail failed, $total_skip skipped"

@@ -50,7 +50,9 @@ public:
 
   /// Opens `path`; a missing file, a directory or a device is an error.
   Status open(const std::string &path) {
-    fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+    // O_NONBLOCK: opening a FIFO must not wait for a writer before fstat
+    // rejects it; reads of regular files ignore the flag.
+    fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
     if (fd < 0)
       return Error(path + ": cannot open: " + errnoMessage(errno));
     struct stat st;
@@ -166,11 +168,11 @@ constexpr size_t kNpyMagicLen = 6;
 
 /// What the header of a .npy file says.
 struct NpyHeader {
-  DType dtype;
+  DType dtype = DType::F32;
   std::vector<int64_t> shape;
-  int64_t numel;
+  int64_t numel = 0;
   /// Bytes before the data: magic, version, length field and header.
-  uint64_t dataOffset;
+  uint64_t dataOffset = 0;
 };
 
 /// The dtype of a .npy descr string, or why it is not supported.
@@ -424,14 +426,14 @@ Expected<NpyHeader> parseNpyHeader(std::string_view prefix, uint64_t fileSize,
   if (headerStart + headerLen > fileSize ||
       headerStart + headerLen > prefix.size())
     return fail("file is truncated: the header of " +
-                std::to_string(headerLen) +
-                " bytes ends past the end of the "
-                "file (" +
-                std::to_string(fileSize) + " bytes)");
+                std::to_string(headerLen) + " bytes ends past the end of the " +
+                "file (" + std::to_string(fileSize) + " bytes)");
   std::string_view header = prefix.substr(headerStart, headerLen);
+  // Headers of the supported dtypes are ASCII (format 3.0 only allows UTF-8
+  // for structured dtypes' field names).
   for (char c : header)
     if (static_cast<unsigned char>(c) >= 0x80 || c == '\0')
-      return fail("header contains a byte that is not printable ASCII");
+      return fail("header contains a NUL or non-ASCII byte");
 
   std::string descr;
   bool fortranOrder = false;

@@ -69,8 +69,9 @@ uint16_t floatToBf16(float value);
 inline constexpr size_t kMaxRank = 32;
 
 /// The element count of `shape`, or why it is not a valid shape: rank above
-/// kMaxRank, a negative dim, or a product that overflows int64. The message
-/// does not name a file; callers prefix it.
+/// kMaxRank, a negative dim, or a product that overflows int64 (checked in
+/// order, so (162, 341606371735362067) fails rather than wrapping to 6). The
+/// message names neither file nor shape; callers prefix both.
 Expected<int64_t> countElements(const std::vector<int64_t> &shape);
 /// Formats a shape like NumPy: "()", "(3,)", "(2, 3)".
 std::string formatShape(const std::vector<int64_t> &shape);
