@@ -61,11 +61,14 @@ int main(int argc, char **argv) {
   llvm::InitLLVM init(argc, argv);
   mlir::registerAsmPrinterCLOptions();
   mlir::registerMLIRContextCLOptions();
-  cl::HideUnrelatedOptions({&category, &cl::getGeneralCategory()});
+  cl::HideUnrelatedOptions(category);
   cl::ParseCommandLineOptions(
       argc, argv,
       "xfmr translation driver\n\n"
-      "  xfmr-translate --import-onnx model.onnx [-o model.mlir]\n");
+      "  xfmr-translate --import-onnx model.onnx [-o model.mlir]\n\n"
+      "MLIR's printing flags (--mlir-print-debuginfo,\n"
+      "--mlir-elide-resource-strings-if-larger=N, ...) are accepted too;\n"
+      "--help-hidden lists them.\n");
   if (!importONNX) {
     llvm::errs()
         << "xfmr-translate: error: choose a translation (--import-onnx)\n";
