@@ -15,7 +15,7 @@ Every file is loaded and run with onnxruntime and compared against torch
 examples/models/OPS.txt.
 
 Usage (needs XFMR_WITH_PYTHON_MODELS=1 bash scripts/setup-venv.sh):
-  .venv/bin/python scripts/export_models.py [--out DIR] [--only NAME ...]
+  .venv/bin/python scripts/export_models.py [--out DIR] [--only NAME ...] [--seed N]
 """
 
 import argparse
@@ -189,8 +189,10 @@ def dynamic_axes(name, wrap):
 # --------------------------------------------------------------------------
 
 
-def export(name, out_dir, log):
-    torch.manual_seed(0)
+def export(name, out_dir, log, seed=0):
+    """Exports MODELS[name] with weights from torch.manual_seed(seed) as
+    OUT_DIR/NAME_static.onnx and OUT_DIR/NAME.onnx."""
+    torch.manual_seed(seed)
     wrap = MODELS[name]()
     wrap.eval()
     results = {}
@@ -249,6 +251,7 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--out", default=DEFAULT_OUT)
     ap.add_argument("--only", nargs="*", choices=list(MODELS))
+    ap.add_argument("--seed", type=int, default=0, help="weights seed (the committed files: 0)")
     a = ap.parse_args()
     os.makedirs(a.out, exist_ok=True)
     torch.set_num_threads(2)
@@ -258,7 +261,7 @@ def main():
     inventory = collections.OrderedDict()
     for name in a.only or MODELS:
         try:
-            for fname, (m, diffs, _) in export(name, a.out, print).items():
+            for fname, (m, diffs, _) in export(name, a.out, print, a.seed).items():
                 inventory[fname] = op_inventory(m)
                 if any(d > 1e-3 for _, d in diffs):
                     print("MISMATCH: %s" % fname)

@@ -1,6 +1,7 @@
 # -*- Python -*-
 import glob
 import os
+import subprocess
 import sys
 
 import lit.formats
@@ -18,7 +19,21 @@ config.excludes = ["Inputs", "CMakeLists.txt", "README.md", "lit.cfg.py",
 
 config.substitutions.append(("%PATH%", config.environment["PATH"]))
 config.substitutions.append(("%xfmr_src", config.xfmr_src_root))
+# The build root (xfmr-compile and xfmr-run are in %xfmr_build/bin), for the
+# scripts that take --build-dir.
+config.substitutions.append(("%xfmr_build", os.path.dirname(config.xfmr_tools_dir)))
 config.substitutions.append(("%python", sys.executable))
+# A Python with numpy and onnx for the numerical conformance scripts
+# (scripts/onnx-conformance.py, scripts/check-model-refs.py): the project's
+# .venv (scripts/setup-venv.sh) if it has them, else lit's own Python. lit
+# runs under /usr/bin/python3, which has no onnx by default.
+for py in [os.path.join(config.xfmr_src_root, ".venv", "bin", "python"), sys.executable]:
+    if os.access(py, os.X_OK) and subprocess.run(
+            [py, "-c", "import numpy, onnx; from onnx import numpy_helper"],
+            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL).returncode == 0:
+        config.available_features.add("onnx-python")
+        config.substitutions.append(("%onnx_python", py))
+        break
 llvm_config.with_system_environment(["HOME", "INCLUDE", "LIB", "TMP", "TEMP"])
 llvm_config.use_default_substitutions()
 

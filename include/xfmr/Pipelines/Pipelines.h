@@ -1,0 +1,39 @@
+//===- Pipelines.h - named compilation pipelines ----------------*- C++ -*-===//
+//
+// Part of xfmr.
+//
+// The stages xfmr-compile runs, also registered in xfmr-opt:
+//   xfmr-onnx-to-linalg   onnx dialect -> linalg/tensor/arith/math on tensors
+//   xfmr-cpu-to-llvm      tensors -> buffers -> loops -> LLVM dialect
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef XFMR_PIPELINES_PIPELINES_H
+#define XFMR_PIPELINES_PIPELINES_H
+
+#include "mlir/Pass/PassManager.h"
+
+#include <string>
+
+namespace xfmr {
+
+struct CPUPipelineOptions {
+  /// Where xfmr-externalize-weights writes the weights ("" = nowhere).
+  std::string weightsFile;
+  /// Constants of at least this many bytes go to the weights file.
+  int64_t minWeightBytes = 256;
+};
+
+/// Appends onnx -> linalg on tensors (with elementwise fusion).
+mlir::LogicalResult buildONNXToLinalgPipeline(mlir::OpPassManager &pm);
+
+/// Appends linalg on tensors -> LLVM dialect for the host CPU.
+mlir::LogicalResult buildCPUToLLVMPipeline(mlir::OpPassManager &pm,
+                                           const CPUPipelineOptions &options);
+
+/// Registers both pipelines under the names above.
+void registerPipelines();
+
+} // namespace xfmr
+
+#endif // XFMR_PIPELINES_PIPELINES_H

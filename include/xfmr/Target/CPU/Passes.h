@@ -1,0 +1,27 @@
+//===- Passes.h - CPU target passes -----------------------------*- C++ -*-===//
+//
+// Part of xfmr.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef XFMR_TARGET_CPU_PASSES_H
+#define XFMR_TARGET_CPU_PASSES_H
+
+#include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/Bufferization/IR/Bufferization.h"
+#include "mlir/Dialect/MemRef/IR/MemRef.h"
+#include "mlir/Dialect/Tensor/IR/Tensor.h"
+#include "mlir/IR/BuiltinOps.h"
+#include "mlir/Pass/Pass.h"
+
+namespace xfmr::cpu {
+
+#define GEN_PASS_DECL
+#include "xfmr/Target/CPU/Passes.h.inc"
+
+#define GEN_PASS_REGISTRATION
+#include "xfmr/Target/CPU/Passes.h.inc"
+
+} // namespace xfmr::cpu
+
+#endif // XFMR_TARGET_CPU_PASSES_H

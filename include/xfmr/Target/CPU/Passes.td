@@ -1,0 +1,55 @@
+//===- Passes.td - CPU target passes -----------------------*- tablegen -*-===//
+//
+// Part of xfmr.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef XFMR_TARGET_CPU_PASSES
+#define XFMR_TARGET_CPU_PASSES
+
+include "mlir/Pass/PassBase.td"
+
+def ExternalizeWeightsPass : Pass<"xfmr-externalize-weights", "mlir::ModuleOp"> {
+  let summary = "Move large constants of the entry function into a weights file";
+  let description = [{
+    Every non-splat `arith.constant` tensor of at least `min-bytes` bytes in
+    the public function is written to `weights-file` at a 64-byte aligned
+    offset and replaced by a view of a new leading function argument
+    `memref<?xi8> {xfmr.weights}` (the memory-mapped file at run time):
+
+    ```mlir
+    %v = memref.view %weights[%c4096][] : memref<?xi8> to memref<64x64xf32>
+    %t = bufferization.to_tensor %v restrict : memref<64x64xf32> to tensor<64x64xf32>
+    ```
+
+    The module gets `xfmr.weights = {count, size}`. Without `weights-file`
+    nothing is written (for tests), offsets are still assigned.
+  }];
+  let dependentDialects = ["::mlir::memref::MemRefDialect",
+                           "::mlir::bufferization::BufferizationDialect",
+                           "::mlir::arith::ArithDialect"];
+  let options = [
+    Option<"weightsFile", "weights-file", "std::string", "\"\"",
+           "Where to write the weights (written atomically)">,
+    Option<"minBytes", "min-bytes", "int64_t", "256",
+           "Smallest constant, in bytes, that moves to the file">,
+  ];
+  let statistics = [
+    Statistic<"numWeights", "weights", "Constants moved to the weights file">,
+  ];
+}
+
+def PrepareEntryPass : Pass<"xfmr-prepare-entry", "mlir::ModuleOp"> {
+  let summary = "Give the public function the artifact calling convention";
+  let description = [{
+    Every returned tensor is copied into a fresh allocation
+    (`bufferization.alloc_tensor ... copy(...)`), so that each output buffer
+    is a new `malloc` the caller owns even when the value is an input, a
+    weight, a constant or a view of them, and the function gets
+    `llvm.emit_c_interface`. See docs/artifact.md.
+  }];
+  let dependentDialects = ["::mlir::bufferization::BufferizationDialect",
+                           "::mlir::tensor::TensorDialect"];
+}
+
+#endif // XFMR_TARGET_CPU_PASSES

@@ -1,0 +1,403 @@
+//===- Common.cpp - shared helpers of the onnx to linalg lowering ---------===//
+//
+// Part of xfmr.
+//
+//===----------------------------------------------------------------------===//
+
+#include "Common.h"
+
+#include "dialects/onnx/IR/ONNXOps.h"
+
+#include "mlir/Dialect/Arith/Utils/Utils.h"
+#include "mlir/Dialect/ControlFlow/IR/ControlFlowOps.h"
+#include "mlir/IR/BuiltinOps.h"
+#include "mlir/IR/Matchers.h"
+
+#include <cmath>
+#include <limits>
+
+using namespace mlir;
+
+namespace xfmr::lowering {
+
+//===----------------------------------------------------------------------===//
+// Type conversion and the pattern base
+//===----------------------------------------------------------------------===//
+
+static Type signlessElement(Type t) {
+  if (auto i = dyn_cast<IntegerType>(t); i && !i.isSignless())
+    return IntegerType::get(t.getContext(), i.getWidth());
+  return t;
+}
+
+ONNXTypeConverter::ONNXTypeConverter(MLIRContext *ctx) {
+  addConversion([](Type t) { return t; });
+  addConversion([](IntegerType t) { return signlessElement(t); });
+  addConversion([](RankedTensorType t) -> Type {
+    return t.clone(signlessElement(t.getElementType()));
+  });
+  addConversion([](UnrankedTensorType t) -> Type {
+    return UnrankedTensorType::get(signlessElement(t.getElementType()));
+  });
+  auto materialize = [](OpBuilder &b, Type type, ValueRange inputs,
+                        Location loc) -> Value {
+    return UnrealizedConversionCastOp::create(b, loc, type, inputs)
+        .getResult(0);
+  };
+  addSourceMaterialization(materialize);
+  addTargetMaterialization(materialize);
+}
+
+ONNXLoweringPattern::ONNXLoweringPattern(const TypeConverter &converter,
+                                         MLIRContext *ctx, UnsupportedLog &log,
+                                         ArrayRef<StringRef> opNames)
+    : ConversionPattern(converter, MatchAnyOpTypeTag(), /*benefit=*/1, ctx),
+      log(log) {
+  for (StringRef n : opNames)
+    names.push_back(n.str());
+}
+
+LogicalResult
+ONNXLoweringPattern::matchAndRewrite(Operation *op, ArrayRef<Value> operands,
+                                     ConversionPatternRewriter &rewriter) const {
+  if (!isa<onnx::ONNXDialect>(op->getDialect()))
+    return failure();
+  StringRef name = op->getName().stripDialect();
+  if (!llvm::is_contained(names, name))
+    return failure();
+  auto supported = [](Type t) {
+    if (isa<NoneType>(t))
+      return true;
+    auto shaped = dyn_cast<RankedTensorType>(t);
+    if (!shaped)
+      return false;
+    Type e = shaped.getElementType();
+    if (auto i = dyn_cast<IntegerType>(e))
+      return llvm::is_contained({1u, 8u, 16u, 32u, 64u}, i.getWidth());
+    return e.isF16() || e.isBF16() || e.isF32() || e.isF64();
+  };
+  for (Value v : llvm::concat<Value>(op->getOperands(), op->getResults()))
+    if (!supported(v.getType()))
+      return unsupported(op, "type " + typeName(v.getType()));
+  return lower(op, name, operands, rewriter);
+}
+
+LogicalResult ONNXLoweringPattern::unsupported(Operation *op,
+                                               const Twine &why) const {
+  log.reasons.try_emplace(op, why.str());
+  return failure();
+}
+
+RankedTensorType ONNXLoweringPattern::resultType(Operation *op,
+                                                 unsigned i) const {
+  return dyn_cast_or_null<RankedTensorType>(
+      getTypeConverter()->convertType(op->getResult(i).getType()));
+}
+
+//===----------------------------------------------------------------------===//
+// Attributes and constants
+//===----------------------------------------------------------------------===//
+
+int64_t intAttr(Operation *op, StringRef name, int64_t dflt) {
+  if (auto a = dyn_cast_or_null<IntegerAttr>(op->getAttr(name)))
+    return a.getValue().getSExtValue();
+  return dflt;
+}
+
+float floatAttr(Operation *op, StringRef name, float dflt) {
+  if (auto a = dyn_cast_or_null<FloatAttr>(op->getAttr(name)))
+    return static_cast<float>(a.getValueAsDouble());
+  return dflt;
+}
+
+std::optional<SmallVector<int64_t>> intsAttr(Operation *op, StringRef name) {
+  auto a = dyn_cast_or_null<ArrayAttr>(op->getAttr(name));
+  if (!a)
+    return std::nullopt;
+  SmallVector<int64_t> out;
+  for (Attribute e : a) {
+    auto i = dyn_cast<IntegerAttr>(e);
+    if (!i)
+      return std::nullopt;
+    out.push_back(i.getValue().getSExtValue());
+  }
+  return out;
+}
+
+std::string stringAttr(Operation *op, StringRef name, StringRef dflt) {
+  if (auto a = dyn_cast_or_null<StringAttr>(op->getAttr(name)))
+    return a.getValue().str();
+  return dflt.str();
+}
+
+int64_t defaultOpset(Operation *op) {
+  auto module = op->getParentOfType<ModuleOp>();
+  while (module) {
+    if (auto d = module->getAttrOfType<DictionaryAttr>(onnx::kOpsetImportAttrName))
+      if (auto v = dyn_cast_or_null<IntegerAttr>(d.get("ai.onnx")))
+        return v.getInt();
+    module = module->getParentOfType<ModuleOp>();
+  }
+  return 0;
+}
+
+bool isNone(Value v) { return !v || isa<NoneType>(v.getType()); }
+
+std::optional<SmallVector<int64_t>> constantInts(Value converted,
+                                                 Value original) {
+  for (Value v : {converted, original}) {
+    if (!v)
+      continue;
+    if (auto c = onnx::getConstantInts(v))
+      return c;
+    ElementsAttr attr;
+    if (matchPattern(v, m_Constant(&attr)))
+      if (auto c = onnx::readIntElements(attr))
+        return c;
+  }
+  return std::nullopt;
+}
+
+std::optional<int64_t> normalizeAxis(int64_t axis, int64_t rank) {
+  if (axis < -rank || axis >= rank)
+    return std::nullopt;
+  return axis < 0 ? axis + rank : axis;
+}
+
+//===----------------------------------------------------------------------===//
+// Scalars
+//===----------------------------------------------------------------------===//
+
+Type elementType(Value v) { return cast<ShapedType>(v.getType()).getElementType(); }
+
+std::string typeName(Type t) {
+  std::string s;
+  llvm::raw_string_ostream os(s);
+  os << t;
+  return s;
+}
+
+bool isUnsignedInt(Type t) {
+  auto i = dyn_cast<IntegerType>(t);
+  return i && i.isUnsigned();
+}
+
+bool isFloat(Type t) { return isa<FloatType>(t); }
+
+Value scalarConstant(OpBuilder &b, Location loc, Type type, double v) {
+  if (auto f = dyn_cast<FloatType>(type))
+    return arith::ConstantOp::create(b, loc, type, b.getFloatAttr(f, v));
+  if (isa<IndexType>(type))
+    return arith::ConstantIndexOp::create(b, loc, static_cast<int64_t>(v));
+  return arith::ConstantOp::create(
+      b, loc, type, b.getIntegerAttr(type, static_cast<int64_t>(v)));
+}
+
+static Value extremeValue(OpBuilder &b, Location loc, Type type,
+                          bool isUnsigned, bool highest) {
+  if (auto f = dyn_cast<FloatType>(type))
+    return arith::ConstantOp::create(
+        b, loc, type,
+        b.getFloatAttr(f, APFloat::getInf(f.getFloatSemantics(), !highest)));
+  unsigned w = type.getIntOrFloatBitWidth();
+  APInt v = isUnsigned ? (highest ? APInt::getMaxValue(w) : APInt::getMinValue(w))
+                       : (highest ? APInt::getSignedMaxValue(w)
+                                  : APInt::getSignedMinValue(w));
+  return arith::ConstantOp::create(b, loc, type, b.getIntegerAttr(type, v));
+}
+
+Value lowestValue(OpBuilder &b, Location loc, Type type, bool isUnsigned) {
+  return extremeValue(b, loc, type, isUnsigned, /*highest=*/false);
+}
+
+Value highestValue(OpBuilder &b, Location loc, Type type, bool isUnsigned) {
+  return extremeValue(b, loc, type, isUnsigned, /*highest=*/true);
+}
+
+Value castScalar(OpBuilder &b, Location loc, Value v, Type srcOrig,
+                 Type dstOrig) {
+  Type src = signlessElement(srcOrig), dst = signlessElement(dstOrig);
+  if (srcOrig == dstOrig)
+    return v;
+  bool srcUnsigned = isUnsignedInt(srcOrig) || src.isInteger(1);
+  if (dst.isInteger(1)) {
+    if (isa<FloatType>(src))
+      return arith::CmpFOp::create(b, loc, arith::CmpFPredicate::UNE, v,
+                                   scalarConstant(b, loc, src, 0));
+    return arith::CmpIOp::create(b, loc, arith::CmpIPredicate::ne, v,
+                                 scalarConstant(b, loc, src, 0));
+  }
+  if (auto sf = dyn_cast<FloatType>(src)) {
+    if (auto df = dyn_cast<FloatType>(dst)) {
+      if (sf.getWidth() == df.getWidth()) { // f16 <-> bf16: through f32
+        v = arith::ExtFOp::create(b, loc, b.getF32Type(), v);
+        return arith::TruncFOp::create(b, loc, dst, v);
+      }
+      if (sf.getWidth() < df.getWidth())
+        return arith::ExtFOp::create(b, loc, dst, v);
+      return arith::TruncFOp::create(b, loc, dst, v);
+    }
+    if (isUnsignedInt(dstOrig))
+      return arith::FPToUIOp::create(b, loc, dst, v);
+    return arith::FPToSIOp::create(b, loc, dst, v);
+  }
+  if (isa<FloatType>(dst)) {
+    if (srcUnsigned)
+      return arith::UIToFPOp::create(b, loc, dst, v);
+    return arith::SIToFPOp::create(b, loc, dst, v);
+  }
+  unsigned sw = src.getIntOrFloatBitWidth(), dw = dst.getIntOrFloatBitWidth();
+  if (sw == dw)
+    return v;
+  if (sw > dw)
+    return arith::TruncIOp::create(b, loc, dst, v);
+  if (srcUnsigned)
+    return arith::ExtUIOp::create(b, loc, dst, v);
+  return arith::ExtSIOp::create(b, loc, dst, v);
+}
+
+Value toIndex(OpBuilder &b, Location loc, Value v, bool isUnsigned) {
+  if (isa<IndexType>(v.getType()))
+    return v;
+  if (isUnsigned || v.getType().isInteger(1))
+    return arith::IndexCastUIOp::create(b, loc, b.getIndexType(), v);
+  return arith::IndexCastOp::create(b, loc, b.getIndexType(), v);
+}
+
+//===----------------------------------------------------------------------===//
+// Tensors
+//===----------------------------------------------------------------------===//
+
+SmallVector<OpFoldResult> mixedSizes(OpBuilder &b, Location loc, Value t) {
+  return tensor::getMixedSizes(b, loc, t);
+}
+
+Value dimValue(OpBuilder &b, Location loc, Value t, int64_t dim) {
+  return getValueOrCreateConstantIndexOp(b, loc,
+                                         tensor::getMixedSize(b, loc, t, dim));
+}
+
+SmallVector<Value> dynamicSizes(OpBuilder &b, Location loc,
+                                RankedTensorType type,
+                                ArrayRef<OpFoldResult> sizes) {
+  SmallVector<Value> dyn;
+  for (auto [i, s] : llvm::enumerate(sizes))
+    if (type.isDynamicDim(i))
+      dyn.push_back(getValueOrCreateConstantIndexOp(b, loc, s));
+  return dyn;
+}
+
+Value emptyTensor(OpBuilder &b, Location loc, RankedTensorType type,
+                  ArrayRef<OpFoldResult> sizes) {
+  return tensor::EmptyOp::create(b, loc, type,
+                                 dynamicSizes(b, loc, type, sizes));
+}
+
+Value filledTensor(OpBuilder &b, Location loc, RankedTensorType type,
+                   ArrayRef<OpFoldResult> sizes, Value scalar) {
+  Value empty = emptyTensor(b, loc, type, sizes);
+  return linalg::FillOp::create(b, loc, scalar, empty).getResult(0);
+}
+
+SmallVector<OpFoldResult> broadcastSizes(OpBuilder &b, Location loc,
+                                         RankedTensorType type,
+                                         ValueRange operands) {
+  int64_t rank = type.getRank();
+  SmallVector<OpFoldResult> sizes;
+  for (int64_t d = 0; d < rank; ++d) {
+    if (!type.isDynamicDim(d)) {
+      sizes.push_back(b.getIndexAttr(type.getDimSize(d)));
+      continue;
+    }
+    OpFoldResult size = b.getIndexAttr(1);
+    for (Value v : operands) {
+      auto t = cast<RankedTensorType>(v.getType());
+      int64_t j = d - (rank - t.getRank());
+      if (j < 0 || t.getDimSize(j) == 1)
+        continue;
+      size = tensor::getMixedSize(b, loc, v, j);
+      if (!t.isDynamicDim(j))
+        break;
+    }
+    sizes.push_back(size);
+  }
+  return sizes;
+}
+
+Value buildElementwise(OpBuilder &b, Location loc, RankedTensorType type,
+                       ValueRange operands, const ScalarBody &body,
+                       std::optional<ArrayRef<OpFoldResult>> givenSizes) {
+  int64_t rank = type.getRank();
+  SmallVector<OpFoldResult> sizes =
+      givenSizes ? SmallVector<OpFoldResult>(*givenSizes)
+                 : broadcastSizes(b, loc, type, operands);
+  // Two dynamic extents that both reach a result dim must agree.
+  for (int64_t d = 0; d < rank; ++d) {
+    if (!type.isDynamicDim(d))
+      continue;
+    Value want = getValueOrCreateConstantIndexOp(b, loc, sizes[d]);
+    for (Value v : operands) {
+      auto t = cast<RankedTensorType>(v.getType());
+      int64_t j = d - (rank - t.getRank());
+      if (j < 0 || !t.isDynamicDim(j))
+        continue;
+      Value have = tensor::DimOp::create(b, loc, v, j);
+      if (have == want)
+        continue;
+      Value ok = arith::CmpIOp::create(b, loc, arith::CmpIPredicate::eq, have,
+                                       want);
+      runtimeCheck(b, loc, ok, "broadcast: dynamic extents differ");
+    }
+  }
+  Value init = emptyTensor(b, loc, type, sizes);
+  SmallVector<AffineMap> maps;
+  MLIRContext *ctx = b.getContext();
+  for (Value v : operands) {
+    auto t = cast<RankedTensorType>(v.getType());
+    SmallVector<AffineExpr> exprs;
+    for (int64_t j = 0; j < t.getRank(); ++j) {
+      int64_t d = rank - t.getRank() + j;
+      bool broadcast = t.getDimSize(j) == 1 && type.getDimSize(d) != 1;
+      exprs.push_back(broadcast ? getAffineConstantExpr(0, ctx)
+                                : getAffineDimExpr(d, ctx));
+    }
+    maps.push_back(AffineMap::get(rank, 0, exprs, ctx));
+  }
+  maps.push_back(AffineMap::getMultiDimIdentityMap(rank, ctx));
+  SmallVector<utils::IteratorType> iters(rank, utils::IteratorType::parallel);
+  auto generic = linalg::GenericOp::create(
+      b, loc, TypeRange{type}, operands, ValueRange{init}, maps, iters,
+      [&](OpBuilder &nb, Location nloc, ValueRange args) {
+        Value r = body(nb, nloc, args.drop_back());
+        linalg::YieldOp::create(nb, nloc, r);
+      });
+  return generic.getResult(0);
+}
+
+Value buildIndexed(OpBuilder &b, Location loc, RankedTensorType type,
+                   ArrayRef<OpFoldResult> sizes, const IndexBody &body) {
+  int64_t rank = type.getRank();
+  Value init = emptyTensor(b, loc, type, sizes);
+  SmallVector<AffineMap> maps{
+      AffineMap::getMultiDimIdentityMap(rank, b.getContext())};
+  SmallVector<utils::IteratorType> iters(rank, utils::IteratorType::parallel);
+  auto generic = linalg::GenericOp::create(
+      b, loc, TypeRange{type}, ValueRange{}, ValueRange{init}, maps, iters,
+      [&](OpBuilder &nb, Location nloc, ValueRange) {
+        SmallVector<Value> idx;
+        for (int64_t d = 0; d < rank; ++d)
+          idx.push_back(linalg::IndexOp::create(nb, nloc, d));
+        linalg::YieldOp::create(nb, nloc, body(nb, nloc, idx));
+      });
+  return generic.getResult(0);
+}
+
+void runtimeCheck(OpBuilder &b, Location loc, Value cond,
+                  const Twine &message) {
+  std::string where;
+  llvm::raw_string_ostream os(where);
+  loc.print(os);
+  cf::AssertOp::create(b, loc, cond, (message + " at " + where).str());
+}
+
+} // namespace xfmr::lowering

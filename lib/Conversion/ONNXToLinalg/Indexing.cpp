@@ -1,0 +1,208 @@
+//===- Indexing.cpp - index-driven onnx ops to linalg.generic -------------===//
+//
+// Part of xfmr.
+//
+// Gather, GatherElements, Trilu, EyeLike and OneHot: one element per output
+// position, read with tensor.extract at a computed index. Indices are
+// normalized (negative counts from the end) and checked at run time: an out
+// of range index aborts instead of reading out of bounds.
+//
+//===----------------------------------------------------------------------===//
+
+#include "Common.h"
+
+using namespace mlir;
+
+namespace xfmr::lowering {
+namespace {
+
+Value idx(OpBuilder &b, Location loc, int64_t v) {
+  return arith::ConstantIndexOp::create(b, loc, v);
+}
+
+/// `i` (any integer type) normalized into [0, dim): negative values count
+/// from the end; anything else out of range aborts.
+Value checkedIndex(OpBuilder &b, Location loc, Value i, Value dim, bool uns,
+                   StringRef what) {
+  i = toIndex(b, loc, i, uns);
+  Value zero = idx(b, loc, 0);
+  Value neg = arith::CmpIOp::create(b, loc, arith::CmpIPredicate::slt, i, zero);
+  i = arith::SelectOp::create(b, loc, neg, arith::AddIOp::create(b, loc, i, dim), i);
+  Value ok = arith::AndIOp::create(
+      b, loc, arith::CmpIOp::create(b, loc, arith::CmpIPredicate::sge, i, zero),
+      arith::CmpIOp::create(b, loc, arith::CmpIPredicate::slt, i, dim));
+  runtimeCheck(b, loc, ok, what + Twine(": index out of range"));
+  return i;
+}
+
+XFMR_LOWERING_PATTERN(GatherLowering);
+
+LogicalResult GatherLowering::lower(Operation *op, StringRef name,
+                                    ArrayRef<Value> operands,
+                                    ConversionPatternRewriter &rewriter) const {
+  Location loc = op->getLoc();
+  Value data = operands[0], indices = operands[1];
+  auto dType = cast<RankedTensorType>(data.getType());
+  auto iType = cast<RankedTensorType>(indices.getType());
+  int64_t r = dType.getRank(), q = iType.getRank();
+  auto axis = normalizeAxis(intAttr(op, "axis", 0), r);
+  if (!axis)
+    return unsupported(op, "axis out of range");
+  bool uns = isUnsignedInt(elementType(op->getOperand(1)));
+  RankedTensorType type = resultType(op);
+  Value axisDim = dimValue(rewriter, loc, data, *axis);
+  int64_t ax = *axis;
+  SmallVector<OpFoldResult> sizes;
+  bool elements = name == "GatherElements";
+  if (elements) {
+    if (q != r)
+      return unsupported(op, "indices rank differs from data rank");
+    sizes = mixedSizes(rewriter, loc, indices);
+  } else {
+    for (int64_t d = 0; d < ax; ++d)
+      sizes.push_back(tensor::getMixedSize(rewriter, loc, data, d));
+    for (int64_t d = 0; d < q; ++d)
+      sizes.push_back(tensor::getMixedSize(rewriter, loc, indices, d));
+    for (int64_t d = ax + 1; d < r; ++d)
+      sizes.push_back(tensor::getMixedSize(rewriter, loc, data, d));
+  }
+  Value result = buildIndexed(
+      rewriter, loc, type, sizes,
+      [&](OpBuilder &b, Location l, ValueRange out) -> Value {
+        SmallVector<Value> at, in;
+        if (elements) {
+          Value i = tensor::ExtractOp::create(b, l, indices, out);
+          in.assign(out.begin(), out.end());
+          in[ax] = checkedIndex(b, l, i, axisDim, uns, name);
+          return tensor::ExtractOp::create(b, l, data, in);
+        }
+        for (int64_t d = 0; d < q; ++d)
+          at.push_back(out[ax + d]);
+        Value i = tensor::ExtractOp::create(b, l, indices, at);
+        for (int64_t d = 0; d < ax; ++d)
+          in.push_back(out[d]);
+        in.push_back(checkedIndex(b, l, i, axisDim, uns, name));
+        for (int64_t d = ax + 1; d < r; ++d)
+          in.push_back(out[q + d - 1]);
+        return tensor::ExtractOp::create(b, l, data, in);
+      });
+  rewriter.replaceOp(op, result);
+  return success();
+}
+
+XFMR_LOWERING_PATTERN(TriluLowering);
+
+LogicalResult TriluLowering::lower(Operation *op, StringRef,
+                                   ArrayRef<Value> operands,
+                                   ConversionPatternRewriter &rewriter) const {
+  Location loc = op->getLoc();
+  Value x = operands[0];
+  int64_t rank = cast<RankedTensorType>(x.getType()).getRank();
+  if (rank < 2)
+    return unsupported(op, "input of rank < 2");
+  Value k = idx(rewriter, loc, 0);
+  if (operands.size() > 1 && !isNone(operands[1])) {
+    auto kt = cast<RankedTensorType>(operands[1].getType());
+    SmallVector<Value> at(kt.getRank(), idx(rewriter, loc, 0));
+    k = toIndex(rewriter, loc, tensor::ExtractOp::create(rewriter, loc, operands[1], at));
+  }
+  bool upper = intAttr(op, "upper", 1);
+  Type elem = elementType(x);
+  Value r = buildIndexed(
+      rewriter, loc, resultType(op), mixedSizes(rewriter, loc, x),
+      [&](OpBuilder &b, Location l, ValueRange out) -> Value {
+        Value diff = arith::SubIOp::create(b, l, out[rank - 1], out[rank - 2]);
+        Value keep = arith::CmpIOp::create(
+            b, l, upper ? arith::CmpIPredicate::sge : arith::CmpIPredicate::sle, diff, k);
+        Value v = tensor::ExtractOp::create(b, l, x, out);
+        return arith::SelectOp::create(b, l, keep, v, scalarConstant(b, l, elem, 0));
+      });
+  rewriter.replaceOp(op, r);
+  return success();
+}
+
+XFMR_LOWERING_PATTERN(EyeLikeLowering);
+
+LogicalResult EyeLikeLowering::lower(Operation *op, StringRef,
+                                     ArrayRef<Value> operands,
+                                     ConversionPatternRewriter &rewriter) const {
+  Location loc = op->getLoc();
+  RankedTensorType type = resultType(op);
+  if (type.getRank() != 2)
+    return unsupported(op, "input of rank other than 2");
+  int64_t k = intAttr(op, "k", 0);
+  Type elem = type.getElementType();
+  Value r = buildIndexed(
+      rewriter, loc, type, mixedSizes(rewriter, loc, operands[0]),
+      [&](OpBuilder &b, Location l, ValueRange out) -> Value {
+        Value diff = arith::SubIOp::create(b, l, out[1], out[0]);
+        Value on = arith::CmpIOp::create(b, l, arith::CmpIPredicate::eq, diff, idx(b, l, k));
+        return arith::SelectOp::create(b, l, on, scalarConstant(b, l, elem, 1),
+                                       scalarConstant(b, l, elem, 0));
+      });
+  rewriter.replaceOp(op, r);
+  return success();
+}
+
+XFMR_LOWERING_PATTERN(OneHotLowering);
+
+LogicalResult OneHotLowering::lower(Operation *op, StringRef,
+                                    ArrayRef<Value> operands,
+                                    ConversionPatternRewriter &rewriter) const {
+  Location loc = op->getLoc();
+  Value indices = operands[0], depthT = operands[1], values = operands[2];
+  auto iType = cast<RankedTensorType>(indices.getType());
+  RankedTensorType type = resultType(op);
+  int64_t q = iType.getRank();
+  auto axis = normalizeAxis(intAttr(op, "axis", -1), q + 1);
+  if (!axis)
+    return unsupported(op, "axis out of range");
+  auto dt = cast<RankedTensorType>(depthT.getType());
+  SmallVector<Value> at(dt.getRank(), idx(rewriter, loc, 0));
+  Value depthV = tensor::ExtractOp::create(rewriter, loc, depthT, at);
+  Type dOrig = elementType(op->getOperand(1));
+  Value depth;
+  if (isa<FloatType>(depthV.getType()))
+    depth = toIndex(rewriter, loc,
+                    arith::FPToSIOp::create(rewriter, loc, rewriter.getI64Type(), depthV));
+  else
+    depth = toIndex(rewriter, loc, depthV, isUnsignedInt(dOrig));
+  Value off = tensor::ExtractOp::create(rewriter, loc, values, ValueRange{idx(rewriter, loc, 0)});
+  Value on = tensor::ExtractOp::create(rewriter, loc, values, ValueRange{idx(rewriter, loc, 1)});
+  SmallVector<OpFoldResult> sizes = mixedSizes(rewriter, loc, indices);
+  sizes.insert(sizes.begin() + *axis, depth);
+  Type iOrig = elementType(op->getOperand(0));
+  int64_t ax = *axis;
+  Value r = buildIndexed(
+      rewriter, loc, type, sizes,
+      [&](OpBuilder &b, Location l, ValueRange out) -> Value {
+        SmallVector<Value> in;
+        for (int64_t d = 0; d <= q; ++d)
+          if (d != ax)
+            in.push_back(out[d]);
+        Value i = tensor::ExtractOp::create(b, l, indices, in);
+        if (isa<FloatType>(i.getType()))
+          i = arith::FPToSIOp::create(b, l, b.getI64Type(), i);
+        i = toIndex(b, l, i, isUnsignedInt(iOrig));
+        Value neg = arith::CmpIOp::create(b, l, arith::CmpIPredicate::slt, i, idx(b, l, 0));
+        i = arith::SelectOp::create(b, l, neg, arith::AddIOp::create(b, l, i, depth), i);
+        Value hit = arith::CmpIOp::create(b, l, arith::CmpIPredicate::eq, i, out[ax]);
+        return arith::SelectOp::create(b, l, hit, on, off);
+      });
+  rewriter.replaceOp(op, r);
+  return success();
+}
+
+} // namespace
+
+void populateIndexingPatterns(RewritePatternSet &patterns,
+                              const TypeConverter &converter, UnsupportedLog &log) {
+  MLIRContext *ctx = patterns.getContext();
+  patterns.add<GatherLowering>(converter, ctx, log,
+                               ArrayRef<StringRef>{"Gather", "GatherElements"});
+  patterns.add<TriluLowering>(converter, ctx, log, ArrayRef<StringRef>{"Trilu"});
+  patterns.add<EyeLikeLowering>(converter, ctx, log, ArrayRef<StringRef>{"EyeLike"});
+  patterns.add<OneHotLowering>(converter, ctx, log, ArrayRef<StringRef>{"OneHot"});
+}
+
+} // namespace xfmr::lowering

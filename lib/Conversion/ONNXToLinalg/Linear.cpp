@@ -1,0 +1,342 @@
+//===- Linear.cpp - MatMul, Gemm, Einsum, MatMulInteger to linalg ---------===//
+//
+// Part of xfmr.
+//
+// Every contraction becomes one linalg.generic whose loops are the batch, row,
+// column and reduction dims; broadcast batch dims index with 0. 16-bit float
+// contractions accumulate in f32.
+//
+//===----------------------------------------------------------------------===//
+
+#include "Common.h"
+
+using namespace mlir;
+
+namespace xfmr::lowering {
+namespace {
+
+struct Contraction {
+  int64_t numLoops = 0;
+  SmallVector<AffineMap> maps; // operands..., result
+  SmallVector<utils::IteratorType> iters;
+};
+
+/// Builds the contraction `c` over `operands` into `type`, multiplying the
+/// operands (each first mapped by `pre`) and summing in `acc`.
+Value buildContraction(
+    OpBuilder &b, Location loc, RankedTensorType type, ValueRange operands,
+    const Contraction &c, ArrayRef<OpFoldResult> sizes, Type acc,
+    ArrayRef<Type> origTypes,
+    std::function<Value(OpBuilder &, Location, unsigned, Value)> pre = nullptr) {
+  Type elem = type.getElementType();
+  auto accType = type.clone(acc);
+  Value init = filledTensor(b, loc, accType, sizes, scalarConstant(b, loc, acc, 0));
+  SmallVector<AffineMap> maps = c.maps;
+  Value r =
+      linalg::GenericOp::create(
+          b, loc, TypeRange{accType}, operands, ValueRange{init}, maps, c.iters,
+          [&](OpBuilder &nb, Location l, ValueRange a) {
+            Value prod;
+            for (unsigned i = 0; i + 1 < a.size(); ++i) {
+              Value v = castScalar(nb, l, a[i], origTypes[i], acc);
+              if (pre)
+                v = pre(nb, l, i, v);
+              prod = !prod ? v
+                     : isa<FloatType>(acc)
+                         ? arith::MulFOp::create(nb, l, prod, v).getResult()
+                         : arith::MulIOp::create(nb, l, prod, v).getResult();
+            }
+            Value sum = isa<FloatType>(acc)
+                            ? arith::AddFOp::create(nb, l, a.back(), prod).getResult()
+                            : arith::AddIOp::create(nb, l, a.back(), prod).getResult();
+            linalg::YieldOp::create(nb, l, sum);
+          })
+          .getResult(0);
+  if (acc == elem)
+    return r;
+  return buildElementwise(b, loc, type, r,
+                          [&](OpBuilder &nb, Location l, ValueRange a) {
+                            return castScalar(nb, l, a[0], acc, elem);
+                          },
+                          sizes);
+}
+
+Type accumulatorFor(Type elem) {
+  if (auto f = dyn_cast<FloatType>(elem); f && f.getWidth() < 32)
+    return Float32Type::get(elem.getContext());
+  return elem;
+}
+
+//===----------------------------------------------------------------------===//
+// MatMul / MatMulInteger (numpy matmul semantics)
+//===----------------------------------------------------------------------===//
+
+XFMR_LOWERING_PATTERN(MatMulLowering);
+
+LogicalResult MatMulLowering::lower(Operation *op, StringRef name,
+                                    ArrayRef<Value> operands,
+                                    ConversionPatternRewriter &rewriter) const {
+  Location loc = op->getLoc();
+  Value a = operands[0], bm = operands[1];
+  auto aType = cast<RankedTensorType>(a.getType());
+  auto bType = cast<RankedTensorType>(bm.getType());
+  RankedTensorType type = resultType(op);
+  int64_t ra = aType.getRank(), rb = bType.getRank();
+  if (ra == 0 || rb == 0)
+    return unsupported(op, "scalar operand");
+  bool integer = name == "MatMulInteger";
+  Value za, zb;
+  if (integer) {
+    if (operands.size() > 2 && !isNone(operands[2]))
+      za = operands[2];
+    if (operands.size() > 3 && !isNone(operands[3]))
+      zb = operands[3];
+    for (Value z : {za, zb})
+      if (z && cast<RankedTensorType>(z.getType()).getNumElements() != 1)
+        return unsupported(op, "per-axis zero points");
+  }
+  bool hasM = ra >= 2, hasN = rb >= 2;
+  int64_t rank = type.getRank();
+  int64_t nb = rank - hasM - hasN;
+  int64_t loops = nb + hasM + hasN + 1;
+  MLIRContext *ctx = rewriter.getContext();
+  int64_t mDim = nb, nDim = nb + hasM, kDim = loops - 1;
+  auto batchExprs = [&](RankedTensorType t, int64_t matrixRank) {
+    SmallVector<AffineExpr> e;
+    int64_t tb = t.getRank() - matrixRank;
+    for (int64_t j = 0; j < tb; ++j) {
+      int64_t d = nb - tb + j;
+      bool bc = t.getDimSize(j) == 1 && type.getDimSize(d) != 1;
+      e.push_back(bc ? getAffineConstantExpr(0, ctx) : getAffineDimExpr(d, ctx));
+    }
+    return e;
+  };
+  SmallVector<AffineExpr> ae = batchExprs(aType, hasM ? 2 : 1);
+  if (hasM)
+    ae.push_back(getAffineDimExpr(mDim, ctx));
+  ae.push_back(getAffineDimExpr(kDim, ctx));
+  SmallVector<AffineExpr> be = batchExprs(bType, hasN ? 2 : 1);
+  be.push_back(getAffineDimExpr(kDim, ctx));
+  if (hasN)
+    be.push_back(getAffineDimExpr(nDim, ctx));
+  SmallVector<AffineExpr> oe;
+  for (int64_t d = 0; d < nb + hasM + hasN; ++d)
+    oe.push_back(getAffineDimExpr(d, ctx));
+  Contraction c;
+  c.numLoops = loops;
+  c.maps = {AffineMap::get(loops, 0, ae, ctx), AffineMap::get(loops, 0, be, ctx),
+            AffineMap::get(loops, 0, oe, ctx)};
+  c.iters.assign(loops - 1, utils::IteratorType::parallel);
+  c.iters.push_back(utils::IteratorType::reduction);
+
+  // Result extents: batch dims broadcast, then M from A and N from B.
+  SmallVector<OpFoldResult> sizes;
+  for (int64_t d = 0; d < nb; ++d) {
+    if (!type.isDynamicDim(d)) {
+      sizes.push_back(rewriter.getIndexAttr(type.getDimSize(d)));
+      continue;
+    }
+    OpFoldResult s = rewriter.getIndexAttr(1);
+    for (auto [v, t, mr] : {std::tuple{a, aType, hasM ? 2 : 1},
+                            std::tuple{bm, bType, hasN ? 2 : 1}}) {
+      int64_t j = d - (nb - (t.getRank() - mr));
+      if (j >= 0 && t.getDimSize(j) != 1)
+        s = tensor::getMixedSize(rewriter, loc, v, j);
+    }
+    sizes.push_back(s);
+  }
+  if (hasM)
+    sizes.push_back(tensor::getMixedSize(rewriter, loc, a, ra - 2));
+  if (hasN)
+    sizes.push_back(tensor::getMixedSize(rewriter, loc, bm, rb - 1));
+  Value ka = dimValue(rewriter, loc, a, ra - 1);
+  Value kb = dimValue(rewriter, loc, bm, hasN ? rb - 2 : 0);
+  if (ka != kb && !(getConstantIntValue(ka) && getConstantIntValue(kb)))
+    runtimeCheck(rewriter, loc,
+                 arith::CmpIOp::create(rewriter, loc, arith::CmpIPredicate::eq,
+                                       ka, kb),
+                 "MatMul: inner dimensions differ");
+
+  Type acc = integer ? rewriter.getI32Type() : accumulatorFor(type.getElementType());
+  SmallVector<Type> origTypes{elementType(op->getOperand(0)),
+                              elementType(op->getOperand(1))};
+  std::function<Value(OpBuilder &, Location, unsigned, Value)> pre;
+  SmallVector<Value> zeroPoints(2);
+  if (integer) {
+    for (auto [i, z] : llvm::enumerate(SmallVector<Value>{za, zb})) {
+      if (!z)
+        continue;
+      // The zero point as an i32 scalar.
+      auto zt = cast<RankedTensorType>(z.getType());
+      SmallVector<Value> idx(zt.getRank(),
+                             arith::ConstantIndexOp::create(rewriter, loc, 0));
+      Value s = tensor::ExtractOp::create(rewriter, loc, z, idx);
+      zeroPoints[i] = castScalar(rewriter, loc, s,
+                                 elementType(op->getOperand(2 + i)), acc);
+    }
+    pre = [&](OpBuilder &b, Location l, unsigned i, Value v) -> Value {
+      return zeroPoints[i] ? arith::SubIOp::create(b, l, v, zeroPoints[i]).getResult()
+                           : v;
+    };
+  }
+  Value r = buildContraction(rewriter, loc, type, ValueRange{a, bm}, c, sizes, acc,
+                             origTypes, pre);
+  rewriter.replaceOp(op, r);
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
+// Gemm
+//===----------------------------------------------------------------------===//
+
+XFMR_LOWERING_PATTERN(GemmLowering);
+
+LogicalResult GemmLowering::lower(Operation *op, StringRef,
+                                  ArrayRef<Value> operands,
+                                  ConversionPatternRewriter &rewriter) const {
+  Location loc = op->getLoc();
+  Value a = operands[0], bm = operands[1];
+  RankedTensorType type = resultType(op);
+  bool ta = intAttr(op, "transA", 0), tb = intAttr(op, "transB", 0);
+  float alpha = floatAttr(op, "alpha", 1.0f), beta = floatAttr(op, "beta", 1.0f);
+  MLIRContext *ctx = rewriter.getContext();
+  AffineExpr m = getAffineDimExpr(0, ctx), n = getAffineDimExpr(1, ctx),
+             k = getAffineDimExpr(2, ctx);
+  Contraction c;
+  c.numLoops = 3;
+  c.maps = {AffineMap::get(3, 0, ta ? SmallVector<AffineExpr>{k, m}
+                                    : SmallVector<AffineExpr>{m, k}, ctx),
+            AffineMap::get(3, 0, tb ? SmallVector<AffineExpr>{n, k}
+                                    : SmallVector<AffineExpr>{k, n}, ctx),
+            AffineMap::get(3, 0, {m, n}, ctx)};
+  c.iters = {utils::IteratorType::parallel, utils::IteratorType::parallel,
+             utils::IteratorType::reduction};
+  SmallVector<OpFoldResult> sizes{tensor::getMixedSize(rewriter, loc, a, ta ? 1 : 0),
+                                  tensor::getMixedSize(rewriter, loc, bm, tb ? 0 : 1)};
+  Type elem = type.getElementType();
+  Type acc = accumulatorFor(elem);
+  SmallVector<Type> origTypes{elementType(op->getOperand(0)),
+                              elementType(op->getOperand(1))};
+  Value ab = buildContraction(rewriter, loc, type.clone(acc), ValueRange{a, bm}, c,
+                              sizes, acc, origTypes);
+  bool hasC = operands.size() > 2 && !isNone(operands[2]) && beta != 0.0f;
+  SmallVector<Value> ins{ab};
+  if (hasC)
+    ins.push_back(operands[2]);
+  Type cOrig = hasC ? elementType(op->getOperand(2)) : Type();
+  Value r = buildElementwise(
+      rewriter, loc, type, ins,
+      [&](OpBuilder &b, Location l, ValueRange v) -> Value {
+        bool fp = isa<FloatType>(acc);
+        Value y = v[0];
+        if (alpha != 1.0f)
+          y = fp ? arith::MulFOp::create(b, l, y, scalarConstant(b, l, acc, alpha))
+                       .getResult()
+                 : arith::MulIOp::create(b, l, y, scalarConstant(b, l, acc, alpha))
+                       .getResult();
+        if (v.size() > 1) {
+          Value cv = castScalar(b, l, v[1], cOrig, acc);
+          if (beta != 1.0f)
+            cv = fp ? arith::MulFOp::create(b, l, cv, scalarConstant(b, l, acc, beta))
+                          .getResult()
+                    : arith::MulIOp::create(b, l, cv, scalarConstant(b, l, acc, beta))
+                          .getResult();
+          y = fp ? arith::AddFOp::create(b, l, y, cv).getResult()
+                 : arith::AddIOp::create(b, l, y, cv).getResult();
+        }
+        return castScalar(b, l, y, acc == elem ? origTypes[0] : acc, origTypes[0]);
+      },
+      ArrayRef<OpFoldResult>(sizes));
+  rewriter.replaceOp(op, r);
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
+// Einsum: one generic over all letters of the equation.
+//===----------------------------------------------------------------------===//
+
+XFMR_LOWERING_PATTERN(EinsumLowering);
+
+LogicalResult EinsumLowering::lower(Operation *op, StringRef,
+                                    ArrayRef<Value> operands,
+                                    ConversionPatternRewriter &rewriter) const {
+  Location loc = op->getLoc();
+  std::string eq;
+  for (char ch : stringAttr(op, "equation", ""))
+    if (ch != ' ')
+      eq.push_back(ch);
+  if (eq.find("...") != std::string::npos)
+    return unsupported(op, "Einsum with an ellipsis");
+  size_t arrow = eq.find("->");
+  if (arrow == std::string::npos)
+    return unsupported(op, "Einsum without an explicit output");
+  SmallVector<StringRef> terms;
+  StringRef(eq).substr(0, arrow).split(terms, ',');
+  StringRef out = StringRef(eq).substr(arrow + 2);
+  if (terms.size() != operands.size())
+    return unsupported(op, "Einsum term count differs from its inputs");
+  std::string letters;
+  auto note = [&](StringRef t) {
+    for (char ch : t)
+      if (letters.find(ch) == std::string::npos)
+        letters.push_back(ch);
+  };
+  note(out);
+  for (StringRef t : terms)
+    note(t);
+  MLIRContext *ctx = rewriter.getContext();
+  int64_t loops = letters.size();
+  Contraction c;
+  c.numLoops = loops;
+  SmallVector<OpFoldResult> letterSize(loops);
+  for (auto [i, t] : llvm::enumerate(terms)) {
+    auto vt = cast<RankedTensorType>(operands[i].getType());
+    if (static_cast<int64_t>(t.size()) != vt.getRank())
+      return unsupported(op, "Einsum term rank differs from its input");
+    SmallVector<AffineExpr> e;
+    for (auto [j, ch] : llvm::enumerate(t)) {
+      if (t.count(ch) > 1)
+        return unsupported(op, "Einsum with a repeated index in one term");
+      int64_t l = letters.find(ch);
+      e.push_back(getAffineDimExpr(l, ctx));
+      if (!letterSize[l])
+        letterSize[l] = tensor::getMixedSize(rewriter, loc, operands[i], j);
+    }
+    c.maps.push_back(AffineMap::get(loops, 0, e, ctx));
+  }
+  SmallVector<AffineExpr> oe;
+  SmallVector<OpFoldResult> sizes;
+  for (char ch : out) {
+    int64_t l = letters.find(ch);
+    if (!letterSize[l] || out.count(ch) > 1)
+      return unsupported(op, "Einsum output index not in any input");
+    oe.push_back(getAffineDimExpr(l, ctx));
+    sizes.push_back(letterSize[l]);
+  }
+  c.maps.push_back(AffineMap::get(loops, 0, oe, ctx));
+  for (int64_t l = 0; l < loops; ++l)
+    c.iters.push_back(l < static_cast<int64_t>(out.size())
+                          ? utils::IteratorType::parallel
+                          : utils::IteratorType::reduction);
+  RankedTensorType type = resultType(op);
+  SmallVector<Type> origTypes;
+  for (Value v : op->getOperands())
+    origTypes.push_back(elementType(v));
+  Value r = buildContraction(rewriter, loc, type, operands, c, sizes,
+                             accumulatorFor(type.getElementType()), origTypes);
+  rewriter.replaceOp(op, r);
+  return success();
+}
+
+} // namespace
+
+void populateLinearPatterns(RewritePatternSet &patterns,
+                            const TypeConverter &converter, UnsupportedLog &log) {
+  MLIRContext *ctx = patterns.getContext();
+  patterns.add<MatMulLowering>(converter, ctx, log,
+                               ArrayRef<StringRef>{"MatMul", "MatMulInteger"});
+  patterns.add<GemmLowering>(converter, ctx, log, ArrayRef<StringRef>{"Gemm"});
+  patterns.add<EinsumLowering>(converter, ctx, log, ArrayRef<StringRef>{"Einsum"});
+}
+
+} // namespace xfmr::lowering

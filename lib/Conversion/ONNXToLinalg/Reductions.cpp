@@ -1,0 +1,627 @@
+//===- Reductions.cpp - reductions and normalizations to linalg -----------===//
+//
+// Part of xfmr.
+//
+// Reduce*, ArgMax/ArgMin, Softmax/LogSoftmax/Hardmax, LayerNormalization,
+// RMSNormalization and CumSum. Reductions of 16-bit floats accumulate in f32.
+//
+//===----------------------------------------------------------------------===//
+
+#include "Common.h"
+
+#include "mlir/Dialect/Math/IR/Math.h"
+
+using namespace mlir;
+
+namespace xfmr::lowering {
+namespace {
+
+Type accumulatorType(Type t) {
+  if (auto f = dyn_cast<FloatType>(t); f && f.getWidth() < 32)
+    return Float32Type::get(t.getContext());
+  return t;
+}
+
+/// Reassociation from the kept dims to the keepdims shape: each reduced dim
+/// joins the group of the kept dim before it (leading ones the first group).
+SmallVector<ReassociationIndices> keepDimsGroups(ArrayRef<bool> reduced) {
+  int64_t kept = llvm::count(reduced, false);
+  SmallVector<ReassociationIndices> groups(kept);
+  if (kept == 0)
+    return groups;
+  int64_t g = -1;
+  for (auto [d, r] : llvm::enumerate(reduced)) {
+    if (!r)
+      ++g;
+    groups[std::max<int64_t>(g, 0)].push_back(d);
+  }
+  return groups;
+}
+
+/// `x` reduced over the dims set in `reduced` (result keeps them as size 1).
+/// Each element goes through `pre` and is folded into the accumulator with
+/// `combine`, starting from `init`.
+struct Reduction {
+  std::function<Value(OpBuilder &, Location, Value /*x*/)> pre;
+  std::function<Value(OpBuilder &, Location, Value /*acc*/, Value /*x*/)> combine;
+  Value init;
+  Type accType;
+};
+
+Value reduceKeepDims(OpBuilder &b, Location loc, Value x,
+                     ArrayRef<bool> reduced, const Reduction &r) {
+  auto xType = cast<RankedTensorType>(x.getType());
+  int64_t rank = xType.getRank();
+  MLIRContext *ctx = b.getContext();
+  SmallVector<int64_t> keptShape, keepShape;
+  SmallVector<OpFoldResult> keptSizes;
+  SmallVector<AffineExpr> outExprs;
+  SmallVector<utils::IteratorType> iters;
+  for (int64_t d = 0; d < rank; ++d) {
+    if (reduced[d]) {
+      keepShape.push_back(1);
+      iters.push_back(utils::IteratorType::reduction);
+      continue;
+    }
+    keepShape.push_back(xType.getDimSize(d));
+    keptShape.push_back(xType.getDimSize(d));
+    keptSizes.push_back(tensor::getMixedSize(b, loc, x, d));
+    outExprs.push_back(getAffineDimExpr(d, ctx));
+    iters.push_back(utils::IteratorType::parallel);
+  }
+  auto keptType = RankedTensorType::get(keptShape, r.accType);
+  Value init = filledTensor(b, loc, keptType, keptSizes, r.init);
+  SmallVector<AffineMap> maps{AffineMap::getMultiDimIdentityMap(rank, ctx),
+                              AffineMap::get(rank, 0, outExprs, ctx)};
+  Value red =
+      linalg::GenericOp::create(
+          b, loc, TypeRange{keptType}, ValueRange{x}, ValueRange{init}, maps,
+          iters,
+          [&](OpBuilder &nb, Location nloc, ValueRange args) {
+            Value v = r.pre ? r.pre(nb, nloc, args[0]) : args[0];
+            linalg::YieldOp::create(nb, nloc, r.combine(nb, nloc, args[1], v));
+          })
+          .getResult(0);
+  // Re-insert the reduced dims as size 1.
+  SmallVector<ReassociationIndices> groups = keepDimsGroups(reduced);
+  auto keepType = RankedTensorType::get(keepShape, r.accType);
+  return tensor::ExpandShapeOp::create(b, loc, keepType, red, groups);
+}
+
+Value addAcc(OpBuilder &b, Location loc, Value acc, Value x) {
+  return isa<FloatType>(acc.getType())
+             ? arith::AddFOp::create(b, loc, acc, x).getResult()
+             : arith::AddIOp::create(b, loc, acc, x).getResult();
+}
+
+Value mulAcc(OpBuilder &b, Location loc, Value acc, Value x) {
+  return isa<FloatType>(acc.getType())
+             ? arith::MulFOp::create(b, loc, acc, x).getResult()
+             : arith::MulIOp::create(b, loc, acc, x).getResult();
+}
+
+Value maxAcc(OpBuilder &b, Location loc, Value acc, Value x, bool uns) {
+  if (isa<FloatType>(acc.getType()))
+    return arith::MaximumFOp::create(b, loc, acc, x);
+  return uns ? arith::MaxUIOp::create(b, loc, acc, x).getResult()
+             : arith::MaxSIOp::create(b, loc, acc, x).getResult();
+}
+
+Value minAcc(OpBuilder &b, Location loc, Value acc, Value x, bool uns) {
+  if (isa<FloatType>(acc.getType()))
+    return arith::MinimumFOp::create(b, loc, acc, x);
+  return uns ? arith::MinUIOp::create(b, loc, acc, x).getResult()
+             : arith::MinSIOp::create(b, loc, acc, x).getResult();
+}
+
+/// Number of elements in the reduced dims of `x`, as a scalar of `type`.
+Value reducedCount(OpBuilder &b, Location loc, Value x, ArrayRef<bool> reduced,
+                   Type type) {
+  Value n = arith::ConstantIndexOp::create(b, loc, 1);
+  for (auto [d, r] : llvm::enumerate(reduced))
+    if (r)
+      n = arith::MulIOp::create(b, loc, n, dimValue(b, loc, x, d));
+  Value i64 = arith::IndexCastOp::create(b, loc, b.getI64Type(), n);
+  return castScalar(b, loc, i64, b.getI64Type(), type);
+}
+
+/// Elementwise `body` over tensors of the same rank, broadcasting size-1 dims,
+/// with the shape of `like`.
+Value mapLike(OpBuilder &b, Location loc, Value like, Type elem,
+              ValueRange operands, const ScalarBody &body) {
+  auto likeType = cast<RankedTensorType>(like.getType());
+  auto type = likeType.clone(elem);
+  SmallVector<OpFoldResult> sizes = mixedSizes(b, loc, like);
+  return buildElementwise(b, loc, type, operands, body,
+                          ArrayRef<OpFoldResult>(sizes));
+}
+
+/// Drops the size-1 reduced dims of a keepdims tensor when !keepdims.
+Value finishReduction(OpBuilder &b, Location loc, Value keep,
+                      RankedTensorType resultType, ArrayRef<bool> reduced) {
+  auto keepType = cast<RankedTensorType>(keep.getType());
+  if (keepType.getRank() != resultType.getRank()) {
+    SmallVector<int64_t> shape;
+    for (auto [d, r] : llvm::enumerate(reduced))
+      if (!r)
+        shape.push_back(keepType.getDimSize(d));
+    keep = tensor::CollapseShapeOp::create(
+        b, loc, RankedTensorType::get(shape, keepType.getElementType()), keep,
+        keepDimsGroups(reduced));
+  }
+  if (keep.getType() != resultType)
+    keep = tensor::CastOp::create(b, loc, resultType, keep);
+  return keep;
+}
+
+Value castTensor(OpBuilder &b, Location loc, Value t, Type from, Type to) {
+  if (from == to)
+    return t;
+  return mapLike(b, loc, t, to, t, [&](OpBuilder &nb, Location l, ValueRange a) {
+    return castScalar(nb, l, a[0], from, to);
+  });
+}
+
+//===----------------------------------------------------------------------===//
+// Reduce*
+//===----------------------------------------------------------------------===//
+
+XFMR_LOWERING_PATTERN(ReduceLowering);
+
+LogicalResult ReduceLowering::lower(Operation *op, StringRef name,
+                                    ArrayRef<Value> operands,
+                                    ConversionPatternRewriter &rewriter) const {
+  Location loc = op->getLoc();
+  Value x = operands[0];
+  auto xType = dyn_cast<RankedTensorType>(x.getType());
+  if (!xType)
+    return unsupported(op, "input of unknown rank");
+  int64_t rank = xType.getRank();
+  std::optional<SmallVector<int64_t>> axes;
+  if (operands.size() > 1 && !isNone(operands[1])) {
+    axes = constantInts(operands[1], op->getOperand(1));
+    if (!axes)
+      return unsupported(op, "axes must be a constant");
+  } else {
+    axes = intsAttr(op, "axes");
+  }
+  SmallVector<bool> reduced(rank, false);
+  if (!axes || axes->empty()) {
+    if (intAttr(op, "noop_with_empty_axes", 0)) {
+      rewriter.replaceOp(op, tensor::CastOp::create(rewriter, loc,
+                                                    resultType(op), x));
+      return success();
+    }
+    reduced.assign(rank, true);
+  } else {
+    for (int64_t a : *axes) {
+      auto n = normalizeAxis(a, rank);
+      if (!n)
+        return unsupported(op, "axis out of range");
+      reduced[*n] = true;
+    }
+  }
+  Type orig = elementType(op->getOperand(0));
+  Type elem = xType.getElementType();
+  bool uns = isUnsignedInt(orig);
+  bool fp = isFloat(elem);
+  Type acc = accumulatorType(elem);
+  Type accOrig = acc == elem ? orig : acc;
+  if (!fp && (name == "ReduceL2" || name == "ReduceLogSum" ||
+              name == "ReduceLogSumExp" || name == "ReduceMean"))
+    return unsupported(op, "integer " + name);
+  Value xa = castTensor(rewriter, loc, x, orig, accOrig);
+
+  auto sum = [&](std::function<Value(OpBuilder &, Location, Value)> pre) {
+    Reduction r{pre, addAcc, scalarConstant(rewriter, loc, acc, 0), acc};
+    return reduceKeepDims(rewriter, loc, xa, reduced, r);
+  };
+  Value keep;
+  if (name == "ReduceSum" || name == "ReduceMean" || name == "ReduceLogSum") {
+    keep = sum(nullptr);
+  } else if (name == "ReduceSumSquare" || name == "ReduceL2") {
+    keep = sum([&](OpBuilder &b, Location l, Value v) { return mulAcc(b, l, v, v); });
+  } else if (name == "ReduceL1") {
+    keep = sum([&](OpBuilder &b, Location l, Value v) -> Value {
+      if (fp)
+        return math::AbsFOp::create(b, l, v);
+      return uns ? v : math::AbsIOp::create(b, l, v).getResult();
+    });
+  } else if (name == "ReduceProd") {
+    Reduction r{nullptr, mulAcc, scalarConstant(rewriter, loc, acc, 1), acc};
+    keep = reduceKeepDims(rewriter, loc, xa, reduced, r);
+  } else if (name == "ReduceMax" || name == "ReduceMin") {
+    bool isMax = name == "ReduceMax";
+    Reduction r{nullptr,
+                [&](OpBuilder &b, Location l, Value a, Value v) {
+                  return isMax ? maxAcc(b, l, a, v, uns) : minAcc(b, l, a, v, uns);
+                },
+                isMax ? lowestValue(rewriter, loc, acc, uns)
+                      : highestValue(rewriter, loc, acc, uns),
+                acc};
+    keep = reduceKeepDims(rewriter, loc, xa, reduced, r);
+  } else if (name == "ReduceLogSumExp") {
+    Reduction mr{nullptr,
+                 [](OpBuilder &b, Location l, Value a, Value v) -> Value {
+                   return arith::MaximumFOp::create(b, l, a, v);
+                 },
+                 lowestValue(rewriter, loc, acc, false), acc};
+    Value m = reduceKeepDims(rewriter, loc, xa, reduced, mr);
+    // A max of -inf (empty or all -inf) would give NaN below: shift by 0.
+    Value mSafe = mapLike(rewriter, loc, m, acc, m,
+                          [](OpBuilder &b, Location l, ValueRange a) -> Value {
+                            Value inf = lowestValue(b, l, a[0].getType(), false);
+                            Value isInf = arith::CmpFOp::create(
+                                b, l, arith::CmpFPredicate::OEQ, a[0], inf);
+                            return arith::SelectOp::create(
+                                b, l, isInf, scalarConstant(b, l, a[0].getType(), 0),
+                                a[0]);
+                          });
+    Value e = mapLike(rewriter, loc, xa, acc, ValueRange{xa, mSafe},
+                      [](OpBuilder &b, Location l, ValueRange a) -> Value {
+                        return math::ExpOp::create(
+                            b, l, arith::SubFOp::create(b, l, a[0], a[1]));
+                      });
+    Reduction sr{nullptr, addAcc, scalarConstant(rewriter, loc, acc, 0), acc};
+    Value s = reduceKeepDims(rewriter, loc, e, reduced, sr);
+    keep = mapLike(rewriter, loc, s, acc, ValueRange{s, mSafe},
+                   [](OpBuilder &b, Location l, ValueRange a) -> Value {
+                     return arith::AddFOp::create(
+                         b, l, math::LogOp::create(b, l, a[0]), a[1]);
+                   });
+  } else {
+    return unsupported(op, "reduction " + name);
+  }
+  if (name == "ReduceMean") {
+    Value n = reducedCount(rewriter, loc, x, reduced, acc);
+    keep = mapLike(rewriter, loc, keep, acc, keep,
+                   [&](OpBuilder &b, Location l, ValueRange a) -> Value {
+                     return arith::DivFOp::create(b, l, a[0], n);
+                   });
+  } else if (name == "ReduceL2" || name == "ReduceLogSum") {
+    bool l2 = name == "ReduceL2";
+    keep = mapLike(rewriter, loc, keep, acc, keep,
+                   [&](OpBuilder &b, Location l, ValueRange a) -> Value {
+                     return l2 ? math::SqrtOp::create(b, l, a[0]).getResult()
+                               : math::LogOp::create(b, l, a[0]).getResult();
+                   });
+  }
+  keep = castTensor(rewriter, loc, keep, accOrig, orig);
+  rewriter.replaceOp(op, finishReduction(rewriter, loc, keep, resultType(op), reduced));
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
+// ArgMax / ArgMin
+//===----------------------------------------------------------------------===//
+
+/// Index (i64, keepdims shape) of the max (min) along `axis`.
+Value argExtreme(OpBuilder &b, Location loc, Value x, int64_t axis, bool isMax,
+                 bool last, bool uns) {
+  auto xType = cast<RankedTensorType>(x.getType());
+  int64_t rank = xType.getRank();
+  MLIRContext *ctx = b.getContext();
+  Type elem = xType.getElementType();
+  SmallVector<int64_t> keptShape;
+  SmallVector<OpFoldResult> keptSizes;
+  SmallVector<AffineExpr> outExprs;
+  SmallVector<utils::IteratorType> iters;
+  for (int64_t d = 0; d < rank; ++d) {
+    if (d == axis) {
+      iters.push_back(utils::IteratorType::reduction);
+      continue;
+    }
+    keptShape.push_back(xType.getDimSize(d));
+    keptSizes.push_back(tensor::getMixedSize(b, loc, x, d));
+    outExprs.push_back(getAffineDimExpr(d, ctx));
+    iters.push_back(utils::IteratorType::parallel);
+  }
+  auto valType = RankedTensorType::get(keptShape, elem);
+  auto idxType = RankedTensorType::get(keptShape, b.getI64Type());
+  Value valInit = filledTensor(b, loc, valType, keptSizes,
+                               isMax ? lowestValue(b, loc, elem, uns)
+                                     : highestValue(b, loc, elem, uns));
+  Value idxInit = filledTensor(b, loc, idxType, keptSizes,
+                               scalarConstant(b, loc, b.getI64Type(), -1));
+  AffineMap out = AffineMap::get(rank, 0, outExprs, ctx);
+  SmallVector<AffineMap> maps{AffineMap::getMultiDimIdentityMap(rank, ctx), out,
+                              out};
+  auto generic = linalg::GenericOp::create(
+      b, loc, TypeRange{valType, idxType}, ValueRange{x},
+      ValueRange{valInit, idxInit}, maps, iters,
+      [&](OpBuilder &nb, Location l, ValueRange a) {
+        Value v = a[0], best = a[1], bestIdx = a[2];
+        Value i = arith::IndexCastOp::create(
+            nb, l, nb.getI64Type(), linalg::IndexOp::create(nb, l, axis));
+        Value better;
+        if (isa<FloatType>(elem))
+          better = arith::CmpFOp::create(
+              nb, l,
+              isMax ? (last ? arith::CmpFPredicate::OGE : arith::CmpFPredicate::OGT)
+                    : (last ? arith::CmpFPredicate::OLE : arith::CmpFPredicate::OLT),
+              v, best);
+        else {
+          using P = arith::CmpIPredicate;
+          P p = isMax ? (last ? (uns ? P::uge : P::sge) : (uns ? P::ugt : P::sgt))
+                      : (last ? (uns ? P::ule : P::sle) : (uns ? P::ult : P::slt));
+          better = arith::CmpIOp::create(nb, l, p, v, best);
+        }
+        // The first element always wins (covers all -inf / NaN rows).
+        Value first = arith::CmpIOp::create(
+            nb, l, arith::CmpIPredicate::slt, bestIdx,
+            scalarConstant(nb, l, nb.getI64Type(), 0));
+        better = arith::OrIOp::create(nb, l, better, first);
+        linalg::YieldOp::create(
+            nb, l,
+            ValueRange{arith::SelectOp::create(nb, l, better, v, best),
+                       arith::SelectOp::create(nb, l, better, i, bestIdx)});
+      });
+  Value idx = generic.getResult(1);
+  SmallVector<int64_t> keepShape(xType.getShape());
+  keepShape[axis] = 1;
+  SmallVector<bool> reduced(rank, false);
+  reduced[axis] = true;
+  SmallVector<ReassociationIndices> groups = keepDimsGroups(reduced);
+  return tensor::ExpandShapeOp::create(
+      b, loc, RankedTensorType::get(keepShape, b.getI64Type()), idx, groups);
+}
+
+XFMR_LOWERING_PATTERN(ArgLowering);
+
+LogicalResult ArgLowering::lower(Operation *op, StringRef name,
+                                 ArrayRef<Value> operands,
+                                 ConversionPatternRewriter &rewriter) const {
+  auto xType = cast<RankedTensorType>(operands[0].getType());
+  auto axis = normalizeAxis(intAttr(op, "axis", 0), xType.getRank());
+  if (!axis || xType.getRank() == 0)
+    return unsupported(op, "axis out of range");
+  Value keep = argExtreme(rewriter, op->getLoc(), operands[0], *axis,
+                          name == "ArgMax", intAttr(op, "select_last_index", 0),
+                          isUnsignedInt(elementType(op->getOperand(0))));
+  SmallVector<bool> reduced(xType.getRank(), false);
+  reduced[*axis] = true;
+  rewriter.replaceOp(op, finishReduction(rewriter, op->getLoc(), keep,
+                                         resultType(op), reduced));
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
+// Softmax family
+//===----------------------------------------------------------------------===//
+
+XFMR_LOWERING_PATTERN(SoftmaxLowering);
+
+LogicalResult SoftmaxLowering::lower(Operation *op, StringRef name,
+                                     ArrayRef<Value> operands,
+                                     ConversionPatternRewriter &rewriter) const {
+  Location loc = op->getLoc();
+  Value x = operands[0];
+  auto xType = cast<RankedTensorType>(x.getType());
+  int64_t rank = xType.getRank();
+  Type elem = xType.getElementType();
+  if (!isFloat(elem))
+    return unsupported(op, "non-float input");
+  bool legacy = defaultOpset(op) < 13;
+  auto axis = normalizeAxis(intAttr(op, "axis", legacy ? 1 : -1), rank);
+  if (!axis)
+    return unsupported(op, "axis out of range");
+  SmallVector<bool> reduced(rank, false);
+  for (int64_t d = *axis; d < (legacy ? rank : *axis + 1); ++d)
+    reduced[d] = true;
+  if (name == "Hardmax") {
+    if (legacy && *axis != rank - 1)
+      return unsupported(op, "Hardmax before opset 13 on a non-last axis");
+    Value idx = argExtreme(rewriter, loc, x, *axis, true, false, false);
+    int64_t ax = *axis;
+    Value r = mapLike(rewriter, loc, x, elem, ValueRange{idx},
+                      [&](OpBuilder &b, Location l, ValueRange a) -> Value {
+                        Value i = arith::IndexCastOp::create(
+                            b, l, b.getI64Type(), linalg::IndexOp::create(b, l, ax));
+                        Value hit = arith::CmpIOp::create(
+                            b, l, arith::CmpIPredicate::eq, i, a[0]);
+                        return arith::SelectOp::create(
+                            b, l, hit, scalarConstant(b, l, elem, 1),
+                            scalarConstant(b, l, elem, 0));
+                      });
+    rewriter.replaceOp(op, r);
+    return success();
+  }
+  Type acc = accumulatorType(elem);
+  Value xa = castTensor(rewriter, loc, x, elem, acc);
+  Reduction mr{nullptr,
+               [](OpBuilder &b, Location l, Value a, Value v) -> Value {
+                 return arith::MaximumFOp::create(b, l, a, v);
+               },
+               lowestValue(rewriter, loc, acc, false), acc};
+  Value m = reduceKeepDims(rewriter, loc, xa, reduced, mr);
+  Value shifted = mapLike(rewriter, loc, xa, acc, ValueRange{xa, m},
+                          [](OpBuilder &b, Location l, ValueRange a) -> Value {
+                            return arith::SubFOp::create(b, l, a[0], a[1]);
+                          });
+  Reduction sr{[](OpBuilder &b, Location l, Value v) -> Value {
+                 return math::ExpOp::create(b, l, v);
+               },
+               addAcc, scalarConstant(rewriter, loc, acc, 0), acc};
+  Value s = reduceKeepDims(rewriter, loc, shifted, reduced, sr);
+  bool isLog = name == "LogSoftmax";
+  Value r = mapLike(rewriter, loc, xa, elem, ValueRange{shifted, s},
+                    [&](OpBuilder &b, Location l, ValueRange a) -> Value {
+                      Value v =
+                          isLog ? arith::SubFOp::create(
+                                      b, l, a[0], math::LogOp::create(b, l, a[1]))
+                                      .getResult()
+                                : arith::DivFOp::create(
+                                      b, l, math::ExpOp::create(b, l, a[0]), a[1])
+                                      .getResult();
+                      return castScalar(b, l, v, acc, elem);
+                    });
+  rewriter.replaceOp(op, r);
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
+// LayerNormalization, RMSNormalization
+//===----------------------------------------------------------------------===//
+
+XFMR_LOWERING_PATTERN(NormLowering);
+
+LogicalResult NormLowering::lower(Operation *op, StringRef name,
+                                  ArrayRef<Value> operands,
+                                  ConversionPatternRewriter &rewriter) const {
+  Location loc = op->getLoc();
+  Value x = operands[0];
+  auto xType = cast<RankedTensorType>(x.getType());
+  int64_t rank = xType.getRank();
+  Type elem = xType.getElementType();
+  if (!isFloat(elem))
+    return unsupported(op, "non-float input");
+  auto axis = normalizeAxis(intAttr(op, "axis", -1), rank);
+  if (!axis)
+    return unsupported(op, "axis out of range");
+  bool rms = name != "LayerNormalization";
+  Value scale = operands[1];
+  Value bias = !rms && operands.size() > 2 && !isNone(operands[2]) ? operands[2]
+                                                                     : Value();
+  for (Value v : {scale, bias})
+    if (v && cast<RankedTensorType>(v.getType()).getRank() > rank)
+      return unsupported(op, "scale/bias of higher rank than the input");
+  SmallVector<bool> reduced(rank, false);
+  for (int64_t d = *axis; d < rank; ++d)
+    reduced[d] = true;
+  Type acc = accumulatorType(elem);
+  if (name == "LayerNormalization" && intAttr(op, "stash_type", 1) != 1)
+    acc = elem;
+  float epsV = floatAttr(op, "epsilon", rms ? 1e-5f : 1e-5f);
+  Value xa = castTensor(rewriter, loc, x, elem, acc);
+  Value n = reducedCount(rewriter, loc, x, reduced, acc);
+  Reduction sumR{nullptr, addAcc, scalarConstant(rewriter, loc, acc, 0), acc};
+  Value centered = xa, mean;
+  if (!rms) {
+    Value s = reduceKeepDims(rewriter, loc, xa, reduced, sumR);
+    mean = mapLike(rewriter, loc, s, acc, s,
+                   [&](OpBuilder &b, Location l, ValueRange a) -> Value {
+                     return arith::DivFOp::create(b, l, a[0], n);
+                   });
+    centered = mapLike(rewriter, loc, xa, acc, ValueRange{xa, mean},
+                       [](OpBuilder &b, Location l, ValueRange a) -> Value {
+                         return arith::SubFOp::create(b, l, a[0], a[1]);
+                       });
+  }
+  Reduction sqR{[](OpBuilder &b, Location l, Value v) -> Value {
+                  return arith::MulFOp::create(b, l, v, v);
+                },
+                addAcc, scalarConstant(rewriter, loc, acc, 0), acc};
+  Value ss = reduceKeepDims(rewriter, loc, centered, reduced, sqR);
+  Value inv = mapLike(rewriter, loc, ss, acc, ss,
+                      [&](OpBuilder &b, Location l, ValueRange a) -> Value {
+                        Value var = arith::DivFOp::create(b, l, a[0], n);
+                        Value e = scalarConstant(b, l, acc, epsV);
+                        return math::RsqrtOp::create(
+                            b, l, arith::AddFOp::create(b, l, var, e));
+                      });
+  SmallVector<Value> ins{centered, inv, scale};
+  if (bias)
+    ins.push_back(bias);
+  Value y = mapLike(rewriter, loc, x, elem, ins,
+                    [&](OpBuilder &b, Location l, ValueRange a) -> Value {
+                      Value v = arith::MulFOp::create(b, l, a[0], a[1]);
+                      v = castScalar(b, l, v, acc, elem);
+                      v = arith::MulFOp::create(b, l, v, a[2]);
+                      if (a.size() > 3)
+                        v = arith::AddFOp::create(b, l, v, a[3]);
+                      return v;
+                    });
+  SmallVector<Value> results{y};
+  for (unsigned i = 1; i < op->getNumResults(); ++i) {
+    RankedTensorType t = resultType(op, i);
+    if (!t) {
+      results.push_back(rewriter.getRemappedValue(op->getResult(i)));
+      continue;
+    }
+    Value v = i == 1 && mean ? mean : inv;
+    if (rms && i == 1)
+      return unsupported(op, "extra outputs of " + name);
+    v = castTensor(rewriter, loc, v, acc, t.getElementType());
+    if (v.getType() != t)
+      v = tensor::CastOp::create(rewriter, loc, t, v);
+    results.push_back(v);
+  }
+  rewriter.replaceOp(op, results);
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
+// CumSum
+//===----------------------------------------------------------------------===//
+
+XFMR_LOWERING_PATTERN(CumSumLowering);
+
+LogicalResult CumSumLowering::lower(Operation *op, StringRef,
+                                    ArrayRef<Value> operands,
+                                    ConversionPatternRewriter &rewriter) const {
+  Location loc = op->getLoc();
+  Value x = operands[0];
+  auto xType = cast<RankedTensorType>(x.getType());
+  int64_t rank = xType.getRank();
+  auto axisC = constantInts(operands[1], op->getOperand(1));
+  if (!axisC || axisC->size() != 1)
+    return unsupported(op, "axis must be a constant");
+  auto axis = normalizeAxis((*axisC)[0], rank);
+  if (!axis)
+    return unsupported(op, "axis out of range");
+  bool exclusive = intAttr(op, "exclusive", 0), reverse = intAttr(op, "reverse", 0);
+  Type elem = xType.getElementType();
+  MLIRContext *ctx = rewriter.getContext();
+  // out[..i..] = sum over j of x[..j..] where j <= i (or <, >=, > ...).
+  int64_t loops = rank + 1;
+  SmallVector<AffineExpr> inExprs, outExprs;
+  for (int64_t d = 0; d < rank; ++d) {
+    outExprs.push_back(getAffineDimExpr(d, ctx));
+    inExprs.push_back(getAffineDimExpr(d == *axis ? rank : d, ctx));
+  }
+  SmallVector<utils::IteratorType> iters(rank, utils::IteratorType::parallel);
+  iters.push_back(utils::IteratorType::reduction);
+  Value init = filledTensor(rewriter, loc, xType, mixedSizes(rewriter, loc, x),
+                            scalarConstant(rewriter, loc, elem, 0));
+  int64_t ax = *axis;
+  auto generic = linalg::GenericOp::create(
+      rewriter, loc, TypeRange{xType}, ValueRange{x}, ValueRange{init},
+      SmallVector<AffineMap>{AffineMap::get(loops, 0, inExprs, ctx),
+                             AffineMap::get(loops, 0, outExprs, ctx)},
+      iters, [&](OpBuilder &b, Location l, ValueRange a) {
+        Value i = linalg::IndexOp::create(b, l, ax);
+        Value j = linalg::IndexOp::create(b, l, rank);
+        using P = arith::CmpIPredicate;
+        P p = reverse ? (exclusive ? P::ugt : P::uge) : (exclusive ? P::ult : P::ule);
+        Value take = arith::CmpIOp::create(b, l, p, j, i);
+        Value v = arith::SelectOp::create(b, l, take, a[0],
+                                          scalarConstant(b, l, elem, 0));
+        linalg::YieldOp::create(b, l, addAcc(b, l, a[1], v));
+      });
+  rewriter.replaceOp(op, generic.getResult(0));
+  return success();
+}
+
+} // namespace
+
+void populateReductionPatterns(RewritePatternSet &patterns,
+                               const TypeConverter &converter,
+                               UnsupportedLog &log) {
+  MLIRContext *ctx = patterns.getContext();
+  patterns.add<ReduceLowering>(
+      converter, ctx, log,
+      ArrayRef<StringRef>{"ReduceSum", "ReduceMean", "ReduceMax", "ReduceMin",
+                          "ReduceProd", "ReduceL1", "ReduceL2", "ReduceLogSum",
+                          "ReduceLogSumExp", "ReduceSumSquare"});
+  patterns.add<ArgLowering>(converter, ctx, log,
+                            ArrayRef<StringRef>{"ArgMax", "ArgMin"});
+  patterns.add<SoftmaxLowering>(
+      converter, ctx, log, ArrayRef<StringRef>{"Softmax", "LogSoftmax", "Hardmax"});
+  patterns.add<NormLowering>(
+      converter, ctx, log,
+      ArrayRef<StringRef>{"LayerNormalization", "RMSNormalization",
+                          "SimplifiedLayerNormalization"});
+  patterns.add<CumSumLowering>(converter, ctx, log, ArrayRef<StringRef>{"CumSum"});
+}
+
+} // namespace xfmr::lowering

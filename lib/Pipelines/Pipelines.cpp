@@ -1,0 +1,68 @@
+//===- Pipelines.cpp - named compilation pipelines ------------------------===//
+//
+// Part of xfmr.
+//
+//===----------------------------------------------------------------------===//
+
+#include "xfmr/Pipelines/Pipelines.h"
+
+#include "mlir/Pass/PassRegistry.h"
+#include "llvm/Support/raw_ostream.h"
+
+using namespace mlir;
+
+namespace xfmr {
+
+LogicalResult buildONNXToLinalgPipeline(OpPassManager &pm) {
+  return parsePassPipeline("onnx-simplify-shapes,convert-onnx-to-linalg,"
+                           "canonicalize,cse,linalg-fuse-elementwise-ops,"
+                           "canonicalize,cse",
+                           pm, llvm::errs());
+}
+
+LogicalResult buildCPUToLLVMPipeline(OpPassManager &pm,
+                                     const CPUPipelineOptions &options) {
+  std::string p;
+  llvm::raw_string_ostream os(p);
+  os << "xfmr-externalize-weights{min-bytes=" << options.minWeightBytes;
+  if (!options.weightsFile.empty())
+    os << " weights-file=" << options.weightsFile;
+  os << "},xfmr-prepare-entry,"
+     << "one-shot-bufferize{bufferize-function-boundaries "
+        "function-boundary-type-conversion=identity-layout-map},"
+     << "buffer-deallocation-pipeline,canonicalize,"
+     << "convert-linalg-to-loops,"
+     << "func.func(math-extend-to-supported-types{target-type=f32}),"
+     << "arith-emulate-unsupported-floats{source-types=bf16,f16 target-type=f32},"
+     << "expand-strided-metadata,lower-affine,convert-scf-to-cf,"
+     << "arith-expand{include-bf16=true},convert-math-to-libm,"
+     << "finalize-memref-to-llvm,convert-to-llvm,reconcile-unrealized-casts";
+  return parsePassPipeline(p, pm, llvm::errs());
+}
+
+namespace {
+struct CPUOptions : public PassPipelineOptions<CPUOptions> {
+  Option<std::string> weightsFile{*this, "weights-file",
+                                  llvm::cl::desc("Where to write the weights")};
+  Option<int64_t> minBytes{*this, "min-bytes",
+                           llvm::cl::desc("Smallest constant moved to the weights file"),
+                           llvm::cl::init(256)};
+};
+} // namespace
+
+void registerPipelines() {
+  PassPipelineRegistration<>(
+      "xfmr-onnx-to-linalg",
+      "onnx dialect to linalg/tensor/arith/math on tensors",
+      [](OpPassManager &pm) { (void)buildONNXToLinalgPipeline(pm); });
+  PassPipelineRegistration<CPUOptions>(
+      "xfmr-cpu-to-llvm", "linalg on tensors to the LLVM dialect for the host",
+      [](OpPassManager &pm, const CPUOptions &o) {
+        CPUPipelineOptions options;
+        options.weightsFile = o.weightsFile;
+        options.minWeightBytes = o.minBytes;
+        (void)buildCPUToLLVMPipeline(pm, options);
+      });
+}
+
+} // namespace xfmr

@@ -1,0 +1,111 @@
+//===- Manifest.h - manifest.json of a compiled artifact --------*- C++ -*-===//
+//
+// Part of xfmr.
+//
+// The manifest says what the runtime needs to know about an artifact
+// (docs/artifact.md): the ABI version, the library and its entry point, the
+// weights file, and the name, dtype and shape of every input and output. It
+// comes from disk: parsing validates every field and reports the first
+// problem as one message naming the file and the field, e.g.
+// "model.xfa/manifest.json: inputs[1].dtype: unknown dtype 'float128'".
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef XFMR_RUNTIME_MANIFEST_H
+#define XFMR_RUNTIME_MANIFEST_H
+
+#include "xfmr/runtime/Error.h"
+#include "xfmr/runtime/Tensor.h"
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace xfmr::rt {
+
+/// The manifest format_version this runtime reads.
+inline constexpr int64_t kManifestFormatVersion = 1;
+/// The calling convention (abi_version) this runtime speaks.
+inline constexpr int64_t kArtifactABIVersion = 1;
+/// The value of the manifest's "format" field.
+inline constexpr const char *kManifestFormatName = "xfmr-artifact";
+/// Largest manifest.json readManifest accepts.
+inline constexpr uint64_t kMaxManifestBytes = 16 << 20;
+
+/// One extent of a TensorSpec: static when value >= 0; otherwise dynamic,
+/// named by symbol (an ONNX dim_param shared across inputs) or "?" for an
+/// anonymous dynamic extent.
+struct Dim {
+  int64_t value = -1;
+  std::string symbol;
+
+  bool isStatic() const { return value >= 0; }
+  /// A dynamic extent that binds no name ("?").
+  bool isAnonymous() const { return !isStatic() && symbol == "?"; }
+};
+
+/// An input or output of the model as the manifest declares it.
+struct TensorSpec {
+  std::string name;
+  DType dtype = DType::F32;
+  std::vector<Dim> shape;
+
+  size_t rank() const { return shape.size(); }
+};
+
+/// The parsed manifest.json. Unknown fields are ignored; "options" is
+/// informative and not kept.
+struct Manifest {
+  int64_t formatVersion = 0;
+  int64_t abiVersion = 0;
+  /// Informative: who built the artifact and from what ("" when absent).
+  std::string compiler;
+  std::string source;
+  /// target.kind ("cpu"); triple, cpu and features are "" when absent.
+  std::string targetKind;
+  std::string targetTriple;
+  std::string targetCPU;
+  std::string targetFeatures;
+  /// File names inside the artifact directory (never a path).
+  std::string library;
+  /// The exported entry function, a C identifier.
+  std::string entry;
+  std::string weightsFile;
+  /// Exact byte size of the weights file.
+  uint64_t weightsSize = 0;
+  /// A power of two: the alignment every weight offset has.
+  uint64_t weightsAlignment = 0;
+  /// Number of tensors in the weights file.
+  uint64_t weightsCount = 0;
+  std::vector<TensorSpec> inputs;
+  std::vector<TensorSpec> outputs;
+};
+
+/// Parses and validates manifest text; `pathForErrors` prefixes every
+/// message. Checks: valid JSON, "format" == kManifestFormatName, supported
+/// format_version and abi_version, every required field present with its
+/// type, file names without '/', a C identifier as entry, a power-of-two
+/// weights alignment, known dtypes, shapes of at most kMaxRank dims that
+/// are non-negative integers or non-empty strings, unique, non-empty input
+/// names and unique, non-empty output names.
+Expected<Manifest> parseManifest(std::string_view json,
+                                 const std::string &pathForErrors);
+/// Reads and parses the manifest file at `path` (a regular file of at most
+/// kMaxManifestBytes).
+Expected<Manifest> readManifest(const std::string &path);
+
+/// The dtype name manifests use: "float32", "bfloat16", "int64", "bool", ...
+/// (dtypeName gives the short "f32" form).
+const char *manifestDTypeName(DType dtype);
+/// The DType of a manifest dtype name. Accepts the manifest names and, as
+/// aliases, the short dtypeName names ("f32", "i64", ...).
+std::optional<DType> dtypeFromManifestName(std::string_view name);
+
+/// The declared shape: "[batch, 8, ?]", "[]" for a scalar.
+std::string formatSpecShape(const TensorSpec &spec);
+
+} // namespace xfmr::rt
+
+#endif // XFMR_RUNTIME_MANIFEST_H

@@ -1,0 +1,493 @@
+//===- Artifact.cpp - a loaded compiled model -----------------------------===//
+//
+// Part of xfmr.
+//
+//===----------------------------------------------------------------------===//
+
+#include "xfmr/runtime/Artifact.h"
+
+#include <algorithm>
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
+#include <optional>
+
+#include <dlfcn.h>
+#include <fcntl.h>
+#include <malloc.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+using namespace xfmr::rt;
+
+namespace {
+
+/// What a zero-byte weights file or zero-element input is passed as: the
+/// ABI wants a non-null, 64-byte aligned pointer that is never read.
+alignas(64) const uint8_t kEmptyBuffer[64] = {};
+
+/// The symbol that carries the ABI version of a model library.
+const char *const kABIVersionSymbol = "xfmr_abi_version";
+
+std::string joinPath(const std::string &dir, const std::string &name) {
+  return dir + "/" + name;
+}
+
+/// `dir` without trailing slashes (but "/" stays "/").
+std::string trimSlashes(std::string dir) {
+  while (dir.size() > 1 && dir.back() == '/')
+    dir.pop_back();
+  return dir;
+}
+
+std::string quoted(const std::string &s) { return "'" + s + "'"; }
+
+int64_t pointerWord(const void *p) {
+  return static_cast<int64_t>(reinterpret_cast<intptr_t>(p));
+}
+
+/// The manifest names of the inputs: "input_ids, mask".
+std::string listNames(const std::vector<TensorSpec> &specs) {
+  std::string s;
+  for (const TensorSpec &spec : specs)
+    s += (s.empty() ? "" : ", ") + spec.name;
+  return s.empty() ? "none" : s;
+}
+
+std::string formatBracketed(const std::vector<int64_t> &shape) {
+  std::string s = "[";
+  for (size_t i = 0; i < shape.size(); ++i)
+    s += (i ? ", " : "") + std::to_string(shape[i]);
+  return s + "]";
+}
+
+//===----------------------------------------------------------------------===//
+// Descriptors
+//===----------------------------------------------------------------------===//
+
+/// A rank-r strided memref descriptor as words:
+/// {allocated, aligned, offset, sizes[r], strides[r]}.
+std::vector<int64_t> contiguousDescriptor(const void *data,
+                                          const std::vector<int64_t> &shape) {
+  size_t rank = shape.size();
+  std::vector<int64_t> words(3 + 2 * rank);
+  words[0] = words[1] = pointerWord(data);
+  words[2] = 0;
+  int64_t stride = 1;
+  for (size_t d = rank; d-- > 0;) {
+    words[3 + d] = shape[d];
+    words[3 + rank + d] = stride;
+    stride *= shape[d]; // cannot overflow: the tensor's element count fits
+  }
+  return words;
+}
+
+/// An output descriptor as the model returned it.
+struct ReturnedMemRef {
+  uintptr_t allocated = 0;
+  uintptr_t aligned = 0;
+  int64_t offset = 0;
+  std::vector<int64_t> sizes;
+  std::vector<int64_t> strides;
+};
+
+ReturnedMemRef readDescriptor(const int64_t *words, size_t rank) {
+  ReturnedMemRef m;
+  m.allocated = static_cast<uintptr_t>(words[0]);
+  m.aligned = static_cast<uintptr_t>(words[1]);
+  m.offset = words[2];
+  m.sizes.assign(words + 3, words + 3 + rank);
+  m.strides.assign(words + 3 + rank, words + 3 + 2 * rank);
+  return m;
+}
+
+/// Copies the elements of `m` (at least one) into the row-major `dst`.
+/// `origin` points at element offset 0 of the view, i.e. aligned + offset;
+/// the caller has checked that every addressed element lies inside the
+/// allocation.
+void copyStrided(uint8_t *dst, const uint8_t *origin, const ReturnedMemRef &m,
+                 size_t elementSize) {
+  size_t rank = m.sizes.size();
+  auto es = static_cast<int64_t>(elementSize);
+  if (rank == 0) {
+    std::memcpy(dst, origin, elementSize);
+    return;
+  }
+  // Contiguous row-major (any stride is fine on a dim of size 1): one copy.
+  bool contiguous = true;
+  int64_t expected = 1, numel = 1;
+  for (size_t d = rank; d-- > 0;) {
+    if (m.sizes[d] != 1 && m.strides[d] != expected)
+      contiguous = false;
+    expected *= m.sizes[d];
+    numel *= m.sizes[d];
+  }
+  if (contiguous) {
+    std::memcpy(dst, origin, static_cast<size_t>(numel) * elementSize);
+    return;
+  }
+  // Walk the outer dims with an index counter; copy the innermost dim as a
+  // run when it is unit-stride, element by element otherwise.
+  int64_t inner = m.sizes[rank - 1], innerStride = m.strides[rank - 1];
+  std::vector<int64_t> index(rank - 1, 0);
+  int64_t base = 0; // element offset of the current row
+  for (;;) {
+    const uint8_t *row = origin + base * es;
+    if (innerStride == 1) {
+      std::memcpy(dst, row, static_cast<size_t>(inner) * elementSize);
+      dst += inner * es;
+    } else {
+      for (int64_t i = 0; i < inner; ++i, dst += es)
+        std::memcpy(dst, row + i * innerStride * es, elementSize);
+    }
+    size_t d = rank - 1;
+    while (d-- > 0) {
+      if (++index[d] < m.sizes[d]) {
+        base += m.strides[d];
+        break;
+      }
+      base -= m.strides[d] * (m.sizes[d] - 1);
+      index[d] = 0;
+    }
+    if (d == static_cast<size_t>(-1))
+      return;
+  }
+}
+
+/// Checks that the view `m` of at least one element lies inside its
+/// allocation; returns aligned + offset, the address of element (0, ..., 0).
+Expected<const uint8_t *> checkViewBounds(const ReturnedMemRef &m,
+                                          size_t elementSize) {
+  if (m.allocated == 0 || m.aligned == 0)
+    return Error("null data pointer for a non-empty result");
+  // Lowest and highest element offsets the view addresses.
+  int64_t lo = m.offset, hi = m.offset;
+  for (size_t d = 0; d < m.sizes.size(); ++d) {
+    int64_t span;
+    if (__builtin_mul_overflow(m.strides[d], m.sizes[d] - 1, &span) ||
+        __builtin_add_overflow(span < 0 ? lo : hi, span, span < 0 ? &lo : &hi))
+      return Error("strides address more than 2^63 elements");
+  }
+  auto es = static_cast<int64_t>(elementSize);
+  int64_t loBytes, endBytes;
+  if (__builtin_mul_overflow(lo, es, &loBytes) ||
+      __builtin_mul_overflow(hi, es, &endBytes) ||
+      __builtin_add_overflow(endBytes, es, &endBytes))
+    return Error("strides address more than 2^63 bytes");
+  // [aligned + loBytes, aligned + endBytes) must lie inside the allocation,
+  // whose true size malloc knows (outputs are malloc'ed, per the ABI).
+  size_t usable = ::malloc_usable_size(reinterpret_cast<void *>(m.allocated));
+  __int128 allocBegin = m.allocated, allocEnd = allocBegin + usable;
+  __int128 first = static_cast<__int128>(m.aligned) + loBytes;
+  __int128 end = static_cast<__int128>(m.aligned) + endBytes;
+  if (first < allocBegin || end > allocEnd)
+    return Error("its strided view (element offsets " + std::to_string(lo) +
+                 " to " + std::to_string(hi) +
+                 ") reaches outside its allocation of " +
+                 std::to_string(usable) + " bytes");
+  return reinterpret_cast<const uint8_t *>(m.aligned) + m.offset * es;
+}
+
+/// The memory an output must not come back in: it is not the caller's to
+/// free.
+struct ForeignRange {
+  uintptr_t begin, end;
+  std::string what;
+};
+
+} // namespace
+
+//===----------------------------------------------------------------------===//
+// Loading
+//===----------------------------------------------------------------------===//
+
+Artifact::~Artifact() {
+  if (library)
+    ::dlclose(library);
+  if (weightsMapping)
+    ::munmap(weightsMapping, static_cast<size_t>(info.weightsSize));
+}
+
+Expected<std::unique_ptr<Artifact>> Artifact::load(const std::string &path) {
+  std::string dir = trimSlashes(path);
+  struct stat st;
+  if (::stat(dir.c_str(), &st) != 0)
+    return Error(dir +
+                 ": cannot open artifact directory: " + std::strerror(errno));
+  if (!S_ISDIR(st.st_mode))
+    return Error(dir + ": not an artifact directory (not a directory)");
+
+  std::string manifestPath = joinPath(dir, "manifest.json");
+  Expected<Manifest> manifest = readManifest(manifestPath);
+  if (!manifest)
+    return manifest.takeError();
+  if (manifest->targetKind != "cpu")
+    return Error(manifestPath +
+                 ": target.kind: " + quoted(manifest->targetKind) +
+                 " is not supported (this runtime runs 'cpu' artifacts)");
+
+  std::unique_ptr<Artifact> a(new Artifact());
+  a->dir = dir;
+  a->info = manifest.take();
+  const Manifest &m = a->info;
+
+  // weights.bin: mapped read-only for the artifact's life, never copied.
+  std::string weightsPath = joinPath(dir, m.weightsFile);
+  int fd = ::open(weightsPath.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+  if (fd < 0)
+    return Error(weightsPath + ": cannot open: " + std::strerror(errno));
+  struct stat wst;
+  if (::fstat(fd, &wst) != 0) {
+    int err = errno;
+    ::close(fd);
+    return Error(weightsPath + ": cannot stat: " + std::strerror(err));
+  }
+  if (!S_ISREG(wst.st_mode)) {
+    ::close(fd);
+    return Error(weightsPath + ": not a regular file");
+  }
+  if (static_cast<uint64_t>(wst.st_size) != m.weightsSize) {
+    ::close(fd);
+    return Error(weightsPath + ": size is " + std::to_string(wst.st_size) +
+                 " bytes, but " + manifestPath + " says weights.size is " +
+                 std::to_string(m.weightsSize));
+  }
+  if (m.weightsSize > 0) {
+    void *p = ::mmap(nullptr, static_cast<size_t>(m.weightsSize), PROT_READ,
+                     MAP_PRIVATE, fd, 0);
+    int err = errno;
+    ::close(fd);
+    if (p == MAP_FAILED)
+      return Error(weightsPath + ": cannot map " +
+                   std::to_string(m.weightsSize) +
+                   " bytes: " + std::strerror(err));
+    a->weightsMapping = p;
+    if (reinterpret_cast<uintptr_t>(p) % m.weightsAlignment != 0)
+      return Error(weightsPath + ": cannot map at the " +
+                   std::to_string(m.weightsAlignment) +
+                   "-byte alignment weights.alignment asks for");
+  } else {
+    ::close(fd);
+  }
+
+  // model.so: loaded privately, every symbol bound now so that a missing
+  // one fails here and not in the middle of a run.
+  std::string libraryPath = joinPath(dir, m.library);
+  ::dlerror();
+  a->library = ::dlopen(libraryPath.c_str(), RTLD_NOW | RTLD_LOCAL);
+  if (!a->library) {
+    const char *why = ::dlerror();
+    return Error(libraryPath + ": cannot load the model library: " +
+                 (why ? why : "unknown dlopen error"));
+  }
+  ::dlerror();
+  void *abiSymbol = ::dlsym(a->library, kABIVersionSymbol);
+  if (!abiSymbol)
+    return Error(libraryPath + ": does not export " +
+                 std::string(kABIVersionSymbol) +
+                 " (not an xfmr model library?)");
+  int32_t abi = *static_cast<const int32_t *>(abiSymbol);
+  if (abi != m.abiVersion)
+    return Error(libraryPath + ": " + kABIVersionSymbol + " is " +
+                 std::to_string(abi) + ", but " + manifestPath +
+                 " says abi_version is " + std::to_string(m.abiVersion));
+  void *entrySymbol = ::dlsym(a->library, m.entry.c_str());
+  if (!entrySymbol) {
+    const char *why = ::dlerror();
+    return Error(libraryPath + ": does not export the entry point " +
+                 quoted(m.entry) + (why ? std::string(" (") + why + ")" : ""));
+  }
+  a->entry = reinterpret_cast<ModelEntryFn>(entrySymbol);
+  return Expected<std::unique_ptr<Artifact>>(std::move(a));
+}
+
+//===----------------------------------------------------------------------===//
+// Running
+//===----------------------------------------------------------------------===//
+
+Expected<std::vector<Tensor>>
+Artifact::run(const std::map<std::string, Tensor> &named) const {
+  for (const auto &given : named) {
+    const std::string &name = given.first;
+    bool known =
+        std::any_of(info.inputs.begin(), info.inputs.end(),
+                    [&](const TensorSpec &spec) { return spec.name == name; });
+    if (!known)
+      return Error(dir + ": unknown input " + quoted(name) +
+                   "; the model's inputs are: " + listNames(info.inputs));
+  }
+  std::vector<const Tensor *> ordered;
+  for (const TensorSpec &spec : info.inputs) {
+    auto it = named.find(spec.name);
+    if (it == named.end())
+      return Error(dir + ": missing input " + quoted(spec.name) + " (" +
+                   manifestDTypeName(spec.dtype) + " " + formatSpecShape(spec) +
+                   ")");
+    ordered.push_back(&it->second);
+  }
+  return run(ordered);
+}
+
+Expected<std::vector<Tensor>>
+Artifact::run(const std::vector<const Tensor *> &inputs) const {
+  auto fail = [&](const std::string &why) { return Error(dir + ": " + why); };
+
+  // Check the inputs against the manifest.
+  if (inputs.size() != info.inputs.size())
+    return fail("expected " + std::to_string(info.inputs.size()) +
+                " input(s) (" + listNames(info.inputs) + "), got " +
+                std::to_string(inputs.size()));
+  struct Binding {
+    int64_t value;
+    const std::string *from;
+  };
+  std::map<std::string, Binding> bindings;
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    const TensorSpec &spec = info.inputs[i];
+    std::string what = "input " + quoted(spec.name);
+    const Tensor *t = inputs[i];
+    if (!t)
+      return fail(what + ": no tensor given (null)");
+    if (t->dtype() != spec.dtype)
+      return fail(what + ": expected dtype " + manifestDTypeName(spec.dtype) +
+                  ", got " + manifestDTypeName(t->dtype()));
+    if (t->rank() != spec.rank())
+      return fail(what + ": expected rank " + std::to_string(spec.rank()) +
+                  " " + formatSpecShape(spec) + ", got shape " +
+                  formatBracketed(t->shape()));
+    for (size_t d = 0; d < spec.rank(); ++d) {
+      const Dim &dim = spec.shape[d];
+      int64_t actual = t->shape()[d];
+      std::string where = what + " dim " + std::to_string(d);
+      if (dim.isStatic()) {
+        if (actual != dim.value)
+          return fail(where + ": expected " + std::to_string(dim.value) +
+                      ", got " + std::to_string(actual) + " (shape " +
+                      formatSpecShape(spec) + ")");
+        continue;
+      }
+      if (dim.isAnonymous())
+        continue;
+      auto [it, inserted] =
+          bindings.try_emplace(dim.symbol, Binding{actual, &spec.name});
+      if (!inserted && it->second.value != actual)
+        return fail(where + ": " + quoted(dim.symbol) + " is " +
+                    std::to_string(it->second.value) + " from input " +
+                    quoted(*it->second.from) + " but " +
+                    std::to_string(actual) + " here");
+    }
+  }
+
+  // Descriptors: args[0] the result area, args[1] the weights, then the
+  // inputs.
+  size_t resultWords = 0;
+  for (const TensorSpec &spec : info.outputs)
+    resultWords += 3 + 2 * spec.rank();
+  std::vector<int64_t> results(std::max<size_t>(resultWords, 1), 0);
+  const void *weightsBase =
+      weightsMapping ? static_cast<const void *>(weightsMapping) : kEmptyBuffer;
+  int64_t weightsDesc[5] = {pointerWord(weightsBase), pointerWord(weightsBase),
+                            0, static_cast<int64_t>(info.weightsSize), 1};
+  std::vector<std::vector<int64_t>> inputDescs;
+  inputDescs.reserve(inputs.size());
+  std::vector<void *> args;
+  args.reserve(2 + inputs.size());
+  args.push_back(results.data());
+  args.push_back(weightsDesc);
+  for (const Tensor *t : inputs) {
+    const void *data =
+        t->numel() > 0 ? static_cast<const void *>(t->bytes()) : kEmptyBuffer;
+    inputDescs.push_back(contiguousDescriptor(data, t->shape()));
+    args.push_back(inputDescs.back().data());
+  }
+
+  entry(args.data());
+
+  // Read the outputs back. Every distinct allocation is freed exactly once
+  // whatever happens; memory that is not a fresh allocation (the weights,
+  // an input) is reported and left alone.
+  std::vector<ForeignRange> foreign;
+  foreign.push_back({reinterpret_cast<uintptr_t>(weightsBase),
+                     reinterpret_cast<uintptr_t>(weightsBase) +
+                         std::max<uint64_t>(info.weightsSize, 1),
+                     "the weights"});
+  foreign.push_back(
+      {reinterpret_cast<uintptr_t>(kEmptyBuffer),
+       reinterpret_cast<uintptr_t>(kEmptyBuffer) + sizeof(kEmptyBuffer),
+       "the runtime's placeholder buffer"});
+  for (size_t i = 0; i < inputs.size(); ++i)
+    if (inputs[i]->numel() > 0)
+      foreign.push_back({reinterpret_cast<uintptr_t>(inputs[i]->bytes()),
+                         reinterpret_cast<uintptr_t>(inputs[i]->bytes()) +
+                             inputs[i]->byteSize(),
+                         "input " + quoted(info.inputs[i].name)});
+
+  std::vector<ReturnedMemRef> returned;
+  std::vector<void *> toFree;
+  std::optional<Error> firstError;
+  size_t pos = 0;
+  for (size_t k = 0; k < info.outputs.size(); ++k) {
+    const TensorSpec &spec = info.outputs[k];
+    returned.push_back(readDescriptor(results.data() + pos, spec.rank()));
+    pos += 3 + 2 * spec.rank();
+    uintptr_t p = returned.back().allocated;
+    if (!p)
+      continue;
+    auto alias = std::find_if(
+        foreign.begin(), foreign.end(),
+        [&](const ForeignRange &r) { return p >= r.begin && p < r.end; });
+    if (alias != foreign.end()) {
+      returned.back().allocated = 0; // never read or free it
+      if (!firstError)
+        firstError = fail("output " + quoted(spec.name) +
+                          ": the model returned memory inside " + alias->what +
+                          " instead of a fresh allocation (ABI violation)");
+      continue;
+    }
+    if (std::find(toFree.begin(), toFree.end(), reinterpret_cast<void *>(p)) ==
+        toFree.end())
+      toFree.push_back(reinterpret_cast<void *>(p));
+  }
+  struct FreeAll {
+    std::vector<void *> &pointers;
+    ~FreeAll() {
+      for (void *p : pointers)
+        std::free(p);
+    }
+  } freeAll{toFree};
+  if (firstError)
+    return std::move(*firstError);
+
+  std::vector<Tensor> outputs;
+  outputs.reserve(info.outputs.size());
+  for (size_t k = 0; k < info.outputs.size(); ++k) {
+    const TensorSpec &spec = info.outputs[k];
+    const ReturnedMemRef &m = returned[k];
+    std::string what = "output " + quoted(spec.name);
+    for (size_t d = 0; d < spec.rank(); ++d) {
+      if (m.sizes[d] < 0)
+        return fail(what + " dim " + std::to_string(d) +
+                    ": the model returned a negative size " +
+                    std::to_string(m.sizes[d]));
+      if (spec.shape[d].isStatic() && m.sizes[d] != spec.shape[d].value)
+        return fail(what + " dim " + std::to_string(d) +
+                    ": the manifest says " +
+                    std::to_string(spec.shape[d].value) +
+                    ", the model returned " + std::to_string(m.sizes[d]) +
+                    " (shape " + formatBracketed(m.sizes) + ")");
+    }
+    Expected<Tensor> t = Tensor::create(spec.dtype, m.sizes, spec.name);
+    if (!t)
+      return fail(what + ": " + t.error());
+    if (t->numel() > 0) {
+      Expected<const uint8_t *> origin = checkViewBounds(m, t->elementSize());
+      if (!origin)
+        return fail(what + " " + formatBracketed(m.sizes) + ": " +
+                    origin.error());
+      copyStrided(t->bytes(), *origin, m, t->elementSize());
+    }
+    outputs.push_back(t.take());
+  }
+  return Expected<std::vector<Tensor>>(std::move(outputs));
+}

@@ -1,0 +1,474 @@
+//===- Manifest.cpp - manifest.json of a compiled artifact ----------------===//
+//
+// Part of xfmr.
+//
+// nlohmann::json is used without exceptions: parse with allow_exceptions =
+// false, and every access is guarded by a type check, so nothing here throws
+// (the library is built with -fexceptions only for TensorIO's protobuf).
+//
+//===----------------------------------------------------------------------===//
+
+#include "xfmr/runtime/Manifest.h"
+
+#include <nlohmann/json.hpp>
+
+#include <cctype>
+#include <cerrno>
+#include <cstring>
+#include <limits>
+#include <set>
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+using namespace xfmr::rt;
+using json = nlohmann::json;
+
+//===----------------------------------------------------------------------===//
+// DType names
+//===----------------------------------------------------------------------===//
+
+const char *xfmr::rt::manifestDTypeName(DType dtype) {
+  switch (dtype) {
+  case DType::F32:
+    return "float32";
+  case DType::F64:
+    return "float64";
+  case DType::F16:
+    return "float16";
+  case DType::BF16:
+    return "bfloat16";
+  case DType::I8:
+    return "int8";
+  case DType::I16:
+    return "int16";
+  case DType::I32:
+    return "int32";
+  case DType::I64:
+    return "int64";
+  case DType::U8:
+    return "uint8";
+  case DType::U16:
+    return "uint16";
+  case DType::U32:
+    return "uint32";
+  case DType::U64:
+    return "uint64";
+  case DType::Bool:
+    return "bool";
+  }
+  return "?";
+}
+
+std::optional<DType> xfmr::rt::dtypeFromManifestName(std::string_view name) {
+  for (DType d : kAllDTypes)
+    if (name == manifestDTypeName(d) || name == dtypeName(d))
+      return d;
+  return std::nullopt;
+}
+
+std::string xfmr::rt::formatSpecShape(const TensorSpec &spec) {
+  std::string s = "[";
+  for (size_t i = 0; i < spec.shape.size(); ++i) {
+    if (i)
+      s += ", ";
+    const Dim &d = spec.shape[i];
+    s += d.isStatic() ? std::to_string(d.value) : d.symbol;
+  }
+  return s + "]";
+}
+
+//===----------------------------------------------------------------------===//
+// Parsing
+//===----------------------------------------------------------------------===//
+
+namespace {
+
+/// Collects the message of a JSON syntax error (the DOM parser without
+/// exceptions only says that there was one).
+class SyntaxErrorCollector : public nlohmann::json_sax<json> {
+public:
+  std::string message;
+
+  bool null() override { return true; }
+  bool boolean(bool) override { return true; }
+  bool number_integer(number_integer_t) override { return true; }
+  bool number_unsigned(number_unsigned_t) override { return true; }
+  bool number_float(number_float_t, const string_t &) override { return true; }
+  bool string(string_t &) override { return true; }
+  bool binary(binary_t &) override { return true; }
+  bool start_object(std::size_t) override { return true; }
+  bool key(string_t &) override { return true; }
+  bool end_object() override { return true; }
+  bool start_array(std::size_t) override { return true; }
+  bool end_array() override { return true; }
+  bool parse_error(std::size_t, const std::string &,
+                   const nlohmann::detail::exception &ex) override {
+    // "[json.exception.parse_error.101] parse error at line 1, column 2:
+    // ..." without the bracketed id.
+    message = ex.what();
+    if (!message.empty() && message[0] == '[') {
+      size_t close = message.find("] ");
+      if (close != std::string::npos)
+        message.erase(0, close + 2);
+    }
+    return false;
+  }
+};
+
+/// Validates the fields of one manifest; every failure names the file and
+/// the field.
+class ManifestParser {
+public:
+  explicit ManifestParser(const std::string &file) : file(file) {}
+
+  Expected<Manifest> parse(const json &root);
+
+private:
+  Error fail(const std::string &field, const std::string &why) const {
+    return Error(file + ": " + field + ": " + why);
+  }
+  static std::string join(const std::string &parent, const char *key) {
+    return parent.empty() ? key : parent + "." + key;
+  }
+  static std::string quoted(const std::string &s) { return "'" + s + "'"; }
+
+  /// The member `key` of `obj`, or null when it is absent and optional.
+  Expected<const json *> member(const json &obj, const std::string &parent,
+                                const char *key, bool required) const {
+    auto it = obj.find(key);
+    if (it == obj.end()) {
+      if (required)
+        return fail(join(parent, key), "missing");
+      return static_cast<const json *>(nullptr);
+    }
+    return &*it;
+  }
+
+  Expected<std::string> getString(const json &obj, const std::string &parent,
+                                  const char *key, bool required) const {
+    Expected<const json *> m = member(obj, parent, key, required);
+    if (!m)
+      return m.takeError();
+    if (!*m)
+      return std::string();
+    if (!(*m)->is_string())
+      return fail(join(parent, key),
+                  std::string("expected a string, got ") + (*m)->type_name());
+    return (*m)->get_ref<const std::string &>();
+  }
+
+  Expected<const json *> getObject(const json &obj, const std::string &parent,
+                                   const char *key, bool required) const {
+    Expected<const json *> m = member(obj, parent, key, required);
+    if (!m || !*m)
+      return m;
+    if (!(*m)->is_object())
+      return fail(join(parent, key),
+                  std::string("expected an object, got ") + (*m)->type_name());
+    return m;
+  }
+
+  Expected<const json *> getArray(const json &obj, const std::string &parent,
+                                  const char *key) const {
+    Expected<const json *> m = member(obj, parent, key, /*required=*/true);
+    if (!m)
+      return m;
+    if (!(*m)->is_array())
+      return fail(join(parent, key),
+                  std::string("expected an array, got ") + (*m)->type_name());
+    return m;
+  }
+
+  /// A JSON integer that fits int64 (3.0 and 1e3 are not integers).
+  Expected<int64_t> asInt(const json &v, const std::string &field) const {
+    if (v.is_number_unsigned()) {
+      auto u = v.get<json::number_unsigned_t>();
+      if (u > static_cast<uint64_t>(std::numeric_limits<int64_t>::max()))
+        return fail(field, "integer " + std::to_string(u) + " is too large");
+      return static_cast<int64_t>(u);
+    }
+    if (v.is_number_integer())
+      return v.get<json::number_integer_t>();
+    return fail(field,
+                std::string("expected an integer, got ") +
+                    (v.is_number() ? "a fractional number" : v.type_name()));
+  }
+
+  Expected<int64_t> getNonNegativeInt(const json &obj,
+                                      const std::string &parent,
+                                      const char *key) const {
+    Expected<const json *> m = member(obj, parent, key, /*required=*/true);
+    if (!m)
+      return m.takeError();
+    Expected<int64_t> v = asInt(**m, join(parent, key));
+    if (v && *v < 0)
+      return fail(join(parent, key),
+                  "must not be negative, got " + std::to_string(*v));
+    return v;
+  }
+
+  Expected<int64_t> getVersion(const json &root, const char *key,
+                               int64_t supported) const {
+    Expected<int64_t> v = getNonNegativeInt(root, "", key);
+    if (v && *v != supported)
+      return fail(key, "unsupported version " + std::to_string(*v) +
+                           " (this runtime reads " + std::to_string(supported) +
+                           ")");
+    return v;
+  }
+
+  /// A file name inside the artifact directory: no path.
+  Expected<std::string> getFileName(const json &obj, const std::string &parent,
+                                    const char *key) const {
+    Expected<std::string> s = getString(obj, parent, key, /*required=*/true);
+    if (!s)
+      return s;
+    if (s->empty() || *s == "." || *s == ".." ||
+        s->find_first_of(std::string("/\0", 2)) != std::string::npos)
+      return fail(join(parent, key),
+                  quoted(*s) +
+                      " must be a file name inside the artifact directory");
+    return s;
+  }
+
+  Expected<std::vector<TensorSpec>> getSpecs(const json &root,
+                                             const char *key) const;
+  Expected<TensorSpec> getSpec(const json &v, const std::string &field) const;
+
+  const std::string &file;
+};
+
+bool isCIdentifier(const std::string &s) {
+  if (s.empty() || std::isdigit(static_cast<unsigned char>(s[0])))
+    return false;
+  for (char c : s)
+    if (!(std::isalnum(static_cast<unsigned char>(c)) || c == '_') ||
+        static_cast<unsigned char>(c) >= 0x80)
+      return false;
+  return true;
+}
+
+Expected<TensorSpec> ManifestParser::getSpec(const json &v,
+                                             const std::string &field) const {
+  if (!v.is_object())
+    return fail(field, std::string("expected an object, got ") + v.type_name());
+  TensorSpec spec;
+  Expected<std::string> name = getString(v, field, "name", /*required=*/true);
+  if (!name)
+    return name.takeError();
+  if (name->empty())
+    return fail(field + ".name", "must not be empty");
+  spec.name = name.take();
+
+  Expected<std::string> dtype = getString(v, field, "dtype", /*required=*/true);
+  if (!dtype)
+    return dtype.takeError();
+  std::optional<DType> d = dtypeFromManifestName(*dtype);
+  if (!d)
+    return fail(field + ".dtype", "unknown dtype " + quoted(*dtype));
+  spec.dtype = *d;
+
+  Expected<const json *> shape = getArray(v, field, "shape");
+  if (!shape)
+    return shape.takeError();
+  if ((*shape)->size() > kMaxRank)
+    return fail(field + ".shape", "rank " + std::to_string((*shape)->size()) +
+                                      " exceeds the limit of " +
+                                      std::to_string(kMaxRank));
+  for (size_t i = 0; i < (*shape)->size(); ++i) {
+    const json &e = (**shape)[i];
+    std::string dimField = field + ".shape[" + std::to_string(i) + "]";
+    Dim dim;
+    if (e.is_string()) {
+      dim.symbol = e.get_ref<const std::string &>();
+      if (dim.symbol.empty())
+        return fail(dimField, "a symbolic dim must have a name (or be '?')");
+    } else if (e.is_number()) {
+      Expected<int64_t> n = asInt(e, dimField);
+      if (!n)
+        return n.takeError();
+      if (*n < 0)
+        return fail(dimField, "negative dim " + std::to_string(*n));
+      dim.value = *n;
+    } else {
+      return fail(dimField, std::string("expected an integer or a string, "
+                                        "got ") +
+                                e.type_name());
+    }
+    spec.shape.push_back(std::move(dim));
+  }
+  return Expected<TensorSpec>(std::move(spec));
+}
+
+Expected<std::vector<TensorSpec>>
+ManifestParser::getSpecs(const json &root, const char *key) const {
+  Expected<const json *> arr = getArray(root, "", key);
+  if (!arr)
+    return arr.takeError();
+  std::vector<TensorSpec> specs;
+  std::set<std::string> seen;
+  for (size_t i = 0; i < (*arr)->size(); ++i) {
+    std::string field = std::string(key) + "[" + std::to_string(i) + "]";
+    Expected<TensorSpec> spec = getSpec((**arr)[i], field);
+    if (!spec)
+      return spec.takeError();
+    if (!seen.insert(spec->name).second)
+      return fail(field + ".name", "duplicate name " + quoted(spec->name));
+    specs.push_back(spec.take());
+  }
+  return Expected<std::vector<TensorSpec>>(std::move(specs));
+}
+
+Expected<Manifest> ManifestParser::parse(const json &root) {
+  if (!root.is_object())
+    return Error(file + ": expected a JSON object, got " + root.type_name());
+  Manifest m;
+
+  Expected<std::string> format = getString(root, "", "format", true);
+  if (!format)
+    return format.takeError();
+  if (*format != kManifestFormatName)
+    return fail("format", "expected '" + std::string(kManifestFormatName) +
+                              "', got " + quoted(*format));
+  Expected<int64_t> formatVersion =
+      getVersion(root, "format_version", kManifestFormatVersion);
+  if (!formatVersion)
+    return formatVersion.takeError();
+  m.formatVersion = *formatVersion;
+  Expected<int64_t> abiVersion =
+      getVersion(root, "abi_version", kArtifactABIVersion);
+  if (!abiVersion)
+    return abiVersion.takeError();
+  m.abiVersion = *abiVersion;
+
+  Expected<std::string> compiler = getString(root, "", "compiler", false);
+  if (!compiler)
+    return compiler.takeError();
+  m.compiler = compiler.take();
+  Expected<std::string> source = getString(root, "", "source", false);
+  if (!source)
+    return source.takeError();
+  m.source = source.take();
+
+  Expected<const json *> target = getObject(root, "", "target", true);
+  if (!target)
+    return target.takeError();
+  struct {
+    const char *key;
+    bool required;
+    std::string *dst;
+  } targetFields[] = {{"kind", true, &m.targetKind},
+                      {"triple", false, &m.targetTriple},
+                      {"cpu", false, &m.targetCPU},
+                      {"features", false, &m.targetFeatures}};
+  for (auto &f : targetFields) {
+    Expected<std::string> s = getString(**target, "target", f.key, f.required);
+    if (!s)
+      return s.takeError();
+    *f.dst = s.take();
+  }
+  if (m.targetKind.empty())
+    return fail("target.kind", "must not be empty");
+
+  if (Expected<const json *> options = getObject(root, "", "options", false);
+      !options)
+    return options.takeError();
+
+  Expected<std::string> library = getFileName(root, "", "library");
+  if (!library)
+    return library.takeError();
+  m.library = library.take();
+  Expected<std::string> entry = getString(root, "", "entry", true);
+  if (!entry)
+    return entry.takeError();
+  if (!isCIdentifier(*entry))
+    return fail("entry", quoted(*entry) + " is not a C identifier");
+  m.entry = entry.take();
+
+  Expected<const json *> weights = getObject(root, "", "weights", true);
+  if (!weights)
+    return weights.takeError();
+  Expected<std::string> weightsFile = getFileName(**weights, "weights", "file");
+  if (!weightsFile)
+    return weightsFile.takeError();
+  m.weightsFile = weightsFile.take();
+  if (m.weightsFile == m.library)
+    return fail("weights.file", "names the library " + quoted(m.library));
+  Expected<int64_t> size = getNonNegativeInt(**weights, "weights", "size");
+  if (!size)
+    return size.takeError();
+  m.weightsSize = static_cast<uint64_t>(*size);
+  Expected<int64_t> alignment =
+      getNonNegativeInt(**weights, "weights", "alignment");
+  if (!alignment)
+    return alignment.takeError();
+  if (*alignment == 0 || (*alignment & (*alignment - 1)) != 0)
+    return fail("weights.alignment",
+                "must be a power of two, got " + std::to_string(*alignment));
+  m.weightsAlignment = static_cast<uint64_t>(*alignment);
+  Expected<int64_t> count = getNonNegativeInt(**weights, "weights", "count");
+  if (!count)
+    return count.takeError();
+  m.weightsCount = static_cast<uint64_t>(*count);
+
+  Expected<std::vector<TensorSpec>> inputs = getSpecs(root, "inputs");
+  if (!inputs)
+    return inputs.takeError();
+  m.inputs = inputs.take();
+  Expected<std::vector<TensorSpec>> outputs = getSpecs(root, "outputs");
+  if (!outputs)
+    return outputs.takeError();
+  m.outputs = outputs.take();
+  return Expected<Manifest>(std::move(m));
+}
+
+} // namespace
+
+Expected<Manifest> xfmr::rt::parseManifest(std::string_view text,
+                                           const std::string &pathForErrors) {
+  const char *begin = text.data(), *end = text.data() + text.size();
+  json root = json::parse(begin, end, /*cb=*/nullptr,
+                          /*allow_exceptions=*/false);
+  if (root.is_discarded()) {
+    SyntaxErrorCollector collector;
+    json::sax_parse(begin, end, &collector);
+    return Error(pathForErrors + ": not valid JSON" +
+                 (collector.message.empty() ? "" : ": " + collector.message));
+  }
+  return ManifestParser(pathForErrors).parse(root);
+}
+
+Expected<Manifest> xfmr::rt::readManifest(const std::string &path) {
+  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+  if (fd < 0)
+    return Error(path + ": cannot open: " + std::strerror(errno));
+  struct FdCloser {
+    int fd;
+    ~FdCloser() { ::close(fd); }
+  } closer{fd};
+  struct stat st;
+  if (::fstat(fd, &st) != 0)
+    return Error(path + ": cannot stat: " + std::strerror(errno));
+  if (!S_ISREG(st.st_mode))
+    return Error(path + ": not a regular file");
+  if (static_cast<uint64_t>(st.st_size) > kMaxManifestBytes)
+    return Error(path + ": " + std::to_string(st.st_size) +
+                 " bytes is too large for a manifest (limit " +
+                 std::to_string(kMaxManifestBytes) + ")");
+  std::string text(static_cast<size_t>(st.st_size), '\0');
+  size_t done = 0;
+  while (done < text.size()) {
+    ssize_t got = ::read(fd, text.data() + done, text.size() - done);
+    if (got < 0 && errno == EINTR)
+      continue;
+    if (got < 0)
+      return Error(path + ": read failed: " + std::strerror(errno));
+    if (got == 0)
+      break; // shrank while reading: parse what is there
+    done += static_cast<size_t>(got);
+  }
+  text.resize(done);
+  return parseManifest(text, path);
+}

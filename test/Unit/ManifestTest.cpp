@@ -1,0 +1,260 @@
+//===- ManifestTest.cpp - manifest.json of a compiled artifact ------------===//
+//
+// Part of xfmr.
+//
+// A valid manifest (the example of docs/artifact.md) and one mutation of it
+// per rejected case; every rejection must name the file and the field.
+//
+//===----------------------------------------------------------------------===//
+
+#include "xfmr/runtime/Manifest.h"
+
+#include <gtest/gtest.h>
+
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+
+#include <unistd.h>
+
+using namespace xfmr::rt;
+namespace fs = std::filesystem;
+
+namespace {
+
+const char *const kFile = "model.xfa/manifest.json";
+
+const char *const kManifest = R"json({
+  "format": "xfmr-artifact",
+  "format_version": 1,
+  "abi_version": 1,
+  "compiler": "xfmr 0.1 (LLVM 22.1.8)",
+  "source": "model.onnx",
+  "target": {"kind": "cpu", "triple": "x86_64-pc-linux-gnu", "cpu": "znver3",
+             "features": "+avx2,+fma"},
+  "options": {"opt_level": 3},
+  "library": "model.so",
+  "entry": "xfmr_entry",
+  "weights": {"file": "weights.bin", "size": 123456, "alignment": 64, "count": 12},
+  "inputs":  [{"name": "input_ids", "dtype": "int64", "shape": ["batch", "sequence"]},
+              {"name": "mask", "dtype": "bool", "shape": ["batch", "?"]}],
+  "outputs": [{"name": "logits", "dtype": "float32", "shape": ["batch", "sequence", 256]}]
+})json";
+
+/// kManifest with the one occurrence of `from` replaced by `to`.
+std::string mutated(const std::string &from, const std::string &to) {
+  std::string s = kManifest;
+  size_t at = s.find(from);
+  EXPECT_NE(at, std::string::npos) << "'" << from << "' not in the manifest";
+  EXPECT_EQ(s.find(from, at + 1), std::string::npos)
+      << "'" << from << "' is ambiguous";
+  if (at != std::string::npos)
+    s.replace(at, from.size(), to);
+  return s;
+}
+
+TEST(ManifestTest, DocumentedExample) {
+  Expected<Manifest> m = parseManifest(kManifest, kFile);
+  ASSERT_TRUE(m) << m.error();
+  EXPECT_EQ(m->formatVersion, 1);
+  EXPECT_EQ(m->abiVersion, 1);
+  EXPECT_EQ(m->compiler, "xfmr 0.1 (LLVM 22.1.8)");
+  EXPECT_EQ(m->source, "model.onnx");
+  EXPECT_EQ(m->targetKind, "cpu");
+  EXPECT_EQ(m->targetTriple, "x86_64-pc-linux-gnu");
+  EXPECT_EQ(m->targetCPU, "znver3");
+  EXPECT_EQ(m->targetFeatures, "+avx2,+fma");
+  EXPECT_EQ(m->library, "model.so");
+  EXPECT_EQ(m->entry, "xfmr_entry");
+  EXPECT_EQ(m->weightsFile, "weights.bin");
+  EXPECT_EQ(m->weightsSize, 123456u);
+  EXPECT_EQ(m->weightsAlignment, 64u);
+  EXPECT_EQ(m->weightsCount, 12u);
+
+  ASSERT_EQ(m->inputs.size(), 2u);
+  const TensorSpec &ids = m->inputs[0];
+  EXPECT_EQ(ids.name, "input_ids");
+  EXPECT_EQ(ids.dtype, DType::I64);
+  ASSERT_EQ(ids.rank(), 2u);
+  EXPECT_FALSE(ids.shape[0].isStatic());
+  EXPECT_FALSE(ids.shape[0].isAnonymous());
+  EXPECT_EQ(ids.shape[0].symbol, "batch");
+  EXPECT_EQ(formatSpecShape(ids), "[batch, sequence]");
+  EXPECT_EQ(m->inputs[1].dtype, DType::Bool);
+  EXPECT_TRUE(m->inputs[1].shape[1].isAnonymous());
+  EXPECT_EQ(formatSpecShape(m->inputs[1]), "[batch, ?]");
+
+  ASSERT_EQ(m->outputs.size(), 1u);
+  const TensorSpec &logits = m->outputs[0];
+  EXPECT_EQ(logits.name, "logits");
+  EXPECT_EQ(logits.dtype, DType::F32);
+  ASSERT_EQ(logits.rank(), 3u);
+  EXPECT_TRUE(logits.shape[2].isStatic());
+  EXPECT_EQ(logits.shape[2].value, 256);
+  EXPECT_EQ(formatSpecShape(logits), "[batch, sequence, 256]");
+}
+
+TEST(ManifestTest, OptionalFieldsAndScalars) {
+  const char *minimal = R"json({
+    "format": "xfmr-artifact", "format_version": 1, "abi_version": 1,
+    "target": {"kind": "cpu"}, "library": "m.so", "entry": "run_1",
+    "weights": {"file": "w.bin", "size": 0, "alignment": 64, "count": 0},
+    "inputs": [], "outputs": [{"name": "y", "dtype": "f16", "shape": []}],
+    "future_field": {"ignored": true}
+  })json";
+  Expected<Manifest> m = parseManifest(minimal, kFile);
+  ASSERT_TRUE(m) << m.error();
+  EXPECT_EQ(m->compiler, "");
+  EXPECT_EQ(m->targetTriple, "");
+  EXPECT_TRUE(m->inputs.empty());
+  ASSERT_EQ(m->outputs.size(), 1u);
+  EXPECT_EQ(m->outputs[0].dtype, DType::F16); // short alias of float16
+  EXPECT_EQ(formatSpecShape(m->outputs[0]), "[]");
+}
+
+TEST(ManifestTest, DTypeNames) {
+  for (DType d : kAllDTypes) {
+    EXPECT_EQ(dtypeFromManifestName(manifestDTypeName(d)), d);
+    EXPECT_EQ(dtypeFromManifestName(dtypeName(d)), d);
+  }
+  EXPECT_STREQ(manifestDTypeName(DType::BF16), "bfloat16");
+  EXPECT_FALSE(dtypeFromManifestName("float128"));
+  EXPECT_FALSE(dtypeFromManifestName(""));
+}
+
+struct BadCase {
+  const char *label;
+  std::string from, to;
+  /// What the message must contain besides the file name.
+  std::string field, why;
+};
+
+class ManifestRejectTest : public ::testing::TestWithParam<BadCase> {};
+
+TEST_P(ManifestRejectTest, NamesFileAndField) {
+  const BadCase &c = GetParam();
+  Expected<Manifest> m = parseManifest(mutated(c.from, c.to), kFile);
+  ASSERT_FALSE(m) << "accepted; expected: " << c.field << ": " << c.why;
+  std::string expected = std::string(kFile) + ": " + c.field;
+  EXPECT_EQ(m.error().rfind(expected, 0), 0u)
+      << "does not start with '" << expected << "': " << m.error();
+  EXPECT_NE(m.error().find(c.why), std::string::npos)
+      << "does not say '" << c.why << "': " << m.error();
+}
+
+const std::string kIds = R"("name": "input_ids", "dtype": "int64")";
+const std::string kIdsShape = R"(["batch", "sequence"])";
+
+INSTANTIATE_TEST_SUITE_P(
+    Mutations, ManifestRejectTest,
+    ::testing::Values(
+        BadCase{"Truncated", "\"outputs\"", "]", "not valid JSON",
+                "parse error at line"},
+        BadCase{"Format", "\"xfmr-artifact\"", "\"onnx\"", "format",
+                "expected 'xfmr-artifact', got 'onnx'"},
+        BadCase{"MissingFormatVersion", "\"format_version\": 1,", "",
+                "format_version", "missing"},
+        BadCase{"FormatVersion2", "\"format_version\": 1",
+                "\"format_version\": 2", "format_version",
+                "unsupported version 2 (this runtime reads 1)"},
+        BadCase{"AbiVersionString", "\"abi_version\": 1",
+                "\"abi_version\": \"1\"", "abi_version",
+                "expected an integer, got string"},
+        BadCase{"AbiVersion7", "\"abi_version\": 1", "\"abi_version\": 7",
+                "abi_version", "unsupported version 7"},
+        BadCase{"MissingTarget", "\"target\"", "\"tarjet\"", "target",
+                "missing"},
+        BadCase{"TargetKindNumber", "\"kind\": \"cpu\"", "\"kind\": 1",
+                "target.kind", "expected a string, got number"},
+        BadCase{"LibraryPath", "\"model.so\"", "\"../evil.so\"", "library",
+                "'../evil.so' must be a file name inside the artifact"},
+        BadCase{"EntryNotIdentifier", "\"xfmr_entry\"", "\"1 entry\"", "entry",
+                "'1 entry' is not a C identifier"},
+        BadCase{"MissingWeightsSize", "\"size\": 123456, ", "", "weights.size",
+                "missing"},
+        BadCase{"NegativeWeightsSize", "123456", "-5", "weights.size",
+                "must not be negative, got -5"},
+        BadCase{"HugeWeightsSize", "123456", "18446744073709551615",
+                "weights.size", "is too large"},
+        BadCase{"FractionalWeightsSize", "123456", "1.5", "weights.size",
+                "expected an integer, got a fractional number"},
+        BadCase{"WeightsAlignment", "\"alignment\": 64", "\"alignment\": 48",
+                "weights.alignment", "must be a power of two, got 48"},
+        BadCase{"InputsNotArray", "\"inputs\":  [",
+                "\"inputs\": \"x\", \"y\": [", "inputs",
+                "expected an array, got string"},
+        BadCase{"OutputsNotArray", "\"outputs\": [", "\"outputs\": 3, \"x\": [",
+                "outputs", "expected an array, got number"},
+        BadCase{"UnknownDType", "\"dtype\": \"bool\"",
+                "\"dtype\": \"float128\"", "inputs[1].dtype",
+                "unknown dtype 'float128'"},
+        BadCase{"MissingName", R"("name": "mask", )", "", "inputs[1].name",
+                "missing"},
+        BadCase{"EmptyName", R"("name": "mask")", R"("name": "")",
+                "inputs[1].name", "must not be empty"},
+        BadCase{"DuplicateInput", R"("name": "mask")", R"("name": "input_ids")",
+                "inputs[1].name", "duplicate name 'input_ids'"},
+        BadCase{"InputNotObject",
+                R"({"name": "mask", "dtype": "bool", )"
+                R"("shape": ["batch", "?"]})",
+                "\"mask\"", "inputs[1]", "expected an object, got string"},
+        BadCase{"NegativeDim", "[\"batch\", \"sequence\", 256]",
+                "[\"batch\", -3, 256]", "outputs[0].shape[1]",
+                "negative dim -3"},
+        BadCase{"FractionalDim", "\"sequence\", 256]", "\"sequence\", 2.5]",
+                "outputs[0].shape[2]", "got a fractional number"},
+        BadCase{"BoolDim", "\"sequence\", 256]", "\"sequence\", true]",
+                "outputs[0].shape[2]",
+                "expected an integer or a string, got boolean"},
+        BadCase{"EmptySymbol", kIdsShape, "[\"\", \"sequence\"]",
+                "inputs[0].shape[0]", "must have a name"},
+        BadCase{"AbsurdRank", kIdsShape,
+                "[1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,"
+                "1,1,1]",
+                "inputs[0].shape", "rank 33 exceeds the limit of 32"},
+        BadCase{"ShapeMissing", kIds + ", \"shape\": " + kIdsShape, kIds,
+                "inputs[0].shape", "missing"}),
+    [](const ::testing::TestParamInfo<BadCase> &info) {
+      return std::string(info.param.label);
+    });
+
+TEST(ManifestTest, NotJSONOrNotAnObject) {
+  for (const char *text : {"", "{", "[1, 2]", "null", "{\"format\": }"}) {
+    Expected<Manifest> m = parseManifest(text, kFile);
+    ASSERT_FALSE(m) << text;
+    EXPECT_EQ(m.error().rfind(std::string(kFile) + ": ", 0), 0u) << m.error();
+  }
+  EXPECT_NE(parseManifest("[1]", kFile).error().find("expected a JSON object"),
+            std::string::npos);
+  EXPECT_NE(parseManifest("{\"a\": 1,}", kFile).error().find("not valid JSON"),
+            std::string::npos);
+}
+
+TEST(ManifestTest, ReadFromDisk) {
+  std::string dir = ::testing::TempDir() + "xfmr-manifest-XXXXXX";
+  ASSERT_NE(::mkdtemp(dir.data()), nullptr) << std::strerror(errno);
+  std::string path = dir + "/manifest.json";
+  {
+    std::ofstream out(path);
+    out << kManifest;
+  }
+  Expected<Manifest> m = readManifest(path);
+  EXPECT_TRUE(m) << m.error();
+
+  Expected<Manifest> missing = readManifest(dir + "/nope.json");
+  ASSERT_FALSE(missing);
+  EXPECT_NE(missing.error().find(dir + "/nope.json: cannot open"),
+            std::string::npos)
+      << missing.error();
+  Expected<Manifest> directory = readManifest(dir);
+  ASSERT_FALSE(directory);
+  EXPECT_NE(directory.error().find("not a regular file"), std::string::npos)
+      << directory.error();
+
+  std::error_code ec;
+  fs::remove_all(dir, ec);
+}
+
+} // namespace

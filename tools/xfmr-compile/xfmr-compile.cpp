@@ -1,0 +1,395 @@
+//===- xfmr-compile.cpp - ONNX model to an ahead-of-time artifact ---------===//
+//
+// Part of xfmr.
+//
+//   xfmr-compile model.onnx --target=cpu -o model.xfa
+//   xfmr-compile model.onnx --emit=onnx|xfmr|linalg|llvm [-o out.mlir]
+//
+// The artifact layout and ABI are described in docs/artifact.md.
+//
+//===----------------------------------------------------------------------===//
+
+#include "dialects/onnx/IR/ONNXOps.h"
+#include "dialects/onnx/Transforms/Passes.h"
+#include "dialects/xfmr/IR/XfmrOps.h"
+#include "xfmr/Conversion/Passes.h"
+#include "xfmr/Importer/ONNXImporter.h"
+#include "xfmr/Pipelines/Pipelines.h"
+#include "xfmr/Target/CPU/ObjectEmitter.h"
+#include "xfmr/Target/CPU/Passes.h"
+#include "xfmr/runtime/TensorIO.h"
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/IR/AsmState.h"
+#include "mlir/IR/DialectRegistry.h"
+#include "mlir/IR/MLIRContext.h"
+#include "mlir/InitAllDialects.h"
+#include "mlir/InitAllExtensions.h"
+#include "mlir/InitAllPasses.h"
+#include "mlir/Pass/PassManager.h"
+#include "mlir/Support/FileUtilities.h"
+#include "llvm/ADT/ScopeExit.h"
+#include "llvm/Support/CommandLine.h"
+#include "llvm/Support/FileSystem.h"
+#include "llvm/Support/InitLLVM.h"
+#include "llvm/Support/FormatVariadic.h"
+#include "llvm/Support/JSON.h"
+#include "llvm/Support/Path.h"
+#include "llvm/Support/Process.h"
+#include "llvm/Support/SourceMgr.h"
+#include "llvm/Support/ToolOutputFile.h"
+#include "llvm/Support/Timer.h"
+
+#include <chrono>
+
+namespace cl = llvm::cl;
+using namespace mlir;
+
+namespace {
+cl::OptionCategory category("xfmr-compile options");
+cl::opt<std::string> inputFilename(cl::Positional, cl::desc("<model.onnx>"),
+                                   cl::Required, cl::cat(category));
+cl::opt<std::string> outputFilename(
+    "o", cl::desc("Artifact directory to write (with --emit: the IR file, "
+                  "default stdout)"),
+    cl::value_desc("path"), cl::cat(category));
+cl::opt<std::string> target("target", cl::desc("Target: cpu (the host)"),
+                            cl::init("cpu"), cl::cat(category));
+cl::opt<std::string> cpu("cpu",
+                         cl::desc("CPU to generate code for: native (default), "
+                                  "generic, x86-64-v3, skylake-avx512..."),
+                         cl::init("native"), cl::cat(category));
+cl::opt<std::string>
+    emit("emit",
+         cl::desc("Stop at a stage and print its IR: onnx (imported, shapes "
+                  "simplified), xfmr (after raising), linalg (lowered, on "
+                  "tensors), llvm (LLVM dialect)"),
+         cl::value_desc("stage"), cl::cat(category));
+cl::opt<unsigned> optLevel("O", cl::desc("LLVM optimization level (0-3)"),
+                           cl::init(3), cl::Prefix, cl::cat(category));
+cl::list<std::string> bindInputs(
+    "bind-input",
+    cl::desc("Freeze graph input NAME to the tensor in FILE (.npy or .pb): it "
+             "becomes a constant and leaves the artifact's inputs"),
+    cl::value_desc("NAME=FILE"), cl::cat(category));
+cl::opt<int64_t> minWeightBytes(
+    "min-weight-bytes",
+    cl::desc("Constants of at least this many bytes go to weights.bin"),
+    cl::init(256), cl::cat(category));
+cl::opt<bool> quiet("quiet", cl::desc("Do not print progress"), cl::init(false),
+                    cl::cat(category));
+
+int fail(const llvm::Twine &message) {
+  llvm::errs() << "xfmr-compile: error: " << message << "\n";
+  return 1;
+}
+
+class Progress {
+public:
+  void step(llvm::StringRef what) {
+    finish();
+    current = what.str();
+    start = std::chrono::steady_clock::now();
+  }
+  void finish() {
+    if (current.empty() || quiet)
+      return;
+    double ms = std::chrono::duration<double, std::milli>(
+                    std::chrono::steady_clock::now() - start)
+                    .count();
+    llvm::errs() << "xfmr-compile: " << current << " (" << llvm::format("%.0f", ms)
+                 << " ms)\n";
+    current.clear();
+  }
+
+private:
+  std::string current;
+  std::chrono::steady_clock::time_point start;
+};
+
+std::string dtypeName(Type t) {
+  if (t.isF32())
+    return "float32";
+  if (t.isF16())
+    return "float16";
+  if (t.isBF16())
+    return "bfloat16";
+  if (t.isF64())
+    return "float64";
+  if (t.isInteger(1))
+    return "bool";
+  if (auto i = dyn_cast<IntegerType>(t))
+    return (i.isUnsigned() ? "uint" : "int") + std::to_string(i.getWidth());
+  return "";
+}
+
+/// {name, dtype, shape} of one function argument or result.
+llvm::json::Object tensorSpec(Type type, DictionaryAttr attrs, unsigned index,
+                              std::string &error) {
+  llvm::json::Object spec;
+  auto name = attrs ? attrs.getAs<StringAttr>("onnx.name") : StringAttr();
+  spec["name"] = name ? name.getValue().str() : ("value" + std::to_string(index));
+  auto tensor = dyn_cast<RankedTensorType>(type);
+  if (!tensor) {
+    error = "'" + spec.getString("name")->str() + "' has no known rank";
+    return spec;
+  }
+  std::string dt = dtypeName(tensor.getElementType());
+  if (dt.empty())
+    error = "'" + spec.getString("name")->str() + "' has an unsupported element type";
+  spec["dtype"] = dt;
+  auto params = attrs ? attrs.getAs<ArrayAttr>("onnx.dim_params") : ArrayAttr();
+  llvm::json::Array shape;
+  for (int64_t d = 0; d < tensor.getRank(); ++d) {
+    if (!tensor.isDynamicDim(d)) {
+      shape.push_back(tensor.getDimSize(d));
+      continue;
+    }
+    std::string p;
+    if (params && d < static_cast<int64_t>(params.size()))
+      if (auto s = dyn_cast<StringAttr>(params[d]))
+        p = s.getValue().str();
+    shape.push_back(p.empty() ? "?" : p);
+  }
+  spec["shape"] = std::move(shape);
+  return spec;
+}
+
+/// Replaces graph input NAME by the tensor in FILE.
+LogicalResult bindInput(func::FuncOp f, llvm::StringRef binding) {
+  auto [name, file] = binding.split('=');
+  if (name.empty() || file.empty())
+    return fail("--bind-input expects NAME=FILE, got '" + binding + "'"), failure();
+  for (unsigned i = 0; i < f.getNumArguments(); ++i) {
+    auto n = f.getArgAttrOfType<StringAttr>(i, "onnx.name");
+    if (!n || n.getValue() != name)
+      continue;
+    auto loaded = xfmr::rt::readTensor(file.str());
+    if (!loaded)
+      return fail(loaded.error()), failure();
+    const xfmr::rt::Tensor &t = *loaded;
+    auto argType = cast<RankedTensorType>(f.getArgument(i).getType());
+    Type elem = argType.getElementType();
+    if (dtypeName(elem) != xfmr::rt::dtypeName(t.dtype()))
+      return fail("--bind-input " + name + ": " + file + " holds " +
+                  xfmr::rt::dtypeName(t.dtype()) + ", the input is " +
+                  dtypeName(elem)),
+             failure();
+    auto type = RankedTensorType::get(t.shape(), elem);
+    if (failed(verifyCompatibleShape(type, argType)))
+      return fail("--bind-input " + name + ": " + file + " has shape " +
+                  xfmr::rt::formatShape(t.shape()) + ", incompatible with the input"),
+             failure();
+    DenseElementsAttr value;
+    auto bytes = llvm::ArrayRef<char>(reinterpret_cast<const char *>(t.bytes()), t.byteSize());
+    if (elem.isInteger(1)) {
+      llvm::SmallVector<bool> bits;
+      for (char c : bytes)
+        bits.push_back(c != 0);
+      value = DenseElementsAttr::get(type, llvm::ArrayRef<bool>(bits));
+    } else {
+      value = DenseElementsAttr::getFromRawBuffer(type, bytes);
+    }
+    OpBuilder b(f.getBody());
+    auto c = xfmr::onnx::ConstantOp::create(b, f.getArgument(i).getLoc(), type,
+                                            value, nullptr, nullptr, nullptr,
+                                            nullptr, nullptr, nullptr);
+    f.getArgument(i).replaceAllUsesWith(c);
+    if (failed(f.eraseArgument(i)))
+      return fail("cannot remove input '" + name + "'"), failure();
+    return success();
+  }
+  return fail("--bind-input: the model has no input named '" + name + "'"), failure();
+}
+
+LogicalResult runPipeline(ModuleOp module,
+                          llvm::function_ref<LogicalResult(OpPassManager &)> build) {
+  PassManager pm(module->getContext());
+  if (failed(build(pm)))
+    return failure();
+  return pm.run(module);
+}
+
+LogicalResult printModule(ModuleOp module) {
+  std::string error;
+  auto out = openOutputFile(outputFilename.empty() ? std::string("-")
+                                                 : outputFilename.getValue(),
+                            &error);
+  if (!out)
+    return fail(error), failure();
+  module->print(out->os(), OpPrintingFlags().elideLargeResourceString(64));
+  out->os() << "\n";
+  out->keep();
+  return success();
+}
+
+/// Moves the finished artifact in `tmp` to `out`, replacing an older artifact.
+LogicalResult commitArtifact(llvm::StringRef tmp, llvm::StringRef out) {
+  if (llvm::sys::fs::exists(out)) {
+    llvm::SmallString<256> manifest(out);
+    llvm::sys::path::append(manifest, "manifest.json");
+    if (!llvm::sys::fs::is_directory(out) || !llvm::sys::fs::exists(manifest))
+      return fail("'" + out + "' exists and is not an xfmr artifact"), failure();
+    std::string old = (out + ".old-" + std::to_string(llvm::sys::Process::getProcessId())).str();
+    if (llvm::sys::fs::rename(out, old))
+      return fail("cannot replace '" + out + "'"), failure();
+    if (auto ec = llvm::sys::fs::rename(tmp, out))
+      return fail("cannot write '" + out + "': " + ec.message()), failure();
+    (void)llvm::sys::fs::remove_directories(old);
+    return success();
+  }
+  if (auto ec = llvm::sys::fs::rename(tmp, out))
+    return fail("cannot write '" + out + "': " + ec.message()), failure();
+  return success();
+}
+
+int compile() {
+  if (target != "cpu")
+    return fail("target '" + target + "' is not supported yet (supported: cpu)");
+  if (!emit.empty() && !llvm::is_contained({"onnx", "xfmr", "linalg", "llvm"}, emit))
+    return fail("--emit must be one of onnx, xfmr, linalg, llvm");
+  if (emit.empty() && outputFilename.empty())
+    return fail("no output: give -o model.xfa (or --emit=STAGE)");
+
+  DialectRegistry registry;
+  registerAllDialects(registry);
+  registerAllExtensions(registry);
+  xfmr::registerONNXImportDialects(registry);
+  registry.insert<xfmr::XfmrDialect>();
+  MLIRContext context(registry);
+  llvm::SourceMgr sourceMgr;
+  SourceMgrDiagnosticHandler diagHandler(sourceMgr, &context);
+  Progress progress;
+
+  progress.step("imported " + inputFilename);
+  xfmr::ONNXImportOptions options;
+  options.simplifyShapes = true;
+  options.functionName = "xfmr_main";
+  OwningOpRef<ModuleOp> module = xfmr::importONNXModel(inputFilename, &context, options);
+  if (!module)
+    return 1;
+  auto f = *module->getOps<func::FuncOp>().begin();
+  for (const std::string &b : bindInputs)
+    if (failed(bindInput(f, b)))
+      return 1;
+  if (!bindInputs.empty() && failed(xfmr::onnx::simplifyShapes(*module)))
+    return 1;
+  if (emit == "onnx" || emit == "xfmr") {
+    progress.finish();
+    return failed(printModule(*module));
+  }
+
+  // The signature the runtime sees, before lowering changes the types.
+  std::string error;
+  llvm::json::Array inputs, outputs;
+  for (unsigned i = 0; i < f.getNumArguments(); ++i)
+    inputs.push_back(tensorSpec(f.getArgument(i).getType(), f.getArgAttrDict(i), i, error));
+  for (unsigned i = 0; i < f.getNumResults(); ++i)
+    outputs.push_back(tensorSpec(f.getResultTypes()[i], f.getResultAttrDict(i), i, error));
+  if (!error.empty())
+    return fail(inputFilename + ": " + error);
+
+  progress.step("lowered to linalg");
+  if (failed(runPipeline(*module, xfmr::buildONNXToLinalgPipeline)))
+    return 1;
+  if (emit == "linalg") {
+    progress.finish();
+    return failed(printModule(*module));
+  }
+
+  std::string tmp;
+  if (emit.empty()) {
+    tmp = outputFilename + ".tmp-" + std::to_string(llvm::sys::Process::getProcessId());
+    (void)llvm::sys::fs::remove_directories(tmp);
+    if (auto ec = llvm::sys::fs::create_directories(tmp))
+      return fail("cannot create '" + tmp + "': " + ec.message());
+  }
+  auto cleanup = llvm::make_scope_exit([&] {
+    if (!tmp.empty())
+      (void)llvm::sys::fs::remove_directories(tmp);
+  });
+  progress.step("lowered to LLVM");
+  xfmr::CPUPipelineOptions cpuOptions;
+  cpuOptions.minWeightBytes = minWeightBytes;
+  if (!tmp.empty())
+    cpuOptions.weightsFile = tmp + "/weights.bin";
+  if (failed(runPipeline(*module, [&](OpPassManager &pm) {
+        return xfmr::buildCPUToLLVMPipeline(pm, cpuOptions);
+      })))
+    return 1;
+  if (emit == "llvm") {
+    progress.finish();
+    return failed(printModule(*module));
+  }
+
+  progress.step("generated code");
+  xfmr::cpu::HostTarget host = xfmr::cpu::resolveHostTarget(cpu);
+  if (failed(xfmr::cpu::emitSharedObject(*module, host, "xfmr_main",
+                                         tmp + "/model.so", optLevel, error)))
+    return fail(error);
+
+  auto weights = module->getOperation()->getAttrOfType<DictionaryAttr>("xfmr.weights");
+  int64_t weightsCount = 0, weightsSize = 0;
+  if (weights) {
+    weightsCount = weights.getAs<IntegerAttr>("count").getInt();
+    weightsSize = weights.getAs<IntegerAttr>("size").getInt();
+  }
+  llvm::json::Object manifest{
+      {"format", "xfmr-artifact"},
+      {"format_version", 1},
+      {"abi_version", 1},
+      {"compiler", "xfmr 0.1 (LLVM " LLVM_VERSION_STRING ")"},
+      {"source", llvm::sys::path::filename(inputFilename).str()},
+      {"target", llvm::json::Object{{"kind", "cpu"},
+                                    {"triple", host.triple},
+                                    {"cpu", host.cpu},
+                                    {"features", host.features}}},
+      {"options", llvm::json::Object{{"opt_level", static_cast<int64_t>(optLevel)},
+                                     {"min_weight_bytes", minWeightBytes.getValue()}}},
+      {"library", "model.so"},
+      {"entry", "xfmr_entry"},
+      {"weights", llvm::json::Object{{"file", "weights.bin"},
+                                     {"size", weightsSize},
+                                     {"alignment", 64},
+                                     {"count", weightsCount}}},
+      {"inputs", std::move(inputs)},
+      {"outputs", std::move(outputs)},
+  };
+  {
+    std::error_code ec;
+    llvm::raw_fd_ostream os(tmp + "/manifest.json", ec);
+    if (ec)
+      return fail("cannot write the manifest: " + ec.message());
+    os << llvm::formatv("{0:2}", llvm::json::Value(std::move(manifest))) << "\n";
+  }
+  progress.step("wrote " + outputFilename);
+  if (failed(commitArtifact(tmp, outputFilename)))
+    return 1;
+  tmp.clear();
+  progress.finish();
+  return 0;
+}
+
+} // namespace
+
+int main(int argc, char **argv) {
+  llvm::InitLLVM init(argc, argv);
+  registerAllPasses();
+  xfmr::onnx::registerONNXTransformsPasses();
+  xfmr::registerXfmrConversionPasses();
+  xfmr::cpu::registerXfmrCPUPasses();
+  xfmr::registerPipelines();
+  registerAsmPrinterCLOptions();
+  registerMLIRContextCLOptions();
+  registerPassManagerCLOptions();
+  cl::HideUnrelatedOptions(category);
+  cl::ParseCommandLineOptions(
+      argc, argv,
+      "xfmr ahead-of-time compiler\n\n"
+      "  xfmr-compile model.onnx --target=cpu -o model.xfa\n"
+      "  xfmr-compile model.onnx --emit=linalg\n\n"
+      "Writes an artifact directory (manifest.json, model.so, weights.bin)\n"
+      "that xfmr-run executes; see docs/artifact.md. MLIR's printing and\n"
+      "pass-manager flags are accepted too (--help-hidden lists them).\n");
+  return compile();
+}
