@@ -30,7 +30,7 @@ LogicalResult buildCPUToLLVMPipeline(OpPassManager &pm,
   os << "},xfmr-prepare-entry,"
      << "one-shot-bufferize{bufferize-function-boundaries "
         "function-boundary-type-conversion=identity-layout-map},"
-     << "buffer-deallocation-pipeline,canonicalize,"
+     << "buffer-deallocation-pipeline,canonicalize,xfmr-lower-strided-copies,"
      << "convert-linalg-to-loops,"
      << "func.func(math-extend-to-supported-types{target-type=f32}),"
      << "arith-emulate-unsupported-floats{source-types=bf16,f16 target-type=f32},"

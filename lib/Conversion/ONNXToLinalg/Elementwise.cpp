@@ -525,9 +525,18 @@ LogicalResult CastLowering::lower(Operation *op, StringRef,
                                   ConversionPatternRewriter &rewriter) const {
   Type src = elementType(op->getOperand(0));
   Type dst = elementType(op->getResult(0));
+  // Before opset 19 the reference rounds f32 -> bf16 by truncation.
+  bool truncateBF16 = dst.isBF16() && src.isF32() && defaultOpset(op) < 19;
   Value r = buildElementwise(
       rewriter, op->getLoc(), resultType(op), operands[0],
-      [&](OpBuilder &b, Location loc, ValueRange a) {
+      [&](OpBuilder &b, Location loc, ValueRange a) -> Value {
+        if (truncateBF16) {
+          Value bits = arith::BitcastOp::create(b, loc, b.getI32Type(), a[0]);
+          bits = arith::ShRUIOp::create(b, loc, bits,
+                                        scalarConstant(b, loc, b.getI32Type(), 16));
+          bits = arith::TruncIOp::create(b, loc, b.getI16Type(), bits);
+          return arith::BitcastOp::create(b, loc, b.getBF16Type(), bits);
+        }
         return castScalar(b, loc, a[0], src, dst);
       });
   rewriter.replaceOp(op, r);

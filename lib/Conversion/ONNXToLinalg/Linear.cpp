@@ -46,9 +46,14 @@ Value buildContraction(
                          ? arith::MulFOp::create(nb, l, prod, v).getResult()
                          : arith::MulIOp::create(nb, l, prod, v).getResult();
             }
-            Value sum = isa<FloatType>(acc)
-                            ? arith::AddFOp::create(nb, l, a.back(), prod).getResult()
-                            : arith::AddIOp::create(nb, l, a.back(), prod).getResult();
+            // Float sums may be reassociated (vectorized reductions).
+            auto fm = arith::FastMathFlagsAttr::get(
+                nb.getContext(),
+                arith::FastMathFlags::reassoc | arith::FastMathFlags::contract);
+            Value sum =
+                isa<FloatType>(acc)
+                    ? arith::AddFOp::create(nb, l, a.back(), prod, fm).getResult()
+                    : arith::AddIOp::create(nb, l, a.back(), prod).getResult();
             linalg::YieldOp::create(nb, l, sum);
           })
           .getResult(0);
@@ -100,7 +105,11 @@ LogicalResult MatMulLowering::lower(Operation *op, StringRef name,
   int64_t nb = rank - hasM - hasN;
   int64_t loops = nb + hasM + hasN + 1;
   MLIRContext *ctx = rewriter.getContext();
-  int64_t mDim = nb, nDim = nb + hasM, kDim = loops - 1;
+  // Loop order batch, k, m, n: with B laid out [K, N] (how exporters store
+  // Linear weights) the innermost loop walks B's and the result's rows
+  // contiguously, so each row of B is read once per step of k and the loop
+  // vectorizes without reassociating the reduction.
+  int64_t kDim = nb, mDim = nb + 1, nDim = nb + 1 + hasM;
   auto batchExprs = [&](RankedTensorType t, int64_t matrixRank) {
     SmallVector<AffineExpr> e;
     int64_t tb = t.getRank() - matrixRank;
@@ -120,14 +129,18 @@ LogicalResult MatMulLowering::lower(Operation *op, StringRef name,
   if (hasN)
     be.push_back(getAffineDimExpr(nDim, ctx));
   SmallVector<AffineExpr> oe;
-  for (int64_t d = 0; d < nb + hasM + hasN; ++d)
+  for (int64_t d = 0; d < nb; ++d)
     oe.push_back(getAffineDimExpr(d, ctx));
+  if (hasM)
+    oe.push_back(getAffineDimExpr(mDim, ctx));
+  if (hasN)
+    oe.push_back(getAffineDimExpr(nDim, ctx));
   Contraction c;
   c.numLoops = loops;
   c.maps = {AffineMap::get(loops, 0, ae, ctx), AffineMap::get(loops, 0, be, ctx),
             AffineMap::get(loops, 0, oe, ctx)};
-  c.iters.assign(loops - 1, utils::IteratorType::parallel);
-  c.iters.push_back(utils::IteratorType::reduction);
+  c.iters.assign(loops, utils::IteratorType::parallel);
+  c.iters[kDim] = utils::IteratorType::reduction;
 
   // Result extents: batch dims broadcast, then M from A and N from B.
   SmallVector<OpFoldResult> sizes;
@@ -200,8 +213,9 @@ LogicalResult GemmLowering::lower(Operation *op, StringRef,
   bool ta = intAttr(op, "transA", 0), tb = intAttr(op, "transB", 0);
   float alpha = floatAttr(op, "alpha", 1.0f), beta = floatAttr(op, "beta", 1.0f);
   MLIRContext *ctx = rewriter.getContext();
-  AffineExpr m = getAffineDimExpr(0, ctx), n = getAffineDimExpr(1, ctx),
-             k = getAffineDimExpr(2, ctx);
+  // Loops m, k, n: the innermost walks rows of B (when not transposed) and Y.
+  AffineExpr m = getAffineDimExpr(0, ctx), k = getAffineDimExpr(1, ctx),
+             n = getAffineDimExpr(2, ctx);
   Contraction c;
   c.numLoops = 3;
   c.maps = {AffineMap::get(3, 0, ta ? SmallVector<AffineExpr>{k, m}
@@ -209,8 +223,8 @@ LogicalResult GemmLowering::lower(Operation *op, StringRef,
             AffineMap::get(3, 0, tb ? SmallVector<AffineExpr>{n, k}
                                     : SmallVector<AffineExpr>{k, n}, ctx),
             AffineMap::get(3, 0, {m, n}, ctx)};
-  c.iters = {utils::IteratorType::parallel, utils::IteratorType::parallel,
-             utils::IteratorType::reduction};
+  c.iters = {utils::IteratorType::parallel, utils::IteratorType::reduction,
+             utils::IteratorType::parallel};
   SmallVector<OpFoldResult> sizes{tensor::getMixedSize(rewriter, loc, a, ta ? 1 : 0),
                                   tensor::getMixedSize(rewriter, loc, bm, tb ? 0 : 1)};
   Type elem = type.getElementType();

@@ -516,8 +516,11 @@ LogicalResult NormLowering::lower(Operation *op, StringRef name,
                       [&](OpBuilder &b, Location l, ValueRange a) -> Value {
                         Value var = arith::DivFOp::create(b, l, a[0], n);
                         Value e = scalarConstant(b, l, acc, epsV);
-                        return math::RsqrtOp::create(
-                            b, l, arith::AddFOp::create(b, l, var, e));
+                        // 1/sqrt: libm has no rsqrtf.
+                        return arith::DivFOp::create(
+                            b, l, scalarConstant(b, l, acc, 1),
+                            math::SqrtOp::create(
+                                b, l, arith::AddFOp::create(b, l, var, e)));
                       });
   SmallVector<Value> ins{centered, inv, scale};
   if (bias)

@@ -52,4 +52,15 @@ def PrepareEntryPass : Pass<"xfmr-prepare-entry", "mlir::ModuleOp"> {
                            "::mlir::tensor::TensorDialect"];
 }
 
+def LowerStridedCopiesPass : Pass<"xfmr-lower-strided-copies"> {
+  let summary = "Turn memref.copy of strided views into linalg.copy";
+  let description = [{
+    MLIR lowers a `memref.copy` between contiguous buffers to `memcpy` but
+    calls the `memrefCopy` runtime helper for any other layout; xfmr's
+    artifacts link no MLIR runtime library, so such copies become a
+    `linalg.copy` (and then loops) instead.
+  }];
+  let dependentDialects = ["::mlir::linalg::LinalgDialect"];
+}
+
 #endif // XFMR_TARGET_CPU_PASSES
