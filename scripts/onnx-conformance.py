@@ -183,6 +183,9 @@ def run_case(model_path, tools, work, opts):
     inits = {t.name for t in model.graph.initializer}
     elem_type = lambda vi: vi.type.tensor_type.elem_type
     inputs = [(vi.name, elem_type(vi)) for vi in model.graph.input if vi.name not in inits]
+    declared = {vi.name: [d.dim_value if d.HasField("dim_value") else None
+                          for d in vi.type.tensor_type.shape.dim]
+                for vi in model.graph.input if vi.type.tensor_type.HasField("shape")}
     outputs = [(vi.name, elem_type(vi)) for vi in model.graph.output]
     os.makedirs(work, exist_ok=True)
     art = os.path.join(work, "model.xfa")
@@ -198,6 +201,16 @@ def run_case(model_path, tools, work, opts):
         files = numbered(ds, "input")
         if len(files) > len(inputs):
             return "fail", "%s: %d input files for %d graph inputs" % (tag, len(files), len(inputs))
+        # A few upstream tests feed data that contradicts the model's own
+        # declared input shape (e.g. CastLike's 'like'): the test, not the
+        # compiler, is inconsistent.
+        for (name, _), f in zip(inputs, files):
+            dims = list(load_pb(f).dims)
+            want = declared.get(name)
+            if want is not None and (len(want) != len(dims) or any(
+                    w is not None and w != d for w, d in zip(want, dims))):
+                return "skip", "test data for '%s' has shape %s, the model declares %s" % (
+                    name, dims, ["?" if w is None else w for w in want])
         out_dir = os.path.join(work, tag)
         os.makedirs(out_dir, exist_ok=True)
         cmd = [tools["xfmr-run"], art, "--output-dir", out_dir, "--quiet"]

@@ -10,6 +10,7 @@
 
 #include "mlir/Dialect/Arith/Utils/Utils.h"
 #include "mlir/Dialect/ControlFlow/IR/ControlFlowOps.h"
+#include "mlir/Dialect/SCF/IR/SCF.h"
 #include "mlir/IR/BuiltinOps.h"
 #include "mlir/IR/Matchers.h"
 
@@ -309,46 +310,39 @@ SmallVector<OpFoldResult> broadcastSizes(OpBuilder &b, Location loc,
       sizes.push_back(b.getIndexAttr(type.getDimSize(d)));
       continue;
     }
-    OpFoldResult size = b.getIndexAttr(1);
+    // A static extent other than 1 decides; otherwise the largest run-time
+    // extent (valid broadcasts only mix 1 and one other value).
+    std::optional<int64_t> fixed;
+    SmallVector<Value> dynamic;
     for (Value v : operands) {
       auto t = cast<RankedTensorType>(v.getType());
       int64_t j = d - (rank - t.getRank());
       if (j < 0 || t.getDimSize(j) == 1)
         continue;
-      size = tensor::getMixedSize(b, loc, v, j);
       if (!t.isDynamicDim(j))
-        break;
+        fixed = t.getDimSize(j);
+      else
+        dynamic.push_back(tensor::DimOp::create(b, loc, v, j));
     }
+    if (fixed) {
+      sizes.push_back(b.getIndexAttr(*fixed));
+      continue;
+    }
+    Value size = arith::ConstantIndexOp::create(b, loc, 1);
+    for (Value v : dynamic)
+      size = arith::MaxUIOp::create(b, loc, size, v);
     sizes.push_back(size);
   }
   return sizes;
 }
 
-Value buildElementwise(OpBuilder &b, Location loc, RankedTensorType type,
-                       ValueRange operands, const ScalarBody &body,
-                       std::optional<ArrayRef<OpFoldResult>> givenSizes) {
+/// The generic with affine maps: operand dims that are dynamic are taken to
+/// equal the result's (checked by the caller).
+static Value buildMappedElementwise(OpBuilder &b, Location loc,
+                                    RankedTensorType type, ValueRange operands,
+                                    const ScalarBody &body,
+                                    ArrayRef<OpFoldResult> sizes) {
   int64_t rank = type.getRank();
-  SmallVector<OpFoldResult> sizes =
-      givenSizes ? SmallVector<OpFoldResult>(*givenSizes)
-                 : broadcastSizes(b, loc, type, operands);
-  // Two dynamic extents that both reach a result dim must agree.
-  for (int64_t d = 0; d < rank; ++d) {
-    if (!type.isDynamicDim(d))
-      continue;
-    Value want = getValueOrCreateConstantIndexOp(b, loc, sizes[d]);
-    for (Value v : operands) {
-      auto t = cast<RankedTensorType>(v.getType());
-      int64_t j = d - (rank - t.getRank());
-      if (j < 0 || !t.isDynamicDim(j))
-        continue;
-      Value have = tensor::DimOp::create(b, loc, v, j);
-      if (have == want)
-        continue;
-      Value ok = arith::CmpIOp::create(b, loc, arith::CmpIPredicate::eq, have,
-                                       want);
-      runtimeCheck(b, loc, ok, "broadcast: dynamic extents differ");
-    }
-  }
   Value init = emptyTensor(b, loc, type, sizes);
   SmallVector<AffineMap> maps;
   MLIRContext *ctx = b.getContext();
@@ -374,6 +368,73 @@ Value buildElementwise(OpBuilder &b, Location loc, RankedTensorType type,
   return generic.getResult(0);
 }
 
+Value buildElementwise(OpBuilder &b, Location loc, RankedTensorType type,
+                       ValueRange operands, const ScalarBody &body,
+                       std::optional<ArrayRef<OpFoldResult>> givenSizes) {
+  int64_t rank = type.getRank();
+  SmallVector<OpFoldResult> sizes =
+      givenSizes ? SmallVector<OpFoldResult>(*givenSizes)
+                 : broadcastSizes(b, loc, type, operands);
+  // A dynamic operand extent may be 1 at run time and broadcast. Check that
+  // each is 1 or the result's; when all equal the result's (the usual case)
+  // run the mapped generic, else one that clamps indices of size-1 dims.
+  Value allEqual;
+  for (Value v : operands) {
+    auto t = cast<RankedTensorType>(v.getType());
+    for (int64_t j = 0; j < t.getRank(); ++j) {
+      int64_t d = rank - t.getRank() + j;
+      if (!t.isDynamicDim(j))
+        continue;
+      Value have = tensor::DimOp::create(b, loc, v, j);
+      Value want = getValueOrCreateConstantIndexOp(b, loc, sizes[d]);
+      Value eq = arith::CmpIOp::create(b, loc, arith::CmpIPredicate::eq, have, want);
+      Value one = arith::CmpIOp::create(b, loc, arith::CmpIPredicate::eq, have,
+                                        arith::ConstantIndexOp::create(b, loc, 1));
+      runtimeCheck(b, loc, arith::OrIOp::create(b, loc, eq, one),
+                   "broadcast: incompatible extents");
+      allEqual = allEqual ? arith::AndIOp::create(b, loc, allEqual, eq).getResult()
+                          : eq;
+    }
+  }
+  if (!allEqual)
+    return buildMappedElementwise(b, loc, type, operands, body, sizes);
+  auto ifOp = scf::IfOp::create(
+      b, loc, allEqual,
+      [&](OpBuilder &tb, Location tl) {
+        scf::YieldOp::create(
+            tb, tl, buildMappedElementwise(tb, tl, type, operands, body, sizes));
+      },
+      [&](OpBuilder &eb, Location el) {
+        Value r = buildIndexed(
+            eb, el, type, sizes, [&](OpBuilder &nb, Location nl, ValueRange out) {
+              SmallVector<Value> scalars;
+              for (Value v : operands) {
+                auto t = cast<RankedTensorType>(v.getType());
+                SmallVector<Value> at;
+                for (int64_t j = 0; j < t.getRank(); ++j) {
+                  int64_t d = rank - t.getRank() + j;
+                  Value zero = arith::ConstantIndexOp::create(nb, nl, 0);
+                  if (t.getDimSize(j) == 1) {
+                    at.push_back(zero);
+                  } else if (!t.isDynamicDim(j)) {
+                    at.push_back(out[d]);
+                  } else {
+                    Value dim = tensor::DimOp::create(nb, nl, v, j);
+                    Value isOne = arith::CmpIOp::create(
+                        nb, nl, arith::CmpIPredicate::eq, dim,
+                        arith::ConstantIndexOp::create(nb, nl, 1));
+                    at.push_back(arith::SelectOp::create(nb, nl, isOne, zero, out[d]));
+                  }
+                }
+                scalars.push_back(tensor::ExtractOp::create(nb, nl, v, at));
+              }
+              return body(nb, nl, scalars);
+            });
+        scf::YieldOp::create(eb, el, r);
+      });
+  return ifOp.getResult(0);
+}
+
 Value buildIndexed(OpBuilder &b, Location loc, RankedTensorType type,
                    ArrayRef<OpFoldResult> sizes, const IndexBody &body) {
   int64_t rank = type.getRank();
@@ -390,6 +451,16 @@ Value buildIndexed(OpBuilder &b, Location loc, RankedTensorType type,
         linalg::YieldOp::create(nb, nloc, body(nb, nloc, idx));
       });
   return generic.getResult(0);
+}
+
+Value reshapeTo(OpBuilder &b, Location loc, Value x, RankedTensorType type,
+                ArrayRef<Value> sizes) {
+  if (x.getType() == type && type.hasStaticShape())
+    return x;
+  Value shape = tensor::FromElementsOp::create(
+      b, loc, RankedTensorType::get({(int64_t)sizes.size()}, b.getIndexType()),
+      sizes);
+  return tensor::ReshapeOp::create(b, loc, type, x, shape);
 }
 
 void runtimeCheck(OpBuilder &b, Location loc, Value cond,

@@ -158,6 +158,11 @@ using IndexBody = std::function<Value(OpBuilder &, Location, ValueRange)>;
 Value buildIndexed(OpBuilder &b, Location loc, RankedTensorType type,
                    llvm::ArrayRef<OpFoldResult> sizes, const IndexBody &body);
 
+/// Reshapes `x` to `type` with extents `sizes` (tensor.reshape: a view of
+/// contiguous data after bufferization).
+Value reshapeTo(OpBuilder &b, Location loc, Value x, RankedTensorType type,
+                llvm::ArrayRef<Value> sizes);
+
 /// Aborts at run time with `message` unless `cond` holds.
 void runtimeCheck(OpBuilder &b, Location loc, Value cond,
                   const llvm::Twine &message);
@@ -173,6 +178,8 @@ void populateLinearPatterns(mlir::RewritePatternSet &,
                             const mlir::TypeConverter &, UnsupportedLog &);
 void populateShapePatterns(mlir::RewritePatternSet &,
                            const mlir::TypeConverter &, UnsupportedLog &);
+void populateScatterPatterns(mlir::RewritePatternSet &,
+                             const mlir::TypeConverter &, UnsupportedLog &);
 void populateIndexingPatterns(mlir::RewritePatternSet &,
                               const mlir::TypeConverter &, UnsupportedLog &);
 

@@ -10,6 +10,8 @@
 
 #include "Common.h"
 
+#include "mlir/Dialect/Arith/Utils/Utils.h"
+
 using namespace mlir;
 
 namespace xfmr::lowering {
@@ -162,6 +164,23 @@ LogicalResult MatMulLowering::lower(Operation *op, StringRef name,
     sizes.push_back(tensor::getMixedSize(rewriter, loc, a, ra - 2));
   if (hasN)
     sizes.push_back(tensor::getMixedSize(rewriter, loc, bm, rb - 1));
+  // A dynamic batch extent must be the result's: one that is 1 at run time
+  // while the other operand's is not would need broadcasting, which the
+  // affine maps above cannot express; abort rather than compute garbage.
+  for (auto [v, t, mr] : {std::tuple{a, aType, hasM ? 2 : 1},
+                          std::tuple{bm, bType, hasN ? 2 : 1}}) {
+    for (int64_t j = 0; j < t.getRank() - mr; ++j) {
+      int64_t d = nb - (t.getRank() - mr) + j;
+      if (!t.isDynamicDim(j))
+        continue;
+      Value have = dimValue(rewriter, loc, v, j);
+      Value want = getValueOrCreateConstantIndexOp(rewriter, loc, sizes[d]);
+      runtimeCheck(rewriter, loc,
+                   arith::CmpIOp::create(rewriter, loc, arith::CmpIPredicate::eq,
+                                         have, want),
+                   "MatMul: dynamic batch extent would broadcast");
+    }
+  }
   Value ka = dimValue(rewriter, loc, a, ra - 1);
   Value kb = dimValue(rewriter, loc, bm, hasN ? rb - 2 : 0);
   if (ka != kb && !(getConstantIntValue(ka) && getConstantIntValue(kb)))

@@ -50,6 +50,7 @@ struct ConvertONNXToLinalgPass
     lowering::populateLinearPatterns(patterns, converter, log);
     lowering::populateShapePatterns(patterns, converter, log);
     lowering::populateIndexingPatterns(patterns, converter, log);
+    lowering::populateScatterPatterns(patterns, converter, log);
     populateFunctionOpInterfaceTypeConversionPattern<func::FuncOp>(patterns,
                                                                    converter);
     populateReturnOpTypeConversionPattern(patterns, converter);

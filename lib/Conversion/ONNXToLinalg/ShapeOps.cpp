@@ -33,18 +33,6 @@ Value extractIndex(OpBuilder &b, Location loc, Value t, int64_t i, bool uns = fa
   return toIndex(b, loc, v, uns);
 }
 
-/// Reshapes `x` to `type` with extents `sizes` (tensor.reshape, a view of
-/// contiguous data after bufferization).
-Value reshapeTo(OpBuilder &b, Location loc, Value x, RankedTensorType type,
-                ArrayRef<Value> sizes) {
-  if (x.getType() == type && type.hasStaticShape())
-    return x;
-  Value shape = tensor::FromElementsOp::create(
-      b, loc, RankedTensorType::get({(int64_t)sizes.size()}, b.getIndexType()),
-      sizes);
-  return tensor::ReshapeOp::create(b, loc, type, x, shape);
-}
-
 Value numElements(OpBuilder &b, Location loc, Value x, int64_t from = 0,
                   int64_t to = -1) {
   auto t = cast<RankedTensorType>(x.getType());
@@ -464,15 +452,18 @@ LogicalResult ExpandLowering::lower(Operation *op, StringRef,
   for (int64_t d = 0; d < rank; ++d) {
     int64_t j = d - (rank - xType.getRank());
     int64_t k = d - (rank - n);
-    if (j >= 0 && xType.getDimSize(j) != 1) {
-      sizes.push_back(tensor::getMixedSize(rewriter, loc, x, j));
+    // ONNX Expand broadcasts both ways: the larger of the two extents.
+    if (j >= 0 && !xType.isDynamicDim(j) && xType.getDimSize(j) != 1) {
+      sizes.push_back(rewriter.getIndexAttr(xType.getDimSize(j)));
       continue;
     }
     if (k < 0) {
-      sizes.push_back(rewriter.getIndexAttr(1));
+      sizes.push_back(tensor::getMixedSize(rewriter, loc, x, j));
       continue;
     }
     Value s = extractIndex(rewriter, loc, operands[1], k);
+    if (j >= 0 && xType.isDynamicDim(j))
+      s = arith::MaxSIOp::create(rewriter, loc, s, dimValue(rewriter, loc, x, j));
     sizes.push_back(s);
   }
   Value r = buildElementwise(
