@@ -96,8 +96,11 @@ protected:
                  const std::string &outputs = kOutputN,
                  const std::string &entry = "xfmr_entry") {
 #ifdef XFMR_FAKE_MODEL_PATH
-    fs::copy_file(XFMR_FAKE_MODEL_PATH, dir + "/model.so",
+    // Copy then rename: a new inode, so a library still mapped from an
+    // earlier load in the same test is never rewritten under the loader.
+    fs::copy_file(XFMR_FAKE_MODEL_PATH, dir + "/model.so.tmp",
                   fs::copy_options::overwrite_existing);
+    fs::rename(dir + "/model.so.tmp", dir + "/model.so");
     write("weights.bin", weights);
     write("manifest.json",
           fakeManifest(weights.size(), inputs, outputs, entry));
