@@ -84,7 +84,7 @@ def exit_text(rc):
 def normalize_reason(reason):
     """A skip reason without file, node and tensor names, for the histogram."""
     reason = reason.split("error: ", 1)[-1]
-    reason = re.sub(r"\bnode '[^']*' \(([^)]*)\)", r"\1", reason)
+    reason = re.sub(r"\bnode ('[^']*'|#\d+) \(([^)]*)\)", r"\2", reason).split(" (see ")[0]
     reason = re.sub(r"\b(node|tensor|input|output|attribute) '[^']*'", r"\1", reason)
     return re.sub(r"\s+(?=[:,])|\s+(?=\s)", "", reason.replace("'", "").replace('"', "")).strip()
 

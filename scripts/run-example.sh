@@ -1,12 +1,26 @@
 #!/usr/bin/env bash
-# The main job on a bundled example: installs what is missing, builds, then
-# imports examples/models/llama_gqa.onnx (a Llama-style model with GQA, RoPE,
-# RMSNorm and SwiGLU exported by torch.onnx) and prints what was found.
-#   scripts/run-example.sh [MODEL.onnx]
+# Installs what is missing, builds, then compiles an example model
+# (default: the Llama-style GQA model, dynamic batch and sequence) into an
+# artifact, runs it on the committed reference inputs and compares the logits
+# with onnxruntime's (examples/models/ref).
+#   bash scripts/run-example.sh [NAME]      NAME: gpt2, llama_gqa, mixtral_moe, ...
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 cd "$root"
-model=${1:-examples/models/llama_gqa.onnx}
+name=${1:-llama_gqa}
+model=examples/models/$name.onnx
+ref=examples/models/ref/$name
 bash scripts/build.sh
-echo "== xfmr-translate --import-onnx $model --onnx-simplify-shapes --onnx-summary"
-build/bin/xfmr-translate --import-onnx "$model" --onnx-simplify-shapes --onnx-summary
+mkdir -p build/examples
+echo "== xfmr-compile $model --target=cpu -o build/examples/$name.xfa"
+build/bin/xfmr-compile "$model" --target=cpu -o "build/examples/$name.xfa"
+args=()
+for f in "$ref"/inputs/*.npy; do
+  args+=(--input "$(basename "$f" .npy)=$f")
+done
+echo "== xfmr-run build/examples/$name.xfa ${args[*]} --output-dir build/examples/$name.out"
+build/bin/xfmr-run "build/examples/$name.xfa" "${args[@]}" --output-dir "build/examples/$name.out"
+if [[ -x .venv/bin/python ]]; then
+  echo "== compare with onnxruntime's outputs in $ref"
+  .venv/bin/python scripts/check-model-refs.py --build-dir build --only "$name"
+fi
