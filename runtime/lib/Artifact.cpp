@@ -415,7 +415,7 @@ Artifact::run(const std::vector<const Tensor *> &inputs) const {
   foreign.push_back(
       {reinterpret_cast<uintptr_t>(kEmptyBuffer),
        reinterpret_cast<uintptr_t>(kEmptyBuffer) + sizeof(kEmptyBuffer),
-       "the runtime's placeholder buffer"});
+       "the runtime's stand-in buffer for empty tensors"});
   for (size_t i = 0; i < inputs.size(); ++i)
     if (inputs[i]->numel() > 0)
       foreign.push_back({reinterpret_cast<uintptr_t>(inputs[i]->bytes()),

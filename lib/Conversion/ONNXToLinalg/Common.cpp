@@ -265,6 +265,23 @@ Value toIndex(OpBuilder &b, Location loc, Value v, bool isUnsigned) {
   return arith::IndexCastOp::create(b, loc, b.getIndexType(), v);
 }
 
+Value indexConstant(OpBuilder &b, Location loc, int64_t v) {
+  return arith::ConstantIndexOp::create(b, loc, v);
+}
+
+Value checkedIndex(OpBuilder &b, Location loc, Value i, Value dim,
+                   bool isUnsigned, StringRef what) {
+  i = toIndex(b, loc, i, isUnsigned);
+  Value zero = indexConstant(b, loc, 0);
+  Value neg = arith::CmpIOp::create(b, loc, arith::CmpIPredicate::slt, i, zero);
+  i = arith::SelectOp::create(b, loc, neg, arith::AddIOp::create(b, loc, i, dim), i);
+  Value ok = arith::AndIOp::create(
+      b, loc, arith::CmpIOp::create(b, loc, arith::CmpIPredicate::sge, i, zero),
+      arith::CmpIOp::create(b, loc, arith::CmpIPredicate::slt, i, dim));
+  runtimeCheck(b, loc, ok, what + Twine(": index out of range"));
+  return i;
+}
+
 //===----------------------------------------------------------------------===//
 // Tensors
 //===----------------------------------------------------------------------===//

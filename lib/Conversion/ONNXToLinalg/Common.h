@@ -120,6 +120,15 @@ Value castScalar(OpBuilder &b, Location loc, Value v, Type srcOrig,
 /// Scalar `v` as index (sign- or zero-extending per `isUnsigned`).
 Value toIndex(OpBuilder &b, Location loc, Value v, bool isUnsigned = false);
 
+/// An index constant.
+Value indexConstant(OpBuilder &b, Location loc, int64_t v);
+
+/// Index `i` (any integer type) normalized into [0, dim): negative values
+/// count from the end; anything else out of range aborts at run time with
+/// "`what`: index out of range" instead of reading out of bounds.
+Value checkedIndex(OpBuilder &b, Location loc, Value i, Value dim, bool isUnsigned,
+                   llvm::StringRef what);
+
 //===----------------------------------------------------------------------===//
 // Tensors
 //===----------------------------------------------------------------------===//

@@ -16,25 +16,6 @@ using namespace mlir;
 namespace xfmr::lowering {
 namespace {
 
-Value idx(OpBuilder &b, Location loc, int64_t v) {
-  return arith::ConstantIndexOp::create(b, loc, v);
-}
-
-/// `i` (any integer type) normalized into [0, dim): negative values count
-/// from the end; anything else out of range aborts.
-Value checkedIndex(OpBuilder &b, Location loc, Value i, Value dim, bool uns,
-                   StringRef what) {
-  i = toIndex(b, loc, i, uns);
-  Value zero = idx(b, loc, 0);
-  Value neg = arith::CmpIOp::create(b, loc, arith::CmpIPredicate::slt, i, zero);
-  i = arith::SelectOp::create(b, loc, neg, arith::AddIOp::create(b, loc, i, dim), i);
-  Value ok = arith::AndIOp::create(
-      b, loc, arith::CmpIOp::create(b, loc, arith::CmpIPredicate::sge, i, zero),
-      arith::CmpIOp::create(b, loc, arith::CmpIPredicate::slt, i, dim));
-  runtimeCheck(b, loc, ok, what + Twine(": index out of range"));
-  return i;
-}
-
 XFMR_LOWERING_PATTERN(GatherLowering);
 
 LogicalResult GatherLowering::lower(Operation *op, StringRef name,
@@ -100,10 +81,10 @@ LogicalResult TriluLowering::lower(Operation *op, StringRef,
   int64_t rank = cast<RankedTensorType>(x.getType()).getRank();
   if (rank < 2)
     return unsupported(op, "input of rank < 2");
-  Value k = idx(rewriter, loc, 0);
+  Value k = indexConstant(rewriter, loc, 0);
   if (operands.size() > 1 && !isNone(operands[1])) {
     auto kt = cast<RankedTensorType>(operands[1].getType());
-    SmallVector<Value> at(kt.getRank(), idx(rewriter, loc, 0));
+    SmallVector<Value> at(kt.getRank(), indexConstant(rewriter, loc, 0));
     k = toIndex(rewriter, loc, tensor::ExtractOp::create(rewriter, loc, operands[1], at));
   }
   bool upper = intAttr(op, "upper", 1);
@@ -136,7 +117,7 @@ LogicalResult EyeLikeLowering::lower(Operation *op, StringRef,
       rewriter, loc, type, mixedSizes(rewriter, loc, operands[0]),
       [&](OpBuilder &b, Location l, ValueRange out) -> Value {
         Value diff = arith::SubIOp::create(b, l, out[1], out[0]);
-        Value on = arith::CmpIOp::create(b, l, arith::CmpIPredicate::eq, diff, idx(b, l, k));
+        Value on = arith::CmpIOp::create(b, l, arith::CmpIPredicate::eq, diff, indexConstant(b, l, k));
         return arith::SelectOp::create(b, l, on, scalarConstant(b, l, elem, 1),
                                        scalarConstant(b, l, elem, 0));
       });
@@ -158,7 +139,7 @@ LogicalResult OneHotLowering::lower(Operation *op, StringRef,
   if (!axis)
     return unsupported(op, "axis out of range");
   auto dt = cast<RankedTensorType>(depthT.getType());
-  SmallVector<Value> at(dt.getRank(), idx(rewriter, loc, 0));
+  SmallVector<Value> at(dt.getRank(), indexConstant(rewriter, loc, 0));
   Value depthV = tensor::ExtractOp::create(rewriter, loc, depthT, at);
   Type dOrig = elementType(op->getOperand(1));
   Value depth;
@@ -167,8 +148,8 @@ LogicalResult OneHotLowering::lower(Operation *op, StringRef,
                     arith::FPToSIOp::create(rewriter, loc, rewriter.getI64Type(), depthV));
   else
     depth = toIndex(rewriter, loc, depthV, isUnsignedInt(dOrig));
-  Value off = tensor::ExtractOp::create(rewriter, loc, values, ValueRange{idx(rewriter, loc, 0)});
-  Value on = tensor::ExtractOp::create(rewriter, loc, values, ValueRange{idx(rewriter, loc, 1)});
+  Value off = tensor::ExtractOp::create(rewriter, loc, values, ValueRange{indexConstant(rewriter, loc, 0)});
+  Value on = tensor::ExtractOp::create(rewriter, loc, values, ValueRange{indexConstant(rewriter, loc, 1)});
   SmallVector<OpFoldResult> sizes = mixedSizes(rewriter, loc, indices);
   sizes.insert(sizes.begin() + *axis, depth);
   Type iOrig = elementType(op->getOperand(0));
@@ -184,7 +165,7 @@ LogicalResult OneHotLowering::lower(Operation *op, StringRef,
         if (isa<FloatType>(i.getType()))
           i = arith::FPToSIOp::create(b, l, b.getI64Type(), i);
         i = toIndex(b, l, i, isUnsignedInt(iOrig));
-        Value neg = arith::CmpIOp::create(b, l, arith::CmpIPredicate::slt, i, idx(b, l, 0));
+        Value neg = arith::CmpIOp::create(b, l, arith::CmpIPredicate::slt, i, indexConstant(b, l, 0));
         i = arith::SelectOp::create(b, l, neg, arith::AddIOp::create(b, l, i, depth), i);
         Value hit = arith::CmpIOp::create(b, l, arith::CmpIPredicate::eq, i, out[ax]);
         return arith::SelectOp::create(b, l, hit, on, off);

@@ -18,7 +18,6 @@ namespace xfmr::lowering {
 namespace {
 
 struct Contraction {
-  int64_t numLoops = 0;
   SmallVector<AffineMap> maps; // operands..., result
   SmallVector<utils::IteratorType> iters;
 };
@@ -138,7 +137,6 @@ LogicalResult MatMulLowering::lower(Operation *op, StringRef name,
   if (hasN)
     oe.push_back(getAffineDimExpr(nDim, ctx));
   Contraction c;
-  c.numLoops = loops;
   c.maps = {AffineMap::get(loops, 0, ae, ctx), AffineMap::get(loops, 0, be, ctx),
             AffineMap::get(loops, 0, oe, ctx)};
   c.iters.assign(loops, utils::IteratorType::parallel);
@@ -236,7 +234,6 @@ LogicalResult GemmLowering::lower(Operation *op, StringRef,
   AffineExpr m = getAffineDimExpr(0, ctx), k = getAffineDimExpr(1, ctx),
              n = getAffineDimExpr(2, ctx);
   Contraction c;
-  c.numLoops = 3;
   c.maps = {AffineMap::get(3, 0, ta ? SmallVector<AffineExpr>{k, m}
                                     : SmallVector<AffineExpr>{m, k}, ctx),
             AffineMap::get(3, 0, tb ? SmallVector<AffineExpr>{n, k}
@@ -320,7 +317,6 @@ LogicalResult EinsumLowering::lower(Operation *op, StringRef,
   MLIRContext *ctx = rewriter.getContext();
   int64_t loops = letters.size();
   Contraction c;
-  c.numLoops = loops;
   SmallVector<OpFoldResult> letterSize(loops);
   for (auto [i, t] : llvm::enumerate(terms)) {
     auto vt = cast<RankedTensorType>(operands[i].getType());

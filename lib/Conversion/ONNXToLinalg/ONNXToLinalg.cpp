@@ -84,24 +84,20 @@ struct ConvertONNXToLinalgPass
       result = applyPartialConversion(module, target, std::move(patterns), config);
     }
     if (failed(result)) {
-      Operation *culprit = nullptr;
+      // Report the first op left that recorded why, else the first op left.
+      Operation *culprit = nullptr, *firstLeft = nullptr;
       module.walk([&](Operation *op) {
-        if (culprit || !isa<onnx::ONNXDialect>(op->getDialect()) ||
-            isa<onnx::NoValueOp>(op))
-          return;
-        if (log.reasons.count(op) || !culprit)
-          culprit = op;
+        if (!isa<onnx::ONNXDialect>(op->getDialect()) || isa<onnx::NoValueOp>(op))
+          return WalkResult::advance();
+        if (!firstLeft)
+          firstLeft = op;
+        if (!log.reasons.count(op))
+          return WalkResult::advance();
+        culprit = op;
+        return WalkResult::interrupt();
       });
-      for (auto &[op, why] : log.reasons) {
-        (void)why;
-        // Prefer an op that recorded why it was left.
-        bool alive = false;
-        module.walk([&](Operation *o) { alive |= o == op; });
-        if (alive) {
-          culprit = op;
-          break;
-        }
-      }
+      if (!culprit)
+        culprit = firstLeft;
       if (culprit) {
         auto it = log.reasons.find(culprit);
         std::string why = it != log.reasons.end() ? it->second : "no lowering for this op";

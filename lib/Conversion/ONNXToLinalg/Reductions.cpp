@@ -38,6 +38,47 @@ SmallVector<ReassociationIndices> keepDimsGroups(ArrayRef<bool> reduced) {
   return groups;
 }
 
+/// The iteration space of a reduction of `x` over the dims set in `reduced`:
+/// the kept dims (shape, sizes, map into the loops) and the keepdims shape.
+struct ReductionSpace {
+  SmallVector<int64_t> keptShape, keepShape;
+  SmallVector<OpFoldResult> keptSizes;
+  AffineMap keptMap;
+  SmallVector<utils::IteratorType> iters;
+  SmallVector<ReassociationIndices> groups;
+};
+
+ReductionSpace reductionSpace(OpBuilder &b, Location loc, Value x,
+                              ArrayRef<bool> reduced) {
+  auto xType = cast<RankedTensorType>(x.getType());
+  int64_t rank = xType.getRank();
+  ReductionSpace s;
+  SmallVector<AffineExpr> outExprs;
+  for (int64_t d = 0; d < rank; ++d) {
+    if (reduced[d]) {
+      s.keepShape.push_back(1);
+      s.iters.push_back(utils::IteratorType::reduction);
+      continue;
+    }
+    s.keepShape.push_back(xType.getDimSize(d));
+    s.keptShape.push_back(xType.getDimSize(d));
+    s.keptSizes.push_back(tensor::getMixedSize(b, loc, x, d));
+    outExprs.push_back(getAffineDimExpr(d, b.getContext()));
+    s.iters.push_back(utils::IteratorType::parallel);
+  }
+  s.keptMap = AffineMap::get(rank, 0, outExprs, b.getContext());
+  s.groups = keepDimsGroups(reduced);
+  return s;
+}
+
+/// `kept` (a reduction result over `s`) with the reduced dims back as size 1.
+Value expandToKeepDims(OpBuilder &b, Location loc, Value kept,
+                       const ReductionSpace &s) {
+  auto type = RankedTensorType::get(
+      s.keepShape, cast<RankedTensorType>(kept.getType()).getElementType());
+  return tensor::ExpandShapeOp::create(b, loc, type, kept, s.groups);
+}
+
 /// `x` reduced over the dims set in `reduced` (result keeps them as size 1).
 /// Each element goes through `pre` and is folded into the accumulator with
 /// `combine`, starting from `init`.
@@ -50,42 +91,22 @@ struct Reduction {
 
 Value reduceKeepDims(OpBuilder &b, Location loc, Value x,
                      ArrayRef<bool> reduced, const Reduction &r) {
-  auto xType = cast<RankedTensorType>(x.getType());
-  int64_t rank = xType.getRank();
-  MLIRContext *ctx = b.getContext();
-  SmallVector<int64_t> keptShape, keepShape;
-  SmallVector<OpFoldResult> keptSizes;
-  SmallVector<AffineExpr> outExprs;
-  SmallVector<utils::IteratorType> iters;
-  for (int64_t d = 0; d < rank; ++d) {
-    if (reduced[d]) {
-      keepShape.push_back(1);
-      iters.push_back(utils::IteratorType::reduction);
-      continue;
-    }
-    keepShape.push_back(xType.getDimSize(d));
-    keptShape.push_back(xType.getDimSize(d));
-    keptSizes.push_back(tensor::getMixedSize(b, loc, x, d));
-    outExprs.push_back(getAffineDimExpr(d, ctx));
-    iters.push_back(utils::IteratorType::parallel);
-  }
-  auto keptType = RankedTensorType::get(keptShape, r.accType);
-  Value init = filledTensor(b, loc, keptType, keptSizes, r.init);
-  SmallVector<AffineMap> maps{AffineMap::getMultiDimIdentityMap(rank, ctx),
-                              AffineMap::get(rank, 0, outExprs, ctx)};
+  int64_t rank = cast<RankedTensorType>(x.getType()).getRank();
+  ReductionSpace space = reductionSpace(b, loc, x, reduced);
+  auto keptType = RankedTensorType::get(space.keptShape, r.accType);
+  Value init = filledTensor(b, loc, keptType, space.keptSizes, r.init);
+  SmallVector<AffineMap> maps{
+      AffineMap::getMultiDimIdentityMap(rank, b.getContext()), space.keptMap};
   Value red =
       linalg::GenericOp::create(
           b, loc, TypeRange{keptType}, ValueRange{x}, ValueRange{init}, maps,
-          iters,
+          space.iters,
           [&](OpBuilder &nb, Location nloc, ValueRange args) {
             Value v = r.pre ? r.pre(nb, nloc, args[0]) : args[0];
             linalg::YieldOp::create(nb, nloc, r.combine(nb, nloc, args[1], v));
           })
           .getResult(0);
-  // Re-insert the reduced dims as size 1.
-  SmallVector<ReassociationIndices> groups = keepDimsGroups(reduced);
-  auto keepType = RankedTensorType::get(keepShape, r.accType);
-  return tensor::ExpandShapeOp::create(b, loc, keepType, red, groups);
+  return expandToKeepDims(b, loc, red, space);
 }
 
 Value addAcc(OpBuilder &b, Location loc, Value acc, Value x) {
@@ -300,22 +321,12 @@ Value argExtreme(OpBuilder &b, Location loc, Value x, int64_t axis, bool isMax,
                  bool last, bool uns) {
   auto xType = cast<RankedTensorType>(x.getType());
   int64_t rank = xType.getRank();
-  MLIRContext *ctx = b.getContext();
   Type elem = xType.getElementType();
-  SmallVector<int64_t> keptShape;
-  SmallVector<OpFoldResult> keptSizes;
-  SmallVector<AffineExpr> outExprs;
-  SmallVector<utils::IteratorType> iters;
-  for (int64_t d = 0; d < rank; ++d) {
-    if (d == axis) {
-      iters.push_back(utils::IteratorType::reduction);
-      continue;
-    }
-    keptShape.push_back(xType.getDimSize(d));
-    keptSizes.push_back(tensor::getMixedSize(b, loc, x, d));
-    outExprs.push_back(getAffineDimExpr(d, ctx));
-    iters.push_back(utils::IteratorType::parallel);
-  }
+  SmallVector<bool> reduced(rank, false);
+  reduced[axis] = true;
+  ReductionSpace space = reductionSpace(b, loc, x, reduced);
+  ArrayRef<int64_t> keptShape = space.keptShape;
+  ArrayRef<OpFoldResult> keptSizes = space.keptSizes;
   auto valType = RankedTensorType::get(keptShape, elem);
   auto idxType = RankedTensorType::get(keptShape, b.getI64Type());
   Value valInit = filledTensor(b, loc, valType, keptSizes,
@@ -323,12 +334,12 @@ Value argExtreme(OpBuilder &b, Location loc, Value x, int64_t axis, bool isMax,
                                      : highestValue(b, loc, elem, uns));
   Value idxInit = filledTensor(b, loc, idxType, keptSizes,
                                scalarConstant(b, loc, b.getI64Type(), -1));
-  AffineMap out = AffineMap::get(rank, 0, outExprs, ctx);
-  SmallVector<AffineMap> maps{AffineMap::getMultiDimIdentityMap(rank, ctx), out,
-                              out};
+  AffineMap out = space.keptMap;
+  SmallVector<AffineMap> maps{
+      AffineMap::getMultiDimIdentityMap(rank, b.getContext()), out, out};
   auto generic = linalg::GenericOp::create(
       b, loc, TypeRange{valType, idxType}, ValueRange{x},
-      ValueRange{valInit, idxInit}, maps, iters,
+      ValueRange{valInit, idxInit}, maps, space.iters,
       [&](OpBuilder &nb, Location l, ValueRange a) {
         Value v = a[0], best = a[1], bestIdx = a[2];
         Value i = arith::IndexCastOp::create(
@@ -356,14 +367,7 @@ Value argExtreme(OpBuilder &b, Location loc, Value x, int64_t axis, bool isMax,
             ValueRange{arith::SelectOp::create(nb, l, better, v, best),
                        arith::SelectOp::create(nb, l, better, i, bestIdx)});
       });
-  Value idx = generic.getResult(1);
-  SmallVector<int64_t> keepShape(xType.getShape());
-  keepShape[axis] = 1;
-  SmallVector<bool> reduced(rank, false);
-  reduced[axis] = true;
-  SmallVector<ReassociationIndices> groups = keepDimsGroups(reduced);
-  return tensor::ExpandShapeOp::create(
-      b, loc, RankedTensorType::get(keepShape, b.getI64Type()), idx, groups);
+  return expandToKeepDims(b, loc, generic.getResult(1), space);
 }
 
 XFMR_LOWERING_PATTERN(ArgLowering);

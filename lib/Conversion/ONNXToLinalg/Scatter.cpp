@@ -19,24 +19,6 @@ using namespace mlir;
 namespace xfmr::lowering {
 namespace {
 
-Value idx(OpBuilder &b, Location loc, int64_t v) {
-  return arith::ConstantIndexOp::create(b, loc, v);
-}
-
-/// `i` normalized into [0, dim) (negative counts from the end); aborts when
-/// out of range.
-Value checked(OpBuilder &b, Location loc, Value i, Value dim, StringRef what) {
-  i = toIndex(b, loc, i);
-  Value zero = idx(b, loc, 0);
-  Value neg = arith::CmpIOp::create(b, loc, arith::CmpIPredicate::slt, i, zero);
-  i = arith::SelectOp::create(b, loc, neg, arith::AddIOp::create(b, loc, i, dim), i);
-  Value ok = arith::AndIOp::create(
-      b, loc, arith::CmpIOp::create(b, loc, arith::CmpIPredicate::sge, i, zero),
-      arith::CmpIOp::create(b, loc, arith::CmpIPredicate::slt, i, dim));
-  runtimeCheck(b, loc, ok, what + Twine(": index out of range"));
-  return i;
-}
-
 Value combine(OpBuilder &b, Location loc, StringRef reduction, Value cur, Value upd,
               bool uns) {
   bool fp = isa<FloatType>(cur.getType());
@@ -58,7 +40,7 @@ Value combine(OpBuilder &b, Location loc, StringRef reduction, Value cur, Value 
 }
 
 Value product(OpBuilder &b, Location loc, ArrayRef<Value> v) {
-  Value n = idx(b, loc, 1);
+  Value n = indexConstant(b, loc, 1);
   for (Value x : v)
     n = arith::MulIOp::create(b, loc, n, x);
   return n;
@@ -108,7 +90,7 @@ LogicalResult ScatterNDLowering::lower(Operation *op, StringRef,
   Value idx2 = reshapeTo(rewriter, loc, indices,
                          RankedTensorType::get({ShapedType::kDynamic, k},
                                                iType.getElementType()),
-                         {count, idx(rewriter, loc, k)});
+                         {count, indexConstant(rewriter, loc, k)});
   SmallVector<int64_t> sliceShape(dType.getShape().drop_front(k));
   SmallVector<Value> updSizes{count};
   SmallVector<int64_t> upd2Shape{ShapedType::kDynamic};
@@ -120,13 +102,13 @@ LogicalResult ScatterNDLowering::lower(Operation *op, StringRef,
                          updSizes);
   auto sliceType = RankedTensorType::get(sliceShape, elem);
   auto loop = scf::ForOp::create(
-      rewriter, loc, idx(rewriter, loc, 0), count, idx(rewriter, loc, 1),
+      rewriter, loc, indexConstant(rewriter, loc, 0), count, indexConstant(rewriter, loc, 1),
       ValueRange{data},
       [&](OpBuilder &b, Location l, Value t, ValueRange acc) {
         SmallVector<OpFoldResult> offsets, sizes, strides;
         for (int64_t j = 0; j < k; ++j) {
-          Value i = tensor::ExtractOp::create(b, l, idx2, ValueRange{t, idx(b, l, j)});
-          offsets.push_back(checked(b, l, i, dataDims[j], "ScatterND"));
+          Value i = tensor::ExtractOp::create(b, l, idx2, ValueRange{t, indexConstant(b, l, j)});
+          offsets.push_back(checkedIndex(b, l, i, dataDims[j], false, "ScatterND"));
           sizes.push_back(b.getIndexAttr(1));
         }
         for (int64_t d = k; d < r; ++d) {
@@ -183,14 +165,14 @@ ScatterElementsLowering::lower(Operation *op, StringRef, ArrayRef<Value> operand
   Value axisDim = dimValue(rewriter, loc, data, *axis);
   int64_t ax = *axis;
   auto loop = scf::ForOp::create(
-      rewriter, loc, idx(rewriter, loc, 0), product(rewriter, loc, iDims),
-      idx(rewriter, loc, 1), ValueRange{data},
+      rewriter, loc, indexConstant(rewriter, loc, 0), product(rewriter, loc, iDims),
+      indexConstant(rewriter, loc, 1), ValueRange{data},
       [&](OpBuilder &b, Location l, Value lin, ValueRange acc) {
         SmallVector<Value> p = delinearize(b, l, lin, iDims);
         Value i = tensor::ExtractOp::create(b, l, indices, p);
         Value u = tensor::ExtractOp::create(b, l, updates, p);
         SmallVector<Value> at = p;
-        at[ax] = checked(b, l, i, axisDim, "ScatterElements");
+        at[ax] = checkedIndex(b, l, i, axisDim, false, "ScatterElements");
         if (reduction != "none")
           u = combine(b, l, reduction, tensor::ExtractOp::create(b, l, acc[0], at), u,
                       uns);
@@ -227,12 +209,12 @@ LogicalResult NonZeroLowering::lower(Operation *op, StringRef,
   Value total = product(rewriter, loc, dims);
   // Pass 1: count.
   auto countLoop = scf::ForOp::create(
-      rewriter, loc, idx(rewriter, loc, 0), total, idx(rewriter, loc, 1),
-      ValueRange{idx(rewriter, loc, 0)},
+      rewriter, loc, indexConstant(rewriter, loc, 0), total, indexConstant(rewriter, loc, 1),
+      ValueRange{indexConstant(rewriter, loc, 0)},
       [&](OpBuilder &b, Location l, Value lin, ValueRange acc) {
         Value v = tensor::ExtractOp::create(b, l, x, delinearize(b, l, lin, dims));
-        Value one = arith::SelectOp::create(b, l, isNonZero(b, l, v), idx(b, l, 1),
-                                            idx(b, l, 0));
+        Value one = arith::SelectOp::create(b, l, isNonZero(b, l, v), indexConstant(b, l, 1),
+                                            indexConstant(b, l, 0));
         scf::YieldOp::create(b, l, arith::AddIOp::create(b, l, acc[0], one).getResult());
       });
   Value nnz = countLoop.getResult(0);
@@ -241,8 +223,8 @@ LogicalResult NonZeroLowering::lower(Operation *op, StringRef,
                            {rewriter.getIndexAttr(r), OpFoldResult(nnz)});
   // Pass 2: fill the coordinates column by column.
   auto fillLoop = scf::ForOp::create(
-      rewriter, loc, idx(rewriter, loc, 0), total, idx(rewriter, loc, 1),
-      ValueRange{init, idx(rewriter, loc, 0)},
+      rewriter, loc, indexConstant(rewriter, loc, 0), total, indexConstant(rewriter, loc, 1),
+      ValueRange{init, indexConstant(rewriter, loc, 0)},
       [&](OpBuilder &b, Location l, Value lin, ValueRange acc) {
         SmallVector<Value> p = delinearize(b, l, lin, dims);
         Value v = tensor::ExtractOp::create(b, l, x, p);
@@ -253,9 +235,9 @@ LogicalResult NonZeroLowering::lower(Operation *op, StringRef,
               for (int64_t d = 0; d < r; ++d) {
                 Value c = arith::IndexCastOp::create(tb, tl, tb.getI64Type(), p[d]);
                 t = tensor::InsertOp::create(tb, tl, c, t,
-                                             ValueRange{idx(tb, tl, d), acc[1]});
+                                             ValueRange{indexConstant(tb, tl, d), acc[1]});
               }
-              Value n = arith::AddIOp::create(tb, tl, acc[1], idx(tb, tl, 1));
+              Value n = arith::AddIOp::create(tb, tl, acc[1], indexConstant(tb, tl, 1));
               scf::YieldOp::create(tb, tl, ValueRange{t, n});
             },
             [&](OpBuilder &eb, Location el) {
@@ -285,7 +267,7 @@ LogicalResult TopKLowering::lower(Operation *op, StringRef,
   MLIRContext *ctx = rewriter.getContext();
   int64_t ax = *axis;
   Value kv = tensor::ExtractOp::create(rewriter, loc, operands[1],
-                                       ValueRange{idx(rewriter, loc, 0)});
+                                       ValueRange{indexConstant(rewriter, loc, 0)});
   Value k = toIndex(rewriter, loc, kv);
   Value n = dimValue(rewriter, loc, x, ax);
   runtimeCheck(rewriter, loc,
@@ -316,7 +298,7 @@ LogicalResult TopKLowering::lower(Operation *op, StringRef,
   }
   auto rankType = RankedTensorType::get(xType.getShape(), rewriter.getIndexType());
   Value rankInit = filledTensor(rewriter, loc, rankType, mixedSizes(rewriter, loc, x),
-                                idx(rewriter, loc, 0));
+                                indexConstant(rewriter, loc, 0));
   SmallVector<utils::IteratorType> iters(r, utils::IteratorType::parallel);
   iters.push_back(utils::IteratorType::reduction);
   Value ranks =
@@ -330,7 +312,7 @@ LogicalResult TopKLowering::lower(Operation *op, StringRef,
             Value i = linalg::IndexOp::create(b, l, ax);
             Value j = linalg::IndexOp::create(b, l, r);
             Value inc = arith::SelectOp::create(b, l, before(b, l, a[1], a[0], j, i),
-                                                idx(b, l, 1), idx(b, l, 0));
+                                                indexConstant(b, l, 1), indexConstant(b, l, 0));
             linalg::YieldOp::create(b, l, arith::AddIOp::create(b, l, a[2], inc).getResult());
           })
           .getResult(0);

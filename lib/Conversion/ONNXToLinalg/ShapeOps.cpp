@@ -19,16 +19,12 @@ using namespace mlir;
 namespace xfmr::lowering {
 namespace {
 
-Value idx(OpBuilder &b, Location loc, int64_t v) {
-  return arith::ConstantIndexOp::create(b, loc, v);
-}
-
 /// Element `i` of a rank-0/1 integer tensor as an index (constants fold).
 Value extractIndex(OpBuilder &b, Location loc, Value t, int64_t i, bool uns = false) {
   auto type = cast<RankedTensorType>(t.getType());
   SmallVector<Value> at;
   if (type.getRank() == 1)
-    at.push_back(idx(b, loc, i));
+    at.push_back(indexConstant(b, loc, i));
   Value v = tensor::ExtractOp::create(b, loc, t, at);
   return toIndex(b, loc, v, uns);
 }
@@ -38,7 +34,7 @@ Value numElements(OpBuilder &b, Location loc, Value x, int64_t from = 0,
   auto t = cast<RankedTensorType>(x.getType());
   if (to < 0)
     to = t.getRank();
-  Value n = idx(b, loc, 1);
+  Value n = indexConstant(b, loc, 1);
   for (int64_t d = from; d < to; ++d)
     n = arith::MulIOp::create(b, loc, n, dimValue(b, loc, x, d));
   return n;
@@ -86,58 +82,32 @@ LogicalResult ReshapeLowering::lower(Operation *op, StringRef name,
     if (!sType.hasStaticShape() || sType.getRank() != 1 ||
         sType.getDimSize(0) != type.getRank())
       return unsupported(op, "shape of unknown length");
+    // One path for constant and run-time shapes (constants fold later):
+    // 0 copies the input extent unless allowzero; -1 takes what is left.
     bool allowZero = intAttr(op, "allowzero", 0);
-    int64_t inferred = -1;
-    auto constShape = constantInts(operands[1], op->getOperand(1));
+    Value zero = indexConstant(rewriter, loc, 0), one = indexConstant(rewriter, loc, 1);
+    auto isNegative = [&](Value v) {
+      return arith::CmpIOp::create(rewriter, loc, arith::CmpIPredicate::slt, v, zero);
+    };
     for (int64_t i = 0; i < type.getRank(); ++i) {
-      if (constShape && (*constShape)[i] == -1) {
-        inferred = i;
-        sizes.push_back(nullptr);
-        continue;
-      }
       Value s = extractIndex(rewriter, loc, operands[1], i);
-      if (!allowZero && (!constShape || (*constShape)[i] == 0) && i < rank) {
-        Value isZero = arith::CmpIOp::create(rewriter, loc, arith::CmpIPredicate::eq,
-                                             s, idx(rewriter, loc, 0));
+      if (!allowZero && i < rank) {
+        Value isZero =
+            arith::CmpIOp::create(rewriter, loc, arith::CmpIPredicate::eq, s, zero);
         s = arith::SelectOp::create(rewriter, loc, isZero, dimValue(rewriter, loc, x, i), s);
-      }
-      if (!constShape) {
-        // A run-time -1: remember the position, fix it below.
-        Value isNeg = arith::CmpIOp::create(rewriter, loc, arith::CmpIPredicate::eq,
-                                            s, idx(rewriter, loc, -1));
-        sizes.push_back(arith::SelectOp::create(rewriter, loc, isNeg,
-                                                idx(rewriter, loc, -1), s));
-        continue;
       }
       sizes.push_back(s);
     }
     Value total = numElements(rewriter, loc, x);
-    if (inferred >= 0 || !constShape) {
-      Value known = idx(rewriter, loc, 1);
-      for (Value s : sizes) {
-        if (!s)
-          continue;
-        Value isNeg = arith::CmpIOp::create(rewriter, loc, arith::CmpIPredicate::slt,
-                                            s, idx(rewriter, loc, 0));
-        known = arith::MulIOp::create(
-            rewriter, loc, known,
-            arith::SelectOp::create(rewriter, loc, isNeg, idx(rewriter, loc, 1), s));
-      }
-      Value safe = arith::MaxSIOp::create(rewriter, loc, known, idx(rewriter, loc, 1));
-      Value rest = arith::DivSIOp::create(rewriter, loc, total, safe);
-      for (Value &s : sizes) {
-        if (!s) {
-          s = rest;
-          continue;
-        }
-        if (!constShape) {
-          Value isNeg = arith::CmpIOp::create(rewriter, loc, arith::CmpIPredicate::slt,
-                                              s, idx(rewriter, loc, 0));
-          s = arith::SelectOp::create(rewriter, loc, isNeg, rest, s);
-        }
-      }
-    }
-    Value product = idx(rewriter, loc, 1);
+    Value known = one;
+    for (Value s : sizes)
+      known = arith::MulIOp::create(rewriter, loc, known,
+                                    arith::SelectOp::create(rewriter, loc, isNegative(s), one, s));
+    Value rest = arith::DivSIOp::create(rewriter, loc, total,
+                                        arith::MaxSIOp::create(rewriter, loc, known, one));
+    for (Value &s : sizes)
+      s = arith::SelectOp::create(rewriter, loc, isNegative(s), rest, s);
+    Value product = indexConstant(rewriter, loc, 1);
     for (Value s : sizes)
       product = arith::MulIOp::create(rewriter, loc, product, s);
     runtimeCheck(rewriter, loc,
@@ -189,7 +159,7 @@ LogicalResult ReshapeLowering::lower(Operation *op, StringRef name,
       }
       int64_t j = 0;
       for (int64_t d = 0; d < outRank; ++d)
-        sizes.push_back(inserted[d] ? idx(rewriter, loc, 1)
+        sizes.push_back(inserted[d] ? indexConstant(rewriter, loc, 1)
                                     : dimValue(rewriter, loc, x, j++));
     }
   }
@@ -236,12 +206,12 @@ LogicalResult ConcatLowering::lower(Operation *op, StringRef,
   if (!axis)
     return unsupported(op, "axis out of range");
   SmallVector<OpFoldResult> sizes = mixedSizes(rewriter, loc, operands[0]);
-  Value total = idx(rewriter, loc, 0);
+  Value total = indexConstant(rewriter, loc, 0);
   for (Value v : operands)
     total = arith::AddIOp::create(rewriter, loc, total, dimValue(rewriter, loc, v, *axis));
   sizes[*axis] = total;
   Value result = emptyTensor(rewriter, loc, type, sizes);
-  Value offset = idx(rewriter, loc, 0);
+  Value offset = indexConstant(rewriter, loc, 0);
   for (Value v : operands) {
     SmallVector<OpFoldResult> offsets(rank, rewriter.getIndexAttr(0));
     offsets[*axis] = offset;
@@ -274,12 +244,12 @@ LogicalResult SplitLowering::lower(Operation *op, StringRef,
     if (!split)
       return unsupported(op, "split must be a constant");
     for (int64_t s : *split)
-      lengths.push_back(idx(rewriter, loc, s));
+      lengths.push_back(indexConstant(rewriter, loc, s));
   } else {
     // Equal chunks of ceil(dim / n); the last one may be smaller.
-    Value chunk = arith::CeilDivSIOp::create(rewriter, loc, dim, idx(rewriter, loc, n));
+    Value chunk = arith::CeilDivSIOp::create(rewriter, loc, dim, indexConstant(rewriter, loc, n));
     for (int64_t i = 0; i < n; ++i) {
-      Value start = arith::MulIOp::create(rewriter, loc, chunk, idx(rewriter, loc, i));
+      Value start = arith::MulIOp::create(rewriter, loc, chunk, indexConstant(rewriter, loc, i));
       Value left = arith::SubIOp::create(rewriter, loc, dim, start);
       lengths.push_back(arith::MinSIOp::create(rewriter, loc, chunk, left));
     }
@@ -287,7 +257,7 @@ LogicalResult SplitLowering::lower(Operation *op, StringRef,
   if (static_cast<int64_t>(lengths.size()) != n)
     return unsupported(op, "split count differs from the outputs");
   SmallVector<Value> results;
-  Value offset = idx(rewriter, loc, 0);
+  Value offset = indexConstant(rewriter, loc, 0);
   for (int64_t i = 0; i < n; ++i) {
     SmallVector<OpFoldResult> offsets(rank, rewriter.getIndexAttr(0));
     offsets[*axis] = offset;
@@ -331,19 +301,19 @@ LogicalResult SliceLowering::lower(Operation *op, StringRef,
   SmallVector<Value> start(rank), size(rank), step(rank), dims(rank);
   for (int64_t d = 0; d < rank; ++d) {
     dims[d] = dimValue(rewriter, loc, x, d);
-    start[d] = idx(rewriter, loc, 0);
+    start[d] = indexConstant(rewriter, loc, 0);
     size[d] = dims[d];
-    step[d] = idx(rewriter, loc, 1);
+    step[d] = indexConstant(rewriter, loc, 1);
   }
-  Value zero = idx(rewriter, loc, 0), one = idx(rewriter, loc, 1);
+  Value zero = indexConstant(rewriter, loc, 0), one = indexConstant(rewriter, loc, 1);
   auto clamp = [&](Value v, Value lo, Value hi) -> Value {
     return arith::MinSIOp::create(rewriter, loc,
                                   arith::MaxSIOp::create(rewriter, loc, v, lo), hi);
   };
   // ONNX stores INT64_MAX-like ends; clamp before index arithmetic.
   auto clampBig = [&](Value v) {
-    return clamp(v, idx(rewriter, loc, -(int64_t(1) << 62)),
-                 idx(rewriter, loc, int64_t(1) << 62));
+    return clamp(v, indexConstant(rewriter, loc, -(int64_t(1) << 62)),
+                 indexConstant(rewriter, loc, int64_t(1) << 62));
   };
   for (int64_t j = 0; j < n; ++j) {
     Value s = clampBig(extractIndex(rewriter, loc, operands[1], j, uns));
@@ -365,9 +335,9 @@ LogicalResult SliceLowering::lower(Operation *op, StringRef,
         Value aN = arith::SelectOp::create(
             rewriter, loc,
             arith::CmpIOp::create(rewriter, loc, arith::CmpIPredicate::slt, a, zero),
-            arith::AddIOp::create(rewriter, loc, a, idx(rewriter, loc, rank)), a);
+            arith::AddIOp::create(rewriter, loc, a, indexConstant(rewriter, loc, rank)), a);
         applies = arith::CmpIOp::create(rewriter, loc, arith::CmpIPredicate::eq, aN,
-                                        idx(rewriter, loc, d));
+                                        indexConstant(rewriter, loc, d));
       }
       Value dim = dims[d];
       Value neg = arith::CmpIOp::create(rewriter, loc, arith::CmpIPredicate::slt, st, zero);
@@ -380,7 +350,7 @@ LogicalResult SliceLowering::lower(Operation *op, StringRef,
       Value sPos = clamp(wrap(s), zero, dim);
       Value ePos = clamp(wrap(e), zero, dim);
       Value sNeg = clamp(wrap(s), zero, dimM1);
-      Value eNeg = clamp(wrap(e), idx(rewriter, loc, -1), dimM1);
+      Value eNeg = clamp(wrap(e), indexConstant(rewriter, loc, -1), dimM1);
       Value sv = arith::SelectOp::create(rewriter, loc, neg, sNeg, sPos);
       Value ev = arith::SelectOp::create(rewriter, loc, neg, eNeg, ePos);
       // size = max(0, ceil((e - s) / step))
@@ -542,7 +512,7 @@ LogicalResult PadLowering::lower(Operation *op, StringRef,
   Type elem = xType.getElementType();
   if (operands.size() > 2 && !isNone(operands[2])) {
     auto vt = cast<RankedTensorType>(operands[2].getType());
-    SmallVector<Value> at(vt.getRank(), idx(rewriter, loc, 0));
+    SmallVector<Value> at(vt.getRank(), indexConstant(rewriter, loc, 0));
     padValue = tensor::ExtractOp::create(rewriter, loc, operands[2], at);
   } else {
     padValue = scalarConstant(rewriter, loc, elem, 0);
@@ -552,7 +522,7 @@ LogicalResult PadLowering::lower(Operation *op, StringRef,
   for (int64_t d = 0; d < rank; ++d) {
     dims.push_back(dimValue(rewriter, loc, x, d));
     sizes.push_back(arith::AddIOp::create(rewriter, loc, dims[d],
-                                          idx(rewriter, loc, before[d] + after[d]))
+                                          indexConstant(rewriter, loc, before[d] + after[d]))
                         .getResult());
   }
   Value r = buildIndexed(
@@ -560,9 +530,9 @@ LogicalResult PadLowering::lower(Operation *op, StringRef,
       [&](OpBuilder &b, Location l, ValueRange out) -> Value {
         Value inside = arith::ConstantOp::create(b, l, b.getBoolAttr(true));
         SmallVector<Value> in;
-        Value zero = idx(b, l, 0), one = idx(b, l, 1);
+        Value zero = indexConstant(b, l, 0), one = indexConstant(b, l, 1);
         for (int64_t d = 0; d < rank; ++d) {
-          Value i = arith::SubIOp::create(b, l, out[d], idx(b, l, before[d]));
+          Value i = arith::SubIOp::create(b, l, out[d], indexConstant(b, l, before[d]));
           Value last = arith::SubIOp::create(b, l, dims[d], one);
           Value lo = arith::CmpIOp::create(b, l, arith::CmpIPredicate::slt, i, zero);
           Value hi = arith::CmpIOp::create(b, l, arith::CmpIPredicate::sgt, i, last);
@@ -570,7 +540,7 @@ LogicalResult PadLowering::lower(Operation *op, StringRef,
             // Reflect about the edges (no repeat of the edge element).
             Value neg = arith::SubIOp::create(b, l, zero, i);
             Value over = arith::SubIOp::create(
-                b, l, arith::MulIOp::create(b, l, last, idx(b, l, 2)), i);
+                b, l, arith::MulIOp::create(b, l, last, indexConstant(b, l, 2)), i);
             i = arith::SelectOp::create(b, l, lo, neg, i);
             i = arith::SelectOp::create(b, l, hi, over, i);
           }
@@ -691,7 +661,7 @@ LogicalResult RangeLowering::lower(Operation *op, StringRef,
     count = arith::CeilDivSIOp::create(rewriter, loc,
                                        arith::SubIOp::create(rewriter, loc, l, s), d);
   }
-  count = arith::MaxSIOp::create(rewriter, loc, count, idx(rewriter, loc, 0));
+  count = arith::MaxSIOp::create(rewriter, loc, count, indexConstant(rewriter, loc, 0));
   Value r = buildIndexed(
       rewriter, loc, type, {count},
       [&](OpBuilder &b, Location l, ValueRange out) -> Value {

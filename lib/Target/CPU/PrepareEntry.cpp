@@ -7,6 +7,8 @@
 #include "xfmr/Target/CPU/Passes.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/Interfaces/DestinationStyleOpInterface.h"
+#include "llvm/ADT/SmallPtrSet.h"
 
 using namespace mlir;
 
@@ -18,6 +20,21 @@ namespace xfmr::cpu {
 namespace xfmr::cpu {
 namespace {
 
+/// True when bufferization gives `v` a buffer of its own: a result of a
+/// destination-style op (linalg.generic, fill...) computed into a
+/// tensor.empty, possibly through fills.
+bool isFreshAllocation(Value v) {
+  while (auto r = dyn_cast<OpResult>(v)) {
+    auto dps = dyn_cast<DestinationStyleOpInterface>(r.getOwner());
+    if (!dps)
+      return false;
+    v = dps.getDpsInitOperand(r.getResultNumber())->get();
+    if (v.getDefiningOp<tensor::EmptyOp>())
+      return true;
+  }
+  return false;
+}
+
 struct PrepareEntryPass : impl::PrepareEntryPassBase<PrepareEntryPass> {
   using Base::Base;
 
@@ -27,16 +44,22 @@ struct PrepareEntryPass : impl::PrepareEntryPassBase<PrepareEntryPass> {
         continue;
       f->setAttr("llvm.emit_c_interface", UnitAttr::get(&getContext()));
       // Names and dim params went to the manifest; LLVM has no use for them.
-      for (unsigned i = 0; i < f.getNumArguments(); ++i)
+      // Inputs belong to the caller: never bufferized in place.
+      for (unsigned i = 0; i < f.getNumArguments(); ++i) {
         f.setArgAttrs(i, ArrayRef<NamedAttribute>{});
+        if (isa<TensorType>(f.getArgument(i).getType()))
+          f.setArgAttr(i, "bufferization.writable", BoolAttr::get(&getContext(), false));
+      }
       for (unsigned i = 0; i < f.getNumResults(); ++i)
         f.setResultAttrs(i, ArrayRef<NamedAttribute>{});
       f.walk([&](func::ReturnOp ret) {
         OpBuilder b(ret);
+        llvm::SmallPtrSet<Value, 4> returned;
         for (OpOperand &operand : ret->getOpOperands()) {
           Value v = operand.get();
           auto type = dyn_cast<RankedTensorType>(v.getType());
-          if (!type)
+          // A value computed into its own new buffer is returned as is (once).
+          if (!type || (isFreshAllocation(v) && returned.insert(v).second))
             continue;
           auto copy = bufferization::AllocTensorOp::create(
               b, ret.getLoc(), type, ValueRange{}, /*copy=*/v);

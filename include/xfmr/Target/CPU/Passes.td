@@ -42,11 +42,14 @@ def ExternalizeWeightsPass : Pass<"xfmr-externalize-weights", "mlir::ModuleOp"> 
 def PrepareEntryPass : Pass<"xfmr-prepare-entry", "mlir::ModuleOp"> {
   let summary = "Give the public function the artifact calling convention";
   let description = [{
-    Every returned tensor is copied into a fresh allocation
-    (`bufferization.alloc_tensor ... copy(...)`), so that each output buffer
-    is a new `malloc` the caller owns even when the value is an input, a
-    weight, a constant or a view of them, and the function gets
-    `llvm.emit_c_interface`. See docs/artifact.md.
+    Each output must be a new `malloc` the caller owns (docs/artifact.md). A
+    returned tensor that a destination-style op computes into a
+    `tensor.empty` already gets its own buffer and is returned as is; any
+    other (an input, a weight, a constant, a view of them, a value returned
+    twice) is copied into a fresh allocation
+    (`bufferization.alloc_tensor() copy(...)`). Tensor arguments are marked
+    `bufferization.writable = false`: the caller's inputs are never
+    overwritten. The function gets `llvm.emit_c_interface`.
   }];
   let dependentDialects = ["::mlir::bufferization::BufferizationDialect",
                            "::mlir::tensor::TensorDialect"];
