@@ -13,8 +13,18 @@ using namespace mlir;
 
 namespace xfmr {
 
+LogicalResult buildRaisePipeline(OpPassManager &pm, const RaiseOptions &options) {
+  std::string p;
+  llvm::raw_string_ostream os(p);
+  os << "onnx-simplify-shapes,xfmr-raise{report=" << (options.report ? "true" : "false") << "}";
+  if (options.pagedKV)
+    os << ",xfmr-paged-kv{block-size=" << options.blockSize << "}";
+  return parsePassPipeline(p, pm, llvm::errs());
+}
+
 LogicalResult buildONNXToLinalgPipeline(OpPassManager &pm) {
   return parsePassPipeline("onnx-simplify-shapes,convert-onnx-to-linalg,"
+                           "convert-xfmr-to-linalg,"
                            "canonicalize,cse,linalg-fuse-elementwise-ops,"
                            "canonicalize,cse",
                            pm, llvm::errs());
@@ -29,7 +39,9 @@ LogicalResult buildCPUToLLVMPipeline(OpPassManager &pm,
     os << " weights-file=" << options.weightsFile;
   os << "},xfmr-prepare-entry,"
      << "one-shot-bufferize{bufferize-function-boundaries "
-        "function-boundary-type-conversion=identity-layout-map},"
+        "function-boundary-type-conversion=identity-layout-map "
+        "allow-return-allocs-from-loops},"
+     << "drop-equivalent-buffer-results,"
      << "buffer-deallocation-pipeline,canonicalize,xfmr-lower-strided-copies,"
      << "convert-linalg-to-loops,"
      << "func.func(math-extend-to-supported-types{target-type=f32}),"

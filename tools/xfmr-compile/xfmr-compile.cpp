@@ -20,6 +20,7 @@
 #include "xfmr/runtime/TensorIO.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/Dialect/LLVMIR/LLVMDialect.h"
 #include "mlir/IR/AsmState.h"
 #include "mlir/IR/DialectRegistry.h"
 #include "mlir/IR/MLIRContext.h"
@@ -76,6 +77,21 @@ cl::opt<int64_t> minWeightBytes(
     "min-weight-bytes",
     cl::desc("Constants of at least this many bytes go to weights.bin"),
     cl::init(256), cl::cat(category));
+cl::opt<bool> raise("raise",
+                    cl::desc("Recover attention, norms, RoPE, MLPs and embeddings as "
+                             "xfmr ops (--raise=false keeps the plain ONNX lowering)"),
+                    cl::init(true), cl::cat(category));
+cl::opt<bool> report("report",
+                     cl::desc("Print what raising formed and every candidate left "
+                              "unfused, with the reason"),
+                     cl::init(false), cl::cat(category));
+cl::opt<std::string> kvCache(
+    "kv-cache",
+    cl::desc("none (default): the model as exported; paged: a step function over "
+             "a paged KV cache for xfmr-run generate and serving"),
+    cl::init("none"), cl::cat(category));
+cl::opt<int64_t> blockSize("block-size", cl::desc("Tokens per KV-cache block (--kv-cache=paged)"),
+                           cl::init(16), cl::cat(category));
 cl::opt<bool> quiet("quiet", cl::desc("Do not print progress"), cl::init(false),
                     cl::cat(category));
 
@@ -202,6 +218,35 @@ LogicalResult bindInput(func::FuncOp f, llvm::StringRef binding) {
   return fail("--bind-input: the model has no input named '" + name + "'"), failure();
 }
 
+/// How many memrefs the lowered entry returns: one descriptor struct, or a
+/// struct of them.
+unsigned loweredResultCount(LLVM::LLVMFuncOp f) {
+  Type ret = f.getFunctionType().getReturnType();
+  if (isa<LLVM::LLVMVoidType>(ret))
+    return 0;
+  auto st = dyn_cast<LLVM::LLVMStructType>(ret);
+  if (!st || st.getBody().empty() || isa<LLVM::LLVMPointerType>(st.getBody()[0]))
+    return 1;
+  return st.getBody().size();
+}
+
+/// The runtime sizes the result area from the manifest's outputs: the
+/// lowered entry must return exactly those (KV pools bufferized out of
+/// place would come back as extra results).
+LogicalResult checkLoweredResults(ModuleOp module, unsigned expected) {
+  for (auto f : module.getOps<LLVM::LLVMFuncOp>())
+    if (f.getSymName() == "xfmr_main") {
+      unsigned got = loweredResultCount(f);
+      if (got == expected)
+        return success();
+      return fail("internal: the lowered entry returns " + llvm::Twine(got) + " values, the "
+                  "manifest lists " + llvm::Twine(expected) +
+                  " outputs (a KV pool was not updated in place)"),
+             failure();
+    }
+  return fail("internal: no lowered entry function"), failure();
+}
+
 LogicalResult runPipeline(ModuleOp module,
                           llvm::function_ref<LogicalResult(OpPassManager &)> build) {
   PassManager pm(module->getContext());
@@ -250,6 +295,12 @@ int compile() {
     return fail("--emit must be one of onnx, xfmr, linalg, llvm");
   if (emit.empty() && outputFilename.empty())
     return fail("no output: give -o model.xfa (or --emit=STAGE)");
+  if (kvCache != "none" && kvCache != "paged")
+    return fail("--kv-cache must be none or paged");
+  if (kvCache == "paged" && !raise)
+    return fail("--kv-cache=paged needs --raise (attention must be recovered first)");
+  if (blockSize < 1 || blockSize > 4096)
+    return fail("--block-size must be in 1..4096");
 
   DialectRegistry registry;
   registerAllDialects(registry);
@@ -274,7 +325,24 @@ int compile() {
       return 1;
   if (!bindInputs.empty() && failed(xfmr::onnx::simplifyShapes(*module)))
     return 1;
-  if (emit == "onnx" || emit == "xfmr") {
+  if (emit == "onnx") {
+    progress.finish();
+    return failed(printModule(*module));
+  }
+  if (raise) {
+    progress.step(kvCache == "paged" ? "raised to xfmr ops, paged KV step function"
+                                     : "raised to xfmr ops");
+    xfmr::RaiseOptions raiseOptions;
+    raiseOptions.report = report;
+    raiseOptions.pagedKV = kvCache == "paged";
+    raiseOptions.blockSize = blockSize;
+    if (failed(runPipeline(*module, [&](OpPassManager &pm) {
+          return xfmr::buildRaisePipeline(pm, raiseOptions);
+        })))
+      return 1;
+    f = *module->getOps<func::FuncOp>().begin();
+  }
+  if (emit == "xfmr") {
     progress.finish();
     return failed(printModule(*module));
   }
@@ -282,10 +350,27 @@ int compile() {
   // The signature the runtime sees, before lowering changes the types.
   std::string error;
   llvm::json::Array inputs, outputs;
-  for (unsigned i = 0; i < f.getNumArguments(); ++i)
-    inputs.push_back(tensorSpec(f.getArgument(i).getType(), f.getArgAttrDict(i), i, error));
-  for (unsigned i = 0; i < f.getNumResults(); ++i)
+  for (unsigned i = 0; i < f.getNumArguments(); ++i) {
+    llvm::json::Object spec = tensorSpec(f.getArgument(i).getType(), f.getArgAttrDict(i), i, error);
+    if (f.getArgAttr(i, "xfmr.kv_pool"))
+      spec["role"] = "kv_pool"; // read and updated in place by every call
+    inputs.push_back(std::move(spec));
+  }
+  unsigned poolResults = 0;
+  for (unsigned i = 0; i < f.getNumResults(); ++i) {
+    if (f.getResultAttr(i, "xfmr.kv_pool")) {
+      ++poolResults; // written into its input; not an output
+      continue;
+    }
     outputs.push_back(tensorSpec(f.getResultTypes()[i], f.getResultAttrDict(i), i, error));
+  }
+  unsigned expectedResults = f.getNumResults() - poolResults;
+  std::optional<llvm::json::Object> kvSpec;
+  if (auto kv = module->getOperation()->getAttrOfType<DictionaryAttr>("xfmr.kv_cache")) {
+    kvSpec.emplace();
+    for (NamedAttribute a : kv)
+      (*kvSpec)[a.getName().getValue()] = cast<IntegerAttr>(a.getValue()).getInt();
+  }
   if (!error.empty())
     return fail(inputFilename + ": " + error);
 
@@ -316,6 +401,8 @@ int compile() {
   if (failed(runPipeline(*module, [&](OpPassManager &pm) {
         return xfmr::buildCPUToLLVMPipeline(pm, cpuOptions);
       })))
+    return 1;
+  if (failed(checkLoweredResults(*module, expectedResults)))
     return 1;
   if (emit == "llvm") {
     progress.finish();
@@ -355,6 +442,8 @@ int compile() {
       {"inputs", std::move(inputs)},
       {"outputs", std::move(outputs)},
   };
+  if (kvSpec)
+    manifest["kv_cache"] = std::move(*kvSpec);
   {
     std::error_code ec;
     llvm::raw_fd_ostream os(tmp + "/manifest.json", ec);

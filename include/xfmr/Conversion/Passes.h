@@ -17,6 +17,9 @@
 #include "mlir/IR/BuiltinOps.h"
 #include "mlir/Pass/Pass.h"
 
+#include "dialects/onnx/IR/ONNXDialect.h"
+#include "dialects/xfmr/IR/XfmrDialect.h"
+
 namespace xfmr {
 
 #define GEN_PASS_DECL

@@ -35,4 +35,84 @@ def ConvertONNXToLinalgPass : Pass<"convert-onnx-to-linalg", "mlir::ModuleOp"> {
   ];
 }
 
+
+def RaiseONNXToXfmrPass : Pass<"xfmr-raise", "mlir::ModuleOp"> {
+  let summary = "Recover transformer blocks from onnx ops as xfmr ops";
+  let description = [{
+    Matches the subgraphs exporters emit for attention (scaled Q·Kᵀ, masks,
+    softmax, ·V, GQA's repeat_kv), RMS and layer norm, rotary embedding,
+    gated MLPs and token embeddings, and replaces each with one xfmr op.
+    One pattern per idea; a candidate that does not match completely is
+    left as it is. `report` prints, per function, how many of each op were
+    formed and every candidate left unfused with the reason.
+  }];
+  let options = [
+    Option<"report", "report", "bool", /*default=*/"false",
+           "Print what was formed and which candidates were left and why">,
+  ];
+  let dependentDialects = ["::xfmr::XfmrDialect", "::xfmr::onnx::ONNXDialect",
+                           "::mlir::arith::ArithDialect", "::mlir::cf::ControlFlowDialect",
+                           "::mlir::tensor::TensorDialect"];
+  let statistics = [
+    Statistic<"numAttention", "attention", "xfmr.attention formed">,
+    Statistic<"numRMSNorm", "rms-norm", "xfmr.rms_norm formed">,
+    Statistic<"numLayerNorm", "layer-norm", "xfmr.layer_norm formed">,
+    Statistic<"numRope", "rope", "xfmr.rope formed">,
+    Statistic<"numGatedMLP", "gated-mlp", "xfmr.gated_mlp formed">,
+    Statistic<"numEmbedding", "embedding", "xfmr.embedding formed">,
+    Statistic<"numUnfused", "unfused", "candidates left unfused">,
+  ];
+}
+
+def ConvertXfmrToLinalgPass : Pass<"convert-xfmr-to-linalg", "mlir::ModuleOp"> {
+  let summary = "Lower xfmr ops to linalg, tensor, scf, arith and math";
+  let description = [{
+    One target-independent tiled description per op. `xfmr.attention` and
+    `xfmr.paged_attention` become FlashAttention loops: query blocks times
+    key blocks with an online softmax, never a sequence x sequence tensor,
+    causal blocks above the diagonal skipped, grouped KV heads read in
+    place. Norms compute in f32; `xfmr.kv_write` inserts into the pools.
+  }];
+  let options = [
+    Option<"queryBlock", "query-block", "int64_t", /*default=*/"16",
+           "Query rows per attention tile">,
+    Option<"keyBlock", "key-block", "int64_t", /*default=*/"64",
+           "Keys per attention tile">,
+  ];
+  let dependentDialects = [
+    "::mlir::arith::ArithDialect", "::mlir::linalg::LinalgDialect",
+    "::mlir::math::MathDialect", "::mlir::tensor::TensorDialect",
+    "::mlir::scf::SCFDialect", "::mlir::bufferization::BufferizationDialect",
+    "::mlir::cf::ControlFlowDialect",
+  ];
+}
+
+def PagedKVCachePass : Pass<"xfmr-paged-kv", "mlir::ModuleOp"> {
+  let summary = "Turn a raised decoder into a step function over a paged KV cache";
+  let description = [{
+    Rewrites the model function (after `xfmr-raise`) into the serving step
+    function: the inputs become the packed tokens of a ragged batch
+    (`input_ids`, `positions`, `slot_mapping`: `[T]`), the per-sequence
+    `block_tables` (`[N, M]`), `context_lens` (`[N]`) and
+    `query_start_loc` (`[N + 1]`), and per layer a key and a value pool
+    `[num_blocks, block_size, kv_heads, head_dim]` that the function updates
+    in place. Every `xfmr.attention` becomes `xfmr.kv_write` of the new
+    tokens' K/V plus `xfmr.paged_attention`; the model's own mask inputs and
+    subgraphs, past_key_values inputs and present outputs disappear. The
+    result is `logits` for every packed token (`[T, vocab]`).
+
+    Works on forward exports (`input_ids`, `position_ids`
+    [, `attention_mask`] -> logits) and on exports with
+    `past_key_values.*` / `present.*`. Positions must be a model input: a
+    model that computes them from the sequence length (GPT-2's Range) is
+    rejected with a message.
+  }];
+  let options = [
+    Option<"blockSize", "block-size", "int64_t", /*default=*/"16",
+           "Tokens per KV-cache block">,
+  ];
+  let dependentDialects = ["::xfmr::XfmrDialect", "::xfmr::onnx::ONNXDialect",
+                           "::mlir::tensor::TensorDialect"];
+}
+
 #endif // XFMR_CONVERSION_PASSES

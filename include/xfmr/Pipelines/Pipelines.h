@@ -25,6 +25,18 @@ struct CPUPipelineOptions {
 };
 
 /// Appends onnx -> linalg on tensors (with elementwise fusion).
+struct RaiseOptions {
+  /// Print what xfmr-raise formed and left.
+  bool report = false;
+  /// Rewrite into a step function over a paged KV cache (xfmr-paged-kv).
+  bool pagedKV = false;
+  int64_t blockSize = 16;
+};
+
+/// onnx (imported) -> onnx + xfmr ops [-> paged step function].
+mlir::LogicalResult buildRaisePipeline(mlir::OpPassManager &pm, const RaiseOptions &options);
+
+/// onnx + xfmr ops -> linalg/tensor/scf on tensors.
 mlir::LogicalResult buildONNXToLinalgPipeline(mlir::OpPassManager &pm);
 
 /// Appends linalg on tensors -> LLVM dialect for the host CPU.

@@ -8,6 +8,7 @@
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Interfaces/DestinationStyleOpInterface.h"
+#include "llvm/ADT/SmallBitVector.h"
 #include "llvm/ADT/SmallPtrSet.h"
 
 using namespace mlir;
@@ -19,6 +20,9 @@ namespace xfmr::cpu {
 
 namespace xfmr::cpu {
 namespace {
+
+/// Marks the KV pool arguments and results of a step function (xfmr-paged-kv).
+constexpr llvm::StringLiteral kPoolAttr = "xfmr.kv_pool";
 
 /// True when bufferization gives `v` a buffer of its own: a result of a
 /// destination-style op (linalg.generic, fill...) computed into a
@@ -44,14 +48,20 @@ struct PrepareEntryPass : impl::PrepareEntryPassBase<PrepareEntryPass> {
         continue;
       f->setAttr("llvm.emit_c_interface", UnitAttr::get(&getContext()));
       // Names and dim params went to the manifest; LLVM has no use for them.
-      // Inputs belong to the caller: never bufferized in place.
+      // Inputs belong to the caller: never bufferized in place, except the
+      // KV pools of a step function, which the function updates in place
+      // and returns (bufferization then drops those results).
       for (unsigned i = 0; i < f.getNumArguments(); ++i) {
+        bool pool = f.getArgAttr(i, kPoolAttr) != nullptr;
         f.setArgAttrs(i, ArrayRef<NamedAttribute>{});
         if (isa<TensorType>(f.getArgument(i).getType()))
-          f.setArgAttr(i, "bufferization.writable", BoolAttr::get(&getContext(), false));
+          f.setArgAttr(i, "bufferization.writable", BoolAttr::get(&getContext(), pool));
       }
-      for (unsigned i = 0; i < f.getNumResults(); ++i)
+      llvm::SmallBitVector poolResults(f.getNumResults());
+      for (unsigned i = 0; i < f.getNumResults(); ++i) {
+        poolResults[i] = f.getResultAttr(i, kPoolAttr) != nullptr;
         f.setResultAttrs(i, ArrayRef<NamedAttribute>{});
+      }
       f.walk([&](func::ReturnOp ret) {
         OpBuilder b(ret);
         llvm::SmallPtrSet<Value, 4> returned;
@@ -59,7 +69,8 @@ struct PrepareEntryPass : impl::PrepareEntryPassBase<PrepareEntryPass> {
           Value v = operand.get();
           auto type = dyn_cast<RankedTensorType>(v.getType());
           // A value computed into its own new buffer is returned as is (once).
-          if (!type || (isFreshAllocation(v) && returned.insert(v).second))
+          if (!type || poolResults[operand.getOperandNumber()] ||
+              (isFreshAllocation(v) && returned.insert(v).second))
             continue;
           auto copy = bufferization::AllocTensorOp::create(
               b, ret.getLoc(), type, ValueRange{}, /*copy=*/v);

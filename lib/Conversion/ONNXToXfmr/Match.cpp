@@ -1,0 +1,201 @@
+//===- Match.cpp - helpers for raising onnx subgraphs to xfmr ops ---------===//
+//
+// Part of xfmr.
+//
+//===----------------------------------------------------------------------===//
+
+#include "Match.h"
+
+#include "mlir/IR/BuiltinAttributes.h"
+#include "mlir/IR/Matchers.h"
+#include "llvm/Support/raw_ostream.h"
+
+#include <cmath>
+
+using namespace mlir;
+
+namespace xfmr::raise {
+
+void RaiseLog::unfused(Operation *anchor, StringRef kind, const Twine &reason) {
+  left.push_back((kind + " at " + nodeName(anchor) + ": " + reason).str());
+}
+
+void RaiseLog::print(raw_ostream &os, StringRef function) const {
+  os << "xfmr-raise @" << function << ": formed";
+  if (counts.empty())
+    os << " nothing";
+  bool first = true;
+  for (auto [kind, n] : counts) {
+    os << (first ? " " : ", ") << n << " " << kind;
+    first = false;
+  }
+  os << "; " << left.size() << " candidate(s) left unfused\n";
+  for (const std::string &line : left)
+    os << "  unfused " << line << "\n";
+}
+
+Operation *soleUser(Value v) {
+  if (!v || !v.hasOneUse())
+    return nullptr;
+  return *v.getUsers().begin();
+}
+
+Value otherOperand(Operation *binary, Value v) {
+  if (!binary || binary->getNumOperands() != 2)
+    return nullptr;
+  if (binary->getOperand(0) == v)
+    return binary->getOperand(1);
+  if (binary->getOperand(1) == v)
+    return binary->getOperand(0);
+  return nullptr;
+}
+
+static std::optional<double> splatValue(Value v) {
+  ElementsAttr attr;
+  if (!matchPattern(v, m_Constant(&attr)))
+    return std::nullopt;
+  auto dense = dyn_cast<DenseElementsAttr>(attr);
+  if (!dense || !dense.isSplat())
+    return std::nullopt;
+  Type t = dense.getElementType();
+  if (isa<FloatType>(t))
+    return dense.getSplatValue<APFloat>().convertToDouble();
+  if (t.isInteger(1))
+    return dense.getSplatValue<bool>() ? 1.0 : 0.0;
+  if (isa<IntegerType>(t))
+    return static_cast<double>(dense.getSplatValue<APInt>().getSExtValue());
+  return std::nullopt;
+}
+
+static std::optional<double> evaluate(Value v, int depth) {
+  if (depth > 8 || !v)
+    return std::nullopt;
+  if (auto s = splatValue(v))
+    return s;
+  Operation *op = v.getDefiningOp();
+  if (!op)
+    return std::nullopt;
+  auto arg = [&](unsigned i) { return evaluate(op->getOperand(i), depth + 1); };
+  if (isa<onnx::CastOp, onnx::ReshapeOp, onnx::UnsqueezeOp, onnx::SqueezeOp,
+          onnx::IdentityOp>(op))
+    return arg(0);
+  if (isa<onnx::SqrtOp>(op)) {
+    auto a = arg(0);
+    return a ? std::optional<double>(std::sqrt(*a)) : std::nullopt;
+  }
+  if (!isa<onnx::AddOp, onnx::SubOp, onnx::MulOp, onnx::DivOp, onnx::PowOp>(op))
+    return std::nullopt;
+  auto a = arg(0), b = arg(1);
+  if (!a || !b)
+    return std::nullopt;
+  if (isa<onnx::AddOp>(op))
+    return *a + *b;
+  if (isa<onnx::SubOp>(op))
+    return *a - *b;
+  if (isa<onnx::MulOp>(op))
+    return *a * *b;
+  if (isa<onnx::DivOp>(op))
+    return *a / *b;
+  return std::pow(*a, *b);
+}
+
+std::optional<double> scalarValue(Value v) { return evaluate(v, 0); }
+
+bool isScalar(Value v, double expected) {
+  auto s = scalarValue(v);
+  return s && std::abs(*s - expected) <= 1e-6 * std::max(1.0, std::abs(expected));
+}
+
+std::optional<SmallVector<int64_t>> constantInts(Value v) {
+  DenseIntElementsAttr attr;
+  if (!v || !matchPattern(v, m_Constant(&attr)))
+    return std::nullopt;
+  SmallVector<int64_t> out;
+  for (const APInt &x : attr.getValues<APInt>())
+    out.push_back(x.getSExtValue());
+  return out;
+}
+
+int64_t rankOf(Value v) {
+  auto t = v ? dyn_cast<RankedTensorType>(v.getType()) : RankedTensorType();
+  return t ? t.getRank() : -1;
+}
+
+int64_t dimOf(Value v, int64_t dim) {
+  auto t = cast<RankedTensorType>(v.getType());
+  if (dim < 0)
+    dim += t.getRank();
+  return t.getDimSize(dim);
+}
+
+Type elementTypeOf(Value v) { return cast<ShapedType>(v.getType()).getElementType(); }
+
+bool isConstant(Value v) { return v && matchPattern(v, m_Constant()); }
+
+bool isLastAxis(int64_t axis, int64_t rank) {
+  return axis == -1 || axis == rank - 1;
+}
+
+bool isLastAxisOnly(Value axes, int64_t rank) {
+  if (!axes || isa<NoneType>(axes.getType()))
+    return rank == 1;
+  auto values = constantInts(axes);
+  return values && values->size() == 1 && isLastAxis((*values)[0], rank);
+}
+
+std::string nodeName(Operation *op) {
+  std::string s;
+  llvm::raw_string_ostream os(s);
+  if (auto name = dyn_cast<NameLoc>(op->getLoc()))
+    os << "node '" << name.getName().getValue() << "' ("
+       << op->getName().stripDialect() << ")";
+  else
+    os << op->getName().getStringRef() << " at " << op->getLoc();
+  return s;
+}
+
+static onnx::ConstantOp makeConstant(OpBuilder &b, Location loc, ElementsAttr attr) {
+  return onnx::ConstantOp::create(b, loc, attr.getType(), attr, nullptr, nullptr,
+                                  nullptr, nullptr, nullptr, nullptr);
+}
+
+Value i64Constant(OpBuilder &b, Location loc, ArrayRef<int64_t> values) {
+  auto type = RankedTensorType::get({static_cast<int64_t>(values.size())},
+                                    b.getI64Type());
+  return makeConstant(b, loc, DenseIntElementsAttr::get(type, values));
+}
+
+Value floatConstant(OpBuilder &b, Location loc, RankedTensorType type, double value) {
+  auto element = cast<FloatType>(type.getElementType());
+  APFloat f(value);
+  bool lost;
+  f.convert(element.getFloatSemantics(), APFloat::rmNearestTiesToEven, &lost);
+  return makeConstant(b, loc, DenseElementsAttr::get(type, f));
+}
+
+Value transpose(OpBuilder &b, Location loc, Value v, ArrayRef<int64_t> perm) {
+  auto type = cast<RankedTensorType>(v.getType());
+  SmallVector<int64_t> shape;
+  for (int64_t p : perm)
+    shape.push_back(type.getDimSize(p));
+  return onnx::TransposeOp::create(b, loc, type.clone(shape), v,
+                                   b.getI64ArrayAttr(perm));
+}
+
+Value unsqueeze(OpBuilder &b, Location loc, Value v, int64_t axis) {
+  auto type = cast<RankedTensorType>(v.getType());
+  SmallVector<int64_t> shape(type.getShape());
+  shape.insert(shape.begin() + axis, 1);
+  return onnx::UnsqueezeOp::create(b, loc, type.clone(shape), v,
+                                   i64Constant(b, loc, {axis}));
+}
+
+Value squeeze(OpBuilder &b, Location loc, Value v, int64_t axis) {
+  auto type = cast<RankedTensorType>(v.getType());
+  SmallVector<int64_t> shape(type.getShape());
+  shape.erase(shape.begin() + axis);
+  return onnx::SqueezeOp::create(b, loc, type.clone(shape), v,
+                                 i64Constant(b, loc, {axis}));
+}
+
+} // namespace xfmr::raise

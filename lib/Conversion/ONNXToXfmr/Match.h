@@ -1,0 +1,113 @@
+//===- Match.h - helpers for raising onnx subgraphs to xfmr ops -*- C++ -*-===//
+//
+// Part of xfmr. Small predicates and builders shared by the raising
+// patterns, and the log that `xfmr-raise{report}` prints.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef XFMR_LIB_CONVERSION_ONNXTOXFMR_MATCH_H
+#define XFMR_LIB_CONVERSION_ONNXTOXFMR_MATCH_H
+
+#include "dialects/onnx/IR/ONNXOps.h"
+#include "dialects/xfmr/IR/XfmrOps.h"
+
+#include "mlir/IR/PatternMatch.h"
+#include "llvm/ADT/MapVector.h"
+
+#include <optional>
+#include <string>
+
+namespace xfmr::raise {
+
+/// What a run of the raising pass formed and what it left, for `report`.
+class RaiseLog {
+public:
+  void formed(llvm::StringRef kind) { ++counts[kind]; }
+  /// A candidate subgraph (found at `anchor`) that was left as onnx ops.
+  void unfused(mlir::Operation *anchor, llvm::StringRef kind,
+               const llvm::Twine &reason);
+  int64_t count(llvm::StringRef kind) const {
+    auto it = counts.find(kind);
+    return it == counts.end() ? 0 : it->second;
+  }
+  size_t numUnfused() const { return left.size(); }
+  void print(llvm::raw_ostream &os, llvm::StringRef function) const;
+
+private:
+  llvm::MapVector<llvm::StringRef, int64_t> counts;
+  std::vector<std::string> left;
+};
+
+/// Every raising entry point: try to form one op from the subgraph found at
+/// `anchor`; on success the replaced ops are left dead for the caller to
+/// erase. Returns whether an op was formed.
+using Raiser = bool (*)(mlir::Operation *anchor, mlir::IRRewriter &rewriter,
+                        RaiseLog &log);
+
+bool raiseEmbedding(mlir::Operation *, mlir::IRRewriter &, RaiseLog &);
+bool raiseLayerNorm(mlir::Operation *, mlir::IRRewriter &, RaiseLog &);
+bool raiseDecomposedLayerNorm(mlir::Operation *, mlir::IRRewriter &, RaiseLog &);
+bool raiseRMSNorm(mlir::Operation *, mlir::IRRewriter &, RaiseLog &);
+bool raiseRope(mlir::Operation *, mlir::IRRewriter &, RaiseLog &);
+bool raiseGatedMLP(mlir::Operation *, mlir::IRRewriter &, RaiseLog &);
+bool raiseAttention(mlir::Operation *, mlir::IRRewriter &, RaiseLog &);
+bool raiseAttention23(mlir::Operation *, mlir::IRRewriter &, RaiseLog &);
+
+//===----------------------------------------------------------------------===//
+// Predicates
+//===----------------------------------------------------------------------===//
+
+template <typename OpTy>
+OpTy def(mlir::Value v) {
+  return v ? v.getDefiningOp<OpTy>() : OpTy();
+}
+
+/// The only user of `v`, if it has exactly one use.
+mlir::Operation *soleUser(mlir::Value v);
+template <typename OpTy>
+OpTy soleUserOf(mlir::Value v) {
+  return llvm::dyn_cast_or_null<OpTy>(soleUser(v));
+}
+
+/// The operand of a binary op that is not `v` (null if `v` is not one).
+mlir::Value otherOperand(mlir::Operation *binary, mlir::Value v);
+
+/// The value of a constant scalar expression (a splat constant, or
+/// Add/Sub/Mul/Div/Pow/Sqrt/Cast/Reshape of such), if it is one.
+std::optional<double> scalarValue(mlir::Value v);
+bool isScalar(mlir::Value v, double expected);
+
+/// The integers of a constant 1-D int tensor.
+std::optional<llvm::SmallVector<int64_t>> constantInts(mlir::Value v);
+
+int64_t rankOf(mlir::Value v);
+int64_t dimOf(mlir::Value v, int64_t dim); ///< negative dims count from the end
+mlir::Type elementTypeOf(mlir::Value v);
+bool isConstant(mlir::Value v);
+
+/// Whether `axes` (a constant operand, or none meaning all) is exactly the
+/// last axis of a rank-`rank` tensor.
+bool isLastAxisOnly(mlir::Value axes, int64_t rank);
+bool isLastAxis(int64_t axis, int64_t rank);
+
+/// Human-readable name of the node an op came from.
+std::string nodeName(mlir::Operation *op);
+
+//===----------------------------------------------------------------------===//
+// Builders of onnx ops (for operand adaptation)
+//===----------------------------------------------------------------------===//
+
+mlir::Value i64Constant(mlir::OpBuilder &b, mlir::Location loc,
+                        llvm::ArrayRef<int64_t> values);
+mlir::Value floatConstant(mlir::OpBuilder &b, mlir::Location loc,
+                          mlir::RankedTensorType type, double value);
+mlir::Value transpose(mlir::OpBuilder &b, mlir::Location loc, mlir::Value v,
+                      llvm::ArrayRef<int64_t> perm);
+mlir::Value unsqueeze(mlir::OpBuilder &b, mlir::Location loc, mlir::Value v,
+                      int64_t axis);
+mlir::Value squeeze(mlir::OpBuilder &b, mlir::Location loc, mlir::Value v,
+                    int64_t axis);
+
+} // namespace xfmr::raise
+
+#endif // XFMR_LIB_CONVERSION_ONNXTOXFMR_MATCH_H

@@ -1,0 +1,305 @@
+//===- PagedKV.cpp - the xfmr-paged-kv model rewrite ----------------------===//
+//
+// Part of xfmr.
+//
+// A decoder whose only cross-token op is attention computes the same thing
+// for the packed tokens of many sequences as for one sequence of batch 1,
+// as long as each token carries its own position: that is vLLM's trick, and
+// this pass applies it to an exported graph. The graph runs at batch 1 on
+// the T packed tokens; each xfmr.attention is replaced by writing the
+// tokens' K/V into their slots and attending over each sequence's blocks.
+// Mask inputs and the subgraphs built from them, past_key_values inputs and
+// present outputs become dead and are removed.
+//
+//===----------------------------------------------------------------------===//
+
+#include "Match.h"
+
+#include "xfmr/Conversion/Passes.h"
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/Dialect/Tensor/IR/Tensor.h"
+#include "mlir/Transforms/RegionUtils.h"
+#include "llvm/ADT/BitVector.h"
+
+using namespace mlir;
+
+namespace xfmr {
+#define GEN_PASS_DEF_PAGEDKVCACHEPASS
+#include "xfmr/Conversion/Passes.h.inc"
+} // namespace xfmr
+
+namespace xfmr {
+namespace {
+
+using namespace raise;
+
+constexpr StringLiteral kNameAttr = "onnx.name";
+constexpr StringLiteral kDimParamsAttr = "onnx.dim_params";
+constexpr StringLiteral kPoolAttr = "xfmr.kv_pool";
+
+StringRef argName(func::FuncOp f, unsigned i) {
+  auto name = f.getArgAttrOfType<StringAttr>(i, kNameAttr);
+  return name ? name.getValue() : StringRef();
+}
+
+/// The step function's inputs before the pools, in ABI order.
+struct StepInput {
+  StringLiteral name;
+  Type element; ///< null: the element type of the original input_ids
+  int64_t rank;
+  const char *dims[2];
+};
+
+struct PagedKVCachePass : impl::PagedKVCachePassBase<PagedKVCachePass> {
+  using Base::Base;
+
+  void runOnOperation() override {
+    ModuleOp module = getOperation();
+    SmallVector<func::FuncOp> funcs;
+    for (auto f : module.getOps<func::FuncOp>())
+      if (!f.isExternal())
+        funcs.push_back(f);
+    if (funcs.size() != 1) {
+      module.emitError("xfmr-paged-kv: expected one model function, found ") << funcs.size();
+      return signalPassFailure();
+    }
+    if (blockSize < 1) {
+      module.emitError("xfmr-paged-kv: block-size must be >= 1");
+      return signalPassFailure();
+    }
+    if (failed(rewrite(funcs.front())))
+      return signalPassFailure();
+  }
+
+  LogicalResult rewrite(func::FuncOp f) {
+    MLIRContext *ctx = &getContext();
+    auto error = [&](const Twine &msg) {
+      return f.emitError("xfmr-paged-kv: ") << msg;
+    };
+
+    // Inputs by role.
+    std::optional<unsigned> ids, positions;
+    SmallVector<unsigned> masks, pasts, others;
+    for (unsigned i = 0; i < f.getNumArguments(); ++i) {
+      StringRef name = argName(f, i);
+      if (name == "input_ids")
+        ids = i;
+      else if (name == "position_ids")
+        positions = i;
+      else if (name == "attention_mask")
+        masks.push_back(i);
+      else if (name.starts_with("past_key_values") || name.starts_with("past_key") ||
+               name.starts_with("past_value") || name.starts_with("past."))
+        pasts.push_back(i);
+      else
+        others.push_back(i);
+    }
+    if (!ids)
+      return error("the model has no 'input_ids' input");
+    if (!positions)
+      return error("the model has no 'position_ids' input: it computes positions from the "
+                   "sequence length, which is wrong for packed sequences; export it with "
+                   "position_ids");
+    if (!others.empty())
+      return error("input '") << argName(f, others.front())
+                              << "' has no role in a step function";
+    if (rankOf(f.getArgument(*ids)) != 2 || rankOf(f.getArgument(*positions)) != 2)
+      return error("input_ids and position_ids must be [batch, sequence]");
+
+    SmallVector<AttentionOp> layers;
+    f.walk([&](AttentionOp op) { layers.push_back(op); });
+    if (layers.empty())
+      return error("no xfmr.attention in the model: run xfmr-raise first (or the "
+                   "attention was left unfused: see xfmr-compile --report)");
+    auto ret = cast<func::ReturnOp>(f.getBody().front().getTerminator());
+    Value logits = ret.getNumOperands() ? ret.getOperand(0) : Value();
+    if (!logits || rankOf(logits) != 3)
+      return error("the first output must be logits [batch, sequence, vocab]");
+
+    Block &entry = f.getBody().front();
+    OpBuilder b = OpBuilder::atBlockBegin(&entry);
+    Location loc = f.getLoc();
+    Type idType = elementTypeOf(f.getArgument(*ids));
+    Type posType = elementTypeOf(f.getArgument(*positions));
+    Type i32 = b.getI32Type(), i64 = b.getI64Type();
+    constexpr int64_t dyn = ShapedType::kDynamic;
+
+    // New inputs go after the old ones, which are erased at the end.
+    unsigned base = f.getNumArguments();
+    struct NewArg {
+      const char *name;
+      Type type;
+      SmallVector<StringRef> dims;
+    };
+    SmallVector<NewArg> newArgs = {
+        {"input_ids", RankedTensorType::get({dyn}, idType), {"tokens"}},
+        {"positions", RankedTensorType::get({dyn}, posType), {"tokens"}},
+        {"slot_mapping", RankedTensorType::get({dyn}, i64), {"tokens"}},
+        {"block_tables", RankedTensorType::get({dyn, dyn}, i32), {"seqs", "max_blocks"}},
+        {"context_lens", RankedTensorType::get({dyn}, i32), {"seqs"}},
+        {"query_start_loc", RankedTensorType::get({dyn}, i32), {"seqs_plus_one"}},
+    };
+    SmallVector<RankedTensorType> keyPools, valuePools;
+    for (AttentionOp op : layers) {
+      Value k = op.getKey(), v = op.getValue();
+      int64_t kvHeads = op.getNumKvHeads(), d = dimOf(k, 3), dv = dimOf(v, 3);
+      if (ShapedType::isDynamic(d) || ShapedType::isDynamic(dv))
+        return error("attention at ") << op.getLoc() << " has a dynamic head size";
+      keyPools.push_back(RankedTensorType::get({dyn, blockSize, kvHeads, d}, elementTypeOf(k)));
+      valuePools.push_back(
+          RankedTensorType::get({dyn, blockSize, kvHeads, dv}, elementTypeOf(v)));
+    }
+    for (size_t l = 0; l < layers.size(); ++l) {
+      newArgs.push_back({nullptr, keyPools[l], {"num_blocks"}});
+      newArgs.push_back({nullptr, valuePools[l], {"num_blocks"}});
+    }
+    SmallVector<std::string> poolNames;
+    for (size_t l = 0; l < layers.size(); ++l) {
+      poolNames.push_back("key_cache." + std::to_string(l));
+      poolNames.push_back("value_cache." + std::to_string(l));
+    }
+    for (auto [i, a] : llvm::enumerate(newArgs)) {
+      bool isPool = i >= 6;
+      SmallVector<NamedAttribute> attrs;
+      attrs.push_back(b.getNamedAttr(
+          kNameAttr, b.getStringAttr(isPool ? StringRef(poolNames[i - 6]) : StringRef(a.name))));
+      SmallVector<Attribute> dims;
+      auto type = cast<RankedTensorType>(a.type);
+      for (int64_t d = 0; d < type.getRank(); ++d)
+        dims.push_back(b.getStringAttr(d < static_cast<int64_t>(a.dims.size()) ? a.dims[d] : ""));
+      attrs.push_back(b.getNamedAttr(kDimParamsAttr, b.getArrayAttr(dims)));
+      if (isPool)
+        attrs.push_back(b.getNamedAttr(kPoolAttr, b.getUnitAttr()));
+      if (failed(f.insertArgument(f.getNumArguments(), a.type, b.getDictionaryAttr(attrs), loc)))
+        return error("cannot add input ") << a.name;
+    }
+    auto arg = [&](unsigned i) { return f.getArgument(base + i); };
+
+    // Old inputs in terms of the new ones (batch 1, T tokens).
+    auto asOld = [&](Value v, Value old) -> Value {
+      return v.getType() == old.getType()
+                 ? v
+                 : tensor::CastOp::create(b, loc, old.getType(), v).getResult();
+    };
+    Value idsRow = unsqueeze(b, loc, arg(0), 0);
+    f.getArgument(*ids).replaceAllUsesWith(asOld(idsRow, f.getArgument(*ids)));
+    Value posRow = unsqueeze(b, loc, arg(1), 0);
+    f.getArgument(*positions).replaceAllUsesWith(asOld(posRow, f.getArgument(*positions)));
+    for (unsigned m : masks) {
+      Value old = f.getArgument(m);
+      auto type = cast<RankedTensorType>(old.getType());
+      auto shapeType = RankedTensorType::get({2}, i64);
+      Value shape = onnx::ShapeOp::create(b, loc, shapeType, idsRow, nullptr,
+                                          b.getI64IntegerAttr(0));
+      auto one = DenseElementsAttr::get(RankedTensorType::get({1}, type.getElementType()),
+                                        b.getIntegerAttr(type.getElementType(), 1));
+      Value ones = onnx::ConstantOfShapeOp::create(
+          b, loc, RankedTensorType::get({1, dyn}, type.getElementType()), shape, one);
+      old.replaceAllUsesWith(asOld(ones, old));
+    }
+    DenseSet<Value> pastValues;
+    for (unsigned p : pasts) {
+      Value old = f.getArgument(p);
+      auto type = cast<RankedTensorType>(old.getType());
+      if (type.getRank() != 4 || ShapedType::isDynamic(type.getDimSize(1)) ||
+          ShapedType::isDynamic(type.getDimSize(3)))
+        return error("past input '") << argName(f, p) << "' is not [batch, kv_heads, past, head_dim]";
+      auto emptyType = RankedTensorType::get({1, type.getDimSize(1), 0, type.getDimSize(3)},
+                                             type.getElementType());
+      Value empty = onnx::ConstantOp::create(
+          b, loc, emptyType, DenseElementsAttr::get(emptyType, ArrayRef<Attribute>{}), nullptr,
+          nullptr, nullptr, nullptr, nullptr, nullptr);
+      Value replacement = asOld(empty, old);
+      old.replaceAllUsesWith(replacement);
+      pastValues.insert(replacement);
+    }
+
+    // Attention -> kv_write + paged_attention.
+    auto newTokens = [&](Value kv) -> Value {
+      // Concat(past, new) on the sequence axis: only the new part is written.
+      if (auto concat = def<onnx::ConcatOp>(kv))
+        if (concat.getInputs().size() == 2 && pastValues.contains(concat.getInputs()[0]) &&
+            (static_cast<int64_t>(concat.getAxis()) == 2 ||
+             static_cast<int64_t>(concat.getAxis()) == -2))
+          return concat.getInputs()[1];
+      return kv;
+    };
+    auto packed = [&](OpBuilder &ob, Value x) { // [1, H, T, D] -> [T, H, D]
+      return squeeze(ob, loc, transpose(ob, loc, x, {0, 2, 1, 3}), 0);
+    };
+    SmallVector<Value> finalPools;
+    for (auto [l, op] : llvm::enumerate(layers)) {
+      OpBuilder ob(op);
+      Location at = op.getLoc();
+      if (op->getParentOp() != f)
+        return error("attention inside a region is not supported");
+      Value q = packed(ob, op.getQuery());
+      Value k = packed(ob, newTokens(op.getKey()));
+      Value v = packed(ob, newTokens(op.getValue()));
+      auto write = KVWriteOp::create(ob, at, k, v, arg(6 + 2 * l), arg(7 + 2 * l), arg(2));
+      auto attn = PagedAttentionOp::create(
+          ob, at, q.getType(), q, write.getNewKeyPool(), write.getNewValuePool(), arg(3), arg(4),
+          arg(5), op.getNumHeadsAttr(), op.getNumKvHeadsAttr(), op.getScaleAttr(),
+          ob.getI64IntegerAttr(blockSize));
+      Value out = transpose(ob, at, unsqueeze(ob, at, attn.getResult(), 0), {0, 2, 1, 3});
+      if (out.getType() != op.getType())
+        out = tensor::CastOp::create(ob, at, op.getType(), out);
+      op.getResult().replaceAllUsesWith(out);
+      op.erase();
+      finalPools.push_back(write.getNewKeyPool());
+      finalPools.push_back(write.getNewValuePool());
+    }
+
+    // Results: logits for every packed token, then the updated pools (each
+    // returned so bufferization writes it in place into its argument).
+    OpBuilder rb(ret);
+    Value logits2d = squeeze(rb, ret.getLoc(), logits, 0);
+    SmallVector<Value> results{logits2d};
+    results.append(finalPools);
+    func::ReturnOp::create(rb, ret.getLoc(), results);
+    DictionaryAttr logitsAttrs = f.getResultAttrDict(0);
+    ret.erase();
+    SmallVector<Type> resultTypes;
+    for (Value r : results)
+      resultTypes.push_back(r.getType());
+    SmallVector<Type> argTypes(f.getArgumentTypes());
+    f.setType(FunctionType::get(ctx, argTypes, resultTypes));
+    SmallVector<DictionaryAttr> resultAttrs;
+    SmallVector<Attribute> vocabDims{b.getStringAttr("tokens"), b.getStringAttr("")};
+    NamedAttrList la(logitsAttrs);
+    la.set(kDimParamsAttr, b.getArrayAttr(vocabDims));
+    if (!la.get(kNameAttr))
+      la.set(kNameAttr, b.getStringAttr("logits"));
+    resultAttrs.push_back(la.getDictionary(ctx));
+    for (size_t i = 0; i < finalPools.size(); ++i)
+      resultAttrs.push_back(b.getDictionaryAttr(
+          {b.getNamedAttr(kNameAttr, b.getStringAttr(poolNames[i])),
+           b.getNamedAttr(kPoolAttr, b.getI64IntegerAttr(6 + i))}));
+    f.setAllResultAttrs(resultAttrs);
+
+    IRRewriter rewriter(ctx);
+    (void)runRegionDCE(rewriter, f->getRegions());
+    llvm::BitVector erase(f.getNumArguments());
+    for (unsigned i = 0; i < base; ++i) {
+      if (!f.getArgument(i).use_empty())
+        return error("input '") << argName(f, i) << "' is still used after the rewrite";
+      erase.set(i);
+    }
+    if (failed(f.eraseArguments(erase)))
+      return error("cannot remove the old inputs");
+
+    // What the runtime needs to size the pools.
+    SmallVector<NamedAttribute> kv{
+        b.getNamedAttr("block_size", b.getI64IntegerAttr(blockSize)),
+        b.getNamedAttr("num_layers", b.getI64IntegerAttr(layers.size())),
+        b.getNamedAttr("num_kv_heads", b.getI64IntegerAttr(layers.front().getNumKvHeads())),
+        b.getNamedAttr("head_dim", b.getI64IntegerAttr(keyPools.front().getDimSize(3))),
+    };
+    getOperation()->setAttr("xfmr.kv_cache", b.getDictionaryAttr(kv));
+    return success();
+  }
+};
+
+} // namespace
+} // namespace xfmr

@@ -1,0 +1,343 @@
+//===- MLP.cpp - xfmr.linear, xfmr.gated_mlp, xfmr.embedding to linalg ----===//
+//
+// Part of xfmr.
+//
+// Projections collapse the input's leading dims into rows ([M, K]), multiply
+// with one linalg.generic over loops (m, k, n), and expand the rows back.
+// The n loop is innermost so that the weights ([K, N]) stream contiguously
+// along their rows, which the CPU backend's GEMV relies on. Weights are
+// converted to the input's element type (sitofp for integers) as the ops
+// define; 16-bit inputs accumulate in f32, and a gated MLP keeps its hidden
+// activations in the accumulator type until the result is rounded.
+//
+//===----------------------------------------------------------------------===//
+
+#include "Patterns.h"
+
+#include "dialects/xfmr/IR/XfmrOps.h"
+
+#include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/Arith/Utils/Utils.h"
+#include "mlir/Dialect/Linalg/IR/Linalg.h"
+#include "mlir/Dialect/Math/IR/Math.h"
+#include "mlir/Dialect/Tensor/IR/Tensor.h"
+#include "llvm/Support/MathExtras.h"
+
+#include <numeric>
+
+using namespace mlir;
+
+namespace xfmr::lowering {
+namespace {
+
+/// f32 for 16-bit (and narrower) floats, else the type itself.
+FloatType accumulatorType(Type elem) {
+  auto f = cast<FloatType>(elem);
+  return f.getWidth() < 32 ? Float32Type::get(elem.getContext()) : f;
+}
+
+/// Float scalar `v` as `to`; formats of the same width (bf16, f16) go through
+/// f32 since extf and truncf need a width change.
+Value convertFloat(OpBuilder &b, Location loc, Value v, Type to) {
+  Type from = v.getType();
+  if (from == to)
+    return v;
+  unsigned fromWidth = cast<FloatType>(from).getWidth();
+  unsigned toWidth = cast<FloatType>(to).getWidth();
+  if (fromWidth < toWidth)
+    return arith::ExtFOp::create(b, loc, to, v);
+  if (fromWidth > toWidth)
+    return arith::TruncFOp::create(b, loc, to, v);
+  Value wide = arith::ExtFOp::create(b, loc, b.getF32Type(), v);
+  return arith::TruncFOp::create(b, loc, to, wide);
+}
+
+/// A weight scalar (float, or signed integer) as `elem`.
+Value convertWeight(OpBuilder &b, Location loc, Value v, Type elem) {
+  if (isa<IntegerType>(v.getType()))
+    return arith::SIToFPOp::create(b, loc, elem, v);
+  return convertFloat(b, loc, v, elem);
+}
+
+/// Integer weights must be signless for arith.sitofp.
+bool hasSignlessOrFloatElements(Value v) {
+  Type e = cast<RankedTensorType>(v.getType()).getElementType();
+  return !isa<IntegerType>(e) || e.isSignlessInteger();
+}
+
+Value floatConstant(OpBuilder &b, Location loc, FloatType type, double v) {
+  return arith::ConstantOp::create(b, loc, type, b.getFloatAttr(type, v));
+}
+
+Value castTo(OpBuilder &b, Location loc, Value v, Type type) {
+  return v.getType() == type ? v : tensor::CastOp::create(b, loc, type, v);
+}
+
+/// `x` ([..., K]) as a matrix of rows [M, K].
+Value flattenRows(OpBuilder &b, Location loc, Value x) {
+  auto type = cast<RankedTensorType>(x.getType());
+  int64_t rank = type.getRank();
+  if (rank == 2)
+    return x;
+  if (rank == 1) {
+    auto matrix =
+        RankedTensorType::get({1, type.getDimSize(0)}, type.getElementType());
+    SmallVector<ReassociationIndices> groups{{0, 1}};
+    SmallVector<OpFoldResult> shape{b.getIndexAttr(1),
+                                    tensor::getMixedSize(b, loc, x, 0)};
+    return tensor::ExpandShapeOp::create(b, loc, matrix, x, groups, shape);
+  }
+  ReassociationIndices rows(rank - 1);
+  std::iota(rows.begin(), rows.end(), 0);
+  SmallVector<ReassociationIndices> groups{rows, {rank - 1}};
+  return tensor::CollapseShapeOp::create(b, loc, x, groups);
+}
+
+/// The rows `y` ([M, N]) back under the leading dims of `x` ([..., K]):
+/// [..., N].
+Value unflattenRows(OpBuilder &b, Location loc, Value y, Value x) {
+  auto xType = cast<RankedTensorType>(x.getType());
+  auto yType = cast<RankedTensorType>(y.getType());
+  int64_t rank = xType.getRank();
+  if (rank == 2)
+    return y;
+  if (rank == 1) {
+    SmallVector<ReassociationIndices> groups{{0, 1}};
+    return tensor::CollapseShapeOp::create(b, loc, y, groups);
+  }
+  ReassociationIndices rows(rank - 1);
+  std::iota(rows.begin(), rows.end(), 0);
+  SmallVector<ReassociationIndices> groups{rows, {rank - 1}};
+  SmallVector<int64_t> shape(xType.getShape());
+  shape.back() = yType.getDimSize(1);
+  SmallVector<OpFoldResult> sizes;
+  for (int64_t d = 0; d + 1 < rank; ++d)
+    sizes.push_back(tensor::getMixedSize(b, loc, x, d));
+  sizes.push_back(tensor::getMixedSize(b, loc, y, 1));
+  auto type = RankedTensorType::get(shape, yType.getElementType());
+  if (llvm::count_if(sizes, [](OpFoldResult s) { return isa<Value>(s); }) < 2)
+    return tensor::ExpandShapeOp::create(b, loc, type, y, groups, sizes);
+  // memref.expand_shape with two dynamic dims in one group crashes
+  // expand-strided-metadata in LLVM 22: reshape through a shape tensor.
+  SmallVector<Value> dims;
+  for (OpFoldResult s : sizes)
+    dims.push_back(arith::IndexCastOp::create(
+        b, loc, b.getI64Type(), getValueOrCreateConstantIndexOp(b, loc, s)));
+  Value shapeTensor = tensor::FromElementsOp::create(b, loc, dims);
+  return tensor::ReshapeOp::create(b, loc, type, y, shapeTensor);
+}
+
+/// rows [M, K] · w [K, N] in `acc`, with w's elements first converted to
+/// `elem`: out[m, n] += rows[m, k] * w[k, n] over loops (m, k, n).
+Value matmul(OpBuilder &b, Location loc, Value rows, Value w, Type elem,
+             FloatType acc) {
+  MLIRContext *ctx = b.getContext();
+  AffineExpr m, k, n;
+  bindDims(ctx, m, k, n);
+  SmallVector<AffineMap> maps{AffineMap::get(3, 0, {m, k}, ctx),
+                              AffineMap::get(3, 0, {k, n}, ctx),
+                              AffineMap::get(3, 0, {m, n}, ctx)};
+  SmallVector<utils::IteratorType> iters{utils::IteratorType::parallel,
+                                         utils::IteratorType::reduction,
+                                         utils::IteratorType::parallel};
+  SmallVector<OpFoldResult> sizes{tensor::getMixedSize(b, loc, rows, 0),
+                                  tensor::getMixedSize(b, loc, w, 1)};
+  Value empty = tensor::EmptyOp::create(b, loc, sizes, acc);
+  Value zero = floatConstant(b, loc, acc, 0.0);
+  Value init = linalg::FillOp::create(b, loc, zero, empty).getResult(0);
+  // The sum may be reassociated and fused into FMAs (vectorized k loops).
+  auto fm = arith::FastMathFlagsAttr::get(
+      ctx, arith::FastMathFlags::reassoc | arith::FastMathFlags::contract);
+  return linalg::GenericOp::create(
+             b, loc, TypeRange{init.getType()}, ValueRange{rows, w},
+             ValueRange{init}, maps, iters,
+             [&](OpBuilder &nb, Location l, ValueRange a) {
+               Value lhs = convertFloat(nb, l, a[0], acc);
+               Value rhs =
+                   convertFloat(nb, l, convertWeight(nb, l, a[1], elem), acc);
+               Value p = arith::MulFOp::create(nb, l, lhs, rhs, fm);
+               Value sum = arith::AddFOp::create(nb, l, a[2], p, fm);
+               linalg::YieldOp::create(nb, l, sum);
+             })
+      .getResult(0);
+}
+
+using ScalarFn = function_ref<Value(OpBuilder &, Location, ValueRange)>;
+
+/// An elementwise generic over matrices of the shape of `matrices[0]`
+/// producing `elem`; `column` (optional, [N]) is read by column index.
+Value mapMatrix(OpBuilder &b, Location loc, ValueRange matrices, Value column,
+                Type elem, ScalarFn body) {
+  MLIRContext *ctx = b.getContext();
+  Value init = tensor::EmptyOp::create(
+      b, loc, tensor::getMixedSizes(b, loc, matrices[0]), elem);
+  AffineMap identity = AffineMap::getMultiDimIdentityMap(2, ctx);
+  SmallVector<Value> ins(matrices);
+  SmallVector<AffineMap> maps(matrices.size(), identity);
+  if (column) {
+    ins.push_back(column);
+    maps.push_back(AffineMap::get(2, 0, getAffineDimExpr(1, ctx)));
+  }
+  maps.push_back(identity);
+  SmallVector<utils::IteratorType> iters(2, utils::IteratorType::parallel);
+  return linalg::GenericOp::create(
+             b, loc, TypeRange{init.getType()}, ins, ValueRange{init}, maps,
+             iters,
+             [&](OpBuilder &nb, Location l, ValueRange a) {
+               linalg::YieldOp::create(nb, l, body(nb, l, a.drop_back()));
+             })
+      .getResult(0);
+}
+
+/// `act(x)` for a scalar of a float type.
+Value activate(OpBuilder &b, Location loc, Activation act, Value x) {
+  auto type = cast<FloatType>(x.getType());
+  auto c = [&](double v) { return floatConstant(b, loc, type, v); };
+  auto mul = [&](Value lhs, Value rhs) -> Value {
+    return arith::MulFOp::create(b, loc, lhs, rhs);
+  };
+  auto add = [&](Value lhs, Value rhs) -> Value {
+    return arith::AddFOp::create(b, loc, lhs, rhs);
+  };
+  switch (act) {
+  case Activation::silu: {
+    // x * sigmoid(x), as x / (1 + exp(-x)).
+    Value e = math::ExpOp::create(b, loc, arith::NegFOp::create(b, loc, x));
+    return arith::DivFOp::create(b, loc, x, add(c(1.0), e));
+  }
+  case Activation::gelu: {
+    // 0.5 x (1 + erf(x / sqrt 2))
+    Value e = math::ErfOp::create(b, loc, mul(x, c(llvm::numbers::inv_sqrt2)));
+    return mul(mul(c(0.5), x), add(c(1.0), e));
+  }
+  case Activation::gelu_tanh: {
+    // 0.5 x (1 + tanh(sqrt(2 / pi) (x + 0.044715 x³)))
+    Value x3 = mul(mul(x, x), x);
+    Value inner = mul(c(llvm::numbers::sqrt2 * llvm::numbers::inv_sqrtpi),
+                      add(x, mul(c(0.044715), x3)));
+    Value t = math::TanhOp::create(b, loc, inner);
+    return mul(mul(c(0.5), x), add(c(1.0), t));
+  }
+  case Activation::relu:
+    return arith::MaximumFOp::create(b, loc, x, c(0.0));
+  }
+  llvm_unreachable("unknown activation");
+}
+
+/// xfmr.linear(x, w, b) -> rows(x) · w + b
+struct LinearLowering : public OpRewritePattern<LinearOp> {
+  using Base::Base;
+
+  LogicalResult matchAndRewrite(LinearOp op,
+                                PatternRewriter &rewriter) const override {
+    Value bias = op.getBias();
+    if (!hasSignlessOrFloatElements(op.getWeight()) ||
+        (bias && !hasSignlessOrFloatElements(bias)))
+      return rewriter.notifyMatchFailure(op, "signed or unsigned integer "
+                                             "weights; expected signless");
+    Location loc = op.getLoc();
+    Value x = op.getInput();
+    Type elem = op.getInput().getType().getElementType();
+    FloatType acc = accumulatorType(elem);
+
+    Value y = matmul(rewriter, loc, flattenRows(rewriter, loc, x),
+                     op.getWeight(), elem, acc);
+    if (bias || acc != elem)
+      y = mapMatrix(
+          rewriter, loc, y, bias, elem,
+          [&](OpBuilder &b, Location l, ValueRange a) {
+            Value v = a[0];
+            if (bias)
+              v = arith::AddFOp::create(
+                  b, l, v,
+                  convertFloat(b, l, convertWeight(b, l, a[1], elem), acc));
+            return convertFloat(b, l, v, elem);
+          });
+    y = unflattenRows(rewriter, loc, y, x);
+    rewriter.replaceOp(op, castTo(rewriter, loc, y, op.getResult().getType()));
+    return success();
+  }
+};
+
+/// xfmr.gated_mlp(x, wg, wu, wd) -> (act(rows(x) · wg) * (rows(x) · wu)) · wd
+struct GatedMLPLowering : public OpRewritePattern<GatedMLPOp> {
+  using Base::Base;
+
+  LogicalResult matchAndRewrite(GatedMLPOp op,
+                                PatternRewriter &rewriter) const override {
+    for (Value w : {op.getWGate(), op.getWUp(), op.getWDown()})
+      if (!hasSignlessOrFloatElements(w))
+        return rewriter.notifyMatchFailure(op, "signed or unsigned integer "
+                                               "weights; expected signless");
+    Location loc = op.getLoc();
+    Value x = op.getInput();
+    Type elem = op.getInput().getType().getElementType();
+    FloatType acc = accumulatorType(elem);
+    Activation act = op.getActivation();
+
+    Value rows = flattenRows(rewriter, loc, x);
+    Value gate = matmul(rewriter, loc, rows, op.getWGate(), elem, acc);
+    Value up = matmul(rewriter, loc, rows, op.getWUp(), elem, acc);
+    Value hidden =
+        mapMatrix(rewriter, loc, ValueRange{gate, up}, Value(), acc,
+                  [&](OpBuilder &b, Location l, ValueRange a) {
+                    Value g = activate(b, l, act, a[0]);
+                    return arith::MulFOp::create(b, l, g, a[1]).getResult();
+                  });
+    Value y = matmul(rewriter, loc, hidden, op.getWDown(), elem, acc);
+    if (acc != elem)
+      y = mapMatrix(rewriter, loc, y, Value(), elem,
+                    [&](OpBuilder &b, Location l, ValueRange a) {
+                      return convertFloat(b, l, a[0], elem);
+                    });
+    y = unflattenRows(rewriter, loc, y, x);
+    rewriter.replaceOp(op, castTo(rewriter, loc, y, op.getResult().getType()));
+    return success();
+  }
+};
+
+/// xfmr.embedding(table, ids) -> y[..., h] = table[ids[...], h]
+struct EmbeddingLowering : public OpRewritePattern<EmbeddingOp> {
+  using Base::Base;
+
+  LogicalResult matchAndRewrite(EmbeddingOp op,
+                                PatternRewriter &rewriter) const override {
+    Location loc = op.getLoc();
+    MLIRContext *ctx = rewriter.getContext();
+    Value table = op.getTable(), ids = op.getIds();
+    int64_t rank = op.getIds().getType().getRank();
+    Type elem = op.getTable().getType().getElementType();
+
+    SmallVector<OpFoldResult> sizes = tensor::getMixedSizes(rewriter, loc, ids);
+    sizes.push_back(tensor::getMixedSize(rewriter, loc, table, 1));
+    Value init = tensor::EmptyOp::create(rewriter, loc, sizes, elem);
+    AffineMap identity = AffineMap::getMultiDimIdentityMap(rank + 1, ctx);
+    SmallVector<AffineMap> maps{identity.dropResult(rank), identity};
+    SmallVector<utils::IteratorType> iters(rank + 1,
+                                           utils::IteratorType::parallel);
+    Value y =
+        linalg::GenericOp::create(
+            rewriter, loc, TypeRange{init.getType()}, ValueRange{ids},
+            ValueRange{init}, maps, iters,
+            [&](OpBuilder &b, Location l, ValueRange a) {
+              Value row =
+                  arith::IndexCastOp::create(b, l, b.getIndexType(), a[0]);
+              Value col = linalg::IndexOp::create(b, l, rank);
+              Value v =
+                  tensor::ExtractOp::create(b, l, table, ValueRange{row, col});
+              linalg::YieldOp::create(b, l, v);
+            })
+            .getResult(0);
+    rewriter.replaceOp(op, castTo(rewriter, loc, y, op.getResult().getType()));
+    return success();
+  }
+};
+
+} // namespace
+
+void populateMLPLoweringPatterns(RewritePatternSet &patterns) {
+  patterns.add<LinearLowering, GatedMLPLowering, EmbeddingLowering>(
+      patterns.getContext());
+}
+
+} // namespace xfmr::lowering

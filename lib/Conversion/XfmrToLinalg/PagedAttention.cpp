@@ -1,0 +1,249 @@
+//===- PagedAttention.cpp - lowering of the paged KV cache ops ------------===//
+//
+// Part of xfmr.
+//
+// xfmr.kv_write: one insert per token into its slot of the pools (in place
+// after bufferization when the pools are writable function arguments).
+// xfmr.paged_attention: FlashAttention over the blocks of each sequence's
+// block table: per sequence, query head and block of `queryBlock` new
+// tokens, one key tile per KV-cache block with an online softmax; keys past
+// a token's own position are masked, blocks past the block's last token
+// are never read. Block ids, slots and the packed-token offsets are checked
+// at run time (cf.assert) before any read or write.
+//
+//===----------------------------------------------------------------------===//
+
+#include "Patterns.h"
+#include "TileBuilder.h"
+
+#include "dialects/xfmr/IR/XfmrOps.h"
+
+#include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/ControlFlow/IR/ControlFlowOps.h"
+#include "mlir/Dialect/Linalg/IR/Linalg.h"
+#include "mlir/Dialect/SCF/IR/SCF.h"
+#include "mlir/Dialect/Tensor/IR/Tensor.h"
+
+#include <limits>
+
+using namespace mlir;
+
+namespace xfmr::lowering {
+namespace {
+
+Value idx(OpBuilder &b, Location loc, int64_t v) {
+  return arith::ConstantIndexOp::create(b, loc, v);
+}
+Value dim(OpBuilder &b, Location loc, Value t, int64_t d) {
+  return tensor::DimOp::create(b, loc, t, d);
+}
+/// Element `indices` of an integer tensor as an index.
+Value loadIndex(OpBuilder &b, Location loc, Value t, ValueRange indices) {
+  Value v = tensor::ExtractOp::create(b, loc, t, indices);
+  return arith::IndexCastOp::create(b, loc, b.getIndexType(), v);
+}
+void check(OpBuilder &b, Location loc, Value cond, StringRef what) {
+  cf::AssertOp::create(b, loc, cond, what);
+}
+Value cmp(OpBuilder &b, Location loc, arith::CmpIPredicate p, Value x, Value y) {
+  return arith::CmpIOp::create(b, loc, p, x, y);
+}
+
+/// [rows, D] from a [T, H, D] tensor at (start, head) or from a pool
+/// [N, bs, H, D] at (block, start, head).
+Value slice2D(OpBuilder &b, Location loc, Value t, ArrayRef<OpFoldResult> offsets,
+              ArrayRef<OpFoldResult> sizes) {
+  auto type = cast<RankedTensorType>(t.getType());
+  auto resultType = RankedTensorType::get(
+      {ShapedType::kDynamic, type.getDimSize(type.getRank() - 1)}, type.getElementType());
+  SmallVector<OpFoldResult> strides(type.getRank(), b.getIndexAttr(1));
+  return tensor::ExtractSliceOp::create(b, loc, resultType, t, offsets, sizes, strides);
+}
+
+/// `row` converted to `element` (a no-op when it already has that type).
+Value convertTo(OpBuilder &b, Location loc, Value row, Type element) {
+  auto type = cast<RankedTensorType>(row.getType());
+  if (type.getElementType() == element)
+    return row;
+  Value init = tensor::EmptyOp::create(b, loc, tensor::getMixedSizes(b, loc, row), element);
+  auto id = b.getMultiDimIdentityMap(type.getRank());
+  SmallVector<utils::IteratorType> its(type.getRank(), utils::IteratorType::parallel);
+  return linalg::GenericOp::create(
+             b, loc, init.getType(), row, init, ArrayRef<AffineMap>{id, id}, its,
+             [&](OpBuilder &nb, Location l, ValueRange a) {
+               Value f = toF32(nb, l, a[0]);
+               linalg::YieldOp::create(nb, l, fromF32(nb, l, f, element));
+             })
+      .getResult(0);
+}
+
+struct LowerKVWrite : OpRewritePattern<KVWriteOp> {
+  using OpRewritePattern::OpRewritePattern;
+
+  LogicalResult matchAndRewrite(KVWriteOp op, PatternRewriter &rewriter) const override {
+    Location loc = op.getLoc();
+    auto poolType = cast<RankedTensorType>(op.getKeyPool().getType());
+    int64_t blockSize = poolType.getDimSize(1);
+    Value zero = idx(rewriter, loc, 0), one = idx(rewriter, loc, 1);
+    Value tokens = dim(rewriter, loc, op.getKey(), 0);
+    Value capacity = arith::MulIOp::create(rewriter, loc, dim(rewriter, loc, op.getKeyPool(), 0),
+                                           idx(rewriter, loc, blockSize));
+    auto loop = scf::ForOp::create(
+        rewriter, loc, zero, tokens, one, ValueRange{op.getKeyPool(), op.getValuePool()},
+        [&](OpBuilder &b, Location l, Value t, ValueRange pools) {
+          Value slot = tensor::ExtractOp::create(b, l, op.getSlotMapping(), t);
+          Value zeroSlot = arith::ConstantOp::create(b, l, b.getZeroAttr(slot.getType()));
+          Value write = arith::CmpIOp::create(b, l, arith::CmpIPredicate::sge, slot, zeroSlot);
+          auto ifOp = scf::IfOp::create(
+              b, l, write,
+              [&](OpBuilder &bt, Location lt) {
+                Value s = arith::IndexCastOp::create(bt, lt, bt.getIndexType(), slot);
+                check(bt, lt, cmp(bt, lt, arith::CmpIPredicate::slt, s, capacity),
+                      "xfmr.kv_write: slot past the end of the KV pool");
+                Value bs = idx(bt, lt, blockSize);
+                Value block = arith::DivUIOp::create(bt, lt, s, bs);
+                Value offset = arith::RemUIOp::create(bt, lt, s, bs);
+                SmallVector<Value> updated;
+                for (auto [src, pool] : llvm::zip(ValueRange{op.getKey(), op.getValue()}, pools)) {
+                  OpFoldResult o = bt.getIndexAttr(1), z = bt.getIndexAttr(0);
+                  OpFoldResult h = tensor::getMixedSize(bt, lt, src, 1);
+                  OpFoldResult d = tensor::getMixedSize(bt, lt, src, 2);
+                  auto srcType = cast<RankedTensorType>(src.getType());
+                  auto rowType = RankedTensorType::get({srcType.getDimSize(1), srcType.getDimSize(2)},
+                                                       srcType.getElementType());
+                  Value row = tensor::ExtractSliceOp::create(bt, lt, rowType, src, {t, z, z},
+                                                             {o, h, d}, {o, o, o});
+                  row = convertTo(bt, lt, row,
+                                  cast<RankedTensorType>(pool.getType()).getElementType());
+                  updated.push_back(tensor::InsertSliceOp::create(
+                      bt, lt, row, pool, {block, offset, z, z}, {o, o, h, d}, {o, o, o, o}));
+                }
+                scf::YieldOp::create(bt, lt, updated);
+              },
+              [&](OpBuilder &be, Location le) { scf::YieldOp::create(be, le, pools); });
+          scf::YieldOp::create(b, l, ifOp.getResults());
+        });
+    rewriter.replaceOp(op, loop.getResults());
+    return success();
+  }
+};
+
+struct LowerPagedAttention : OpRewritePattern<PagedAttentionOp> {
+  LowerPagedAttention(MLIRContext *ctx, AttentionTiling tiling)
+      : OpRewritePattern(ctx), tiling(tiling) {}
+
+  LogicalResult matchAndRewrite(PagedAttentionOp op, PatternRewriter &rewriter) const override {
+    Location loc = op.getLoc();
+    Value q = op.getQuery(), kPool = op.getKeyPool(), vPool = op.getValuePool();
+    Value tables = op.getBlockTables(), lens = op.getContextLens(),
+          starts = op.getQueryStartLoc();
+    auto resultType = op.getResult().getType();
+    int64_t rep = op.getNumHeads() / op.getNumKvHeads();
+    int64_t blockSize = op.getBlockSize();
+    double scale = op.getScale().convertToDouble();
+
+    Value zero = idx(rewriter, loc, 0), one = idx(rewriter, loc, 1);
+    Value bs = idx(rewriter, loc, blockSize);
+    Value numSeqs = dim(rewriter, loc, lens, 0), heads = dim(rewriter, loc, q, 1);
+    Value numTokens = dim(rewriter, loc, q, 0);
+    Value numBlocks = dim(rewriter, loc, kPool, 0);
+    Value maxBlocks = dim(rewriter, loc, tables, 1);
+    OpFoldResult d = tensor::getMixedSize(rewriter, loc, q, 2);
+    OpFoldResult dv = tensor::getMixedSize(rewriter, loc, vPool, 3);
+    Value qBlock = idx(rewriter, loc, tiling.queryBlock);
+    Value out = tensor::EmptyOp::create(rewriter, loc, tensor::getMixedSizes(rewriter, loc, q),
+                                        resultType.getElementType());
+
+    auto seqLoop = scf::ForOp::create(
+        rewriter, loc, zero, numSeqs, one, ValueRange{out},
+        [&](OpBuilder &b1, Location l1, Value s, ValueRange a1) {
+          Value first = loadIndex(b1, l1, starts, s);
+          Value end = loadIndex(b1, l1, starts, arith::AddIOp::create(b1, l1, s, one).getResult());
+          Value ctx = loadIndex(b1, l1, lens, s);
+          Value n = arith::SubIOp::create(b1, l1, end, first);
+          Value base = arith::SubIOp::create(b1, l1, ctx, n); // position of the first new token
+          check(b1, l1, cmp(b1, l1, arith::CmpIPredicate::sle, zero, first),
+                "xfmr.paged_attention: negative query_start_loc");
+          check(b1, l1, cmp(b1, l1, arith::CmpIPredicate::sle, first, end),
+                "xfmr.paged_attention: query_start_loc is not ascending");
+          check(b1, l1, cmp(b1, l1, arith::CmpIPredicate::sle, end, numTokens),
+                "xfmr.paged_attention: query_start_loc past the packed tokens");
+          check(b1, l1, cmp(b1, l1, arith::CmpIPredicate::sle, zero, base),
+                "xfmr.paged_attention: context_lens shorter than the new tokens");
+          Value needed = arith::CeilDivUIOp::create(b1, l1, ctx, bs);
+          check(b1, l1, cmp(b1, l1, arith::CmpIPredicate::sle, needed, maxBlocks),
+                "xfmr.paged_attention: context longer than the block table");
+          auto headLoop = scf::ForOp::create(
+              b1, l1, zero, heads, one, a1,
+              [&](OpBuilder &b2, Location l2, Value h, ValueRange a2) {
+                Value hk = arith::DivUIOp::create(b2, l2, h, idx(b2, l2, rep));
+                auto queryLoop = scf::ForOp::create(
+                    b2, l2, zero, n, qBlock, a2,
+                    [&](OpBuilder &b3, Location l3, Value q0, ValueRange a3) {
+                      OpFoldResult o = b3.getIndexAttr(1), z = b3.getIndexAttr(0);
+                      Value tq = arith::MinSIOp::create(b3, l3, qBlock,
+                                                        arith::SubIOp::create(b3, l3, n, q0));
+                      Value row0 = arith::AddIOp::create(b3, l3, first, q0);
+                      Value qTile = slice2D(b3, l3, q, {row0, h, z}, {tq, o, d});
+                      Value pos0 = arith::AddIOp::create(b3, l3, base, q0);
+                      Value kvEnd = arith::MinSIOp::create(
+                          b3, l3, ctx, arith::AddIOp::create(b3, l3, pos0, tq));
+                      Value blocks = arith::CeilDivUIOp::create(b3, l3, kvEnd, bs);
+                      SoftmaxState init = initialState(b3, l3, tq, dv);
+                      auto blockLoop = scf::ForOp::create(
+                          b3, l3, zero, blocks, one, ValueRange{init.max, init.sum, init.acc},
+                          [&](OpBuilder &b4, Location l4, Value kb, ValueRange st) {
+                            Value block = loadIndex(b4, l4, tables, {s, kb});
+                            check(b4, l4,
+                                  arith::AndIOp::create(
+                                      b4, l4, cmp(b4, l4, arith::CmpIPredicate::sle, zero, block),
+                                      cmp(b4, l4, arith::CmpIPredicate::slt, block, numBlocks)),
+                                  "xfmr.paged_attention: block id outside the KV pool");
+                            Value k0 = arith::MulIOp::create(b4, l4, kb, bs);
+                            Value tk = arith::MinSIOp::create(
+                                b4, l4, bs, arith::SubIOp::create(b4, l4, kvEnd, k0));
+                            Value kTile = slice2D(b4, l4, kPool, {block, z, hk, z}, {o, tk, o, d});
+                            Value vTile = slice2D(b4, l4, vPool, {block, z, hk, z}, {o, tk, o, dv});
+                            auto maskFn = [&](OpBuilder &nb, Location nl, Value i, Value j,
+                                              Value score) -> Value {
+                              Value pos = arith::AddIOp::create(nb, nl, pos0, i);
+                              Value key = arith::AddIOp::create(nb, nl, k0, j);
+                              Value hidden = arith::CmpIOp::create(
+                                  nb, nl, arith::CmpIPredicate::sgt, key, pos);
+                              Value ninf = arith::ConstantOp::create(
+                                  nb, nl,
+                                  nb.getF32FloatAttr(-std::numeric_limits<float>::infinity()));
+                              return arith::SelectOp::create(nb, nl, hidden, ninf, score);
+                            };
+                            Value scores = scoreTile(b4, l4, qTile, kTile, scale, maskFn);
+                            SoftmaxState next = softmaxStep(
+                                b4, l4, SoftmaxState{st[0], st[1], st[2]}, scores, vTile);
+                            scf::YieldOp::create(b4, l4,
+                                                 ValueRange{next.max, next.sum, next.acc});
+                          });
+                      SoftmaxState done{blockLoop.getResult(0), blockLoop.getResult(1),
+                                        blockLoop.getResult(2)};
+                      Value tile = finishTile(b3, l3, done, resultType.getElementType());
+                      Value updated = tensor::InsertSliceOp::create(
+                          b3, l3, tile, a3[0], {row0, h, z}, {tq, o, dv}, {o, o, o});
+                      scf::YieldOp::create(b3, l3, updated);
+                    });
+                scf::YieldOp::create(b2, l2, queryLoop.getResults());
+              });
+          scf::YieldOp::create(b1, l1, headLoop.getResults());
+        });
+    rewriter.replaceOp(op, seqLoop.getResults());
+    return success();
+  }
+
+  AttentionTiling tiling;
+};
+
+} // namespace
+
+void populatePagedLoweringPatterns(RewritePatternSet &patterns, AttentionTiling tiling) {
+  patterns.add<LowerKVWrite>(patterns.getContext());
+  patterns.add<LowerPagedAttention>(patterns.getContext(), tiling);
+}
+
+} // namespace xfmr::lowering

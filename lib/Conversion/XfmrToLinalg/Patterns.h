@@ -1,0 +1,35 @@
+//===- Patterns.h - xfmr to linalg lowering patterns ------------*- C++ -*-===//
+//
+// Part of xfmr. One populate function per op family; each file lowers its
+// ops to destination-passing linalg/tensor/scf on tensors.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef XFMR_LIB_CONVERSION_XFMRTOLINALG_PATTERNS_H
+#define XFMR_LIB_CONVERSION_XFMRTOLINALG_PATTERNS_H
+
+#include "mlir/IR/PatternMatch.h"
+
+namespace xfmr::lowering {
+
+struct AttentionTiling {
+  int64_t queryBlock = 16;
+  int64_t keyBlock = 64;
+};
+
+/// xfmr.rms_norm, xfmr.layer_norm (Norms.cpp).
+void populateNormLoweringPatterns(mlir::RewritePatternSet &patterns);
+/// xfmr.rope (Rope.cpp).
+void populateRopeLoweringPatterns(mlir::RewritePatternSet &patterns);
+/// xfmr.linear, xfmr.gated_mlp, xfmr.embedding (MLP.cpp).
+void populateMLPLoweringPatterns(mlir::RewritePatternSet &patterns);
+/// xfmr.attention (Attention.cpp).
+void populateAttentionLoweringPatterns(mlir::RewritePatternSet &patterns,
+                                       AttentionTiling tiling);
+/// xfmr.paged_attention, xfmr.kv_write (PagedAttention.cpp).
+void populatePagedLoweringPatterns(mlir::RewritePatternSet &patterns,
+                                   AttentionTiling tiling);
+
+} // namespace xfmr::lowering
+
+#endif // XFMR_LIB_CONVERSION_XFMRTOLINALG_PATTERNS_H

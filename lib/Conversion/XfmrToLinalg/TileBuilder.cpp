@@ -1,0 +1,176 @@
+//===- TileBuilder.cpp - FlashAttention tile steps on tensors -------------===//
+//
+// Part of xfmr.
+//
+//===----------------------------------------------------------------------===//
+
+#include "TileBuilder.h"
+
+#include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/Linalg/IR/Linalg.h"
+#include "mlir/Dialect/Math/IR/Math.h"
+#include "mlir/Dialect/Tensor/IR/Tensor.h"
+
+#include <limits>
+
+using namespace mlir;
+
+namespace xfmr::lowering {
+namespace {
+
+using Body = function_ref<Value(OpBuilder &, Location, ValueRange)>;
+constexpr utils::IteratorType par = utils::IteratorType::parallel;
+constexpr utils::IteratorType red = utils::IteratorType::reduction;
+
+/// A linalg.generic with one result; `body` gets the block arguments and
+/// returns the value to yield.
+Value generic(OpBuilder &b, Location loc, ValueRange ins, Value init,
+              ArrayRef<AffineMap> maps, ArrayRef<utils::IteratorType> iterators, Body body) {
+  auto op = linalg::GenericOp::create(
+      b, loc, init.getType(), ins, init, maps, iterators,
+      [&](OpBuilder &nb, Location nloc, ValueRange args) {
+        linalg::YieldOp::create(nb, nloc, body(nb, nloc, args));
+      });
+  return op.getResult(0);
+}
+
+AffineMap map(MLIRContext *ctx, unsigned numDims, ArrayRef<unsigned> dims) {
+  SmallVector<AffineExpr> exprs;
+  for (unsigned d : dims)
+    exprs.push_back(getAffineDimExpr(d, ctx));
+  return AffineMap::get(numDims, 0, exprs, ctx);
+}
+
+Value f32Const(OpBuilder &b, Location loc, double v) {
+  return arith::ConstantOp::create(b, loc, b.getF32FloatAttr(static_cast<float>(v)));
+}
+
+/// m with -inf replaced by 0, so exp(x - m) of a row that has seen no key
+/// yet stays 0 instead of NaN.
+Value finiteMax(OpBuilder &b, Location loc, Value m) {
+  Value ninf = f32Const(b, loc, -std::numeric_limits<double>::infinity());
+  Value isNinf = arith::CmpFOp::create(b, loc, arith::CmpFPredicate::OEQ, m, ninf);
+  return arith::SelectOp::create(b, loc, isNinf, f32Const(b, loc, 0.0), m);
+}
+
+} // namespace
+
+Value toF32(OpBuilder &b, Location loc, Value v) {
+  Type t = v.getType();
+  if (t.isF32())
+    return v;
+  if (t.getIntOrFloatBitWidth() < 32)
+    return arith::ExtFOp::create(b, loc, b.getF32Type(), v);
+  return arith::TruncFOp::create(b, loc, b.getF32Type(), v);
+}
+
+Value fromF32(OpBuilder &b, Location loc, Value v, Type to) {
+  if (to.isF32())
+    return v;
+  if (to.getIntOrFloatBitWidth() < 32)
+    return arith::TruncFOp::create(b, loc, to, v);
+  return arith::ExtFOp::create(b, loc, to, v);
+}
+
+Value emptyTensor(OpBuilder &b, Location loc, ArrayRef<OpFoldResult> sizes, Type element) {
+  return tensor::EmptyOp::create(b, loc, sizes, element);
+}
+
+Value filled(OpBuilder &b, Location loc, ArrayRef<OpFoldResult> sizes, double value) {
+  Value empty = emptyTensor(b, loc, sizes, b.getF32Type());
+  return linalg::FillOp::create(b, loc, f32Const(b, loc, value), empty).getResult(0);
+}
+
+SoftmaxState initialState(OpBuilder &b, Location loc, OpFoldResult rows, OpFoldResult dv) {
+  return {filled(b, loc, {rows}, -std::numeric_limits<double>::infinity()),
+          filled(b, loc, {rows}, 0.0), filled(b, loc, {rows, dv}, 0.0)};
+}
+
+Value scoreTile(OpBuilder &b, Location loc, Value q, Value k, double scale, MaskFn mask) {
+  MLIRContext *ctx = b.getContext();
+  OpFoldResult tq = tensor::getMixedSize(b, loc, q, 0);
+  OpFoldResult tk = tensor::getMixedSize(b, loc, k, 0);
+  Value dot = generic(b, loc, {q, k}, filled(b, loc, {tq, tk}, 0.0),
+                      {map(ctx, 3, {0, 2}), map(ctx, 3, {1, 2}), map(ctx, 3, {0, 1})},
+                      {par, par, red}, [](OpBuilder &nb, Location l, ValueRange a) -> Value {
+                        Value p = arith::MulFOp::create(nb, l, toF32(nb, l, a[0]),
+                                                        toF32(nb, l, a[1]));
+                        return arith::AddFOp::create(nb, l, a[2], p);
+                      });
+  Value scaleV = f32Const(b, loc, scale);
+  AffineMap id2 = map(ctx, 2, {0, 1});
+  return generic(b, loc, {dot}, emptyTensor(b, loc, {tq, tk}, b.getF32Type()), {id2, id2},
+                 {par, par}, [&](OpBuilder &nb, Location l, ValueRange a) -> Value {
+                   Value s = arith::MulFOp::create(nb, l, a[0], scaleV);
+                   Value i = linalg::IndexOp::create(nb, l, 0);
+                   Value j = linalg::IndexOp::create(nb, l, 1);
+                   return mask(nb, l, i, j, s);
+                 });
+}
+
+SoftmaxState softmaxStep(OpBuilder &b, Location loc, const SoftmaxState &state, Value scores,
+                         Value v) {
+  MLIRContext *ctx = b.getContext();
+  OpFoldResult tq = tensor::getMixedSize(b, loc, scores, 0);
+  OpFoldResult tk = tensor::getMixedSize(b, loc, scores, 1);
+  OpFoldResult dv = tensor::getMixedSize(b, loc, v, 1);
+  AffineMap ij = map(ctx, 2, {0, 1}), i2 = map(ctx, 2, {0}), i1 = map(ctx, 1, {0});
+
+  // m' = max(m, rowmax(s))
+  Value newMax = generic(b, loc, {scores}, state.max, {ij, i2}, {par, red},
+                         [](OpBuilder &nb, Location l, ValueRange a) -> Value {
+                           return arith::MaximumFOp::create(nb, l, a[0], a[1]);
+                         });
+  // p = exp(s - m')
+  Value probs = generic(b, loc, {scores, newMax}, emptyTensor(b, loc, {tq, tk}, b.getF32Type()),
+                        {ij, i2, ij}, {par, par},
+                        [](OpBuilder &nb, Location l, ValueRange a) -> Value {
+                          Value d = arith::SubFOp::create(nb, l, a[0], finiteMax(nb, l, a[1]));
+                          return math::ExpOp::create(nb, l, d);
+                        });
+  // alpha = exp(m - m')
+  Value alpha = generic(b, loc, {state.max, newMax}, emptyTensor(b, loc, {tq}, b.getF32Type()),
+                        {i1, i1, i1}, {par}, [](OpBuilder &nb, Location l, ValueRange a) -> Value {
+                          Value d = arith::SubFOp::create(nb, l, a[0], finiteMax(nb, l, a[1]));
+                          return math::ExpOp::create(nb, l, d);
+                        });
+  // l' = l * alpha + rowsum(p)
+  Value scaledSum = generic(b, loc, {state.sum, alpha}, emptyTensor(b, loc, {tq}, b.getF32Type()),
+                            {i1, i1, i1}, {par}, [](OpBuilder &nb, Location l, ValueRange a) -> Value {
+                              return arith::MulFOp::create(nb, l, a[0], a[1]);
+                            });
+  Value newSum = generic(b, loc, {probs}, scaledSum, {ij, i2}, {par, red},
+                         [](OpBuilder &nb, Location l, ValueRange a) -> Value {
+                           return arith::AddFOp::create(nb, l, a[0], a[1]);
+                         });
+  // acc' = acc * alpha + p · v
+  Value scaledAcc = generic(b, loc, {state.acc, alpha},
+                            emptyTensor(b, loc, {tq, dv}, b.getF32Type()), {ij, i2, ij},
+                            {par, par}, [](OpBuilder &nb, Location l, ValueRange a) -> Value {
+                              return arith::MulFOp::create(nb, l, a[0], a[1]);
+                            });
+  Value newAcc = generic(b, loc, {probs, v}, scaledAcc,
+                         {map(ctx, 3, {0, 2}), map(ctx, 3, {2, 1}), map(ctx, 3, {0, 1})},
+                         {par, par, red}, [](OpBuilder &nb, Location l, ValueRange a) -> Value {
+                           Value p = arith::MulFOp::create(nb, l, a[0], toF32(nb, l, a[1]));
+                           return arith::AddFOp::create(nb, l, a[2], p);
+                         });
+  return {newMax, newSum, newAcc};
+}
+
+Value finishTile(OpBuilder &b, Location loc, const SoftmaxState &state, Type element) {
+  MLIRContext *ctx = b.getContext();
+  OpFoldResult tq = tensor::getMixedSize(b, loc, state.acc, 0);
+  OpFoldResult dv = tensor::getMixedSize(b, loc, state.acc, 1);
+  AffineMap ij = map(ctx, 2, {0, 1}), i2 = map(ctx, 2, {0});
+  return generic(b, loc, {state.acc, state.sum}, emptyTensor(b, loc, {tq, dv}, element),
+                 {ij, i2, ij}, {par, par}, [&](OpBuilder &nb, Location l, ValueRange a) -> Value {
+                   Value zero = f32Const(nb, l, 0.0);
+                   Value empty = arith::CmpFOp::create(nb, l, arith::CmpFPredicate::OEQ, a[1], zero);
+                   Value q = arith::DivFOp::create(nb, l, a[0], a[1]);
+                   Value r = arith::SelectOp::create(nb, l, empty, zero, q);
+                   return fromF32(nb, l, r, element);
+                 });
+}
+
+} // namespace xfmr::lowering

@@ -1,0 +1,58 @@
+//===- TileBuilder.h - FlashAttention tile steps on tensors -----*- C++ -*-===//
+//
+// Part of xfmr. The pieces of FlashAttention's online softmax, on one
+// query tile [tq, D] and one key/value tile [tk, D] / [tk, Dv], as linalg
+// ops on dynamically sized tensors. Dense attention (Attention.cpp) and
+// paged attention (PagedAttention.cpp) differ only in where the tiles come
+// from and how scores are masked; both are built from these. Accumulation
+// is f32 whatever the operands' type.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef XFMR_LIB_CONVERSION_XFMRTOLINALG_TILEBUILDER_H
+#define XFMR_LIB_CONVERSION_XFMRTOLINALG_TILEBUILDER_H
+
+#include "mlir/IR/Builders.h"
+#include "llvm/ADT/STLFunctionalExtras.h"
+
+namespace xfmr::lowering {
+
+/// Running state of one query tile: row maxima m [tq], row sums l [tq],
+/// unnormalized output acc [tq, Dv], all f32.
+struct SoftmaxState {
+  mlir::Value max, sum, acc;
+};
+
+mlir::Value emptyTensor(mlir::OpBuilder &b, mlir::Location loc,
+                        llvm::ArrayRef<mlir::OpFoldResult> sizes, mlir::Type element);
+mlir::Value filled(mlir::OpBuilder &b, mlir::Location loc,
+                   llvm::ArrayRef<mlir::OpFoldResult> sizes, double value);
+
+/// m = -inf, l = 0, acc = 0 for `rows` query rows and `dv` value features.
+SoftmaxState initialState(mlir::OpBuilder &b, mlir::Location loc, mlir::OpFoldResult rows,
+                          mlir::OpFoldResult dv);
+
+/// Scores [tq, tk] = scale * q · kᵀ, then `mask(b, loc, i, j, score)` per
+/// element (i, j index the tile) returns the masked score (-inf to drop).
+using MaskFn = llvm::function_ref<mlir::Value(mlir::OpBuilder &, mlir::Location,
+                                              mlir::Value i, mlir::Value j,
+                                              mlir::Value score)>;
+mlir::Value scoreTile(mlir::OpBuilder &b, mlir::Location loc, mlir::Value q, mlir::Value k,
+                      double scale, MaskFn mask);
+
+/// One online-softmax step: folds the scores [tq, tk] and values [tk, Dv]
+/// into the state.
+SoftmaxState softmaxStep(mlir::OpBuilder &b, mlir::Location loc, const SoftmaxState &state,
+                         mlir::Value scores, mlir::Value v);
+
+/// acc / l as a [tq, Dv] tensor of `element` (rows that saw no key are 0).
+mlir::Value finishTile(mlir::OpBuilder &b, mlir::Location loc, const SoftmaxState &state,
+                       mlir::Type element);
+
+/// Converts a float scalar to f32 (or from f32 to `to`).
+mlir::Value toF32(mlir::OpBuilder &b, mlir::Location loc, mlir::Value v);
+mlir::Value fromF32(mlir::OpBuilder &b, mlir::Location loc, mlir::Value v, mlir::Type to);
+
+} // namespace xfmr::lowering
+
+#endif // XFMR_LIB_CONVERSION_XFMRTOLINALG_TILEBUILDER_H

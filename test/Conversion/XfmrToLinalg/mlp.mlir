@@ -1,0 +1,189 @@
+// RUN: xfmr-opt %s --convert-xfmr-to-linalg --split-input-file | FileCheck %s
+
+// Lowering of xfmr.linear, xfmr.gated_mlp and xfmr.embedding. Projections
+// collapse the input into rows [M, K] and multiply over loops (m, k, n) with
+// k the reduction, so the weights stream along n.
+
+// f16 with a bias: f32 accumulation, then one generic adds the bias and
+// rounds to f16; the rows are expanded back to [2, 16, 128].
+// CHECK-LABEL: func.func @linear_bias(
+// CHECK-SAME: %[[X:[a-z0-9]+]]: tensor<2x16x64xf16>, %[[W:[a-z0-9]+]]: tensor<64x128xf16>, %[[B:[a-z0-9]+]]: tensor<128xf16>
+// CHECK: %[[ROWS:.*]] = tensor.collapse_shape %[[X]] {{\[\[}}0, 1], [2]] : tensor<2x16x64xf16> into tensor<32x64xf16>
+// CHECK: %[[INIT:.*]] = linalg.fill ins(%{{.*}} : f32) outs(%{{.*}} : tensor<32x128xf32>)
+// CHECK: %[[MM:.*]] = linalg.generic
+// CHECK-SAME: iterator_types = ["parallel", "reduction", "parallel"]
+// CHECK-SAME: ins(%[[ROWS]], %[[W]] : tensor<32x64xf16>, tensor<64x128xf16>) outs(%[[INIT]] : tensor<32x128xf32>)
+// CHECK: arith.extf %{{.*}} : f16 to f32
+// CHECK: arith.mulf {{.*}} fastmath<reassoc,contract>
+// CHECK: arith.addf {{.*}} fastmath<reassoc,contract>
+// CHECK: %[[OUT:.*]] = linalg.generic
+// CHECK-SAME: iterator_types = ["parallel", "parallel"]
+// CHECK-SAME: ins(%[[MM]], %[[B]] : tensor<32x128xf32>, tensor<128xf16>)
+// CHECK: arith.truncf %{{.*}} : f32 to f16
+// CHECK: %[[Y:.*]] = tensor.expand_shape %[[OUT]] {{\[\[}}0, 1], [2]] output_shape [2, 16, 128] : tensor<32x128xf16> into tensor<2x16x128xf16>
+// CHECK: return %[[Y]]
+func.func @linear_bias(%x: tensor<2x16x64xf16>, %w: tensor<64x128xf16>, %b: tensor<128xf16>)
+    -> tensor<2x16x128xf16> {
+  %y = xfmr.linear %x, %w, %b
+      : tensor<2x16x64xf16>, tensor<64x128xf16>, tensor<128xf16>
+      -> tensor<2x16x128xf16>
+  return %y : tensor<2x16x128xf16>
+}
+
+// -----
+
+// int8 weights on f32 rows: sitofp in the contraction; no reshape and no
+// epilogue generic (f32 accumulates in place, no bias).
+// CHECK-LABEL: func.func @linear_int8(
+// CHECK-SAME: %[[X:[a-z0-9]+]]: tensor<4x64xf32>, %[[W:[a-z0-9]+]]: tensor<64x128xi8>
+// CHECK-NOT: tensor.collapse_shape
+// CHECK: %[[Y:.*]] = linalg.generic
+// CHECK-SAME: ins(%[[X]], %[[W]] : tensor<4x64xf32>, tensor<64x128xi8>)
+// CHECK: arith.sitofp %{{.*}} : i8 to f32
+// CHECK-NOT: linalg.generic
+// CHECK: return %[[Y]]
+func.func @linear_int8(%x: tensor<4x64xf32>, %w: tensor<64x128xi8>) -> tensor<4x128xf32> {
+  %y = xfmr.linear %x, %w : tensor<4x64xf32>, tensor<64x128xi8> -> tensor<4x128xf32>
+  return %y : tensor<4x128xf32>
+}
+
+// -----
+
+// Dynamic leading dims and N: the rows collapse to [?, 64] and expand back
+// with sizes from tensor.dim; bf16 weights widen to the f32 input type.
+// CHECK-LABEL: func.func @linear_dynamic(
+// CHECK-SAME: %[[X:[a-z0-9]+]]: tensor<?x?x64xf32>, %[[W:[a-z0-9]+]]: tensor<64x?xbf16>
+// CHECK: %[[ROWS:.*]] = tensor.collapse_shape %[[X]] {{\[\[}}0, 1], [2]] : tensor<?x?x64xf32> into tensor<?x64xf32>
+// CHECK: tensor.empty(%{{.*}}, %{{.*}}) : tensor<?x?xf32>
+// CHECK: %[[MM:.*]] = linalg.generic
+// CHECK-SAME: iterator_types = ["parallel", "reduction", "parallel"]
+// CHECK-SAME: ins(%[[ROWS]], %[[W]] : tensor<?x64xf32>, tensor<64x?xbf16>)
+// CHECK: arith.extf %{{.*}} : bf16 to f32
+// CHECK: %[[D0:.*]] = tensor.dim %[[X]], %{{.*}} : tensor<?x?x64xf32>
+// CHECK: %[[D1:.*]] = tensor.dim %[[X]], %{{.*}} : tensor<?x?x64xf32>
+// CHECK: %[[N:.*]] = tensor.dim %[[MM]], %{{.*}} : tensor<?x?xf32>
+// CHECK: tensor.expand_shape %[[MM]] {{\[\[}}0, 1], [2]] output_shape [%[[D0]], %[[D1]], %[[N]]] : tensor<?x?xf32> into tensor<?x?x?xf32>
+func.func @linear_dynamic(%x: tensor<?x?x64xf32>, %w: tensor<64x?xbf16>) -> tensor<?x?x?xf32> {
+  %y = xfmr.linear %x, %w : tensor<?x?x64xf32>, tensor<64x?xbf16> -> tensor<?x?x?xf32>
+  return %y : tensor<?x?x?xf32>
+}
+
+// -----
+
+// A single token as a vector: expanded to one row and collapsed back.
+// CHECK-LABEL: func.func @linear_vector(
+// CHECK: tensor.expand_shape %{{.*}} {{\[\[}}0, 1]] output_shape [1, 64] : tensor<64xf32> into tensor<1x64xf32>
+// CHECK: linalg.generic
+// CHECK: tensor.collapse_shape %{{.*}} {{\[\[}}0, 1]] : tensor<1x128xf32> into tensor<128xf32>
+func.func @linear_vector(%x: tensor<64xf32>, %w: tensor<64x128xf32>) -> tensor<128xf32> {
+  %y = xfmr.linear %x, %w : tensor<64xf32>, tensor<64x128xf32> -> tensor<128xf32>
+  return %y : tensor<128xf32>
+}
+
+// -----
+
+// SwiGLU in f32: gate and up contractions, silu(gate) * up elementwise as
+// gate / (1 + exp(-gate)) * up, then the down contraction; no rounding.
+// CHECK-LABEL: func.func @gated_mlp_silu(
+// CHECK-SAME: %[[X:[a-z0-9]+]]: tensor<2x16x64xf32>, %[[WG:[a-z0-9]+]]: tensor<64x256xf32>, %[[WU:[a-z0-9]+]]: tensor<64x256xf32>, %[[WD:[a-z0-9]+]]: tensor<256x64xf32>
+// CHECK: %[[ROWS:.*]] = tensor.collapse_shape %[[X]]
+// CHECK: %[[G:.*]] = linalg.generic {{.*}}iterator_types = ["parallel", "reduction", "parallel"]
+// CHECK-SAME: ins(%[[ROWS]], %[[WG]] :
+// CHECK: %[[U:.*]] = linalg.generic {{.*}}iterator_types = ["parallel", "reduction", "parallel"]
+// CHECK-SAME: ins(%[[ROWS]], %[[WU]] :
+// CHECK: %[[H:.*]] = linalg.generic {{.*}}iterator_types = ["parallel", "parallel"]
+// CHECK-SAME: ins(%[[G]], %[[U]] : tensor<32x256xf32>, tensor<32x256xf32>)
+// CHECK: arith.negf
+// CHECK: math.exp
+// CHECK: arith.addf
+// CHECK: arith.divf
+// CHECK: arith.mulf
+// CHECK: %[[D:.*]] = linalg.generic {{.*}}iterator_types = ["parallel", "reduction", "parallel"]
+// CHECK-SAME: ins(%[[H]], %[[WD]] : tensor<32x256xf32>, tensor<256x64xf32>)
+// CHECK-NOT: linalg.generic
+// CHECK: tensor.expand_shape %[[D]]
+func.func @gated_mlp_silu(%x: tensor<2x16x64xf32>, %wg: tensor<64x256xf32>,
+                          %wu: tensor<64x256xf32>, %wd: tensor<256x64xf32>)
+    -> tensor<2x16x64xf32> {
+  %y = xfmr.gated_mlp silu %x, %wg, %wu, %wd
+      : tensor<2x16x64xf32>, tensor<64x256xf32>, tensor<64x256xf32>,
+        tensor<256x64xf32>
+  return %y : tensor<2x16x64xf32>
+}
+
+// -----
+
+// Exact GELU on dynamic bf16 rows: the hidden activations stay in f32 and
+// the down projection's result is rounded to bf16 in a last generic.
+// CHECK-LABEL: func.func @gated_mlp_gelu_dynamic(
+// CHECK: tensor.collapse_shape %{{.*}} : tensor<?x?x64xbf16> into tensor<?x64xbf16>
+// CHECK: math.erf
+// CHECK: linalg.generic {{.*}}iterator_types = ["parallel", "reduction", "parallel"]
+// CHECK-SAME: ins(%{{.*}}, %{{.*}} : tensor<?x128xf32>, tensor<128x64xbf16>)
+// CHECK: linalg.generic {{.*}}iterator_types = ["parallel", "parallel"]
+// CHECK: arith.truncf %{{.*}} : f32 to bf16
+// CHECK: tensor.expand_shape %{{.*}} output_shape [%{{.*}}, %{{.*}}, 64] : tensor<?x64xbf16> into tensor<?x?x64xbf16>
+func.func @gated_mlp_gelu_dynamic(%x: tensor<?x?x64xbf16>, %wg: tensor<64x128xbf16>,
+                                  %wu: tensor<64x128xbf16>, %wd: tensor<128x64xbf16>)
+    -> tensor<?x?x64xbf16> {
+  %y = xfmr.gated_mlp gelu %x, %wg, %wu, %wd
+      : tensor<?x?x64xbf16>, tensor<64x128xbf16>, tensor<64x128xbf16>,
+        tensor<128x64xbf16>
+  return %y : tensor<?x?x64xbf16>
+}
+
+// -----
+
+// The other activations: tanh GELU and ReLU.
+// CHECK-LABEL: func.func @gated_mlp_gelu_tanh(
+// CHECK: math.tanh
+// CHECK-LABEL: func.func @gated_mlp_relu(
+// CHECK: arith.maximumf
+func.func @gated_mlp_gelu_tanh(%x: tensor<4x64xf32>, %wg: tensor<64x128xf32>,
+                               %wu: tensor<64x128xf32>, %wd: tensor<128x64xf32>)
+    -> tensor<4x64xf32> {
+  %y = xfmr.gated_mlp gelu_tanh %x, %wg, %wu, %wd
+      : tensor<4x64xf32>, tensor<64x128xf32>, tensor<64x128xf32>, tensor<128x64xf32>
+  return %y : tensor<4x64xf32>
+}
+func.func @gated_mlp_relu(%x: tensor<4x64xf32>, %wg: tensor<64x128xf32>,
+                          %wu: tensor<64x128xf32>, %wd: tensor<128x64xf32>)
+    -> tensor<4x64xf32> {
+  %y = xfmr.gated_mlp relu %x, %wg, %wu, %wd
+      : tensor<4x64xf32>, tensor<64x128xf32>, tensor<64x128xf32>, tensor<128x64xf32>
+  return %y : tensor<4x64xf32>
+}
+
+// -----
+
+// Embedding: one generic over the result reading the ids; the row index is
+// the id cast to index, the column the generic's last loop.
+// CHECK-LABEL: func.func @embedding(
+// CHECK-SAME: %[[T:[a-z0-9]+]]: tensor<32000x64xf16>, %[[IDS:[a-z0-9]+]]: tensor<2x16xi64>
+// CHECK: %[[Y:.*]] = linalg.generic
+// CHECK-SAME: iterator_types = ["parallel", "parallel", "parallel"]
+// CHECK-SAME: ins(%[[IDS]] : tensor<2x16xi64>) outs(%{{.*}} : tensor<2x16x64xf16>)
+// CHECK: %[[ROW:.*]] = arith.index_cast %{{.*}} : i64 to index
+// CHECK: %[[COL:.*]] = linalg.index 2 : index
+// CHECK: tensor.extract %[[T]][%[[ROW]], %[[COL]]] : tensor<32000x64xf16>
+// CHECK: return %[[Y]]
+func.func @embedding(%table: tensor<32000x64xf16>, %ids: tensor<2x16xi64>)
+    -> tensor<2x16x64xf16> {
+  %h = xfmr.embedding %table, %ids : tensor<32000x64xf16>, tensor<2x16xi64> -> tensor<2x16x64xf16>
+  return %h : tensor<2x16x64xf16>
+}
+
+// -----
+
+// Dynamic ids and table: sizes from tensor.dim of both.
+// CHECK-LABEL: func.func @embedding_dynamic(
+// CHECK-SAME: %[[T:[a-z0-9]+]]: tensor<?x?xf32>, %[[IDS:[a-z0-9]+]]: tensor<?xi32>
+// CHECK: %[[N:.*]] = tensor.dim %[[IDS]], %{{.*}} : tensor<?xi32>
+// CHECK: %[[H:.*]] = tensor.dim %[[T]], %{{.*}} : tensor<?x?xf32>
+// CHECK: tensor.empty(%[[N]], %[[H]]) : tensor<?x?xf32>
+// CHECK: linalg.generic
+// CHECK: arith.index_cast %{{.*}} : i32 to index
+func.func @embedding_dynamic(%table: tensor<?x?xf32>, %ids: tensor<?xi32>) -> tensor<?x?xf32> {
+  %h = xfmr.embedding %table, %ids : tensor<?x?xf32>, tensor<?xi32> -> tensor<?x?xf32>
+  return %h : tensor<?x?xf32>
+}
