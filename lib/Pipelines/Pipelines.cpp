@@ -41,7 +41,7 @@ LogicalResult buildCPUToLLVMPipeline(OpPassManager &pm,
      << "one-shot-bufferize{bufferize-function-boundaries "
         "function-boundary-type-conversion=identity-layout-map "
         "allow-return-allocs-from-loops},"
-     << "drop-equivalent-buffer-results,"
+     << "canonicalize,xfmr-drop-pool-results,"
      << "buffer-deallocation-pipeline,canonicalize,xfmr-lower-strided-copies,"
      << "convert-linalg-to-loops,"
      << "func.func(math-extend-to-supported-types{target-type=f32}),"

@@ -262,6 +262,12 @@ Expected<TensorSpec> ManifestParser::getSpec(const json &v,
     return fail(field + ".name", "must not be empty");
   spec.name = name.take();
 
+  if (auto role = v.find("role"); role != v.end()) {
+    if (!role->is_string() || role->get<std::string>() != "kv_pool")
+      return fail(field + ".role", "unknown role (expected \"kv_pool\")");
+    spec.kvPool = true;
+  }
+
   Expected<std::string> dtype = getString(v, field, "dtype", /*required=*/true);
   if (!dtype)
     return dtype.takeError();
@@ -421,6 +427,46 @@ Expected<Manifest> ManifestParser::parse(const json &root) {
   if (!outputs)
     return outputs.takeError();
   m.outputs = outputs.take();
+
+  auto kv = root.find("kv_cache");
+  size_t pools = 0;
+  for (const TensorSpec &spec : m.inputs)
+    pools += spec.kvPool;
+  if (kv == root.end()) {
+    if (pools)
+      return fail("kv_cache", "missing, but inputs have role \"kv_pool\"");
+    return Expected<Manifest>(std::move(m));
+  }
+  if (!kv->is_object())
+    return fail("kv_cache", std::string("expected an object, got ") + kv->type_name());
+  KVCacheSpec spec;
+  for (auto [key, out] : {std::pair<const char *, int64_t *>{"block_size", &spec.blockSize},
+                          {"num_layers", &spec.numLayers},
+                          {"num_kv_heads", &spec.numKVHeads},
+                          {"head_dim", &spec.headDim}}) {
+    Expected<int64_t> v = getNonNegativeInt(*kv, "kv_cache", key);
+    if (!v)
+      return v.takeError();
+    if (*v == 0)
+      return fail(std::string("kv_cache.") + key, "must be positive");
+    *out = *v;
+  }
+  if (pools != static_cast<size_t>(2 * spec.numLayers))
+    return fail("kv_cache", std::to_string(spec.numLayers) + " layers need " +
+                                std::to_string(2 * spec.numLayers) +
+                                " kv_pool inputs, the manifest has " + std::to_string(pools));
+  for (const TensorSpec &in : m.inputs) {
+    if (!in.kvPool)
+      continue;
+    bool ok = in.rank() == 4 && !in.shape[0].isStatic() && in.shape[1].isStatic() &&
+              in.shape[1].value == spec.blockSize && in.shape[2].isStatic() &&
+              in.shape[2].value == spec.numKVHeads && in.shape[3].isStatic();
+    if (!ok)
+      return fail("inputs", quoted(in.name) + " is not [num_blocks, " +
+                                std::to_string(spec.blockSize) + ", " +
+                                std::to_string(spec.numKVHeads) + ", head_dim]");
+  }
+  m.kvCache = spec;
   return Expected<Manifest>(std::move(m));
 }
 

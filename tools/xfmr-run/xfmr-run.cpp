@@ -35,7 +35,9 @@ namespace {
 
 const char *const kUsageLine =
     "usage: xfmr-run ARTIFACT --input NAME=FILE [--input NAME=FILE ...]\n"
-    "                [--output-dir DIR] [--repeat N] [--quiet]\n";
+    "                [--output-dir DIR] [--repeat N] [--quiet]\n"
+    "       xfmr-run generate ARTIFACT --prompt-ids 1,2,3 --max-new-tokens N\n"
+    "                (greedy generation; 'xfmr-run generate --help')\n";
 
 const char *const kHelp =
     "\n"
@@ -284,7 +286,11 @@ int run(const Options &opts) {
 
 } // namespace
 
+int generateMain(int argc, char **argv); // Generate.cpp
+
 int main(int argc, char **argv) {
+  if (argc > 1 && std::string(argv[1]) == "generate")
+    return generateMain(argc, argv);
   Options opts;
   if (int status = parseCommandLine(argc, argv, opts); status >= 0)
     return status;

@@ -88,8 +88,9 @@ struct LowerKVWrite : OpRewritePattern<KVWriteOp> {
     Value tokens = dim(rewriter, loc, op.getKey(), 0);
     Value capacity = arith::MulIOp::create(rewriter, loc, dim(rewriter, loc, op.getKeyPool(), 0),
                                            idx(rewriter, loc, blockSize));
+    SmallVector<Value, 2> pools{op.getKeyPool(), op.getValuePool()};
     auto loop = scf::ForOp::create(
-        rewriter, loc, zero, tokens, one, ValueRange{op.getKeyPool(), op.getValuePool()},
+        rewriter, loc, zero, tokens, one, pools,
         [&](OpBuilder &b, Location l, Value t, ValueRange pools) {
           Value slot = tensor::ExtractOp::create(b, l, op.getSlotMapping(), t);
           Value zeroSlot = arith::ConstantOp::create(b, l, b.getZeroAttr(slot.getType()));
@@ -104,7 +105,8 @@ struct LowerKVWrite : OpRewritePattern<KVWriteOp> {
                 Value block = arith::DivUIOp::create(bt, lt, s, bs);
                 Value offset = arith::RemUIOp::create(bt, lt, s, bs);
                 SmallVector<Value> updated;
-                for (auto [src, pool] : llvm::zip(ValueRange{op.getKey(), op.getValue()}, pools)) {
+                SmallVector<Value, 2> sources{op.getKey(), op.getValue()};
+                for (auto [src, pool] : llvm::zip(sources, pools)) {
                   OpFoldResult o = bt.getIndexAttr(1), z = bt.getIndexAttr(0);
                   OpFoldResult h = tensor::getMixedSize(bt, lt, src, 1);
                   OpFoldResult d = tensor::getMixedSize(bt, lt, src, 2);

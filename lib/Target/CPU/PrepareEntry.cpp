@@ -51,16 +51,27 @@ struct PrepareEntryPass : impl::PrepareEntryPassBase<PrepareEntryPass> {
       // Inputs belong to the caller: never bufferized in place, except the
       // KV pools of a step function, which the function updates in place
       // and returns (bufferization then drops those results).
+      SmallVector<unsigned> poolArgs;
       for (unsigned i = 0; i < f.getNumArguments(); ++i) {
         bool pool = f.getArgAttr(i, kPoolAttr) != nullptr;
+        if (pool)
+          poolArgs.push_back(i);
         f.setArgAttrs(i, ArrayRef<NamedAttribute>{});
         if (isa<TensorType>(f.getArgument(i).getType()))
           f.setArgAttr(i, "bufferization.writable", BoolAttr::get(&getContext(), pool));
       }
       llvm::SmallBitVector poolResults(f.getNumResults());
+      size_t nextPool = 0;
       for (unsigned i = 0; i < f.getNumResults(); ++i) {
-        poolResults[i] = f.getResultAttr(i, kPoolAttr) != nullptr;
+        Attribute pool = f.getResultAttr(i, kPoolAttr);
+        poolResults[i] = pool != nullptr;
         f.setResultAttrs(i, ArrayRef<NamedAttribute>{});
+        // For xfmr-drop-pool-results: the argument it updates (the k-th
+        // pool result is the k-th pool argument).
+        if (pool && nextPool < poolArgs.size())
+          f.setResultAttr(i, kPoolAttr,
+                          IntegerAttr::get(IntegerType::get(&getContext(), 64),
+                                           poolArgs[nextPool++]));
       }
       f.walk([&](func::ReturnOp ret) {
         OpBuilder b(ret);

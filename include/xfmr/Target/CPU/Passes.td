@@ -66,4 +66,16 @@ def LowerStridedCopiesPass : Pass<"xfmr-lower-strided-copies"> {
   let dependentDialects = ["::mlir::linalg::LinalgDialect"];
 }
 
+def DropPoolResultsPass : Pass<"xfmr-drop-pool-results", "mlir::ModuleOp"> {
+  let summary = "Drop the KV-pool results a step function wrote in place";
+  let description = [{
+    After bufferization, a step function (xfmr-paged-kv) returns each
+    updated KV pool as the very buffer it received. This pass removes those
+    results (marked `xfmr.kv_pool` by xfmr-prepare-entry) from the public
+    entry, so the ABI returns only the model's outputs. A pool result that
+    is not its argument's buffer (bufferized out of place) is an error:
+    the caller's pool would not be updated.
+  }];
+}
+
 #endif // XFMR_TARGET_CPU_PASSES

@@ -51,8 +51,21 @@ struct TensorSpec {
   std::string name;
   DType dtype = DType::F32;
   std::vector<Dim> shape;
+  /// "role": "kv_pool": a KV-cache pool of a step function, which every
+  /// call reads and updates in place (see KVCacheSpec).
+  bool kvPool = false;
 
   size_t rank() const { return shape.size(); }
+};
+
+/// "kv_cache" of a step function compiled with --kv-cache=paged: every
+/// kv_pool input is [num_blocks, block_size, num_kv_heads, head_dim], one key
+/// and one value pool per layer, in layer order.
+struct KVCacheSpec {
+  int64_t blockSize = 0;
+  int64_t numLayers = 0;
+  int64_t numKVHeads = 0;
+  int64_t headDim = 0;
 };
 
 /// The parsed manifest.json. Unknown fields are ignored; "options" is
@@ -81,6 +94,8 @@ struct Manifest {
   uint64_t weightsCount = 0;
   std::vector<TensorSpec> inputs;
   std::vector<TensorSpec> outputs;
+  /// Present for step functions; checked against the kv_pool inputs.
+  std::optional<KVCacheSpec> kvCache;
 };
 
 /// Parses and validates manifest text; `pathForErrors` prefixes every

@@ -1,0 +1,75 @@
+//===- PagedKV.h - driving a paged-KV step function -------------*- C++ -*-===//
+//
+// Part of xfmr. An artifact compiled with --kv-cache=paged is a step
+// function: it takes the packed tokens of a ragged batch of sequences (new
+// prompt chunks and decode tokens alike), their positions and KV-cache slots,
+// each sequence's block table, context length and token range, and one key
+// and one value pool per layer that it updates in place; it returns logits
+// for every packed token. This file holds the pools and builds one step's
+// inputs; the block allocation policy belongs to the caller (a greedy
+// single-sequence driver here, the serving scheduler later).
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef XFMR_RUNTIME_PAGEDKV_H
+#define XFMR_RUNTIME_PAGEDKV_H
+
+#include "xfmr/runtime/Artifact.h"
+
+#include <cstdint>
+#include <vector>
+
+namespace xfmr::rt {
+
+/// The KV pools of one step-function artifact, zero-initialized.
+class KVPools {
+public:
+  /// `numBlocks` blocks of the manifest's block size per pool. Fails if the
+  /// artifact is not a step function or the pools would exceed `maxBytes`.
+  static Expected<KVPools> allocate(const Artifact &artifact, int64_t numBlocks,
+                                    uint64_t maxBytes = uint64_t(64) << 30);
+  int64_t numBlocks() const { return blocks; }
+  int64_t blockSize() const { return tokensPerBlock; }
+  uint64_t bytes() const;
+  /// In the manifest's kv_pool input order.
+  std::vector<Tensor> &tensors() { return pools; }
+
+private:
+  std::vector<Tensor> pools;
+  int64_t blocks = 0;
+  int64_t tokensPerBlock = 0;
+};
+
+/// One sequence's share of a step: its new tokens, the positions they take
+/// (the sequence's cached length before the step onwards) and its blocks.
+struct StepSequence {
+  std::vector<int64_t> tokens;
+  int64_t firstPosition = 0;
+  std::vector<int32_t> blockTable;
+};
+
+/// Runs one step over `sequences` (each with at least one new token and
+/// enough blocks for firstPosition + tokens) and returns the logits of
+/// every packed token, [T, vocab], in sequence order.
+Expected<Tensor> runStep(const Artifact &artifact, KVPools &pools,
+                         const std::vector<StepSequence> &sequences);
+
+struct GreedyResult {
+  std::vector<int64_t> tokens;   ///< generated, without the prompt
+  double prefillMs = 0;          ///< the first step (the whole prompt)
+  double decodeMs = 0;           ///< all later steps together
+  std::vector<Tensor> lastLogits; ///< per step: logits of its last token, [vocab]
+};
+
+/// Greedy generation for one sequence: one prefill step over the whole
+/// prompt, then one step per new token, the argmax of the last token's
+/// logits each time; stops after `maxNewTokens` or at a token in `stop`.
+Expected<GreedyResult> generateGreedy(const Artifact &artifact,
+                                      const std::vector<int64_t> &prompt,
+                                      int64_t maxNewTokens,
+                                      const std::vector<int64_t> &stop = {},
+                                      bool keepLogits = false);
+
+} // namespace xfmr::rt
+
+#endif // XFMR_RUNTIME_PAGEDKV_H

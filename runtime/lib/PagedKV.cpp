@@ -1,0 +1,225 @@
+//===- PagedKV.cpp - driving a paged-KV step function ---------------------===//
+//
+// Part of xfmr.
+//
+//===----------------------------------------------------------------------===//
+
+#include "xfmr/runtime/PagedKV.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cstring>
+#include <map>
+
+namespace xfmr::rt {
+namespace {
+
+template <typename T>
+Expected<Tensor> vectorTensor(DType dtype, const std::vector<T> &values,
+                              std::vector<int64_t> shape, const std::string &name) {
+  Expected<Tensor> t = Tensor::create(dtype, std::move(shape), name);
+  if (!t)
+    return t;
+  if (!values.empty())
+    std::memcpy(t->bytes(), values.data(), values.size() * sizeof(T));
+  return t;
+}
+
+std::string quoted(const std::string &s) { return "'" + s + "'"; }
+
+double msSince(std::chrono::steady_clock::time_point start) {
+  return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start)
+      .count();
+}
+
+/// Index of the largest value of row `row` of a [T, V] f32 tensor.
+int64_t argmaxRow(const Tensor &logits, int64_t row) {
+  int64_t vocab = logits.shape()[1];
+  const float *p = logits.data<float>() + row * vocab;
+  return std::max_element(p, p + vocab) - p;
+}
+
+} // namespace
+
+uint64_t KVPools::bytes() const {
+  uint64_t total = 0;
+  for (const Tensor &t : pools)
+    total += t.byteSize();
+  return total;
+}
+
+Expected<KVPools> KVPools::allocate(const Artifact &artifact, int64_t numBlocks,
+                                    uint64_t maxBytes) {
+  const Manifest &m = artifact.manifest();
+  if (!m.kvCache)
+    return Error(artifact.directory() +
+                 ": not a step function (compile with xfmr-compile --kv-cache=paged)");
+  if (numBlocks < 1)
+    return Error("the KV cache needs at least one block, got " + std::to_string(numBlocks));
+  KVPools p;
+  p.blocks = numBlocks;
+  p.tokensPerBlock = m.kvCache->blockSize;
+  uint64_t total = 0;
+  for (const TensorSpec &spec : m.inputs) {
+    if (!spec.kvPool)
+      continue;
+    uint64_t perBlock = dtypeSize(spec.dtype);
+    for (size_t d = 1; d < spec.rank(); ++d)
+      perBlock *= static_cast<uint64_t>(spec.shape[d].value);
+    if (perBlock && static_cast<uint64_t>(numBlocks) > (maxBytes - total) / perBlock)
+      return Error("KV pools of " + std::to_string(numBlocks) + " blocks exceed the " +
+                   std::to_string(maxBytes) + "-byte limit");
+    total += perBlock * numBlocks;
+    std::vector<int64_t> shape{numBlocks};
+    for (size_t d = 1; d < spec.rank(); ++d)
+      shape.push_back(spec.shape[d].value);
+    Expected<Tensor> t = Tensor::create(spec.dtype, shape, spec.name);
+    if (!t)
+      return t.takeError();
+    std::memset(t->bytes(), 0, t->byteSize());
+    p.pools.push_back(t.take());
+  }
+  return Expected<KVPools>(std::move(p));
+}
+
+Expected<Tensor> runStep(const Artifact &artifact, KVPools &pools,
+                         const std::vector<StepSequence> &sequences) {
+  const Manifest &m = artifact.manifest();
+  if (!m.kvCache)
+    return Error(artifact.directory() + ": not a step function");
+  if (sequences.empty())
+    return Error("a step needs at least one sequence");
+  int64_t bs = pools.blockSize();
+  size_t maxBlocks = 0;
+  for (const StepSequence &s : sequences)
+    maxBlocks = std::max(maxBlocks, s.blockTable.size());
+  std::vector<int64_t> ids, positions, slots;
+  std::vector<int32_t> tables(sequences.size() * std::max<size_t>(maxBlocks, 1), 0);
+  std::vector<int32_t> lens, starts{0};
+  for (size_t i = 0; i < sequences.size(); ++i) {
+    const StepSequence &s = sequences[i];
+    int64_t end = s.firstPosition + static_cast<int64_t>(s.tokens.size());
+    if (s.tokens.empty() || s.firstPosition < 0)
+      return Error("sequence " + std::to_string(i) + ": no new tokens or a negative position");
+    if (end > static_cast<int64_t>(s.blockTable.size()) * bs)
+      return Error("sequence " + std::to_string(i) + ": " + std::to_string(end) +
+                   " tokens do not fit its " + std::to_string(s.blockTable.size()) +
+                   " blocks of " + std::to_string(bs));
+    for (int32_t b : s.blockTable)
+      if (b < 0 || b >= pools.numBlocks())
+        return Error("sequence " + std::to_string(i) + ": block " + std::to_string(b) +
+                     " outside the pool of " + std::to_string(pools.numBlocks()));
+    for (size_t t = 0; t < s.tokens.size(); ++t) {
+      int64_t pos = s.firstPosition + static_cast<int64_t>(t);
+      ids.push_back(s.tokens[t]);
+      positions.push_back(pos);
+      slots.push_back(int64_t(s.blockTable[pos / bs]) * bs + pos % bs);
+    }
+    std::copy(s.blockTable.begin(), s.blockTable.end(), tables.begin() + i * maxBlocks);
+    lens.push_back(static_cast<int32_t>(end));
+    starts.push_back(static_cast<int32_t>(ids.size()));
+  }
+  int64_t n = static_cast<int64_t>(ids.size());
+  int64_t seqs = static_cast<int64_t>(sequences.size());
+  std::map<std::string, Tensor> owned;
+  auto add = [&](Expected<Tensor> t) -> std::optional<Error> {
+    if (!t)
+      return t.takeError();
+    std::string name = t->name();
+    owned.emplace(name, t.take());
+    return std::nullopt;
+  };
+  for (auto err : {add(vectorTensor(DType::I64, ids, {n}, "input_ids")),
+                   add(vectorTensor(DType::I64, positions, {n}, "positions")),
+                   add(vectorTensor(DType::I64, slots, {n}, "slot_mapping")),
+                   add(vectorTensor(DType::I32, tables,
+                                    {seqs, static_cast<int64_t>(std::max<size_t>(maxBlocks, 1))},
+                                    "block_tables")),
+                   add(vectorTensor(DType::I32, lens, {seqs}, "context_lens")),
+                   add(vectorTensor(DType::I32, starts, {seqs + 1}, "query_start_loc"))})
+    if (err)
+      return std::move(*err);
+  std::vector<const Tensor *> inputs;
+  size_t pool = 0;
+  for (const TensorSpec &spec : m.inputs) {
+    if (spec.kvPool) {
+      if (pool >= pools.tensors().size())
+        return Error("fewer KV pools than the manifest's kv_pool inputs");
+      inputs.push_back(&pools.tensors()[pool++]);
+      continue;
+    }
+    auto it = owned.find(spec.name);
+    if (it == owned.end())
+      return Error(artifact.directory() + ": step input " + quoted(spec.name) +
+                   " is not one the runtime provides");
+    if (it->second.dtype() != spec.dtype) {
+      // Token ids and positions follow the exported model's integer type.
+      if (spec.dtype != DType::I32 || it->second.dtype() != DType::I64)
+        return Error(artifact.directory() + ": step input " + quoted(spec.name) +
+                     " has dtype " + manifestDTypeName(spec.dtype));
+      Expected<Tensor> narrow = Tensor::create(DType::I32, it->second.shape(), spec.name);
+      if (!narrow)
+        return narrow.takeError();
+      for (int64_t i = 0; i < it->second.numel(); ++i)
+        narrow->data<int32_t>()[i] = static_cast<int32_t>(it->second.data<int64_t>()[i]);
+      it->second = narrow.take();
+    }
+    inputs.push_back(&it->second);
+  }
+  Expected<std::vector<Tensor>> out = artifact.run(inputs);
+  if (!out)
+    return out.takeError();
+  if (out->empty() || (*out)[0].rank() != 2 || (*out)[0].shape()[0] != n ||
+      (*out)[0].dtype() != DType::F32)
+    return Error(artifact.directory() + ": the step did not return f32 logits [tokens, vocab]");
+  return std::move((*out)[0]);
+}
+
+Expected<GreedyResult> generateGreedy(const Artifact &artifact, const std::vector<int64_t> &prompt,
+                                      int64_t maxNewTokens, const std::vector<int64_t> &stop,
+                                      bool keepLogits) {
+  if (prompt.empty())
+    return Error("the prompt is empty");
+  if (maxNewTokens < 1)
+    return Error("--max-new-tokens must be at least 1");
+  const Manifest &m = artifact.manifest();
+  if (!m.kvCache)
+    return Error(artifact.directory() +
+                 ": not a step function (compile with xfmr-compile --kv-cache=paged)");
+  int64_t bs = m.kvCache->blockSize;
+  int64_t total = static_cast<int64_t>(prompt.size()) + maxNewTokens;
+  int64_t blocks = (total + bs - 1) / bs;
+  Expected<KVPools> pools = KVPools::allocate(artifact, blocks);
+  if (!pools)
+    return pools.takeError();
+  StepSequence seq;
+  for (int64_t b = 0; b < blocks; ++b)
+    seq.blockTable.push_back(static_cast<int32_t>(b));
+  seq.tokens = prompt;
+  GreedyResult result;
+  for (int64_t step = 0; step < maxNewTokens; ++step) {
+    auto start = std::chrono::steady_clock::now();
+    Expected<Tensor> logits = runStep(artifact, *pools, {seq});
+    if (!logits)
+      return logits.takeError();
+    (step == 0 ? result.prefillMs : result.decodeMs) += msSince(start);
+    int64_t last = logits->shape()[0] - 1;
+    int64_t next = argmaxRow(*logits, last);
+    if (keepLogits) {
+      int64_t vocab = logits->shape()[1];
+      Expected<Tensor> row = Tensor::create(DType::F32, {vocab}, "logits");
+      if (!row)
+        return row.takeError();
+      std::memcpy(row->bytes(), logits->data<float>() + last * vocab, vocab * sizeof(float));
+      result.lastLogits.push_back(row.take());
+    }
+    result.tokens.push_back(next);
+    if (std::find(stop.begin(), stop.end(), next) != stop.end())
+      break;
+    seq.firstPosition += static_cast<int64_t>(seq.tokens.size());
+    seq.tokens = {next};
+  }
+  return result;
+}
+
+} // namespace xfmr::rt
