@@ -289,6 +289,9 @@ int run(const Options &opts) {
 int generateMain(int argc, char **argv); // Generate.cpp
 
 int main(int argc, char **argv) {
+  // A model's failed run-time check prints its message to stdout and
+  // aborts: unbuffered, so the message is not lost with the process.
+  std::setvbuf(stdout, nullptr, _IONBF, 0);
   if (argc > 1 && std::string(argv[1]) == "generate")
     return generateMain(argc, argv);
   Options opts;

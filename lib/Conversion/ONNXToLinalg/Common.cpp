@@ -327,8 +327,8 @@ SmallVector<OpFoldResult> broadcastSizes(OpBuilder &b, Location loc,
       sizes.push_back(b.getIndexAttr(type.getDimSize(d)));
       continue;
     }
-    // A static extent other than 1 decides; otherwise the largest run-time
-    // extent (valid broadcasts only mix 1 and one other value).
+    // A static extent other than 1 decides; otherwise the run-time extent
+    // that is not 1 (valid broadcasts only mix 1 and one other value).
     std::optional<int64_t> fixed;
     SmallVector<Value> dynamic;
     for (Value v : operands) {
@@ -345,9 +345,14 @@ SmallVector<OpFoldResult> broadcastSizes(OpBuilder &b, Location loc,
       sizes.push_back(b.getIndexAttr(*fixed));
       continue;
     }
-    Value size = arith::ConstantIndexOp::create(b, loc, 1);
-    for (Value v : dynamic)
-      size = arith::MaxUIOp::create(b, loc, size, v);
+    // The extent that is not 1, if any (0 is a valid extent: an empty
+    // operand broadcasts against size-1 ones to an empty result).
+    Value one = arith::ConstantIndexOp::create(b, loc, 1);
+    Value size = one;
+    for (Value v : dynamic) {
+      Value isOne = arith::CmpIOp::create(b, loc, arith::CmpIPredicate::eq, v, one);
+      size = arith::SelectOp::create(b, loc, isOne, size, v);
+    }
     sizes.push_back(size);
   }
   return sizes;

@@ -422,7 +422,7 @@ LogicalResult ExpandLowering::lower(Operation *op, StringRef,
   for (int64_t d = 0; d < rank; ++d) {
     int64_t j = d - (rank - xType.getRank());
     int64_t k = d - (rank - n);
-    // ONNX Expand broadcasts both ways: the larger of the two extents.
+    // ONNX Expand broadcasts both ways: the extent that is not 1.
     if (j >= 0 && !xType.isDynamicDim(j) && xType.getDimSize(j) != 1) {
       sizes.push_back(rewriter.getIndexAttr(xType.getDimSize(j)));
       continue;
@@ -432,8 +432,12 @@ LogicalResult ExpandLowering::lower(Operation *op, StringRef,
       continue;
     }
     Value s = extractIndex(rewriter, loc, operands[1], k);
-    if (j >= 0 && xType.isDynamicDim(j))
-      s = arith::MaxSIOp::create(rewriter, loc, s, dimValue(rewriter, loc, x, j));
+    if (j >= 0 && xType.isDynamicDim(j)) {
+      // The extent that is not 1 (0 included: not the larger one).
+      Value one = arith::ConstantIndexOp::create(rewriter, loc, 1);
+      Value isOne = arith::CmpIOp::create(rewriter, loc, arith::CmpIPredicate::eq, s, one);
+      s = arith::SelectOp::create(rewriter, loc, isOne, dimValue(rewriter, loc, x, j), s);
+    }
     sizes.push_back(s);
   }
   Value r = buildElementwise(
