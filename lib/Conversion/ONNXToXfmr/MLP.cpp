@@ -168,6 +168,10 @@ bool raiseEmbedding(Operation *anchor, IRRewriter &rewriter, RaiseLog &log) {
   Value table = gather.getData();
   if (rankOf(table) != 2 || !isa<FloatType>(elementTypeOf(table)) || !isConstant(table))
     return false;
+  // Rows of rotary cos/sin caches are angles, not token embeddings.
+  for (Operation *user : gather.getOutput().getUsers())
+    if (isa<RopeOp>(user))
+      return false;
   if (gather.getAxis() != 0) {
     log.unfused(anchor, "embedding", "gathers along the hidden axis");
     return false;

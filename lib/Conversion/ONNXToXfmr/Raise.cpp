@@ -2,9 +2,10 @@
 //
 // Part of xfmr.
 //
-// Runs the raising patterns in a fixed order (embeddings, norms, rotary
+// Runs the raising patterns in a fixed order (norms, rotary embeddings,
 // embeddings, MLPs, attention: later patterns see the ops earlier ones
-// formed as plain operands), each over the anchors it cares about, and
+// formed as plain operands; rotary embeddings take their cos/sin cache
+// lookups before the embedding pattern could), each over its anchors, and
 // erases what became dead in between so a replaced subgraph is never
 // matched twice.
 //
@@ -49,12 +50,12 @@ struct RaiseONNXToXfmrPass : impl::RaiseONNXToXfmrPassBase<RaiseONNXToXfmrPass> 
         continue;
       IRRewriter rewriter(&getContext());
       RaiseLog log;
-      runRaiser<onnx::GatherOp>(func, raiseEmbedding, rewriter, log);
       runRaiser<onnx::LayerNormalizationOp>(func, raiseLayerNorm, rewriter, log);
       runRaiser<onnx::ReduceMeanOp>(func, raiseDecomposedLayerNorm, rewriter, log);
       runRaiser<onnx::RMSNormalizationOp>(func, raiseRMSNorm, rewriter, log);
       runRaiser<onnx::ReduceMeanOp>(func, raiseRMSNorm, rewriter, log);
       runRaiser<onnx::ConcatOp>(func, raiseRope, rewriter, log);
+      runRaiser<onnx::GatherOp>(func, raiseEmbedding, rewriter, log);
       runRaiser<onnx::MatMulOp>(func, raiseGatedMLP, rewriter, log);
       runRaiser<onnx::SoftmaxOp>(func, raiseAttention, rewriter, log);
       runRaiser<onnx::AttentionOp>(func, raiseAttention23, rewriter, log);

@@ -16,8 +16,8 @@
 // CHECK: tensor.extract %[[COS]][%[[S]], %{{.*}}] : tensor<16x32xf32>
 // CHECK: tensor.extract %[[SIN]][%[[S]], %{{.*}}] : tensor<16x32xf32>
 // CHECK: tensor.extract %[[X]][%{{.*}}, %{{.*}}, %[[S]], %{{.*}}] : tensor<2x8x16x64xf32>
-// CHECK: arith.subf
-// CHECK: arith.addf
+// CHECK-DAG: arith.subf
+// CHECK-DAG: arith.addf
 // CHECK: %[[R:.*]] = arith.select
 // CHECK-NEXT: linalg.yield %[[R]] : f32
 // CHECK: return %[[Y]]
