@@ -21,7 +21,6 @@
 #include <string>
 #include <vector>
 
-#include <sys/resource.h>
 #include <sys/stat.h>
 
 using namespace xfmr::rt;
@@ -77,6 +76,8 @@ bool parseIds(const std::string &text, std::vector<int64_t> &out) {
 }
 
 } // namespace
+
+double peakResidentMiB(); // xfmr-run.cpp
 
 int generateMain(int argc, char **argv) {
   std::string artifactDir, dumpDir;
@@ -162,9 +163,8 @@ int generateMain(int argc, char **argv) {
                  prompt.size(), result->tokens.size(), result->prefillMs,
                  decodeSteps ? result->decodeMs / decodeSteps : 0.0,
                  static_cast<int>(kv.numLayers), static_cast<long long>(kv.blockSize));
-    struct rusage usage;
-    if (::getrusage(RUSAGE_SELF, &usage) == 0)
-      std::fprintf(stderr, "peak RSS: %.1f MiB\n", static_cast<double>(usage.ru_maxrss) / 1024);
+    if (double mib = peakResidentMiB(); mib >= 0)
+      std::fprintf(stderr, "peak RSS: %.1f MiB\n", mib);
   }
   return 0;
 }

@@ -31,6 +31,8 @@
 
 using namespace xfmr::rt;
 
+double peakResidentMiB();
+
 namespace {
 
 const char *const kUsageLine =
@@ -277,14 +279,33 @@ int run(const Options &opts) {
          where.c_str());
   }
 
-  struct rusage usage;
-  if (::getrusage(RUSAGE_SELF, &usage) == 0) // ru_maxrss is in KiB on Linux
-    note(opts, "peak RSS: %.1f MiB\n",
-         static_cast<double>(usage.ru_maxrss) / 1024);
+  if (double mib = peakResidentMiB(); mib >= 0)
+    note(opts, "peak RSS: %.1f MiB\n", mib);
   return 0;
 }
 
 } // namespace
+
+/// This process's peak resident set size in MiB (-1 if unknown): VmHWM of
+/// /proc/self/status, which belongs to the process image; getrusage's
+/// ru_maxrss would include the parent's RSS at fork time (a large Python
+/// test driver, say).
+double peakResidentMiB() {
+  if (FILE *f = std::fopen("/proc/self/status", "r")) {
+    char line[256];
+    long kib = -1;
+    while (std::fgets(line, sizeof line, f))
+      if (std::sscanf(line, "VmHWM: %ld kB", &kib) == 1)
+        break;
+    std::fclose(f);
+    if (kib >= 0)
+      return static_cast<double>(kib) / 1024;
+  }
+  struct rusage usage;
+  if (::getrusage(RUSAGE_SELF, &usage) == 0) // ru_maxrss is in KiB on Linux
+    return static_cast<double>(usage.ru_maxrss) / 1024;
+  return -1;
+}
 
 int generateMain(int argc, char **argv); // Generate.cpp
 
