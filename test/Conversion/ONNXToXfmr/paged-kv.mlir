@@ -1,0 +1,73 @@
+// RUN: xfmr-opt %s --split-input-file --xfmr-paged-kv=block-size=8 --verify-diagnostics | FileCheck %s
+
+// A one-layer decoder after xfmr-raise: the step function takes packed
+// tokens, their positions and slots, the per-sequence tables and one key and
+// one value pool per layer; the mask input, its subgraph and the attention
+// are replaced by kv_write + paged_attention; the logits cover every token
+// and the updated pools are returned for in-place bufferization.
+// CHECK: module attributes {xfmr.kv_cache = {block_size = 8 : i64, head_dim = 4 : i64, num_kv_heads = 1 : i64, num_layers = 1 : i64}}
+// CHECK-LABEL: func.func @main(
+// CHECK-SAME: %[[IDS:[a-z0-9]+]]: tensor<?xi64> {onnx.dim_params = ["tokens"], onnx.name = "input_ids"}
+// CHECK-SAME: %[[POS:[a-z0-9]+]]: tensor<?xi64> {onnx.dim_params = ["tokens"], onnx.name = "positions"}
+// CHECK-SAME: %[[SLOTS:[a-z0-9]+]]: tensor<?xi64> {{.*}}onnx.name = "slot_mapping"
+// CHECK-SAME: %[[TABLES:[a-z0-9]+]]: tensor<?x?xi32> {{.*}}onnx.name = "block_tables"
+// CHECK-SAME: %[[LENS:[a-z0-9]+]]: tensor<?xi32> {{.*}}onnx.name = "context_lens"
+// CHECK-SAME: %[[STARTS:[a-z0-9]+]]: tensor<?xi32> {{.*}}onnx.name = "query_start_loc"
+// CHECK-SAME: %[[KP:[a-z0-9]+]]: tensor<?x8x1x4xf32> {onnx.dim_params = ["num_blocks", "", "", ""], onnx.name = "key_cache.0", xfmr.kv_pool}
+// CHECK-SAME: %[[VP:[a-z0-9]+]]: tensor<?x8x1x4xf32> {{.*}}onnx.name = "value_cache.0", xfmr.kv_pool}
+// CHECK-SAME: -> (tensor<?x16xf32> {onnx.dim_params = ["tokens", ""], onnx.name = "logits"},
+// CHECK-SAME: tensor<?x8x1x4xf32> {onnx.name = "key_cache.0", xfmr.kv_pool = 6 : i64}
+// CHECK-NOT: onnx.Softmax
+// CHECK-NOT: xfmr.attention
+// CHECK: %[[K2:.*]], %[[V2:.*]] = xfmr.kv_write %{{.*}}, %{{.*}} into %[[KP]], %[[VP]] at %[[SLOTS]] : tensor<?x1x4xf32>, tensor<?x1x4xf32>
+// CHECK: xfmr.paged_attention %{{.*}}, %[[K2]], %[[V2]], %[[TABLES]], %[[LENS]], %[[STARTS]] {block_size = 8 : i64, num_heads = 2 : i64, num_kv_heads = 1 : i64, scale = 5.000000e-01 : f32} : tensor<?x2x4xf32>
+// CHECK: return %{{.*}}, %[[K2]], %[[V2]] : tensor<?x16xf32>, tensor<?x8x1x4xf32>, tensor<?x8x1x4xf32>
+func.func @main(%ids: tensor<?x?xi64> {onnx.name = "input_ids"},
+                %mask: tensor<?x?xi64> {onnx.name = "attention_mask"},
+                %pos: tensor<?x?xi64> {onnx.name = "position_ids"})
+    -> (tensor<?x?x16xf32> {onnx.name = "logits"}) {
+  %table = onnx.Constant() {value = dense<0.5> : tensor<16x8xf32>} : () -> tensor<16x8xf32>
+  %h = xfmr.embedding %table, %ids : tensor<16x8xf32>, tensor<?x?xi64> -> tensor<?x?x8xf32>
+  %shape = onnx.Constant() {value = dense<[0, 0, 2, 4]> : tensor<4xi64>} : () -> tensor<4xi64>
+  %kvshape = onnx.Constant() {value = dense<[0, 0, 1, 4]> : tensor<4xi64>} : () -> tensor<4xi64>
+  %kvw = onnx.Constant() {value = dense<0.25> : tensor<8x4xf32>} : () -> tensor<8x4xf32>
+  %kv = onnx.MatMul(%h, %kvw) : (tensor<?x?x8xf32>, tensor<8x4xf32>) -> tensor<?x?x4xf32>
+  %q3 = onnx.Reshape(%h, %shape) : (tensor<?x?x8xf32>, tensor<4xi64>) -> tensor<?x?x2x4xf32>
+  %q = onnx.Transpose(%q3) {perm = [0, 2, 1, 3]} : (tensor<?x?x2x4xf32>) -> tensor<?x2x?x4xf32>
+  %k3 = onnx.Reshape(%kv, %kvshape) : (tensor<?x?x4xf32>, tensor<4xi64>) -> tensor<?x?x1x4xf32>
+  %k = onnx.Transpose(%k3) {perm = [0, 2, 1, 3]} : (tensor<?x?x1x4xf32>) -> tensor<?x1x?x4xf32>
+  %m = onnx.Cast(%mask) {to = 1 : i64} : (tensor<?x?xi64>) -> tensor<?x?xf32>
+  %a = xfmr.attention %q, %k, %k mask %m
+      {num_heads = 2 : i64, num_kv_heads = 1 : i64, scale = 0.5 : f32}
+      : tensor<?x2x?x4xf32>, tensor<?x1x?x4xf32>, tensor<?x1x?x4xf32>, tensor<?x?xf32>
+      -> tensor<?x2x?x4xf32>
+  %at = onnx.Transpose(%a) {perm = [0, 2, 1, 3]} : (tensor<?x2x?x4xf32>) -> tensor<?x?x2x4xf32>
+  %flat = onnx.Constant() {value = dense<[0, 0, 8]> : tensor<3xi64>} : () -> tensor<3xi64>
+  %o = onnx.Reshape(%at, %flat) : (tensor<?x?x2x4xf32>, tensor<3xi64>) -> tensor<?x?x8xf32>
+  %w = onnx.Constant() {value = dense<0.125> : tensor<8x16xf32>} : () -> tensor<8x16xf32>
+  %logits = onnx.MatMul(%o, %w) : (tensor<?x?x8xf32>, tensor<8x16xf32>) -> tensor<?x?x16xf32>
+  return %logits : tensor<?x?x16xf32>
+}
+
+// -----
+
+// Positions computed inside the model (GPT-2's Range) would be wrong for
+// packed sequences: refused.
+// expected-error @+1 {{xfmr-paged-kv: the model has no 'position_ids' input}}
+func.func @no_positions(%ids: tensor<?x?xi64> {onnx.name = "input_ids"})
+    -> (tensor<?x?x16xf32> {onnx.name = "logits"}) {
+  %table = onnx.Constant() {value = dense<0.5> : tensor<16x16xf32>} : () -> tensor<16x16xf32>
+  %h = xfmr.embedding %table, %ids : tensor<16x16xf32>, tensor<?x?xi64> -> tensor<?x?x16xf32>
+  return %h : tensor<?x?x16xf32>
+}
+
+// -----
+
+// expected-error @+1 {{no xfmr.attention in the model: run xfmr-raise first}}
+func.func @not_raised(%ids: tensor<?x?xi64> {onnx.name = "input_ids"},
+                      %pos: tensor<?x?xi64> {onnx.name = "position_ids"})
+    -> (tensor<?x?x16xf32> {onnx.name = "logits"}) {
+  %table = onnx.Constant() {value = dense<0.5> : tensor<16x16xf32>} : () -> tensor<16x16xf32>
+  %h = xfmr.embedding %table, %ids : tensor<16x16xf32>, tensor<?x?xi64> -> tensor<?x?x16xf32>
+  return %h : tensor<?x?x16xf32>
+}

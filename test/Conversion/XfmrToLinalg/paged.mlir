@@ -1,0 +1,54 @@
+// RUN: xfmr-opt %s --split-input-file --convert-xfmr-to-linalg | FileCheck %s
+
+// kv_write: one insert per token into block slot / 16, offset slot % 16;
+// negative slots are skipped, slots past the pools abort.
+// CHECK-LABEL: func.func @kv_write(
+// CHECK: %[[R:.*]]:2 = scf.for %[[T:.*]] = %c0 to %{{.*}} step %c1 iter_args(%[[KP:.*]] = %arg2, %[[VP:.*]] = %arg3)
+// CHECK: %[[SLOT:.*]] = tensor.extract %arg4[%[[T]]] : tensor<?xi64>
+// CHECK: %[[KEEP:.*]] = arith.cmpi sge, %[[SLOT]], %c0_i64
+// CHECK: scf.if %[[KEEP]]
+// CHECK: cf.assert %{{.*}}, "xfmr.kv_write: slot past the end of the KV pool"
+// CHECK: %[[BLK:.*]] = arith.divui %{{.*}}, %c16
+// CHECK: %[[OFF:.*]] = arith.remui %{{.*}}, %c16
+// CHECK: tensor.insert_slice %{{.*}} into %[[KP]][%[[BLK]], %[[OFF]], 0, 0] [1, 1, 2, 8] [1, 1, 1, 1] : tensor<2x8xf32> into tensor<?x16x2x8xf32>
+// CHECK: tensor.insert_slice %{{.*}} into %[[VP]][%[[BLK]], %[[OFF]], 0, 0] [1, 1, 2, 8]
+// CHECK: return %[[R]]#0, %[[R]]#1
+func.func @kv_write(%k: tensor<?x2x8xf32>, %v: tensor<?x2x8xf32>, %kp: tensor<?x16x2x8xf32>,
+                    %vp: tensor<?x16x2x8xf32>, %slots: tensor<?xi64>)
+    -> (tensor<?x16x2x8xf32>, tensor<?x16x2x8xf32>) {
+  %k2, %v2 = xfmr.kv_write %k, %v into %kp, %vp at %slots
+      : tensor<?x2x8xf32>, tensor<?x2x8xf32>, tensor<?x16x2x8xf32>, tensor<?x16x2x8xf32>,
+        tensor<?xi64>
+  return %k2, %v2 : tensor<?x16x2x8xf32>, tensor<?x16x2x8xf32>
+}
+
+// -----
+
+// paged_attention: per sequence its token range and context length are read
+// and checked, then per head and block of new tokens one key tile per cache
+// block (the block id read from the table and checked), causal by position.
+// CHECK-LABEL: func.func @paged(
+// CHECK: scf.for %[[S:.*]] = %c0 to %{{.*}} step %c1 iter_args(
+// CHECK: cf.assert %{{.*}}, "xfmr.paged_attention: query_start_loc is not ascending"
+// CHECK: cf.assert %{{.*}}, "xfmr.paged_attention: context_lens shorter than the new tokens"
+// CHECK: cf.assert %{{.*}}, "xfmr.paged_attention: context longer than the block table"
+// CHECK: scf.for %[[H:.*]] = %c0 to %{{.*}} step %c1 iter_args(
+// CHECK: arith.divui %[[H]], %c4{{(_[0-9]+)?}}
+// CHECK: scf.for {{.*}} step %c16{{(_[0-9]+)?}} iter_args(
+// CHECK: arith.ceildivui %{{.*}}, %c16{{(_[0-9]+)?}}
+// CHECK: scf.for %[[KB:.*]] = %c0 to %{{.*}} step %c1 iter_args(
+// CHECK: %[[ID:.*]] = tensor.extract %arg3[%[[S]], %[[KB]]] : tensor<?x?xi32>
+// CHECK: cf.assert %{{.*}}, "xfmr.paged_attention: block id outside the KV pool"
+// CHECK: tensor.extract_slice %arg1[%{{.*}}, 0, %{{.*}}, 0] [1, %{{.*}}, 1, 8] [1, 1, 1, 1] : tensor<?x16x2x8xbf16> to tensor<?x8xbf16>
+// CHECK: arith.cmpi sgt
+// CHECK: math.exp
+// CHECK: return
+func.func @paged(%q: tensor<?x8x8xbf16>, %kp: tensor<?x16x2x8xbf16>, %vp: tensor<?x16x2x8xbf16>,
+                 %tables: tensor<?x?xi32>, %lens: tensor<?xi32>, %starts: tensor<?xi32>)
+    -> tensor<?x8x8xbf16> {
+  %o = xfmr.paged_attention %q, %kp, %vp, %tables, %lens, %starts
+      {block_size = 16 : i64, num_heads = 8 : i64, num_kv_heads = 2 : i64, scale = 0.35 : f32}
+      : tensor<?x8x8xbf16>, tensor<?x16x2x8xbf16>, tensor<?x16x2x8xbf16>, tensor<?x?xi32>,
+        tensor<?xi32>, tensor<?xi32>
+  return %o : tensor<?x8x8xbf16>
+}
