@@ -258,3 +258,74 @@ TEST(ManifestTest, ReadFromDisk) {
 }
 
 } // namespace
+
+namespace {
+
+/// A step function's manifest (xfmr-compile --kv-cache=paged), one layer.
+std::string stepManifest(const std::string &kv, const std::string &poolShape) {
+  std::string s = kManifest;
+  std::string inputs =
+      R"("inputs":  [{"name": "input_ids", "dtype": "int64", "shape": ["tokens"]},
+              {"name": "key_cache.0", "dtype": "float32", "shape": )" +
+      poolShape + R"(, "role": "kv_pool"},
+              {"name": "value_cache.0", "dtype": "float32", "shape": )" +
+      poolShape + R"(, "role": "kv_pool"}],)";
+  size_t begin = s.find("\"inputs\"");
+  size_t end = s.find("\"outputs\"");
+  s.replace(begin, end - begin, inputs + "\n  ");
+  if (!kv.empty())
+    s.insert(s.rfind('}'), ",\n  \"kv_cache\": " + kv + "\n");
+  return s;
+}
+
+const char *const kKV =
+    R"({"block_size": 16, "num_layers": 1, "num_kv_heads": 2, "head_dim": 8})";
+const char *const kPool = R"(["num_blocks", 16, 2, 8])";
+
+} // namespace
+
+TEST(ManifestTest, StepFunctionKVCache) {
+  Expected<Manifest> m = parseManifest(stepManifest(kKV, kPool), kFile);
+  ASSERT_TRUE(m) << m.error();
+  ASSERT_TRUE(m->kvCache.has_value());
+  EXPECT_EQ(m->kvCache->blockSize, 16);
+  EXPECT_EQ(m->kvCache->numLayers, 1);
+  EXPECT_EQ(m->kvCache->numKVHeads, 2);
+  EXPECT_EQ(m->kvCache->headDim, 8);
+  ASSERT_EQ(m->inputs.size(), 3u);
+  EXPECT_FALSE(m->inputs[0].kvPool);
+  EXPECT_TRUE(m->inputs[1].kvPool);
+  EXPECT_TRUE(m->inputs[2].kvPool);
+  // A plain model has none.
+  Expected<Manifest> plain = parseManifest(kManifest, kFile);
+  ASSERT_TRUE(plain) << plain.error();
+  EXPECT_FALSE(plain->kvCache.has_value());
+}
+
+TEST(ManifestTest, StepFunctionRejections) {
+  struct Case {
+    std::string text, expected;
+  } cases[] = {
+      {stepManifest("", kPool), "kv_cache: missing, but inputs have role \"kv_pool\""},
+      {stepManifest(R"({"block_size": 16, "num_layers": 2, "num_kv_heads": 2, "head_dim": 8})",
+                    kPool),
+       "2 layers need 4 kv_pool inputs, the manifest has 2"},
+      {stepManifest(R"({"block_size": 0, "num_layers": 1, "num_kv_heads": 2, "head_dim": 8})",
+                    kPool),
+       "kv_cache.block_size: must be positive"},
+      {stepManifest(kKV, R"(["num_blocks", 32, 2, 8])"), "'key_cache.0' is not [num_blocks, 16, 2"},
+      {stepManifest(kKV, R"([4, 16, 2, 8])"), "'key_cache.0' is not [num_blocks"},
+      {stepManifest("[1]", kPool), "kv_cache: expected an object"},
+  };
+  for (const Case &c : cases) {
+    Expected<Manifest> m = parseManifest(c.text, kFile);
+    ASSERT_FALSE(m) << c.expected;
+    EXPECT_NE(m.error().find(kFile), std::string::npos) << m.error();
+    EXPECT_NE(m.error().find(c.expected), std::string::npos) << m.error();
+  }
+  std::string badRole = mutated(R"("name": "mask", "dtype": "bool")",
+                                R"("name": "mask", "role": "weights", "dtype": "bool")");
+  Expected<Manifest> m = parseManifest(badRole, kFile);
+  ASSERT_FALSE(m);
+  EXPECT_NE(m.error().find("inputs[1].role: unknown role"), std::string::npos) << m.error();
+}
