@@ -15,6 +15,7 @@
 // CHECK-NOT: onnx.Expand
 // CHECK: %[[SLICED:.*]] = onnx.Slice(%[[MASK]],
 // CHECK-NOT: onnx.Softmax
+// CHECK-NOT: onnx.Expand
 // CHECK: %[[OUT:.*]] = xfmr.attention %[[Q]], %[[K]], %[[V]] mask %[[SLICED]] {num_heads = 4 : i64, num_kv_heads = 2 : i64, scale = 2.500000e-01 : f32} : tensor<1x4x8x16xf32>, tensor<1x2x8x16xf32>, tensor<1x2x8x16xf32>, tensor<1x1x8x8xf32> -> tensor<1x4x8x16xf32>
 // CHECK-NOT: onnx.Softmax
 // CHECK-NOT: onnx.MatMul
@@ -52,7 +53,8 @@ func.func @llama_gqa_static(%q: tensor<1x4x8x16xf32>, %k: tensor<1x2x8x16xf32>,
 // repeat_kv's expand shape is computed at run time (Shape/Gather/Concat and
 // torch's -1 handling), so the Expand's dim 2 is dynamic and n_rep = 2 is
 // only known from the Reshape to 4 heads. The mask is sliced to the key
-// length read from the repeated K's shape.
+// length read from the repeated K's shape (which keeps K's repeat_kv
+// alive for its Shape; V's repeat_kv goes).
 // CHECK-LABEL: xfmr-raise @llama_gqa_dynamic: formed 1 attention; 0 candidate(s) left unfused
 // CHECK-LABEL: func.func @llama_gqa_dynamic(
 // CHECK-SAME: %[[Q:[a-z0-9]+]]: tensor<?x4x?x16xf32>, %[[K:[a-z0-9]+]]: tensor<?x2x?x16xf32>, %[[V:[a-z0-9]+]]: tensor<?x2x?x16xf32>, %[[MASK:[a-z0-9]+]]: tensor<?x?x?x?xf32>
@@ -189,6 +191,7 @@ func.func @gpt2_static(%q50: tensor<1x8x4x16xf32>, %53: tensor<1x8x4x16xf32>,
 // CHECK: %[[V4:.*]] = onnx.Unsqueeze(%[[V]], %{{.*}}) : (tensor<4x8x16xf32>, tensor<1xi64>) -> tensor<4x1x8x16xf32>
 // CHECK: %[[A:.*]] = xfmr.attention %[[Q4]], %[[K4]], %[[V4]] {num_heads = 1 : i64, num_kv_heads = 1 : i64, scale = 2.500000e-01 : f32} : tensor<4x1x8x16xf32>, tensor<4x1x8x16xf32>, tensor<4x1x8x16xf32> -> tensor<4x1x8x16xf32>
 // CHECK: %[[OUT:.*]] = onnx.Squeeze(%[[A]], %{{.*}}) : (tensor<4x1x8x16xf32>, tensor<1xi64>) -> tensor<4x8x16xf32>
+// CHECK-NOT: onnx.Div
 // CHECK-NOT: onnx.Softmax
 // CHECK-NOT: onnx.MatMul
 // CHECK: return %[[OUT]]

@@ -1,0 +1,155 @@
+//===- PagedKVTest.cpp - KV pools and step packing ------------------------===//
+//
+// Part of xfmr.
+//
+// Runs runtime/PagedKV.h against Inputs/fake_step_model.c, a hand-written
+// step function that echoes, per packed token, the id, position, slot and
+// its sequence's context length it was given, and writes the id into the
+// pools at the slot: so the packing of ragged sequences, the slot arithmetic
+// through block tables and the in-place pool update are checked exactly.
+//
+//===----------------------------------------------------------------------===//
+
+#include "xfmr/runtime/PagedKV.h"
+
+#include <gtest/gtest.h>
+
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+
+#include <unistd.h>
+
+using namespace xfmr::rt;
+namespace fs = std::filesystem;
+
+namespace {
+
+const char *const kStepManifest = R"({"format": "xfmr-artifact", "format_version": 1,
+  "abi_version": 1, "compiler": "hand-written", "source": "fake_step_model.c",
+  "target": {"kind": "cpu", "triple": "x86_64-pc-linux-gnu"},
+  "library": "model.so", "entry": "xfmr_entry",
+  "weights": {"file": "weights.bin", "size": 0, "alignment": 64, "count": 0},
+  "inputs": [
+    {"name": "input_ids", "dtype": "int64", "shape": ["tokens"]},
+    {"name": "positions", "dtype": "int64", "shape": ["tokens"]},
+    {"name": "slot_mapping", "dtype": "int64", "shape": ["tokens"]},
+    {"name": "block_tables", "dtype": "int32", "shape": ["seqs", "max_blocks"]},
+    {"name": "context_lens", "dtype": "int32", "shape": ["seqs"]},
+    {"name": "query_start_loc", "dtype": "int32", "shape": ["seqs_plus_one"]},
+    {"name": "key_cache.0", "dtype": "float32", "shape": ["num_blocks", 4, 1, 1], "role": "kv_pool"},
+    {"name": "value_cache.0", "dtype": "float32", "shape": ["num_blocks", 4, 1, 1], "role": "kv_pool"}],
+  "outputs": [{"name": "logits", "dtype": "float32", "shape": ["tokens", 4]}],
+  "kv_cache": {"block_size": 4, "num_layers": 1, "num_kv_heads": 1, "head_dim": 1}})";
+
+class PagedKVTest : public ::testing::Test {
+protected:
+  void SetUp() override {
+    std::string pattern = ::testing::TempDir() + "xfmr-paged-XXXXXX";
+    ASSERT_NE(::mkdtemp(pattern.data()), nullptr) << std::strerror(errno);
+    root = pattern;
+#ifdef XFMR_FAKE_STEP_MODEL_PATH
+    std::string dir = root + "/step.xfa";
+    fs::create_directory(dir);
+    fs::copy_file(XFMR_FAKE_STEP_MODEL_PATH, dir + "/model.so");
+    std::ofstream(dir + "/weights.bin", std::ios::binary);
+    std::ofstream(dir + "/manifest.json") << kStepManifest;
+    Expected<std::unique_ptr<Artifact>> a = Artifact::load(dir);
+    ASSERT_TRUE(a) << a.error();
+    artifact = a.take();
+#endif
+  }
+  void TearDown() override {
+    std::error_code ec;
+    fs::remove_all(root, ec);
+  }
+
+  std::string root;
+  std::unique_ptr<Artifact> artifact;
+};
+
+#define REQUIRE_STEP_MODEL()                                                   \
+  do {                                                                         \
+    if (!artifact)                                                             \
+      GTEST_SKIP() << "the fake step model is not built";                      \
+  } while (false)
+
+float at(const Tensor &t, int64_t row, int64_t col) {
+  return t.data<float>()[row * t.shape()[1] + col];
+}
+
+} // namespace
+
+TEST_F(PagedKVTest, PacksRaggedSequencesThroughBlockTables) {
+  REQUIRE_STEP_MODEL();
+  Expected<KVPools> pools = KVPools::allocate(*artifact, 5);
+  ASSERT_TRUE(pools) << pools.error();
+  EXPECT_EQ(pools->blockSize(), 4);
+  EXPECT_EQ(pools->bytes(), 2u * 5 * 4 * sizeof(float));
+  // A 3-token prefill in block 2, and one decode token at position 5 of a
+  // sequence whose second block is block 3.
+  std::vector<StepSequence> step{{{7, 8, 9}, 0, {2, 0}}, {{11}, 5, {1, 3}}};
+  Expected<Tensor> logits = runStep(*artifact, *pools, step);
+  ASSERT_TRUE(logits) << logits.error();
+  ASSERT_EQ(logits->shape(), (std::vector<int64_t>{4, 4}));
+  float want[4][4] = {{7, 0, 8, 3}, {8, 1, 9, 3}, {9, 2, 10, 3}, {11, 5, 13, 6}};
+  for (int r = 0; r < 4; ++r)
+    for (int c = 0; c < 4; ++c)
+      EXPECT_EQ(at(*logits, r, c), want[r][c]) << "row " << r << " col " << c;
+  // The step wrote the pools in place, at the slots it was given.
+  for (Tensor &pool : pools->tensors()) {
+    const float *p = pool.data<float>();
+    EXPECT_EQ(p[8], 7);
+    EXPECT_EQ(p[9], 8);
+    EXPECT_EQ(p[10], 9);
+    EXPECT_EQ(p[13], 11);
+    EXPECT_EQ(p[0], 0);
+  }
+}
+
+TEST_F(PagedKVTest, RejectsBadSteps) {
+  REQUIRE_STEP_MODEL();
+  Expected<KVPools> pools = KVPools::allocate(*artifact, 2);
+  ASSERT_TRUE(pools) << pools.error();
+  struct Case {
+    std::vector<StepSequence> step;
+    const char *message;
+  } cases[] = {
+      {{}, "a step needs at least one sequence"},
+      {{{{}, 0, {0}}}, "sequence 0: no new tokens"},
+      {{{{1, 2, 3, 4, 5}, 0, {0}}}, "sequence 0: 5 tokens do not fit its 1 blocks of 4"},
+      {{{{1}, 0, {0}}, {{1}, 0, {2}}}, "sequence 1: block 2 outside the pool of 2"},
+      {{{{1}, -1, {0}}}, "negative position"},
+  };
+  for (const Case &c : cases) {
+    Expected<Tensor> r = runStep(*artifact, *pools, c.step);
+    ASSERT_FALSE(r) << c.message;
+    EXPECT_NE(r.error().find(c.message), std::string::npos) << r.error();
+  }
+  EXPECT_FALSE(KVPools::allocate(*artifact, 0));
+  Expected<KVPools> huge = KVPools::allocate(*artifact, int64_t(1) << 40, uint64_t(1) << 30);
+  ASSERT_FALSE(huge);
+  EXPECT_NE(huge.error().find("exceed"), std::string::npos) << huge.error();
+}
+
+TEST_F(PagedKVTest, GreedyGenerationFeedsBackTheArgmax) {
+  REQUIRE_STEP_MODEL();
+  // The echo model's largest logit is the slot (column 2) once the slot
+  // exceeds the id; the driver appends argmax = 2 and stops at stop id 2.
+  Expected<GreedyResult> r = generateGreedy(*artifact, {0, 1}, 5, {}, /*keepLogits=*/true);
+  ASSERT_TRUE(r) << r.error();
+  ASSERT_EQ(r->tokens.size(), 5u);
+  ASSERT_EQ(r->lastLogits.size(), 5u);
+  // Step k>0 feeds token tokens[k-1] at position 2 + k - 1.
+  for (size_t k = 1; k < r->tokens.size(); ++k) {
+    const float *row = r->lastLogits[k].data<float>();
+    EXPECT_EQ(row[0], static_cast<float>(r->tokens[k - 1]));
+    EXPECT_EQ(row[1], static_cast<float>(k + 1));
+    EXPECT_EQ(row[3], static_cast<float>(k + 2)); // context grows by one
+  }
+  Expected<GreedyResult> stopped = generateGreedy(*artifact, {0, 1}, 5, {r->tokens[0]});
+  ASSERT_TRUE(stopped) << stopped.error();
+  EXPECT_EQ(stopped->tokens.size(), 1u);
+  EXPECT_FALSE(generateGreedy(*artifact, {}, 5));
+}
