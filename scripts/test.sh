@@ -3,6 +3,7 @@
 # every test, in two configurations:
 #   build/       the release build (g++), the whole lit suite
 #   build-asan/  clang with ASan+UBSan and the libFuzzer target: the importer,
+#                pass (Conversion) lit tests,
 #                bad-input and runtime unit tests again, plus a fuzzing smoke run
 # Ends with the runners' summary and a total "N passed, N failed, N skipped".
 # XFMR_SKIP_SANITIZERS=1 skips the second configuration.
@@ -41,7 +42,7 @@ run_lit release build
 
 if [[ "${XFMR_SKIP_SANITIZERS:-0}" != 1 ]]; then
   bash scripts/build.sh --asan
-  run_lit asan+ubsan build-asan --filter 'Importer|Dialect|Fuzz|Unit'
+  run_lit asan+ubsan build-asan --filter 'Importer|Dialect|Conversion|Fuzz|Unit'
 fi
 
 echo "$total_pass passed, $total_fail failed, $total_skip skipped"

@@ -59,6 +59,8 @@ func.func @llama_gqa_static(%q: tensor<1x4x8x16xf32>, %k: tensor<1x2x8x16xf32>,
 // CHECK-LABEL: func.func @llama_gqa_dynamic(
 // CHECK-SAME: %[[Q:[a-z0-9]+]]: tensor<?x4x?x16xf32>, %[[K:[a-z0-9]+]]: tensor<?x2x?x16xf32>, %[[V:[a-z0-9]+]]: tensor<?x2x?x16xf32>, %[[MASK:[a-z0-9]+]]: tensor<?x?x?x?xf32>
 // CHECK-NOT: onnx.Softmax
+// CHECK-NOT: onnx.Unsqueeze(%[[V]],
+// CHECK-NOT: onnx.MatMul
 // CHECK: %[[SLICED:.*]] = onnx.Slice(%[[MASK]],
 // CHECK-NOT: onnx.Softmax
 // CHECK: %[[OUT:.*]] = xfmr.attention %[[Q]], %[[K]], %[[V]] mask %[[SLICED]] {num_heads = 4 : i64, num_kv_heads = 2 : i64, scale = 2.500000e-01 : f32} : tensor<?x4x?x16xf32>, tensor<?x2x?x16xf32>, tensor<?x2x?x16xf32>, tensor<?x?x?x?xf32> -> tensor<?x4x?x16xf32>
