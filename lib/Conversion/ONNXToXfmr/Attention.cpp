@@ -28,7 +28,22 @@ using namespace mlir;
 namespace xfmr::raise {
 namespace {
 
-constexpr double kMaskedBelow = -1e30;
+/// A Where fill value that masks: -1e9 or lower, or for 16-bit scores 90%
+/// of the type's lowest value (f16's -65504).
+bool masksScores(std::optional<double> fill, Type scoreType) {
+  if (!fill)
+    return false;
+  double lowest = -APFloat::getLargest(cast<FloatType>(scoreType).getFloatSemantics())
+                       .convertToDouble();
+  return *fill <= std::max(-1e9, 0.9 * lowest);
+}
+
+/// Float-to-float Cast (HF's softmax in f32 of f16 scores, and back).
+bool isFloatCast(Operation *op) {
+  auto cast = dyn_cast_or_null<onnx::CastOp>(op);
+  return cast && isa<FloatType>(elementTypeOf(cast.getInput())) &&
+         isa<FloatType>(elementTypeOf(cast.getOutput()));
+}
 
 /// Whether `v` reaches a non-constant MatMul through score transforms.
 bool leadsToScores(Value v, int depth = 0) {
@@ -40,7 +55,7 @@ bool leadsToScores(Value v, int depth = 0) {
   if (isa<onnx::AddOp, onnx::MulOp>(op))
     return leadsToScores(op->getOperand(0), depth + 1) ||
            leadsToScores(op->getOperand(1), depth + 1);
-  if (isa<onnx::DivOp>(op))
+  if (isa<onnx::DivOp>(op) || isFloatCast(op))
     return leadsToScores(op->getOperand(0), depth + 1);
   if (auto where = dyn_cast<onnx::WhereOp>(op))
     return leadsToScores(where.getX(), depth + 1) || leadsToScores(where.getY(), depth + 1);
@@ -95,19 +110,25 @@ LogicalResult peelScores(Value s, Scores &out, std::string &why) {
       s = x;
       continue;
     }
+    if (isFloatCast(op)) {
+      s = op->getOperand(0);
+      continue;
+    }
     if (auto where = dyn_cast<onnx::WhereOp>(op)) {
       auto y = scalarValue(where.getY()), x = scalarValue(where.getX());
-      if (y && *y <= kMaskedBelow && leadsToScores(where.getX())) {
+      Type scoreType = elementTypeOf(where.getOutput());
+      if (masksScores(y, scoreType) && leadsToScores(where.getX())) {
         out.keep.push_back({where.getCondition(), false});
         s = where.getX();
         continue;
       }
-      if (x && *x <= kMaskedBelow && leadsToScores(where.getY())) {
+      if (masksScores(x, scoreType) && leadsToScores(where.getY())) {
         out.keep.push_back({where.getCondition(), true});
         s = where.getY();
         continue;
       }
-      why = "a Where on the scores does not mask with a very negative constant";
+      why = "a Where on the scores does not mask with a very negative constant "
+            "(<= -1e9, or 90% of the lowest 16-bit float)";
       return failure();
     }
     why = ("the scores pass through " + op->getName().getStringRef()).str();
@@ -117,9 +138,35 @@ LogicalResult peelScores(Value s, Scores &out, std::string &why) {
   return failure();
 }
 
+Value repeatKVSource(Value v);
+
 /// K or V given through repeat_kv: Reshape(Expand(Unsqueeze(kv, [2]),
-/// [B, Hkv, n_rep, S, D]), [B, Hkv * n_rep, S, D]). Returns kv.
-Value peelRepeatKV(Value v) {
+/// [B, Hkv, n_rep, S, D]), [B, Hkv * n_rep, S, D]). Returns kv. Exporters
+/// also read the repeated tensor's shape (HF slices the mask to its length):
+/// those Shape ops are rebuilt from kv's shape so the repetition dies.
+Value peelRepeatKV(RewriterBase &rewriter, Value v) {
+  Value kv = repeatKVSource(v);
+  if (kv == v)
+    return v;
+  int64_t rep = dimOf(v, 1) / dimOf(kv, 1);
+  for (Operation *user : llvm::make_early_inc_range(v.getUsers())) {
+    auto shape = dyn_cast<onnx::ShapeOp>(user);
+    if (!shape || shape.getEndAttr() || shape.getStart() != 0)
+      continue;
+    OpBuilder::InsertionGuard guard(rewriter);
+    rewriter.setInsertionPoint(shape);
+    Location loc = shape.getLoc();
+    auto type = shape.getShape().getType();
+    Value base = onnx::ShapeOp::create(rewriter, loc, type, kv, nullptr,
+                                       rewriter.getI64IntegerAttr(0));
+    Value scaled = onnx::MulOp::create(rewriter, loc, type, base,
+                                       i64Constant(rewriter, loc, {1, rep, 1, 1}));
+    rewriter.replaceOp(shape, scaled);
+  }
+  return kv;
+}
+
+Value repeatKVSource(Value v) {
   auto reshape = def<onnx::ReshapeOp>(v);
   auto expand = reshape ? def<onnx::ExpandOp>(reshape.getData()) : onnx::ExpandOp();
   auto unsq = expand ? def<onnx::UnsqueezeOp>(expand.getInput()) : onnx::UnsqueezeOp();
@@ -208,8 +255,11 @@ bool raiseAttention(Operation *anchor, IRRewriter &rewriter, RaiseLog &log) {
   std::string why;
   if (failed(peelScores(softmax.getInput(), scores, why)))
     return fail(why);
-  auto pv = soleUserOf<onnx::MatMulOp>(probs);
-  if (!pv || pv.getA() != probs)
+  Value probsUsed = probs;
+  if (Operation *user = soleUser(probs); isFloatCast(user))
+    probsUsed = user->getResult(0); // softmax in f32, back to the model's type
+  auto pv = soleUserOf<onnx::MatMulOp>(probsUsed);
+  if (!pv || pv.getA() != probsUsed)
     return fail("the probabilities are not multiplied by V");
   if (!scores.qk->hasOneUse())
     return fail("Q·Kᵀ has other users");
@@ -249,8 +299,8 @@ bool raiseAttention(Operation *anchor, IRRewriter &rewriter, RaiseLog &log) {
     if (mask && rankOf(mask) == 3)
       mask = unsqueeze(rewriter, loc, mask, 1);
   }
-  k = peelRepeatKV(k);
-  v = peelRepeatKV(v);
+  k = peelRepeatKV(rewriter, k);
+  v = peelRepeatKV(rewriter, v);
   int64_t heads = dimOf(q, 1), kvHeads = dimOf(k, 1);
   if (ShapedType::isDynamic(heads) || ShapedType::isDynamic(kvHeads) || heads % kvHeads ||
       dimOf(v, 1) != kvHeads)

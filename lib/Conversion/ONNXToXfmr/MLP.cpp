@@ -101,8 +101,9 @@ std::optional<std::pair<Value, Activation>> matchActivation(Value v) {
   if (auto tanh = def<onnx::TanhOp>(inner)) {
     SmallVector<Value> f;
     productFactors(tanh.getInput(), f);
+    double k0 = constantPart(f); // before looking at what is left
     auto sum = f.size() == 1 ? def<onnx::AddOp>(f[0]) : onnx::AddOp();
-    if (sum && near(constantPart(f), std::sqrt(2.0 / M_PI))) {
+    if (sum && near(k0, std::sqrt(2.0 / M_PI))) {
       Value cubic = otherOperand(sum, g);
       SmallVector<Value> c;
       if (cubic)

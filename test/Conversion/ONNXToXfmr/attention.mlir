@@ -456,3 +456,60 @@ func.func @negative_attention23_softcap(%q: tensor<1x4x8x16xf32>, %k: tensor<1x4
       -> (tensor<1x4x8x16xf32>, none, none, none) loc("attn"("Attention"))
   return %y : tensor<1x4x8x16xf32>
 }
+
+// -----
+
+// Hugging Face in half precision: softmax in f32 between two Casts, and the
+// causal Where filling f16's lowest value (-65504).
+// CHECK-LABEL: xfmr-raise @f16_softmax_in_f32: formed 1 attention; 0 candidate(s) left unfused
+// CHECK-LABEL: func.func @f16_softmax_in_f32(
+// CHECK: xfmr.attention %arg0, %arg1, %arg2 mask %arg3 {num_heads = 2 : i64, num_kv_heads = 2 : i64, scale = 2.500000e-01 : f32} : tensor<1x2x8x16xf16>, tensor<1x2x8x16xf16>, tensor<1x2x8x16xf16>, tensor<1x1x8x8xi1> -> tensor<1x2x8x16xf16>
+// CHECK-NOT: onnx.Softmax
+// CHECK: return
+func.func @f16_softmax_in_f32(%q: tensor<1x2x8x16xf16>, %k: tensor<1x2x8x16xf16>,
+                              %v: tensor<1x2x8x16xf16>, %keep: tensor<1x1x8x8xi1>)
+    -> tensor<1x2x8x16xf16> {
+  %four = onnx.Constant() {value = dense<4.0> : tensor<f16>} : () -> tensor<f16>
+  %low = onnx.Constant() {value = dense<-65504.0> : tensor<f16>} : () -> tensor<f16>
+  %kt = onnx.Transpose(%k) {perm = [0, 1, 3, 2]} : (tensor<1x2x8x16xf16>) -> tensor<1x2x16x8xf16>
+  %s = onnx.MatMul(%q, %kt) : (tensor<1x2x8x16xf16>, tensor<1x2x16x8xf16>) -> tensor<1x2x8x8xf16>
+  %d = onnx.Div(%s, %four) : (tensor<1x2x8x8xf16>, tensor<f16>) -> tensor<1x2x8x8xf16>
+  %w = onnx.Where(%keep, %d, %low) : (tensor<1x1x8x8xi1>, tensor<1x2x8x8xf16>, tensor<f16>) -> tensor<1x2x8x8xf16>
+  %c = onnx.Cast(%w) {to = 1 : i64} : (tensor<1x2x8x8xf16>) -> tensor<1x2x8x8xf32>
+  %p = onnx.Softmax(%c) {axis = -1 : i64} : (tensor<1x2x8x8xf32>) -> tensor<1x2x8x8xf32>
+  %p16 = onnx.Cast(%p) {to = 10 : i64} : (tensor<1x2x8x8xf32>) -> tensor<1x2x8x8xf16>
+  %o = onnx.MatMul(%p16, %v) : (tensor<1x2x8x8xf16>, tensor<1x2x8x16xf16>) -> tensor<1x2x8x16xf16>
+  return %o : tensor<1x2x8x16xf16>
+}
+
+// -----
+
+// The exporter also reads the repeated K's shape (HF slices its mask to the
+// key length): the Shape is rebuilt from the un-repeated K (heads x n_rep),
+// so the repeated tensor is not computed just for its shape.
+// CHECK-LABEL: func.func @repeated_k_shape(
+// CHECK: %[[SHAPE:.*]] = onnx.Shape(%arg1) : (tensor<?x2x?x16xf32>) -> tensor<4xi64>
+// CHECK: %[[REP:.*]] = onnx.Constant() {value = dense<[1, 2, 1, 1]> : tensor<4xi64>}
+// CHECK: %[[LEN:.*]] = onnx.Mul(%[[SHAPE]], %[[REP]])
+// CHECK: xfmr.attention %arg0, %arg1, %arg2 {num_heads = 4 : i64, num_kv_heads = 2 : i64
+// CHECK-NOT: onnx.Expand
+// CHECK: return %{{.*}}, %[[LEN]]
+func.func @repeated_k_shape(%q: tensor<?x4x?x16xf32>, %k: tensor<?x2x?x16xf32>,
+                            %v: tensor<?x2x?x16xf32>, %expand: tensor<5xi64>, %flat: tensor<4xi64>)
+    -> (tensor<?x4x?x16xf32>, tensor<4xi64>) {
+  %two = onnx.Constant() {value = dense<2> : tensor<1xi64>} : () -> tensor<1xi64>
+  %four = onnx.Constant() {value = dense<4.0> : tensor<f32>} : () -> tensor<f32>
+  %ku = onnx.Unsqueeze(%k, %two) : (tensor<?x2x?x16xf32>, tensor<1xi64>) -> tensor<?x2x1x?x16xf32>
+  %ke = onnx.Expand(%ku, %expand) : (tensor<?x2x1x?x16xf32>, tensor<5xi64>) -> tensor<?x2x?x?x16xf32>
+  %kr = onnx.Reshape(%ke, %flat) : (tensor<?x2x?x?x16xf32>, tensor<4xi64>) -> tensor<?x4x?x16xf32>
+  %vu = onnx.Unsqueeze(%v, %two) : (tensor<?x2x?x16xf32>, tensor<1xi64>) -> tensor<?x2x1x?x16xf32>
+  %ve = onnx.Expand(%vu, %expand) : (tensor<?x2x1x?x16xf32>, tensor<5xi64>) -> tensor<?x2x?x?x16xf32>
+  %vr = onnx.Reshape(%ve, %flat) : (tensor<?x2x?x?x16xf32>, tensor<4xi64>) -> tensor<?x4x?x16xf32>
+  %len = onnx.Shape(%kr) : (tensor<?x4x?x16xf32>) -> tensor<4xi64>
+  %kt = onnx.Transpose(%kr) {perm = [0, 1, 3, 2]} : (tensor<?x4x?x16xf32>) -> tensor<?x4x16x?xf32>
+  %s = onnx.MatMul(%q, %kt) : (tensor<?x4x?x16xf32>, tensor<?x4x16x?xf32>) -> tensor<?x4x?x?xf32>
+  %d = onnx.Div(%s, %four) : (tensor<?x4x?x?xf32>, tensor<f32>) -> tensor<?x4x?x?xf32>
+  %p = onnx.Softmax(%d) {axis = -1 : i64} : (tensor<?x4x?x?xf32>) -> tensor<?x4x?x?xf32>
+  %o = onnx.MatMul(%p, %vr) : (tensor<?x4x?x?xf32>, tensor<?x4x?x16xf32>) -> tensor<?x4x?x16xf32>
+  return %o, %len : tensor<?x4x?x16xf32>, tensor<4xi64>
+}
