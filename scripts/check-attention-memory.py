@@ -10,6 +10,11 @@ several S, and checks:
   * peak RSS(S_max) - peak RSS(S_min) stays below 3x the bytes of Q, K, V and
     the output at S_max plus 16 MiB, where one S x S score matrix alone would
     need H * S^2 * 4 bytes (512 MiB at S = 8192, H = 2).
+Then the same for a whole model: examples/models/llama_gqa.onnx (the forward
+export, whose exporter-built causal mask xfmr-raise turns into `causal`)
+at S = 512, 2048 and 4096: the growth of peak RSS from 2048 to 4096 must be
+less than twice the growth from 512 to 2048 (linear: 1.33x; with any S x S
+tensor: 3.2x).
 Prints the measurements and "N passed, N failed".
 
   .venv/bin/python scripts/check-attention-memory.py [--build-dir build] [--max-seq 8192]
@@ -117,8 +122,42 @@ def main():
               f"one S x S score matrix: {square_mib:.0f} MiB)")
         passed += ok
         failed += not ok
+    ok = model_memory(bindir)
+    passed += ok
+    failed += not ok
     print(f"{passed} passed, {failed} failed")
     return 1 if failed else 0
+
+
+def model_memory(bindir):
+    model = os.path.join(ROOT, "examples", "models", "llama_gqa.onnx")
+    rss = {}
+    with tempfile.TemporaryDirectory(prefix="xfmr-model-mem-") as tmp:
+        xfa = os.path.join(tmp, "model.xfa")
+        subprocess.run([os.path.join(bindir, "xfmr-compile"), model, "--quiet", "-o", xfa],
+                       check=True)
+        for s in (512, 2048, 4096):
+            ids = np.random.default_rng(s).integers(0, 256, (1, s)).astype(np.int64)
+            args = []
+            for name, v in (("input_ids", ids), ("attention_mask", np.ones_like(ids)),
+                            ("position_ids", np.arange(s, dtype=np.int64)[None])):
+                f = os.path.join(tmp, name + ".npy")
+                np.save(f, v)
+                args += ["--input", f"{name}={f}"]
+            r = subprocess.run([os.path.join(bindir, "xfmr-run"), xfa, *args],
+                               capture_output=True, text=True)
+            m = re.search(r"peak RSS: ([0-9.]+) MiB", r.stderr)
+            if r.returncode or not m:
+                print(f"FAIL llama_gqa S={s}: {r.stderr.strip()}")
+                return False
+            rss[s] = float(m.group(1))
+    first, second = rss[2048] - rss[512], rss[4096] - rss[2048]
+    ratio = second / max(first, 0.1)
+    ok = ratio < 2.0
+    print(f"{'PASS' if ok else 'FAIL'} memory llama_gqa forward: peak RSS {rss[512]:.1f} / "
+          f"{rss[2048]:.1f} / {rss[4096]:.1f} MiB at S = 512 / 2048 / 4096; growth ratio "
+          f"{ratio:.2f} (linear 1.33, quadratic 3.2; bound 2.0)")
+    return ok
 
 
 if __name__ == "__main__":

@@ -291,6 +291,15 @@ bool raiseAttention(Operation *anchor, IRRewriter &rewriter, RaiseLog &log) {
     k = transpose(rewriter, loc, k, perm);
   Value v = pv.getB();
   Type scoreType = elementTypeOf(scores.qk.getY());
+  // A keep mask that is a window of a lower-triangular buffer is `causal`.
+  std::optional<Value> causalRowStart;
+  for (auto it = scores.keep.begin(); it != scores.keep.end(); ++it)
+    if (!it->second)
+      if ((causalRowStart = causalKeepOffset(it->first, dimOf(scores.qk.getY(), -2),
+                                             dimOf(scores.qk.getY(), -1)))) {
+        scores.keep.erase(it);
+        break;
+      }
   Value mask = combineMasks(rewriter, loc, scores, scoreType);
   if (rank == 3) {
     q = unsqueeze(rewriter, loc, q, 1);
@@ -313,7 +322,7 @@ bool raiseAttention(Operation *anchor, IRRewriter &rewriter, RaiseLog &log) {
                                 rewriter.getI64IntegerAttr(heads),
                                 rewriter.getI64IntegerAttr(kvHeads),
                                 rewriter.getF32FloatAttr(scores.scale),
-                                rewriter.getBoolAttr(false));
+                                rewriter.getBoolAttr(causalRowStart.has_value()));
   LogicalResult verified = success();
   {
     ScopedDiagnosticHandler silence(op.getContext(), [](Diagnostic &) { return success(); });
@@ -322,6 +331,15 @@ bool raiseAttention(Operation *anchor, IRRewriter &rewriter, RaiseLog &log) {
   if (failed(verified)) {
     rewriter.eraseOp(op);
     return fail("the formed op does not verify");
+  }
+  if (causalRowStart) {
+    rewriter.setInsertionPoint(op);
+    if (*causalRowStart)
+      assertCausalOffset(rewriter, loc, op, *causalRowStart,
+                       nodeName(pv) + ": the causal window does not start at the key/query "
+                                      "length difference");
+    rewriter.setInsertionPointAfter(op);
+    log.formed("causal_mask");
   }
   Value result = op.getResult();
   if (rank == 3)

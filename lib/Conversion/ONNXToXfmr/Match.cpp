@@ -107,13 +107,33 @@ bool isScalar(Value v, double expected) {
 }
 
 std::optional<SmallVector<int64_t>> constantInts(Value v) {
-  DenseIntElementsAttr attr;
+  ElementsAttr attr;
   if (!v || !matchPattern(v, m_Constant(&attr)))
     return std::nullopt;
-  SmallVector<int64_t> out;
-  for (const APInt &x : attr.getValues<APInt>())
-    out.push_back(x.getSExtValue());
-  return out;
+  if (auto dense = dyn_cast<DenseIntElementsAttr>(attr)) {
+    SmallVector<int64_t> out;
+    for (const APInt &x : dense.getValues<APInt>())
+      out.push_back(x.getSExtValue());
+    return out;
+  }
+  if (auto blob = dyn_cast<DenseI64ResourceElementsAttr>(attr))
+    if (auto data = blob.tryGetAsArrayRef();
+        data && static_cast<int64_t>(data->size()) == attr.getNumElements())
+      return SmallVector<int64_t>(data->begin(), data->end());
+  return std::nullopt;
+}
+
+std::optional<SmallVector<float>> floatValues(Value v) {
+  ElementsAttr attr;
+  if (!v || !matchPattern(v, m_Constant(&attr)) || !attr.getElementType().isF32())
+    return std::nullopt;
+  if (auto dense = dyn_cast<DenseElementsAttr>(attr))
+    return llvm::to_vector(dense.getValues<float>());
+  if (auto blob = dyn_cast<DenseF32ResourceElementsAttr>(attr))
+    if (auto data = blob.tryGetAsArrayRef();
+        data && static_cast<int64_t>(data->size()) == attr.getNumElements())
+      return SmallVector<float>(data->begin(), data->end());
+  return std::nullopt;
 }
 
 int64_t rankOf(Value v) {

@@ -52,6 +52,19 @@ bool raiseRope(mlir::Operation *, mlir::IRRewriter &, RaiseLog &);
 bool raiseGatedMLP(mlir::Operation *, mlir::IRRewriter &, RaiseLog &);
 bool raiseAttention(mlir::Operation *, mlir::IRRewriter &, RaiseLog &);
 bool raiseAttention23(mlir::Operation *, mlir::IRRewriter &, RaiseLog &);
+/// xfmr.attention with Hugging Face's causal + padding mask: causal = true and
+/// a [B, 1, 1, L] padding bias (CausalMask.cpp).
+bool raiseCausalMask(mlir::Operation *, mlir::IRRewriter &, RaiseLog &);
+
+/// A keep mask that is a window of a constant lower-triangular bool buffer
+/// (GPT-2's `bias`): returns the window's first row r0, so that
+/// keep[i, j] = j <= r0 + i, to be checked against Skv - Sq at run time; a
+/// null Value when the mask is a constant already equal to the causal
+/// pattern for the static lengths sq, skv (CausalMask.cpp).
+std::optional<mlir::Value> causalKeepOffset(mlir::Value keep, int64_t sq, int64_t skv);
+/// Asserts at run time that the row start equals Skv - Sq of `op`.
+void assertCausalOffset(mlir::OpBuilder &b, mlir::Location loc, AttentionOp op,
+                        mlir::Value rowStart, const llvm::Twine &what);
 
 //===----------------------------------------------------------------------===//
 // Predicates
@@ -77,8 +90,10 @@ mlir::Value otherOperand(mlir::Operation *binary, mlir::Value v);
 std::optional<double> scalarValue(mlir::Value v);
 bool isScalar(mlir::Value v, double expected);
 
-/// The integers of a constant 1-D int tensor.
+/// The integers of a constant int tensor (inline or an i64 resource blob).
 std::optional<llvm::SmallVector<int64_t>> constantInts(mlir::Value v);
+/// The values of a constant f32 tensor (inline or resource blob).
+std::optional<llvm::SmallVector<float>> floatValues(mlir::Value v);
 
 int64_t rankOf(mlir::Value v);
 int64_t dimOf(mlir::Value v, int64_t dim); ///< negative dims count from the end

@@ -59,6 +59,7 @@ struct RaiseONNXToXfmrPass : impl::RaiseONNXToXfmrPassBase<RaiseONNXToXfmrPass> 
       runRaiser<onnx::MatMulOp>(func, raiseGatedMLP, rewriter, log);
       runRaiser<onnx::SoftmaxOp>(func, raiseAttention, rewriter, log);
       runRaiser<onnx::AttentionOp>(func, raiseAttention23, rewriter, log);
+      runRaiser<AttentionOp>(func, raiseCausalMask, rewriter, log);
       numAttention += log.count("attention");
       numRMSNorm += log.count("rms_norm");
       numLayerNorm += log.count("layer_norm");

@@ -66,19 +66,6 @@ struct AngleTable {
   Value positions;
 };
 
-/// The f32 values of a constant (inline or resource blob).
-std::optional<SmallVector<float>> floatValues(Value v) {
-  ElementsAttr attr;
-  if (!matchPattern(v, m_Constant(&attr)) || !attr.getElementType().isF32())
-    return std::nullopt;
-  if (auto dense = dyn_cast<DenseElementsAttr>(attr))
-    return llvm::to_vector(dense.getValues<float>());
-  if (auto blob = dyn_cast<DenseF32ResourceElementsAttr>(attr))
-    if (auto data = blob.tryGetAsArrayRef())
-      return SmallVector<float>(data->begin(), data->end());
-  return std::nullopt;
-}
-
 /// Gather(Slice(cache, [0], [n], [0])?, positions) of a constant [P, 2R]
 /// f32 cache whose two halves are equal.
 FailureOr<AngleTable> matchCachedTable(Value v) {
