@@ -125,19 +125,18 @@ func.func @llama_gqa_dynamic(%160: tensor<?x4x?x16xf32>, %167: tensor<?x2x?x16xf
 // GPT-2, layer 0 of gpt2_static.onnx: K transposed straight from
 // [B, S, H, D] with perm [0, 2, 3, 1], the scale computed as
 // 0 + 16^0.5, the causal mask applied by Where(bool, scores, -3.4e38) and
-// the padding mask added after it. K goes back to [B, H, S, D] and the
-// mask operand is Where(causal, padding bias, lowest).
-// CHECK-LABEL: xfmr-raise @gpt2_static: formed 1 attention; 0 candidate(s) left unfused
+// the padding mask added after it. K goes back to [B, H, S, D]; the bool
+// mask (folded here to the constant lower triangle) is exactly causal for
+// these lengths, so the op is `causal` and keeps only the padding bias.
+// CHECK-LABEL: xfmr-raise @gpt2_static: formed 1 causal_mask, 1 attention; 0 candidate(s) left unfused
 // CHECK-LABEL: func.func @gpt2_static(
 // CHECK-SAME: %[[Q:[a-z0-9]+]]: tensor<1x8x4x16xf32>, %[[K:[a-z0-9]+]]: tensor<1x8x4x16xf32>, %[[V:[a-z0-9]+]]: tensor<1x8x4x16xf32>, %[[PAD:[a-z0-9]+]]: tensor<1x8xi64>
-// CHECK-DAG: %[[CAUSAL:.*]] = onnx.Constant() {value = dense<{{\[\[\[\[}}true, false, {{.*}} : tensor<1x1x8x8xi1>
+// CHECK-NOT: tensor<1x1x8x8xi1>
+// CHECK-DAG: %[[BIAS:.*]] = onnx.Mul(%{{.*}}, %{{.*}}) : (tensor<1x1x1x8xf32>, tensor<f32>) -> tensor<1x1x1x8xf32>
 // CHECK-DAG: %[[QT:.*]] = onnx.Transpose(%[[Q]]) {perm = [0, 2, 1, 3]}
 // CHECK-DAG: %[[VT:.*]] = onnx.Transpose(%[[V]]) {perm = [0, 2, 1, 3]}
-// CHECK-DAG: %[[BIAS:.*]] = onnx.Mul(%{{.*}}, %{{.*}}) : (tensor<1x1x1x8xf32>, tensor<f32>) -> tensor<1x1x1x8xf32>
 // CHECK: %[[KT:.*]] = onnx.Transpose(%[[K]]) {perm = [0, 2, 1, 3]} : (tensor<1x8x4x16xf32>) -> tensor<1x4x8x16xf32>
-// CHECK: %[[LOWEST:.*]] = onnx.Constant() {value = dense<-3.40282347E+38> : tensor<f32>}
-// CHECK: %[[M:.*]] = onnx.Where(%[[CAUSAL]], %[[BIAS]], %[[LOWEST]]) : (tensor<1x1x8x8xi1>, tensor<1x1x1x8xf32>, tensor<f32>) -> tensor<1x1x8x8xf32>
-// CHECK: %[[OUT:.*]] = xfmr.attention %[[QT]], %[[KT]], %[[VT]] mask %[[M]] {num_heads = 4 : i64, num_kv_heads = 4 : i64, scale = 2.500000e-01 : f32} : tensor<1x4x8x16xf32>, tensor<1x4x8x16xf32>, tensor<1x4x8x16xf32>, tensor<1x1x8x8xf32> -> tensor<1x4x8x16xf32>
+// CHECK: %[[OUT:.*]] = xfmr.attention %[[QT]], %[[KT]], %[[VT]] mask %[[BIAS]] {causal = true, num_heads = 4 : i64, num_kv_heads = 4 : i64, scale = 2.500000e-01 : f32} : tensor<1x4x8x16xf32>, tensor<1x4x8x16xf32>, tensor<1x4x8x16xf32>, tensor<1x1x1x8xf32> -> tensor<1x4x8x16xf32>
 // CHECK-NOT: onnx.Softmax
 // CHECK-NOT: onnx.MatMul
 // CHECK: return %[[OUT]]
@@ -512,4 +511,31 @@ func.func @repeated_k_shape(%q: tensor<?x4x?x16xf32>, %k: tensor<?x2x?x16xf32>,
   %p = onnx.Softmax(%d) {axis = -1 : i64} : (tensor<?x4x?x?xf32>) -> tensor<?x4x?x?xf32>
   %o = onnx.MatMul(%p, %vr) : (tensor<?x4x?x?xf32>, tensor<?x4x?x16xf32>) -> tensor<?x4x?x16xf32>
   return %o, %len : tensor<?x4x?x16xf32>, tensor<4xi64>
+}
+
+// -----
+
+// A Where keep mask that is a window of a constant that is not lower
+// triangular (one entry above the diagonal set) stays a mask: not causal.
+// CHECK-LABEL: xfmr-raise @negative_window_not_triangular: formed 1 attention; 0 candidate(s) left unfused
+// CHECK-LABEL: func.func @negative_window_not_triangular(
+// CHECK: xfmr.attention %arg0, %arg1, %arg2 mask %{{.*}} {num_heads = 2 : i64, num_kv_heads = 2 : i64, scale = 2.500000e-01 : f32} : {{.*}}, tensor<1x1x?x?xi1>
+func.func @negative_window_not_triangular(%q: tensor<1x2x?x16xf32>, %k: tensor<1x2x?x16xf32>,
+                                          %v: tensor<1x2x?x16xf32>, %r0: tensor<1xi64>,
+                                          %r1: tensor<1xi64>) -> tensor<1x2x?x16xf32> {
+  %bias = onnx.Constant() {value = dense<[[[[true, true, false, false], [true, true, false, false], [true, true, true, false], [true, true, true, true]]]]> : tensor<1x1x4x4xi1>} : () -> tensor<1x1x4x4xi1>
+  %two = onnx.Constant() {value = dense<2> : tensor<1xi64>} : () -> tensor<1xi64>
+  %three = onnx.Constant() {value = dense<3> : tensor<1xi64>} : () -> tensor<1xi64>
+  %zero = onnx.Constant() {value = dense<0> : tensor<1xi64>} : () -> tensor<1xi64>
+  %low = onnx.Constant() {value = dense<-3.40282347E+38> : tensor<f32>} : () -> tensor<f32>
+  %four = onnx.Constant() {value = dense<4.0> : tensor<f32>} : () -> tensor<f32>
+  %rows = onnx.Slice(%bias, %r0, %r1, %two) : (tensor<1x1x4x4xi1>, tensor<1xi64>, tensor<1xi64>, tensor<1xi64>) -> tensor<1x1x?x4xi1>
+  %keep = onnx.Slice(%rows, %zero, %r1, %three) : (tensor<1x1x?x4xi1>, tensor<1xi64>, tensor<1xi64>, tensor<1xi64>) -> tensor<1x1x?x?xi1>
+  %kt = onnx.Transpose(%k) {perm = [0, 1, 3, 2]} : (tensor<1x2x?x16xf32>) -> tensor<1x2x16x?xf32>
+  %s = onnx.MatMul(%q, %kt) : (tensor<1x2x?x16xf32>, tensor<1x2x16x?xf32>) -> tensor<1x2x?x?xf32>
+  %d = onnx.Div(%s, %four) : (tensor<1x2x?x?xf32>, tensor<f32>) -> tensor<1x2x?x?xf32>
+  %w = onnx.Where(%keep, %d, %low) : (tensor<1x1x?x?xi1>, tensor<1x2x?x?xf32>, tensor<f32>) -> tensor<1x2x?x?xf32>
+  %p = onnx.Softmax(%w) {axis = -1 : i64} : (tensor<1x2x?x?xf32>) -> tensor<1x2x?x?xf32>
+  %o = onnx.MatMul(%p, %v) : (tensor<1x2x?x?xf32>, tensor<1x2x?x16xf32>) -> tensor<1x2x?x16xf32>
+  return %o : tensor<1x2x?x16xf32>
 }
