@@ -529,8 +529,9 @@ func.func @negative_window_not_triangular(%q: tensor<1x2x?x16xf32>, %k: tensor<1
   %zero = onnx.Constant() {value = dense<0> : tensor<1xi64>} : () -> tensor<1xi64>
   %low = onnx.Constant() {value = dense<-3.40282347E+38> : tensor<f32>} : () -> tensor<f32>
   %four = onnx.Constant() {value = dense<4.0> : tensor<f32>} : () -> tensor<f32>
-  %rows = onnx.Slice(%bias, %r0, %r1, %two) : (tensor<1x1x4x4xi1>, tensor<1xi64>, tensor<1xi64>, tensor<1xi64>) -> tensor<1x1x?x4xi1>
-  %keep = onnx.Slice(%rows, %zero, %r1, %three) : (tensor<1x1x?x4xi1>, tensor<1xi64>, tensor<1xi64>, tensor<1xi64>) -> tensor<1x1x?x?xi1>
+  %one = onnx.Constant() {value = dense<1> : tensor<1xi64>} : () -> tensor<1xi64>
+  %rows = onnx.Slice(%bias, %r0, %r1, %two, %one) : (tensor<1x1x4x4xi1>, tensor<1xi64>, tensor<1xi64>, tensor<1xi64>, tensor<1xi64>) -> tensor<1x1x?x4xi1>
+  %keep = onnx.Slice(%rows, %zero, %r1, %three, %one) : (tensor<1x1x?x4xi1>, tensor<1xi64>, tensor<1xi64>, tensor<1xi64>, tensor<1xi64>) -> tensor<1x1x?x?xi1>
   %kt = onnx.Transpose(%k) {perm = [0, 1, 3, 2]} : (tensor<1x2x?x16xf32>) -> tensor<1x2x16x?xf32>
   %s = onnx.MatMul(%q, %kt) : (tensor<1x2x?x16xf32>, tensor<1x2x16x?xf32>) -> tensor<1x2x?x?xf32>
   %d = onnx.Div(%s, %four) : (tensor<1x2x?x?xf32>, tensor<f32>) -> tensor<1x2x?x?xf32>
