@@ -293,7 +293,7 @@ struct PagedKVCachePass : impl::PagedKVCachePassBase<PagedKVCachePass> {
     SmallVector<NamedAttribute> kv{
         b.getNamedAttr("block_size", b.getI64IntegerAttr(blockSize)),
         b.getNamedAttr("num_layers", b.getI64IntegerAttr(layers.size())),
-        b.getNamedAttr("num_kv_heads", b.getI64IntegerAttr(layers.front().getNumKvHeads())),
+        b.getNamedAttr("num_kv_heads", b.getI64IntegerAttr(keyPools.front().getDimSize(2))),
         b.getNamedAttr("head_dim", b.getI64IntegerAttr(keyPools.front().getDimSize(3))),
     };
     getOperation()->setAttr("xfmr.kv_cache", b.getDictionaryAttr(kv));
