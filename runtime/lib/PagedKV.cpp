@@ -48,6 +48,36 @@ uint64_t KVPools::bytes() const {
   return total;
 }
 
+uint64_t KVPools::bytesPerBlock(const Manifest &m) {
+  uint64_t total = 0;
+  for (const TensorSpec &spec : m.inputs) {
+    if (!spec.kvPool)
+      continue;
+    uint64_t perBlock = dtypeSize(spec.dtype);
+    for (size_t d = 1; d < spec.rank(); ++d)
+      perBlock *= static_cast<uint64_t>(spec.shape[d].value);
+    total += perBlock;
+  }
+  return total;
+}
+
+Expected<KVPools> KVPools::allocateForBudget(const Artifact &artifact, uint64_t budgetBytes) {
+  uint64_t perBlock = bytesPerBlock(artifact.manifest());
+  if (perBlock == 0)
+    return Error(artifact.directory() + ": not a step function (no kv_pool inputs)");
+  if (budgetBytes < perBlock)
+    return Error("a KV-cache budget of " + std::to_string(budgetBytes) +
+                 " bytes holds no block (one block is " + std::to_string(perBlock) + " bytes)");
+  return allocate(artifact, static_cast<int64_t>(budgetBytes / perBlock), budgetBytes);
+}
+
+void KVPools::copyBlock(int32_t src, int32_t dst) {
+  for (Tensor &pool : pools) {
+    size_t perBlock = pool.byteSize() / static_cast<size_t>(blocks);
+    std::memcpy(pool.bytes() + perBlock * dst, pool.bytes() + perBlock * src, perBlock);
+  }
+}
+
 Expected<KVPools> KVPools::allocate(const Artifact &artifact, int64_t numBlocks,
                                     uint64_t maxBytes) {
   const Manifest &m = artifact.manifest();

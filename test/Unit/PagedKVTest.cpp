@@ -153,3 +153,24 @@ TEST_F(PagedKVTest, GreedyGenerationFeedsBackTheArgmax) {
   EXPECT_EQ(stopped->tokens.size(), 1u);
   EXPECT_FALSE(generateGreedy(*artifact, {}, 5));
 }
+
+TEST_F(PagedKVTest, BudgetAndBlockCopies) {
+  REQUIRE_STEP_MODEL();
+  // Each block: 4 tokens x 1 head x 1 dim x 4 bytes, in 2 pools = 32 bytes.
+  EXPECT_EQ(KVPools::bytesPerBlock(artifact->manifest()), 32u);
+  Expected<KVPools> pools = KVPools::allocateForBudget(*artifact, 100);
+  ASSERT_TRUE(pools) << pools.error();
+  EXPECT_EQ(pools->numBlocks(), 3);
+  Expected<KVPools> none = KVPools::allocateForBudget(*artifact, 31);
+  ASSERT_FALSE(none);
+  EXPECT_NE(none.error().find("one block is 32 bytes"), std::string::npos) << none.error();
+  // A prefill into block 0, then block 0 copied to block 2 in both pools.
+  ASSERT_TRUE(runStep(*artifact, *pools, {{{5, 6}, 0, {0}}}));
+  pools->copyBlock(0, 2);
+  for (Tensor &pool : pools->tensors()) {
+    const float *p = pool.data<float>();
+    EXPECT_EQ(p[8], 5);
+    EXPECT_EQ(p[9], 6);
+    EXPECT_EQ(p[4], 0) << "block 1 untouched";
+  }
+}

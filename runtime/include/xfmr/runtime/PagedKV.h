@@ -28,6 +28,14 @@ public:
   /// artifact is not a step function or the pools would exceed `maxBytes`.
   static Expected<KVPools> allocate(const Artifact &artifact, int64_t numBlocks,
                                     uint64_t maxBytes = uint64_t(64) << 30);
+  /// As many blocks as fit in `budgetBytes` (vLLM's --kv-cache-bytes);
+  /// fails when not even one does, naming the block's size.
+  static Expected<KVPools> allocateForBudget(const Artifact &artifact, uint64_t budgetBytes);
+  /// Bytes one block takes across all pools (every layer's K and V).
+  static uint64_t bytesPerBlock(const Manifest &manifest);
+  /// Copies block `src` to `dst` in every pool (copy-on-write of a shared
+  /// prefix block, see BlockManager.h).
+  void copyBlock(int32_t src, int32_t dst);
   int64_t numBlocks() const { return blocks; }
   int64_t blockSize() const { return tokensPerBlock; }
   uint64_t bytes() const;

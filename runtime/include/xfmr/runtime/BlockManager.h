@@ -1,0 +1,93 @@
+//===- BlockManager.h - paged KV-cache block allocation ---------*- C++ -*-===//
+//
+// Part of xfmr. The bookkeeping half of a paged KV cache (vLLM's block
+// manager): a fixed number of blocks of `block_size` token slots, each with a
+// reference count so that sequences sharing a prompt prefix share its blocks,
+// and per-sequence block tables that grow as tokens are appended. Writing
+// into a shared block first moves the sequence to a private copy
+// (copy-on-write); the copy of the K/V data is the caller's (KVPools::
+// copyBlock). The pools themselves are runtime/PagedKV.h.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef XFMR_RUNTIME_BLOCKMANAGER_H
+#define XFMR_RUNTIME_BLOCKMANAGER_H
+
+#include "xfmr/runtime/Error.h"
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace xfmr::rt {
+
+class BlockManager {
+public:
+  BlockManager(int64_t numBlocks, int64_t blockSize);
+
+  int64_t numBlocks() const { return static_cast<int64_t>(refCounts.size()); }
+  int64_t blockSize() const { return tokensPerBlock; }
+  int64_t numFree() const { return static_cast<int64_t>(freeList.size()); }
+  /// Blocks needed to hold `tokens` token slots.
+  int64_t blocksFor(int64_t tokens) const {
+    return (tokens + tokensPerBlock - 1) / tokensPerBlock;
+  }
+
+  /// `n` fresh blocks with reference count 1, or an error naming how many
+  /// were needed and how many are free (nothing is allocated then).
+  Expected<std::vector<int32_t>> allocate(int64_t n);
+  /// One more owner of an allocated block (a shared prefix).
+  void retain(int32_t block);
+  /// One owner fewer; the block is free again at zero.
+  void release(int32_t block);
+  int32_t refCount(int32_t block) const { return refCounts.at(block); }
+
+  /// "KV cache: N blocks x B tokens = T tokens; max concurrency at L
+  /// tokens: k.kx" (how many L-token sequences fit at once).
+  std::string summary(int64_t tokensPerSequence) const;
+
+private:
+  int64_t tokensPerBlock;
+  std::vector<int32_t> refCounts;
+  /// Free block ids; allocation pops from the back (lowest ids first).
+  std::vector<int32_t> freeList;
+};
+
+/// A block-to-block copy the caller must apply to the KV pools before the
+/// next step writes into `dst` (copy-on-write of a shared block).
+struct BlockCopy {
+  int32_t src;
+  int32_t dst;
+};
+
+/// One sequence's block table and length.
+class SequenceBlocks {
+public:
+  const std::vector<int32_t> &table() const { return blocks; }
+  int64_t numTokens() const { return tokens; }
+
+  /// Makes room for `newTokens` more tokens: allocates the blocks that are
+  /// missing and, when the sequence would write into a shared (last,
+  /// partially filled) block, replaces it by a private copy, returned as a
+  /// BlockCopy. All or nothing: on error (not enough free blocks) nothing
+  /// changed. Then commit(newTokens) once the step ran.
+  Expected<std::optional<BlockCopy>> reserve(BlockManager &manager, int64_t newTokens);
+  void commit(int64_t newTokens) { tokens += newTokens; }
+
+  /// Starts the sequence on `prefix` blocks owned by others (a prefix-cache
+  /// hit covering `prefixTokens` tokens): retains each.
+  void adoptPrefix(BlockManager &manager, const std::vector<int32_t> &prefix,
+                   int64_t prefixTokens);
+  /// Releases every block (finished, cancelled or preempted sequence).
+  void releaseAll(BlockManager &manager);
+
+private:
+  std::vector<int32_t> blocks;
+  int64_t tokens = 0;
+};
+
+} // namespace xfmr::rt
+
+#endif // XFMR_RUNTIME_BLOCKMANAGER_H
