@@ -44,16 +44,20 @@ double drawUniform(std::mt19937_64 &rng) {
 }
 
 /// The order of preference: higher (penalised) logit first, then lower
-/// index. It is a strict total order, so every sort, selection and heap
-/// built on it yields the same tokens in the same order on every standard
-/// library. Ordering on logits rather than on probabilities is the same
-/// order, except that exp() cannot round two distinct logits to a tie.
-template <typename C> bool better(const C &a, const C &b) {
-  return a.logit > b.logit || (a.logit == b.logit && a.index < b.index);
-}
-template <typename C> bool worse(const C &a, const C &b) {
-  return better(b, a);
-}
+/// index. It is a strict total order, so every selection and sort built on
+/// it yields the same tokens in the same order on every standard library.
+/// Ordering on logits rather than on probabilities is the same order,
+/// except that exp() cannot round two distinct logits to a tie. A function
+/// object rather than a function so that the algorithms inline it.
+struct Better {
+  template <typename C> bool operator()(const C &a, const C &b) const {
+    return a.logit > b.logit || (a.logit == b.logit && a.index < b.index);
+  }
+};
+
+/// The first chunk of the lazily sorted order (see Sampler::next): enough
+/// for the usual peaked distribution, small enough to sort quickly.
+constexpr size_t kFirstSortedChunk = 256;
 
 } // namespace
 
@@ -119,9 +123,10 @@ int64_t Sampler::next(const float *logits, int64_t vocab,
       if (token >= 0 && token < vocab)
         candidates[token].logit = penalise(logitAt(logits, token), penalty);
 
+  Better better;
   auto first = candidates.begin();
   auto last = candidates.end();
-  auto best = [&] { return std::min_element(first, last, better<Candidate>); };
+  auto best = [&] { return std::min_element(first, last, better); };
 
   double temperature = config.temperature;
   if (!(temperature > 0) || !std::isfinite(temperature))
@@ -131,24 +136,25 @@ int64_t Sampler::next(const float *logits, int64_t vocab,
   // advances the generator by exactly one draw.
   double u = drawUniform(rng);
 
-  // Top-k: keep the k best. Sorting them (worst first, best at the end, as
-  // the heap below leaves its pops) fixes the order of the softmax sum.
-  bool sorted = false;
+  // [first, sortedEnd) holds the best kept tokens in order, best first.
+  auto sortedEnd = first;
   int64_t k = config.topK;
   if (k > 0 && k < vocab) {
-    std::nth_element(first, first + k, last, better<Candidate>);
+    std::nth_element(first, first + k, last, better);
     last = first + k;
-    std::sort(first, last, worse<Candidate>);
-    sorted = true;
+    // Sorted now, which also fixes the order of the softmax sum below.
+    std::sort(first, last, better);
+    sortedEnd = last;
   }
 
-  // Softmax in double over the kept tokens, with the maximum subtracted
-  // before dividing by the temperature: exp((l - max) / T) equals the
-  // max-subtracted softmax of l / T, and cannot overflow or turn into
-  // inf - inf however small T is.
-  double maxLogit = best()->logit;
+  // Softmax in double over the kept tokens (in index order, or best first
+  // after top-k), with the maximum subtracted before dividing by the
+  // temperature: exp((l - max) / T) equals the max-subtracted softmax of
+  // l / T, and cannot overflow or turn into inf - inf however small T is.
+  auto top = sortedEnd != first ? first : best();
+  double maxLogit = top->logit;
   if (maxLogit == -kInf)
-    return best()->index; // Every kept logit is -inf or NaN: nothing to draw.
+    return top->index; // Every kept logit is -inf or NaN: nothing to draw.
   double total = 0;
   for (auto it = first; it != last; ++it) {
     if (maxLogit == kInf) // +inf logits share all the probability.
@@ -163,19 +169,24 @@ int64_t Sampler::next(const float *logits, int64_t vocab,
     mass += it->prob;
   }
 
-  // The kept tokens best first, as at(0), at(1), ... Without top-k they come
-  // lazily from a heap: top-p and the draw usually stop after a few tokens,
-  // so most of the vocabulary is never sorted.
+  // The kept tokens best first, as at(0), at(1), ... Top-p and the draw
+  // usually stop after a few tokens, so without top-k the order is built a
+  // chunk at a time, each chunk selected from the rest and sorted, growing
+  // so that a flat distribution costs a few selections and not a heap pop
+  // per token.
   size_t kept = static_cast<size_t>(last - first);
-  size_t taken = sorted ? kept : 0;
-  if (!sorted)
-    std::make_heap(first, last, worse<Candidate>);
   auto at = [&](size_t i) -> const Candidate & {
-    if (i == taken) {
-      std::pop_heap(first, last - taken, worse<Candidate>);
-      ++taken;
+    if (first + i == sortedEnd) {
+      size_t chunk = std::max(kFirstSortedChunk, 3 * i);
+      auto chunkEnd = static_cast<size_t>(last - sortedEnd) > chunk
+                          ? sortedEnd + chunk
+                          : last;
+      if (chunkEnd != last)
+        std::nth_element(sortedEnd, chunkEnd, last, better);
+      std::sort(sortedEnd, chunkEnd, better);
+      sortedEnd = chunkEnd;
     }
-    return *(last - 1 - i);
+    return first[i];
   };
 
   // Top-p: the smallest prefix whose probability reaches topP, at least one

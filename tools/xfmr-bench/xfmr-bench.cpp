@@ -1,0 +1,403 @@
+//===- xfmr-bench.cpp - replay request traces through the serving engine --===//
+//
+// Part of xfmr.
+//
+//   xfmr-bench STEP.xfa (--synthetic SPEC | --trace FILE) [--baseline sequential]
+//              [--json] [--trace-decisions] [engine options]
+//
+// Replays requests (arrival step, prompt and output lengths, shared
+// prefixes, class, cancellation) through xfmr::rt::Engine on a step function
+// compiled with `xfmr-compile --kv-cache=paged`, and reports throughput,
+// TTFT/TPOT percentiles, KV usage, prefix hit rate and preemptions. With
+// `--baseline sequential` it also runs the same requests one at a time in the
+// same process and checks that greedy outputs are identical.
+//
+//===----------------------------------------------------------------------===//
+
+#include "xfmr/runtime/Engine.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cerrno>
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <map>
+#include <random>
+#include <sstream>
+#include <string>
+#include <vector>
+
+using namespace xfmr::rt;
+
+namespace {
+
+const char *const kHelp =
+    "usage: xfmr-bench STEP.xfa (--synthetic SPEC | --trace FILE) [options]\n"
+    "\n"
+    "Replays requests through the serving engine on a step function compiled with\n"
+    "xfmr-compile --kv-cache=paged and reports throughput (generated tokens/s),\n"
+    "TTFT and TPOT p50/p99, KV-cache usage, prefix hit rate and preemptions.\n"
+    "\n"
+    "  --synthetic SPEC    comma-separated key=value: requests=64, prompt=128,\n"
+    "                      output=64, shared-prefix=0 (tokens every prompt\n"
+    "                      starts with, a system prompt), batch=0 (fraction of\n"
+    "                      batch-class requests), seed=0, every=0 (arrival steps\n"
+    "                      between requests; 0: all at once)\n"
+    "  --trace FILE        one request per line: `at=STEP prompt=N output=M\n"
+    "                      [prefix=GROUP:LEN] [class=batch] [cancel=STEP]`\n"
+    "                      ('#' starts a comment); prompts of the same prefix\n"
+    "                      group share their first LEN tokens\n"
+    "  --baseline sequential  also run the requests one at a time (same\n"
+    "                      process) and compare outputs and throughput\n"
+    "  --json              print one JSON object instead of the table\n"
+    "  --trace-decisions   print every scheduling and cache decision\n"
+    "  --kv-cache-bytes N  KV cache size (default 64 MiB)\n"
+    "  --max-num-seqs N    running sequences at most (default 256)\n"
+    "  --max-tokens-per-step N  token budget of one step (default 2048)\n"
+    "  --no-prefix-cache   disable prefix caching\n"
+    "  --preempt-every N   test hook: preempt the newest sequence every N steps\n";
+
+int usage(const std::string &m) {
+  std::fprintf(stderr, "xfmr-bench: error: %s (run 'xfmr-bench --help')\n", m.c_str());
+  return 2;
+}
+int fail(const std::string &m) {
+  std::fprintf(stderr, "xfmr-bench: error: %s\n", m.c_str());
+  return 1;
+}
+
+bool parseInt(const std::string &s, int64_t &out, int64_t lo, int64_t hi) {
+  char *end = nullptr;
+  errno = 0;
+  long long v = std::strtoll(s.c_str(), &end, 10);
+  if (s.empty() || *end || errno || v < lo || v > hi)
+    return false;
+  out = v;
+  return true;
+}
+
+struct TraceRequest {
+  int64_t at = 0, prompt = 0, output = 0, prefixLen = 0, cancelAt = -1;
+  std::string prefixGroup;
+  RequestClass cls = RequestClass::Interactive;
+};
+
+Expected<std::vector<TraceRequest>> synthetic(const std::string &spec) {
+  std::map<std::string, std::string> kv{{"requests", "64"}, {"prompt", "128"}, {"output", "64"},
+                                         {"shared-prefix", "0"}, {"batch", "0"}, {"seed", "0"},
+                                         {"every", "0"}};
+  std::stringstream ss(spec);
+  std::string item;
+  while (std::getline(ss, item, ',')) {
+    size_t eq = item.find('=');
+    if (eq == std::string::npos || !kv.count(item.substr(0, eq)))
+      return Error("--synthetic: unknown item '" + item + "'");
+    kv[item.substr(0, eq)] = item.substr(eq + 1);
+  }
+  int64_t n, prompt, output, shared, seed, every;
+  if (!parseInt(kv["requests"], n, 1, 100000) || !parseInt(kv["prompt"], prompt, 1, 1 << 20) ||
+      !parseInt(kv["output"], output, 1, 1 << 20) ||
+      !parseInt(kv["shared-prefix"], shared, 0, 1 << 20) || !parseInt(kv["seed"], seed, 0, 1 << 30) ||
+      !parseInt(kv["every"], every, 0, 1 << 20))
+    return Error("--synthetic: every value must be a non-negative integer in range");
+  double batch = std::atof(kv["batch"].c_str());
+  std::vector<TraceRequest> out;
+  std::mt19937_64 rng(static_cast<uint64_t>(seed));
+  for (int64_t i = 0; i < n; ++i) {
+    TraceRequest r;
+    r.at = i * every;
+    r.prompt = shared + prompt;
+    r.output = output;
+    if (shared) {
+      r.prefixGroup = "system";
+      r.prefixLen = shared;
+    }
+    r.cls = (static_cast<double>(rng() >> 11) * 0x1.0p-53) < batch ? RequestClass::Batch
+                                                                     : RequestClass::Interactive;
+    out.push_back(r);
+  }
+  return out;
+}
+
+Expected<std::vector<TraceRequest>> readTrace(const std::string &path) {
+  std::ifstream in(path);
+  if (!in)
+    return Error(path + ": cannot open");
+  std::vector<TraceRequest> out;
+  std::string line;
+  for (int lineNo = 1; std::getline(in, line); ++lineNo) {
+    line = line.substr(0, line.find('#'));
+    std::stringstream ss(line);
+    std::string item;
+    TraceRequest r;
+    bool any = false;
+    while (ss >> item) {
+      any = true;
+      size_t eq = item.find('=');
+      std::string key = item.substr(0, eq), value = eq == std::string::npos ? "" : item.substr(eq + 1);
+      bool ok = true;
+      if (key == "at")
+        ok = parseInt(value, r.at, 0, 1 << 30);
+      else if (key == "prompt")
+        ok = parseInt(value, r.prompt, 1, 1 << 20);
+      else if (key == "output")
+        ok = parseInt(value, r.output, 1, 1 << 20);
+      else if (key == "cancel")
+        ok = parseInt(value, r.cancelAt, 0, 1 << 30);
+      else if (key == "class")
+        ok = value == "batch" || value == "interactive",
+        r.cls = value == "batch" ? RequestClass::Batch : RequestClass::Interactive;
+      else if (key == "prefix") {
+        size_t colon = value.find(':');
+        ok = colon != std::string::npos && colon > 0 &&
+             parseInt(value.substr(colon + 1), r.prefixLen, 1, 1 << 20);
+        r.prefixGroup = value.substr(0, colon);
+      } else
+        ok = false;
+      if (!ok)
+        return Error(path + ":" + std::to_string(lineNo) + ": bad item '" + item + "'");
+    }
+    if (!any)
+      continue;
+    if (r.prompt == 0 || r.output == 0 || r.prefixLen > r.prompt)
+      return Error(path + ":" + std::to_string(lineNo) +
+                   ": a request needs prompt= and output= (prefix no longer than the prompt)");
+    out.push_back(r);
+  }
+  if (out.empty())
+    return Error(path + ": no requests");
+  return out;
+}
+
+/// Prompt token ids: a group's shared prefix is the same for every request
+/// of the group; the rest is distinct per request.
+std::vector<int64_t> promptTokens(const TraceRequest &r, size_t index, int64_t vocab) {
+  std::vector<int64_t> t;
+  std::mt19937_64 prefixRng(std::hash<std::string>{}(r.prefixGroup) * 31 + 7);
+  for (int64_t i = 0; i < r.prefixLen; ++i)
+    t.push_back(static_cast<int64_t>(prefixRng() % static_cast<uint64_t>(vocab)));
+  std::mt19937_64 rng(1000003ull * (index + 1));
+  for (int64_t i = r.prefixLen; i < r.prompt; ++i)
+    t.push_back(static_cast<int64_t>(rng() % static_cast<uint64_t>(vocab)));
+  return t;
+}
+
+double percentile(std::vector<double> v, double p) {
+  if (v.empty())
+    return 0;
+  std::sort(v.begin(), v.end());
+  size_t i = static_cast<size_t>(p * static_cast<double>(v.size() - 1) + 0.5);
+  return v[std::min(i, v.size() - 1)];
+}
+
+struct RunStats {
+  double seconds = 0, throughput = 0, ttftP50 = 0, ttftP99 = 0, tpotP50 = 0, tpotP99 = 0;
+  double hitRate = 0, peakUsage = 0;
+  int64_t generated = 0, preemptions = 0, freeAfter = 0, total = 0, steps = 0;
+  std::map<int64_t, std::vector<int64_t>> outputs;
+  std::string error;
+};
+
+RunStats replay(const Artifact &artifact, EngineConfig config,
+                const std::vector<TraceRequest> &trace, bool printDecisions, int64_t vocab) {
+  RunStats s;
+  auto start = std::chrono::steady_clock::now();
+  auto now = [&] {
+    return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  };
+  Engine::Trace log;
+  if (printDecisions)
+    log = [](const std::string &l) { std::printf("%s\n", l.c_str()); };
+  int64_t typical = trace.front().prompt + trace.front().output;
+  Expected<std::unique_ptr<Engine>> made = Engine::create(artifact, config, now, log, typical);
+  if (!made) {
+    s.error = made.error();
+    return s;
+  }
+  Engine &e = **made;
+  std::vector<double> ttft, tpot;
+  size_t next = 0;
+  int64_t step = 0, used = 0;
+  std::map<int64_t, int64_t> cancels; // step -> id
+  while (next < trace.size() || !e.idle()) {
+    while (next < trace.size() && trace[next].at <= step) {
+      const TraceRequest &r = trace[next];
+      Request req;
+      req.id = static_cast<int64_t>(next);
+      req.prompt = promptTokens(r, next, vocab);
+      req.sampling.maxTokens = r.output;
+      req.cls = r.cls;
+      req.systemPrompt = !r.prefixGroup.empty();
+      if (Status st = e.submit(std::move(req)); !st) {
+        if (printDecisions)
+          std::printf("reject: %s\n", st.error().c_str());
+        else
+          std::fprintf(stderr, "xfmr-bench: rejected: %s\n", st.error().c_str());
+      }
+      if (r.cancelAt >= 0)
+        cancels[r.cancelAt] = static_cast<int64_t>(next);
+      ++next;
+    }
+    if (auto it = cancels.find(step); it != cancels.end()) {
+      if (printDecisions)
+        std::printf("cancel req %lld\n", static_cast<long long>(it->second));
+      e.cancel(it->second);
+    }
+    if (Status st = e.step(); !st) {
+      s.error = st.error();
+      return s;
+    }
+    used = std::max(used, e.totalBlocks() - e.freeBlocks());
+    ++step;
+    for (RequestResult &r : e.takeFinished()) {
+      s.generated += static_cast<int64_t>(r.tokens.size());
+      if (r.firstToken >= 0) {
+        ttft.push_back((r.firstToken - r.arrival) * 1e3);
+        if (r.tokens.size() > 1)
+          tpot.push_back((r.finish - r.firstToken) * 1e3 / static_cast<double>(r.tokens.size() - 1));
+      }
+      s.outputs[r.id] = std::move(r.tokens);
+    }
+  }
+  s.seconds = now();
+  s.throughput = s.generated / std::max(s.seconds, 1e-9);
+  s.ttftP50 = percentile(ttft, 0.5);
+  s.ttftP99 = percentile(ttft, 0.99);
+  s.tpotP50 = percentile(tpot, 0.5);
+  s.tpotP99 = percentile(tpot, 0.99);
+  s.hitRate = e.prefixCache().hitRate();
+  s.preemptions = e.preemptions();
+  s.total = e.totalBlocks();
+  s.peakUsage = static_cast<double>(used) / static_cast<double>(std::max<int64_t>(s.total, 1));
+  s.steps = e.steps();
+  e.clearPrefixCache();
+  s.freeAfter = e.freeBlocks();
+  if (printDecisions)
+    std::printf("done: %lld steps, %lld preemptions, free blocks %lld of %lld\n",
+                static_cast<long long>(s.steps), static_cast<long long>(s.preemptions),
+                static_cast<long long>(s.freeAfter), static_cast<long long>(s.total));
+  return s;
+}
+
+} // namespace
+
+int main(int argc, char **argv) {
+  std::string artifactDir, spec, tracePath, baseline;
+  bool json = false, decisions = false;
+  EngineConfig config;
+  config.kvCacheBytes = uint64_t(64) << 20;
+  for (int i = 1; i < argc; ++i) {
+    std::string arg = argv[i];
+    if (arg == "--help" || arg == "-h") {
+      std::printf("%s", kHelp);
+      return 0;
+    }
+    if (arg == "--json") {
+      json = true;
+      continue;
+    }
+    if (arg == "--trace-decisions") {
+      decisions = true;
+      continue;
+    }
+    if (arg == "--no-prefix-cache") {
+      config.prefixCaching = false;
+      continue;
+    }
+    if (arg.empty() || arg[0] != '-') {
+      if (!artifactDir.empty())
+        return usage("more than one artifact given");
+      artifactDir = arg;
+      continue;
+    }
+    std::string name = arg, value;
+    if (size_t eq = arg.find('='); eq != std::string::npos) {
+      name = arg.substr(0, eq);
+      value = arg.substr(eq + 1);
+    } else {
+      if (i + 1 >= argc)
+        return usage("option '" + name + "' needs a value");
+      value = argv[++i];
+    }
+    int64_t n = 0;
+    if (name == "--synthetic")
+      spec = value;
+    else if (name == "--trace")
+      tracePath = value;
+    else if (name == "--baseline") {
+      if (value != "sequential")
+        return usage("--baseline supports 'sequential'");
+      baseline = value;
+    } else if (name == "--kv-cache-bytes" && parseInt(value, n, 1, int64_t(1) << 46))
+      config.kvCacheBytes = static_cast<uint64_t>(n);
+    else if (name == "--max-num-seqs" && parseInt(value, n, 1, 1 << 20))
+      config.maxNumSeqs = n;
+    else if (name == "--max-tokens-per-step" && parseInt(value, n, 1, 1 << 24))
+      config.maxTokensPerStep = n;
+    else if (name == "--preempt-every" && parseInt(value, n, 1, 1 << 20))
+      config.preemptEvery = n;
+    else
+      return usage("bad option or value '" + arg + "'");
+  }
+  if (artifactDir.empty())
+    return usage("no artifact given");
+  if (spec.empty() == tracePath.empty())
+    return usage("give exactly one of --synthetic and --trace");
+  Expected<std::vector<TraceRequest>> trace = spec.empty() ? readTrace(tracePath) : synthetic(spec);
+  if (!trace)
+    return fail(trace.error());
+  std::stable_sort(trace->begin(), trace->end(),
+                   [](const TraceRequest &a, const TraceRequest &b) { return a.at < b.at; });
+  Expected<std::unique_ptr<Artifact>> artifact = Artifact::load(artifactDir);
+  if (!artifact)
+    return fail(artifact.error());
+  int64_t vocab = 0;
+  for (const TensorSpec &out : (*artifact)->manifest().outputs)
+    if (out.rank() == 2 && out.shape[1].isStatic())
+      vocab = out.shape[1].value;
+  if (vocab < 1)
+    return fail(artifactDir + ": not a step function (compile with --kv-cache=paged)");
+
+  RunStats run = replay(**artifact, config, *trace, decisions, vocab);
+  if (!run.error.empty())
+    return fail(run.error);
+  RunStats base;
+  bool identical = true;
+  if (!baseline.empty()) {
+    EngineConfig seq = config;
+    seq.maxNumSeqs = 1;
+    base = replay(**artifact, seq, *trace, false, vocab);
+    if (!base.error.empty())
+      return fail(base.error);
+    identical = base.outputs == run.outputs;
+  }
+  if (json) {
+    std::printf("{\"requests\": %zu, \"generated_tokens\": %lld, \"seconds\": %.6f, "
+                "\"throughput_tok_s\": %.3f, \"baseline_throughput_tok_s\": %.3f, "
+                "\"speedup\": %.3f, \"outputs_identical\": %s, \"ttft_p50_ms\": %.3f, "
+                "\"ttft_p99_ms\": %.3f, \"tpot_p50_ms\": %.3f, \"tpot_p99_ms\": %.3f, "
+                "\"prefix_hit_rate\": %.4f, \"preemptions\": %lld, \"peak_kv_usage\": %.4f, "
+                "\"steps\": %lld, \"free_blocks_after\": %lld, \"total_blocks\": %lld}\n",
+                trace->size(), static_cast<long long>(run.generated), run.seconds, run.throughput,
+                base.throughput, base.throughput > 0 ? run.throughput / base.throughput : 0.0,
+                identical ? "true" : "false", run.ttftP50, run.ttftP99, run.tpotP50, run.tpotP99,
+                run.hitRate, static_cast<long long>(run.preemptions), run.peakUsage,
+                static_cast<long long>(run.steps), static_cast<long long>(run.freeAfter),
+                static_cast<long long>(run.total));
+  } else if (!decisions) {
+    std::printf("requests %zu, generated %lld tokens in %.3f s: %.1f tok/s\n", trace->size(),
+                static_cast<long long>(run.generated), run.seconds, run.throughput);
+    if (!baseline.empty())
+      std::printf("sequential baseline: %.1f tok/s -> %.2fx; outputs %s\n", base.throughput,
+                  run.throughput / std::max(base.throughput, 1e-9),
+                  identical ? "identical" : "DIFFER");
+    std::printf("TTFT p50 %.2f ms, p99 %.2f ms; TPOT p50 %.3f ms, p99 %.3f ms\n", run.ttftP50,
+                run.ttftP99, run.tpotP50, run.tpotP99);
+    std::printf("prefix hit rate %.3f, preemptions %lld, peak KV usage %.1f%%, free blocks after "
+                "%lld of %lld\n",
+                run.hitRate, static_cast<long long>(run.preemptions), 100 * run.peakUsage,
+                static_cast<long long>(run.freeAfter), static_cast<long long>(run.total));
+  }
+  return identical ? 0 : 1;
+}
