@@ -38,7 +38,7 @@ llvm_config.with_system_environment(["HOME", "INCLUDE", "LIB", "TMP", "TEMP"])
 llvm_config.use_default_substitutions()
 
 tool_dirs = [config.xfmr_tools_dir, config.llvm_tools_dir]
-tools = ["xfmr-opt", "xfmr-translate", "xfmr-compile", "xfmr-run"]
+tools = ["xfmr-opt", "xfmr-translate", "xfmr-compile", "xfmr-run", "xfmr-bench"]
 if config.xfmr_fuzzer:
     tools.append("xfmr-import-fuzzer")
     config.available_features.add("fuzzer")

@@ -229,11 +229,17 @@ Status Engine::step() {
         seq.blocks.adoptPrefix(blocks, hit.blocks, hit.tokens);
         seq.computed = hit.tokens;
         seq.prefixChecked = true;
-        if (seq.result.cachedPromptTokens == 0)
-          seq.result.cachedPromptTokens = std::min<int64_t>(hit.tokens, seq.promptLength);
+        seq.result.cachedPromptTokens =
+            std::max(seq.result.cachedPromptTokens,
+                     std::min<int64_t>(hit.tokens, static_cast<int64_t>(seq.promptLength)));
       }
       int64_t n = std::min<int64_t>(static_cast<int64_t>(seq.tokens.size()) - seq.computed, budget);
       if (!ensureBlocks(seq, n, copies)) {
+        // Give back the adopted prefix while waiting: held, those blocks
+        // could neither be evicted nor used by the running sequences.
+        seq.blocks.releaseAll(blocks);
+        seq.computed = 0;
+        seq.prefixChecked = false;
         log(fmt("wait req %lld: %lld free blocks", static_cast<long long>(seq.request.id),
                 static_cast<long long>(blocks.numFree())));
         break;
@@ -248,8 +254,15 @@ Status Engine::step() {
       waiting.pop_front();
     }
   }
-  if (scheduled.empty())
+  if (scheduled.empty()) {
+    // Nothing runs and nothing can be admitted: every request was checked to
+    // fit an empty cache, so this is a bug; report it instead of spinning.
+    if (running.empty() && !waiting.empty() && !admitNothing)
+      return Error("scheduler stalled: request " + std::to_string(waiting.front()->request.id) +
+                   " cannot be admitted with " + std::to_string(blocks.numFree()) + " of " +
+                   std::to_string(blocks.numBlocks()) + " blocks free");
     return {};
+  }
 
   for (const BlockCopy &c : copies)
     pools.copyBlock(c.src, c.dst);

@@ -31,8 +31,8 @@ double logitAt(const float *logits, int64_t index) {
   return std::isnan(value) ? -kInf : value;
 }
 
-/// The Hugging Face / vLLM repetition penalty: it moves a logit towards
-/// -inf whatever its sign (dividing a negative one would raise it).
+/// The Hugging Face / vLLM repetition penalty: a penalty above 1 lowers a
+/// logit whatever its sign (dividing a negative one would raise it).
 double penalise(double logit, double penalty) {
   return logit > 0 ? logit / penalty : logit * penalty;
 }
@@ -46,18 +46,27 @@ double drawUniform(std::mt19937_64 &rng) {
 /// The order of preference: higher (penalised) logit first, then lower
 /// index. It is a strict total order, so every selection and sort built on
 /// it yields the same tokens in the same order on every standard library.
-/// Ordering on logits rather than on probabilities is the same order,
-/// except that exp() cannot round two distinct logits to a tie. A function
-/// object rather than a function so that the algorithms inline it.
+/// Probability follows logit, so this is the order by probability; taking
+/// it on logits keeps apart tokens that exp() would round to equal
+/// probabilities. A function object so that the algorithms inline it.
 struct Better {
   template <typename C> bool operator()(const C &a, const C &b) const {
     return a.logit > b.logit || (a.logit == b.logit && a.index < b.index);
   }
 };
 
-/// The first chunk of the lazily sorted order (see Sampler::next): enough
-/// for the usual peaked distribution, small enough to sort quickly.
-constexpr size_t kFirstSortedChunk = 256;
+/// Softmax weights exp((l - max) / T) lie in [0, 1]. They are tallied by
+/// binade, [2^-b, 2^-b+1) in bin b, with everything below 2^-(kBins - 2),
+/// zeros included, in the last bin.
+constexpr int kBins = 64;
+
+int binOf(double weight) {
+  constexpr double kSmallestBinned = 0x1.0p-62; // 2^-(kBins - 2)
+  return weight >= kSmallestBinned ? -std::ilogb(weight) : kBins - 1;
+}
+
+/// The smallest weight of bins [0, bin]: 2^-bin, or 0 for the last bin.
+double binFloor(int bin) { return bin < kBins - 1 ? std::ldexp(1.0, -bin) : 0; }
 
 } // namespace
 
@@ -136,67 +145,74 @@ int64_t Sampler::next(const float *logits, int64_t vocab,
   // advances the generator by exactly one draw.
   double u = drawUniform(rng);
 
-  // [first, sortedEnd) holds the best kept tokens in order, best first.
+  // [first, sortedEnd) holds the best kept tokens, best first.
   auto sortedEnd = first;
   int64_t k = config.topK;
   if (k > 0 && k < vocab) {
     std::nth_element(first, first + k, last, better);
     last = first + k;
-    // Sorted now, which also fixes the order of the softmax sum below.
     std::sort(first, last, better);
     sortedEnd = last;
   }
 
-  // Softmax in double over the kept tokens (in index order, or best first
-  // after top-k), with the maximum subtracted before dividing by the
-  // temperature: exp((l - max) / T) equals the max-subtracted softmax of
-  // l / T, and cannot overflow or turn into inf - inf however small T is.
+  // Softmax in double over the kept tokens, with the maximum subtracted
+  // before dividing by the temperature: exp((l - max) / T) equals the
+  // max-subtracted softmax of l / T, and cannot overflow or turn into
+  // inf - inf however small T is. The weights are summed in index order, or
+  // best first after top-k: an order that does not depend on the standard
+  // library. Probabilities are weight / total, computed where they are used.
   auto top = sortedEnd != first ? first : best();
   double maxLogit = top->logit;
   if (maxLogit == -kInf)
     return top->index; // Every kept logit is -inf or NaN: nothing to draw.
   double total = 0;
+  double binWeight[kBins] = {};
   for (auto it = first; it != last; ++it) {
     if (maxLogit == kInf) // +inf logits share all the probability.
-      it->prob = it->logit == kInf ? 1.0 : 0.0;
+      it->weight = it->logit == kInf ? 1.0 : 0.0;
     else
-      it->prob = std::exp((it->logit - maxLogit) / temperature);
-    total += it->prob;
-  }
-  double mass = 0;
-  for (auto it = first; it != last; ++it) {
-    it->prob /= total;
-    mass += it->prob;
+      it->weight = std::exp((it->logit - maxLogit) / temperature);
+    total += it->weight;
+    binWeight[binOf(it->weight)] += it->weight;
   }
 
-  // The kept tokens best first, as at(0), at(1), ... Top-p and the draw
-  // usually stop after a few tokens, so without top-k the order is built a
-  // chunk at a time, each chunk selected from the rest and sorted, growing
-  // so that a flat distribution costs a few selections and not a heap pop
-  // per token.
-  size_t kept = static_cast<size_t>(last - first);
+  // Top-p and the draw walk the kept tokens best first until the running
+  // probability reaches topP, or passes u. Without top-k, only the tokens
+  // such a walk can reach are sorted: weight follows logit, so the tokens of
+  // the heaviest bins are a prefix of the order, and the bins tell how many
+  // of them hold enough probability (with a margin for rounding). That is
+  // usually a few tokens of the whole vocabulary.
+  if (sortedEnd != last) {
+    double reach = config.topP < 1 ? config.topP : u;
+    double needed = reach * total * (1 + 1e-9);
+    int bin = 0;
+    for (double covered = binWeight[0]; covered < needed && bin < kBins - 1;)
+      covered += binWeight[++bin];
+    double lightest = binFloor(bin);
+    sortedEnd = std::partition(first, last, [lightest](const Candidate &c) {
+      return c.weight >= lightest;
+    });
+    std::sort(first, sortedEnd, better);
+  }
+  // The kept tokens best first, as at(0), at(1), ...
   auto at = [&](size_t i) -> const Candidate & {
-    if (first + i == sortedEnd) {
-      size_t chunk = std::max(kFirstSortedChunk, 3 * i);
-      auto chunkEnd = static_cast<size_t>(last - sortedEnd) > chunk
-                          ? sortedEnd + chunk
-                          : last;
-      if (chunkEnd != last)
-        std::nth_element(sortedEnd, chunkEnd, last, better);
-      std::sort(sortedEnd, chunkEnd, better);
-      sortedEnd = chunkEnd;
+    if (first + i == sortedEnd) { // Rounding beyond the margin: sort the rest.
+      std::sort(sortedEnd, last, better);
+      sortedEnd = last;
     }
     return first[i];
   };
 
   // Top-p: the smallest prefix whose probability reaches topP, at least one
   // token. topP >= 1 keeps everything (the running sum may round below 1).
+  size_t kept = static_cast<size_t>(last - first);
   size_t limit = kept;
+  double mass = 1;
   if (config.topP < 1) {
     double cumulative = 0;
     size_t count = 0;
     do
-      cumulative += at(count++).prob;
+      cumulative += at(count++).weight / total;
     while (count < kept && cumulative < config.topP);
     limit = count;
     mass = cumulative;
@@ -208,10 +224,10 @@ int64_t Sampler::next(const float *logits, int64_t vocab,
   int64_t lastPossible = -1;
   for (size_t i = 0; i < limit; ++i) {
     const Candidate &c = at(i);
-    cumulative += c.prob;
+    cumulative += c.weight / total;
     if (cumulative > target)
       return c.index;
-    if (c.prob > 0)
+    if (c.weight > 0)
       lastPossible = c.index;
   }
   // Rounding left the running sum at or below the target (u within an ulp

@@ -139,7 +139,8 @@ TEST(SamplerTest, TopKTwoStaysInTheTwoLargest) {
   SamplingParams p = sampling(1.0, 5);
   p.topK = 2;
   Sampler s(p);
-  std::vector<int64_t> counts = histogram(s, {1.0f, 3.0f, 0.5f, 2.5f, 2.0f}, 5000);
+  std::vector<int64_t> counts =
+      histogram(s, {1.0f, 3.0f, 0.5f, 2.5f, 2.0f}, 5000);
   EXPECT_EQ(counts[0] + counts[2] + counts[4], 0);
   EXPECT_GT(counts[1], 0);
   EXPECT_GT(counts[3], 0);
@@ -167,7 +168,8 @@ TEST(SamplerTest, TopPHalfNeedsTheTwoMostLikely) {
   p.topP = 0.5;
   Sampler s(p);
   const int draws = 20000;
-  std::vector<int64_t> counts = histogram(s, logOf({0.1, 0.2, 0.3, 0.4}), draws);
+  std::vector<int64_t> counts =
+      histogram(s, logOf({0.1, 0.2, 0.3, 0.4}), draws);
   EXPECT_EQ(counts[0] + counts[1], 0);
   EXPECT_NEAR(static_cast<double>(counts[3]) / draws, 4.0 / 7.0, 0.02);
   EXPECT_NEAR(static_cast<double>(counts[2]) / draws, 3.0 / 7.0, 0.02);
@@ -344,8 +346,8 @@ TEST(SamplerTest, MatchesPlainReferencePipeline) {
           logits[gen() % 200] = kNaN;
           double u = static_cast<double>(reference() >> 11) * 0x1.0p-53;
           ASSERT_EQ(next(s, logits), referenceSample(logits, p, u))
-              << "T " << temperature << ", top-k " << topK << ", top-p "
-              << topP << ", row " << row;
+              << "T " << temperature << ", top-k " << topK << ", top-p " << topP
+              << ", row " << row;
         }
       }
 }

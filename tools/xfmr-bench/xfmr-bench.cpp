@@ -47,11 +47,13 @@ const char *const kHelp =
     "  --trace FILE        one request per line: `at=STEP prompt=N output=M\n"
     "                      [prefix=GROUP:LEN] [class=batch] [cancel=STEP]`\n"
     "                      ('#' starts a comment); prompts of the same prefix\n"
-    "                      group share their first LEN tokens\n"
+    "                      group share their first LEN tokens; the group\n"
+    "                      'system' is a system prompt (protected in the cache)\n"
     "  --baseline sequential  also run the requests one at a time (same\n"
     "                      process) and compare outputs and throughput\n"
     "  --json              print one JSON object instead of the table\n"
-    "  --trace-decisions   print every scheduling and cache decision\n"
+    "  --trace-decisions   print every scheduling and cache decision (the clock\n"
+    "                      is then the step number: deterministic output)\n"
     "  --kv-cache-bytes N  KV cache size (default 64 MiB)\n"
     "  --max-num-seqs N    running sequences at most (default 256)\n"
     "  --max-tokens-per-step N  token budget of one step (default 2048)\n"
@@ -203,8 +205,13 @@ RunStats replay(const Artifact &artifact, EngineConfig config,
                 const std::vector<TraceRequest> &trace, bool printDecisions, int64_t vocab) {
   RunStats s;
   auto start = std::chrono::steady_clock::now();
+  int64_t step = 0;
+  // Decision traces use the step number as the clock, so that ages (LRU,
+  // TTL, protection) and the printed lines are deterministic.
   auto now = [&] {
-    return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    return printDecisions
+               ? static_cast<double>(step)
+               : std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   };
   Engine::Trace log;
   if (printDecisions)
@@ -218,7 +225,7 @@ RunStats replay(const Artifact &artifact, EngineConfig config,
   Engine &e = **made;
   std::vector<double> ttft, tpot;
   size_t next = 0;
-  int64_t step = 0, used = 0;
+  int64_t used = 0;
   std::map<int64_t, int64_t> cancels; // step -> id
   while (next < trace.size() || !e.idle()) {
     while (next < trace.size() && trace[next].at <= step) {
@@ -228,7 +235,7 @@ RunStats replay(const Artifact &artifact, EngineConfig config,
       req.prompt = promptTokens(r, next, vocab);
       req.sampling.maxTokens = r.output;
       req.cls = r.cls;
-      req.systemPrompt = !r.prefixGroup.empty();
+      req.systemPrompt = r.prefixGroup == "system";
       if (Status st = e.submit(std::move(req)); !st) {
         if (printDecisions)
           std::printf("reject: %s\n", st.error().c_str());

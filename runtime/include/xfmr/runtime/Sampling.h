@@ -78,10 +78,10 @@ public:
 
 private:
   /// A token with its penalised logit (NaN read as -inf), which orders the
-  /// tokens, and its probability once the softmax has run.
+  /// tokens, and its unnormalised softmax weight once that has run.
   struct Candidate {
     double logit;
-    double prob;
+    double weight;
     int64_t index;
   };
 
