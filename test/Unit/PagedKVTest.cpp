@@ -10,6 +10,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "xfmr/runtime/Engine.h"
 #include "xfmr/runtime/PagedKV.h"
 
 #include <gtest/gtest.h>
@@ -18,6 +19,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <map>
 
 #include <unistd.h>
 
@@ -173,4 +175,59 @@ TEST_F(PagedKVTest, BudgetAndBlockCopies) {
     EXPECT_EQ(p[9], 6);
     EXPECT_EQ(p[4], 0) << "block 1 untouched";
   }
+}
+
+// The engine on the echo model (whose tokens depend on the slots, so outputs
+// are compared with the sequential run only on real models, in
+// Integration/CPU/serving-trace.test): every request finishes with its
+// max_tokens, a tight cache preempts, an impossible request is rejected, and
+// every block comes back.
+TEST_F(PagedKVTest, EngineCompletesEveryRequestUnderPressure) {
+  REQUIRE_STEP_MODEL();
+  auto run = [&](int64_t maxNumSeqs, uint64_t bytes, int64_t *preemptions,
+                 std::vector<std::string> *trace) {
+    EngineConfig config;
+    config.kvCacheBytes = bytes; // 32 bytes per block of 4 tokens
+    config.maxNumSeqs = maxNumSeqs;
+    config.maxTokensPerStep = 16;
+    double clock = 0;
+    Engine::Trace log;
+    if (trace)
+      log = [trace](const std::string &l) { trace->push_back(l); };
+    auto e = Engine::create(*artifact, config, [&] { return clock; }, log);
+    EXPECT_TRUE(e) << e.error();
+    std::map<int64_t, std::vector<int64_t>> outputs;
+    if (!e)
+      return outputs;
+    for (int64_t id = 0; id < 4; ++id) {
+      Request r;
+      r.id = id;
+      r.prompt = {id % 4, 1, 2, 3, 0};
+      r.sampling.maxTokens = 6;
+      EXPECT_TRUE((*e)->submit(r));
+    }
+    Request huge;
+    huge.id = 9;
+    huge.prompt = std::vector<int64_t>(100, 1); // 100 + 16 tokens: 29 blocks
+    Status rejected = (*e)->submit(huge);
+    EXPECT_FALSE(rejected);
+    for (int guard = 0; !(*e)->idle() && guard < 1000; ++guard, clock += 1)
+      EXPECT_TRUE((*e)->step());
+    for (RequestResult &r : (*e)->takeFinished())
+      outputs[r.id] = r.tokens;
+    *preemptions = (*e)->preemptions();
+    (*e)->clearPrefixCache();
+    EXPECT_EQ((*e)->freeBlocks(), (*e)->totalBlocks());
+    return outputs;
+  };
+  int64_t p1 = 0, p2 = 0;
+  std::vector<std::string> trace;
+  auto sequential = run(1, 32 * 16, &p1, nullptr);
+  auto batched = run(8, 32 * 8, &p2, &trace); // 8 blocks: 4 sequences of 11 tokens need 12
+  ASSERT_EQ(sequential.size(), 4u);
+  ASSERT_EQ(batched.size(), 4u);
+  for (auto &[id, tokens] : batched)
+    EXPECT_EQ(tokens.size(), 6u) << "request " << id;
+  EXPECT_GT(p2, 0) << "the tight cache must preempt";
+  EXPECT_EQ(trace.front(), "KV cache: 8 blocks x 4 tokens = 32 tokens; max concurrency at 4 tokens: 8.00x");
 }
