@@ -18,7 +18,7 @@ if [[ "${1:-}" == --asan ]]; then
 else
   dir=build
   args=(-DCMAKE_BUILD_TYPE=Release -DCMAKE_C_COMPILER=gcc -DCMAKE_CXX_COMPILER=g++)
-  targets=(xfmr-opt xfmr-translate xfmr-compile xfmr-run XfmrRuntimeTests)
+  targets=(xfmr-opt xfmr-translate xfmr-compile xfmr-run xfmr-bench XfmrRuntimeTests)
 fi
 if [[ ! -f "$dir/build.ninja" ]]; then
   cmake -G Ninja -S . -B "$dir" -DLLVM_EXTERNAL_LIT=/usr/lib/llvm-22/bin/lit "${args[@]}"
