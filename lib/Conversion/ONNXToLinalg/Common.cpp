@@ -265,10 +265,6 @@ Value toIndex(OpBuilder &b, Location loc, Value v, bool isUnsigned) {
   return arith::IndexCastOp::create(b, loc, b.getIndexType(), v);
 }
 
-Value indexConstant(OpBuilder &b, Location loc, int64_t v) {
-  return arith::ConstantIndexOp::create(b, loc, v);
-}
-
 Value checkedIndex(OpBuilder &b, Location loc, Value i, Value dim,
                    bool isUnsigned, StringRef what) {
   i = toIndex(b, loc, i, isUnsigned);
@@ -288,11 +284,6 @@ Value checkedIndex(OpBuilder &b, Location loc, Value i, Value dim,
 
 SmallVector<OpFoldResult> mixedSizes(OpBuilder &b, Location loc, Value t) {
   return tensor::getMixedSizes(b, loc, t);
-}
-
-Value dimValue(OpBuilder &b, Location loc, Value t, int64_t dim) {
-  return getValueOrCreateConstantIndexOp(b, loc,
-                                         tensor::getMixedSize(b, loc, t, dim));
 }
 
 SmallVector<Value> dynamicSizes(OpBuilder &b, Location loc,

@@ -11,6 +11,7 @@
 #ifndef XFMR_LIB_CONVERSION_ONNXTOLINALG_COMMON_H
 #define XFMR_LIB_CONVERSION_ONNXTOLINALG_COMMON_H
 
+#include "xfmr/Conversion/LoweringUtils.h"
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Linalg/IR/Linalg.h"
 #include "mlir/Dialect/Tensor/IR/Tensor.h"
@@ -120,9 +121,6 @@ Value castScalar(OpBuilder &b, Location loc, Value v, Type srcOrig,
 /// Scalar `v` as index (sign- or zero-extending per `isUnsigned`).
 Value toIndex(OpBuilder &b, Location loc, Value v, bool isUnsigned = false);
 
-/// An index constant.
-Value indexConstant(OpBuilder &b, Location loc, int64_t v);
-
 /// Index `i` (any integer type) normalized into [0, dim): negative values
 /// count from the end; anything else out of range aborts at run time with
 /// "`what`: index out of range" instead of reading out of bounds.
@@ -135,7 +133,6 @@ Value checkedIndex(OpBuilder &b, Location loc, Value i, Value dim, bool isUnsign
 
 llvm::SmallVector<OpFoldResult> mixedSizes(OpBuilder &b, Location loc,
                                            Value tensor);
-Value dimValue(OpBuilder &b, Location loc, Value tensor, int64_t dim);
 Value emptyTensor(OpBuilder &b, Location loc, RankedTensorType type,
                   llvm::ArrayRef<OpFoldResult> sizes);
 /// The dynamic extents among `sizes` for a tensor of `type`.

@@ -13,6 +13,7 @@
 
 #include "Patterns.h"
 #include "TileBuilder.h"
+#include "xfmr/Conversion/LoweringUtils.h"
 
 #include "dialects/xfmr/IR/XfmrOps.h"
 
@@ -27,12 +28,6 @@ using namespace mlir;
 namespace xfmr::lowering {
 namespace {
 
-Value idx(OpBuilder &b, Location loc, int64_t v) {
-  return arith::ConstantIndexOp::create(b, loc, v);
-}
-Value dim(OpBuilder &b, Location loc, Value t, int64_t d) {
-  return tensor::DimOp::create(b, loc, t, d);
-}
 int64_t rankOf(Value v) { return cast<RankedTensorType>(v.getType()).getRank(); }
 Value minIndex(OpBuilder &b, Location loc, Value a, Value c) {
   return arith::MinSIOp::create(b, loc, a, c);
@@ -63,9 +58,9 @@ struct LowerAttention : OpRewritePattern<AttentionOp> {
     double scale = op.getScale().convertToDouble();
     bool causal = op.getCausal();
 
-    Value zero = idx(rewriter, loc, 0), one = idx(rewriter, loc, 1);
-    Value batch = dim(rewriter, loc, q, 0), heads = dim(rewriter, loc, q, 1);
-    Value sq = dim(rewriter, loc, q, 2), skv = dim(rewriter, loc, k, 2);
+    Value zero = indexConstant(rewriter, loc, 0), one = indexConstant(rewriter, loc, 1);
+    Value batch = dimValue(rewriter, loc, q, 0), heads = dimValue(rewriter, loc, q, 1);
+    Value sq = dimValue(rewriter, loc, q, 2), skv = dimValue(rewriter, loc, k, 2);
     OpFoldResult dv = tensor::getMixedSize(rewriter, loc, v, 3);
     Value offset = arith::SubIOp::create(rewriter, loc, skv, sq); // bottom-right alignment
     // Mask dims that are 1 (statically or at run time) broadcast.
@@ -79,10 +74,10 @@ struct LowerAttention : OpRewritePattern<AttentionOp> {
           maskBroadcasts.push_back(arith::ConstantIntOp::create(rewriter, loc, 0, 1));
         else
           maskBroadcasts.push_back(arith::CmpIOp::create(
-              rewriter, loc, arith::CmpIPredicate::eq, dim(rewriter, loc, mask, d), one));
+              rewriter, loc, arith::CmpIPredicate::eq, dimValue(rewriter, loc, mask, d), one));
       }
-    Value qBlock = idx(rewriter, loc, tiling.queryBlock);
-    Value kBlock = idx(rewriter, loc, tiling.keyBlock);
+    Value qBlock = indexConstant(rewriter, loc, tiling.queryBlock);
+    Value kBlock = indexConstant(rewriter, loc, tiling.keyBlock);
     SmallVector<OpFoldResult> outSizes;
     for (int64_t i = 0; i < 4; ++i)
       outSizes.push_back(tensor::getMixedSize(rewriter, loc, i == 3 ? v : q, i));
@@ -94,7 +89,7 @@ struct LowerAttention : OpRewritePattern<AttentionOp> {
           auto headLoop = scf::ForOp::create(
               b1, l1, zero, heads, one, a1,
               [&](OpBuilder &b2, Location l2, Value h, ValueRange a2) {
-                Value hk = arith::DivUIOp::create(b2, l2, h, idx(b2, l2, rep));
+                Value hk = arith::DivUIOp::create(b2, l2, h, indexConstant(b2, l2, rep));
                 auto queryLoop = scf::ForOp::create(
                     b2, l2, zero, sq, qBlock, a2,
                     [&](OpBuilder &b3, Location l3, Value q0, ValueRange a3) {
@@ -125,13 +120,8 @@ struct LowerAttention : OpRewritePattern<AttentionOp> {
                                 s = applyMask(nb, nl, mask, maskBroadcasts, {bi, h, qi, kj}, s);
                               if (!causal)
                                 return s;
-                              Value limit = arith::AddIOp::create(nb, nl, qi, offset);
-                              Value hidden = arith::CmpIOp::create(
-                                  nb, nl, arith::CmpIPredicate::sgt, kj, limit);
-                              Value ninf = arith::ConstantOp::create(
-                                  nb, nl, nb.getF32FloatAttr(
-                                              -std::numeric_limits<float>::infinity()));
-                              return arith::SelectOp::create(nb, nl, hidden, ninf, s);
+                              return hideAfter(nb, nl, kj,
+                                               arith::AddIOp::create(nb, nl, qi, offset), s);
                             };
                             Value scores = scoreTile(b4, l4, qTile, kTile, scale, maskFn);
                             SoftmaxState next = softmaxStep(
@@ -164,14 +154,14 @@ struct LowerAttention : OpRewritePattern<AttentionOp> {
     SmallVector<Value> indices;
     for (int64_t d = 0; d < rank; ++d)
       indices.push_back(
-          arith::SelectOp::create(b, loc, broadcasts[d], idx(b, loc, 0), full[d + 4 - rank]));
+          arith::SelectOp::create(b, loc, broadcasts[d], indexConstant(b, loc, 0), full[d + 4 - rank]));
     Value m = tensor::ExtractOp::create(b, loc, mask, indices);
     if (m.getType().isInteger(1)) {
       Value ninf = arith::ConstantOp::create(
           b, loc, b.getF32FloatAttr(-std::numeric_limits<float>::infinity()));
       return arith::SelectOp::create(b, loc, m, s, ninf);
     }
-    return arith::AddFOp::create(b, loc, s, toF32(b, loc, m));
+    return arith::AddFOp::create(b, loc, s, convertFloat(b, loc, m, b.getF32Type()));
   }
 
   AttentionTiling tiling;

@@ -13,6 +13,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "Patterns.h"
+#include "xfmr/Conversion/LoweringUtils.h"
 
 #include "dialects/xfmr/IR/XfmrOps.h"
 
@@ -30,27 +31,7 @@ using namespace mlir;
 namespace xfmr::lowering {
 namespace {
 
-/// f32 for 16-bit (and narrower) floats, else the type itself.
-FloatType accumulatorType(Type elem) {
-  auto f = cast<FloatType>(elem);
-  return f.getWidth() < 32 ? Float32Type::get(elem.getContext()) : f;
-}
 
-/// Float scalar `v` as `to`; formats of the same width (bf16, f16) go through
-/// f32 since extf and truncf need a width change.
-Value convertFloat(OpBuilder &b, Location loc, Value v, Type to) {
-  Type from = v.getType();
-  if (from == to)
-    return v;
-  unsigned fromWidth = cast<FloatType>(from).getWidth();
-  unsigned toWidth = cast<FloatType>(to).getWidth();
-  if (fromWidth < toWidth)
-    return arith::ExtFOp::create(b, loc, to, v);
-  if (fromWidth > toWidth)
-    return arith::TruncFOp::create(b, loc, to, v);
-  Value wide = arith::ExtFOp::create(b, loc, b.getF32Type(), v);
-  return arith::TruncFOp::create(b, loc, to, wide);
-}
 
 /// A weight scalar (float, or signed integer) as `elem`.
 Value convertWeight(OpBuilder &b, Location loc, Value v, Type elem) {
@@ -65,9 +46,6 @@ bool hasSignlessOrFloatElements(Value v) {
   return !isa<IntegerType>(e) || e.isSignlessInteger();
 }
 
-Value floatConstant(OpBuilder &b, Location loc, FloatType type, double v) {
-  return arith::ConstantOp::create(b, loc, type, b.getFloatAttr(type, v));
-}
 
 Value castTo(OpBuilder &b, Location loc, Value v, Type type) {
   return v.getType() == type ? v : tensor::CastOp::create(b, loc, type, v);

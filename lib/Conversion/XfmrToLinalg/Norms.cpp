@@ -10,6 +10,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "Patterns.h"
+#include "xfmr/Conversion/LoweringUtils.h"
 
 #include "dialects/xfmr/IR/XfmrOps.h"
 
@@ -30,33 +31,8 @@ Value reciprocalSqrt(OpBuilder &b, Location loc, Value x) {
 }
 
 
-/// f32, or f64 for f64 inputs: norms of 16-bit activations lose too much
-/// precision in their own type.
-FloatType computeType(Type elem) {
-  if (cast<FloatType>(elem).getWidth() > 32)
-    return Float64Type::get(elem.getContext());
-  return Float32Type::get(elem.getContext());
-}
 
-/// Float scalar `v` as `to`; formats of the same width (bf16, f16) go through
-/// f32 since extf and truncf need a width change.
-Value convertFloat(OpBuilder &b, Location loc, Value v, Type to) {
-  Type from = v.getType();
-  if (from == to)
-    return v;
-  unsigned fromWidth = cast<FloatType>(from).getWidth();
-  unsigned toWidth = cast<FloatType>(to).getWidth();
-  if (fromWidth < toWidth)
-    return arith::ExtFOp::create(b, loc, to, v);
-  if (fromWidth > toWidth)
-    return arith::TruncFOp::create(b, loc, to, v);
-  Value wide = arith::ExtFOp::create(b, loc, b.getF32Type(), v);
-  return arith::TruncFOp::create(b, loc, to, wide);
-}
 
-Value floatConstant(OpBuilder &b, Location loc, FloatType type, double v) {
-  return arith::ConstantOp::create(b, loc, type, b.getFloatAttr(type, v));
-}
 
 /// The size of the last dim of `x` as a scalar of `type`.
 Value rowLength(OpBuilder &b, Location loc, Value x, FloatType type) {
@@ -150,7 +126,7 @@ struct RMSNormLowering : public OpRewritePattern<RMSNormOp> {
     Location loc = op.getLoc();
     Value x = op.getInput();
     Type elem = op.getResult().getType().getElementType();
-    FloatType acc = computeType(elem);
+    FloatType acc = accumulatorType(elem);
     Value n = rowLength(rewriter, loc, x, acc);
     Value eps = floatConstant(rewriter, loc, acc,
                               op.getEpsilonAttr().getValueAsDouble());
@@ -186,7 +162,7 @@ struct LayerNormLowering : public OpRewritePattern<LayerNormOp> {
     Location loc = op.getLoc();
     Value x = op.getInput();
     Type elem = op.getResult().getType().getElementType();
-    FloatType acc = computeType(elem);
+    FloatType acc = accumulatorType(elem);
     Value n = rowLength(rewriter, loc, x, acc);
     Value eps = floatConstant(rewriter, loc, acc,
                               op.getEpsilonAttr().getValueAsDouble());

@@ -15,6 +15,7 @@
 
 #include "Patterns.h"
 #include "TileBuilder.h"
+#include "xfmr/Conversion/LoweringUtils.h"
 
 #include "dialects/xfmr/IR/XfmrOps.h"
 
@@ -31,12 +32,6 @@ using namespace mlir;
 namespace xfmr::lowering {
 namespace {
 
-Value idx(OpBuilder &b, Location loc, int64_t v) {
-  return arith::ConstantIndexOp::create(b, loc, v);
-}
-Value dim(OpBuilder &b, Location loc, Value t, int64_t d) {
-  return tensor::DimOp::create(b, loc, t, d);
-}
 /// Element `indices` of an integer tensor as an index.
 Value loadIndex(OpBuilder &b, Location loc, Value t, ValueRange indices) {
   Value v = tensor::ExtractOp::create(b, loc, t, indices);
@@ -71,8 +66,7 @@ Value convertTo(OpBuilder &b, Location loc, Value row, Type element) {
   return linalg::GenericOp::create(
              b, loc, init.getType(), row, init, ArrayRef<AffineMap>{id, id}, its,
              [&](OpBuilder &nb, Location l, ValueRange a) {
-               Value f = toF32(nb, l, a[0]);
-               linalg::YieldOp::create(nb, l, fromF32(nb, l, f, element));
+               linalg::YieldOp::create(nb, l, convertFloat(nb, l, a[0], element));
              })
       .getResult(0);
 }
@@ -84,10 +78,10 @@ struct LowerKVWrite : OpRewritePattern<KVWriteOp> {
     Location loc = op.getLoc();
     auto poolType = cast<RankedTensorType>(op.getKeyPool().getType());
     int64_t blockSize = poolType.getDimSize(1);
-    Value zero = idx(rewriter, loc, 0), one = idx(rewriter, loc, 1);
-    Value tokens = dim(rewriter, loc, op.getKey(), 0);
-    Value capacity = arith::MulIOp::create(rewriter, loc, dim(rewriter, loc, op.getKeyPool(), 0),
-                                           idx(rewriter, loc, blockSize));
+    Value zero = indexConstant(rewriter, loc, 0), one = indexConstant(rewriter, loc, 1);
+    Value tokens = dimValue(rewriter, loc, op.getKey(), 0);
+    Value capacity = arith::MulIOp::create(rewriter, loc, dimValue(rewriter, loc, op.getKeyPool(), 0),
+                                           indexConstant(rewriter, loc, blockSize));
     SmallVector<Value, 2> pools{op.getKeyPool(), op.getValuePool()};
     auto loop = scf::ForOp::create(
         rewriter, loc, zero, tokens, one, pools,
@@ -101,7 +95,7 @@ struct LowerKVWrite : OpRewritePattern<KVWriteOp> {
                 Value s = arith::IndexCastOp::create(bt, lt, bt.getIndexType(), slot);
                 check(bt, lt, cmp(bt, lt, arith::CmpIPredicate::slt, s, capacity),
                       "xfmr.kv_write: slot past the end of the KV pool");
-                Value bs = idx(bt, lt, blockSize);
+                Value bs = indexConstant(bt, lt, blockSize);
                 Value block = arith::DivUIOp::create(bt, lt, s, bs);
                 Value offset = arith::RemUIOp::create(bt, lt, s, bs);
                 SmallVector<Value> updated;
@@ -144,15 +138,15 @@ struct LowerPagedAttention : OpRewritePattern<PagedAttentionOp> {
     int64_t blockSize = op.getBlockSize();
     double scale = op.getScale().convertToDouble();
 
-    Value zero = idx(rewriter, loc, 0), one = idx(rewriter, loc, 1);
-    Value bs = idx(rewriter, loc, blockSize);
-    Value numSeqs = dim(rewriter, loc, lens, 0), heads = dim(rewriter, loc, q, 1);
-    Value numTokens = dim(rewriter, loc, q, 0);
-    Value numBlocks = dim(rewriter, loc, kPool, 0);
-    Value maxBlocks = dim(rewriter, loc, tables, 1);
+    Value zero = indexConstant(rewriter, loc, 0), one = indexConstant(rewriter, loc, 1);
+    Value bs = indexConstant(rewriter, loc, blockSize);
+    Value numSeqs = dimValue(rewriter, loc, lens, 0), heads = dimValue(rewriter, loc, q, 1);
+    Value numTokens = dimValue(rewriter, loc, q, 0);
+    Value numBlocks = dimValue(rewriter, loc, kPool, 0);
+    Value maxBlocks = dimValue(rewriter, loc, tables, 1);
     OpFoldResult d = tensor::getMixedSize(rewriter, loc, q, 2);
     OpFoldResult dv = tensor::getMixedSize(rewriter, loc, vPool, 3);
-    Value qBlock = idx(rewriter, loc, tiling.queryBlock);
+    Value qBlock = indexConstant(rewriter, loc, tiling.queryBlock);
     Value out = tensor::EmptyOp::create(rewriter, loc, tensor::getMixedSizes(rewriter, loc, q),
                                         resultType.getElementType());
 
@@ -178,7 +172,7 @@ struct LowerPagedAttention : OpRewritePattern<PagedAttentionOp> {
           auto headLoop = scf::ForOp::create(
               b1, l1, zero, heads, one, a1,
               [&](OpBuilder &b2, Location l2, Value h, ValueRange a2) {
-                Value hk = arith::DivUIOp::create(b2, l2, h, idx(b2, l2, rep));
+                Value hk = arith::DivUIOp::create(b2, l2, h, indexConstant(b2, l2, rep));
                 auto queryLoop = scf::ForOp::create(
                     b2, l2, zero, n, qBlock, a2,
                     [&](OpBuilder &b3, Location l3, Value q0, ValueRange a3) {
@@ -210,12 +204,7 @@ struct LowerPagedAttention : OpRewritePattern<PagedAttentionOp> {
                                               Value score) -> Value {
                               Value pos = arith::AddIOp::create(nb, nl, pos0, i);
                               Value key = arith::AddIOp::create(nb, nl, k0, j);
-                              Value hidden = arith::CmpIOp::create(
-                                  nb, nl, arith::CmpIPredicate::sgt, key, pos);
-                              Value ninf = arith::ConstantOp::create(
-                                  nb, nl,
-                                  nb.getF32FloatAttr(-std::numeric_limits<float>::infinity()));
-                              return arith::SelectOp::create(nb, nl, hidden, ninf, score);
+                              return hideAfter(nb, nl, key, pos, score);
                             };
                             Value scores = scoreTile(b4, l4, qTile, kTile, scale, maskFn);
                             SoftmaxState next = softmaxStep(

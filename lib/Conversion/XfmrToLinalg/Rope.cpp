@@ -10,6 +10,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "Patterns.h"
+#include "xfmr/Conversion/LoweringUtils.h"
 
 #include "dialects/xfmr/IR/XfmrOps.h"
 
@@ -22,27 +23,7 @@ using namespace mlir;
 namespace xfmr::lowering {
 namespace {
 
-/// f32 for 16-bit (and narrower) floats, else the type itself.
-FloatType computeType(Type elem) {
-  auto f = cast<FloatType>(elem);
-  return f.getWidth() < 32 ? Float32Type::get(elem.getContext()) : f;
-}
 
-/// Float scalar `v` as `to`; formats of the same width (bf16, f16) go through
-/// f32 since extf and truncf need a width change.
-Value convertFloat(OpBuilder &b, Location loc, Value v, Type to) {
-  Type from = v.getType();
-  if (from == to)
-    return v;
-  unsigned fromWidth = cast<FloatType>(from).getWidth();
-  unsigned toWidth = cast<FloatType>(to).getWidth();
-  if (fromWidth < toWidth)
-    return arith::ExtFOp::create(b, loc, to, v);
-  if (fromWidth > toWidth)
-    return arith::TruncFOp::create(b, loc, to, v);
-  Value wide = arith::ExtFOp::create(b, loc, b.getF32Type(), v);
-  return arith::TruncFOp::create(b, loc, to, wide);
-}
 
 /// xfmr.rope(x, cos, sin) -> y[i] = x[i] * cos[p] -/+ x[partner(i)] * sin[p]
 /// for feature i of pair p (minus for the pair's first feature), y[i] = x[i]
@@ -58,7 +39,7 @@ struct RopeLowering : public OpRewritePattern<RopeOp> {
     RankedTensorType xType = op.getInput().getType();
     RankedTensorType angleType = op.getCos().getType();
     Type elem = xType.getElementType();
-    FloatType acc = computeType(elem);
+    FloatType acc = accumulatorType(elem);
     auto rotaryDim = static_cast<int64_t>(op.getRotaryDim());
     int64_t half = rotaryDim / 2;
     bool interleaved = op.getInterleaved();

@@ -5,6 +5,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "TileBuilder.h"
+#include "xfmr/Conversion/LoweringUtils.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Linalg/IR/Linalg.h"
@@ -55,21 +56,10 @@ Value finiteMax(OpBuilder &b, Location loc, Value m) {
 
 } // namespace
 
-Value toF32(OpBuilder &b, Location loc, Value v) {
-  Type t = v.getType();
-  if (t.isF32())
-    return v;
-  if (t.getIntOrFloatBitWidth() < 32)
-    return arith::ExtFOp::create(b, loc, b.getF32Type(), v);
-  return arith::TruncFOp::create(b, loc, b.getF32Type(), v);
-}
-
-Value fromF32(OpBuilder &b, Location loc, Value v, Type to) {
-  if (to.isF32())
-    return v;
-  if (to.getIntOrFloatBitWidth() < 32)
-    return arith::TruncFOp::create(b, loc, to, v);
-  return arith::ExtFOp::create(b, loc, to, v);
+Value hideAfter(OpBuilder &b, Location loc, Value key, Value lastVisible, Value score) {
+  Value hidden = arith::CmpIOp::create(b, loc, arith::CmpIPredicate::sgt, key, lastVisible);
+  Value ninf = f32Const(b, loc, -std::numeric_limits<double>::infinity());
+  return arith::SelectOp::create(b, loc, hidden, ninf, score);
 }
 
 Value emptyTensor(OpBuilder &b, Location loc, ArrayRef<OpFoldResult> sizes, Type element) {
@@ -93,8 +83,8 @@ Value scoreTile(OpBuilder &b, Location loc, Value q, Value k, double scale, Mask
   Value dot = generic(b, loc, {q, k}, filled(b, loc, {tq, tk}, 0.0),
                       {map(ctx, 3, {0, 2}), map(ctx, 3, {1, 2}), map(ctx, 3, {0, 1})},
                       {par, par, red}, [](OpBuilder &nb, Location l, ValueRange a) -> Value {
-                        Value p = arith::MulFOp::create(nb, l, toF32(nb, l, a[0]),
-                                                        toF32(nb, l, a[1]));
+                        Value p = arith::MulFOp::create(nb, l, convertFloat(nb, l, a[0], nb.getF32Type()),
+                                                        convertFloat(nb, l, a[1], nb.getF32Type()));
                         return arith::AddFOp::create(nb, l, a[2], p);
                       });
   Value scaleV = f32Const(b, loc, scale);
@@ -152,7 +142,7 @@ SoftmaxState softmaxStep(OpBuilder &b, Location loc, const SoftmaxState &state, 
   Value newAcc = generic(b, loc, {probs, v}, scaledAcc,
                          {map(ctx, 3, {0, 2}), map(ctx, 3, {2, 1}), map(ctx, 3, {0, 1})},
                          {par, par, red}, [](OpBuilder &nb, Location l, ValueRange a) -> Value {
-                           Value p = arith::MulFOp::create(nb, l, a[0], toF32(nb, l, a[1]));
+                           Value p = arith::MulFOp::create(nb, l, a[0], convertFloat(nb, l, a[1], nb.getF32Type()));
                            return arith::AddFOp::create(nb, l, a[2], p);
                          });
   return {newMax, newSum, newAcc};
@@ -169,7 +159,7 @@ Value finishTile(OpBuilder &b, Location loc, const SoftmaxState &state, Type ele
                    Value empty = arith::CmpFOp::create(nb, l, arith::CmpFPredicate::OEQ, a[1], zero);
                    Value q = arith::DivFOp::create(nb, l, a[0], a[1]);
                    Value r = arith::SelectOp::create(nb, l, empty, zero, q);
-                   return fromF32(nb, l, r, element);
+                   return convertFloat(nb, l, r, element);
                  });
 }
 

@@ -49,9 +49,10 @@ SoftmaxState softmaxStep(mlir::OpBuilder &b, mlir::Location loc, const SoftmaxSt
 mlir::Value finishTile(mlir::OpBuilder &b, mlir::Location loc, const SoftmaxState &state,
                        mlir::Type element);
 
-/// Converts a float scalar to f32 (or from f32 to `to`).
-mlir::Value toF32(mlir::OpBuilder &b, mlir::Location loc, mlir::Value v);
-mlir::Value fromF32(mlir::OpBuilder &b, mlir::Location loc, mlir::Value v, mlir::Type to);
+/// The score with -inf where `key` > `lastVisible` (index values): the causal
+/// rule of both kernels, with their own notion of the last visible key.
+mlir::Value hideAfter(mlir::OpBuilder &b, mlir::Location loc, mlir::Value key,
+                      mlir::Value lastVisible, mlir::Value score);
 
 } // namespace xfmr::lowering
 
