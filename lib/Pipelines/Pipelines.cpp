@@ -25,7 +25,7 @@ LogicalResult buildRaisePipeline(OpPassManager &pm, const RaiseOptions &options)
 LogicalResult buildONNXToLinalgPipeline(OpPassManager &pm) {
   return parsePassPipeline("onnx-simplify-shapes,convert-onnx-to-linalg,"
                            "convert-xfmr-to-linalg,"
-                           "canonicalize,cse,linalg-fuse-elementwise-ops,"
+                           "canonicalize,cse,xfmr-fuse-elementwise,"
                            "canonicalize,cse",
                            pm, llvm::errs());
 }
@@ -41,7 +41,10 @@ LogicalResult buildCPUToLLVMPipeline(OpPassManager &pm,
      << "one-shot-bufferize{bufferize-function-boundaries "
         "function-boundary-type-conversion=identity-layout-map "
         "allow-return-allocs-from-loops},"
-     << "canonicalize,xfmr-drop-pool-results,"
+     << "canonicalize,xfmr-drop-pool-results,";
+  if (options.blasMinRows > 0)
+    os << "xfmr-contractions-to-blas{min-rows=" << options.blasMinRows << "},";
+  os
      << "buffer-deallocation-pipeline,canonicalize,xfmr-lower-strided-copies,"
      << "convert-linalg-to-loops,"
      << "func.func(math-extend-to-supported-types{target-type=f32}),"
@@ -59,6 +62,10 @@ struct CPUOptions : public PassPipelineOptions<CPUOptions> {
   Option<int64_t> minBytes{*this, "min-bytes",
                            llvm::cl::desc("Smallest constant moved to the weights file"),
                            llvm::cl::init(256)};
+  Option<int64_t> blasMinRows{
+      *this, "blas-min-rows",
+      llvm::cl::desc("Fewest rows for which an f32 product calls BLAS (0: never)"),
+      llvm::cl::init(8)};
 };
 } // namespace
 
@@ -73,6 +80,7 @@ void registerPipelines() {
         CPUPipelineOptions options;
         options.weightsFile = o.weightsFile;
         options.minWeightBytes = o.minBytes;
+        options.blasMinRows = o.blasMinRows;
         (void)buildCPUToLLVMPipeline(pm, options);
       });
 }

@@ -279,10 +279,10 @@ Status Engine::step() {
   if (!logits)
     return logits.takeError();
 
-  int64_t row = 0;
+  int64_t row = 0; // logits has one row per scheduled sequence
   std::vector<Sequence *> done;
   for (auto [seq, n] : scheduled) {
-    row += n;
+    ++row;
     seq->computed += n;
     seq->blocks.commit(n);
     // Full blocks are shared as soon as they are computed, so requests

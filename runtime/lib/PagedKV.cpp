@@ -151,6 +151,10 @@ Expected<Tensor> runStep(const Artifact &artifact, KVPools &pools,
   }
   int64_t n = static_cast<int64_t>(ids.size());
   int64_t seqs = static_cast<int64_t>(sequences.size());
+  // The one row each sequence needs logits for: its last new token.
+  std::vector<int64_t> lastRows;
+  for (size_t i = 1; i < starts.size(); ++i)
+    lastRows.push_back(starts[i] - 1);
   std::map<std::string, Tensor> owned;
   auto add = [&](Expected<Tensor> t) -> std::optional<Error> {
     if (!t)
@@ -166,7 +170,8 @@ Expected<Tensor> runStep(const Artifact &artifact, KVPools &pools,
                                     {seqs, static_cast<int64_t>(std::max<size_t>(maxBlocks, 1))},
                                     "block_tables")),
                    add(vectorTensor(DType::I32, lens, {seqs}, "context_lens")),
-                   add(vectorTensor(DType::I32, starts, {seqs + 1}, "query_start_loc"))})
+                   add(vectorTensor(DType::I32, starts, {seqs + 1}, "query_start_loc")),
+                   add(vectorTensor(DType::I64, lastRows, {seqs}, "logits_indices"))})
     if (err)
       return std::move(*err);
   std::vector<const Tensor *> inputs;
@@ -199,9 +204,9 @@ Expected<Tensor> runStep(const Artifact &artifact, KVPools &pools,
   Expected<std::vector<Tensor>> out = artifact.run(inputs);
   if (!out)
     return out.takeError();
-  if (out->empty() || (*out)[0].rank() != 2 || (*out)[0].shape()[0] != n ||
+  if (out->empty() || (*out)[0].rank() != 2 || (*out)[0].shape()[0] != seqs ||
       (*out)[0].dtype() != DType::F32)
-    return Error(artifact.directory() + ": the step did not return f32 logits [tokens, vocab]");
+    return Error(artifact.directory() + ": the step did not return f32 logits [seqs, vocab]");
   return std::move((*out)[0]);
 }
 
@@ -233,7 +238,7 @@ Expected<GreedyResult> generateGreedy(const Artifact &artifact, const std::vecto
     if (!logits)
       return logits.takeError();
     (step == 0 ? result.prefillMs : result.decodeMs) += msSince(start);
-    int64_t last = logits->shape()[0] - 1;
+    int64_t last = 0; // the only sequence's last token
     int64_t next = argmaxRow(*logits, last);
     if (keepLogits) {
       int64_t vocab = logits->shape()[1];

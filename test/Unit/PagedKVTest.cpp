@@ -40,9 +40,10 @@ const char *const kStepManifest = R"({"format": "xfmr-artifact", "format_version
     {"name": "block_tables", "dtype": "int32", "shape": ["seqs", "max_blocks"]},
     {"name": "context_lens", "dtype": "int32", "shape": ["seqs"]},
     {"name": "query_start_loc", "dtype": "int32", "shape": ["seqs_plus_one"]},
+    {"name": "logits_indices", "dtype": "int64", "shape": ["outputs"]},
     {"name": "key_cache.0", "dtype": "float32", "shape": ["num_blocks", 4, 1, 1], "role": "kv_pool"},
     {"name": "value_cache.0", "dtype": "float32", "shape": ["num_blocks", 4, 1, 1], "role": "kv_pool"}],
-  "outputs": [{"name": "logits", "dtype": "float32", "shape": ["tokens", 4]}],
+  "outputs": [{"name": "logits", "dtype": "float32", "shape": ["outputs", 4]}],
   "kv_cache": {"block_size": 4, "num_layers": 1, "num_kv_heads": 1, "head_dim": 1}})";
 
 class PagedKVTest : public ::testing::Test {
@@ -94,9 +95,10 @@ TEST_F(PagedKVTest, PacksRaggedSequencesThroughBlockTables) {
   std::vector<StepSequence> step{{{7, 8, 9}, 0, {2, 0}}, {{11}, 5, {1, 3}}};
   Expected<Tensor> logits = runStep(*artifact, *pools, step);
   ASSERT_TRUE(logits) << logits.error();
-  ASSERT_EQ(logits->shape(), (std::vector<int64_t>{4, 4}));
-  float want[4][4] = {{7, 0, 8, 3}, {8, 1, 9, 3}, {9, 2, 10, 3}, {11, 5, 13, 6}};
-  for (int r = 0; r < 4; ++r)
+  // One row per sequence: its last new token (logits_indices = 2, 3).
+  ASSERT_EQ(logits->shape(), (std::vector<int64_t>{2, 4}));
+  float want[2][4] = {{9, 2, 10, 3}, {11, 5, 13, 6}};
+  for (int r = 0; r < 2; ++r)
     for (int c = 0; c < 4; ++c)
       EXPECT_EQ(at(*logits, r, c), want[r][c]) << "row " << r << " col " << c;
   // The step wrote the pools in place, at the slots it was given.

@@ -77,6 +77,11 @@ cl::opt<int64_t> minWeightBytes(
     "min-weight-bytes",
     cl::desc("Constants of at least this many bytes go to weights.bin"),
     cl::init(256), cl::cat(category));
+cl::opt<int64_t> blasMinRows(
+    "blas-min-rows",
+    cl::desc("f32 matrix products with at least this many rows call OpenBLAS "
+             "sgemm at run time; 0 keeps every product a generated loop"),
+    cl::init(8), cl::cat(category));
 cl::opt<bool> raise("raise",
                     cl::desc("Recover attention, norms, RoPE, MLPs and embeddings as "
                              "xfmr ops (--raise=false keeps the plain ONNX lowering)"),
@@ -396,6 +401,7 @@ int compile() {
   progress.step("lowered to LLVM");
   xfmr::CPUPipelineOptions cpuOptions;
   cpuOptions.minWeightBytes = minWeightBytes;
+  cpuOptions.blasMinRows = blasMinRows;
   if (!tmp.empty())
     cpuOptions.weightsFile = tmp + "/weights.bin";
   if (failed(runPipeline(*module, [&](OpPassManager &pm) {
@@ -432,7 +438,8 @@ int compile() {
                                     {"cpu", host.cpu},
                                     {"features", host.features}}},
       {"options", llvm::json::Object{{"opt_level", static_cast<int64_t>(optLevel)},
-                                     {"min_weight_bytes", minWeightBytes.getValue()}}},
+                                     {"min_weight_bytes", minWeightBytes.getValue()},
+                                     {"blas_min_rows", blasMinRows.getValue()}}},
       {"library", "model.so"},
       {"entry", "xfmr_entry"},
       {"weights", llvm::json::Object{{"file", "weights.bin"},

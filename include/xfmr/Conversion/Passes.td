@@ -115,4 +115,21 @@ def PagedKVCachePass : Pass<"xfmr-paged-kv", "mlir::ModuleOp"> {
                            "::mlir::tensor::TensorDialect"];
 }
 
+def FuseElementwiseOpsPass : Pass<"xfmr-fuse-elementwise"> {
+  let summary = "Fuse elementwise linalg producers without repeating work";
+  let description = [{
+    MLIR's elementwise fusion (`linalg-fuse-elementwise-ops`), with one rule
+    changed: a producer is fused into a consumer that reduces only if its
+    value is not recomputed, i.e. the consumer reads it through a map that
+    uses every loop, or the producer only converts types (an f16 weight's
+    extf fused into a matrix product halves the bytes read). Without the
+    rule, SiLU(gate) * up fused into the down projection evaluates exp()
+    once per output column instead of once per element, and the product no
+    longer has the plain multiply-add body that a BLAS call needs.
+  }];
+  let dependentDialects = ["::mlir::linalg::LinalgDialect",
+                           "::mlir::tensor::TensorDialect",
+                           "::mlir::affine::AffineDialect"];
+}
+
 #endif // XFMR_CONVERSION_PASSES

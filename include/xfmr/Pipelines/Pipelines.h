@@ -22,6 +22,9 @@ struct CPUPipelineOptions {
   std::string weightsFile;
   /// Constants of at least this many bytes go to the weights file.
   int64_t minWeightBytes = 256;
+  /// f32 matrix products with at least this many rows call BLAS sgemm
+  /// (xfmr-contractions-to-blas); 0 keeps every product a generated loop.
+  int64_t blasMinRows = 8;
 };
 
 /// Appends onnx -> linalg on tensors (with elementwise fusion).

@@ -51,6 +51,39 @@ struct StepInput {
   const char *dims[2];
 };
 
+/// Inputs before the pools: input_ids, positions, slot_mapping, block_tables,
+/// context_lens, query_start_loc, logits_indices.
+constexpr unsigned kStepInputs = 7;
+
+/// `logits` [1, T, V] restricted to the token rows `indices` [N]. When the
+/// logits are a product with a weight matrix (the lm_head), the rows are
+/// taken from its input, so the product runs on N rows instead of T: for a
+/// prefill chunk of 2048 tokens that is a [2048, hidden] x [hidden, vocab]
+/// product saved.
+Value selectRows(Value logits, Value indices) {
+  Value rows = logits;
+  auto head = def<onnx::MatMulOp>(logits);
+  if (head && rankOf(head.getA()) == 3 && rankOf(head.getB()) == 2 && logits.hasOneUse())
+    rows = head.getA();
+  OpBuilder b(rows.getContext());
+  if (rows == logits)
+    b.setInsertionPointAfterValue(logits);
+  else
+    b.setInsertionPoint(head); // indices is an argument: it dominates
+  auto type = cast<RankedTensorType>(rows.getType());
+  SmallVector<int64_t> shape(type.getShape());
+  shape[1] = ShapedType::kDynamic;
+  Location loc = rows.getLoc();
+  Value picked = onnx::GatherOp::create(b, loc, type.clone(shape), rows, indices,
+                                        b.getI64IntegerAttr(1));
+  if (rows == logits)
+    return picked;
+  auto ltype = cast<RankedTensorType>(logits.getType());
+  SmallVector<int64_t> lshape(ltype.getShape());
+  lshape[1] = ShapedType::kDynamic;
+  return onnx::MatMulOp::create(b, head.getLoc(), ltype.clone(lshape), picked, head.getB());
+}
+
 struct PagedKVCachePass : impl::PagedKVCachePassBase<PagedKVCachePass> {
   using Base::Base;
 
@@ -139,6 +172,7 @@ struct PagedKVCachePass : impl::PagedKVCachePassBase<PagedKVCachePass> {
         {"block_tables", RankedTensorType::get({dyn, dyn}, i32), {"seqs", "max_blocks"}},
         {"context_lens", RankedTensorType::get({dyn}, i32), {"seqs"}},
         {"query_start_loc", RankedTensorType::get({dyn}, i32), {"seqs_plus_one"}},
+        {"logits_indices", RankedTensorType::get({dyn}, i64), {"outputs"}},
     };
     SmallVector<RankedTensorType> keyPools, valuePools;
     for (AttentionOp op : layers) {
@@ -160,10 +194,10 @@ struct PagedKVCachePass : impl::PagedKVCachePassBase<PagedKVCachePass> {
       poolNames.push_back("value_cache." + std::to_string(l));
     }
     for (auto [i, a] : llvm::enumerate(newArgs)) {
-      bool isPool = i >= 6;
+      bool isPool = i >= kStepInputs;
       SmallVector<NamedAttribute> attrs;
       attrs.push_back(b.getNamedAttr(
-          kNameAttr, b.getStringAttr(isPool ? StringRef(poolNames[i - 6]) : StringRef(a.name))));
+          kNameAttr, b.getStringAttr(isPool ? StringRef(poolNames[i - kStepInputs]) : StringRef(a.name))));
       SmallVector<Attribute> dims;
       auto type = cast<RankedTensorType>(a.type);
       for (int64_t d = 0; d < type.getRank(); ++d)
@@ -237,7 +271,8 @@ struct PagedKVCachePass : impl::PagedKVCachePassBase<PagedKVCachePass> {
       Value q = packed(ob, op.getQuery());
       Value k = packed(ob, newTokens(op.getKey()));
       Value v = packed(ob, newTokens(op.getValue()));
-      auto write = KVWriteOp::create(ob, at, k, v, arg(6 + 2 * l), arg(7 + 2 * l), arg(2));
+      auto write = KVWriteOp::create(ob, at, k, v, arg(kStepInputs + 2 * l),
+                                     arg(kStepInputs + 1 + 2 * l), arg(2));
       auto attn = PagedAttentionOp::create(
           ob, at, q.getType(), q, write.getNewKeyPool(), write.getNewValuePool(), arg(3), arg(4),
           arg(5), op.getNumHeadsAttr(), op.getNumKvHeadsAttr(), op.getScaleAttr(),
@@ -251,10 +286,11 @@ struct PagedKVCachePass : impl::PagedKVCachePassBase<PagedKVCachePass> {
       finalPools.push_back(write.getNewValuePool());
     }
 
-    // Results: logits for every packed token, then the updated pools (each
-    // returned so bufferization writes it in place into its argument).
+    // Results: logits for the rows logits_indices selects (a sequence's last
+    // token; prompt chunks need none), then the updated pools (each returned
+    // so bufferization writes it in place into its argument).
     OpBuilder rb(ret);
-    Value logits2d = squeeze(rb, ret.getLoc(), logits, 0);
+    Value logits2d = squeeze(rb, ret.getLoc(), selectRows(logits, arg(6)), 0);
     SmallVector<Value> results{logits2d};
     results.append(finalPools);
     func::ReturnOp::create(rb, ret.getLoc(), results);
@@ -266,7 +302,7 @@ struct PagedKVCachePass : impl::PagedKVCachePassBase<PagedKVCachePass> {
     SmallVector<Type> argTypes(f.getArgumentTypes());
     f.setType(FunctionType::get(ctx, argTypes, resultTypes));
     SmallVector<DictionaryAttr> resultAttrs;
-    SmallVector<Attribute> vocabDims{b.getStringAttr("tokens"), b.getStringAttr("")};
+    SmallVector<Attribute> vocabDims{b.getStringAttr("outputs"), b.getStringAttr("")};
     NamedAttrList la(logitsAttrs);
     la.set(kDimParamsAttr, b.getArrayAttr(vocabDims));
     if (!la.get(kNameAttr))
@@ -275,7 +311,7 @@ struct PagedKVCachePass : impl::PagedKVCachePassBase<PagedKVCachePass> {
     for (size_t i = 0; i < finalPools.size(); ++i)
       resultAttrs.push_back(b.getDictionaryAttr(
           {b.getNamedAttr(kNameAttr, b.getStringAttr(poolNames[i])),
-           b.getNamedAttr(kPoolAttr, b.getI64IntegerAttr(6 + i))}));
+           b.getNamedAttr(kPoolAttr, b.getI64IntegerAttr(kStepInputs + i))}));
     f.setAllResultAttrs(resultAttrs);
 
     IRRewriter rewriter(ctx);

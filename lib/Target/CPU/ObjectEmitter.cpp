@@ -153,6 +153,8 @@ LogicalResult emitSharedObject(ModuleOp module, const HostTarget &target,
     m->print(os, nullptr);
   }
 
+  bool usesBLAS = m->getFunction("cblas_sgemm") != nullptr;
+
   // Object file next to the shared object, removed after linking.
   std::string objPath = (soPath + ".o").str();
   {
@@ -183,6 +185,9 @@ LogicalResult emitSharedObject(ModuleOp module, const HostTarget &target,
   std::string so = soPath.str();
   llvm::SmallVector<llvm::StringRef> args{linker, "-shared", "-o", so, objPath,
                                           "-lm", "-Wl,-z,noexecstack"};
+  // xfmr-contractions-to-blas calls OpenBLAS's sgemm.
+  if (usesBLAS)
+    args.push_back("-lopenblas");
   std::string linkError;
   int rc = llvm::sys::ExecuteAndWait(linker, args, std::nullopt, {}, 0, 0,
                                      &linkError);

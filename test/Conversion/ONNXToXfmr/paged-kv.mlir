@@ -3,8 +3,9 @@
 // A one-layer decoder after xfmr-raise: the step function takes packed
 // tokens, their positions and slots, the per-sequence tables and one key and
 // one value pool per layer; the mask input, its subgraph and the attention
-// are replaced by kv_write + paged_attention; the logits cover every token
-// and the updated pools are returned for in-place bufferization.
+// are replaced by kv_write + paged_attention; the lm_head runs only on the
+// rows logits_indices selects (each sequence's last token) and the updated
+// pools are returned for in-place bufferization.
 // CHECK: module attributes {xfmr.kv_cache = {block_size = 8 : i64, head_dim = 4 : i64, num_kv_heads = 1 : i64, num_layers = 1 : i64}}
 // CHECK-LABEL: func.func @main(
 // CHECK-SAME: %[[IDS:[a-z0-9]+]]: tensor<?xi64> {onnx.dim_params = ["tokens"], onnx.name = "input_ids"}
@@ -13,14 +14,17 @@
 // CHECK-SAME: %[[TABLES:[a-z0-9]+]]: tensor<?x?xi32> {{.*}}onnx.name = "block_tables"
 // CHECK-SAME: %[[LENS:[a-z0-9]+]]: tensor<?xi32> {{.*}}onnx.name = "context_lens"
 // CHECK-SAME: %[[STARTS:[a-z0-9]+]]: tensor<?xi32> {{.*}}onnx.name = "query_start_loc"
+// CHECK-SAME: %[[ROWS:[a-z0-9]+]]: tensor<?xi64> {onnx.dim_params = ["outputs"], onnx.name = "logits_indices"}
 // CHECK-SAME: %[[KP:[a-z0-9]+]]: tensor<?x8x1x4xf32> {onnx.dim_params = ["num_blocks", "", "", ""], onnx.name = "key_cache.0", xfmr.kv_pool}
 // CHECK-SAME: %[[VP:[a-z0-9]+]]: tensor<?x8x1x4xf32> {{.*}}onnx.name = "value_cache.0", xfmr.kv_pool}
-// CHECK-SAME: -> (tensor<?x16xf32> {onnx.dim_params = ["tokens", ""], onnx.name = "logits"},
-// CHECK-SAME: tensor<?x8x1x4xf32> {onnx.name = "key_cache.0", xfmr.kv_pool = 6 : i64}
+// CHECK-SAME: -> (tensor<?x16xf32> {onnx.dim_params = ["outputs", ""], onnx.name = "logits"},
+// CHECK-SAME: tensor<?x8x1x4xf32> {onnx.name = "key_cache.0", xfmr.kv_pool = 7 : i64}
 // CHECK-NOT: onnx.Softmax
 // CHECK-NOT: xfmr.attention
 // CHECK: %[[K2:.*]], %[[V2:.*]] = xfmr.kv_write %{{.*}}, %{{.*}} into %[[KP]], %[[VP]] at %[[SLOTS]] : tensor<?x1x4xf32>, tensor<?x1x4xf32>
 // CHECK: xfmr.paged_attention %{{.*}}, %[[K2]], %[[V2]], %[[TABLES]], %[[LENS]], %[[STARTS]] {block_size = 8 : i64, num_heads = 2 : i64, num_kv_heads = 1 : i64, scale = 5.000000e-01 : f32} : tensor<?x2x4xf32>
+// CHECK: %[[PICKED:.*]] = onnx.Gather(%{{.*}}, %[[ROWS]]) {axis = 1 : i64} : (tensor<?x?x8xf32>, tensor<?xi64>) -> tensor<?x?x8xf32>
+// CHECK: onnx.MatMul(%[[PICKED]], %{{.*}}) : (tensor<?x?x8xf32>, tensor<8x16xf32>)
 // CHECK: return %{{.*}}, %[[K2]], %[[V2]] : tensor<?x16xf32>, tensor<?x8x1x4xf32>, tensor<?x8x1x4xf32>
 func.func @main(%ids: tensor<?x?xi64> {onnx.name = "input_ids"},
                 %mask: tensor<?x?xi64> {onnx.name = "attention_mask"},

@@ -78,4 +78,48 @@ def DropPoolResultsPass : Pass<"xfmr-drop-pool-results", "mlir::ModuleOp"> {
   }];
 }
 
+def ContractionsToBLASPass : Pass<"xfmr-contractions-to-blas", "mlir::ModuleOp"> {
+  let summary = "Call BLAS sgemm for f32 matrix products with enough rows";
+  let description = [{
+    After bufferization, every top-level f32 `linalg.generic` that is a
+    matrix product (`C[b?,m,n] += A[b?,m,k] * B[b?,k,n]`, A and B possibly
+    transposed, B possibly shared across the batch) is guarded by a run-time
+    test and calls `cblas_sgemm` (OpenBLAS, row-major, beta = 1) once per
+    batch element when
+
+    * the product has at least `min-rows` rows (decode's one-row products
+      stay on the generated loop, which streams the weights at memory
+      bandwidth), and
+    * every operand's innermost stride is 1 and its leading dimension is
+      valid for BLAS, and every extent fits BLAS's 32-bit integers.
+
+    Otherwise the original loop runs:
+
+    ```mlir
+    scf.if %use_blas {
+      scf.for %b = %c0 to %batch step %c1 {
+        func.call @cblas_sgemm(%row_major, %ta, %tb, %m, %n, %k, %one,
+                               %a, %lda, %b, %ldb, %one, %c, %ldc) : (...) -> ()
+      }
+    } else {
+      linalg.generic ... // unchanged
+    }
+    ```
+
+    Products inside loops (attention tiles) are left alone: their extents
+    are a few dozen and the call would cost more than it saves. The shared
+    object links `-lopenblas` when the module calls it (docs/cpu-backend.md).
+  }];
+  let options = [
+    Option<"minRows", "min-rows", "int64_t", "8",
+           "Fewest rows (m) for which a product calls BLAS">,
+  ];
+  let dependentDialects = ["::mlir::scf::SCFDialect", "::mlir::func::FuncDialect",
+                           "::mlir::LLVM::LLVMDialect", "::mlir::memref::MemRefDialect",
+                           "::mlir::arith::ArithDialect"];
+  let statistics = [
+    Statistic<"numCalls", "blas-calls", "Matrix products guarded by a BLAS call">,
+  ];
+}
+
 #endif // XFMR_TARGET_CPU_PASSES

@@ -57,8 +57,9 @@ struct StepSequence {
 };
 
 /// Runs one step over `sequences` (each with at least one new token and
-/// enough blocks for firstPosition + tokens) and returns the logits of
-/// every packed token, [T, vocab], in sequence order.
+/// enough blocks for firstPosition + tokens) and returns the logits of each
+/// sequence's last new token, [sequences, vocab] (the step function's
+/// logits_indices input: no lm_head work for the rest of a prompt chunk).
 Expected<Tensor> runStep(const Artifact &artifact, KVPools &pools,
                          const std::vector<StepSequence> &sequences);
 
