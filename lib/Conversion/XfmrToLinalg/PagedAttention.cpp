@@ -5,8 +5,9 @@
 // xfmr.kv_write: one insert per token into its slot of the pools (in place
 // after bufferization when the pools are writable function arguments).
 // xfmr.paged_attention: FlashAttention over the blocks of each sequence's
-// block table: per sequence, query head and block of `queryBlock` new
-// tokens, one key tile per KV-cache block with an online softmax; keys past
+// block table: per sequence, KV head (together with every query head that
+// shares it) and block of `queryBlock` new tokens, one key tile per KV-cache
+// block with an online softmax; keys past
 // a token's own position are masked, blocks past the block's last token
 // are never read. Block ids, slots and the packed-token offsets are checked
 // at run time (cf.assert) before any read or write.
@@ -53,6 +54,31 @@ Value slice2D(OpBuilder &b, Location loc, Value t, ArrayRef<OpFoldResult> offset
       {ShapedType::kDynamic, type.getDimSize(type.getRank() - 1)}, type.getElementType());
   SmallVector<OpFoldResult> strides(type.getRank(), b.getIndexAttr(1));
   return tensor::ExtractSliceOp::create(b, loc, resultType, t, offsets, sizes, strides);
+}
+
+/// The [tq, rep, D] slice of q [T, H, D] at `offsets`, as [tq * rep, D].
+Value groupRows(OpBuilder &b, Location loc, Value q, ArrayRef<OpFoldResult> offsets,
+                ArrayRef<OpFoldResult> sizes) {
+  auto type = cast<RankedTensorType>(q.getType());
+  std::optional<int64_t> rep = getConstantIntValue(sizes[1]);
+  auto sliceType = RankedTensorType::get(
+      {ShapedType::kDynamic, rep.value_or(ShapedType::kDynamic), type.getDimSize(2)},
+      type.getElementType());
+  SmallVector<OpFoldResult> strides(3, b.getIndexAttr(1));
+  Value slice = tensor::ExtractSliceOp::create(b, loc, sliceType, q, offsets, sizes, strides);
+  return tensor::CollapseShapeOp::create(b, loc, slice,
+                                         ArrayRef<ReassociationIndices>{{0, 1}, {2}});
+}
+
+/// [tq * rep, Dv] back to [tq, rep, Dv].
+Value ungroupRows(OpBuilder &b, Location loc, Value tile, Value tq, int64_t rep) {
+  auto type = cast<RankedTensorType>(tile.getType());
+  auto resultType = RankedTensorType::get({ShapedType::kDynamic, rep, type.getDimSize(1)},
+                                          type.getElementType());
+  SmallVector<OpFoldResult> shape{tq, b.getIndexAttr(rep),
+                                  tensor::getMixedSize(b, loc, tile, 1)};
+  return tensor::ExpandShapeOp::create(b, loc, resultType, tile,
+                                       ArrayRef<ReassociationIndices>{{0, 1}, {2}}, shape);
 }
 
 /// `row` converted to `element` (a no-op when it already has that type).
@@ -140,7 +166,9 @@ struct LowerPagedAttention : OpRewritePattern<PagedAttentionOp> {
 
     Value zero = indexConstant(rewriter, loc, 0), one = indexConstant(rewriter, loc, 1);
     Value bs = indexConstant(rewriter, loc, blockSize);
-    Value numSeqs = dimValue(rewriter, loc, lens, 0), heads = dimValue(rewriter, loc, q, 1);
+    Value numSeqs = dimValue(rewriter, loc, lens, 0);
+    Value kvHeads = indexConstant(rewriter, loc, op.getNumKvHeads());
+    Value group = indexConstant(rewriter, loc, rep);
     Value numTokens = dimValue(rewriter, loc, q, 0);
     Value numBlocks = dimValue(rewriter, loc, kPool, 0);
     Value maxBlocks = dimValue(rewriter, loc, tables, 1);
@@ -169,10 +197,13 @@ struct LowerPagedAttention : OpRewritePattern<PagedAttentionOp> {
           Value needed = arith::CeilDivUIOp::create(b1, l1, ctx, bs);
           check(b1, l1, cmp(b1, l1, arith::CmpIPredicate::sle, needed, maxBlocks),
                 "xfmr.paged_attention: context longer than the block table");
+          // One KV head at a time with all `rep` query heads that share it
+          // (GQA/MQA): each K/V tile is read once for the whole group, and
+          // a decode token's tile has rep rows instead of one.
           auto headLoop = scf::ForOp::create(
-              b1, l1, zero, heads, one, a1,
-              [&](OpBuilder &b2, Location l2, Value h, ValueRange a2) {
-                Value hk = arith::DivUIOp::create(b2, l2, h, indexConstant(b2, l2, rep));
+              b1, l1, zero, kvHeads, one, a1,
+              [&](OpBuilder &b2, Location l2, Value hk, ValueRange a2) {
+                Value h0 = arith::MulIOp::create(b2, l2, hk, group);
                 auto queryLoop = scf::ForOp::create(
                     b2, l2, zero, n, qBlock, a2,
                     [&](OpBuilder &b3, Location l3, Value q0, ValueRange a3) {
@@ -180,12 +211,15 @@ struct LowerPagedAttention : OpRewritePattern<PagedAttentionOp> {
                       Value tq = arith::MinSIOp::create(b3, l3, qBlock,
                                                         arith::SubIOp::create(b3, l3, n, q0));
                       Value row0 = arith::AddIOp::create(b3, l3, first, q0);
-                      Value qTile = slice2D(b3, l3, q, {row0, h, z}, {tq, o, d});
+                      // [tq, rep, D] -> [tq * rep, D]: row i is token i / rep.
+                      Value qTile = groupRows(b3, l3, q, {row0, h0, z},
+                                              {tq, b3.getIndexAttr(rep), d});
                       Value pos0 = arith::AddIOp::create(b3, l3, base, q0);
                       Value kvEnd = arith::MinSIOp::create(
                           b3, l3, ctx, arith::AddIOp::create(b3, l3, pos0, tq));
                       Value blocks = arith::CeilDivUIOp::create(b3, l3, kvEnd, bs);
-                      SoftmaxState init = initialState(b3, l3, tq, dv);
+                      Value rows = arith::MulIOp::create(b3, l3, tq, group);
+                      SoftmaxState init = initialState(b3, l3, rows, dv);
                       auto blockLoop = scf::ForOp::create(
                           b3, l3, zero, blocks, one, ValueRange{init.max, init.sum, init.acc},
                           [&](OpBuilder &b4, Location l4, Value kb, ValueRange st) {
@@ -202,7 +236,9 @@ struct LowerPagedAttention : OpRewritePattern<PagedAttentionOp> {
                             Value vTile = slice2D(b4, l4, vPool, {block, z, hk, z}, {o, tk, o, dv});
                             auto maskFn = [&](OpBuilder &nb, Location nl, Value i, Value j,
                                               Value score) -> Value {
-                              Value pos = arith::AddIOp::create(nb, nl, pos0, i);
+                              Value token = arith::DivUIOp::create(
+                                  nb, nl, i, indexConstant(nb, nl, rep));
+                              Value pos = arith::AddIOp::create(nb, nl, pos0, token);
                               Value key = arith::AddIOp::create(nb, nl, k0, j);
                               return hideAfter(nb, nl, key, pos, score);
                             };
@@ -215,8 +251,10 @@ struct LowerPagedAttention : OpRewritePattern<PagedAttentionOp> {
                       SoftmaxState done{blockLoop.getResult(0), blockLoop.getResult(1),
                                         blockLoop.getResult(2)};
                       Value tile = finishTile(b3, l3, done, resultType.getElementType());
+                      Value heads3 = ungroupRows(b3, l3, tile, tq, rep);
                       Value updated = tensor::InsertSliceOp::create(
-                          b3, l3, tile, a3[0], {row0, h, z}, {tq, o, dv}, {o, o, o});
+                          b3, l3, heads3, a3[0], {row0, h0, z},
+                          {tq, b3.getIndexAttr(rep), dv}, {o, o, o});
                       scf::YieldOp::create(b3, l3, updated);
                     });
                 scf::YieldOp::create(b2, l2, queryLoop.getResults());

@@ -25,16 +25,20 @@ func.func @kv_write(%k: tensor<?x2x8xf32>, %v: tensor<?x2x8xf32>, %kp: tensor<?x
 // -----
 
 // paged_attention: per sequence its token range and context length are read
-// and checked, then per head and block of new tokens one key tile per cache
+// and checked, then per KV head and block of new tokens one key tile per cache
 // block (the block id read from the table and checked), causal by position.
 // CHECK-LABEL: func.func @paged(
 // CHECK: scf.for %[[S:.*]] = %c0 to %{{.*}} step %c1 iter_args(
 // CHECK: cf.assert %{{.*}}, "xfmr.paged_attention: query_start_loc is not ascending"
 // CHECK: cf.assert %{{.*}}, "xfmr.paged_attention: context_lens shorter than the new tokens"
 // CHECK: cf.assert %{{.*}}, "xfmr.paged_attention: context longer than the block table"
-// CHECK: scf.for %[[H:.*]] = %c0 to %{{.*}} step %c1 iter_args(
-// CHECK: arith.divui %[[H]], %c4{{(_[0-9]+)?}}
+// One KV head per iteration with its 4 query heads: a [tq, 4, 8] query
+// slice as [tq * 4, 8] rows, each K tile read once for the group.
+// CHECK: scf.for %[[H:.*]] = %c0 to %c2 step %c1 iter_args(
+// CHECK: %[[H0:.*]] = arith.muli %[[H]], %c4
 // CHECK: scf.for {{.*}} step %c16{{(_[0-9]+)?}} iter_args(
+// CHECK: tensor.extract_slice %arg0[%{{.*}}, %[[H0]], 0] [%{{.*}}, 4, 8] [1, 1, 1] : tensor<?x8x8xbf16> to tensor<?x4x8xbf16>
+// CHECK: tensor.collapse_shape %{{.*}} {{\[}}[0, 1], [2]] : tensor<?x4x8xbf16> into tensor<?x8xbf16>
 // CHECK: arith.ceildivui %{{.*}}, %c16{{(_[0-9]+)?}}
 // CHECK: scf.for %[[KB:.*]] = %c0 to %{{.*}} step %c1 iter_args(
 // CHECK: %[[ID:.*]] = tensor.extract %arg3[%[[S]], %[[KB]]] : tensor<?x?xi32>
@@ -42,6 +46,8 @@ func.func @kv_write(%k: tensor<?x2x8xf32>, %v: tensor<?x2x8xf32>, %kp: tensor<?x
 // CHECK: tensor.extract_slice %arg1[%{{.*}}, 0, %{{.*}}, 0] [1, %{{.*}}, 1, 8] [1, 1, 1, 1] : tensor<?x16x2x8xbf16> to tensor<?x8xbf16>
 // CHECK: arith.cmpi sgt
 // CHECK: math.exp
+// CHECK: tensor.expand_shape %{{.*}} {{\[}}[0, 1], [2]] output_shape [%{{.*}}, 4, 8] : tensor<?x8xbf16> into tensor<?x4x8xbf16>
+// CHECK: tensor.insert_slice %{{.*}}[%{{.*}}, %[[H0]], 0] [%{{.*}}, 4, 8] [1, 1, 1] : tensor<?x4x8xbf16> into tensor<?x8x8xbf16>
 // CHECK: return
 func.func @paged(%q: tensor<?x8x8xbf16>, %kp: tensor<?x16x2x8xbf16>, %vp: tensor<?x16x2x8xbf16>,
                  %tables: tensor<?x?xi32>, %lens: tensor<?xi32>, %starts: tensor<?xi32>)
