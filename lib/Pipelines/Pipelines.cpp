@@ -34,6 +34,8 @@ LogicalResult buildCPUToLLVMPipeline(OpPassManager &pm,
                                      const CPUPipelineOptions &options) {
   std::string p;
   llvm::raw_string_ostream os(p);
+  if (options.tileContractions)
+    os << "xfmr-pack-weights,";
   os << "xfmr-externalize-weights{min-bytes=" << options.minWeightBytes;
   if (!options.weightsFile.empty())
     os << " weights-file=" << options.weightsFile;
@@ -44,6 +46,8 @@ LogicalResult buildCPUToLLVMPipeline(OpPassManager &pm,
      << "canonicalize,xfmr-drop-pool-results,";
   if (options.blasMinRows > 0)
     os << "xfmr-contractions-to-blas{min-rows=" << options.blasMinRows << "},";
+  if (options.tileContractions)
+    os << "xfmr-tile-contractions,";
   os
      << "buffer-deallocation-pipeline,canonicalize,xfmr-lower-strided-copies,"
      << "convert-linalg-to-loops,"
@@ -65,7 +69,10 @@ struct CPUOptions : public PassPipelineOptions<CPUOptions> {
   Option<int64_t> blasMinRows{
       *this, "blas-min-rows",
       llvm::cl::desc("Fewest rows for which an f32 product calls BLAS (0: never)"),
-      llvm::cl::init(8)};
+      llvm::cl::init(0)};
+  Option<bool> tile{*this, "tile-contractions",
+                    llvm::cl::desc("Register-blocked kernels for f32 products"),
+                    llvm::cl::init(true)};
 };
 } // namespace
 
@@ -81,6 +88,7 @@ void registerPipelines() {
         options.weightsFile = o.weightsFile;
         options.minWeightBytes = o.minBytes;
         options.blasMinRows = o.blasMinRows;
+        options.tileContractions = o.tile;
         (void)buildCPUToLLVMPipeline(pm, options);
       });
 }

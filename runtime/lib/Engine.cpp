@@ -46,11 +46,12 @@ const char *className(RequestClass c) {
 
 } // namespace
 
-Engine::Engine(const Artifact &artifact, KVPools pools, EngineConfig config, Clock clock,
-               Trace trace)
-    : artifact(artifact), pools(std::move(pools)), config(config), clock(std::move(clock)),
+Engine::Engine(const Artifact &artifact, KVPools pools, HostKVPool host, EngineConfig config,
+               Clock clock, Trace trace)
+    : artifact(artifact), pools(std::move(pools)), host(std::move(host)),
+      mover(this->pools, this->host), config(config), clock(std::move(clock)),
       trace(std::move(trace)), blocks(this->pools.numBlocks(), this->pools.blockSize()),
-      cache(blocks, config.cachePolicy) {
+      cache(blocks, config.cachePolicy, &mover, this->host.numSlots()) {
   for (const TensorSpec &out : artifact.manifest().outputs)
     if (out.rank() == 2 && out.shape[1].isStatic())
       vocab = out.shape[1].value;
@@ -66,12 +67,18 @@ Expected<std::unique_ptr<Engine>> Engine::create(const Artifact &artifact, Engin
   Expected<KVPools> pools = KVPools::allocateForBudget(artifact, config.kvCacheBytes);
   if (!pools)
     return pools.takeError();
-  std::unique_ptr<Engine> e(new Engine(artifact, pools.take(), config, std::move(clock),
-                                       std::move(trace)));
+  Expected<HostKVPool> host = HostKVPool::allocateForBudget(*pools, config.hostCacheBytes);
+  if (!host)
+    return host.takeError();
+  std::unique_ptr<Engine> e(new Engine(artifact, pools.take(), host.take(), config,
+                                       std::move(clock), std::move(trace)));
   if (e->vocab < 1)
     return Error(artifact.directory() + ": the step function has no [tokens, vocab] logits");
   e->log(e->blocks.summary(typicalSequenceTokens > 0 ? typicalSequenceTokens
                                                      : e->blocks.blockSize()));
+  if (e->host.numSlots() > 0)
+    e->log(fmt("host tier: %lld blocks (%.1f MiB)", static_cast<long long>(e->host.numSlots()),
+               static_cast<double>(e->host.bytes()) / (1 << 20)));
   return e;
 }
 
@@ -225,7 +232,10 @@ Status Engine::step() {
            static_cast<int64_t>(running.size()) < config.maxNumSeqs) {
       Sequence &seq = *waiting.front();
       if (config.prefixCaching && !seq.prefixChecked && seq.blocks.table().empty()) {
-        PrefixCache::Match hit = cache.match(seq.tokens, clock());
+        std::vector<std::string> loads;
+        PrefixCache::Match hit = cache.match(seq.tokens, clock(), trace ? &loads : nullptr);
+        for (const std::string &line : loads)
+          log(line);
         seq.blocks.adoptPrefix(blocks, hit.blocks, hit.tokens);
         seq.computed = hit.tokens;
         seq.prefixChecked = true;

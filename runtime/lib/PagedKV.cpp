@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstring>
+#include <new>
 #include <map>
 
 namespace xfmr::rt {
@@ -76,6 +77,36 @@ void KVPools::copyBlock(int32_t src, int32_t dst) {
     size_t perBlock = pool.byteSize() / static_cast<size_t>(blocks);
     std::memcpy(pool.bytes() + perBlock * dst, pool.bytes() + perBlock * src, perBlock);
   }
+}
+
+void KVPools::copyOut(int32_t block, uint8_t *dst) const {
+  for (const Tensor &pool : pools) {
+    size_t perBlock = pool.byteSize() / static_cast<size_t>(blocks);
+    std::memcpy(dst, pool.bytes() + perBlock * block, perBlock);
+    dst += perBlock;
+  }
+}
+
+void KVPools::copyIn(const uint8_t *src, int32_t block) {
+  for (Tensor &pool : pools) {
+    size_t perBlock = pool.byteSize() / static_cast<size_t>(blocks);
+    std::memcpy(pool.bytes() + perBlock * block, src, perBlock);
+    src += perBlock;
+  }
+}
+
+Expected<HostKVPool> HostKVPool::allocateForBudget(const KVPools &device, uint64_t budgetBytes) {
+  HostKVPool h;
+  h.perSlot = device.numBlocks() ? device.bytes() / static_cast<uint64_t>(device.numBlocks()) : 0;
+  if (h.perSlot == 0)
+    return h;
+  h.slots = static_cast<int64_t>(budgetBytes / h.perSlot);
+  if (h.slots == 0)
+    return h;
+  h.memory.reset(new (std::nothrow) uint8_t[h.perSlot * static_cast<uint64_t>(h.slots)]);
+  if (!h.memory)
+    return Error("cannot allocate a host KV tier of " + std::to_string(budgetBytes) + " bytes");
+  return h;
 }
 
 Expected<KVPools> KVPools::allocate(const Artifact &artifact, int64_t numBlocks,

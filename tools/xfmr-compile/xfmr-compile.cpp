@@ -80,8 +80,9 @@ cl::opt<int64_t> minWeightBytes(
 cl::opt<int64_t> blasMinRows(
     "blas-min-rows",
     cl::desc("f32 matrix products with at least this many rows call OpenBLAS "
-             "sgemm at run time; 0 keeps every product a generated loop"),
-    cl::init(8), cl::cat(category));
+             "sgemm at run time (faster prefill; results then depend on the "
+             "batch, see docs/cpu-backend.md); 0 (default): never"),
+    cl::init(0), cl::cat(category));
 cl::opt<bool> raise("raise",
                     cl::desc("Recover attention, norms, RoPE, MLPs and embeddings as "
                              "xfmr ops (--raise=false keeps the plain ONNX lowering)"),

@@ -23,8 +23,12 @@ struct CPUPipelineOptions {
   /// Constants of at least this many bytes go to the weights file.
   int64_t minWeightBytes = 256;
   /// f32 matrix products with at least this many rows call BLAS sgemm
-  /// (xfmr-contractions-to-blas); 0 keeps every product a generated loop.
-  int64_t blasMinRows = 8;
+  /// (xfmr-contractions-to-blas; faster prefill, but a row's result then
+  /// depends on the batch); 0: never.
+  int64_t blasMinRows = 0;
+  /// Register-blocked, batch-invariant kernels for the other f32 products
+  /// (xfmr-tile-contractions).
+  bool tileContractions = true;
 };
 
 /// Appends onnx -> linalg on tensors (with elementwise fusion).

@@ -22,6 +22,10 @@ namespace {
 using Body = function_ref<Value(OpBuilder &, Location, ValueRange)>;
 constexpr utils::IteratorType par = utils::IteratorType::parallel;
 constexpr utils::IteratorType red = utils::IteratorType::reduction;
+/// Reductions may be reassociated (vectorized): the online softmax already
+/// sums in a different order than a plain softmax would.
+const arith::FastMathFlags kReassoc =
+    arith::FastMathFlags::reassoc | arith::FastMathFlags::contract;
 
 /// A linalg.generic with one result; `body` gets the block arguments and
 /// returns the value to yield.
@@ -80,12 +84,15 @@ Value scoreTile(OpBuilder &b, Location loc, Value q, Value k, double scale, Mask
   MLIRContext *ctx = b.getContext();
   OpFoldResult tq = tensor::getMixedSize(b, loc, q, 0);
   OpFoldResult tk = tensor::getMixedSize(b, loc, k, 0);
+  // Loops (i, j, d): the innermost reduction over the head dim reads q and
+  // k contiguously; reassociation lets it vectorize.
   Value dot = generic(b, loc, {q, k}, filled(b, loc, {tq, tk}, 0.0),
                       {map(ctx, 3, {0, 2}), map(ctx, 3, {1, 2}), map(ctx, 3, {0, 1})},
                       {par, par, red}, [](OpBuilder &nb, Location l, ValueRange a) -> Value {
-                        Value p = arith::MulFOp::create(nb, l, convertFloat(nb, l, a[0], nb.getF32Type()),
-                                                        convertFloat(nb, l, a[1], nb.getF32Type()));
-                        return arith::AddFOp::create(nb, l, a[2], p);
+                        Value p = arith::MulFOp::create(
+                            nb, l, convertFloat(nb, l, a[0], nb.getF32Type()),
+                            convertFloat(nb, l, a[1], nb.getF32Type()), kReassoc);
+                        return arith::AddFOp::create(nb, l, a[2], p, kReassoc);
                       });
   Value scaleV = f32Const(b, loc, scale);
   AffineMap id2 = map(ctx, 2, {0, 1});
@@ -131,7 +138,7 @@ SoftmaxState softmaxStep(OpBuilder &b, Location loc, const SoftmaxState &state, 
                             });
   Value newSum = generic(b, loc, {probs}, scaledSum, {ij, i2}, {par, red},
                          [](OpBuilder &nb, Location l, ValueRange a) -> Value {
-                           return arith::AddFOp::create(nb, l, a[0], a[1]);
+                           return arith::AddFOp::create(nb, l, a[0], a[1], kReassoc);
                          });
   // acc' = acc * alpha + p · v
   Value scaledAcc = generic(b, loc, {state.acc, alpha},
@@ -139,11 +146,15 @@ SoftmaxState softmaxStep(OpBuilder &b, Location loc, const SoftmaxState &state, 
                             {par, par}, [](OpBuilder &nb, Location l, ValueRange a) -> Value {
                               return arith::MulFOp::create(nb, l, a[0], a[1]);
                             });
+  // Loops (i, key, d): the innermost loop runs along a contiguous row of v
+  // and of acc (acc[i, :] += p[i, key] * v[key, :]) and vectorizes; with the
+  // key innermost it would stride through v.
   Value newAcc = generic(b, loc, {probs, v}, scaledAcc,
-                         {map(ctx, 3, {0, 2}), map(ctx, 3, {2, 1}), map(ctx, 3, {0, 1})},
-                         {par, par, red}, [](OpBuilder &nb, Location l, ValueRange a) -> Value {
-                           Value p = arith::MulFOp::create(nb, l, a[0], convertFloat(nb, l, a[1], nb.getF32Type()));
-                           return arith::AddFOp::create(nb, l, a[2], p);
+                         {map(ctx, 3, {0, 1}), map(ctx, 3, {1, 2}), map(ctx, 3, {0, 2})},
+                         {par, red, par}, [](OpBuilder &nb, Location l, ValueRange a) -> Value {
+                           Value p = arith::MulFOp::create(
+                               nb, l, a[0], convertFloat(nb, l, a[1], nb.getF32Type()), kReassoc);
+                           return arith::AddFOp::create(nb, l, a[2], p, kReassoc);
                          });
   return {newMax, newSum, newAcc};
 }

@@ -12,6 +12,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "Contraction.h"
 #include "xfmr/Target/CPU/Passes.h"
 
 using namespace mlir;
@@ -27,108 +28,6 @@ namespace {
 constexpr llvm::StringLiteral kSgemm = "cblas_sgemm";
 // CBLAS enumerators (cblas.h).
 constexpr int32_t kRowMajor = 101, kNoTrans = 111, kTrans = 112;
-
-/// How one operand of `C[outer..., m, n] += A[.., m, k] * B[.., k, n]` is
-/// laid out: which of its results are outer loop dims, and whether its two
-/// innermost results are swapped (a transposed operand).
-struct OperandLayout {
-  SmallVector<std::pair<unsigned, unsigned>> outer; // (loop dim, memref dim)
-  bool transposed = false;
-};
-
-/// Matches an operand whose map is (outer..., row, col) or (outer..., col,
-/// row), every outer result being one of C's outer loop dims.
-std::optional<OperandLayout> matchOperand(AffineMap map, unsigned row,
-                                          unsigned col,
-                                          ArrayRef<unsigned> outerDims) {
-  unsigned rank = map.getNumResults();
-  if (rank < 2 || !map.isProjectedPermutation())
-    return std::nullopt;
-  OperandLayout layout;
-  unsigned r0 = map.getDimPosition(rank - 2), r1 = map.getDimPosition(rank - 1);
-  if (r0 == row && r1 == col)
-    layout.transposed = false;
-  else if (r0 == col && r1 == row)
-    layout.transposed = true;
-  else
-    return std::nullopt;
-  for (unsigned i = 0; i + 2 < rank; ++i) {
-    unsigned d = map.getDimPosition(i);
-    if (!llvm::is_contained(outerDims, d))
-      return std::nullopt;
-    layout.outer.push_back({d, i});
-  }
-  return layout;
-}
-
-/// The three operand layouts of a BLAS-shaped product, or nothing.
-struct Product {
-  unsigned m, n, k;
-  SmallVector<unsigned> outer; // C's leading loop dims, outermost first
-  OperandLayout a, b, c;
-};
-
-/// The body is exactly `yield out + in0 * in1` (either operand order):
-/// isaContractionOpInterface also accepts bodies that transform the inputs
-/// before multiplying, which sgemm would not compute.
-bool isMultiplyAdd(linalg::GenericOp g) {
-  Block *body = g.getBody();
-  if (body->getOperations().size() != 3)
-    return false;
-  auto yield = cast<linalg::YieldOp>(body->getTerminator());
-  auto add = yield.getValues()[0].getDefiningOp<arith::AddFOp>();
-  if (!add)
-    return false;
-  auto isArg = [&](Value v, unsigned i) { return v == body->getArgument(i); };
-  auto both = [](Value x, Value y, auto pred0, auto pred1) {
-    return (pred0(x) && pred1(y)) || (pred0(y) && pred1(x));
-  };
-  auto mul = add.getLhs().getDefiningOp<arith::MulFOp>();
-  if (!mul)
-    mul = add.getRhs().getDefiningOp<arith::MulFOp>();
-  if (!mul)
-    return false;
-  return both(add.getLhs(), add.getRhs(), [&](Value v) { return isArg(v, 2); },
-              [&](Value v) { return v == mul.getResult(); }) &&
-         both(mul.getLhs(), mul.getRhs(), [&](Value v) { return isArg(v, 0); },
-              [&](Value v) { return isArg(v, 1); });
-}
-
-std::optional<Product> matchProduct(linalg::GenericOp g) {
-  if (!g.hasPureBufferSemantics() || g.getNumDpsInputs() != 2 ||
-      g.getNumDpsInits() != 1 || !isMultiplyAdd(g))
-    return std::nullopt;
-  for (OpOperand &o : g->getOpOperands()) {
-    auto t = dyn_cast<MemRefType>(o.get().getType());
-    if (!t || !t.getElementType().isF32())
-      return std::nullopt;
-  }
-  if (g.getNumReductionLoops() != 1)
-    return std::nullopt;
-  AffineMap mc = g.getMatchingIndexingMap(g.getDpsInitOperand(0));
-  unsigned rank = mc.getNumResults();
-  if (rank < 2 || !mc.isProjectedPermutation())
-    return std::nullopt;
-  Product p;
-  p.m = mc.getDimPosition(rank - 2);
-  p.n = mc.getDimPosition(rank - 1);
-  for (unsigned i = 0; i + 2 < rank; ++i)
-    p.outer.push_back(mc.getDimPosition(i));
-  SmallVector<unsigned> reductions;
-  g.getReductionDims(reductions);
-  p.k = reductions.front();
-  auto a = matchOperand(g.getMatchingIndexingMap(g.getDpsInputOperand(0)),
-                        p.m, p.k, p.outer);
-  auto b = matchOperand(g.getMatchingIndexingMap(g.getDpsInputOperand(1)),
-                        p.k, p.n, p.outer);
-  auto c = matchOperand(mc, p.m, p.n, p.outer);
-  if (!a || !b || !c || c->transposed)
-    return std::nullopt;
-  p.a = *a;
-  p.b = *b;
-  p.c = *c;
-  return p;
-}
 
 func::FuncOp declareSgemm(ModuleOp module) {
   if (auto f = module.lookupSymbol<func::FuncOp>(kSgemm))
@@ -173,7 +72,9 @@ struct ContractionsToBLASPass
     module.walk([&](linalg::GenericOp g) {
       if (!isa<func::FuncOp>(g->getParentOp()))
         return; // inside a loop: an attention tile
-      if (auto p = matchProduct(g))
+      if (!g.hasPureBufferSemantics())
+        return;
+      if (auto p = matchProduct(g); p && !p->packedB)
         products.push_back({g, *p});
     });
     if (products.empty())

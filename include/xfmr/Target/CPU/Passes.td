@@ -122,4 +122,58 @@ def ContractionsToBLASPass : Pass<"xfmr-contractions-to-blas", "mlir::ModuleOp">
   ];
 }
 
+def TileContractionsPass : Pass<"xfmr-tile-contractions", "mlir::ModuleOp"> {
+  let summary = "Register-blocked f32 matrix products that stay batch invariant";
+  let description = [{
+    After bufferization, every top-level f32 `linalg.generic` that is a
+    matrix product `C[b?,m,n] += A[b?,m,k] * B[b?,k,n]` with B and C
+    contiguous along n gets, for products of at least 6 rows, a
+    register-blocked kernel: for each panel of 16 columns, blocks of 6 rows
+    (then single rows) keep their 6x16 (1x16) sums in vector registers
+    across the whole k loop, and the B panel stays in cache for all rows.
+    Columns past the last full panel, and products of fewer than 6 rows
+    (decode), keep the generated loop, which streams B at memory bandwidth.
+
+    Every element is computed exactly as the loop computes it: C's value,
+    then one multiply-add per k in increasing k, contracted the same way
+    (`contract`, never `reassoc`). So a row's result does not depend on how
+    many other rows share the product: a request's tokens are the same
+    whether it runs alone or batched with 63 others (batch invariance, which
+    serving relies on for reproducible greedy outputs). BLAS cannot promise
+    this (xfmr-contractions-to-blas is opt-in for that reason).
+  }];
+  let dependentDialects = ["::mlir::scf::SCFDialect", "::mlir::vector::VectorDialect",
+                           "::mlir::memref::MemRefDialect", "::mlir::arith::ArithDialect"];
+  let statistics = [
+    Statistic<"numTiled", "tiled", "Matrix products given the register-blocked kernel">,
+  ];
+}
+
+def PackWeightsPass : Pass<"xfmr-pack-weights", "mlir::ModuleOp"> {
+  let summary = "Store constant f32 weight matrices in 16-column panels";
+  let description = [{
+    On linalg on tensors, before the weights are externalized: the constant
+    B [K, N] (N a multiple of 16) of every top-level f32 matrix product
+    `C[.., m, n] += A[.., m, k] * B[k, n]` is replaced by its panel layout
+    Bp [N / 16, K, 16] (Bp[p, k, j] = B[k, 16p + j]), read through the map
+    `(n floordiv 16, k, n mod 16)`, so the product is unchanged:
+
+    ```mlir
+    linalg.generic {indexing_maps = [..., affine_map<(b, k, m, n) ->
+        (n floordiv 16, k, n mod 16)>, ...]}
+        ins(%x, %packed : tensor<1x?x1024xf32>, tensor<64x1024x16xf32>) ...
+    ```
+
+    xfmr-tile-contractions then reads each panel as one contiguous stream:
+    the whole matrix at memory bandwidth for one row (decode), each panel
+    from cache for the other rows. This is IREE's data tiling (mmt4d) with
+    the pack done at compile time. A constant with other users keeps its
+    original too.
+  }];
+  let dependentDialects = ["::mlir::arith::ArithDialect", "::mlir::linalg::LinalgDialect"];
+  let statistics = [
+    Statistic<"numPacked", "packed", "Weight matrices stored in panels">,
+  ];
+}
+
 #endif // XFMR_TARGET_CPU_PASSES

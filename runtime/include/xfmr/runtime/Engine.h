@@ -53,6 +53,9 @@ struct EngineConfig {
   int64_t maxTokensPerStep = 2048;
   bool prefixCaching = true;
   PrefixCachePolicy cachePolicy;
+  /// Host tier of the prefix cache (0: none): evicted blocks likely to be
+  /// reused are copied here and copied back on a hit.
+  uint64_t hostCacheBytes = 0;
   int64_t batchAgingSteps = 64;
   /// Test hook: preempt the most recently admitted sequence every N steps.
   int64_t preemptEvery = 0;
@@ -93,6 +96,7 @@ public:
   int64_t totalBlocks() const { return blocks.numBlocks(); }
   int64_t freeBlocks() const { return blocks.numFree(); }
   const PrefixCache &prefixCache() const { return cache; }
+  int64_t hostBlocks() const { return host.numSlots(); }
   /// Releases the prefix cache's blocks (after this free == total when idle).
   void clearPrefixCache() { cache.clear(); }
   std::string summary(int64_t tokensPerSequence) const { return blocks.summary(tokensPerSequence); }
@@ -101,14 +105,26 @@ public:
   ~Engine();
 
 private:
-  Engine(const Artifact &artifact, KVPools pools, EngineConfig config, Clock clock, Trace trace);
+  Engine(const Artifact &artifact, KVPools pools, HostKVPool host, EngineConfig config,
+         Clock clock, Trace trace);
   void log(const std::string &line);
   void preempt(Sequence &seq, const char *why);
   void finish(Sequence &seq, const std::string &reason);
   bool ensureBlocks(Sequence &seq, int64_t tokens, std::vector<BlockCopy> &copies);
 
+  /// The prefix cache's transfers between the pools and the host tier.
+  struct HostMover : BlockMover {
+    KVPools &pools;
+    HostKVPool &host;
+    HostMover(KVPools &pools, HostKVPool &host) : pools(pools), host(host) {}
+    void offload(int32_t block, int32_t slot) override { host.store(pools, block, slot); }
+    void load(int32_t slot, int32_t block) override { host.load(slot, pools, block); }
+  };
+
   const Artifact &artifact;
   KVPools pools;
+  HostKVPool host;
+  HostMover mover;
   EngineConfig config;
   Clock clock;
   Trace trace;

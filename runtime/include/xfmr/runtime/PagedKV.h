@@ -17,6 +17,7 @@
 #include "xfmr/runtime/Artifact.h"
 
 #include <cstdint>
+#include <memory>
 #include <vector>
 
 namespace xfmr::rt {
@@ -36,6 +37,10 @@ public:
   /// Copies block `src` to `dst` in every pool (copy-on-write of a shared
   /// prefix block, see BlockManager.h).
   void copyBlock(int32_t src, int32_t dst);
+  /// Copies block `block` of every pool to `dst` (bytesPerBlock bytes), and
+  /// back: the host tier's transfers.
+  void copyOut(int32_t block, uint8_t *dst) const;
+  void copyIn(const uint8_t *src, int32_t block);
   int64_t numBlocks() const { return blocks; }
   int64_t blockSize() const { return tokensPerBlock; }
   uint64_t bytes() const;
@@ -46,6 +51,29 @@ private:
   std::vector<Tensor> pools;
   int64_t blocks = 0;
   int64_t tokensPerBlock = 0;
+};
+
+/// Host memory for copies of KV blocks (the prefix cache's host tier):
+/// `numSlots()` slots of one block of every pool each, bounded by a byte
+/// budget.
+class HostKVPool {
+public:
+  /// As many slots as fit in `budgetBytes` (0 slots for a budget below one
+  /// block).
+  static Expected<HostKVPool> allocateForBudget(const KVPools &device, uint64_t budgetBytes);
+  int64_t numSlots() const { return slots; }
+  uint64_t bytes() const { return perSlot * static_cast<uint64_t>(slots); }
+  void store(const KVPools &device, int32_t block, int32_t slot) {
+    device.copyOut(block, memory.get() + perSlot * static_cast<uint64_t>(slot));
+  }
+  void load(int32_t slot, KVPools &device, int32_t block) const {
+    device.copyIn(memory.get() + perSlot * static_cast<uint64_t>(slot), block);
+  }
+
+private:
+  std::unique_ptr<uint8_t[]> memory; ///< untouched until a slot is used
+  uint64_t perSlot = 0;
+  int64_t slots = 0;
 };
 
 /// One sequence's share of a step: its new tokens, the positions they take

@@ -1,0 +1,126 @@
+//===- Contraction.cpp - f32 matrix products in bufferized linalg ---------===//
+//
+// Part of xfmr.
+//
+//===----------------------------------------------------------------------===//
+
+#include "Contraction.h"
+
+#include "mlir/Dialect/Arith/IR/Arith.h"
+
+using namespace mlir;
+
+namespace xfmr::cpu {
+namespace {
+
+/// Matches an operand whose map is (outer..., row, col) or (outer..., col,
+/// row), every outer result being one of C's outer loop dims.
+std::optional<OperandLayout> matchOperand(AffineMap map, unsigned row,
+                                          unsigned col,
+                                          ArrayRef<unsigned> outerDims) {
+  unsigned rank = map.getNumResults();
+  if (rank < 2 || !map.isProjectedPermutation())
+    return std::nullopt;
+  OperandLayout layout;
+  unsigned r0 = map.getDimPosition(rank - 2), r1 = map.getDimPosition(rank - 1);
+  if (r0 == row && r1 == col)
+    layout.transposed = false;
+  else if (r0 == col && r1 == row)
+    layout.transposed = true;
+  else
+    return std::nullopt;
+  for (unsigned i = 0; i + 2 < rank; ++i) {
+    unsigned d = map.getDimPosition(i);
+    if (!llvm::is_contained(outerDims, d))
+      return std::nullopt;
+    layout.outer.push_back({d, i});
+  }
+  return layout;
+}
+
+/// The body is exactly `yield out + in0 * in1` (either operand order):
+/// isaContractionOpInterface also accepts bodies that transform the inputs
+/// before multiplying, which sgemm would not compute.
+bool isMultiplyAdd(linalg::GenericOp g) {
+  Block *body = g.getBody();
+  if (body->getOperations().size() != 3)
+    return false;
+  auto yield = cast<linalg::YieldOp>(body->getTerminator());
+  auto add = yield.getValues()[0].getDefiningOp<arith::AddFOp>();
+  if (!add)
+    return false;
+  auto isArg = [&](Value v, unsigned i) { return v == body->getArgument(i); };
+  auto both = [](Value x, Value y, auto pred0, auto pred1) {
+    return (pred0(x) && pred1(y)) || (pred0(y) && pred1(x));
+  };
+  auto mul = add.getLhs().getDefiningOp<arith::MulFOp>();
+  if (!mul)
+    mul = add.getRhs().getDefiningOp<arith::MulFOp>();
+  if (!mul)
+    return false;
+  return both(add.getLhs(), add.getRhs(), [&](Value v) { return isArg(v, 2); },
+              [&](Value v) { return v == mul.getResult(); }) &&
+         both(mul.getLhs(), mul.getRhs(), [&](Value v) { return isArg(v, 0); },
+              [&](Value v) { return isArg(v, 1); });
+}
+
+/// B's map in the packed panel layout: (n floordiv 16, k, n mod 16).
+bool isPanelMap(AffineMap map, unsigned k, unsigned n) {
+  if (map.getNumResults() != 3)
+    return false;
+  MLIRContext *ctx = map.getContext();
+  AffineExpr dn = getAffineDimExpr(n, ctx), dk = getAffineDimExpr(k, ctx);
+  return map.getResult(0) == dn.floorDiv(kPanelWidth) && map.getResult(1) == dk &&
+         map.getResult(2) == dn % kPanelWidth;
+}
+
+} // namespace
+
+AffineMap panelMap(MLIRContext *ctx, unsigned numDims, unsigned k, unsigned n) {
+  AffineExpr dn = getAffineDimExpr(n, ctx), dk = getAffineDimExpr(k, ctx);
+  return AffineMap::get(numDims, 0, {dn.floorDiv(kPanelWidth), dk, dn % kPanelWidth}, ctx);
+}
+
+std::optional<Product> matchProduct(linalg::GenericOp g) {
+  bool buffers = g.hasPureBufferSemantics();
+  if ((!buffers && !g.hasPureTensorSemantics()) || g.getNumDpsInputs() != 2 ||
+      g.getNumDpsInits() != 1 || !isMultiplyAdd(g))
+    return std::nullopt;
+  for (OpOperand &o : g->getOpOperands()) {
+    auto t = dyn_cast<ShapedType>(o.get().getType());
+    if (!t || !t.getElementType().isF32())
+      return std::nullopt;
+  }
+  if (g.getNumReductionLoops() != 1)
+    return std::nullopt;
+  AffineMap mc = g.getMatchingIndexingMap(g.getDpsInitOperand(0));
+  unsigned rank = mc.getNumResults();
+  if (rank < 2 || !mc.isProjectedPermutation())
+    return std::nullopt;
+  Product p;
+  p.m = mc.getDimPosition(rank - 2);
+  p.n = mc.getDimPosition(rank - 1);
+  for (unsigned i = 0; i + 2 < rank; ++i)
+    p.outer.push_back(mc.getDimPosition(i));
+  SmallVector<unsigned> reductions;
+  g.getReductionDims(reductions);
+  p.k = reductions.front();
+  auto a = matchOperand(g.getMatchingIndexingMap(g.getDpsInputOperand(0)),
+                        p.m, p.k, p.outer);
+  AffineMap mb = g.getMatchingIndexingMap(g.getDpsInputOperand(1));
+  auto b = matchOperand(mb, p.k, p.n, p.outer);
+  if (!b && isPanelMap(mb, p.k, p.n)) {
+    b = OperandLayout{};
+    p.packedB = true;
+  }
+  auto c = matchOperand(mc, p.m, p.n, p.outer);
+  if (!a || !b || !c || c->transposed)
+    return std::nullopt;
+  p.a = *a;
+  p.b = *b;
+  p.c = *c;
+  return p;
+}
+
+
+} // namespace xfmr::cpu

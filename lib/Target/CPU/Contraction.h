@@ -1,0 +1,48 @@
+//===- Contraction.h - f32 matrix products in bufferized linalg -*- C++ -*-===//
+//
+// Part of xfmr. Recognizes `C[outer..., m, n] += A[.., m, k] * B[.., k, n]`
+// among linalg.generic ops on memrefs (A and B possibly transposed, the
+// outer dims shared or broadcast), for the passes that replace such products
+// by faster code: xfmr-tile-contractions and xfmr-contractions-to-blas.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef XFMR_LIB_TARGET_CPU_CONTRACTION_H
+#define XFMR_LIB_TARGET_CPU_CONTRACTION_H
+
+#include "mlir/Dialect/Linalg/IR/Linalg.h"
+
+#include <optional>
+
+namespace xfmr::cpu {
+
+/// How one operand is laid out: which of its memref dims are outer loop
+/// dims, and whether its two innermost dims are swapped (transposed).
+struct OperandLayout {
+  llvm::SmallVector<std::pair<unsigned, unsigned>> outer; // (loop dim, memref dim)
+  bool transposed = false;
+};
+
+struct Product {
+  unsigned m, n, k;
+  llvm::SmallVector<unsigned> outer; // C's leading loop dims, outermost first
+  OperandLayout a, b, c;
+  /// B is a constant packed by xfmr-pack-weights: [N / 16, K, 16], read
+  /// through panelMap (b's layout is then empty).
+  bool packedB = false;
+};
+
+/// Columns per panel of a packed weight matrix: two 8-float AVX registers.
+constexpr int64_t kPanelWidth = 16;
+
+/// (loops) -> (n floordiv 16, k, n mod 16): B[k, n] of a packed matrix.
+mlir::AffineMap panelMap(mlir::MLIRContext *ctx, unsigned numDims, unsigned k, unsigned n);
+
+/// The product `g` computes, if it is an f32 generic (on tensors or on
+/// memrefs) whose body is exactly `out + in0 * in1` and whose result is not
+/// transposed.
+std::optional<Product> matchProduct(mlir::linalg::GenericOp g);
+
+} // namespace xfmr::cpu
+
+#endif // XFMR_LIB_TARGET_CPU_CONTRACTION_H

@@ -1,0 +1,219 @@
+//===- TileContractions.cpp - register-blocked, batch-invariant products --===//
+//
+// Part of xfmr.
+//
+// The generated loop of a product (loops batch, k, m, n; n vectorized)
+// reads each row of B once per k and is at memory bandwidth for one row,
+// which is what decode needs. With many rows (prefill, batched decode) it
+// reloads and stores C for every k and runs far below the FMA units' rate.
+// The kernel here keeps a 6x16 block of C in twelve 8-wide vector registers
+// for the whole k loop (the classic AVX2 register block: 12 accumulators,
+// 2 loads of B, one broadcast of A), panel by panel of 16 columns so the
+// panel of B stays in cache across all row blocks.
+//
+// It computes every element with the same operations in the same order as
+// the loop it replaces, so results are bit-identical for any number of rows:
+// see the pass description in Passes.td.
+//
+//===----------------------------------------------------------------------===//
+
+#include "Contraction.h"
+#include "xfmr/Target/CPU/Passes.h"
+
+using namespace mlir;
+
+namespace xfmr::cpu {
+#define GEN_PASS_DEF_TILECONTRACTIONSPASS
+#include "xfmr/Target/CPU/Passes.h.inc"
+} // namespace xfmr::cpu
+
+namespace xfmr::cpu {
+namespace {
+
+constexpr int64_t kRows = 6, kCols = kPanelWidth, kLanes = 8;
+
+/// Whether `v`'s innermost dim is statically contiguous (vector.load needs it).
+bool unitInnerStride(Value v) {
+  auto t = cast<MemRefType>(v.getType());
+  SmallVector<int64_t> strides;
+  int64_t offset;
+  return succeeded(t.getStridesAndOffset(strides, offset)) && !strides.empty() &&
+         strides.back() == 1;
+}
+
+class KernelBuilder {
+public:
+  KernelBuilder(OpBuilder &b, Location loc, linalg::GenericOp g, const Product &p)
+      : b(b), loc(loc), p(p), a(g.getDpsInputOperand(0)->get()),
+        bm(g.getDpsInputOperand(1)->get()), c(g.getDpsInitOperand(0)->get()) {
+    contract = arith::FastMathFlagsAttr::get(b.getContext(), arith::FastMathFlags::contract);
+    vecType = VectorType::get({kLanes}, b.getF32Type());
+  }
+
+  Value idx(int64_t v) { return arith::ConstantIndexOp::create(b, loc, v); }
+  Value dim(Value v, int64_t i) { return memref::DimOp::create(b, loc, v, i); }
+  unsigned rank(Value v) { return cast<MemRefType>(v.getType()).getRank(); }
+
+  /// Indices of element (first, second) of an operand, `first` being its
+  /// row in the product's terms (m for A and C, k for B).
+  SmallVector<Value> at(const OperandLayout &l, Value v, Value first, Value second) {
+    if (v == bm && p.packedB) { // B[k, n] = Bp[n / 16, k, n % 16]
+      Value width = idx(kPanelWidth);
+      return {arith::DivUIOp::create(b, loc, second, width), first,
+              arith::RemUIOp::create(b, loc, second, width)};
+    }
+    unsigned r = rank(v);
+    SmallVector<Value> indices(r);
+    for (auto [loopDim, memDim] : l.outer)
+      indices[memDim] = ivs[llvm::find(p.outer, loopDim) - p.outer.begin()];
+    indices[r - 2] = l.transposed ? second : first;
+    indices[r - 1] = l.transposed ? first : second;
+    return indices;
+  }
+
+  /// Rows [m0, m0 + rows) x columns [n0, n0 + 16): C's values loaded into
+  /// registers, one multiply-add per k, stored back.
+  void microTile(OpBuilder &ob, int64_t rows, Value m0, Value n0, Value K) {
+    OpBuilder::InsertionGuard guard(b);
+    b.setInsertionPoint(ob.getInsertionBlock(), ob.getInsertionPoint());
+    SmallVector<Value> rowIdx, colIdx;
+    for (int64_t i = 0; i < rows; ++i)
+      rowIdx.push_back(i ? arith::AddIOp::create(b, loc, m0, idx(i)).getResult() : m0);
+    for (int64_t h = 0; h < kCols / kLanes; ++h)
+      colIdx.push_back(h ? arith::AddIOp::create(b, loc, n0, idx(h * kLanes)).getResult() : n0);
+    SmallVector<Value> init;
+    for (Value m : rowIdx)
+      for (Value n : colIdx)
+        init.push_back(vector::LoadOp::create(b, loc, vecType, c, at(p.c, c, m, n)));
+    auto loop = scf::ForOp::create(
+        b, loc, idx(0), K, idx(1), init,
+        [&](OpBuilder &kb, Location l, Value k, ValueRange acc) {
+          SmallVector<Value> bRow;
+          {
+            OpBuilder::InsertionGuard inner(b);
+            b.setInsertionPoint(kb.getInsertionBlock(), kb.getInsertionPoint());
+            for (Value n : colIdx)
+              bRow.push_back(vector::LoadOp::create(b, l, vecType, bm, at(p.b, bm, k, n)));
+          }
+          SmallVector<Value> next;
+          for (auto [i, m] : llvm::enumerate(rowIdx)) {
+            Value s = memref::LoadOp::create(kb, l, a, at(p.a, a, m, k));
+            Value broadcast = vector::BroadcastOp::create(kb, l, vecType, s);
+            for (auto [h, bv] : llvm::enumerate(bRow)) {
+              // The loop's body, `out + in0 * in1`, on 8 columns at once.
+              Value prod = arith::MulFOp::create(kb, l, broadcast, bv, contract);
+              next.push_back(
+                  arith::AddFOp::create(kb, l, acc[i * colIdx.size() + h], prod, contract));
+            }
+          }
+          scf::YieldOp::create(kb, l, next);
+        });
+    unsigned r = 0;
+    for (Value m : rowIdx)
+      for (Value n : colIdx)
+        vector::StoreOp::create(b, loc, loop.getResult(r++), c, at(p.c, c, m, n));
+  }
+
+  /// For every outer index and panel of columns [0, nEnd): blocks of kRows
+  /// rows, then the remaining rows one at a time, while the panel of B is
+  /// in cache.
+  void kernels(Value M, Value nEnd, Value K) {
+    OpBuilder::InsertionGuard guard(b);
+    Value mFull = arith::SubIOp::create(b, loc, M, arith::RemUIOp::create(b, loc, M, idx(kRows)));
+    for (unsigned i = 0; i < p.outer.size(); ++i) {
+      auto loop = scf::ForOp::create(b, loc, idx(0), dim(c, i), idx(1));
+      b.setInsertionPointToStart(loop.getBody());
+      ivs.push_back(loop.getInductionVar());
+    }
+    auto panels = scf::ForOp::create(b, loc, idx(0), nEnd, idx(kCols));
+    b.setInsertionPointToStart(panels.getBody());
+    Value n0 = panels.getInductionVar();
+    scf::ForOp::create(b, loc, idx(0), mFull, idx(kRows), ValueRange{},
+                       [&](OpBuilder &rb, Location, Value m0, ValueRange) {
+                         microTile(rb, kRows, m0, n0, K);
+                         scf::YieldOp::create(rb, loc);
+                       });
+    scf::ForOp::create(b, loc, mFull, M, idx(1), ValueRange{},
+                       [&](OpBuilder &rb, Location, Value m, ValueRange) {
+                         microTile(rb, 1, m, n0, K);
+                         scf::YieldOp::create(rb, loc);
+                       });
+  }
+
+  /// Replaces `g`. A packed B: the kernels for every row (its N is a
+  /// multiple of 16). Otherwise, from kRows rows on, the kernels on the full
+  /// column panels plus the loop on the remaining columns, and the loop
+  /// below kRows (it streams B's rows, which beats strided panel reads).
+  void build(linalg::GenericOp g) {
+    unsigned ra = rank(a), rc = rank(c);
+    Value M = dim(c, rc - 2), N = dim(c, rc - 1);
+    Value K = dim(a, p.a.transposed ? ra - 2 : ra - 1);
+    if (p.packedB) {
+      kernels(M, N, K);
+      g.erase();
+      return;
+    }
+    Value enough = arith::CmpIOp::create(b, loc, arith::CmpIPredicate::sge, M, idx(kRows));
+    auto ifOp = scf::IfOp::create(b, loc, enough, /*withElseRegion=*/true);
+    b.setInsertionPointToStart(ifOp.elseBlock());
+    b.clone(*g.getOperation());
+
+    b.setInsertionPointToStart(ifOp.thenBlock());
+    Value nFull = arith::SubIOp::create(b, loc, N, arith::RemUIOp::create(b, loc, N, idx(kCols)));
+    kernels(M, nFull, K);
+    // Columns past the last full panel: the loop on those columns.
+    Value rest = arith::CmpIOp::create(b, loc, arith::CmpIPredicate::ult, nFull, N);
+    auto restIf = scf::IfOp::create(b, loc, rest, /*withElseRegion=*/false);
+    b.setInsertionPointToStart(restIf.thenBlock());
+    Value width = arith::SubIOp::create(b, loc, N, nFull);
+    auto columns = [&](Value v, unsigned nDim) -> Value {
+      SmallVector<OpFoldResult> offsets(rank(v), b.getIndexAttr(0));
+      SmallVector<OpFoldResult> sizes = memref::getMixedSizes(b, loc, v);
+      SmallVector<OpFoldResult> strides(rank(v), b.getIndexAttr(1));
+      offsets[nDim] = nFull;
+      sizes[nDim] = width;
+      return memref::SubViewOp::create(b, loc, v, offsets, sizes, strides);
+    };
+    Value bRest = columns(bm, rank(bm) - 1), cRest = columns(c, rc - 1);
+    Operation *tail = b.clone(*g.getOperation());
+    tail->setOperand(1, bRest);
+    tail->setOperand(2, cRest);
+    g.erase();
+  }
+
+private:
+  OpBuilder &b;
+  Location loc;
+  const Product &p;
+  Value a, bm, c;
+  SmallVector<Value> ivs;
+  arith::FastMathFlagsAttr contract;
+  VectorType vecType;
+};
+
+struct TileContractionsPass : impl::TileContractionsPassBase<TileContractionsPass> {
+  using Base::Base;
+
+  void runOnOperation() override {
+    std::vector<std::pair<linalg::GenericOp, Product>> products;
+    getOperation().walk([&](linalg::GenericOp g) {
+      if (!isa<func::FuncOp>(g->getParentOp()))
+        return; // inside a loop: an attention tile
+      if (!g.hasPureBufferSemantics())
+        return;
+      auto p = matchProduct(g);
+      if (!p || p->b.transposed || !unitInnerStride(g.getDpsInputOperand(1)->get()) ||
+          !unitInnerStride(g.getDpsInitOperand(0)->get()))
+        return;
+      products.push_back({g, *p});
+    });
+    for (auto &[g, p] : products) {
+      OpBuilder b(g);
+      KernelBuilder(b, g.getLoc(), g, p).build(g);
+    }
+    numTiled += products.size();
+  }
+};
+
+} // namespace
+} // namespace xfmr::cpu
