@@ -115,8 +115,8 @@ public:
   }
 
   /// For every outer index and panel of columns [0, nEnd): blocks of kRows
-  /// rows, then the remaining rows one at a time, while the panel of B is
-  /// in cache.
+  /// rows, then one block of the remaining rows, while the panel of B is in
+  /// cache.
   void kernels(Value M, Value nEnd, Value K) {
     OpBuilder::InsertionGuard guard(b);
     Value mFull = arith::SubIOp::create(b, loc, M, arith::RemUIOp::create(b, loc, M, idx(kRows)));
@@ -133,11 +133,21 @@ public:
                          microTile(rb, kRows, m0, n0, K);
                          scf::YieldOp::create(rb, loc);
                        });
-    scf::ForOp::create(b, loc, mFull, M, idx(1), ValueRange{},
-                       [&](OpBuilder &rb, Location, Value m, ValueRange) {
-                         microTile(rb, 1, m, n0, K);
-                         scf::YieldOp::create(rb, loc);
-                       });
+    // The last M % kRows rows as one block of that many rows: a single-row
+    // kernel has two accumulator chains and waits on FMA latency.
+    Value rest = arith::SubIOp::create(b, loc, M, mFull);
+    SmallVector<int64_t> cases;
+    for (int64_t r = 1; r < kRows; ++r)
+      cases.push_back(r);
+    auto sw = scf::IndexSwitchOp::create(b, loc, TypeRange{}, rest, cases, cases.size());
+    for (auto [i, r] : llvm::enumerate(cases)) {
+      Block &block = sw.getCaseRegions()[i].emplaceBlock();
+      OpBuilder cb = OpBuilder::atBlockEnd(&block);
+      microTile(cb, r, mFull, n0, K);
+      scf::YieldOp::create(cb, loc);
+    }
+    OpBuilder db = OpBuilder::atBlockEnd(&sw.getDefaultRegion().emplaceBlock());
+    scf::YieldOp::create(db, loc);
   }
 
   /// Replaces `g`. A packed B: the kernels for every row (its N is a

@@ -127,12 +127,18 @@ def TileContractionsPass : Pass<"xfmr-tile-contractions", "mlir::ModuleOp"> {
   let description = [{
     After bufferization, every top-level f32 `linalg.generic` that is a
     matrix product `C[b?,m,n] += A[b?,m,k] * B[b?,k,n]` with B and C
-    contiguous along n gets, for products of at least 6 rows, a
-    register-blocked kernel: for each panel of 16 columns, blocks of 6 rows
-    (then single rows) keep their 6x16 (1x16) sums in vector registers
-    across the whole k loop, and the B panel stays in cache for all rows.
-    Columns past the last full panel, and products of fewer than 6 rows
-    (decode), keep the generated loop, which streams B at memory bandwidth.
+    contiguous along n gets register-blocked kernels: for each panel of 16
+    columns, blocks of 6 rows, then one block of the M mod 6 remaining rows,
+    keep their sums in vector registers (twelve 8-wide accumulators for 6
+    rows) across the whole k loop, while the panel of B stays in cache for
+    all rows.
+
+    With B packed by xfmr-pack-weights (a constant weight), every row takes
+    the kernels: a panel is one contiguous stream, so one row (decode) reads
+    the matrix at memory bandwidth. Otherwise products of at least 6 rows
+    take the kernels on the full panels and the loop on the columns left
+    over, and smaller ones keep the loop, which streams B's rows (strided
+    panel reads would be slower).
 
     Every element is computed exactly as the loop computes it: C's value,
     then one multiply-add per k in increasing k, contracted the same way
