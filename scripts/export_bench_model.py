@@ -2,10 +2,11 @@
 """Exports the serving benchmark model: a randomly initialised Llama with
 GQA, big enough that a decode step is bound by reading its weights.
 
-Config: hidden 1024, 2 layers, 16 heads of 64 with 4 KV heads, intermediate
-2816, vocab 8192, 512 positions: 38M parameters, 150 MB of fp32 weights
-(the test models in examples/models are 0.3 MB and compute-bound per token,
-so batching has nothing to amortize on them). Too large to commit; this
+Config: TinyLlama-1.1B's layer shape (hidden 2048, intermediate 5632, 32
+heads of 64 with 4 KV heads) with 2 layers, vocab 8192 and 512 positions:
+122M parameters, 490 MB of fp32 weights. (The test models in
+examples/models are 0.3 MB and compute-bound per token, so batching has
+nothing to amortize on them.) Too large to commit; this
 script regenerates it bit for bit from a fixed seed (torch 1.13 from Debian,
 TorchScript exporter, opset 17, dynamic batch and sequence) and checks it
 against torch with onnxruntime.
@@ -25,8 +26,8 @@ import torch
 import transformers
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-CONFIG = dict(vocab_size=8192, hidden_size=1024, intermediate_size=2816, num_hidden_layers=2,
-              num_attention_heads=16, num_key_value_heads=4, max_position_embeddings=512)
+CONFIG = dict(vocab_size=8192, hidden_size=2048, intermediate_size=5632, num_hidden_layers=2,
+              num_attention_heads=32, num_key_value_heads=4, max_position_embeddings=512)
 
 
 class Wrap(torch.nn.Module):

@@ -65,3 +65,6 @@ if wheel_nodes:
 # leaks are checked by the fuzzer and the unit of work, not at process exit.
 config.environment["ASAN_OPTIONS"] = "detect_leaks=0:abort_on_error=0"
 config.environment["UBSAN_OPTIONS"] = "print_stacktrace=1:halt_on_error=1"
+# Artifacts split products across cores with OpenMP; lit already runs one
+# test per core, and spinning worker threads would make them fight.
+config.environment["OMP_NUM_THREADS"] = "1"

@@ -53,9 +53,15 @@ LogicalResult buildCPUToLLVMPipeline(OpPassManager &pm,
      << "convert-linalg-to-loops,"
      << "func.func(math-extend-to-supported-types{target-type=f32}),"
      << "arith-emulate-unsupported-floats{source-types=bf16,f16 target-type=f32},"
-     << "expand-strided-metadata,lower-affine,convert-scf-to-cf,"
+     << "expand-strided-metadata,lower-affine,"
+     // The alloca_scope convert-scf-to-openmp wraps a body in is inlined by
+     // canonicalize (the kernels allocate nothing); scf-to-cf could not
+     // lower loops inside it.
+     << (options.threads ? "convert-scf-to-openmp,canonicalize," : "")
+     << "convert-scf-to-cf,"
      << "arith-expand{include-bf16=true},convert-math-to-libm,"
-     << "finalize-memref-to-llvm,convert-to-llvm,reconcile-unrealized-casts";
+     << "finalize-memref-to-llvm,convert-to-llvm,"
+     << (options.threads ? "convert-openmp-to-llvm," : "") << "reconcile-unrealized-casts";
   return parsePassPipeline(p, pm, llvm::errs());
 }
 
@@ -73,6 +79,9 @@ struct CPUOptions : public PassPipelineOptions<CPUOptions> {
   Option<bool> tile{*this, "tile-contractions",
                     llvm::cl::desc("Register-blocked kernels for f32 products"),
                     llvm::cl::init(true)};
+  Option<bool> threads{*this, "threads",
+                       llvm::cl::desc("Split tiled products across cores (OpenMP)"),
+                       llvm::cl::init(true)};
 };
 } // namespace
 
@@ -89,6 +98,7 @@ void registerPipelines() {
         options.minWeightBytes = o.minBytes;
         options.blasMinRows = o.blasMinRows;
         options.tileContractions = o.tile;
+        options.threads = o.threads;
         (void)buildCPUToLLVMPipeline(pm, options);
       });
 }

@@ -302,8 +302,10 @@ Status Engine::step() {
                    seq->blocks.table(), clock(), seq->request.systemPrompt);
     if (seq->computed < static_cast<int64_t>(seq->tokens.size()))
       continue; // a prompt chunk: more to prefill
-    int64_t next =
-        seq->sampler.next(logits->data<float>() + (row - 1) * vocab, vocab, seq->tokens);
+    const float *rowLogits = logits->data<float>() + (row - 1) * vocab;
+    if (config.onLogits)
+      config.onLogits(seq->request.id, rowLogits, vocab);
+    int64_t next = seq->sampler.next(rowLogits, vocab, seq->tokens);
     seq->tokens.push_back(next);
     if (seq->result.firstToken < 0)
       seq->result.firstToken = clock();

@@ -119,3 +119,102 @@ TEST(PrefixCacheTest, ExpiredBlocksGoFirstAndBudgetLimitsProtection) {
   EXPECT_EQ(log.back(), "evict block 1 (lru, age 3.0s)")
       << "over the budget, the less recently used shared block is unprotected";
 }
+
+namespace {
+
+/// A host tier in plain memory: each device block and host slot holds one
+/// number (the block's "contents"), so moves can be checked.
+struct FakeMover : BlockMover {
+  std::vector<int> device, host;
+  std::vector<std::string> calls;
+  FakeMover(int blocks, int slots) : device(blocks, -1), host(slots, -1) {}
+  void offload(int32_t block, int32_t slot) override {
+    host[slot] = device[block];
+    calls.push_back("offload " + std::to_string(block) + "->" + std::to_string(slot));
+  }
+  void load(int32_t slot, int32_t block) override {
+    device[block] = host[slot];
+    calls.push_back("load " + std::to_string(slot) + "->" + std::to_string(block));
+  }
+};
+
+} // namespace
+
+TEST(PrefixCacheTest, HostTierKeepsReusedBlocksAndBringsThemBack) {
+  BlockManager m(4, 4);
+  FakeMover mover(4, 2);
+  PrefixCache cache(m, {}, &mover, /*hostSlots=*/2);
+  EXPECT_EQ(cache.hostCapacity(), 2);
+  // A shared prompt (hit once, so likely reused) and a one-off prompt.
+  SequenceBlocks shared = cached(m, cache, iota(8), 0);
+  for (size_t i = 0; i < shared.table().size(); ++i)
+    mover.device[shared.table()[i]] = 100 + static_cast<int>(i);
+  shared.releaseAll(m);
+  EXPECT_EQ(cache.match(iota(9), 1).tokens, 8);
+  cached(m, cache, iota(4, 50), 2).releaseAll(m);
+
+  // Pressure: everything goes; the one-off block is dropped, the shared
+  // path moves to the host (leaf first), and both its nodes stay matchable.
+  std::vector<std::string> log;
+  EXPECT_EQ(cache.evict(4, 3, &log), 3);
+  ASSERT_EQ(log.size(), 3u);
+  EXPECT_EQ(log[0], "evict block 1 (lru, age 2.0s) -> host slot 0");
+  EXPECT_EQ(log[1], "evict block 0 (lru, age 2.0s) -> host slot 1");
+  EXPECT_EQ(log[2], "evict block 2 (lru, age 1.0s)");
+  EXPECT_EQ(cache.numCachedBlocks(), 0);
+  EXPECT_EQ(cache.numHostBlocks(), 2);
+  EXPECT_EQ(m.numFree(), 4);
+
+  // A hit loads the path back, root first, into fresh device blocks with
+  // the contents they had.
+  log.clear();
+  PrefixCache::Match hit = cache.match(iota(10), 4, &log);
+  EXPECT_EQ(hit.tokens, 8);
+  ASSERT_EQ(hit.blocks.size(), 2u);
+  EXPECT_EQ(mover.device[hit.blocks[0]], 100);
+  EXPECT_EQ(mover.device[hit.blocks[1]], 101);
+  ASSERT_EQ(log.size(), 2u);
+  EXPECT_EQ(log[0].rfind("load host slot 1 -> block", 0), 0u) << log[0];
+  EXPECT_EQ(log[1].rfind("load host slot 0 -> block", 0), 0u) << log[1];
+  EXPECT_EQ(cache.hostLoads(), 2);
+  EXPECT_EQ(cache.hostOffloads(), 2);
+  // Resident again and still on the host: a second eviction copies nothing.
+  EXPECT_EQ(cache.evict(4, 5, &log), 2);
+  EXPECT_EQ(cache.hostOffloads(), 2);
+  cache.clear();
+  EXPECT_EQ(m.numFree(), 4);
+  EXPECT_EQ(cache.numHostBlocks(), 0);
+}
+
+TEST(PrefixCacheTest, HostTierIsBoundedAndDropsLeastRecentlyUsedCopies) {
+  BlockManager m(2, 4);
+  FakeMover mover(2, 1);
+  PrefixCache cache(m, {}, &mover, /*hostSlots=*/1);
+  auto reused = [&](int64_t from, double t) {
+    cached(m, cache, iota(4, from), t).releaseAll(m);
+    cache.match(iota(5, from), t); // one hit: worth keeping
+  };
+  reused(0, 0);
+  reused(10, 1);
+  std::vector<std::string> log;
+  cache.evict(2, 2, &log); // both go; only one fits on the host
+  ASSERT_EQ(log.size(), 3u);
+  EXPECT_EQ(log[0], "evict block 0 (lru, age 2.0s) -> host slot 0");
+  EXPECT_EQ(log[1], "drop host slot 0 (lru)");
+  EXPECT_EQ(log[2], "evict block 1 (lru, age 1.0s) -> host slot 0");
+  EXPECT_EQ(cache.numHostBlocks(), 1);
+  EXPECT_EQ(cache.match(iota(5, 0), 3).tokens, 0) << "dropped from the host: recomputed";
+  EXPECT_EQ(cache.match(iota(5, 10), 3).tokens, 4) << "on the host: loaded";
+  // No device block free for a load: the match stops there (nothing to evict
+  // but blocks a sequence holds).
+  SequenceBlocks busy;
+  ASSERT_TRUE(busy.reserve(m, 4));
+  cache.evict(2, 4); // the loaded block goes back to the host
+  SequenceBlocks busy2;
+  ASSERT_TRUE(busy2.reserve(m, 4));
+  EXPECT_EQ(m.numFree(), 0);
+  EXPECT_EQ(cache.match(iota(5, 10), 5).tokens, 0);
+  busy.releaseAll(m);
+  busy2.releaseAll(m);
+  EXPECT_EQ(m.numFree(), 2);
+}

@@ -58,6 +58,9 @@ const char *const kHelp =
     "  --max-num-seqs N    running sequences at most (default 256)\n"
     "  --max-tokens-per-step N  token budget of one step (default 2048)\n"
     "  --no-prefix-cache   disable prefix caching\n"
+    "  --host-cache-bytes N  host tier of the prefix cache (default 0: none):\n"
+    "                      evicted blocks that were reused move there and come\n"
+    "                      back on a hit instead of being recomputed\n"
     "  --preempt-every N   test hook: preempt the newest sequence every N steps\n";
 
 int usage(const std::string &m) {
@@ -197,6 +200,7 @@ struct RunStats {
   double seconds = 0, throughput = 0, ttftP50 = 0, ttftP99 = 0, tpotP50 = 0, tpotP99 = 0;
   double hitRate = 0, peakUsage = 0;
   int64_t generated = 0, preemptions = 0, freeAfter = 0, total = 0, steps = 0;
+  int64_t hostBlocks = 0, hostOffloads = 0, hostLoads = 0;
   std::map<int64_t, std::vector<int64_t>> outputs;
   std::string error;
 };
@@ -278,6 +282,9 @@ RunStats replay(const Artifact &artifact, EngineConfig config,
   s.total = e.totalBlocks();
   s.peakUsage = static_cast<double>(used) / static_cast<double>(std::max<int64_t>(s.total, 1));
   s.steps = e.steps();
+  s.hostBlocks = e.hostBlocks();
+  s.hostOffloads = e.prefixCache().hostOffloads();
+  s.hostLoads = e.prefixCache().hostLoads();
   e.clearPrefixCache();
   s.freeAfter = e.freeBlocks();
   if (printDecisions)
@@ -338,6 +345,8 @@ int main(int argc, char **argv) {
       baseline = value;
     } else if (name == "--kv-cache-bytes" && parseInt(value, n, 1, int64_t(1) << 46))
       config.kvCacheBytes = static_cast<uint64_t>(n);
+    else if (name == "--host-cache-bytes" && parseInt(value, n, 0, int64_t(1) << 46))
+      config.hostCacheBytes = static_cast<uint64_t>(n);
     else if (name == "--max-num-seqs" && parseInt(value, n, 1, 1 << 20))
       config.maxNumSeqs = n;
     else if (name == "--max-tokens-per-step" && parseInt(value, n, 1, 1 << 24))
@@ -385,13 +394,15 @@ int main(int argc, char **argv) {
                 "\"speedup\": %.3f, \"outputs_identical\": %s, \"ttft_p50_ms\": %.3f, "
                 "\"ttft_p99_ms\": %.3f, \"tpot_p50_ms\": %.3f, \"tpot_p99_ms\": %.3f, "
                 "\"prefix_hit_rate\": %.4f, \"preemptions\": %lld, \"peak_kv_usage\": %.4f, "
-                "\"steps\": %lld, \"free_blocks_after\": %lld, \"total_blocks\": %lld}\n",
+                "\"steps\": %lld, \"host_blocks\": %lld, \"host_offloads\": %lld, "
+                "\"host_loads\": %lld, \"free_blocks_after\": %lld, \"total_blocks\": %lld}\n",
                 trace->size(), static_cast<long long>(run.generated), run.seconds, run.throughput,
                 base.throughput, base.throughput > 0 ? run.throughput / base.throughput : 0.0,
                 identical ? "true" : "false", run.ttftP50, run.ttftP99, run.tpotP50, run.tpotP99,
                 run.hitRate, static_cast<long long>(run.preemptions), run.peakUsage,
-                static_cast<long long>(run.steps), static_cast<long long>(run.freeAfter),
-                static_cast<long long>(run.total));
+                static_cast<long long>(run.steps), static_cast<long long>(run.hostBlocks),
+                static_cast<long long>(run.hostOffloads), static_cast<long long>(run.hostLoads),
+                static_cast<long long>(run.freeAfter), static_cast<long long>(run.total));
   } else if (!decisions) {
     std::printf("requests %zu, generated %lld tokens in %.3f s: %.1f tok/s\n", trace->size(),
                 static_cast<long long>(run.generated), run.seconds, run.throughput);

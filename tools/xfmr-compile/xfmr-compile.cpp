@@ -83,6 +83,11 @@ cl::opt<int64_t> blasMinRows(
              "sgemm at run time (faster prefill; results then depend on the "
              "batch, see docs/cpu-backend.md); 0 (default): never"),
     cl::init(0), cl::cat(category));
+cl::opt<bool> parallel(
+    "parallel",
+    cl::desc("Split matrix products across the cores (OpenMP: the artifact links "
+             "libomp; OMP_NUM_THREADS caps the threads at run time)"),
+    cl::init(true), cl::cat(category));
 cl::opt<bool> raise("raise",
                     cl::desc("Recover attention, norms, RoPE, MLPs and embeddings as "
                              "xfmr ops (--raise=false keeps the plain ONNX lowering)"),
@@ -403,6 +408,7 @@ int compile() {
   xfmr::CPUPipelineOptions cpuOptions;
   cpuOptions.minWeightBytes = minWeightBytes;
   cpuOptions.blasMinRows = blasMinRows;
+  cpuOptions.threads = parallel;
   if (!tmp.empty())
     cpuOptions.weightsFile = tmp + "/weights.bin";
   if (failed(runPipeline(*module, [&](OpPassManager &pm) {
@@ -440,7 +446,8 @@ int compile() {
                                     {"features", host.features}}},
       {"options", llvm::json::Object{{"opt_level", static_cast<int64_t>(optLevel)},
                                      {"min_weight_bytes", minWeightBytes.getValue()},
-                                     {"blas_min_rows", blasMinRows.getValue()}}},
+                                     {"blas_min_rows", blasMinRows.getValue()},
+                                     {"parallel", parallel.getValue()}}},
       {"library", "model.so"},
       {"entry", "xfmr_entry"},
       {"weights", llvm::json::Object{{"file", "weights.bin"},

@@ -2,22 +2,27 @@
 //
 // Part of xfmr.
 //
-//   xfmr-run generate ARTIFACT --prompt-ids 1,2,3 --max-new-tokens N
+//   xfmr-run generate ARTIFACT --prompt-ids 1,2,3 [--prompt-ids 4,5] ...
 //
-// Greedy generation for one prompt through a step function compiled with
-// `xfmr-compile --kv-cache=paged`: allocates the KV pools the manifest
-// describes, runs the prompt as one prefill step, then one decode step per
-// token. The serving engine (scheduler, many requests) builds on the same
-// runtime calls (xfmr/runtime/PagedKV.h).
+// Generation through the serving engine (runtime/Engine.h) on a step
+// function compiled with `xfmr-compile --kv-cache=paged`: every prompt is a
+// request, all are batched together (continuous batching, chunked prefill,
+// prefix caching, preemption under a KV budget), each with the same sampling
+// parameters.
 //
 //===----------------------------------------------------------------------===//
 
-#include "xfmr/runtime/PagedKV.h"
+#include "xfmr/runtime/Engine.h"
 #include "xfmr/runtime/TensorIO.h"
 
+#include <algorithm>
 #include <cerrno>
+#include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -28,20 +33,27 @@ using namespace xfmr::rt;
 namespace {
 
 const char *const kGenerateHelp =
-    "usage: xfmr-run generate ARTIFACT --prompt-ids ID,ID,... --max-new-tokens N\n"
-    "                [--stop-ids ID,...] [--dump-logits DIR] [--quiet]\n"
+    "usage: xfmr-run generate ARTIFACT --prompt-ids ID,ID,... [--prompt-ids ...]\n"
+    "                --max-new-tokens N [options]\n"
     "\n"
-    "Greedy generation through a step function (xfmr-compile --kv-cache=paged):\n"
-    "one prefill step over the prompt, then one decode step per new token.\n"
-    "Prints the generated ids, comma-separated, on stdout; timings, KV pool\n"
-    "size and peak RSS on stderr.\n"
+    "Generates through the serving engine on a step function (xfmr-compile\n"
+    "--kv-cache=paged). Each --prompt-ids is one request; all of them run\n"
+    "together (continuous batching). Prints each request's generated ids,\n"
+    "comma-separated, one line per prompt in the order given; timings, the KV\n"
+    "cache and peak RSS on stderr.\n"
     "\n"
     "options:\n"
-    "  --prompt-ids LIST    the prompt's token ids (at least one)\n"
-    "  --max-new-tokens N   tokens to generate (1..1000000)\n"
-    "  --stop-ids LIST      stop after generating one of these ids\n"
-    "  --dump-logits DIR    write each step's last-token logits to\n"
-    "                       DIR/step_K.npy (K from 0; step 0 is the prefill)\n"
+    "  --prompt-ids LIST    a prompt's token ids (at least one); repeatable\n"
+    "  --max-new-tokens N   tokens to generate per request (1..1000000)\n"
+    "  --stop-ids LIST      stop a request after it generates one of these\n"
+    "  --temperature T      0 (default): greedy; > 0: sample\n"
+    "  --top-k K            keep the K most likely tokens (0: all)\n"
+    "  --top-p P            keep the most likely tokens up to probability P (1: all)\n"
+    "  --repetition-penalty R  > 1 discourages tokens already present (1: off)\n"
+    "  --seed S             sampling seed (request i uses S + i)\n"
+    "  --kv-cache-bytes N   KV cache size (default: enough for every request)\n"
+    "  --dump-logits DIR    write the logits each token of the first request is\n"
+    "                       chosen from to DIR/step_K.npy (K from 0: the prefill)\n"
     "  --quiet              print only the ids and errors\n";
 
 int usageError(const std::string &message) {
@@ -75,14 +87,35 @@ bool parseIds(const std::string &text, std::vector<int64_t> &out) {
   return !out.empty();
 }
 
+bool parseInt(const std::string &text, int64_t lo, int64_t hi, int64_t &out) {
+  char *end = nullptr;
+  errno = 0;
+  long long v = std::strtoll(text.c_str(), &end, 10);
+  if (text.empty() || *end != '\0' || errno != 0 || v < lo || v > hi)
+    return false;
+  out = v;
+  return true;
+}
+
+bool parseDouble(const std::string &text, double &out) {
+  char *end = nullptr;
+  errno = 0;
+  double v = std::strtod(text.c_str(), &end);
+  if (text.empty() || *end != '\0' || errno != 0 || !std::isfinite(v))
+    return false;
+  out = v;
+  return true;
+}
+
 } // namespace
 
 double peakResidentMiB(); // xfmr-run.cpp
 
 int generateMain(int argc, char **argv) {
   std::string artifactDir, dumpDir;
-  std::vector<int64_t> prompt, stop;
-  int64_t maxNew = -1;
+  std::vector<std::vector<int64_t>> prompts;
+  SamplingParams sampling;
+  int64_t maxNew = -1, kvBytes = 0, seed = 0;
   bool quiet = false;
   for (int i = 2; i < argc; ++i) {
     std::string arg = argv[i];
@@ -109,60 +142,127 @@ int generateMain(int argc, char **argv) {
         return usageError("option '" + name + "' needs a value");
       value = argv[++i];
     }
+    bool ok = true;
     if (name == "--prompt-ids") {
-      if (!parseIds(value, prompt))
-        return usageError("--prompt-ids expects comma-separated non-negative ids, got '" +
-                          value + "'");
+      prompts.emplace_back();
+      ok = parseIds(value, prompts.back());
     } else if (name == "--stop-ids") {
-      if (!parseIds(value, stop))
-        return usageError("--stop-ids expects comma-separated ids, got '" + value + "'");
+      ok = parseIds(value, sampling.stopTokens);
     } else if (name == "--max-new-tokens") {
-      char *end = nullptr;
-      errno = 0;
-      long long n = std::strtoll(value.c_str(), &end, 10);
-      if (value.empty() || *end != '\0' || errno != 0 || n < 1 || n > 1000000)
-        return usageError("--max-new-tokens expects 1..1000000, got '" + value + "'");
-      maxNew = n;
+      ok = parseInt(value, 1, 1000000, maxNew);
+    } else if (name == "--temperature") {
+      ok = parseDouble(value, sampling.temperature);
+    } else if (name == "--top-k") {
+      ok = parseInt(value, 0, INT32_MAX, sampling.topK);
+    } else if (name == "--top-p") {
+      ok = parseDouble(value, sampling.topP);
+    } else if (name == "--repetition-penalty") {
+      ok = parseDouble(value, sampling.repetitionPenalty);
+    } else if (name == "--seed") {
+      ok = parseInt(value, 0, INT64_MAX, seed);
+    } else if (name == "--kv-cache-bytes") {
+      ok = parseInt(value, 1, int64_t(1) << 46, kvBytes);
     } else if (name == "--dump-logits") {
       dumpDir = value;
     } else {
       return usageError("unknown option '" + name + "'");
     }
+    if (!ok)
+      return usageError("bad value for " + name + ": '" + value + "'");
   }
   if (artifactDir.empty())
     return usageError("no artifact given");
-  if (prompt.empty())
+  if (prompts.empty())
     return usageError("--prompt-ids is required");
   if (maxNew < 0)
     return usageError("--max-new-tokens is required");
+  sampling.maxTokens = maxNew;
 
   Expected<std::unique_ptr<Artifact>> loaded = Artifact::load(artifactDir);
   if (!loaded)
     return fail(loaded.error());
   const Artifact &artifact = **loaded;
+  if (!artifact.manifest().kvCache)
+    return fail(artifactDir + ": not a step function (compile with xfmr-compile --kv-cache=paged)");
   if (!dumpDir.empty() && ::mkdir(dumpDir.c_str(), 0777) != 0 && errno != EEXIST)
     return fail(dumpDir + ": cannot create the directory");
-  Expected<GreedyResult> result =
-      generateGreedy(artifact, prompt, maxNew, stop, /*keepLogits=*/!dumpDir.empty());
-  if (!result)
-    return fail(result.error());
-  for (size_t k = 0; k < result->lastLogits.size(); ++k)
-    if (Status s = writeNpy(dumpDir + "/step_" + std::to_string(k) + ".npy",
-                            result->lastLogits[k]);
-        !s)
+
+  EngineConfig config;
+  if (kvBytes > 0) {
+    config.kvCacheBytes = static_cast<uint64_t>(kvBytes);
+  } else { // every request at its full length at once, in whole blocks
+    uint64_t blocks = 0, bs = static_cast<uint64_t>(artifact.manifest().kvCache->blockSize);
+    for (const auto &p : prompts)
+      blocks += (p.size() + static_cast<uint64_t>(maxNew) + bs - 1) / bs;
+    config.kvCacheBytes = blocks * KVPools::bytesPerBlock(artifact.manifest());
+  }
+  int64_t dumped = 0;
+  std::string dumpError;
+  if (!dumpDir.empty())
+    config.onLogits = [&](int64_t id, const float *logits, int64_t vocab) {
+      if (id != 0 || !dumpError.empty())
+        return;
+      Expected<Tensor> row = Tensor::create(DType::F32, {vocab}, "logits");
+      if (!row) {
+        dumpError = row.error();
+        return;
+      }
+      std::memcpy(row->bytes(), logits, static_cast<size_t>(vocab) * sizeof(float));
+      if (Status s = writeNpy(dumpDir + "/step_" + std::to_string(dumped++) + ".npy", *row); !s)
+        dumpError = s.error();
+    };
+  auto start = std::chrono::steady_clock::now();
+  auto clock = [&] {
+    return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  };
+  int64_t longest = 0;
+  for (const auto &p : prompts)
+    longest = std::max<int64_t>(longest, static_cast<int64_t>(p.size()) + maxNew);
+  Expected<std::unique_ptr<Engine>> engine = Engine::create(
+      artifact, config, clock,
+      quiet ? Engine::Trace() : [](const std::string &line) {
+        if (line.rfind("KV cache:", 0) == 0 || line.rfind("host tier:", 0) == 0)
+          std::fprintf(stderr, "%s\n", line.c_str());
+      },
+      longest);
+  if (!engine)
+    return fail(engine.error());
+  for (size_t i = 0; i < prompts.size(); ++i) {
+    Request r;
+    r.id = static_cast<int64_t>(i);
+    r.prompt = prompts[i];
+    r.sampling = sampling;
+    r.sampling.seed = static_cast<uint64_t>(seed) + i;
+    if (Status s = (*engine)->submit(std::move(r)); !s)
       return fail(s.error());
-  for (size_t k = 0; k < result->tokens.size(); ++k)
-    std::printf("%s%lld", k ? "," : "", static_cast<long long>(result->tokens[k]));
-  std::printf("\n");
+  }
+  std::map<int64_t, RequestResult> results;
+  while (!(*engine)->idle()) {
+    if (Status s = (*engine)->step(); !s)
+      return fail(s.error());
+    if (!dumpError.empty())
+      return fail(dumpError);
+    for (RequestResult &r : (*engine)->takeFinished())
+      results[r.id] = std::move(r);
+  }
+  for (const auto &[id, r] : results) {
+    for (size_t k = 0; k < r.tokens.size(); ++k)
+      std::printf("%s%lld", k ? "," : "", static_cast<long long>(r.tokens[k]));
+    std::printf("\n");
+  }
   if (!quiet) {
-    const KVCacheSpec &kv = *artifact.manifest().kvCache;
-    size_t decodeSteps = result->tokens.size() > 1 ? result->tokens.size() - 1 : 0;
-    std::fprintf(stderr,
-                 "prompt %zu tokens, generated %zu; prefill %.2f ms, decode %.2f ms/token; "
-                 "KV cache: %d layers, block size %lld\n",
-                 prompt.size(), result->tokens.size(), result->prefillMs,
-                 decodeSteps ? result->decodeMs / decodeSteps : 0.0,
-                 static_cast<int>(kv.numLayers), static_cast<long long>(kv.blockSize));
+    for (const auto &[id, r] : results) {
+      double decode = r.tokens.size() > 1 ? (r.finish - r.firstToken) / (r.tokens.size() - 1) : 0;
+      std::fprintf(stderr,
+                   "request %lld: prompt %zu tokens, generated %zu (%s); first token %.2f ms, "
+                   "then %.2f ms/token\n",
+                   static_cast<long long>(id), prompts[static_cast<size_t>(id)].size(),
+                   r.tokens.size(), r.finishReason.c_str(), 1e3 * (r.firstToken - r.arrival),
+                   1e3 * decode);
+    }
+    std::fprintf(stderr, "%lld steps, %lld preemptions\n",
+                 static_cast<long long>((*engine)->steps()),
+                 static_cast<long long>((*engine)->preemptions()));
     if (double mib = peakResidentMiB(); mib >= 0)
       std::fprintf(stderr, "peak RSS: %.1f MiB\n", mib);
   }

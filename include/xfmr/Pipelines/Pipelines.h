@@ -29,6 +29,9 @@ struct CPUPipelineOptions {
   /// Register-blocked, batch-invariant kernels for the other f32 products
   /// (xfmr-tile-contractions).
   bool tileContractions = true;
+  /// Split the tiled products' column panels across cores (OpenMP; the
+  /// artifact then links libomp, and OMP_NUM_THREADS caps the threads).
+  bool threads = true;
 };
 
 /// Appends onnx -> linalg on tensors (with elementwise fusion).

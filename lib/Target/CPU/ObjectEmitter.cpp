@@ -8,6 +8,7 @@
 
 #include "mlir/Target/LLVMIR/Dialect/Builtin/BuiltinToLLVMIRTranslation.h"
 #include "mlir/Target/LLVMIR/Dialect/LLVMIR/LLVMToLLVMIRTranslation.h"
+#include "mlir/Target/LLVMIR/Dialect/OpenMP/OpenMPToLLVMIRTranslation.h"
 #include "mlir/Target/LLVMIR/Export.h"
 
 #include "llvm/IR/IRBuilder.h"
@@ -87,6 +88,7 @@ LogicalResult emitSharedObject(ModuleOp module, const HostTarget &target,
                                std::string *llvmIR) {
   registerBuiltinDialectTranslation(*module->getContext());
   registerLLVMDialectTranslation(*module->getContext());
+  registerOpenMPDialectTranslation(*module->getContext());
   llvm::InitializeNativeTarget();
   llvm::InitializeNativeTargetAsmPrinter();
 
@@ -154,6 +156,8 @@ LogicalResult emitSharedObject(ModuleOp module, const HostTarget &target,
   }
 
   bool usesBLAS = m->getFunction("cblas_sgemm") != nullptr;
+  // Products split across cores (xfmr-compile --threads) call LLVM's libomp.
+  bool usesOpenMP = m->getFunction("__kmpc_fork_call") != nullptr;
 
   // Object file next to the shared object, removed after linking.
   std::string objPath = (soPath + ".o").str();
@@ -188,6 +192,11 @@ LogicalResult emitSharedObject(ModuleOp module, const HostTarget &target,
   // xfmr-contractions-to-blas calls OpenBLAS's sgemm.
   if (usesBLAS)
     args.push_back("-lopenblas");
+  if (usesOpenMP) {
+    args.push_back("-L" XFMR_LIBOMP_DIR);
+    args.push_back("-Wl,-rpath," XFMR_LIBOMP_DIR);
+    args.push_back("-lomp");
+  }
   std::string linkError;
   int rc = llvm::sys::ExecuteAndWait(linker, args, std::nullopt, {}, 0, 0,
                                      &linkError);

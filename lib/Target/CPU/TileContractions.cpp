@@ -125,9 +125,13 @@ public:
       b.setInsertionPointToStart(loop.getBody());
       ivs.push_back(loop.getInductionVar());
     }
-    auto panels = scf::ForOp::create(b, loc, idx(0), nEnd, idx(kCols));
+    // Panels are independent: with xfmr-compile --parallel each core takes
+    // a share (convert-scf-to-openmp); a panel is computed by one thread, so
+    // results do not depend on the number of threads either.
+    auto panels = scf::ParallelOp::create(b, loc, ValueRange{idx(0)}, ValueRange{nEnd},
+                                          ValueRange{idx(kCols)});
     b.setInsertionPointToStart(panels.getBody());
-    Value n0 = panels.getInductionVar();
+    Value n0 = panels.getInductionVars()[0];
     scf::ForOp::create(b, loc, idx(0), mFull, idx(kRows), ValueRange{},
                        [&](OpBuilder &rb, Location, Value m0, ValueRange) {
                          microTile(rb, kRows, m0, n0, K);

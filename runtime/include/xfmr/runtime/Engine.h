@@ -59,6 +59,9 @@ struct EngineConfig {
   int64_t batchAgingSteps = 64;
   /// Test hook: preempt the most recently admitted sequence every N steps.
   int64_t preemptEvery = 0;
+  /// Called with the logits a request's next token is sampled from, before
+  /// sampling (xfmr-run generate --dump-logits).
+  std::function<void(int64_t requestId, const float *logits, int64_t vocab)> onLogits;
 };
 
 struct RequestResult {
