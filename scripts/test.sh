@@ -42,7 +42,7 @@ run_lit release build
 
 if [[ "${XFMR_SKIP_SANITIZERS:-0}" != 1 ]]; then
   bash scripts/build.sh --asan
-  run_lit asan+ubsan build-asan --filter 'Importer|Dialect|Conversion|Fuzz|Unit'
+  run_lit asan+ubsan build-asan --filter 'Importer|Dialect|Conversion|Target|Fuzz|Unit'
 fi
 
 echo "$total_pass passed, $total_fail failed, $total_skip skipped"
