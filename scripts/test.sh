@@ -3,7 +3,7 @@
 # every test, in two configurations:
 #   build/       the release build (g++), the whole lit suite
 #   build-asan/  clang with ASan+UBSan and the libFuzzer target: the importer,
-#                pass (Conversion) lit tests,
+#                pass (Conversion, Target) lit tests,
 #                bad-input and runtime unit tests again, plus a fuzzing smoke run
 # Ends with the runners' summary and a total "N passed, N failed, N skipped".
 # XFMR_SKIP_SANITIZERS=1 skips the second configuration.
