@@ -57,7 +57,7 @@ LogicalResult buildCPUToLLVMPipeline(OpPassManager &pm,
      // The alloca_scope convert-scf-to-openmp wraps a body in is inlined by
      // canonicalize (the kernels allocate nothing); scf-to-cf could not
      // lower loops inside it.
-     << (options.threads ? "convert-scf-to-openmp,canonicalize," : "")
+     << (options.threads ? "xfmr-parallelize-loops,convert-scf-to-openmp,canonicalize," : "")
      << "convert-scf-to-cf,"
      << "arith-expand{include-bf16=true},convert-math-to-libm,"
      << "finalize-memref-to-llvm,convert-to-llvm,"

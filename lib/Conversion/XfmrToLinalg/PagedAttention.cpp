@@ -261,6 +261,9 @@ struct LowerPagedAttention : OpRewritePattern<PagedAttentionOp> {
               });
           scf::YieldOp::create(b1, l1, headLoop.getResults());
         });
+    // Sequences write disjoint rows of the result and only read the pools:
+    // the CPU backend may run them on several cores (xfmr-parallelize-loops).
+    seqLoop->setAttr("xfmr.independent_iterations", rewriter.getUnitAttr());
     rewriter.replaceOp(op, seqLoop.getResults());
     return success();
   }

@@ -48,6 +48,8 @@ func.func @kv_write(%k: tensor<?x2x8xf32>, %v: tensor<?x2x8xf32>, %kp: tensor<?x
 // CHECK: math.exp
 // CHECK: tensor.expand_shape %{{.*}} {{\[}}[0, 1], [2]] output_shape [%{{.*}}, 4, 8] : tensor<?x8xbf16> into tensor<?x4x8xbf16>
 // CHECK: tensor.insert_slice %{{.*}}[%{{.*}}, %[[H0]], 0] [%{{.*}}, 4, 8] [1, 1, 1] : tensor<?x4x8xbf16> into tensor<?x8x8xbf16>
+// Sequences are independent: the CPU backend may run them on several cores.
+// CHECK: } {xfmr.independent_iterations}
 // CHECK: return
 func.func @paged(%q: tensor<?x8x8xbf16>, %kp: tensor<?x16x2x8xbf16>, %vp: tensor<?x16x2x8xbf16>,
                  %tables: tensor<?x?xi32>, %lens: tensor<?xi32>, %starts: tensor<?xi32>)

@@ -182,4 +182,20 @@ def PackWeightsPass : Pass<"xfmr-pack-weights", "mlir::ModuleOp"> {
   ];
 }
 
+def ParallelizeLoopsPass : Pass<"xfmr-parallelize-loops", "mlir::ModuleOp"> {
+  let summary = "Turn loops marked independent into scf.parallel";
+  let description = [{
+    After bufferization and deallocation, an `scf.for` that a lowering
+    marked `xfmr.independent_iterations` (the sequence loop of paged
+    attention: each sequence writes its own rows) and that carries no values
+    becomes an `scf.parallel` with the same body, which
+    `convert-scf-to-openmp` then runs on several cores (xfmr-compile
+    --parallel). A marked loop that still carries values is left alone.
+  }];
+  let dependentDialects = ["::mlir::scf::SCFDialect"];
+  let statistics = [
+    Statistic<"numParallel", "parallel-loops", "Loops turned into scf.parallel">,
+  ];
+}
+
 #endif // XFMR_TARGET_CPU_PASSES
