@@ -7,7 +7,6 @@
 #include "xfmr/runtime/PagedKV.h"
 
 #include <algorithm>
-#include <chrono>
 #include <cstring>
 #include <new>
 #include <map>
@@ -27,18 +26,6 @@ Expected<Tensor> vectorTensor(DType dtype, const std::vector<T> &values,
 }
 
 std::string quoted(const std::string &s) { return "'" + s + "'"; }
-
-double msSince(std::chrono::steady_clock::time_point start) {
-  return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start)
-      .count();
-}
-
-/// Index of the largest value of row `row` of a [T, V] f32 tensor.
-int64_t argmaxRow(const Tensor &logits, int64_t row) {
-  int64_t vocab = logits.shape()[1];
-  const float *p = logits.data<float>() + row * vocab;
-  return std::max_element(p, p + vocab) - p;
-}
 
 } // namespace
 
@@ -239,53 +226,6 @@ Expected<Tensor> runStep(const Artifact &artifact, KVPools &pools,
       (*out)[0].dtype() != DType::F32)
     return Error(artifact.directory() + ": the step did not return f32 logits [seqs, vocab]");
   return std::move((*out)[0]);
-}
-
-Expected<GreedyResult> generateGreedy(const Artifact &artifact, const std::vector<int64_t> &prompt,
-                                      int64_t maxNewTokens, const std::vector<int64_t> &stop,
-                                      bool keepLogits) {
-  if (prompt.empty())
-    return Error("the prompt is empty");
-  if (maxNewTokens < 1)
-    return Error("--max-new-tokens must be at least 1");
-  const Manifest &m = artifact.manifest();
-  if (!m.kvCache)
-    return Error(artifact.directory() +
-                 ": not a step function (compile with xfmr-compile --kv-cache=paged)");
-  int64_t bs = m.kvCache->blockSize;
-  int64_t total = static_cast<int64_t>(prompt.size()) + maxNewTokens;
-  int64_t blocks = (total + bs - 1) / bs;
-  Expected<KVPools> pools = KVPools::allocate(artifact, blocks);
-  if (!pools)
-    return pools.takeError();
-  StepSequence seq;
-  for (int64_t b = 0; b < blocks; ++b)
-    seq.blockTable.push_back(static_cast<int32_t>(b));
-  seq.tokens = prompt;
-  GreedyResult result;
-  for (int64_t step = 0; step < maxNewTokens; ++step) {
-    auto start = std::chrono::steady_clock::now();
-    Expected<Tensor> logits = runStep(artifact, *pools, {seq});
-    if (!logits)
-      return logits.takeError();
-    (step == 0 ? result.prefillMs : result.decodeMs) += msSince(start);
-    int64_t last = 0; // the only sequence's last token
-    int64_t next = argmaxRow(*logits, last);
-    if (keepLogits) {
-      int64_t vocab = logits->shape()[1];
-      Expected<Tensor> row = Tensor::create(DType::F32, {vocab}, "logits");
-      if (!row)
-        return row.takeError();
-      std::memcpy(row->bytes(), logits->data<float>() + last * vocab, vocab * sizeof(float));
-      result.lastLogits.push_back(row.take());
-    }
-    result.tokens.push_back(next);
-    if (std::find(stop.begin(), stop.end(), next) != stop.end())
-      break;
-    seq.firstPosition += static_cast<int64_t>(seq.tokens.size());
-    seq.tokens = {next};
-  }
-  return result;
 }
 
 } // namespace xfmr::rt

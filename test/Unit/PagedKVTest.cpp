@@ -139,23 +139,49 @@ TEST_F(PagedKVTest, RejectsBadSteps) {
 
 TEST_F(PagedKVTest, GreedyGenerationFeedsBackTheArgmax) {
   REQUIRE_STEP_MODEL();
-  // The echo model's largest logit is the slot (column 2) once the slot
-  // exceeds the id; the driver appends argmax = 2 and stops at stop id 2.
-  Expected<GreedyResult> r = generateGreedy(*artifact, {0, 1}, 5, {}, /*keepLogits=*/true);
+  // One request through the engine: each token is the argmax of the logits
+  // the engine hands to onLogits, and the next step feeds it back.
+  auto generate = [&](std::vector<int64_t> prompt, std::vector<int64_t> stop,
+                      std::vector<std::vector<float>> *rows) -> Expected<RequestResult> {
+    EngineConfig config;
+    config.kvCacheBytes = 32 * 8;
+    if (rows)
+      config.onLogits = [rows](int64_t, const float *logits, int64_t vocab) {
+        rows->emplace_back(logits, logits + vocab);
+      };
+    auto e = Engine::create(*artifact, config, [] { return 0.0; });
+    if (!e)
+      return e.takeError();
+    Request r;
+    r.prompt = std::move(prompt);
+    r.sampling.maxTokens = 5;
+    r.sampling.stopTokens = std::move(stop);
+    if (Status s = (*e)->submit(r); !s)
+      return Error(s.error());
+    while (!(*e)->idle())
+      if (Status s = (*e)->step(); !s)
+        return Error(s.error());
+    std::vector<RequestResult> done = (*e)->takeFinished();
+    if (done.size() != 1)
+      return Error("expected one finished request");
+    return std::move(done.front());
+  };
+  std::vector<std::vector<float>> rows;
+  Expected<RequestResult> r = generate({0, 1}, {}, &rows);
   ASSERT_TRUE(r) << r.error();
   ASSERT_EQ(r->tokens.size(), 5u);
-  ASSERT_EQ(r->lastLogits.size(), 5u);
+  ASSERT_EQ(rows.size(), 5u);
   // Step k>0 feeds token tokens[k-1] at position 2 + k - 1.
   for (size_t k = 1; k < r->tokens.size(); ++k) {
-    const float *row = r->lastLogits[k].data<float>();
-    EXPECT_EQ(row[0], static_cast<float>(r->tokens[k - 1]));
-    EXPECT_EQ(row[1], static_cast<float>(k + 1));
-    EXPECT_EQ(row[3], static_cast<float>(k + 2)); // context grows by one
+    EXPECT_EQ(rows[k][0], static_cast<float>(r->tokens[k - 1]));
+    EXPECT_EQ(rows[k][1], static_cast<float>(k + 1));
+    EXPECT_EQ(rows[k][3], static_cast<float>(k + 2)); // context grows by one
   }
-  Expected<GreedyResult> stopped = generateGreedy(*artifact, {0, 1}, 5, {r->tokens[0]});
+  Expected<RequestResult> stopped = generate({0, 1}, {r->tokens[0]}, nullptr);
   ASSERT_TRUE(stopped) << stopped.error();
   EXPECT_EQ(stopped->tokens.size(), 1u);
-  EXPECT_FALSE(generateGreedy(*artifact, {}, 5));
+  EXPECT_EQ(stopped->finishReason, "stop");
+  EXPECT_FALSE(generate({}, {}, nullptr));
 }
 
 TEST_F(PagedKVTest, BudgetAndBlockCopies) {

@@ -6,8 +6,8 @@
 // each sequence's block table, context length and token range, and one key
 // and one value pool per layer that it updates in place; it returns logits
 // for every packed token. This file holds the pools and builds one step's
-// inputs; the block allocation policy belongs to the caller (a greedy
-// single-sequence driver here, the serving scheduler later).
+// inputs; the block allocation policy belongs to the caller (the serving
+// engine, Engine.h).
 //
 //===----------------------------------------------------------------------===//
 
@@ -90,22 +90,6 @@ struct StepSequence {
 /// logits_indices input: no lm_head work for the rest of a prompt chunk).
 Expected<Tensor> runStep(const Artifact &artifact, KVPools &pools,
                          const std::vector<StepSequence> &sequences);
-
-struct GreedyResult {
-  std::vector<int64_t> tokens;   ///< generated, without the prompt
-  double prefillMs = 0;          ///< the first step (the whole prompt)
-  double decodeMs = 0;           ///< all later steps together
-  std::vector<Tensor> lastLogits; ///< per step: logits of its last token, [vocab]
-};
-
-/// Greedy generation for one sequence: one prefill step over the whole
-/// prompt, then one step per new token, the argmax of the last token's
-/// logits each time; stops after `maxNewTokens` or at a token in `stop`.
-Expected<GreedyResult> generateGreedy(const Artifact &artifact,
-                                      const std::vector<int64_t> &prompt,
-                                      int64_t maxNewTokens,
-                                      const std::vector<int64_t> &stop = {},
-                                      bool keepLogits = false);
 
 } // namespace xfmr::rt
 
