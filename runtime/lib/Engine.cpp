@@ -5,9 +5,9 @@
 //===----------------------------------------------------------------------===//
 
 #include "xfmr/runtime/Engine.h"
+#include "xfmr/runtime/Text.h"
 
 #include <algorithm>
-#include <cstdarg>
 #include <cstdio>
 
 namespace xfmr::rt {
@@ -29,16 +29,6 @@ struct Engine::Sequence {
 };
 
 namespace {
-
-std::string fmt(const char *format, ...) __attribute__((format(printf, 1, 2)));
-std::string fmt(const char *format, ...) {
-  char buf[512];
-  va_list args;
-  va_start(args, format);
-  std::vsnprintf(buf, sizeof buf, format, args);
-  va_end(args);
-  return buf;
-}
 
 const char *className(RequestClass c) {
   return c == RequestClass::Interactive ? "interactive" : "batch";
@@ -77,7 +67,7 @@ Expected<std::unique_ptr<Engine>> Engine::create(const Artifact &artifact, Engin
   e->log(e->blocks.summary(typicalSequenceTokens > 0 ? typicalSequenceTokens
                                                      : e->blocks.blockSize()));
   if (e->host.numSlots() > 0)
-    e->log(fmt("host tier: %lld blocks (%.1f MiB)", static_cast<long long>(e->host.numSlots()),
+    e->log(formatString("host tier: %lld blocks (%.1f MiB)", static_cast<long long>(e->host.numSlots()),
                static_cast<double>(e->host.bytes()) / (1 << 20)));
   return e;
 }
@@ -99,7 +89,7 @@ Status Engine::submit(Request request) {
   int64_t need = blocks.blocksFor(static_cast<int64_t>(request.prompt.size()) +
                                   request.sampling.maxTokens);
   if (need > blocks.numBlocks())
-    return Error(fmt("request %lld can never fit: prompt %zu + max_tokens %lld tokens need %lld "
+    return Error(formatString("request %lld can never fit: prompt %zu + max_tokens %lld tokens need %lld "
                      "blocks of %lld, the KV cache has %lld",
                      static_cast<long long>(request.id), request.prompt.size(),
                      static_cast<long long>(request.sampling.maxTokens),
@@ -111,7 +101,7 @@ Status Engine::submit(Request request) {
   seq->result.id = seq->request.id;
   seq->result.arrival = clock();
   seq->waitingSince = numSteps;
-  log(fmt("queue req %lld (%s, prompt %zu)", static_cast<long long>(seq->request.id),
+  log(formatString("queue req %lld (%s, prompt %zu)", static_cast<long long>(seq->request.id),
           className(seq->request.cls), seq->promptLength));
   waiting.push_back(std::move(seq));
   return {};
@@ -141,13 +131,13 @@ void Engine::finish(Sequence &seq, const std::string &reason) {
                            seq.tokens.end());
   seq.result.finishReason = reason;
   seq.result.finish = clock();
-  log(fmt("finish req %lld: %lld tokens (%s)", static_cast<long long>(seq.request.id),
+  log(formatString("finish req %lld: %lld tokens (%s)", static_cast<long long>(seq.request.id),
           static_cast<long long>(seq.generated()), reason.c_str()));
   finished.push_back(std::move(seq.result));
 }
 
 void Engine::preempt(Sequence &seq, const char *why) {
-  log(fmt("preempt req %lld (%s): %s, recompute %lld tokens later",
+  log(formatString("preempt req %lld (%s): %s, recompute %lld tokens later",
           static_cast<long long>(seq.request.id), className(seq.request.cls), why,
           static_cast<long long>(seq.tokens.size())));
   seq.blocks.releaseAll(blocks);
@@ -250,12 +240,12 @@ Status Engine::step() {
         seq.blocks.releaseAll(blocks);
         seq.computed = 0;
         seq.prefixChecked = false;
-        log(fmt("wait req %lld: %lld free blocks", static_cast<long long>(seq.request.id),
+        log(formatString("wait req %lld: %lld free blocks", static_cast<long long>(seq.request.id),
                 static_cast<long long>(blocks.numFree())));
         break;
       }
       seq.admittedAt = admissionCounter++;
-      log(fmt("admit req %lld (%s): %lld cached tokens, chunk %lld",
+      log(formatString("admit req %lld (%s): %lld cached tokens, chunk %lld",
               static_cast<long long>(seq.request.id), className(seq.request.cls),
               static_cast<long long>(seq.computed), static_cast<long long>(n)));
       scheduled.push_back({&seq, n});
@@ -281,7 +271,7 @@ Status Engine::step() {
     batch.push_back({std::vector<int64_t>(seq->tokens.begin() + seq->computed,
                                           seq->tokens.begin() + seq->computed + n),
                      seq->computed, seq->blocks.table()});
-  log(fmt("step %lld: %zu sequences, %lld tokens, %lld free blocks",
+  log(formatString("step %lld: %zu sequences, %lld tokens, %lld free blocks",
           static_cast<long long>(numSteps), scheduled.size(),
           static_cast<long long>(config.maxTokensPerStep - budget),
           static_cast<long long>(blocks.numFree())));

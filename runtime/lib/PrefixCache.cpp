@@ -5,10 +5,10 @@
 //===----------------------------------------------------------------------===//
 
 #include "xfmr/runtime/PrefixCache.h"
+#include "xfmr/runtime/Text.h"
 
 #include <algorithm>
 #include <cmath>
-#include <cstdarg>
 #include <cstdio>
 #include <unordered_map>
 
@@ -67,16 +67,6 @@ template <typename Fn> void forEachNode(PrefixCache::Node *root, Fn fn) {
   }
 }
 
-std::string format(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-std::string format(const char *fmt, ...) {
-  char line[160];
-  va_list args;
-  va_start(args, fmt);
-  std::vsnprintf(line, sizeof line, fmt, args);
-  va_end(args);
-  return line;
-}
-
 } // namespace
 
 PrefixCache::PrefixCache(BlockManager &blocks, PrefixCachePolicy policy, BlockMover *mover,
@@ -125,7 +115,7 @@ PrefixCache::Match PrefixCache::match(const std::vector<int64_t> &tokens, double
       ++cachedBlocks;
       ++numLoads;
       if (log)
-        log->push_back(format("load host slot %d -> block %d", n->hostSlot, n->block));
+        log->push_back(formatString("load host slot %d -> block %d", n->hostSlot, n->block));
     }
     n->lastUse = now;
     ++n->hitCount;
@@ -209,7 +199,7 @@ int32_t PrefixCache::takeHostSlot(std::vector<std::string> *log) {
   int32_t slot = victim->hostSlot;
   victim->hostSlot = -1;
   if (log)
-    log->push_back(format("drop host slot %d (lru)", slot));
+    log->push_back(formatString("drop host slot %d (lru)", slot));
   if (!victim->resident())
     erase(victim);
   return slot;
@@ -256,7 +246,7 @@ int64_t PrefixCache::evict(int64_t needed, double now, std::vector<std::string> 
     });
     if (!victim)
       break;
-    std::string line = format("evict block %d (%s, age %.1fs)", victim->block,
+    std::string line = formatString("evict block %d (%s, age %.1fs)", victim->block,
                               victimExpired ? "ttl"
                                             : (victim->protectedNow ? "protected-lru" : "lru"),
                               now - victim->lastUse);
@@ -274,7 +264,7 @@ int64_t PrefixCache::evict(int64_t needed, double now, std::vector<std::string> 
       }
     }
     if (victim->hostSlot >= 0)
-      line += format(" -> host slot %d", victim->hostSlot);
+      line += formatString(" -> host slot %d", victim->hostSlot);
     if (log)
       log->push_back(line);
     manager.release(victim->block);

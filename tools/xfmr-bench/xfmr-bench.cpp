@@ -15,10 +15,10 @@
 //===----------------------------------------------------------------------===//
 
 #include "xfmr/runtime/Engine.h"
+#include "xfmr/runtime/Text.h"
 
 #include <algorithm>
 #include <chrono>
-#include <cerrno>
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
@@ -72,16 +72,6 @@ int fail(const std::string &m) {
   return 1;
 }
 
-bool parseInt(const std::string &s, int64_t &out, int64_t lo, int64_t hi) {
-  char *end = nullptr;
-  errno = 0;
-  long long v = std::strtoll(s.c_str(), &end, 10);
-  if (s.empty() || *end || errno || v < lo || v > hi)
-    return false;
-  out = v;
-  return true;
-}
-
 struct TraceRequest {
   int64_t at = 0, prompt = 0, output = 0, prefixLen = 0, cancelAt = -1;
   std::string prefixGroup;
@@ -101,10 +91,10 @@ Expected<std::vector<TraceRequest>> synthetic(const std::string &spec) {
     kv[item.substr(0, eq)] = item.substr(eq + 1);
   }
   int64_t n, prompt, output, shared, seed, every;
-  if (!parseInt(kv["requests"], n, 1, 100000) || !parseInt(kv["prompt"], prompt, 1, 1 << 20) ||
-      !parseInt(kv["output"], output, 1, 1 << 20) ||
-      !parseInt(kv["shared-prefix"], shared, 0, 1 << 20) || !parseInt(kv["seed"], seed, 0, 1 << 30) ||
-      !parseInt(kv["every"], every, 0, 1 << 20))
+  if (!parseInt(kv["requests"], 1, 100000, n) || !parseInt(kv["prompt"], 1, 1 << 20, prompt) ||
+      !parseInt(kv["output"], 1, 1 << 20, output) ||
+      !parseInt(kv["shared-prefix"], 0, 1 << 20, shared) || !parseInt(kv["seed"], 0, 1 << 30, seed) ||
+      !parseInt(kv["every"], 0, 1 << 20, every))
     return Error("--synthetic: every value must be a non-negative integer in range");
   double batch = std::atof(kv["batch"].c_str());
   std::vector<TraceRequest> out;
@@ -143,20 +133,20 @@ Expected<std::vector<TraceRequest>> readTrace(const std::string &path) {
       std::string key = item.substr(0, eq), value = eq == std::string::npos ? "" : item.substr(eq + 1);
       bool ok = true;
       if (key == "at")
-        ok = parseInt(value, r.at, 0, 1 << 30);
+        ok = parseInt(value, 0, 1 << 30, r.at);
       else if (key == "prompt")
-        ok = parseInt(value, r.prompt, 1, 1 << 20);
+        ok = parseInt(value, 1, 1 << 20, r.prompt);
       else if (key == "output")
-        ok = parseInt(value, r.output, 1, 1 << 20);
+        ok = parseInt(value, 1, 1 << 20, r.output);
       else if (key == "cancel")
-        ok = parseInt(value, r.cancelAt, 0, 1 << 30);
+        ok = parseInt(value, 0, 1 << 30, r.cancelAt);
       else if (key == "class")
         ok = value == "batch" || value == "interactive",
         r.cls = value == "batch" ? RequestClass::Batch : RequestClass::Interactive;
       else if (key == "prefix") {
         size_t colon = value.find(':');
         ok = colon != std::string::npos && colon > 0 &&
-             parseInt(value.substr(colon + 1), r.prefixLen, 1, 1 << 20);
+             parseInt(value.substr(colon + 1), 1, 1 << 20, r.prefixLen);
         r.prefixGroup = value.substr(0, colon);
       } else
         ok = false;
@@ -343,15 +333,15 @@ int main(int argc, char **argv) {
       if (value != "sequential")
         return usage("--baseline supports 'sequential'");
       baseline = value;
-    } else if (name == "--kv-cache-bytes" && parseInt(value, n, 1, int64_t(1) << 46))
+    } else if (name == "--kv-cache-bytes" && parseInt(value, 1, int64_t(1) << 46, n))
       config.kvCacheBytes = static_cast<uint64_t>(n);
-    else if (name == "--host-cache-bytes" && parseInt(value, n, 0, int64_t(1) << 46))
+    else if (name == "--host-cache-bytes" && parseInt(value, 0, int64_t(1) << 46, n))
       config.hostCacheBytes = static_cast<uint64_t>(n);
-    else if (name == "--max-num-seqs" && parseInt(value, n, 1, 1 << 20))
+    else if (name == "--max-num-seqs" && parseInt(value, 1, 1 << 20, n))
       config.maxNumSeqs = n;
-    else if (name == "--max-tokens-per-step" && parseInt(value, n, 1, 1 << 24))
+    else if (name == "--max-tokens-per-step" && parseInt(value, 1, 1 << 24, n))
       config.maxTokensPerStep = n;
-    else if (name == "--preempt-every" && parseInt(value, n, 1, 1 << 20))
+    else if (name == "--preempt-every" && parseInt(value, 1, 1 << 20, n))
       config.preemptEvery = n;
     else
       return usage("bad option or value '" + arg + "'");

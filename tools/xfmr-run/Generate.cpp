@@ -13,6 +13,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "xfmr/runtime/Engine.h"
+#include "xfmr/runtime/Text.h"
 #include "xfmr/runtime/TensorIO.h"
 
 #include <algorithm>
@@ -85,26 +86,6 @@ bool parseIds(const std::string &text, std::vector<int64_t> &out) {
     pos = comma + 1;
   }
   return !out.empty();
-}
-
-bool parseInt(const std::string &text, int64_t lo, int64_t hi, int64_t &out) {
-  char *end = nullptr;
-  errno = 0;
-  long long v = std::strtoll(text.c_str(), &end, 10);
-  if (text.empty() || *end != '\0' || errno != 0 || v < lo || v > hi)
-    return false;
-  out = v;
-  return true;
-}
-
-bool parseDouble(const std::string &text, double &out) {
-  char *end = nullptr;
-  errno = 0;
-  double v = std::strtod(text.c_str(), &end);
-  if (text.empty() || *end != '\0' || errno != 0 || !std::isfinite(v))
-    return false;
-  out = v;
-  return true;
 }
 
 } // namespace

@@ -14,6 +14,7 @@
 #include "xfmr/runtime/Manifest.h"
 #include "xfmr/runtime/Tensor.h"
 #include "xfmr/runtime/TensorIO.h"
+#include "xfmr/runtime/Text.h"
 
 #include <cerrno>
 #include <chrono>
@@ -143,11 +144,8 @@ int parseCommandLine(int argc, char **argv, Options &opts) {
         return usageError("--output-dir needs a directory");
       opts.outputDir = value;
     } else {
-      char *end = nullptr;
-      errno = 0;
-      long long n = std::strtoll(value.c_str(), &end, 10);
-      if (value.empty() || *end != '\0' || errno != 0 || n < 1 ||
-          n > 1000000000)
+      int64_t n = 0;
+      if (!parseInt(value, 1, 1000000000, n))
         return usageError("--repeat expects a count from 1 to 1000000000, "
                           "got '" +
                           value + "'");
