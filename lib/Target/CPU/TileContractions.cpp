@@ -54,14 +54,10 @@ public:
   Value dim(Value v, int64_t i) { return memref::DimOp::create(b, loc, v, i); }
   unsigned rank(Value v) { return cast<MemRefType>(v.getType()).getRank(); }
 
-  /// Indices of element (first, second) of an operand, `first` being its
-  /// row in the product's terms (m for A and C, k for B).
+  /// Indices of element (first, second) of an unpacked operand, `first`
+  /// being its row in the product's terms (m for A and C, k for B). Creates
+  /// no ops, so it may be called inside the k loop.
   SmallVector<Value> at(const OperandLayout &l, Value v, Value first, Value second) {
-    if (v == bm && p.packedB) { // B[k, n] = Bp[n / 16, k, n % 16]
-      Value width = idx(kPanelWidth);
-      return {arith::DivUIOp::create(b, loc, second, width), first,
-              arith::RemUIOp::create(b, loc, second, width)};
-    }
     unsigned r = rank(v);
     SmallVector<Value> indices(r);
     for (auto [loopDim, memDim] : l.outer)
@@ -81,6 +77,20 @@ public:
       rowIdx.push_back(i ? arith::AddIOp::create(b, loc, m0, idx(i)).getResult() : m0);
     for (int64_t h = 0; h < kCols / kLanes; ++h)
       colIdx.push_back(h ? arith::AddIOp::create(b, loc, n0, idx(h * kLanes)).getResult() : n0);
+    // B's k-th row of this panel: Bp[n0 / 16, k, 8h] when packed, else
+    // B[.., k, n0 + 8h]; everything but k is computed once, here.
+    SmallVector<Value> lanes;
+    Value panel;
+    if (p.packedB) {
+      panel = arith::DivUIOp::create(b, loc, n0, idx(kPanelWidth));
+      for (int64_t h = 0; h < kCols / kLanes; ++h)
+        lanes.push_back(idx(h * kLanes));
+    }
+    auto bRowAt = [&](Value k, unsigned h) -> SmallVector<Value> {
+      if (p.packedB)
+        return {panel, k, lanes[h]};
+      return at(p.b, bm, k, colIdx[h]);
+    };
     SmallVector<Value> init;
     for (Value m : rowIdx)
       for (Value n : colIdx)
@@ -89,12 +99,8 @@ public:
         b, loc, idx(0), K, idx(1), init,
         [&](OpBuilder &kb, Location l, Value k, ValueRange acc) {
           SmallVector<Value> bRow;
-          {
-            OpBuilder::InsertionGuard inner(b);
-            b.setInsertionPoint(kb.getInsertionBlock(), kb.getInsertionPoint());
-            for (Value n : colIdx)
-              bRow.push_back(vector::LoadOp::create(b, l, vecType, bm, at(p.b, bm, k, n)));
-          }
+          for (unsigned h = 0; h < colIdx.size(); ++h)
+            bRow.push_back(vector::LoadOp::create(kb, l, vecType, bm, bRowAt(k, h)));
           SmallVector<Value> next;
           for (auto [i, m] : llvm::enumerate(rowIdx)) {
             Value s = memref::LoadOp::create(kb, l, a, at(p.a, a, m, k));
