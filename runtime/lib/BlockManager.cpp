@@ -35,15 +35,21 @@ Expected<std::vector<int32_t>> BlockManager::allocate(int64_t n) {
 }
 
 void BlockManager::retain(int32_t block) {
-  assert(refCounts.at(block) > 0 && "retaining a free block");
-  ++refCounts.at(block);
+  int32_t &count = refCounts.at(block);
+  assert(count > 0 && "retaining a free block");
+  if (++count == 2 && listener)
+    listener->blockShared(block);
 }
 
 void BlockManager::release(int32_t block) {
   int32_t &count = refCounts.at(block);
   assert(count > 0 && "releasing a free block");
-  if (count > 0 && --count == 0)
+  if (count <= 0)
+    return;
+  if (--count == 0)
     freeList.push_back(block);
+  else if (count == 1 && listener)
+    listener->blockUnshared(block);
 }
 
 std::string BlockManager::summary(int64_t tokensPerSequence) const {
@@ -100,8 +106,8 @@ void SequenceBlocks::adoptPrefix(BlockManager &manager, const std::vector<int32_
 }
 
 void SequenceBlocks::releaseAll(BlockManager &manager) {
-  for (int32_t b : blocks)
-    manager.release(b);
+  for (auto it = blocks.rbegin(); it != blocks.rend(); ++it)
+    manager.release(*it);
   blocks.clear();
   tokens = 0;
 }

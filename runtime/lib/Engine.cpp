@@ -17,16 +17,30 @@ struct Engine::Sequence {
   Sampler sampler;
   std::vector<int64_t> tokens; ///< prompt, then generated
   size_t promptLength = 0;
-  int64_t computed = 0;        ///< tokens whose K/V are in the cache
+  int64_t computed = 0; ///< tokens whose K/V are in the cache
   SequenceBlocks blocks;
+  PrefixCache::Cursor cursor; ///< its blocks in the prefix cache so far
   RequestResult result;
-  int64_t admittedAt = -1;     ///< admission order (preemption picks the latest)
-  int64_t waitingSince = 0;    ///< step it (re-)entered the queue
-  bool prefixChecked = false;
+  int64_t admittedAt = -1; ///< admission order (preemption picks the latest)
+  int64_t submittedAt = 0; ///< step it was submitted (batch aging)
+  int64_t queueKey = 0;    ///< place in the queue (Engine::nextBackKey)
 
   explicit Sequence(Request r) : request(std::move(r)), sampler(request.sampling) {}
   int64_t generated() const { return static_cast<int64_t>(tokens.size() - promptLength); }
+  int64_t uncomputed() const { return static_cast<int64_t>(tokens.size()) - computed; }
 };
+
+const char *finishReasonName(FinishReason reason) {
+  switch (reason) {
+  case FinishReason::Stop:
+    return "stop";
+  case FinishReason::Length:
+    return "length";
+  case FinishReason::Cancelled:
+    return "cancelled";
+  }
+  return "unknown";
+}
 
 namespace {
 
@@ -34,18 +48,24 @@ const char *className(RequestClass c) {
   return c == RequestClass::Interactive ? "interactive" : "batch";
 }
 
-} // namespace
-
-Engine::Engine(const Artifact &artifact, KVPools pools, HostKVPool host, EngineConfig config,
-               Clock clock, Trace trace)
-    : artifact(artifact), pools(std::move(pools)), host(std::move(host)),
-      mover(this->pools, this->host), config(config), clock(std::move(clock)),
-      trace(std::move(trace)), blocks(this->pools.numBlocks(), this->pools.blockSize()),
-      cache(blocks, config.cachePolicy, &mover, this->host.numSlots()) {
+/// The vocabulary of a step function: its logits' static second dimension.
+int64_t vocabOf(const Artifact &artifact) {
+  int64_t vocab = 0;
   for (const TensorSpec &out : artifact.manifest().outputs)
     if (out.rank() == 2 && out.shape[1].isStatic())
       vocab = out.shape[1].value;
+  return vocab;
 }
+
+} // namespace
+
+Engine::Engine(const Artifact *artifact, ModelCall model, KVPools pools, HostKVPool host,
+               int64_t numBlocks, int64_t blockSize, int64_t vocab, EngineConfig config,
+               Clock clock, Trace trace)
+    : artifact(artifact), model(std::move(model)), pools(std::move(pools)),
+      host(std::move(host)), mover(this->pools, this->host), config(config),
+      clock(std::move(clock)), trace(std::move(trace)), blocks(numBlocks, blockSize),
+      cache(blocks, config.cachePolicy, &mover, this->host.numSlots()), vocab(vocab) {}
 
 Engine::~Engine() = default;
 
@@ -60,15 +80,33 @@ Expected<std::unique_ptr<Engine>> Engine::create(const Artifact &artifact, Engin
   Expected<HostKVPool> host = HostKVPool::allocateForBudget(*pools, config.hostCacheBytes);
   if (!host)
     return host.takeError();
-  std::unique_ptr<Engine> e(new Engine(artifact, pools.take(), host.take(), config,
-                                       std::move(clock), std::move(trace)));
+  int64_t numBlocks = pools->numBlocks(), blockSize = pools->blockSize();
+  std::unique_ptr<Engine> e(new Engine(&artifact, nullptr, pools.take(), host.take(), numBlocks,
+                                       blockSize, vocabOf(artifact), config, std::move(clock),
+                                       std::move(trace)));
   if (e->vocab < 1)
     return Error(artifact.directory() + ": the step function has no [tokens, vocab] logits");
   e->log(e->blocks.summary(typicalSequenceTokens > 0 ? typicalSequenceTokens
                                                      : e->blocks.blockSize()));
   if (e->host.numSlots() > 0)
-    e->log(formatString("host tier: %lld blocks (%.1f MiB)", static_cast<long long>(e->host.numSlots()),
-               static_cast<double>(e->host.bytes()) / (1 << 20)));
+    e->log(formatString("host tier: %lld blocks (%.1f MiB)",
+                        static_cast<long long>(e->host.numSlots()),
+                        static_cast<double>(e->host.bytes()) / (1 << 20)));
+  return e;
+}
+
+Expected<std::unique_ptr<Engine>> Engine::createDetached(ModelCall model, int64_t vocab,
+                                                         int64_t numBlocks, int64_t blockSize,
+                                                         EngineConfig config, Clock clock,
+                                                         Trace trace) {
+  if (config.maxNumSeqs < 1 || config.maxTokensPerStep < 1)
+    return Error("max-num-seqs and the per-step token budget must be at least 1");
+  if (!model || vocab < 1 || numBlocks < 1 || blockSize < 1)
+    return Error("a detached engine needs a model call, a vocabulary and at least one block");
+  std::unique_ptr<Engine> e(new Engine(nullptr, std::move(model), KVPools(), HostKVPool(),
+                                       numBlocks, blockSize, vocab, config, std::move(clock),
+                                       std::move(trace)));
+  e->log(e->blocks.summary(blockSize));
   return e;
 }
 
@@ -76,6 +114,14 @@ void Engine::log(const std::string &line) {
   if (trace)
     trace(line);
 }
+
+Engine::Queue &Engine::queueFor(const Sequence &seq) {
+  return seq.request.cls == RequestClass::Interactive ? interactiveQueue : batchQueue;
+}
+
+//===----------------------------------------------------------------------===//
+// Requests
+//===----------------------------------------------------------------------===//
 
 Status Engine::submit(Request request) {
   if (request.prompt.empty())
@@ -89,64 +135,208 @@ Status Engine::submit(Request request) {
   int64_t need = blocks.blocksFor(static_cast<int64_t>(request.prompt.size()) +
                                   request.sampling.maxTokens);
   if (need > blocks.numBlocks())
-    return Error(formatString("request %lld can never fit: prompt %zu + max_tokens %lld tokens need %lld "
-                     "blocks of %lld, the KV cache has %lld",
-                     static_cast<long long>(request.id), request.prompt.size(),
-                     static_cast<long long>(request.sampling.maxTokens),
-                     static_cast<long long>(need), static_cast<long long>(blocks.blockSize()),
-                     static_cast<long long>(blocks.numBlocks())));
+    return Error(formatString(
+        "request %lld can never fit: prompt %zu + max_tokens %lld tokens need %lld "
+        "blocks of %lld, the KV cache has %lld",
+        static_cast<long long>(request.id), request.prompt.size(),
+        static_cast<long long>(request.sampling.maxTokens), static_cast<long long>(need),
+        static_cast<long long>(blocks.blockSize()), static_cast<long long>(blocks.numBlocks())));
   auto seq = std::make_unique<Sequence>(std::move(request));
   seq->tokens = seq->request.prompt;
   seq->promptLength = seq->tokens.size();
   seq->result.id = seq->request.id;
   seq->result.arrival = clock();
-  seq->waitingSince = numSteps;
+  seq->submittedAt = numSteps;
+  seq->queueKey = nextBackKey++;
   log(formatString("queue req %lld (%s, prompt %zu)", static_cast<long long>(seq->request.id),
-          className(seq->request.cls), seq->promptLength));
-  waiting.push_back(std::move(seq));
+                   className(seq->request.cls), seq->promptLength));
+  queueFor(*seq).push_back(std::move(seq));
   return {};
 }
 
 void Engine::cancel(int64_t id) {
-  for (auto it = waiting.begin(); it != waiting.end(); ++it)
-    if ((*it)->request.id == id) {
-      (*it)->blocks.releaseAll(blocks);
-      finish(**it, "cancelled");
-      waiting.erase(it);
+  for (Queue *q : {&interactiveQueue, &batchQueue})
+    for (auto it = q->begin(); it != q->end(); ++it)
+      if ((*it)->request.id == id) {
+        finish(**it, FinishReason::Cancelled);
+        q->erase(it);
+        return;
+      }
+  for (auto it = running.begin(); it != running.end(); ++it) {
+    if ((*it)->request.id != id)
+      continue;
+    if (planInFlight) { // the plan points at it: cancel when the step ends
+      deferredCancels.push_back(id);
       return;
     }
-  for (auto it = running.begin(); it != running.end(); ++it)
-    if ((*it)->request.id == id) {
-      finish(**it, "cancelled");
-      running.erase(it);
-      return;
-    }
+    finish(**it, FinishReason::Cancelled);
+    running.erase(it);
+    return;
+  }
 }
 
-void Engine::finish(Sequence &seq, const std::string &reason) {
-  if (reason != "cancelled" && config.prefixCaching)
-    cache.insert(seq.tokens, seq.blocks.table(), clock(), seq.request.systemPrompt);
+void Engine::releaseBlocks(Sequence &seq) {
+  if (seq.cursor.holds())
+    cache.release(seq.cursor, clock(), seq.request.systemPrompt);
   seq.blocks.releaseAll(blocks);
+}
+
+void Engine::finish(Sequence &seq, FinishReason reason) {
+  releaseBlocks(seq);
   seq.result.tokens.assign(seq.tokens.begin() + static_cast<long>(seq.promptLength),
                            seq.tokens.end());
   seq.result.finishReason = reason;
   seq.result.finish = clock();
   log(formatString("finish req %lld: %lld tokens (%s)", static_cast<long long>(seq.request.id),
-          static_cast<long long>(seq.generated()), reason.c_str()));
+                   static_cast<long long>(seq.generated()), finishReasonName(reason)));
   finished.push_back(std::move(seq.result));
 }
 
-void Engine::preempt(Sequence &seq, const char *why) {
+std::vector<RequestResult> Engine::takeFinished() {
+  std::vector<RequestResult> out;
+  out.swap(finished);
+  return out;
+}
+
+void Engine::clearPrefixCache() {
+  // Cursors point into the tree: let go first. Running sequences add their
+  // full blocks again from the root at their next step.
+  for (auto &seq : running)
+    if (seq->cursor.holds())
+      cache.release(seq->cursor, clock());
+  cache.clear();
+}
+
+//===----------------------------------------------------------------------===//
+// schedule()
+//===----------------------------------------------------------------------===//
+
+Expected<Engine::StepPlan> Engine::schedule() {
+  if (planInFlight)
+    return Error(formatString("step %lld is scheduled but not updated yet",
+                              static_cast<long long>(planInFlight)));
+  StepPlan plan;
+  plan.step = ++numSteps;
+  applyPreemptionHook(plan);
+  scheduleRunning(plan);
+  if (!plan.admissionStopped)
+    admitWaiting(plan);
+  if (!plan.empty()) {
+    planInFlight = plan.step;
+    return plan;
+  }
+  // Nothing runs and nothing can be admitted: every request was checked to
+  // fit an empty cache, so this is a bug; report it instead of spinning.
+  if (running.empty() && !plan.admissionStopped)
+    if (Queue *q = admissionQueue())
+      return Error("scheduler stalled: request " + std::to_string(q->front()->request.id) +
+                   " cannot be admitted with " + std::to_string(blocks.numFree()) + " of " +
+                   std::to_string(blocks.numBlocks()) + " blocks free");
+  return plan;
+}
+
+void Engine::applyPreemptionHook(StepPlan &plan) {
+  if (config.preemptEvery <= 0 || numSteps % config.preemptEvery != 0 || running.empty())
+    return;
+  preempt(newestRunning(0), "test hook", plan);
+}
+
+void Engine::scheduleRunning(StepPlan &plan) {
+  // Oldest admission first: a decode token each, or the next chunk of an
+  // unfinished prompt.
+  for (size_t i = 0; i < running.size() && plan.numTokens < config.maxTokensPerStep;) {
+    Sequence &seq = *running[i];
+    int64_t n = std::min(seq.uncomputed(), config.maxTokensPerStep - plan.numTokens);
+    if (ensureBlocks(seq, n, plan.copies)) {
+      addToPlan(plan, seq, n, /*admitted=*/false);
+      ++i;
+      continue;
+    }
+    // Out of blocks: preempt the most recently admitted running sequence
+    // (maybe this one) and admit nothing this step.
+    preempt(newestRunning(i), "out of KV blocks", plan);
+  }
+}
+
+std::vector<std::unique_ptr<Engine::Sequence>>::iterator Engine::newestRunning(size_t from) {
+  return std::max_element(running.begin() + static_cast<long>(from), running.end(),
+                          [](auto &a, auto &b) { return a->admittedAt < b->admittedAt; });
+}
+
+void Engine::preempt(std::vector<std::unique_ptr<Sequence>>::iterator it, const char *why,
+                     StepPlan &plan) {
+  Sequence &seq = **it;
   log(formatString("preempt req %lld (%s): %s, recompute %lld tokens later",
-          static_cast<long long>(seq.request.id), className(seq.request.cls), why,
-          static_cast<long long>(seq.tokens.size())));
-  seq.blocks.releaseAll(blocks);
+                   static_cast<long long>(seq.request.id), className(seq.request.cls), why,
+                   static_cast<long long>(seq.tokens.size())));
+  releaseBlocks(seq);
   seq.computed = 0;
-  seq.prefixChecked = false;
   seq.admittedAt = -1;
-  seq.waitingSince = numSteps;
+  seq.queueKey = nextFrontKey--;
   ++seq.result.preemptions;
   ++numPreemptions;
+  plan.preempted.push_back(seq.request.id);
+  plan.admissionStopped = true;
+  queueFor(seq).push_front(std::move(*it));
+  running.erase(it);
+}
+
+bool Engine::aged(const Sequence &seq) const {
+  return numSteps - seq.submittedAt >= config.batchAgingSteps;
+}
+
+Engine::Queue *Engine::admissionQueue() {
+  // Interactive first; a batch request that waited long enough counts as
+  // interactive, and then the one queued first goes first.
+  bool batchAged = !batchQueue.empty() && aged(*batchQueue.front());
+  if (interactiveQueue.empty())
+    return batchQueue.empty() ? nullptr : &batchQueue;
+  if (batchAged && batchQueue.front()->queueKey < interactiveQueue.front()->queueKey)
+    return &batchQueue;
+  return &interactiveQueue;
+}
+
+void Engine::adoptCachedPrefix(Sequence &seq) {
+  std::vector<std::string> loads;
+  PrefixCache::Match hit = cache.match(seq.tokens, clock(), trace ? &loads : nullptr, &seq.cursor);
+  for (const std::string &line : loads)
+    log(line);
+  seq.blocks.adoptPrefix(blocks, hit.blocks, hit.tokens);
+  seq.computed = hit.tokens;
+  seq.result.cachedPromptTokens =
+      std::max(seq.result.cachedPromptTokens,
+               std::min<int64_t>(hit.tokens, static_cast<int64_t>(seq.promptLength)));
+}
+
+void Engine::admitWaiting(StepPlan &plan) {
+  while (plan.numTokens < config.maxTokensPerStep &&
+         static_cast<int64_t>(running.size()) < config.maxNumSeqs) {
+    Queue *queue = admissionQueue();
+    if (!queue)
+      return;
+    Sequence &seq = *queue->front();
+    if (config.prefixCaching)
+      adoptCachedPrefix(seq);
+    int64_t n = std::min(seq.uncomputed(), config.maxTokensPerStep - plan.numTokens);
+    if (!ensureBlocks(seq, n, plan.copies)) {
+      // Give back the adopted prefix while waiting: held, those blocks
+      // could neither be evicted nor used by the running sequences.
+      releaseBlocks(seq);
+      seq.computed = 0;
+      log(formatString("wait req %lld: %lld free blocks", static_cast<long long>(seq.request.id),
+                       static_cast<long long>(blocks.numFree())));
+      return;
+    }
+    seq.admittedAt = admissionCounter++;
+    bool isAged = seq.request.cls == RequestClass::Batch && aged(seq);
+    log(formatString("admit req %lld (%s%s): %lld cached tokens, chunk %lld",
+                     static_cast<long long>(seq.request.id), className(seq.request.cls),
+                     isAged ? ", aged" : "", static_cast<long long>(seq.computed),
+                     static_cast<long long>(n)));
+    addToPlan(plan, seq, n, /*admitted=*/true);
+    running.push_back(std::move(queue->front()));
+    queue->pop_front();
+  }
 }
 
 bool Engine::ensureBlocks(Sequence &seq, int64_t tokens, std::vector<BlockCopy> &copies) {
@@ -166,156 +356,129 @@ bool Engine::ensureBlocks(Sequence &seq, int64_t tokens, std::vector<BlockCopy> 
   return true;
 }
 
-Status Engine::step() {
-  if (idle())
-    return {};
-  ++numSteps;
-  int64_t budget = config.maxTokensPerStep;
-  std::vector<std::pair<Sequence *, int64_t>> scheduled;
-  std::vector<BlockCopy> copies;
-  bool admitNothing = false;
+void Engine::addToPlan(StepPlan &plan, Sequence &seq, int64_t tokens, bool admitted) {
+  plan.sequences.push_back({&seq, seq.request.id, tokens, seq.computed, admitted});
+  plan.numTokens += tokens;
+}
 
-  if (config.preemptEvery > 0 && numSteps % config.preemptEvery == 0 && !running.empty()) {
-    auto latest = std::max_element(running.begin(), running.end(), [](auto &a, auto &b) {
-      return a->admittedAt < b->admittedAt;
-    });
-    preempt(**latest, "test hook");
-    waiting.push_front(std::move(*latest));
-    running.erase(latest);
-    admitNothing = true;
-  }
+//===----------------------------------------------------------------------===//
+// execute()
+//===----------------------------------------------------------------------===//
 
-  // Running sequences first, oldest admission first: a decode token each, or
-  // the next chunk of an unfinished prompt.
-  for (size_t i = 0; i < running.size() && budget > 0;) {
-    Sequence &seq = *running[i];
-    int64_t n = std::min<int64_t>(static_cast<int64_t>(seq.tokens.size()) - seq.computed, budget);
-    if (ensureBlocks(seq, n, copies)) {
-      scheduled.push_back({&seq, n});
-      budget -= n;
-      ++i;
-      continue;
-    }
-    // Out of blocks: preempt the most recently admitted running sequence
-    // (maybe this one) and admit nothing this step.
-    admitNothing = true;
-    auto latest = std::max_element(running.begin() + static_cast<long>(i), running.end(),
-                                   [](auto &a, auto &b) { return a->admittedAt < b->admittedAt; });
-    preempt(**latest, "out of KV blocks");
-    waiting.push_front(std::move(*latest));
-    running.erase(latest);
-  }
-
-  // Admission: interactive first (batch requests that waited long enough
-  // count as interactive), FIFO within a class.
-  if (!admitNothing) {
-    std::stable_sort(waiting.begin(), waiting.end(), [&](auto &a, auto &b) {
-      auto rank = [&](const Sequence &s) {
-        return s.request.cls == RequestClass::Interactive ||
-                       numSteps - s.waitingSince >= config.batchAgingSteps
-                   ? 0
-                   : 1;
-      };
-      return rank(*a) < rank(*b);
-    });
-    while (!waiting.empty() && budget > 0 &&
-           static_cast<int64_t>(running.size()) < config.maxNumSeqs) {
-      Sequence &seq = *waiting.front();
-      if (config.prefixCaching && !seq.prefixChecked && seq.blocks.table().empty()) {
-        std::vector<std::string> loads;
-        PrefixCache::Match hit = cache.match(seq.tokens, clock(), trace ? &loads : nullptr);
-        for (const std::string &line : loads)
-          log(line);
-        seq.blocks.adoptPrefix(blocks, hit.blocks, hit.tokens);
-        seq.computed = hit.tokens;
-        seq.prefixChecked = true;
-        seq.result.cachedPromptTokens =
-            std::max(seq.result.cachedPromptTokens,
-                     std::min<int64_t>(hit.tokens, static_cast<int64_t>(seq.promptLength)));
-      }
-      int64_t n = std::min<int64_t>(static_cast<int64_t>(seq.tokens.size()) - seq.computed, budget);
-      if (!ensureBlocks(seq, n, copies)) {
-        // Give back the adopted prefix while waiting: held, those blocks
-        // could neither be evicted nor used by the running sequences.
-        seq.blocks.releaseAll(blocks);
-        seq.computed = 0;
-        seq.prefixChecked = false;
-        log(formatString("wait req %lld: %lld free blocks", static_cast<long long>(seq.request.id),
-                static_cast<long long>(blocks.numFree())));
-        break;
-      }
-      seq.admittedAt = admissionCounter++;
-      log(formatString("admit req %lld (%s): %lld cached tokens, chunk %lld",
-              static_cast<long long>(seq.request.id), className(seq.request.cls),
-              static_cast<long long>(seq.computed), static_cast<long long>(n)));
-      scheduled.push_back({&seq, n});
-      budget -= n;
-      running.push_back(std::move(waiting.front()));
-      waiting.pop_front();
-    }
-  }
-  if (scheduled.empty()) {
-    // Nothing runs and nothing can be admitted: every request was checked to
-    // fit an empty cache, so this is a bug; report it instead of spinning.
-    if (running.empty() && !waiting.empty() && !admitNothing)
-      return Error("scheduler stalled: request " + std::to_string(waiting.front()->request.id) +
-                   " cannot be admitted with " + std::to_string(blocks.numFree()) + " of " +
-                   std::to_string(blocks.numBlocks()) + " blocks free");
-    return {};
-  }
-
-  for (const BlockCopy &c : copies)
-    pools.copyBlock(c.src, c.dst);
+Expected<Tensor> Engine::execute(const StepPlan &plan) {
+  if (plan.step != planInFlight || plan.empty())
+    return Error(formatString("execute: step %lld is not the scheduled step",
+                              static_cast<long long>(plan.step)));
+  if (artifact)
+    for (const BlockCopy &c : plan.copies)
+      pools.copyBlock(c.src, c.dst);
   std::vector<StepSequence> batch;
-  for (auto [seq, n] : scheduled)
-    batch.push_back({std::vector<int64_t>(seq->tokens.begin() + seq->computed,
-                                          seq->tokens.begin() + seq->computed + n),
-                     seq->computed, seq->blocks.table()});
-  log(formatString("step %lld: %zu sequences, %lld tokens, %lld free blocks",
-          static_cast<long long>(numSteps), scheduled.size(),
-          static_cast<long long>(config.maxTokensPerStep - budget),
-          static_cast<long long>(blocks.numFree())));
-  Expected<Tensor> logits = runStep(artifact, pools, batch);
-  if (!logits)
-    return logits.takeError();
-
-  int64_t row = 0; // logits has one row per scheduled sequence
-  std::vector<Sequence *> done;
-  for (auto [seq, n] : scheduled) {
-    ++row;
-    seq->computed += n;
-    seq->blocks.commit(n);
-    // Full blocks are shared as soon as they are computed, so requests
-    // admitted while this one still runs reuse its prompt.
-    if (config.prefixCaching && seq->computed >= blocks.blockSize())
-      cache.insert(std::vector<int64_t>(seq->tokens.begin(), seq->tokens.begin() + seq->computed),
-                   seq->blocks.table(), clock(), seq->request.systemPrompt);
-    if (seq->computed < static_cast<int64_t>(seq->tokens.size()))
-      continue; // a prompt chunk: more to prefill
-    const float *rowLogits = logits->data<float>() + (row - 1) * vocab;
-    if (config.onLogits)
-      config.onLogits(seq->request.id, rowLogits, vocab);
-    int64_t next = seq->sampler.next(rowLogits, vocab, seq->tokens);
-    seq->tokens.push_back(next);
-    if (seq->result.firstToken < 0)
-      seq->result.firstToken = clock();
-    if (seq->sampler.isStop(next))
-      finish(*seq, "stop"), done.push_back(seq);
-    else if (seq->generated() >= seq->request.sampling.maxTokens)
-      finish(*seq, "length"), done.push_back(seq);
+  batch.reserve(plan.sequences.size());
+  for (const ScheduledSequence &s : plan.sequences) {
+    const Sequence &seq = *s.sequence;
+    auto first = seq.tokens.begin() + s.firstPosition;
+    batch.push_back({std::vector<int64_t>(first, first + s.numTokens), s.firstPosition,
+                     seq.blocks.table()});
   }
-  running.erase(std::remove_if(running.begin(), running.end(),
-                               [&](auto &s) {
-                                 return std::find(done.begin(), done.end(), s.get()) != done.end();
-                               }),
-                running.end());
+  log(formatString("step %lld: %zu sequences, %lld tokens, %lld free blocks",
+                   static_cast<long long>(plan.step), plan.sequences.size(),
+                   static_cast<long long>(plan.numTokens),
+                   static_cast<long long>(blocks.numFree())));
+  Expected<Tensor> logits = model ? model(batch) : runStep(*artifact, pools, batch);
+  if (!logits)
+    endStep();
+  return logits;
+}
+
+//===----------------------------------------------------------------------===//
+// update()
+//===----------------------------------------------------------------------===//
+
+Status Engine::update(const StepPlan &plan, const Tensor &logits) {
+  if (plan.step != planInFlight || plan.empty())
+    return Error(formatString("update: step %lld is not the scheduled step",
+                              static_cast<long long>(plan.step)));
+  int64_t rows = static_cast<int64_t>(plan.sequences.size());
+  if (logits.dtype() != DType::F32 || logits.rank() != 2 || logits.shape()[0] != rows ||
+      logits.shape()[1] != vocab) {
+    endStep();
+    return Error(formatString("update: the logits are not f32 [%lld, %lld]",
+                              static_cast<long long>(rows), static_cast<long long>(vocab)));
+  }
+  std::vector<const Sequence *> done;
+  for (size_t row = 0; row < plan.sequences.size(); ++row) {
+    const ScheduledSequence &s = plan.sequences[row];
+    Sequence &seq = *s.sequence;
+    commitTokens(seq, s.numTokens);
+    if (seq.uncomputed() > 0)
+      continue; // a prompt chunk: more to prefill
+    sampleNext(seq, logits.data<float>() + static_cast<int64_t>(row) * vocab);
+    if (std::optional<FinishReason> reason = finishReasonFor(seq)) {
+      finish(seq, *reason);
+      done.push_back(&seq);
+    }
+  }
+  if (!done.empty())
+    running.erase(std::remove_if(running.begin(), running.end(),
+                                 [&](auto &s) {
+                                   return std::find(done.begin(), done.end(), s.get()) !=
+                                          done.end();
+                                 }),
+                  running.end());
+  endStep();
   return {};
 }
 
-std::vector<RequestResult> Engine::takeFinished() {
-  std::vector<RequestResult> out;
-  out.swap(finished);
-  return out;
+void Engine::commitTokens(Sequence &seq, int64_t tokens) {
+  seq.computed += tokens;
+  seq.blocks.commit(tokens);
+  // Full blocks are shared as soon as they are computed, so requests
+  // admitted while this one still runs reuse its prompt.
+  if (config.prefixCaching)
+    cache.extend(seq.cursor, seq.tokens, seq.computed, seq.blocks.table(), clock(),
+                 seq.request.systemPrompt);
+}
+
+void Engine::sampleNext(Sequence &seq, const float *logits) {
+  if (config.onLogits)
+    config.onLogits(seq.request.id, logits, vocab);
+  seq.tokens.push_back(seq.sampler.next(logits, vocab, seq.tokens));
+  if (seq.result.firstToken < 0)
+    seq.result.firstToken = clock();
+}
+
+std::optional<FinishReason> Engine::finishReasonFor(const Sequence &seq) const {
+  if (seq.sampler.isStop(seq.tokens.back()))
+    return FinishReason::Stop;
+  if (seq.generated() >= seq.request.sampling.maxTokens)
+    return FinishReason::Length;
+  return std::nullopt;
+}
+
+void Engine::endStep() {
+  planInFlight = 0;
+  std::vector<int64_t> ids;
+  ids.swap(deferredCancels);
+  for (int64_t id : ids)
+    cancel(id);
+}
+
+//===----------------------------------------------------------------------===//
+// step()
+//===----------------------------------------------------------------------===//
+
+Status Engine::step() {
+  if (idle())
+    return {};
+  Expected<StepPlan> plan = schedule();
+  if (!plan)
+    return plan.takeError();
+  if (plan->empty())
+    return {};
+  Expected<Tensor> logits = execute(*plan);
+  if (!logits)
+    return logits.takeError();
+  return update(*plan, *logits);
 }
 
 } // namespace xfmr::rt

@@ -8,6 +8,7 @@
 #include "xfmr/runtime/Text.h"
 
 #include <algorithm>
+#include <cassert>
 #include <cmath>
 #include <cstdio>
 #include <unordered_map>
@@ -28,6 +29,9 @@ struct TokensHash {
   }
 };
 
+/// The links of a node, one per kind of list it can be in.
+enum Link { RecencyLink, EvictionLink, HostLink, NumLinks };
+
 } // namespace
 
 struct PrefixCache::Node {
@@ -37,50 +41,227 @@ struct PrefixCache::Node {
   int32_t hostSlot = -1;       ///< host copy, -1 when none
   double lastUse = 0;
   int64_t hitCount = 0; ///< requests that matched through this node
+  int32_t residentChildren = 0;
+  int32_t pins = 0; ///< cursors ending here
   bool systemPrompt = false;
   bool protectedNow = false;
   bool onPath = false; ///< part of the match being served: not evictable now
+  struct {
+    Node *prev = nullptr, *next = nullptr;
+    const RecencyList *list = nullptr;
+  } links[NumLinks];
   std::unordered_map<std::vector<int64_t>, std::unique_ptr<Node>, TokensHash> children;
 
   bool wantsProtection() const { return systemPrompt || hitCount >= 2; }
   bool resident() const { return block >= 0; }
-  bool hasResidentChild() const {
-    for (auto &[key, child] : children)
-      if (child->resident())
-        return true;
-    return false;
-  }
 };
 
-namespace {
+//===----------------------------------------------------------------------===//
+// RecencyList
+//===----------------------------------------------------------------------===//
 
-/// Every node below `root`, parents before children.
-template <typename Fn> void forEachNode(PrefixCache::Node *root, Fn fn) {
-  std::vector<PrefixCache::Node *> stack{root};
-  while (!stack.empty()) {
-    PrefixCache::Node *n = stack.back();
-    stack.pop_back();
-    for (auto &[key, child] : n->children) {
-      fn(child.get());
-      stack.push_back(child.get());
-    }
+bool PrefixCache::RecencyList::contains(const Node *node) const {
+  return node->links[link].list == this;
+}
+
+PrefixCache::Node *PrefixCache::RecencyList::next(const Node *node) const {
+  return node->links[link].next;
+}
+
+void PrefixCache::RecencyList::insertBefore(Node *node, Node *pos) {
+  auto &l = node->links[link];
+  assert(!l.list && "a node is in at most one list per link");
+  l.list = this;
+  l.next = pos;
+  l.prev = pos ? pos->links[link].prev : tail;
+  (l.prev ? l.prev->links[link].next : head) = node;
+  (pos ? pos->links[link].prev : tail) = node;
+  ++count;
+}
+
+void PrefixCache::RecencyList::insert(Node *node, bool beforeTies) {
+  double t = node->lastUse;
+  // The node goes before the first node that is more recent (or as recent,
+  // with beforeTies); walk in from both ends and stop at whichever finds it.
+  auto belongsBefore = [&](const Node *n) { return beforeTies ? n->lastUse >= t : n->lastUse > t; };
+  Node *fromHead = head, *fromTail = tail;
+  while (true) {
+    if (!fromHead || belongsBefore(fromHead))
+      return insertBefore(node, fromHead);
+    if (!fromTail || !belongsBefore(fromTail))
+      return insertBefore(node, fromTail ? fromTail->links[link].next : head);
+    fromHead = fromHead->links[link].next;
+    fromTail = fromTail->links[link].prev;
   }
 }
 
-} // namespace
+void PrefixCache::RecencyList::remove(Node *node) {
+  auto &l = node->links[link];
+  assert(l.list == this && "removing a node from a list it is not in");
+  (l.prev ? l.prev->links[link].next : head) = l.next;
+  (l.next ? l.next->links[link].prev : tail) = l.prev;
+  l = {};
+  --count;
+}
+
+//===----------------------------------------------------------------------===//
+// PrefixCache
+//===----------------------------------------------------------------------===//
 
 PrefixCache::PrefixCache(BlockManager &blocks, PrefixCachePolicy policy, BlockMover *mover,
                          int64_t hostSlots)
     : manager(blocks), policy(policy), mover(mover), hostSlots(mover ? hostSlots : 0),
-      root(std::make_unique<Node>()) {
+      root(std::make_unique<Node>()),
+      blockNodes(static_cast<size_t>(blocks.numBlocks()), nullptr), evictPlain(EvictionLink),
+      evictDemoted(EvictionLink), evictProtected(EvictionLink), protectedNodes(RecencyLink),
+      overBudget(RecencyLink), hostCopies(HostLink) {
   for (int64_t i = this->hostSlots - 1; i >= 0; --i)
     hostFree.push_back(static_cast<int32_t>(i));
+  manager.setListener(this);
 }
 
-PrefixCache::~PrefixCache() { clear(); }
+PrefixCache::~PrefixCache() {
+  clear();
+  manager.setListener(nullptr);
+}
+
+void PrefixCache::blockShared(int32_t block) {
+  if (Node *n = blockNodes[static_cast<size_t>(block)])
+    refreshEvictable(n);
+}
+
+void PrefixCache::blockUnshared(int32_t block) {
+  if (Node *n = blockNodes[static_cast<size_t>(block)])
+    refreshEvictable(n);
+}
+
+double PrefixCache::effectiveTime(const Node &node, double now) const {
+  if (!node.protectedNow)
+    return node.lastUse;
+  double age = std::max(0.0, now - node.lastUse);
+  return node.lastUse + policy.protectionSeconds * std::exp2(-age / policy.protectionHalfLife);
+}
+
+void PrefixCache::touch(Node *node, double now) {
+  // Out of every list while its recency changes, back in by the new one.
+  for (RecencyList *l : {&evictPlain, &evictDemoted, &evictProtected, &protectedNodes, &overBudget})
+    if (l->contains(node))
+      l->remove(node);
+  bool hosted = hostCopies.contains(node);
+  if (hosted)
+    hostCopies.remove(node);
+  node->lastUse = now;
+  if (hosted)
+    hostCopies.insert(node);
+  if (node->wantsProtection())
+    placeWanting(node);
+  refreshEvictable(node);
+}
+
+void PrefixCache::setProtected(Node *node, bool on) {
+  if (node->protectedNow == on)
+    return;
+  node->protectedNow = on;
+  refreshEvictable(node); // to the eviction list of its new standing
+}
+
+void PrefixCache::placeWanting(Node *node) {
+  if (protectedNodes.contains(node))
+    protectedNodes.remove(node);
+  else if (overBudget.contains(node))
+    overBudget.remove(node);
+  // Older than a node over the budget: it cannot hold protection either.
+  bool over = !overBudget.empty() && node->lastUse < overBudget.back()->lastUse;
+  (over ? overBudget : protectedNodes).insert(node);
+  setProtected(node, !over);
+  balanceProtection();
+}
+
+void PrefixCache::balanceProtection() {
+  int64_t budget = std::max<int64_t>(policy.protectionBudget, 0);
+  while (protectedNodes.size() > budget) {
+    Node *n = protectedNodes.front();
+    protectedNodes.remove(n);
+    overBudget.insert(n);
+    setProtected(n, false);
+  }
+  while (protectedNodes.size() < budget && !overBudget.empty()) {
+    Node *n = overBudget.back();
+    overBudget.remove(n);
+    protectedNodes.insert(n);
+    setProtected(n, true);
+  }
+}
+
+bool PrefixCache::evictable(const Node &node) const {
+  return node.resident() && !node.onPath && node.pins == 0 && node.residentChildren == 0 &&
+         manager.refCount(node.block) == 1;
+}
+
+PrefixCache::RecencyList &PrefixCache::evictionListFor(const Node &node) {
+  if (node.protectedNow)
+    return evictProtected;
+  return node.wantsProtection() ? evictDemoted : evictPlain;
+}
+
+void PrefixCache::refreshEvictable(Node *node, bool beforeTies) {
+  RecencyList *want = evictable(*node) ? &evictionListFor(*node) : nullptr;
+  RecencyList *have = nullptr;
+  for (RecencyList *l : {&evictPlain, &evictDemoted, &evictProtected})
+    if (l->contains(node))
+      have = l;
+  if (have == want)
+    return;
+  if (have)
+    have->remove(node);
+  if (want)
+    want->insert(node, beforeTies);
+}
+
+void PrefixCache::makeResident(Node *node, int32_t block) {
+  node->block = block;
+  blockNodes[static_cast<size_t>(block)] = node;
+  ++cachedBlocks;
+  if (node->parent && node->parent->residentChildren++ == 0 && node->parent != root.get())
+    refreshEvictable(node->parent);
+}
+
+PrefixCache::Node *PrefixCache::childFor(Node *node, const int64_t *tokens) {
+  std::vector<int64_t> key(tokens, tokens + manager.blockSize());
+  auto it = node->children.find(key);
+  if (it != node->children.end())
+    return it->second.get();
+  auto child = std::make_unique<Node>();
+  child->parent = node;
+  child->tokens = key;
+  return node->children.emplace(std::move(key), std::move(child)).first->second.get();
+}
+
+void PrefixCache::pin(Cursor &cursor, Node *node, int64_t count) {
+  if (cursor.node != node) {
+    unpin(cursor);
+    if (node && node != root.get()) {
+      cursor.node = node;
+      ++node->pins;
+      refreshEvictable(node);
+    }
+  }
+  cursor.count = count;
+}
+
+void PrefixCache::unpin(Cursor &cursor) {
+  Node *node = cursor.node;
+  cursor = Cursor();
+  if (!node)
+    return;
+  --node->pins;
+  refreshEvictable(node);
+}
 
 PrefixCache::Match PrefixCache::match(const std::vector<int64_t> &tokens, double now,
-                                      std::vector<std::string> *log) {
+                                      std::vector<std::string> *log, Cursor *cursor) {
+  if (cursor)
+    unpin(*cursor);
   int64_t bs = manager.blockSize();
   ++numQueries;
   numQueryTokens += static_cast<int64_t>(tokens.size());
@@ -97,9 +278,12 @@ PrefixCache::Match PrefixCache::match(const std::vector<int64_t> &tokens, double
     node = it->second.get();
     path.push_back(node);
   }
-  for (Node *n : path)
+  for (Node *n : path) {
     n->onPath = true;
+    refreshEvictable(n);
+  }
   Match m;
+  std::vector<Node *> used;
   for (Node *n : path) {
     if (!n->resident()) {
       // A host copy: bring it back into a device block.
@@ -110,72 +294,102 @@ PrefixCache::Match PrefixCache::match(const std::vector<int64_t> &tokens, double
       Expected<std::vector<int32_t>> got = manager.allocate(1);
       if (!got)
         break;
-      n->block = (*got)[0];
+      makeResident(n, (*got)[0]);
       mover->load(n->hostSlot, n->block);
-      ++cachedBlocks;
       ++numLoads;
       if (log)
         log->push_back(formatString("load host slot %d -> block %d", n->hostSlot, n->block));
     }
-    n->lastUse = now;
     ++n->hitCount;
+    used.push_back(n);
     m.blocks.push_back(n->block);
   }
-  for (Node *n : path)
-    n->onPath = false;
+  for (Node *n : used)
+    touch(n, now);
+  // Leaf first, so that of equally recent nodes the deepest goes first.
+  for (auto it = path.rbegin(); it != path.rend(); ++it) {
+    (*it)->onPath = false;
+    refreshEvictable(*it);
+  }
+  if (cursor)
+    pin(*cursor, used.empty() ? nullptr : used.back(), static_cast<int64_t>(used.size()));
   m.tokens = static_cast<int64_t>(m.blocks.size()) * bs;
   numHitTokens += m.tokens;
   numHits += m.tokens > 0;
-  enforceProtectionBudget();
   return m;
+}
+
+void PrefixCache::extend(Cursor &cursor, const std::vector<int64_t> &tokens,
+                         int64_t computedTokens, const std::vector<int32_t> &blocks, double now,
+                         bool systemPrompt) {
+  int64_t bs = manager.blockSize();
+  int64_t full = std::min<int64_t>(
+      std::min<int64_t>(computedTokens, static_cast<int64_t>(tokens.size())) / bs,
+      static_cast<int64_t>(blocks.size()));
+  if (full <= cursor.count)
+    return;
+  Node *node = cursor.node ? cursor.node : root.get();
+  int64_t b = cursor.count;
+  for (; b < full; ++b) {
+    Node *child = childFor(node, tokens.data() + b * bs);
+    if (!child->resident()) { // new, or only on the host: this block is resident now
+      int32_t block = blocks[static_cast<size_t>(b)];
+      if (blockNodes[static_cast<size_t>(block)]) {
+        // The block is cached under other tokens (cannot happen for a
+        // well-formed sequence); stop rather than break the tree.
+        if (child->children.empty() && child->hostSlot < 0) {
+          std::vector<int64_t> key = child->tokens; // not a reference into the node erased
+          node->children.erase(key);
+        }
+        break;
+      }
+      makeResident(child, block);
+      manager.retain(block);
+    }
+    child->systemPrompt |= systemPrompt;
+    touch(child, now);
+    node = child;
+  }
+  pin(cursor, node, b);
+}
+
+void PrefixCache::release(Cursor &cursor, double now, bool systemPrompt) {
+  for (Node *n = cursor.node; n && n != root.get(); n = n->parent) {
+    n->systemPrompt |= systemPrompt;
+    touch(n, now);
+  }
+  unpin(cursor);
 }
 
 void PrefixCache::insert(const std::vector<int64_t> &tokens, const std::vector<int32_t> &blocks,
                          double now, bool systemPrompt) {
-  int64_t bs = manager.blockSize();
-  int64_t full = std::min<int64_t>(static_cast<int64_t>(tokens.size()) / bs,
-                                   static_cast<int64_t>(blocks.size()));
-  Node *node = root.get();
-  for (int64_t b = 0; b < full; ++b) {
-    std::vector<int64_t> key(tokens.begin() + b * bs, tokens.begin() + (b + 1) * bs);
-    auto it = node->children.find(key);
-    if (it == node->children.end()) {
-      auto child = std::make_unique<Node>();
-      child->parent = node;
-      child->tokens = key;
-      it = node->children.emplace(std::move(key), std::move(child)).first;
+  Cursor cursor;
+  extend(cursor, tokens, static_cast<int64_t>(tokens.size()), blocks, now, systemPrompt);
+  unpin(cursor);
+}
+
+PrefixCache::Node *PrefixCache::pickVictim(double now, bool &expired) {
+  // Each list's front is its best victim; of those, expired ones first,
+  // then by effective recency (protection delays a node, never exempts it).
+  Node *victim = nullptr;
+  double victimTime = 0;
+  expired = false;
+  for (RecencyList *l : {&evictPlain, &evictDemoted, &evictProtected}) {
+    Node *n = l->front();
+    if (!n)
+      continue;
+    bool isExpired = now - n->lastUse > policy.ttlSeconds;
+    double t = effectiveTime(*n, now);
+    bool better = !victim || (isExpired && !expired) ||
+                  (isExpired == expired &&
+                   (t < victimTime || (t == victimTime && n->block < victim->block)));
+    if (better) {
+      victim = n;
+      expired = isExpired;
+      victimTime = t;
     }
-    node = it->second.get();
-    if (!node->resident()) { // new, or only on the host: this block is resident now
-      node->block = blocks[b];
-      manager.retain(blocks[b]);
-      ++cachedBlocks;
-    }
-    node->lastUse = now;
-    node->systemPrompt |= systemPrompt;
   }
-  enforceProtectionBudget();
-}
-
-double PrefixCache::effectiveTime(const Node &node, double now) const {
-  if (!node.protectedNow)
-    return node.lastUse;
-  double age = std::max(0.0, now - node.lastUse);
-  return node.lastUse + policy.protectionSeconds * std::exp2(-age / policy.protectionHalfLife);
-}
-
-void PrefixCache::enforceProtectionBudget() {
-  // Gather the nodes that want protection; the most recently used keep it.
-  std::vector<Node *> wanting;
-  forEachNode(root.get(), [&](Node *n) {
-    n->protectedNow = false;
-    if (n->wantsProtection())
-      wanting.push_back(n);
-  });
-  std::sort(wanting.begin(), wanting.end(),
-            [](const Node *a, const Node *b) { return a->lastUse > b->lastUse; });
-  for (size_t i = 0; i < wanting.size() && static_cast<int64_t>(i) < policy.protectionBudget; ++i)
-    wanting[i]->protectedNow = true;
+  return victim;
 }
 
 int32_t PrefixCache::takeHostSlot(std::vector<std::string> *log) {
@@ -185,19 +399,16 @@ int32_t PrefixCache::takeHostSlot(std::vector<std::string> *log) {
     return slot;
   }
   // The least recently used copy: of a host-only leaf (the node goes) or of
-  // a resident node (only the copy goes).
-  Node *victim = nullptr;
-  forEachNode(root.get(), [&](Node *n) {
-    if (n->hostSlot < 0 || n->onPath || (!n->resident() && !n->children.empty()))
-      return;
-    if (!victim || n->lastUse < victim->lastUse ||
-        (n->lastUse == victim->lastUse && n->hostSlot < victim->hostSlot))
-      victim = n;
-  });
+  // a resident node (only the copy goes). A host-only node with children
+  // waits for them, which were evicted (and copied) before it.
+  Node *victim = hostCopies.front();
+  while (victim && (victim->onPath || (!victim->resident() && !victim->children.empty())))
+    victim = hostCopies.next(victim);
   if (!victim)
     return -1;
   int32_t slot = victim->hostSlot;
   victim->hostSlot = -1;
+  hostCopies.remove(victim);
   if (log)
     log->push_back(formatString("drop host slot %d (lru)", slot));
   if (!victim->resident())
@@ -205,61 +416,65 @@ int32_t PrefixCache::takeHostSlot(std::vector<std::string> *log) {
   return slot;
 }
 
+void PrefixCache::unlink(Node *node) {
+  for (RecencyList *l : {&evictPlain, &evictDemoted, &evictProtected, &protectedNodes,
+                         &overBudget, &hostCopies})
+    if (l->contains(node))
+      l->remove(node);
+}
+
 void PrefixCache::erase(Node *node) {
   std::vector<Node *> subtree{node};
-  forEachNode(node, [&](Node *n) { subtree.push_back(n); });
+  for (size_t i = 0; i < subtree.size(); ++i)
+    for (auto &[key, child] : subtree[i]->children)
+      subtree.push_back(child.get());
+  bool wasProtected = false;
   for (Node *n : subtree) {
+    wasProtected |= n->protectedNow;
+    unlink(n);
     if (n->resident()) {
+      blockNodes[static_cast<size_t>(n->block)] = nullptr; // before the release below
       manager.release(n->block);
       --cachedBlocks;
     }
     if (n->hostSlot >= 0)
       hostFree.push_back(n->hostSlot);
   }
+  Node *parent = node->parent;
+  if (node->resident())
+    --parent->residentChildren;
   std::vector<int64_t> key = node->tokens; // not a reference into the node erased
-  node->parent->children.erase(key);
+  parent->children.erase(key);
+  if (wasProtected)
+    balanceProtection();
+  if (parent != root.get())
+    refreshEvictable(parent, /*beforeTies=*/true);
 }
 
 int64_t PrefixCache::evict(int64_t needed, double now, std::vector<std::string> *log) {
   int64_t freed = 0;
   while (manager.numFree() < needed) {
-    // Candidates: resident blocks only the cache holds, without resident
-    // children. Expired ones first, then by effective recency (protection
-    // delays a node, never exempts it).
-    Node *victim = nullptr;
-    bool victimExpired = false;
-    double victimTime = 0;
-    forEachNode(root.get(), [&](Node *n) {
-      if (!n->resident() || n->onPath || n->hasResidentChild() ||
-          manager.refCount(n->block) != 1)
-        return;
-      bool expired = now - n->lastUse > policy.ttlSeconds;
-      double t = effectiveTime(*n, now);
-      bool better = !victim || (expired && !victimExpired) ||
-                    (expired == victimExpired &&
-                     (t < victimTime || (t == victimTime && n->block < victim->block)));
-      if (better) {
-        victim = n;
-        victimExpired = expired;
-        victimTime = t;
-      }
-    });
+    bool expired = false;
+    Node *victim = pickVictim(now, expired);
     if (!victim)
       break;
-    std::string line = formatString("evict block %d (%s, age %.1fs)", victim->block,
-                              victimExpired ? "ttl"
-                                            : (victim->protectedNow ? "protected-lru" : "lru"),
-                              now - victim->lastUse);
+    // Out of the lists while it goes; also keeps its own copy from being
+    // the one dropped to make room on the host.
+    victim->onPath = true;
+    refreshEvictable(victim);
+    std::string line =
+        formatString("evict block %d (%s, age %.1fs)", victim->block,
+                     expired ? "ttl" : (victim->protectedNow ? "protected-lru" : "lru"),
+                     now - victim->lastUse);
     // Likely to be reused: keep a host copy (it may have one already).
-    bool reusable = !victimExpired && (victim->hitCount >= policy.hostMinHits ||
-                                       victim->systemPrompt);
+    bool reusable =
+        !expired && (victim->hitCount >= policy.hostMinHits || victim->systemPrompt);
     if (victim->hostSlot < 0 && reusable && hostSlots > 0) {
-      victim->onPath = true; // not the copy dropped to make room
       int32_t slot = takeHostSlot(log);
-      victim->onPath = false;
       if (slot >= 0) {
         mover->offload(victim->block, slot);
         victim->hostSlot = slot;
+        hostCopies.insert(victim);
         ++numOffloads;
       }
     }
@@ -267,21 +482,39 @@ int64_t PrefixCache::evict(int64_t needed, double now, std::vector<std::string> 
       line += formatString(" -> host slot %d", victim->hostSlot);
     if (log)
       log->push_back(line);
+    blockNodes[static_cast<size_t>(victim->block)] = nullptr;
     manager.release(victim->block);
     victim->block = -1;
+    victim->onPath = false;
     --cachedBlocks;
     ++freed;
-    if (victim->hostSlot < 0)
-      erase(victim);
+    Node *parent = victim->parent;
+    --parent->residentChildren;
+    if (victim->hostSlot < 0) {
+      erase(victim); // refreshes the parent
+      continue;
+    }
+    // The parent may be a leaf now: next to go among equally recent nodes.
+    if (parent != root.get())
+      refreshEvictable(parent, /*beforeTies=*/true);
   }
   return freed;
 }
 
 void PrefixCache::clear() {
-  forEachNode(root.get(), [&](Node *n) {
-    if (n->resident())
+  std::vector<Node *> all;
+  for (auto &[key, child] : root->children)
+    all.push_back(child.get());
+  for (size_t i = 0; i < all.size(); ++i)
+    for (auto &[key, child] : all[i]->children)
+      all.push_back(child.get());
+  for (Node *n : all) {
+    unlink(n);
+    if (n->resident()) {
+      blockNodes[static_cast<size_t>(n->block)] = nullptr;
       manager.release(n->block);
-  });
+    }
+  }
   root = std::make_unique<Node>();
   cachedBlocks = 0;
   hostFree.clear();

@@ -180,7 +180,7 @@ TEST_F(PagedKVTest, GreedyGenerationFeedsBackTheArgmax) {
   Expected<RequestResult> stopped = generate({0, 1}, {r->tokens[0]}, nullptr);
   ASSERT_TRUE(stopped) << stopped.error();
   EXPECT_EQ(stopped->tokens.size(), 1u);
-  EXPECT_EQ(stopped->finishReason, "stop");
+  EXPECT_EQ(stopped->finishReason, FinishReason::Stop);
   EXPECT_FALSE(generate({}, {}, nullptr));
 }
 

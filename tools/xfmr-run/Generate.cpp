@@ -238,8 +238,8 @@ int generateMain(int argc, char **argv) {
                    "request %lld: prompt %zu tokens, generated %zu (%s); first token %.2f ms, "
                    "then %.2f ms/token\n",
                    static_cast<long long>(id), prompts[static_cast<size_t>(id)].size(),
-                   r.tokens.size(), r.finishReason.c_str(), 1e3 * (r.firstToken - r.arrival),
-                   1e3 * decode);
+                   r.tokens.size(), finishReasonName(r.finishReason),
+                   1e3 * (r.firstToken - r.arrival), 1e3 * decode);
     }
     std::fprintf(stderr, "%lld steps, %lld preemptions\n",
                  static_cast<long long>((*engine)->steps()),

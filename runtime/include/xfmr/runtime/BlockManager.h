@@ -23,9 +23,25 @@
 
 namespace xfmr::rt {
 
+/// Told when a block's reference count crosses between one and two owners.
+/// The prefix cache listens: a block it holds whose count drops to one is
+/// held by the cache alone and may become an eviction candidate, without
+/// the cache polling every block it holds.
+class BlockOwnershipListener {
+public:
+  virtual ~BlockOwnershipListener() = default;
+  /// `block` went from one owner to two.
+  virtual void blockShared(int32_t block) = 0;
+  /// `block` went from two owners to one.
+  virtual void blockUnshared(int32_t block) = 0;
+};
+
 class BlockManager {
 public:
   BlockManager(int64_t numBlocks, int64_t blockSize);
+
+  /// At most one listener (nullptr: none).
+  void setListener(BlockOwnershipListener *l) { listener = l; }
 
   int64_t numBlocks() const { return static_cast<int64_t>(refCounts.size()); }
   int64_t blockSize() const { return tokensPerBlock; }
@@ -50,6 +66,7 @@ public:
 
 private:
   int64_t tokensPerBlock;
+  BlockOwnershipListener *listener = nullptr;
   std::vector<int32_t> refCounts;
   /// Free block ids; allocation pops from the back (lowest ids first).
   std::vector<int32_t> freeList;
@@ -80,7 +97,9 @@ public:
   /// hit covering `prefixTokens` tokens): retains each.
   void adoptPrefix(BlockManager &manager, const std::vector<int32_t> &prefix,
                    int64_t prefixTokens);
-  /// Releases every block (finished, cancelled or preempted sequence).
+  /// Releases every block (finished, cancelled or preempted sequence), the
+  /// last block first: blocks the prefix cache then holds alone become
+  /// eviction candidates leaf first, like vLLM's free block queue.
   void releaseAll(BlockManager &manager);
 
 private:

@@ -11,8 +11,14 @@
 //
 // Request classes share the token budget by strict priority with aging:
 // interactive requests are scheduled before batch requests; a batch request
-// that has waited `batchAgingSteps` steps is scheduled as interactive, so
-// batch work is never starved.
+// that has waited `batchAgingSteps` steps since it was submitted is
+// scheduled as interactive, so batch work is never starved.
+//
+// A step has three parts, as in vLLM's v1 scheduler: schedule() decides
+// (which sequences run, how many new tokens each, block copies,
+// preemptions, admissions) and returns the decision as a StepPlan;
+// execute() packs the plan and runs the model; update() commits the
+// computed tokens, samples and finishes requests. step() runs all three.
 //
 // Every scheduling and cache decision can be printed as one line (trace
 // mode, for lit tests of the policies).
@@ -31,6 +37,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -64,10 +71,21 @@ struct EngineConfig {
   std::function<void(int64_t requestId, const float *logits, int64_t vocab)> onLogits;
 };
 
+/// Why a request ended.
+enum class FinishReason {
+  Stop,      ///< it generated one of its stop tokens
+  Length,    ///< it generated max_tokens tokens
+  Cancelled, ///< Engine::cancel
+};
+
+/// "stop", "length", "cancelled": the name in traces and tool output.
+const char *finishReasonName(FinishReason reason);
+inline std::string toString(FinishReason reason) { return finishReasonName(reason); }
+
 struct RequestResult {
   int64_t id = 0;
   std::vector<int64_t> tokens; ///< generated
-  std::string finishReason;    ///< "stop", "length", "cancelled", or an error
+  FinishReason finishReason = FinishReason::Length;
   double arrival = 0, firstToken = -1, finish = 0;
   int64_t preemptions = 0;
   int64_t cachedPromptTokens = 0; ///< prompt tokens served by the prefix cache
@@ -77,6 +95,36 @@ class Engine {
 public:
   using Clock = std::function<double()>;
   using Trace = std::function<void(const std::string &)>;
+  /// One step's model call: the logits [sequences, vocab] of each packed
+  /// sequence's last new token (runStep's contract).
+  using ModelCall = std::function<Expected<Tensor>(const std::vector<StepSequence> &)>;
+
+  struct Sequence;
+
+  /// One sequence's share of a step.
+  struct ScheduledSequence {
+    Sequence *sequence = nullptr;
+    int64_t requestId = 0;
+    int64_t numTokens = 0;     ///< new tokens: one to decode, or a prompt chunk
+    int64_t firstPosition = 0; ///< its tokens already in the KV cache
+    bool admitted = false;     ///< admitted from the queue in this step
+  };
+
+  /// What one step runs, decided before anything runs (vLLM's
+  /// SchedulerOutput). Valid until the step's update().
+  struct StepPlan {
+    int64_t step = 0;
+    /// The running sequences in admission order, then this step's admissions.
+    std::vector<ScheduledSequence> sequences;
+    /// Copy-on-write block copies to apply to the pools before the model runs.
+    std::vector<BlockCopy> copies;
+    /// Requests preempted in this step (sent back to the queue).
+    std::vector<int64_t> preempted;
+    int64_t numTokens = 0;
+    /// A preemption happened, so nothing was admitted.
+    bool admissionStopped = false;
+    bool empty() const { return sequences.empty(); }
+  };
 
   /// Sizes the KV cache from `config.kvCacheBytes`; the startup line
   /// (BlockManager::summary) goes to `trace` when given.
@@ -84,15 +132,36 @@ public:
                                                   Clock clock, Trace trace = nullptr,
                                                   int64_t typicalSequenceTokens = 0);
 
+  /// An engine without an artifact or KV pools whose steps call `model`:
+  /// the scheduler alone, with `numBlocks` blocks of `blockSize` tokens
+  /// (scheduler tests and benchmarks). No host tier.
+  static Expected<std::unique_ptr<Engine>> createDetached(ModelCall model, int64_t vocab,
+                                                          int64_t numBlocks, int64_t blockSize,
+                                                          EngineConfig config, Clock clock,
+                                                          Trace trace = nullptr);
+
   /// Queues a request. Rejects invalid sampling parameters and a request
   /// that could never fit in the KV cache, with the numbers.
   Status submit(Request request);
-  /// Cancels a queued or running request (its blocks are freed now).
+  /// Cancels a queued or running request (its blocks are freed now; a
+  /// request in a scheduled step is cancelled when the step ends).
   void cancel(int64_t id);
-  /// Runs one step (schedule, model call, sampling). A no-op when idle.
+  /// Runs one step: schedule(), execute(), update(). A no-op when idle.
   Status step();
-  bool idle() const { return waiting.empty() && running.empty(); }
+  bool idle() const { return interactiveQueue.empty() && batchQueue.empty() && running.empty(); }
   std::vector<RequestResult> takeFinished();
+
+  /// Decides the next step and reserves its blocks (preempting and
+  /// evicting as needed); an empty plan when nothing can run. Fails if a
+  /// planned step has not been updated yet, or if nothing can ever run.
+  Expected<StepPlan> schedule();
+  /// Applies the plan's block copies, packs its sequences and runs the
+  /// model: the logits [sequences, vocab]. A failure abandons the step.
+  Expected<Tensor> execute(const StepPlan &plan);
+  /// Commits the plan's tokens (new full blocks go to the prefix cache),
+  /// samples a token for every sequence whose prompt is done, and finishes
+  /// requests at a stop token or max_tokens.
+  Status update(const StepPlan &plan, const Tensor &logits);
 
   int64_t steps() const { return numSteps; }
   int64_t preemptions() const { return numPreemptions; }
@@ -100,20 +169,61 @@ public:
   int64_t freeBlocks() const { return blocks.numFree(); }
   const PrefixCache &prefixCache() const { return cache; }
   int64_t hostBlocks() const { return host.numSlots(); }
+  int64_t numRunning() const { return static_cast<int64_t>(running.size()); }
+  int64_t numWaiting() const {
+    return static_cast<int64_t>(interactiveQueue.size() + batchQueue.size());
+  }
   /// Releases the prefix cache's blocks (after this free == total when idle).
-  void clearPrefixCache() { cache.clear(); }
+  void clearPrefixCache();
   std::string summary(int64_t tokensPerSequence) const { return blocks.summary(tokensPerSequence); }
 
-  struct Sequence;
   ~Engine();
 
 private:
-  Engine(const Artifact &artifact, KVPools pools, HostKVPool host, EngineConfig config,
-         Clock clock, Trace trace);
+  using Queue = std::deque<std::unique_ptr<Sequence>>;
+
+  Engine(const Artifact *artifact, ModelCall model, KVPools pools, HostKVPool host,
+         int64_t numBlocks, int64_t blockSize, int64_t vocab, EngineConfig config, Clock clock,
+         Trace trace);
   void log(const std::string &line);
-  void preempt(Sequence &seq, const char *why);
-  void finish(Sequence &seq, const std::string &reason);
+
+  // schedule(), one decision each.
+  /// The preemption test hook: preempts the newest sequence every N steps.
+  void applyPreemptionHook(StepPlan &plan);
+  /// Gives each running sequence its next tokens, preempting when blocks
+  /// run out.
+  void scheduleRunning(StepPlan &plan);
+  /// Admits queued requests while budget, sequence slots and blocks last.
+  void admitWaiting(StepPlan &plan);
+  /// The queue whose head is admitted next (nullptr: none).
+  Queue *admissionQueue();
+  bool aged(const Sequence &seq) const;
+  /// Starts a queued sequence on its cached prefix.
+  void adoptCachedPrefix(Sequence &seq);
+  /// Reserves blocks for `tokens` more tokens of `seq`, evicting cached
+  /// blocks if needed; false when they cannot be had.
   bool ensureBlocks(Sequence &seq, int64_t tokens, std::vector<BlockCopy> &copies);
+  /// The most recently admitted running sequence from `from` on.
+  std::vector<std::unique_ptr<Sequence>>::iterator newestRunning(size_t from);
+  /// Preempts `it` and sends it to the front of its queue.
+  void preempt(std::vector<std::unique_ptr<Sequence>>::iterator it, const char *why,
+               StepPlan &plan);
+  void addToPlan(StepPlan &plan, Sequence &seq, int64_t tokens, bool admitted);
+
+  // update(), one decision each.
+  /// Marks `tokens` more tokens computed; new full blocks go to the cache.
+  void commitTokens(Sequence &seq, int64_t tokens);
+  /// Samples and appends the next token from `logits`.
+  void sampleNext(Sequence &seq, const float *logits);
+  /// Whether the last token ends the request, and why.
+  std::optional<FinishReason> finishReasonFor(const Sequence &seq) const;
+
+  /// Lets go of a sequence's blocks (its cached path counts as used now).
+  void releaseBlocks(Sequence &seq);
+  void finish(Sequence &seq, FinishReason reason);
+  /// The planned step is over (done or abandoned): deferred cancellations run.
+  void endStep();
+  Queue &queueFor(const Sequence &seq);
 
   /// The prefix cache's transfers between the pools and the host tier.
   struct HostMover : BlockMover {
@@ -124,7 +234,8 @@ private:
     void load(int32_t slot, int32_t block) override { host.load(slot, pools, block); }
   };
 
-  const Artifact &artifact;
+  const Artifact *artifact; ///< nullptr for a detached engine
+  ModelCall model;          ///< set for a detached engine
   KVPools pools;
   HostKVPool host;
   HostMover mover;
@@ -134,10 +245,18 @@ private:
   BlockManager blocks;
   PrefixCache cache;
   int64_t vocab = 0;
-  std::deque<std::unique_ptr<Sequence>> waiting;
+  /// Queued requests by class, each in queue order (queueKey ascending).
+  Queue interactiveQueue, batchQueue;
   std::vector<std::unique_ptr<Sequence>> running; ///< in admission order
   std::vector<RequestResult> finished;
+  /// Requests cancelled while their step was planned.
+  std::vector<int64_t> deferredCancels;
   int64_t numSteps = 0, numPreemptions = 0, admissionCounter = 0;
+  /// Queue keys: submissions count up at the back, preemptions down at the
+  /// front, so both queues merge by key into the one arrival order.
+  int64_t nextBackKey = 0, nextFrontKey = -1;
+  /// The step of a plan not updated yet (0: none).
+  int64_t planInFlight = 0;
 };
 
 } // namespace xfmr::rt

@@ -27,6 +27,15 @@
 // node without resident children. The host pool is bounded: when full, the
 // least recently used host copy goes (a host-only leaf leaves the tree).
 //
+// Work is proportional to what changes, not to what is cached: a running
+// sequence adds its blocks one at a time as they fill, through a Cursor
+// that remembers where its path ends; the eviction candidates (cache-only
+// resident leaves) sit in recency-ordered intrusive lists that are updated
+// when a block's owners change (BlockOwnershipListener), so an eviction
+// takes the front of a list; the protection budget is two more such lists
+// (protected, and wanting protection over the budget) instead of a sort of
+// the tree.
+//
 //===----------------------------------------------------------------------===//
 
 #ifndef XFMR_RUNTIME_PREFIXCACHE_H
@@ -59,7 +68,7 @@ public:
   virtual void load(int32_t hostSlot, int32_t block) = 0;
 };
 
-class PrefixCache {
+class PrefixCache : private BlockOwnershipListener {
 public:
   /// `hostSlots` blocks of host tier behind `mover` (0: no host tier).
   PrefixCache(BlockManager &blocks, PrefixCachePolicy policy = {}, BlockMover *mover = nullptr,
@@ -67,6 +76,24 @@ public:
   ~PrefixCache();
   PrefixCache(const PrefixCache &) = delete;
   PrefixCache &operator=(const PrefixCache &) = delete;
+
+  struct Node;
+
+  /// A running sequence's place in the tree: the node of its last cached
+  /// block and how many of its blocks are cached. While a cursor holds a
+  /// node, that node (and so its path) stays in the tree. Release it with
+  /// release() before the sequence's blocks; clear() invalidates it.
+  class Cursor {
+  public:
+    /// Leading full blocks of the sequence that are in the tree.
+    int64_t blocks() const { return count; }
+    bool holds() const { return node != nullptr; }
+
+  private:
+    friend class PrefixCache;
+    Node *node = nullptr;
+    int64_t count = 0;
+  };
 
   struct Match {
     std::vector<int32_t> blocks; ///< to adopt with SequenceBlocks::adoptPrefix
@@ -77,14 +104,28 @@ public:
   /// Counts a query and its hit tokens; marks the path used at `now`. Host
   /// copies on the path are loaded into device blocks (evicting others if
   /// needed); the match ends where no device block can be had. Loads are
-  /// appended to `log` ("load host slot 2 -> block 9").
+  /// appended to `log` ("load host slot 2 -> block 9"). With `cursor`, it
+  /// is set to the end of the match (released first if it held a node).
   Match match(const std::vector<int64_t> &tokens, double now,
-              std::vector<std::string> *log = nullptr);
+              std::vector<std::string> *log = nullptr, Cursor *cursor = nullptr);
 
-  /// Stores the full blocks of a sequence: block i holds tokens
-  /// [i*B, (i+1)*B). Blocks already cached for the same tokens are kept (the
-  /// sequence's duplicates are not stored); new nodes take a reference.
-  /// `systemPrompt` protects the inserted path.
+  /// Adds a running sequence's blocks that became full since the cursor's
+  /// last call: block i holds tokens [i*B, (i+1)*B) and is full once
+  /// `computedTokens` covers it. Costs one tree step per new block. A block
+  /// already cached for the same tokens is kept (the sequence's duplicate
+  /// is not stored); a stored block takes a reference. `systemPrompt`
+  /// protects the added nodes.
+  void extend(Cursor &cursor, const std::vector<int64_t> &tokens, int64_t computedTokens,
+              const std::vector<int32_t> &blocks, double now, bool systemPrompt = false);
+
+  /// The sequence stops running (finished, preempted, cancelled): its path
+  /// counts as used at `now` (the blocks it held are the most recently used
+  /// once it lets go of them; `systemPrompt` protects the path), and the
+  /// cursor lets go of its node.
+  void release(Cursor &cursor, double now, bool systemPrompt = false);
+
+  /// Stores the full blocks of a whole sequence at once (extend from an
+  /// empty cursor, then let go): every node on the path counts as used.
   void insert(const std::vector<int64_t> &tokens, const std::vector<int32_t> &blocks, double now,
               bool systemPrompt = false);
 
@@ -113,16 +154,67 @@ public:
     return numQueryTokens ? static_cast<double>(numHitTokens) / numQueryTokens : 0.0;
   }
 
-  struct Node;
-
 private:
+  /// Nodes in recency order (least recently used first), threaded through
+  /// one of the nodes' links: O(1) insertion at either end and removal,
+  /// no allocation.
+  class RecencyList {
+  public:
+    explicit RecencyList(int link) : link(link) {}
+    Node *front() const { return head; }
+    Node *back() const { return tail; }
+    int64_t size() const { return count; }
+    bool empty() const { return count == 0; }
+    bool contains(const Node *node) const;
+    /// Inserts `node` by its lastUse, after the nodes used at the same time
+    /// (or before them with `beforeTies`). Scans from both ends at once, so
+    /// a node that belongs near either end costs O(1): a node just used
+    /// goes last, the parent of an evicted leaf goes first.
+    void insert(Node *node, bool beforeTies = false);
+    void remove(Node *node);
+    Node *next(const Node *node) const;
+
+  private:
+    void insertBefore(Node *node, Node *pos);
+    int link;
+    Node *head = nullptr, *tail = nullptr;
+    int64_t count = 0;
+  };
+
+  void blockShared(int32_t block) override;
+  void blockUnshared(int32_t block) override;
+
   double effectiveTime(const Node &node, double now) const;
-  void enforceProtectionBudget();
+  /// Marks `node` used at `now`: moves it to the back of its lists.
+  void touch(Node *node, double now);
+  /// Puts a node that wants protection in the protected list or the one
+  /// over the budget, by recency, and restores the budget.
+  void placeWanting(Node *node);
+  /// Gives or takes a node's protection (and moves its eviction list).
+  void setProtected(Node *node, bool on);
+  /// Moves nodes between the protected list and the one over the budget
+  /// until the budget's most recently used nodes hold protection.
+  void balanceProtection();
+  /// Whether eviction could take `node` now.
+  bool evictable(const Node &node) const;
+  /// Puts `node` in the eviction list it belongs to now, or in none.
+  void refreshEvictable(Node *node, bool beforeTies = false);
+  RecencyList &evictionListFor(const Node &node);
+  /// The next block to evict: the front of one of the eviction lists.
+  Node *pickVictim(double now, bool &expired);
+  /// Gives `node` device block `block` (a reference the cache holds).
+  void makeResident(Node *node, int32_t block);
+  /// The child of `node` for one block of tokens, created if missing.
+  Node *childFor(Node *node, const int64_t *tokens);
+  void pin(Cursor &cursor, Node *node, int64_t count);
+  void unpin(Cursor &cursor);
   /// A free host slot, dropping the least recently used copy if none is
   /// free; -1 when every slot is taken by a node on the current path.
   int32_t takeHostSlot(std::vector<std::string> *log);
   /// Removes `node` and its (host-only) subtree from the tree.
   void erase(Node *node);
+  /// Takes `node` out of every list.
+  void unlink(Node *node);
 
   BlockManager &manager;
   PrefixCachePolicy policy;
@@ -130,6 +222,17 @@ private:
   int64_t hostSlots;
   std::vector<int32_t> hostFree;
   std::unique_ptr<Node> root;
+  /// The node holding each device block (nullptr: none).
+  std::vector<Node *> blockNodes;
+  /// Eviction candidates by protection: none wanted, wanted but over the
+  /// budget, held. Each is in recency order, so its front is its best
+  /// victim (a protected node's bonus only grows with its recency).
+  RecencyList evictPlain, evictDemoted, evictProtected;
+  /// Nodes that want protection: the most recently used ones holding it
+  /// (at most the budget), and the rest.
+  RecencyList protectedNodes, overBudget;
+  /// Nodes with a host copy.
+  RecencyList hostCopies;
   int64_t cachedBlocks = 0;
   int64_t numOffloads = 0, numLoads = 0;
   int64_t numQueries = 0, numHits = 0, numQueryTokens = 0, numHitTokens = 0;
