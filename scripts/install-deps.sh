@@ -9,7 +9,7 @@ PKGS=(
   llvm-22-dev libmlir-22-dev mlir-22-tools llvm-22-tools
   clang-22 libclang-rt-22-dev
   libonnx-dev libprotobuf-dev protobuf-compiler libonnx-testdata
-  nlohmann-json3-dev libopenblas-dev libomp-22-dev
+  nlohmann-json3-dev libopenblas-dev libomp-22-dev libssl-dev
   python3-venv
 )
 if [[ "${XFMR_WITH_PYTHON_MODELS:-0}" == 1 ]]; then

@@ -58,7 +58,7 @@ LogicalResult buildCPUToLLVMPipeline(OpPassManager &pm,
      // canonicalize (the kernels allocate nothing); scf-to-cf could not
      // lower loops inside it.
      << (options.threads ? "xfmr-parallelize-loops,convert-scf-to-openmp,canonicalize," : "")
-     << "convert-scf-to-cf,"
+     << "convert-scf-to-cf,xfmr-checks-to-status,"
      << "arith-expand{include-bf16=true},convert-math-to-libm,"
      << "finalize-memref-to-llvm,convert-to-llvm,"
      << (options.threads ? "convert-openmp-to-llvm," : "") << "reconcile-unrealized-casts";

@@ -5,6 +5,8 @@
 //===----------------------------------------------------------------------===//
 
 #include "xfmr/runtime/Artifact.h"
+#include "xfmr/runtime/CPUFeatures.h"
+#include "xfmr/runtime/Digest.h"
 
 #include <algorithm>
 #include <cerrno>
@@ -209,6 +211,65 @@ Artifact::~Artifact() {
     ::munmap(weightsMapping, static_cast<size_t>(info.weightsSize));
 }
 
+namespace {
+
+/// An open file descriptor, closed when it goes out of scope.
+struct OwnedFd {
+  int fd = -1;
+  explicit OwnedFd(int fd) : fd(fd) {}
+  OwnedFd(const OwnedFd &) = delete;
+  ~OwnedFd() {
+    if (fd >= 0)
+      ::close(fd);
+  }
+};
+
+/// Opens the artifact file `path` for reading: a regular file, not a
+/// symbolic link (an artifact is one directory; a link could point anywhere),
+/// whose size is the manifest's.
+Expected<std::unique_ptr<OwnedFd>> openArtifactFile(const std::string &path,
+                                                    const FileIntegrity &expected,
+                                                    const std::string &manifestPath) {
+  auto file = std::make_unique<OwnedFd>(
+      ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOFOLLOW));
+  if (file->fd < 0 && errno == ELOOP)
+    return Error(path + ": is a symbolic link (artifact files must be regular files)");
+  if (file->fd < 0)
+    return Error(path + ": cannot open: " + std::strerror(errno));
+  struct stat st;
+  if (::fstat(file->fd, &st) != 0)
+    return Error(path + ": cannot stat: " + std::strerror(errno));
+  if (!S_ISREG(st.st_mode))
+    return Error(path + ": not a regular file");
+  if (static_cast<uint64_t>(st.st_size) != expected.size)
+    return Error(path + ": size is " + std::to_string(st.st_size) + " bytes, but " +
+                 manifestPath + " says " + std::to_string(expected.size) +
+                 " (truncated or replaced?)");
+  return file;
+}
+
+Error digestMismatch(const std::string &path, const std::string &actual,
+                     const std::string &manifestPath) {
+  return Error(path + ": SHA-256 is " + actual + ", not the one " + manifestPath +
+               " records (the file was modified after compilation)");
+}
+
+/// The CPU features the artifact needs that this host lacks, as one error.
+std::optional<Error> checkCPUFeatures(const Manifest &m, const std::string &libraryPath) {
+  std::vector<std::string> missing = missingCPUFeatures(m.requiredCPUFeatures);
+  if (missing.empty())
+    return std::nullopt;
+  std::string list;
+  for (const std::string &f : missing)
+    list += (list.empty() ? "" : ", ") + f;
+  return Error(libraryPath + ": needs CPU feature(s) this CPU lacks: " + list +
+               " (compiled for cpu " + quoted(m.targetCPU) +
+               "; rebuild with xfmr-compile --cpu=native here, or --cpu=x86-64-v3 for a "
+               "portable build)");
+}
+
+} // namespace
+
 Expected<std::unique_ptr<Artifact>> Artifact::load(const std::string &path) {
   std::string dir = trimSlashes(path);
   struct stat st;
@@ -231,49 +292,52 @@ Expected<std::unique_ptr<Artifact>> Artifact::load(const std::string &path) {
   a->dir = dir;
   a->info = manifest.take();
   const Manifest &m = a->info;
+  std::string libraryPath = joinPath(dir, m.library);
+  if (std::optional<Error> cpu = checkCPUFeatures(m, libraryPath))
+    return std::move(*cpu);
 
-  // weights.bin: mapped read-only for the artifact's life, never copied.
+  // weights.bin: mapped read-only for the artifact's life, never copied. The
+  // digest is taken of the mapping itself, so what runs is what was checked.
   std::string weightsPath = joinPath(dir, m.weightsFile);
-  int fd = ::open(weightsPath.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
-  if (fd < 0)
-    return Error(weightsPath + ": cannot open: " + std::strerror(errno));
-  struct stat wst;
-  if (::fstat(fd, &wst) != 0) {
-    int err = errno;
-    ::close(fd);
-    return Error(weightsPath + ": cannot stat: " + std::strerror(err));
-  }
-  if (!S_ISREG(wst.st_mode)) {
-    ::close(fd);
-    return Error(weightsPath + ": not a regular file");
-  }
-  if (static_cast<uint64_t>(wst.st_size) != m.weightsSize) {
-    ::close(fd);
-    return Error(weightsPath + ": size is " + std::to_string(wst.st_size) +
-                 " bytes, but " + manifestPath + " says weights.size is " +
-                 std::to_string(m.weightsSize));
-  }
+  Expected<std::unique_ptr<OwnedFd>> weights =
+      openArtifactFile(weightsPath, m.weightsIntegrity, manifestPath);
+  if (!weights)
+    return weights.takeError();
+  std::string weightsDigest;
   if (m.weightsSize > 0) {
     void *p = ::mmap(nullptr, static_cast<size_t>(m.weightsSize), PROT_READ,
-                     MAP_PRIVATE, fd, 0);
-    int err = errno;
-    ::close(fd);
+                     MAP_PRIVATE, (*weights)->fd, 0);
     if (p == MAP_FAILED)
       return Error(weightsPath + ": cannot map " +
                    std::to_string(m.weightsSize) +
-                   " bytes: " + std::strerror(err));
+                   " bytes: " + std::strerror(errno));
     a->weightsMapping = p;
     if (reinterpret_cast<uintptr_t>(p) % m.weightsAlignment != 0)
       return Error(weightsPath + ": cannot map at the " +
                    std::to_string(m.weightsAlignment) +
                    "-byte alignment weights.alignment asks for");
+    weightsDigest = sha256Hex(p, static_cast<size_t>(m.weightsSize));
   } else {
-    ::close(fd);
+    weightsDigest = sha256Hex(kEmptyBuffer, 0);
   }
+  if (weightsDigest != m.weightsIntegrity.sha256)
+    return digestMismatch(weightsPath, weightsDigest, manifestPath);
 
-  // model.so: loaded privately, every symbol bound now so that a missing
-  // one fails here and not in the middle of a run.
-  std::string libraryPath = joinPath(dir, m.library);
+  // model.so: hashed through an open descriptor, then loaded by path; the
+  // path must still name the file that was hashed (a file swapped in between
+  // is refused). Not /proc/self/fd/N: the dynamic loader identifies objects
+  // by name first, and a reused descriptor number would name another
+  // artifact's library. Every symbol is bound now so that a missing one
+  // fails here and not in the middle of a run.
+  Expected<std::unique_ptr<OwnedFd>> library =
+      openArtifactFile(libraryPath, m.libraryIntegrity, manifestPath);
+  if (!library)
+    return library.takeError();
+  Expected<std::string> libraryDigest = sha256OfFile((*library)->fd, libraryPath);
+  if (!libraryDigest)
+    return libraryDigest.takeError();
+  if (*libraryDigest != m.libraryIntegrity.sha256)
+    return digestMismatch(libraryPath, *libraryDigest, manifestPath);
   ::dlerror();
   a->library = ::dlopen(libraryPath.c_str(), RTLD_NOW | RTLD_LOCAL);
   if (!a->library) {
@@ -281,6 +345,10 @@ Expected<std::unique_ptr<Artifact>> Artifact::load(const std::string &path) {
     return Error(libraryPath + ": cannot load the model library: " +
                  (why ? why : "unknown dlopen error"));
   }
+  struct stat hashed, loaded;
+  if (::fstat((*library)->fd, &hashed) != 0 || ::lstat(libraryPath.c_str(), &loaded) != 0 ||
+      hashed.st_dev != loaded.st_dev || hashed.st_ino != loaded.st_ino)
+    return Error(libraryPath + ": was replaced while it was being loaded");
   ::dlerror();
   void *abiSymbol = ::dlsym(a->library, kABIVersionSymbol);
   if (!abiSymbol)
@@ -327,6 +395,13 @@ Artifact::run(const std::map<std::string, Tensor> &named) const {
     ordered.push_back(&it->second);
   }
   return run(ordered);
+}
+
+std::string Artifact::checkFailure(int64_t status) const {
+  if (status > 0 && static_cast<uint64_t>(status) <= info.checks.size())
+    return "run-time check failed: " + info.checks[static_cast<size_t>(status - 1)];
+  return "run-time check failed: status " + std::to_string(status) +
+         " names no check of the manifest's " + std::to_string(info.checks.size());
 }
 
 Expected<std::vector<Tensor>>
@@ -401,6 +476,11 @@ Artifact::run(const std::vector<const Tensor *> &inputs) const {
     inputDescs.push_back(contiguousDescriptor(data, t->shape()));
     args.push_back(inputDescs.back().data());
   }
+  // The status buffer (ABI 2): the model sets status[0] to N + 1 when its
+  // run-time check N fails.
+  alignas(64) int64_t status[2] = {0, 0};
+  int64_t statusDesc[5] = {pointerWord(status), pointerWord(status), 0, 2, 1};
+  args.push_back(statusDesc);
 
   entry(args.data());
 
@@ -456,6 +536,8 @@ Artifact::run(const std::vector<const Tensor *> &inputs) const {
         std::free(p);
     }
   } freeAll{toFree};
+  if (status[0] != 0)
+    return fail(checkFailure(status[0]));
   if (firstError)
     return std::move(*firstError);
 

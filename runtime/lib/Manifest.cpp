@@ -9,6 +9,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "xfmr/runtime/Manifest.h"
+#include "xfmr/runtime/Digest.h"
 
 #include <nlohmann/json.hpp>
 
@@ -233,6 +234,51 @@ private:
     return s;
   }
 
+  /// A required array of at most `maxCount` strings of 1 to `maxLength`
+  /// bytes.
+  Expected<std::vector<std::string>> getStrings(const json &obj, const std::string &parent,
+                                                const char *key, size_t maxCount,
+                                                size_t maxLength) const {
+    Expected<const json *> a = getArray(obj, parent, key);
+    if (!a)
+      return a.takeError();
+    std::string field = join(parent, key);
+    if ((*a)->size() > maxCount)
+      return fail(field, "more than " + std::to_string(maxCount) + " entries");
+    std::vector<std::string> out;
+    for (size_t i = 0; i < (*a)->size(); ++i) {
+      const json &v = (**a)[i];
+      std::string where = field + "[" + std::to_string(i) + "]";
+      if (!v.is_string())
+        return fail(where, std::string("expected a string, got ") + v.type_name());
+      const std::string &str = v.get_ref<const std::string &>();
+      if (str.empty() || str.size() > maxLength)
+        return fail(where, "must have 1 to " + std::to_string(maxLength) + " bytes");
+      out.push_back(str);
+    }
+    return out;
+  }
+
+  /// files.<name>: {"size": N, "sha256": "<64 hex digits>"}.
+  Expected<FileIntegrity> getFileIntegrity(const json &files, const std::string &name) const {
+    std::string field = "files." + name;
+    Expected<const json *> entry = getObject(files, "files", name.c_str(), true);
+    if (!entry)
+      return entry.takeError();
+    FileIntegrity f;
+    Expected<int64_t> size = getNonNegativeInt(**entry, field, "size");
+    if (!size)
+      return size.takeError();
+    f.size = static_cast<uint64_t>(*size);
+    Expected<std::string> sha = getString(**entry, field, "sha256", true);
+    if (!sha)
+      return sha.takeError();
+    if (!isSHA256Hex(*sha))
+      return fail(field + ".sha256", "expected 64 lowercase hex digits, got " + quoted(*sha));
+    f.sha256 = sha.take();
+    return f;
+  }
+
   Expected<std::vector<TensorSpec>> getSpecs(const json &root,
                                              const char *key) const;
   Expected<TensorSpec> getSpec(const json &v, const std::string &field) const;
@@ -377,6 +423,11 @@ Expected<Manifest> ManifestParser::parse(const json &root) {
   }
   if (m.targetKind.empty())
     return fail("target.kind", "must not be empty");
+  Expected<std::vector<std::string>> requires_ =
+      getStrings(**target, "target", "requires", 256, 64);
+  if (!requires_)
+    return requires_.takeError();
+  m.requiredCPUFeatures = requires_.take();
 
   if (Expected<const json *> options = getObject(root, "", "options", false);
       !options)
@@ -418,6 +469,30 @@ Expected<Manifest> ManifestParser::parse(const json &root) {
   if (!count)
     return count.takeError();
   m.weightsCount = static_cast<uint64_t>(*count);
+
+  Expected<const json *> files = getObject(root, "", "files", true);
+  if (!files)
+    return files.takeError();
+  for (auto it = (*files)->begin(); it != (*files)->end(); ++it)
+    if (it.key() != m.library && it.key() != m.weightsFile)
+      return fail("files", quoted(it.key()) + " is neither the library nor the weights file");
+  Expected<FileIntegrity> libraryIntegrity = getFileIntegrity(**files, m.library);
+  if (!libraryIntegrity)
+    return libraryIntegrity.takeError();
+  m.libraryIntegrity = libraryIntegrity.take();
+  Expected<FileIntegrity> weightsIntegrity = getFileIntegrity(**files, m.weightsFile);
+  if (!weightsIntegrity)
+    return weightsIntegrity.takeError();
+  m.weightsIntegrity = weightsIntegrity.take();
+  if (m.weightsIntegrity.size != m.weightsSize)
+    return fail("files." + m.weightsFile + ".size",
+                std::to_string(m.weightsIntegrity.size) + " disagrees with weights.size " +
+                    std::to_string(m.weightsSize));
+
+  Expected<std::vector<std::string>> checks = getStrings(root, "", "checks", 1 << 20, 1 << 16);
+  if (!checks)
+    return checks.takeError();
+  m.checks = checks.take();
 
   Expected<std::vector<TensorSpec>> inputs = getSpecs(root, "inputs");
   if (!inputs)
@@ -487,7 +562,9 @@ Expected<Manifest> xfmr::rt::parseManifest(std::string_view text,
 }
 
 Expected<Manifest> xfmr::rt::readManifest(const std::string &path) {
-  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOFOLLOW);
+  if (fd < 0 && errno == ELOOP)
+    return Error(path + ": is a symbolic link (artifact files must be regular files)");
   if (fd < 0)
     return Error(path + ": cannot open: " + std::strerror(errno));
   struct FdCloser {

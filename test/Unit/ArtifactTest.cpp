@@ -11,6 +11,8 @@
 
 #include "xfmr/runtime/Artifact.h"
 
+#include "TestArtifacts.h"
+
 #include <gtest/gtest.h>
 
 #include <cerrno>
@@ -32,10 +34,11 @@ std::string fakeManifest(uint64_t weightsSize, const std::string &inputs,
                          const std::string &outputs,
                          const std::string &entry = "xfmr_entry",
                          const std::string &kind = "cpu") {
-  return R"({"format": "xfmr-artifact", "format_version": 1,
-    "abi_version": 1, "compiler": "hand-written", "source": "fake_model.c",
+  return R"({"format": "xfmr-artifact", "format_version": 2,
+    "abi_version": 2, "compiler": "hand-written", "source": "fake_model.c",
+    "checks": ["fake check: x must not be negative"],
     "target": {"kind": ")" +
-         kind + R"(", "triple": "x86_64-pc-linux-gnu"},
+         kind + R"(", "triple": "x86_64-pc-linux-gnu", "requires": []},
     "library": "model.so", "entry": ")" +
          entry + R"(",
     "weights": {"file": "weights.bin", "size": )" +
@@ -103,7 +106,7 @@ protected:
     fs::rename(dir + "/model.so.tmp", dir + "/model.so");
     write("weights.bin", weights);
     write("manifest.json",
-          fakeManifest(weights.size(), inputs, outputs, entry));
+          test::sealManifest(fakeManifest(weights.size(), inputs, outputs, entry), dir));
     return true;
 #else
     return false;
@@ -165,45 +168,97 @@ TEST_F(ArtifactTest, MissingManifest) {
 }
 
 TEST_F(ArtifactTest, BadManifestNamesTheField) {
-  write("manifest.json", fakeManifest(0, "[]", "{}"));
+  write("model.so", "x");
+  write("weights.bin", "");
+  write("manifest.json", test::sealManifest(fakeManifest(0, "[]", "{}"), dir));
   EXPECT_TRUE(failsWith(Artifact::load(dir),
                         {dir + "/manifest.json: outputs: expected an array"}));
 }
 
 TEST_F(ArtifactTest, UnsupportedTargetKind) {
+  write("model.so", "x");
+  write("weights.bin", "");
   write("manifest.json",
-        fakeManifest(0, kInputN, kOutputN, "xfmr_entry", "cuda"));
+        test::sealManifest(fakeManifest(0, kInputN, kOutputN, "xfmr_entry", "cuda"), dir));
   EXPECT_TRUE(failsWith(Artifact::load(dir),
                         {dir + "/manifest.json: target.kind: 'cuda'"}));
 }
 
 TEST_F(ArtifactTest, MissingWeights) {
-  write("manifest.json", fakeManifest(8, kInputN, kOutputN));
+  write("model.so", "x");
+  write("weights.bin", "12345678");
+  write("manifest.json", test::sealManifest(fakeManifest(8, kInputN, kOutputN), dir));
+  fs::remove(dir + "/weights.bin");
   EXPECT_TRUE(
       failsWith(Artifact::load(dir), {dir + "/weights.bin: cannot open"}));
 }
 
 TEST_F(ArtifactTest, WeightsSizeMismatch) {
-  write("manifest.json", fakeManifest(8, kInputN, kOutputN));
+  write("model.so", "x");
+  write("weights.bin", "12345678");
+  write("manifest.json", test::sealManifest(fakeManifest(8, kInputN, kOutputN), dir));
   write("weights.bin", "1234");
-  EXPECT_TRUE(
-      failsWith(Artifact::load(dir),
-                {dir + "/weights.bin: size is 4 bytes", "weights.size is 8"}));
+  EXPECT_TRUE(failsWith(Artifact::load(dir),
+                        {dir + "/weights.bin: size is 4 bytes", "says 8", "truncated"}));
+}
+
+TEST_F(ArtifactTest, WeightsDigestMismatch) {
+  write("model.so", "x");
+  write("weights.bin", "12345678");
+  write("manifest.json", test::sealManifest(fakeManifest(8, kInputN, kOutputN), dir));
+  write("weights.bin", "12345679");
+  EXPECT_TRUE(failsWith(Artifact::load(dir),
+                        {dir + "/weights.bin: SHA-256 is", "modified after compilation"}));
+}
+
+TEST_F(ArtifactTest, ManifestWithoutFiles) {
+  write("manifest.json", fakeManifest(0, kInputN, kOutputN));
+  EXPECT_TRUE(failsWith(Artifact::load(dir), {dir + "/manifest.json: files: missing"}));
+}
+
+TEST_F(ArtifactTest, SymlinkedWeightsAreRefused) {
+  write("model.so", "x");
+  write("real.bin", "12345678");
+  fs::create_symlink("real.bin", dir + "/weights.bin");
+  write("manifest.json", test::sealManifest(fakeManifest(8, kInputN, kOutputN), dir));
+  EXPECT_TRUE(failsWith(Artifact::load(dir), {dir + "/weights.bin: is a symbolic link"}));
 }
 
 TEST_F(ArtifactTest, MissingLibrary) {
-  write("manifest.json", fakeManifest(4, kInputN, kOutputN));
+  write("model.so", "x");
   write("weights.bin", "1234");
+  write("manifest.json", test::sealManifest(fakeManifest(4, kInputN, kOutputN), dir));
+  fs::remove(dir + "/model.so");
+  EXPECT_TRUE(failsWith(Artifact::load(dir), {dir + "/model.so: cannot open"}));
+}
+
+TEST_F(ArtifactTest, LibraryDigestMismatch) {
+  write("model.so", "not an ELF file");
+  write("weights.bin", "");
+  write("manifest.json", test::sealManifest(fakeManifest(0, kInputN, kOutputN), dir));
+  write("model.so", "not an ELF filf");
+  EXPECT_TRUE(failsWith(Artifact::load(dir), {dir + "/model.so: SHA-256 is"}));
+}
+
+TEST_F(ArtifactTest, LibraryThatIsNotASharedObject) {
+  write("weights.bin", "");
+  write("model.so", "not an ELF file");
+  write("manifest.json", test::sealManifest(fakeManifest(0, kInputN, kOutputN), dir));
   EXPECT_TRUE(failsWith(Artifact::load(dir),
                         {dir + "/model.so: cannot load the model library"}));
 }
 
-TEST_F(ArtifactTest, LibraryThatIsNotASharedObject) {
-  write("manifest.json", fakeManifest(0, kInputN, kOutputN));
+TEST_F(ArtifactTest, CPUFeatureTheRuntimeCannotCheck) {
+  std::string manifest = fakeManifest(0, kInputN, kOutputN);
+  size_t at = manifest.find("\"requires\": []");
+  ASSERT_NE(at, std::string::npos);
+  manifest.replace(at, 14, "\"requires\": [\"avx2\", \"quantum-ops\"]");
   write("weights.bin", "");
-  write("model.so", "not an ELF file");
+  write("model.so", "x");
+  write("manifest.json", test::sealManifest(manifest, dir));
   EXPECT_TRUE(failsWith(Artifact::load(dir),
-                        {dir + "/model.so: cannot load the model library"}));
+                        {dir + "/model.so: needs CPU feature(s) this CPU lacks",
+                         "quantum-ops (unknown to this runtime)", "--cpu=x86-64-v3"}));
 }
 
 TEST_F(ArtifactTest, MissingEntryPoint) {
@@ -299,6 +354,19 @@ TEST_F(ArtifactTest, OutputOutsideItsAllocation) {
   Tensor x = floats({1, 2});
   EXPECT_TRUE(failsWith(a->run({&x}), {dir + ": output 'y' [2]",
                                        "reaches outside its allocation"}));
+}
+
+TEST_F(ArtifactTest, FailedCheckFailsTheCallAndFreesItsOutputs) {
+  // Mode 8 allocates its output, then records check 0 (ASan's leak check
+  // sees whether the output is freed).
+  std::unique_ptr<Artifact> a = loadFake(floatBytes({0, 8}));
+  REQUIRE_FAKE_MODEL(a);
+  Tensor good = floats({1, 2});
+  Expected<std::vector<Tensor>> out = a->run({&good});
+  ASSERT_TRUE(out) << out.error();
+  Tensor bad = floats({1, -2});
+  EXPECT_TRUE(failsWith(a->run({&bad}),
+                        {dir + ": run-time check failed: fake check: x must not be negative"}));
 }
 
 TEST_F(ArtifactTest, OutputInsideTheWeights) {

@@ -28,16 +28,19 @@ const char *const kFile = "model.xfa/manifest.json";
 
 const char *const kManifest = R"json({
   "format": "xfmr-artifact",
-  "format_version": 1,
-  "abi_version": 1,
+  "format_version": 2,
+  "abi_version": 2,
   "compiler": "xfmr 0.1 (LLVM 22.1.8)",
   "source": "model.onnx",
   "target": {"kind": "cpu", "triple": "x86_64-pc-linux-gnu", "cpu": "znver3",
-             "features": "+avx2,+fma"},
+             "features": "+avx2,+fma", "requires": ["avx2", "fma"]},
   "options": {"opt_level": 3},
   "library": "model.so",
   "entry": "xfmr_entry",
   "weights": {"file": "weights.bin", "size": 123456, "alignment": 64, "count": 12},
+  "files": {"model.so": {"size": 4096, "sha256": "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef"},
+            "weights.bin": {"size": 123456, "sha256": "fedcba9876543210fedcba9876543210fedcba9876543210fedcba9876543210"}},
+  "checks": ["xfmr.embedding: token id: index out of range at loc(\"ids\")"],
   "inputs":  [{"name": "input_ids", "dtype": "int64", "shape": ["batch", "sequence"]},
               {"name": "mask", "dtype": "bool", "shape": ["batch", "?"]}],
   "outputs": [{"name": "logits", "dtype": "float32", "shape": ["batch", "sequence", 256]}]
@@ -58,8 +61,14 @@ std::string mutated(const std::string &from, const std::string &to) {
 TEST(ManifestTest, DocumentedExample) {
   Expected<Manifest> m = parseManifest(kManifest, kFile);
   ASSERT_TRUE(m) << m.error();
-  EXPECT_EQ(m->formatVersion, 1);
-  EXPECT_EQ(m->abiVersion, 1);
+  EXPECT_EQ(m->formatVersion, 2);
+  EXPECT_EQ(m->abiVersion, 2);
+  EXPECT_EQ(m->requiredCPUFeatures, (std::vector<std::string>{"avx2", "fma"}));
+  EXPECT_EQ(m->libraryIntegrity.size, 4096u);
+  EXPECT_EQ(m->libraryIntegrity.sha256, "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef");
+  EXPECT_EQ(m->weightsIntegrity.size, 123456u);
+  ASSERT_EQ(m->checks.size(), 1u);
+  EXPECT_EQ(m->checks[0], "xfmr.embedding: token id: index out of range at loc(\"ids\")");
   EXPECT_EQ(m->compiler, "xfmr 0.1 (LLVM 22.1.8)");
   EXPECT_EQ(m->source, "model.onnx");
   EXPECT_EQ(m->targetKind, "cpu");
@@ -98,9 +107,11 @@ TEST(ManifestTest, DocumentedExample) {
 
 TEST(ManifestTest, OptionalFieldsAndScalars) {
   const char *minimal = R"json({
-    "format": "xfmr-artifact", "format_version": 1, "abi_version": 1,
-    "target": {"kind": "cpu"}, "library": "m.so", "entry": "run_1",
+    "format": "xfmr-artifact", "format_version": 2, "abi_version": 2,
+    "target": {"kind": "cpu", "requires": []}, "library": "m.so", "entry": "run_1",
     "weights": {"file": "w.bin", "size": 0, "alignment": 64, "count": 0},
+    "files": {"m.so": {"size": 1, "sha256": "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef"}, "w.bin": {"size": 0, "sha256": "fedcba9876543210fedcba9876543210fedcba9876543210fedcba9876543210"}},
+    "checks": [],
     "inputs": [], "outputs": [{"name": "y", "dtype": "f16", "shape": []}],
     "future_field": {"ignored": true}
   })json";
@@ -154,31 +165,48 @@ INSTANTIATE_TEST_SUITE_P(
                 "parse error at line"},
         BadCase{"Format", "\"xfmr-artifact\"", "\"onnx\"", "format",
                 "expected 'xfmr-artifact', got 'onnx'"},
-        BadCase{"MissingFormatVersion", "\"format_version\": 1,", "",
+        BadCase{"MissingFormatVersion", "\"format_version\": 2,", "",
                 "format_version", "missing"},
-        BadCase{"FormatVersion2", "\"format_version\": 1",
-                "\"format_version\": 2", "format_version",
-                "unsupported version 2 (this runtime reads 1)"},
-        BadCase{"AbiVersionString", "\"abi_version\": 1",
-                "\"abi_version\": \"1\"", "abi_version",
+        BadCase{"FormatVersion1", "\"format_version\": 2",
+                "\"format_version\": 1", "format_version",
+                "unsupported version 1 (this runtime reads 2)"},
+        BadCase{"AbiVersionString", "\"abi_version\": 2",
+                "\"abi_version\": \"2\"", "abi_version",
                 "expected an integer, got string"},
-        BadCase{"AbiVersion7", "\"abi_version\": 1", "\"abi_version\": 7",
+        BadCase{"AbiVersion7", "\"abi_version\": 2", "\"abi_version\": 7",
                 "abi_version", "unsupported version 7"},
+        BadCase{"MissingFiles", "\"files\"", "\"filez\"", "files", "missing"},
+        BadCase{"MissingLibraryEntry", "\"model.so\": {", "\"other.so\": {", "files",
+                "'other.so' is neither the library nor the weights file"},
+        BadCase{"ShortDigest", "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef\"", "0123\"", "files.model.so.sha256",
+                "expected 64 lowercase hex digits"},
+        BadCase{"FilesSizeDisagrees", "\"size\": 123456, \"sha256\"",
+                "\"size\": 5, \"sha256\"", "files.weights.bin.size",
+                "5 disagrees with weights.size 123456"},
+        BadCase{"NegativeFileSize", "\"size\": 4096", "\"size\": -1",
+                "files.model.so.size", "must not be negative"},
+        BadCase{"MissingRequires", "\"requires\"", "\"requirez\"", "target.requires",
+                "missing"},
+        BadCase{"RequiresNumber", "[\"avx2\", \"fma\"]", "[\"avx2\", 3]",
+                "target.requires[1]", "expected a string, got number"},
+        BadCase{"MissingChecks", "\"checks\"", "\"chex\"", "checks", "missing"},
+        BadCase{"EmptyCheck", "[\"xfmr.embedding", "[\"\", \"xfmr.embedding", "checks[0]",
+                "must have 1 to"},
         BadCase{"MissingTarget", "\"target\"", "\"tarjet\"", "target",
                 "missing"},
         BadCase{"TargetKindNumber", "\"kind\": \"cpu\"", "\"kind\": 1",
                 "target.kind", "expected a string, got number"},
-        BadCase{"LibraryPath", "\"model.so\"", "\"../evil.so\"", "library",
+        BadCase{"LibraryPath", "\"library\": \"model.so\"", "\"library\": \"../evil.so\"", "library",
                 "'../evil.so' must be a file name inside the artifact"},
         BadCase{"EntryNotIdentifier", "\"xfmr_entry\"", "\"1 entry\"", "entry",
                 "'1 entry' is not a C identifier"},
-        BadCase{"MissingWeightsSize", "\"size\": 123456, ", "", "weights.size",
+        BadCase{"MissingWeightsSize", "\"size\": 123456, \"alignment", "\"alignment", "weights.size",
                 "missing"},
-        BadCase{"NegativeWeightsSize", "123456", "-5", "weights.size",
+        BadCase{"NegativeWeightsSize", "123456, \"alignment", "-5, \"alignment", "weights.size",
                 "must not be negative, got -5"},
-        BadCase{"HugeWeightsSize", "123456", "18446744073709551615",
+        BadCase{"HugeWeightsSize", "123456, \"alignment", "18446744073709551615, \"alignment",
                 "weights.size", "is too large"},
-        BadCase{"FractionalWeightsSize", "123456", "1.5", "weights.size",
+        BadCase{"FractionalWeightsSize", "123456, \"alignment", "1.5, \"alignment", "weights.size",
                 "expected an integer, got a fractional number"},
         BadCase{"WeightsAlignment", "\"alignment\": 64", "\"alignment\": 48",
                 "weights.alignment", "must be a power of two, got 48"},

@@ -23,14 +23,17 @@
 
 #include <unistd.h>
 
+#include "TestArtifacts.h"
+
 using namespace xfmr::rt;
 namespace fs = std::filesystem;
 
 namespace {
 
-const char *const kStepManifest = R"({"format": "xfmr-artifact", "format_version": 1,
-  "abi_version": 1, "compiler": "hand-written", "source": "fake_step_model.c",
-  "target": {"kind": "cpu", "triple": "x86_64-pc-linux-gnu"},
+const char *const kStepManifest = R"({"format": "xfmr-artifact", "format_version": 2,
+  "abi_version": 2, "compiler": "hand-written", "source": "fake_step_model.c",
+  "checks": ["fake step: logits index outside the packed tokens"],
+  "target": {"kind": "cpu", "triple": "x86_64-pc-linux-gnu", "requires": ["sse2"]},
   "library": "model.so", "entry": "xfmr_entry",
   "weights": {"file": "weights.bin", "size": 0, "alignment": 64, "count": 0},
   "inputs": [
@@ -57,7 +60,7 @@ protected:
     fs::create_directory(dir);
     fs::copy_file(XFMR_FAKE_STEP_MODEL_PATH, dir + "/model.so");
     std::ofstream(dir + "/weights.bin", std::ios::binary);
-    std::ofstream(dir + "/manifest.json") << kStepManifest;
+    std::ofstream(dir + "/manifest.json") << test::sealManifest(kStepManifest, dir);
     Expected<std::unique_ptr<Artifact>> a = Artifact::load(dir);
     ASSERT_TRUE(a) << a.error();
     artifact = a.take();

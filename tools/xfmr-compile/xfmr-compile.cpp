@@ -17,6 +17,8 @@
 #include "xfmr/Pipelines/Pipelines.h"
 #include "xfmr/Target/CPU/ObjectEmitter.h"
 #include "xfmr/Target/CPU/Passes.h"
+#include "xfmr/runtime/Digest.h"
+#include "xfmr/runtime/Manifest.h"
 #include "xfmr/runtime/TensorIO.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -41,7 +43,13 @@
 #include "llvm/Support/ToolOutputFile.h"
 #include "llvm/Support/Timer.h"
 
+#include <cerrno>
 #include <chrono>
+#include <cstring>
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 namespace cl = llvm::cl;
 using namespace mlir;
@@ -58,7 +66,10 @@ cl::opt<std::string> target("target", cl::desc("Target: cpu (the host)"),
                             cl::init("cpu"), cl::cat(category));
 cl::opt<std::string> cpu("cpu",
                          cl::desc("CPU to generate code for: native (default), "
-                                  "generic, x86-64-v3, skylake-avx512..."),
+                                  "x86-64, x86-64-v3 (AVX2), x86-64-v4 (AVX-512), "
+                                  "skylake-avx512, znver4... The artifact records the "
+                                  "features the code may use; the loader refuses a CPU "
+                                  "without them. Use a named level for portable builds"),
                          cl::init("native"), cl::cat(category));
 cl::opt<std::string>
     emit("emit",
@@ -197,9 +208,11 @@ LogicalResult bindInput(func::FuncOp f, llvm::StringRef binding) {
     const xfmr::rt::Tensor &t = *loaded;
     auto argType = cast<RankedTensorType>(f.getArgument(i).getType());
     Type elem = argType.getElementType();
-    if (dtypeName(elem) != xfmr::rt::dtypeName(t.dtype()))
+    // Both sides in the manifest's names ("float32"): the runtime's short
+    // dtypeName ("f32") never equals ours.
+    if (dtypeName(elem) != xfmr::rt::manifestDTypeName(t.dtype()))
       return fail("--bind-input " + name + ": " + file + " holds " +
-                  xfmr::rt::dtypeName(t.dtype()) + ", the input is " +
+                  xfmr::rt::manifestDTypeName(t.dtype()) + ", the input is " +
                   dtypeName(elem)),
              failure();
     auto type = RankedTensorType::get(t.shape(), elem);
@@ -280,6 +293,23 @@ LogicalResult printModule(ModuleOp module) {
 }
 
 /// Moves the finished artifact in `tmp` to `out`, replacing an older artifact.
+/// {"size": N, "sha256": "..."} of the file at `path` (manifest "files"),
+/// hashed by the same code the loader checks with; a missing file (no
+/// weights were written) is created empty.
+llvm::Expected<llvm::json::Object> describeFile(const std::string &path) {
+  int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+  if (fd < 0)
+    return llvm::createStringError("cannot open '" + path + "': " + std::strerror(errno));
+  auto closeFd = llvm::make_scope_exit([&] { ::close(fd); });
+  struct stat st;
+  if (::fstat(fd, &st) != 0)
+    return llvm::createStringError("cannot stat '" + path + "': " + std::strerror(errno));
+  xfmr::rt::Expected<std::string> digest = xfmr::rt::sha256OfFile(fd, path);
+  if (!digest)
+    return llvm::createStringError(digest.error());
+  return llvm::json::Object{{"size", static_cast<int64_t>(st.st_size)}, {"sha256", *digest}};
+}
+
 LogicalResult commitArtifact(llvm::StringRef tmp, llvm::StringRef out) {
   if (llvm::sys::fs::exists(out)) {
     llvm::SmallString<256> manifest(out);
@@ -306,6 +336,11 @@ int compile() {
     return fail("--emit must be one of onnx, xfmr, linalg, llvm");
   if (emit.empty() && outputFilename.empty())
     return fail("no output: give -o model.xfa (or --emit=STAGE)");
+  std::string targetError;
+  llvm::FailureOr<xfmr::cpu::HostTarget> host =
+      xfmr::cpu::resolveHostTarget(cpu, targetError);
+  if (failed(host))
+    return fail("--cpu: " + targetError);
   if (kvCache != "none" && kvCache != "paged")
     return fail("--kv-cache must be none or paged");
   if (kvCache == "paged" && !raise)
@@ -423,10 +458,23 @@ int compile() {
   }
 
   progress.step("generated code");
-  xfmr::cpu::HostTarget host = xfmr::cpu::resolveHostTarget(cpu);
-  if (failed(xfmr::cpu::emitSharedObject(*module, host, "xfmr_main",
+  if (failed(xfmr::cpu::emitSharedObject(*module, *host, "xfmr_main",
                                          tmp + "/model.so", optLevel, error)))
     return fail(error);
+  llvm::json::Object files;
+  for (const char *name : {"model.so", "weights.bin"}) {
+    llvm::Expected<llvm::json::Object> entry = describeFile(tmp + "/" + name);
+    if (!entry)
+      return fail(llvm::toString(entry.takeError()));
+    files[name] = std::move(*entry);
+  }
+  llvm::json::Array checks;
+  if (auto messages = module->getOperation()->getAttrOfType<ArrayAttr>("xfmr.checks"))
+    for (auto m : messages.getAsValueRange<StringAttr>())
+      checks.push_back(m.str());
+  llvm::json::Array requires_;
+  for (const std::string &f : host->required)
+    requires_.push_back(f);
 
   auto weights = module->getOperation()->getAttrOfType<DictionaryAttr>("xfmr.weights");
   int64_t weightsCount = 0, weightsSize = 0;
@@ -436,14 +484,15 @@ int compile() {
   }
   llvm::json::Object manifest{
       {"format", "xfmr-artifact"},
-      {"format_version", 1},
-      {"abi_version", 1},
+      {"format_version", xfmr::rt::kManifestFormatVersion},
+      {"abi_version", xfmr::rt::kArtifactABIVersion},
       {"compiler", "xfmr 0.1 (LLVM " LLVM_VERSION_STRING ")"},
       {"source", llvm::sys::path::filename(inputFilename).str()},
       {"target", llvm::json::Object{{"kind", "cpu"},
-                                    {"triple", host.triple},
-                                    {"cpu", host.cpu},
-                                    {"features", host.features}}},
+                                    {"triple", host->triple},
+                                    {"cpu", host->cpu},
+                                    {"features", host->features},
+                                    {"requires", std::move(requires_)}}},
       {"options", llvm::json::Object{{"opt_level", static_cast<int64_t>(optLevel)},
                                      {"min_weight_bytes", minWeightBytes.getValue()},
                                      {"blas_min_rows", blasMinRows.getValue()},
@@ -454,8 +503,10 @@ int compile() {
                                      {"size", weightsSize},
                                      {"alignment", 64},
                                      {"count", weightsCount}}},
+      {"files", std::move(files)},
       {"inputs", std::move(inputs)},
       {"outputs", std::move(outputs)},
+      {"checks", std::move(checks)},
   };
   if (kvSpec)
     manifest["kv_cache"] = std::move(*kvSpec);

@@ -25,6 +25,20 @@ mlir::Value indexConstant(mlir::OpBuilder &b, mlir::Location loc, int64_t v);
 /// The size of dim `d` of `t` as an index value (a constant when static).
 mlir::Value dimValue(mlir::OpBuilder &b, mlir::Location loc, mlir::Value t, int64_t d);
 
+/// A run-time check: unless `cond` holds, the call fails with `message` (and
+/// the op's location). It is a `cf.assert`; `xfmr-checks-to-status` turns
+/// every one into an error returned by the entry point, so the code after a
+/// check must stay memory-safe when the check fails (clamp what it guards).
+void runtimeCheck(mlir::OpBuilder &b, mlir::Location loc, mlir::Value cond,
+                  const llvm::Twine &message);
+
+/// Index `i` (any integer type, or index) normalized into [0, dim): negative
+/// values count from the end (ONNX Gather's rule). Anything else out of range
+/// fails the call with "`what`: index out of range" and is clamped into
+/// [0, dim) so that the code that follows reads nothing out of bounds.
+mlir::Value checkedIndex(mlir::OpBuilder &b, mlir::Location loc, mlir::Value i, mlir::Value dim,
+                         bool isUnsigned, llvm::StringRef what);
+
 } // namespace xfmr::lowering
 
 #endif // XFMR_CONVERSION_LOWERINGUTILS_H

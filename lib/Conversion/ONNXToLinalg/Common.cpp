@@ -265,19 +265,6 @@ Value toIndex(OpBuilder &b, Location loc, Value v, bool isUnsigned) {
   return arith::IndexCastOp::create(b, loc, b.getIndexType(), v);
 }
 
-Value checkedIndex(OpBuilder &b, Location loc, Value i, Value dim,
-                   bool isUnsigned, StringRef what) {
-  i = toIndex(b, loc, i, isUnsigned);
-  Value zero = indexConstant(b, loc, 0);
-  Value neg = arith::CmpIOp::create(b, loc, arith::CmpIPredicate::slt, i, zero);
-  i = arith::SelectOp::create(b, loc, neg, arith::AddIOp::create(b, loc, i, dim), i);
-  Value ok = arith::AndIOp::create(
-      b, loc, arith::CmpIOp::create(b, loc, arith::CmpIPredicate::sge, i, zero),
-      arith::CmpIOp::create(b, loc, arith::CmpIPredicate::slt, i, dim));
-  runtimeCheck(b, loc, ok, what + Twine(": index out of range"));
-  return i;
-}
-
 //===----------------------------------------------------------------------===//
 // Tensors
 //===----------------------------------------------------------------------===//
@@ -474,14 +461,6 @@ Value reshapeTo(OpBuilder &b, Location loc, Value x, RankedTensorType type,
       b, loc, RankedTensorType::get({(int64_t)sizes.size()}, b.getIndexType()),
       sizes);
   return tensor::ReshapeOp::create(b, loc, type, x, shape);
-}
-
-void runtimeCheck(OpBuilder &b, Location loc, Value cond,
-                  const Twine &message) {
-  std::string where;
-  llvm::raw_string_ostream os(where);
-  loc.print(os);
-  cf::AssertOp::create(b, loc, cond, (message + " at " + where).str());
 }
 
 } // namespace xfmr::lowering

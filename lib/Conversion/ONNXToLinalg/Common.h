@@ -121,11 +121,6 @@ Value castScalar(OpBuilder &b, Location loc, Value v, Type srcOrig,
 /// Scalar `v` as index (sign- or zero-extending per `isUnsigned`).
 Value toIndex(OpBuilder &b, Location loc, Value v, bool isUnsigned = false);
 
-/// Index `i` (any integer type) normalized into [0, dim): negative values
-/// count from the end; anything else out of range aborts at run time with
-/// "`what`: index out of range" instead of reading out of bounds.
-Value checkedIndex(OpBuilder &b, Location loc, Value i, Value dim, bool isUnsigned,
-                   llvm::StringRef what);
 
 //===----------------------------------------------------------------------===//
 // Tensors
@@ -168,10 +163,6 @@ Value buildIndexed(OpBuilder &b, Location loc, RankedTensorType type,
 /// contiguous data after bufferization).
 Value reshapeTo(OpBuilder &b, Location loc, Value x, RankedTensorType type,
                 llvm::ArrayRef<Value> sizes);
-
-/// Aborts at run time with `message` unless `cond` holds.
-void runtimeCheck(OpBuilder &b, Location loc, Value cond,
-                  const llvm::Twine &message);
 
 /// Patterns, by family.
 using Populate = void (*)(mlir::RewritePatternSet &, const mlir::TypeConverter &,

@@ -289,6 +289,7 @@ struct EmbeddingLowering : public OpRewritePattern<EmbeddingOp> {
     SmallVector<OpFoldResult> sizes = tensor::getMixedSizes(rewriter, loc, ids);
     sizes.push_back(tensor::getMixedSize(rewriter, loc, table, 1));
     Value init = tensor::EmptyOp::create(rewriter, loc, sizes, elem);
+    Value vocab = dimValue(rewriter, loc, table, 0);
     AffineMap identity = AffineMap::getMultiDimIdentityMap(rank + 1, ctx);
     SmallVector<AffineMap> maps{identity.dropResult(rank), identity};
     SmallVector<utils::IteratorType> iters(rank + 1,
@@ -298,8 +299,10 @@ struct EmbeddingLowering : public OpRewritePattern<EmbeddingOp> {
             rewriter, loc, TypeRange{init.getType()}, ValueRange{ids},
             ValueRange{init}, maps, iters,
             [&](OpBuilder &b, Location l, ValueRange a) {
-              Value row =
-                  arith::IndexCastOp::create(b, l, b.getIndexType(), a[0]);
+              // A token id outside the table fails the call (negative ids
+              // count from the end, as in the Gather this was raised from).
+              Value row = checkedIndex(b, l, a[0], vocab, /*isUnsigned=*/false,
+                                       "xfmr.embedding: token id");
               Value col = linalg::IndexOp::create(b, l, rank);
               Value v =
                   tensor::ExtractOp::create(b, l, table, ValueRange{row, col});

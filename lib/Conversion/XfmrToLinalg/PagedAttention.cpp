@@ -38,8 +38,14 @@ Value loadIndex(OpBuilder &b, Location loc, Value t, ValueRange indices) {
   Value v = tensor::ExtractOp::create(b, loc, t, indices);
   return arith::IndexCastOp::create(b, loc, b.getIndexType(), v);
 }
+/// A failed check fails the call; the code after it must stay in bounds,
+/// which the clamps below see to.
 void check(OpBuilder &b, Location loc, Value cond, StringRef what) {
-  cf::AssertOp::create(b, loc, cond, what);
+  runtimeCheck(b, loc, cond, what);
+}
+/// `v` clamped into [lo, hi].
+Value clamp(OpBuilder &b, Location loc, Value v, Value lo, Value hi) {
+  return arith::MinSIOp::create(b, loc, arith::MaxSIOp::create(b, loc, v, lo), hi);
 }
 Value cmp(OpBuilder &b, Location loc, arith::CmpIPredicate p, Value x, Value y) {
   return arith::CmpIOp::create(b, loc, p, x, y);
@@ -119,8 +125,11 @@ struct LowerKVWrite : OpRewritePattern<KVWriteOp> {
               b, l, write,
               [&](OpBuilder &bt, Location lt) {
                 Value s = arith::IndexCastOp::create(bt, lt, bt.getIndexType(), slot);
-                check(bt, lt, cmp(bt, lt, arith::CmpIPredicate::slt, s, capacity),
-                      "xfmr.kv_write: slot past the end of the KV pool");
+                Value inPool = cmp(bt, lt, arith::CmpIPredicate::slt, s, capacity);
+                check(bt, lt, inPool, "xfmr.kv_write: slot past the end of the KV pool");
+                // Past the end, the write goes to slot 0 of block 0 (the
+                // call fails anyway) instead of outside the pool.
+                s = arith::SelectOp::create(bt, lt, inPool, s, zero);
                 Value bs = indexConstant(bt, lt, blockSize);
                 Value block = arith::DivUIOp::create(bt, lt, s, bs);
                 Value offset = arith::RemUIOp::create(bt, lt, s, bs);
@@ -166,7 +175,23 @@ struct LowerPagedAttention : OpRewritePattern<PagedAttentionOp> {
 
     Value zero = indexConstant(rewriter, loc, 0), one = indexConstant(rewriter, loc, 1);
     Value bs = indexConstant(rewriter, loc, blockSize);
+    // context_lens, block_tables and query_start_loc must describe the same
+    // sequences (the manifest's "seqs" and "seqs_plus_one" are separate
+    // symbols, so this is not checked before the call); the loop runs over
+    // the sequences all three describe.
     Value numSeqs = dimValue(rewriter, loc, lens, 0);
+    Value startsSeqs = arith::SubIOp::create(rewriter, loc, dimValue(rewriter, loc, starts, 0), one);
+    Value tableSeqs = dimValue(rewriter, loc, tables, 0);
+    check(rewriter, loc,
+          arith::AndIOp::create(rewriter, loc,
+                                cmp(rewriter, loc, arith::CmpIPredicate::eq, startsSeqs, numSeqs),
+                                cmp(rewriter, loc, arith::CmpIPredicate::eq, tableSeqs, numSeqs)),
+          "xfmr.paged_attention: context_lens, block_tables and query_start_loc disagree on the "
+          "number of sequences");
+    numSeqs = arith::MaxSIOp::create(
+        rewriter, loc, zero,
+        arith::MinSIOp::create(rewriter, loc, numSeqs,
+                               arith::MinSIOp::create(rewriter, loc, startsSeqs, tableSeqs)));
     Value kvHeads = indexConstant(rewriter, loc, op.getNumKvHeads());
     Value group = indexConstant(rewriter, loc, rep);
     Value numTokens = dimValue(rewriter, loc, q, 0);
@@ -184,19 +209,27 @@ struct LowerPagedAttention : OpRewritePattern<PagedAttentionOp> {
           Value first = loadIndex(b1, l1, starts, s);
           Value end = loadIndex(b1, l1, starts, arith::AddIOp::create(b1, l1, s, one).getResult());
           Value ctx = loadIndex(b1, l1, lens, s);
-          Value n = arith::SubIOp::create(b1, l1, end, first);
-          Value base = arith::SubIOp::create(b1, l1, ctx, n); // position of the first new token
           check(b1, l1, cmp(b1, l1, arith::CmpIPredicate::sle, zero, first),
                 "xfmr.paged_attention: negative query_start_loc");
           check(b1, l1, cmp(b1, l1, arith::CmpIPredicate::sle, first, end),
                 "xfmr.paged_attention: query_start_loc is not ascending");
           check(b1, l1, cmp(b1, l1, arith::CmpIPredicate::sle, end, numTokens),
                 "xfmr.paged_attention: query_start_loc past the packed tokens");
-          check(b1, l1, cmp(b1, l1, arith::CmpIPredicate::sle, zero, base),
+          check(b1, l1, cmp(b1, l1, arith::CmpIPredicate::sle, end, arith::AddIOp::create(b1, l1, first, ctx)),
                 "xfmr.paged_attention: context_lens shorter than the new tokens");
-          Value needed = arith::CeilDivUIOp::create(b1, l1, ctx, bs);
-          check(b1, l1, cmp(b1, l1, arith::CmpIPredicate::sle, needed, maxBlocks),
+          Value capacity = arith::MulIOp::create(b1, l1, maxBlocks, bs);
+          check(b1, l1, cmp(b1, l1, arith::CmpIPredicate::sle, ctx, capacity),
                 "xfmr.paged_attention: context longer than the block table");
+          // The call fails after a failed check, but the loops below still
+          // run: clamp so that 0 <= first <= end <= tokens and
+          // end - first <= ctx <= the table's capacity, which keeps every
+          // query row and table entry they read in bounds.
+          first = clamp(b1, l1, first, zero, numTokens);
+          end = clamp(b1, l1, end, first, numTokens);
+          end = arith::MinSIOp::create(b1, l1, end, arith::AddIOp::create(b1, l1, first, capacity));
+          Value n = arith::SubIOp::create(b1, l1, end, first);
+          ctx = clamp(b1, l1, ctx, n, capacity);
+          Value base = arith::SubIOp::create(b1, l1, ctx, n); // position of the first new token
           // One KV head at a time with all `rep` query heads that share it
           // (GQA/MQA): each K/V tile is read once for the whole group, and
           // a decode token's tile has rep rows instead of one.
@@ -224,11 +257,12 @@ struct LowerPagedAttention : OpRewritePattern<PagedAttentionOp> {
                           b3, l3, zero, blocks, one, ValueRange{init.max, init.sum, init.acc},
                           [&](OpBuilder &b4, Location l4, Value kb, ValueRange st) {
                             Value block = loadIndex(b4, l4, tables, {s, kb});
-                            check(b4, l4,
-                                  arith::AndIOp::create(
-                                      b4, l4, cmp(b4, l4, arith::CmpIPredicate::sle, zero, block),
-                                      cmp(b4, l4, arith::CmpIPredicate::slt, block, numBlocks)),
+                            Value inPool = arith::AndIOp::create(
+                                b4, l4, cmp(b4, l4, arith::CmpIPredicate::sle, zero, block),
+                                cmp(b4, l4, arith::CmpIPredicate::slt, block, numBlocks));
+                            check(b4, l4, inPool,
                                   "xfmr.paged_attention: block id outside the KV pool");
+                            block = arith::SelectOp::create(b4, l4, inPool, block, zero);
                             Value k0 = arith::MulIOp::create(b4, l4, kb, bs);
                             Value tk = arith::MinSIOp::create(
                                 b4, l4, bs, arith::SubIOp::create(b4, l4, kvEnd, k0));

@@ -113,6 +113,9 @@ private:
                             llvm::StringRef by);
   FailureOr<Attribute> convertAttribute(pb::AttributeProto &a, AttrKind kind,
                                         const std::string &what);
+  LogicalResult checkInputTypes(ArrayRef<const FormalParam *> formals,
+                                ArrayRef<Value> operands, const pb::NodeProto &node,
+                                const std::string &what);
   FailureOr<Type> resultElementType(const OpSchema &schema, unsigned outputIdx,
                                     ArrayRef<Value> operands,
                                     ArrayRef<NamedAttribute> attrs,
@@ -250,6 +253,68 @@ FailureOr<Attribute> GraphImporter::convertAttribute(pb::AttributeProto &a,
   }
   }
   return failure();
+}
+
+/// The element type of a value as ONNX names it ("float", "int64").
+static std::string onnxTypeName(Type t) {
+  std::string s;
+  llvm::raw_string_ostream os(s);
+  if (t.isF32())
+    return "float";
+  if (t.isF64())
+    return "double";
+  if (t.isF16())
+    return "float16";
+  if (t.isInteger(1))
+    return "bool";
+  if (auto i = dyn_cast<IntegerType>(t))
+    return (i.isUnsigned() ? "uint" : "int") + std::to_string(i.getWidth());
+  os << t;
+  return s;
+}
+
+/// ONNX type constraints: every input's element type is one its formal
+/// parameter allows, and inputs bound to the same type parameter ("T") have
+/// one element type (Add(float, int64) is no Add; onnx.checker and
+/// onnxruntime reject it, and the lowering would build invalid IR).
+LogicalResult GraphImporter::checkInputTypes(ArrayRef<const FormalParam *> formals,
+                                             ArrayRef<Value> operands,
+                                             const pb::NodeProto &node,
+                                             const std::string &what) {
+  llvm::StringMap<std::pair<Type, unsigned>> bound;
+  for (unsigned i = 0; i < operands.size() && i < formals.size(); ++i) {
+    const FormalParam *fp = formals[i];
+    auto type = operands[i] ? dyn_cast<TensorType>(operands[i].getType()) : TensorType();
+    if (!fp || !type)
+      continue;
+    Type elem = type.getElementType();
+    auto describe = [&](unsigned k) {
+      return "input " + std::to_string(k) + " ('" +
+             (k < static_cast<unsigned>(node.input_size()) ? node.input(k) : std::string()) +
+             "')";
+    };
+    std::string input = describe(i);
+    bool allowed = false;
+    for (uint32_t mask = fp->allowedTypes; mask && !allowed; mask &= mask - 1)
+      allowed = xfmr::onnx::convertONNXElementType(ic.ctx, llvm::countr_zero(mask)) == elem;
+    if (!allowed && fp->allowedTypes) {
+      ic.error() << what << ": " << input << " has element type " << onnxTypeName(elem)
+                 << ", which '" << fp->name << "' (" << fp->typeStr << ") does not allow";
+      return failure();
+    }
+    if (StringRef(fp->typeStr).starts_with("tensor("))
+      continue; // a fixed type, not a parameter shared with other inputs
+    auto [it, inserted] = bound.try_emplace(fp->typeStr, elem, i);
+    if (!inserted && it->second.first != elem) {
+      unsigned j = it->second.second;
+      ic.error() << what << ": " << describe(j) << " and " << input
+                 << " share type constraint " << fp->typeStr
+                 << " but have element types " << onnxTypeName(it->second.first) << " and "
+                 << onnxTypeName(elem);
+      return failure();
+    }
+  }
+  return success();
 }
 
 /// Element type of output `outputIdx`: the type of the input sharing its type
@@ -440,8 +505,11 @@ LogicalResult GraphImporter::importNode(pb::NodeProto &node, int index) {
   int pos = 0;
   SmallVector<FormalParam> formals(schema->inputs.begin(),
                                    schema->inputs.end());
+  // The formal parameter of each operand (null for the upgraded attribute).
+  SmallVector<const FormalParam *> operandFormals;
   for (size_t f = 0; f < formals.size(); ++f) {
     const FormalParam &fp = formals[f];
+    operandFormals.resize(operands.size(), nullptr);
     if (upgradedInput && f == 1) {
       // The upgraded attribute becomes this (optional) input.
       auto type = RankedTensorType::get(
@@ -467,6 +535,7 @@ LogicalResult GraphImporter::importNode(pb::NodeProto &node, int index) {
         if (failed(v))
           return failure();
         operands.push_back(*v);
+        operandFormals.push_back(&fp);
       }
       continue;
     }
@@ -484,6 +553,7 @@ LogicalResult GraphImporter::importNode(pb::NodeProto &node, int index) {
     if (failed(v))
       return failure();
     operands.push_back(*v);
+    operandFormals.push_back(&fp);
     ++pos;
   }
   if (pos < nIn) {
@@ -491,6 +561,9 @@ LogicalResult GraphImporter::importNode(pb::NodeProto &node, int index) {
                << pos;
     return failure();
   }
+  operandFormals.resize(operands.size(), nullptr);
+  if (failed(checkInputTypes(operandFormals, operands, node, what)))
+    return failure();
 
   // Results: one per formal output (variadic: one per node output).
   SmallVector<Type> resultTypes;

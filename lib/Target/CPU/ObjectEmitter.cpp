@@ -5,6 +5,8 @@
 //===----------------------------------------------------------------------===//
 
 #include "xfmr/Target/CPU/ObjectEmitter.h"
+#include "xfmr/runtime/CPUFeatures.h"
+#include "xfmr/runtime/Manifest.h"
 
 #include "mlir/Target/LLVMIR/Dialect/Builtin/BuiltinToLLVMIRTranslation.h"
 #include "mlir/Target/LLVMIR/Dialect/LLVMIR/LLVMToLLVMIRTranslation.h"
@@ -25,14 +27,16 @@
 #include "llvm/Target/TargetOptions.h"
 #include "llvm/TargetParser/Host.h"
 #include "llvm/TargetParser/Triple.h"
+#include "llvm/TargetParser/X86TargetParser.h"
 
 using namespace mlir;
 
 namespace xfmr::cpu {
 
-HostTarget resolveHostTarget(llvm::StringRef cpu) {
+llvm::FailureOr<HostTarget> resolveHostTarget(llvm::StringRef cpu, std::string &error) {
   HostTarget t;
   t.triple = llvm::sys::getDefaultTargetTriple();
+  llvm::SmallVector<std::string> enabled;
   if (cpu.empty() || cpu == "native") {
     t.cpu = llvm::sys::getHostCPUName().str();
     std::string features;
@@ -40,11 +44,28 @@ HostTarget resolveHostTarget(llvm::StringRef cpu) {
       if (!features.empty())
         features += ",";
       features += (f.second ? "+" : "-") + f.first().str();
+      if (f.second)
+        enabled.push_back(f.first().str());
     }
     t.features = features;
   } else {
+    if (llvm::X86::parseArchX86(cpu, /*Only64Bit=*/true) == llvm::X86::CK_None) {
+      llvm::SmallVector<llvm::StringRef> names;
+      llvm::X86::fillValidCPUArchList(names, /*Only64Bit=*/true);
+      error = "unknown CPU '" + cpu.str() + "' (native, or one of: " +
+              llvm::join(names, ", ") + ")";
+      return failure();
+    }
     t.cpu = cpu.str();
+    llvm::SmallVector<llvm::StringRef> implied;
+    llvm::X86::getFeaturesForCPU(cpu, implied, /*NeedPlus=*/false);
+    for (llvm::StringRef f : implied)
+      enabled.push_back(f.str());
   }
+  llvm::sort(enabled);
+  for (const std::string &f : enabled)
+    if (rt::isCheckableCPUFeature(f))
+      t.required.push_back(f);
   return t;
 }
 
@@ -77,7 +98,8 @@ static bool addEntryWrapper(llvm::Module &m, llvm::StringRef entry,
   b.CreateRetVoid();
   new llvm::GlobalVariable(m, llvm::Type::getInt32Ty(ctx), /*isConstant=*/true,
                            llvm::GlobalValue::ExternalLinkage,
-                           llvm::ConstantInt::get(llvm::Type::getInt32Ty(ctx), 1),
+                           llvm::ConstantInt::get(llvm::Type::getInt32Ty(ctx),
+                                                  rt::kArtifactABIVersion),
                            "xfmr_abi_version");
   return true;
 }

@@ -2,7 +2,7 @@
  *
  * Part of xfmr.
  *
- * Speaks abi_version 1 of docs/artifact.md like a compiled model.so, for a
+ * Speaks abi_version 2 of docs/artifact.md like a compiled model.so, for a
  * manifest with one float32 input x of shape ["n"]. The weights are float32
  * values: weights[0] is a bias (0 when absent) and weights[1] selects how the
  * result y = 2 * x + bias comes back (0 when absent):
@@ -16,6 +16,8 @@
  *   6  one output ["n"] broadcast from y[0] with stride 0
  *   7  one output [2, "n"]: out[j][i] = y[i] + 100 * j, returned as the
  *      transposed view (strides 1, 2) of an n x 2 buffer
+ *   8  like 0, but a negative x fails run-time check 0 (status 1) after the
+ *      output is allocated, as a check in a parallel loop does
  *
  *===----------------------------------------------------------------------===*/
 
@@ -24,7 +26,7 @@
 
 #define EXPORT __attribute__((visibility("default")))
 
-EXPORT const int32_t xfmr_abi_version = 1;
+EXPORT const int32_t xfmr_abi_version = 2;
 
 static int64_t word(const void *p) { return (int64_t)(intptr_t)p; }
 
@@ -42,6 +44,7 @@ EXPORT void xfmr_entry(void **args) {
   int64_t *out = (int64_t *)args[0];
   const int64_t *w = (const int64_t *)args[1];
   const int64_t *in = (const int64_t *)args[2];
+  int64_t *status = (int64_t *)(intptr_t)((const int64_t *)args[3])[1];
 
   const float *weights = (const float *)(intptr_t)w[1];
   int64_t weightCount = w[3] / (int64_t)sizeof(float);
@@ -91,6 +94,10 @@ EXPORT void xfmr_entry(void **args) {
     else
       aligned[i] = y;
   }
+  if (mode == 8)
+    for (int64_t i = 0; i < n; ++i)
+      if (x[i * stride] < 0.0f)
+        status[0] = 1;
   switch (mode) {
   case 1:
     setRank1(out, buf, aligned, n - 1, n, -1);

@@ -2,7 +2,7 @@
  *
  * Part of xfmr.
  *
- * Speaks abi_version 1 of docs/artifact.md like a model compiled with
+ * Speaks abi_version 2 of docs/artifact.md like a model compiled with
  * --kv-cache=paged and one layer: inputs input_ids, positions, slot_mapping
  * [T] (int64), block_tables [N, M], context_lens [N], query_start_loc [N + 1]
  * (int32), logits_indices [N] (int64), key_cache.0 and value_cache.0
@@ -10,7 +10,8 @@
  * logits [N, 4] with row r = (input_ids[t], positions[t], slot_mapping[t],
  * context_lens[s]) for t = logits_indices[r] and the sequence s that owns
  * token t, and writes input_ids[t] into both pools at slot_mapping[t] (in
- * place, as a compiled step function writes K and V).
+ * place, as a compiled step function writes K and V). A logits index
+ * outside the packed tokens fails its run-time check 0 (status 1).
  *
  *===----------------------------------------------------------------------===*/
 
@@ -19,7 +20,7 @@
 
 #define EXPORT __attribute__((visibility("default")))
 
-EXPORT const int32_t xfmr_abi_version = 1;
+EXPORT const int32_t xfmr_abi_version = 2;
 
 /* The data pointer (aligned + offset) of a descriptor. */
 static void *data(const int64_t *d, size_t elementSize) {
@@ -35,6 +36,7 @@ EXPORT void xfmr_entry(void **args) {
   const int64_t *starts = (const int64_t *)args[7];
   const int64_t *rows = (const int64_t *)args[8];
   const int64_t *pools[2] = {(const int64_t *)args[9], (const int64_t *)args[10]};
+  int64_t *status = (int64_t *)data((const int64_t *)args[11], 8);
   int64_t t = ids[3];
   int64_t n = lens[3];
   int64_t r = rows[3];
@@ -47,6 +49,8 @@ EXPORT void xfmr_entry(void **args) {
   float *logits = (float *)calloc((size_t)(r > 0 ? r : 1) * 4, sizeof(float));
   for (int64_t k = 0; k < r; ++k) {
     int64_t i = row[k];
+    if (i < 0 || i >= t)
+      status[0] = 1;
     for (int64_t s = 0; s < n; ++s)
       if (i >= start[s] && i < start[s + 1] && i < t) {
         logits[4 * k + 0] = (float)id[i];

@@ -11,6 +11,7 @@
 #include "llvm/ADT/StringRef.h"
 
 #include <string>
+#include <vector>
 
 namespace xfmr::cpu {
 
@@ -18,11 +19,15 @@ struct HostTarget {
   std::string triple;
   std::string cpu;
   std::string features;
+  /// The features the generated code may use that the runtime checks before
+  /// loading it (manifest target.requires; runtime/CPUFeatures.h).
+  std::vector<std::string> required;
 };
 
-/// The machine xfmr runs on (`cpu` = "native"), or a named CPU ("generic",
-/// "x86-64-v3", "skylake-avx512"...).
-HostTarget resolveHostTarget(llvm::StringRef cpu = "native");
+/// The machine xfmr runs on (`cpu` = "native"), or a named x86-64 CPU
+/// ("x86-64", "x86-64-v3", "x86-64-v4", "skylake-avx512", "znver4"...).
+/// Fails, listing the known names, on a CPU LLVM does not know.
+llvm::FailureOr<HostTarget> resolveHostTarget(llvm::StringRef cpu, std::string &error);
 
 /// Translates `module` (LLVM dialect) to LLVM IR, adds the artifact ABI
 /// (`xfmr_entry(void**)` calling `_mlir_ciface_<entry>`, `xfmr_abi_version`),

@@ -198,4 +198,40 @@ def ParallelizeLoopsPass : Pass<"xfmr-parallelize-loops", "mlir::ModuleOp"> {
   ];
 }
 
+def ChecksToStatusPass : Pass<"xfmr-checks-to-status", "mlir::ModuleOp"> {
+  let summary = "Turn run-time checks into an error status the entry point returns";
+  let description = [{
+    Runs after `convert-scf-to-cf`. Each public function with a C interface
+    gets a trailing `memref<2xi64>` status argument (the caller zeroes
+    it). Every `cf.assert` in it becomes a recorded failure: element
+    0 is set to the check's number plus one, unless a failure is already
+    recorded. A check in the function's own control flow returns at once
+    with null result descriptors:
+
+    ```mlir
+    cf.assert %ok, "xfmr.embedding: token id: index out of range at loc(...)"
+    // becomes
+    cf.cond_br %ok, ^rest, ^exit(%c1_i64 : i64)
+    ...
+    ^exit(%code: i64):   // record %code in %status[0], return null memrefs
+    ```
+
+    A check inside a region the function cannot return from (an OpenMP
+    loop) records its failure and falls through: the lowerings clamp what
+    their checks guard, so the rest of the call stays in bounds, and the
+    caller discards its results. The messages, in number order, become the
+    module attribute `xfmr.checks` (xfmr-compile writes them to the
+    manifest). A check outside such a function is an error.
+  }];
+  let dependentDialects = ["::mlir::cf::ControlFlowDialect",
+                           "::mlir::memref::MemRefDialect",
+                           "::mlir::arith::ArithDialect",
+                           "::mlir::LLVM::LLVMDialect"];
+  let statistics = [
+    Statistic<"numReturning", "returning-checks", "Checks that return on failure">,
+    Statistic<"numRecording", "recording-checks",
+              "Checks in parallel regions that record and continue">,
+  ];
+}
+
 #endif // XFMR_TARGET_CPU_PASSES

@@ -36,7 +36,10 @@ public:
   /// target kind other than "cpu", a weights file whose size is not the
   /// manifest's, a library dlopen rejects (with dlerror's message), a
   /// missing entry or xfmr_abi_version symbol, or an xfmr_abi_version that
-  /// differs from the manifest's abi_version.
+  /// differs from the manifest's abi_version. Before it maps or dlopens
+  /// anything it checks that the host has every CPU feature target.requires
+  /// names, that neither file is a symbolic link and that each file's size
+  /// and SHA-256 are the manifest's.
   static Expected<std::unique_ptr<Artifact>> load(const std::string &dir);
 
   ~Artifact();
@@ -56,7 +59,10 @@ public:
   /// rank, static dims and that every symbolic dim binds to one value
   /// across all inputs; after, that every output's sizes are non-negative,
   /// agree with the manifest's static dims and address memory inside the
-  /// output's allocation. Every output allocation is freed, on failure too.
+  /// output's allocation. A run-time check of the model that fails (a token
+  /// id outside the vocabulary, a slot outside the KV pool...) fails the
+  /// call with the check's message. Every output allocation is freed, on
+  /// failure too.
   /// Thread-safe: the artifact holds no mutable state, and the model code
   /// is assumed reentrant (the ABI gives it no state of its own).
   Expected<std::vector<Tensor>>
@@ -75,6 +81,8 @@ public:
 
 private:
   Artifact() = default;
+  /// The message for a failed call's status word.
+  std::string checkFailure(int64_t status) const;
 
   std::string dir;
   Manifest info;

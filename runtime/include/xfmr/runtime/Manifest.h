@@ -26,9 +26,12 @@
 namespace xfmr::rt {
 
 /// The manifest format_version this runtime reads.
-inline constexpr int64_t kManifestFormatVersion = 1;
-/// The calling convention (abi_version) this runtime speaks.
-inline constexpr int64_t kArtifactABIVersion = 1;
+/// Version 2 added "files" (sizes and SHA-256), target.requires and
+/// "checks".
+inline constexpr int64_t kManifestFormatVersion = 2;
+/// The calling convention (abi_version) this runtime speaks. Version 2 added
+/// the status buffer after the inputs (docs/artifact.md).
+inline constexpr int64_t kArtifactABIVersion = 2;
 /// The value of the manifest's "format" field.
 inline constexpr const char *kManifestFormatName = "xfmr-artifact";
 /// Largest manifest.json readManifest accepts.
@@ -68,6 +71,14 @@ struct KVCacheSpec {
   int64_t headDim = 0;
 };
 
+/// What the manifest says one file of the artifact holds: the loader
+/// compares both before it uses the file.
+struct FileIntegrity {
+  uint64_t size = 0;
+  /// 64 lowercase hex digits.
+  std::string sha256;
+};
+
 /// The parsed manifest.json. Unknown fields are ignored; "options" is
 /// informative and not kept.
 struct Manifest {
@@ -81,6 +92,9 @@ struct Manifest {
   std::string targetTriple;
   std::string targetCPU;
   std::string targetFeatures;
+  /// target.requires: the CPU features model.so may use, in LLVM's names
+  /// (CPUFeatures.h); the loader refuses a host without one of them.
+  std::vector<std::string> requiredCPUFeatures;
   /// File names inside the artifact directory (never a path).
   std::string library;
   /// The exported entry function, a C identifier.
@@ -92,6 +106,12 @@ struct Manifest {
   uint64_t weightsAlignment = 0;
   /// Number of tensors in the weights file.
   uint64_t weightsCount = 0;
+  /// "files": size and SHA-256 of the library and of the weights file.
+  FileIntegrity libraryIntegrity;
+  FileIntegrity weightsIntegrity;
+  /// "checks": the message of each run-time check of the model, by number;
+  /// a call whose status is N + 1 failed check N (docs/artifact.md).
+  std::vector<std::string> checks;
   std::vector<TensorSpec> inputs;
   std::vector<TensorSpec> outputs;
   /// Present for step functions; checked against the kv_pool inputs.
@@ -104,7 +124,9 @@ struct Manifest {
 /// type, file names without '/', a C identifier as entry, a power-of-two
 /// weights alignment, known dtypes, shapes of at most kMaxRank dims that
 /// are non-negative integers or non-empty strings, unique, non-empty input
-/// names and unique, non-empty output names.
+/// names and unique, non-empty output names, a "files" entry (size and
+/// SHA-256) for exactly the library and the weights file, whose size equals
+/// weights.size, target.requires as feature names and "checks" as strings.
 Expected<Manifest> parseManifest(std::string_view json,
                                  const std::string &pathForErrors);
 /// Reads and parses the manifest file at `path` (a regular file of at most
