@@ -522,4 +522,67 @@ void PrefixCache::clear() {
     hostFree.push_back(static_cast<int32_t>(i));
 }
 
+std::string PrefixCache::checkInvariants() const {
+  std::vector<const Node *> nodes;
+  for (auto &[key, child] : root->children)
+    nodes.push_back(child.get());
+  for (size_t i = 0; i < nodes.size(); ++i)
+    for (auto &[key, child] : nodes[i]->children)
+      nodes.push_back(child.get());
+  auto at = [](const Node *n) { return formatString("node of block %d", n->block); };
+  int64_t resident = 0, wanting = 0;
+  for (const Node *n : nodes) {
+    int32_t residentChildren = 0;
+    for (auto &[key, child] : n->children)
+      residentChildren += child->resident();
+    if (residentChildren != n->residentChildren)
+      return at(n) + ": resident children miscounted";
+    if (n->resident()) {
+      ++resident;
+      if (n->parent != root.get() && !n->parent->resident())
+        return at(n) + ": resident below a host-only node";
+      if (blockNodes[static_cast<size_t>(n->block)] != n)
+        return at(n) + ": block not mapped to its node";
+    }
+    const RecencyList *want =
+        evictable(*n) ? &const_cast<PrefixCache *>(this)->evictionListFor(*n) : nullptr;
+    for (const RecencyList *l : {&evictPlain, &evictDemoted, &evictProtected})
+      if (l->contains(n) != (l == want))
+        return at(n) + ": in the wrong eviction list";
+    wanting += n->wantsProtection();
+    if (n->wantsProtection() && !protectedNodes.contains(n) && !overBudget.contains(n))
+      return at(n) + ": wants protection but is in no protection list";
+    if (n->protectedNow != protectedNodes.contains(n))
+      return at(n) + ": protection flag and list disagree";
+    if ((n->hostSlot >= 0) != hostCopies.contains(n))
+      return at(n) + ": host copy and host list disagree";
+  }
+  if (resident != cachedBlocks)
+    return "cached block count is " + std::to_string(cachedBlocks) + ", the tree holds " +
+           std::to_string(resident);
+  if (wanting != protectedNodes.size() + overBudget.size())
+    return "protection lists hold nodes that do not want it";
+  if (protectedNodes.size() > std::max<int64_t>(policy.protectionBudget, 0) ||
+      (protectedNodes.size() < policy.protectionBudget && !overBudget.empty()))
+    return "protection budget not filled by the most recent nodes";
+  if (!overBudget.empty() && !protectedNodes.empty() &&
+      overBudget.back()->lastUse > protectedNodes.front()->lastUse)
+    return "a node over the budget is more recent than a protected one";
+  for (const RecencyList *l : {&evictPlain, &evictDemoted, &evictProtected, &protectedNodes,
+                               &overBudget, &hostCopies}) {
+    int64_t count = 0;
+    for (const Node *n = l->front(); n; n = l->next(n), ++count)
+      if (l->next(n) && l->next(n)->lastUse < n->lastUse)
+        return "a recency list is out of order at " + at(n);
+    if (count != l->size())
+      return "a recency list miscounts its nodes";
+  }
+  int64_t mapped = 0;
+  for (const Node *n : blockNodes)
+    mapped += n != nullptr;
+  if (mapped != cachedBlocks)
+    return "blocks mapped to nodes that are gone";
+  return "";
+}
+
 } // namespace xfmr::rt

@@ -9,6 +9,7 @@
 #include <gtest/gtest.h>
 
 #include <numeric>
+#include <random>
 
 using namespace xfmr::rt;
 
@@ -217,4 +218,166 @@ TEST(PrefixCacheTest, HostTierIsBoundedAndDropsLeastRecentlyUsedCopies) {
   busy.releaseAll(m);
   busy2.releaseAll(m);
   EXPECT_EQ(m.numFree(), 2);
+}
+
+// A running sequence hands the cache only its newly full blocks: nothing
+// while a block fills, one node per filled block (the prefix is not
+// re-inserted every step).
+TEST(PrefixCacheTest, ExtendAddsOnlyNewlyFullBlocks) {
+  BlockManager m(8, 4);
+  PrefixCache cache(m);
+  std::vector<int64_t> tokens = iota(12);
+  SequenceBlocks s;
+  PrefixCache::Cursor cursor;
+  for (int64_t t = 1; t <= 12; ++t) { // one token per step, the clock is t
+    ASSERT_TRUE(s.reserve(m, 1));
+    s.commit(1);
+    cache.extend(cursor, tokens, t, s.table(), static_cast<double>(t));
+    EXPECT_EQ(cache.numCachedBlocks(), t / 4) << "after " << t << " tokens";
+    EXPECT_EQ(cursor.blocks(), t / 4);
+  }
+  EXPECT_EQ(cache.checkInvariants(), "");
+  // Another request sees the blocks while the first still runs.
+  EXPECT_EQ(cache.match(iota(9), 13).tokens, 8);
+  // Letting go through the cursor counts the whole path as used then; the
+  // blocks become evictable once the sequence releases them, leaf first.
+  cache.release(cursor, 13);
+  EXPECT_EQ(cache.numEvictableBlocks(), 0) << "the sequence still holds them";
+  s.releaseAll(m);
+  EXPECT_EQ(cache.checkInvariants(), "");
+  std::vector<std::string> log;
+  EXPECT_EQ(cache.evict(8, 20, &log), 3);
+  ASSERT_EQ(log.size(), 3u);
+  EXPECT_EQ(log[0], "evict block 2 (lru, age 7.0s)");
+  EXPECT_EQ(log[1], "evict block 1 (lru, age 7.0s)");
+  EXPECT_EQ(log[2], "evict block 0 (lru, age 7.0s)");
+}
+
+// Blocks a sequence computed again under a cached prefix are not stored
+// twice; the cursor follows the cached path and keeps adding below it.
+TEST(PrefixCacheTest, ExtendKeepsTheCachedCopyOfADuplicateBlock) {
+  BlockManager m(8, 4);
+  PrefixCache cache(m);
+  cached(m, cache, iota(4), 0).releaseAll(m); // block 0
+  SequenceBlocks s;
+  PrefixCache::Cursor cursor;
+  ASSERT_TRUE(s.reserve(m, 8)); // blocks 1, 2: the first duplicates block 0
+  s.commit(8);
+  cache.extend(cursor, iota(8), 8, s.table(), 1);
+  EXPECT_EQ(cache.numCachedBlocks(), 2);
+  EXPECT_EQ(cursor.blocks(), 2);
+  PrefixCache::Match hit = cache.match(iota(9), 2);
+  EXPECT_EQ(hit.blocks, (std::vector<int32_t>{0, 2}));
+  EXPECT_EQ(cache.checkInvariants(), "");
+  cache.release(cursor, 3);
+  s.releaseAll(m);
+  EXPECT_EQ(m.numFree(), 6) << "block 1, the duplicate, is free";
+  cache.clear();
+  EXPECT_EQ(m.numFree(), 8);
+}
+
+// Eviction takes the least recently used cache-only leaf: the sequence
+// released first goes first, each path leaf to root; a hit moves a path to
+// the back; blocks a running sequence holds are never candidates.
+TEST(PrefixCacheTest, EvictionFollowsReleaseOrderLeafFirst) {
+  BlockManager m(12, 4);
+  PrefixCache cache(m);
+  SequenceBlocks a = cached(m, cache, iota(8, 0), 0);   // blocks 0, 1
+  SequenceBlocks b = cached(m, cache, iota(8, 100), 0); // blocks 2, 3
+  SequenceBlocks c = cached(m, cache, iota(8, 200), 0); // blocks 4, 5
+  EXPECT_EQ(cache.numEvictableBlocks(), 0) << "all three still run";
+  PrefixCache::Cursor ca, cb;
+  // Finish b at 1, then a at 2 (through their cursors: the paths count as
+  // used when they let go); c keeps running.
+  cache.match(iota(9, 100), 1, nullptr, &cb);
+  cache.release(cb, 1);
+  b.releaseAll(m);
+  cache.match(iota(9, 0), 2, nullptr, &ca);
+  cache.release(ca, 2);
+  a.releaseAll(m);
+  EXPECT_EQ(cache.numEvictableBlocks(), 2) << "one leaf per released path";
+  EXPECT_EQ(cache.checkInvariants(), "");
+  std::vector<std::string> log;
+  EXPECT_EQ(cache.evict(12, 5, &log), 4);
+  ASSERT_EQ(log.size(), 4u);
+  EXPECT_EQ(log[0], "evict block 3 (lru, age 4.0s)");
+  EXPECT_EQ(log[1], "evict block 2 (lru, age 4.0s)");
+  EXPECT_EQ(log[2], "evict block 1 (lru, age 3.0s)");
+  EXPECT_EQ(log[3], "evict block 0 (lru, age 3.0s)");
+  EXPECT_EQ(cache.numCachedBlocks(), 2) << "c's blocks are in use";
+  c.releaseAll(m);
+  EXPECT_EQ(cache.checkInvariants(), "");
+}
+
+// Random sequences of the cache's operations, with a small protection
+// budget and a host tier: after each one, the lists and counters kept
+// incrementally agree with a walk of the tree, and no block leaks.
+TEST(PrefixCacheTest, IncrementalStateMatchesTheTreeUnderRandomOperations) {
+  int64_t evicted = 0, offloads = 0, loads = 0, protectedSeen = 0;
+  for (uint64_t seed = 1; seed <= 20; ++seed) {
+    std::mt19937_64 rng(seed);
+    auto pick = [&](int64_t n) { return static_cast<int64_t>(rng() % static_cast<uint64_t>(n)); };
+    BlockManager m(24, 2);
+    FakeMover mover(24, 4);
+    PrefixCachePolicy policy;
+    policy.protectionBudget = 3;
+    policy.ttlSeconds = 40;
+    policy.hostMinHits = 0; // every evicted block that is not expired goes to the host
+    PrefixCache cache(m, policy, &mover, /*hostSlots=*/4);
+    struct Running {
+      std::vector<int64_t> tokens;
+      int64_t computed = 0;
+      SequenceBlocks blocks;
+      PrefixCache::Cursor cursor;
+    };
+    std::vector<Running> running;
+    double now = 0;
+    for (int op = 0; op < 400; ++op, now += 1) {
+      int kind = static_cast<int>(pick(5));
+      if (kind == 0 && running.size() < 4) { // admit: prompts from a few shared prefixes
+        Running r;
+        int64_t prefix = pick(3) * 100;
+        for (int64_t i = 0, n = 2 + pick(7); i < n; ++i)
+          r.tokens.push_back(i < 6 ? prefix + i : pick(3));
+        PrefixCache::Match hit = cache.match(r.tokens, now, nullptr, &r.cursor);
+        r.blocks.adoptPrefix(m, hit.blocks, hit.tokens);
+        r.computed = hit.tokens;
+        running.push_back(std::move(r));
+      } else if (kind <= 2 && !running.empty()) { // a step: one more token computed
+        Running &r = running[static_cast<size_t>(pick(static_cast<int64_t>(running.size())))];
+        if (r.computed == static_cast<int64_t>(r.tokens.size()))
+          r.tokens.push_back(pick(3));
+        if (m.numFree() < 2)
+          cache.evict(2, now);
+        if (r.blocks.reserve(m, 1)) {
+          r.blocks.commit(1);
+          ++r.computed;
+          cache.extend(r.cursor, r.tokens, r.computed, r.blocks.table(), now, pick(4) == 0);
+        }
+      } else if (kind == 3 && !running.empty()) { // finish or preempt
+        size_t i = static_cast<size_t>(pick(static_cast<int64_t>(running.size())));
+        cache.release(running[i].cursor, now);
+        running[i].blocks.releaseAll(m);
+        running.erase(running.begin() + static_cast<long>(i));
+      } else {
+        evicted += cache.evict(m.numFree() + 1 + pick(6), now);
+      }
+      protectedSeen += cache.numProtected() > 0;
+      std::string why = cache.checkInvariants();
+      ASSERT_EQ(why, "") << "seed " << seed << ", operation " << op;
+    }
+    for (Running &r : running) {
+      cache.release(r.cursor, now);
+      r.blocks.releaseAll(m);
+    }
+    offloads += cache.hostOffloads();
+    loads += cache.hostLoads();
+    cache.clear();
+    EXPECT_EQ(m.numFree(), 24) << "seed " << seed;
+  }
+  // The runs did reach the paths under test.
+  EXPECT_GT(evicted, 100);
+  EXPECT_GT(offloads, 10);
+  EXPECT_GT(loads, 10);
+  EXPECT_GT(protectedSeen, 100);
 }

@@ -135,11 +135,23 @@ public:
   /// 12.0s)", with " -> host slot 3" when the block moved to the host tier).
   int64_t evict(int64_t needed, double now, std::vector<std::string> *log = nullptr);
 
-  /// Releases every cached block.
+  /// Releases every cached block. Cursors point into the tree: release
+  /// them first.
   void clear();
 
   /// Device blocks the cache holds.
   int64_t numCachedBlocks() const { return cachedBlocks; }
+  /// Of those, the ones eviction could free now (cache-only leaves).
+  int64_t numEvictableBlocks() const {
+    return evictPlain.size() + evictDemoted.size() + evictProtected.size();
+  }
+  /// Nodes holding soft protection (at most the policy's budget).
+  int64_t numProtected() const { return protectedNodes.size(); }
+
+  /// Walks the whole tree and checks the incrementally kept state against
+  /// it (list membership and order, counters, block ownership): a message
+  /// naming the first mismatch, or "" (tests only; O(tree)).
+  std::string checkInvariants() const;
   /// Host slots holding a copy, and the host tier's size.
   int64_t numHostBlocks() const { return hostSlots - static_cast<int64_t>(hostFree.size()); }
   int64_t hostCapacity() const { return hostSlots; }

@@ -1,0 +1,261 @@
+//===- EngineTest.cpp - the serving engine's scheduler --------------------===//
+//
+// Part of xfmr.
+//
+// Runs the engine detached from any artifact (Engine::createDetached): the
+// model call is a function here whose logits pick (last token + 1) mod the
+// vocabulary, so the plans schedule() returns, the tokens update() appends
+// and the reasons requests finish with are checked exactly, without a
+// compiled step function.
+//
+//===----------------------------------------------------------------------===//
+
+#include "xfmr/runtime/Engine.h"
+
+#include <gtest/gtest.h>
+
+#include <numeric>
+
+using namespace xfmr::rt;
+
+namespace {
+
+constexpr int64_t kVocab = 8;
+
+/// Logits whose argmax is (the sequence's last new token + 1) mod kVocab.
+Expected<Tensor> nextTokenModel(const std::vector<StepSequence> &batch) {
+  Expected<Tensor> logits =
+      Tensor::create(DType::F32, {static_cast<int64_t>(batch.size()), kVocab}, "logits");
+  if (!logits)
+    return logits;
+  float *out = logits->data<float>();
+  std::fill(out, out + batch.size() * kVocab, 0.0f);
+  for (size_t i = 0; i < batch.size(); ++i)
+    out[i * kVocab + (batch[i].tokens.back() + 1) % kVocab] = 1.0f;
+  return logits;
+}
+
+struct Harness {
+  std::vector<std::string> trace;
+  std::unique_ptr<Engine> engine;
+  double now = 0;
+
+  Harness(int64_t numBlocks, int64_t blockSize, EngineConfig config) {
+    auto e = Engine::createDetached(
+        nextTokenModel, kVocab, numBlocks, blockSize, config, [this] { return now; },
+        [this](const std::string &line) { trace.push_back(line); });
+    EXPECT_TRUE(e) << e.error();
+    if (e)
+      engine = e.take();
+  }
+
+  Status submit(int64_t id, std::vector<int64_t> prompt, int64_t maxTokens,
+                RequestClass cls = RequestClass::Interactive) {
+    Request r;
+    r.id = id;
+    r.prompt = std::move(prompt);
+    r.sampling.maxTokens = maxTokens;
+    r.cls = cls;
+    return engine->submit(std::move(r));
+  }
+
+  /// schedule(), execute(), update(); returns the plan.
+  Engine::StepPlan step() {
+    Expected<Engine::StepPlan> plan = engine->schedule();
+    EXPECT_TRUE(plan) << plan.error();
+    if (!plan || plan->empty())
+      return plan ? *plan : Engine::StepPlan();
+    Expected<Tensor> logits = engine->execute(*plan);
+    EXPECT_TRUE(logits) << logits.error();
+    if (logits) {
+      Status s = engine->update(*plan, *logits);
+      EXPECT_TRUE(s) << s.error();
+    }
+    now += 1;
+    return *plan;
+  }
+
+  /// "id:tokens@position" for each scheduled sequence, '+' when admitted.
+  static std::string describe(const Engine::StepPlan &plan) {
+    std::string out;
+    for (const Engine::ScheduledSequence &s : plan.sequences)
+      out += (out.empty() ? "" : " ") + std::to_string(s.requestId) + ":" +
+             std::to_string(s.numTokens) + "@" + std::to_string(s.firstPosition) +
+             (s.admitted ? "+" : "");
+    return out;
+  }
+};
+
+std::vector<int64_t> prompt(int64_t n, int64_t first = 0) {
+  std::vector<int64_t> v(static_cast<size_t>(n));
+  for (int64_t i = 0; i < n; ++i)
+    v[static_cast<size_t>(i)] = (first + i) % kVocab;
+  return v;
+}
+
+} // namespace
+
+TEST(FinishReasonTest, NamesAreTheTraceWords) {
+  EXPECT_STREQ(finishReasonName(FinishReason::Stop), "stop");
+  EXPECT_STREQ(finishReasonName(FinishReason::Length), "length");
+  EXPECT_STREQ(finishReasonName(FinishReason::Cancelled), "cancelled");
+  EXPECT_EQ(toString(FinishReason::Cancelled), "cancelled");
+}
+
+// The plan of each step: running sequences first (a decode token, or the
+// next chunk of a prompt), then admissions, within the token budget; each
+// with the position its new tokens start at.
+TEST(EngineTest, PlansChunkPromptsWithinTheTokenBudget) {
+  EngineConfig config;
+  config.maxTokensPerStep = 8;
+  config.prefixCaching = false;
+  Harness h(16, 4, config);
+  ASSERT_TRUE(h.submit(0, prompt(6), 3));
+  ASSERT_TRUE(h.submit(1, prompt(10, 3), 2));
+  Engine::StepPlan p1 = h.step();
+  EXPECT_EQ(p1.step, 1);
+  EXPECT_EQ(Harness::describe(p1), "0:6@0+ 1:2@0+");
+  EXPECT_EQ(p1.numTokens, 8);
+  EXPECT_TRUE(p1.preempted.empty());
+  EXPECT_TRUE(p1.copies.empty());
+  // Request 0 decodes its first sampled token; request 1's prompt goes on.
+  EXPECT_EQ(Harness::describe(h.step()), "0:1@6 1:7@2");
+  EXPECT_EQ(Harness::describe(h.step()), "0:1@7 1:1@9");
+  EXPECT_EQ(Harness::describe(h.step()), "1:1@10") << "request 0 finished at 3 tokens";
+  EXPECT_TRUE(h.step().empty() || h.engine->idle());
+  std::vector<RequestResult> done = h.engine->takeFinished();
+  ASSERT_EQ(done.size(), 2u);
+  // Each token is the previous one + 1: the model saw the right tokens.
+  EXPECT_EQ(done[0].tokens, (std::vector<int64_t>{6, 7, 0}));
+  EXPECT_EQ(done[0].finishReason, FinishReason::Length);
+  EXPECT_EQ(done[1].tokens, (std::vector<int64_t>{5, 6}));
+}
+
+// Out of blocks, the most recently admitted sequence is preempted, named in
+// the plan, and nothing is admitted in that step.
+TEST(EngineTest, PlanNamesPreemptionsAndStopsAdmission) {
+  EngineConfig config;
+  config.prefixCaching = false;
+  Harness h(4, 4, config); // 16 token slots
+  ASSERT_TRUE(h.submit(0, prompt(4), 8));
+  ASSERT_TRUE(h.submit(1, prompt(4), 8));
+  Engine::StepPlan p = h.step();
+  EXPECT_EQ(Harness::describe(p), "0:4@0+ 1:4@0+");
+  ASSERT_TRUE(h.submit(2, prompt(2), 1));
+  // Both need a second block now; the third request waits behind them.
+  p = h.step();
+  EXPECT_EQ(Harness::describe(p), "0:1@4 1:1@4");
+  EXPECT_TRUE(p.preempted.empty());
+  for (int i = 0; i < 3; ++i)
+    h.step();
+  // Each needs a third block: only one can have it.
+  p = h.step();
+  EXPECT_EQ(p.preempted, (std::vector<int64_t>{1}));
+  EXPECT_TRUE(p.admissionStopped);
+  EXPECT_EQ(Harness::describe(p), "0:1@8");
+  for (int guard = 0; !h.engine->idle() && guard < 100; ++guard)
+    h.step();
+  EXPECT_TRUE(h.engine->idle());
+  EXPECT_EQ(h.engine->preemptions(), 1);
+  EXPECT_EQ(h.engine->freeBlocks(), 4);
+}
+
+// A step is scheduled once and updated once; a request cancelled while its
+// step is planned finishes as cancelled when the step ends.
+TEST(EngineTest, PlansAreUpdatedOnceAndCancellationWaitsForTheStep) {
+  EngineConfig config;
+  Harness h(8, 4, config);
+  ASSERT_TRUE(h.submit(0, prompt(3), 5));
+  Expected<Engine::StepPlan> plan = h.engine->schedule();
+  ASSERT_TRUE(plan) << plan.error();
+  Expected<Engine::StepPlan> again = h.engine->schedule();
+  ASSERT_FALSE(again);
+  EXPECT_NE(again.error().find("not updated yet"), std::string::npos) << again.error();
+  h.engine->cancel(0);
+  EXPECT_TRUE(h.engine->takeFinished().empty()) << "deferred while planned";
+  Expected<Tensor> logits = h.engine->execute(*plan);
+  ASSERT_TRUE(logits) << logits.error();
+  ASSERT_TRUE(h.engine->update(*plan, *logits));
+  EXPECT_FALSE(h.engine->update(*plan, *logits)) << "a plan is updated once";
+  std::vector<RequestResult> done = h.engine->takeFinished();
+  ASSERT_EQ(done.size(), 1u);
+  EXPECT_EQ(done[0].finishReason, FinishReason::Cancelled);
+  EXPECT_EQ(done[0].tokens.size(), 1u) << "the planned step still ran";
+  EXPECT_TRUE(h.engine->idle());
+}
+
+TEST(EngineTest, UpdateChecksTheLogitsShape) {
+  Harness h(8, 4, EngineConfig());
+  ASSERT_TRUE(h.submit(0, prompt(3), 5));
+  Expected<Engine::StepPlan> plan = h.engine->schedule();
+  ASSERT_TRUE(plan) << plan.error();
+  Expected<Tensor> wrong = Tensor::create(DType::F32, {2, kVocab}, "logits");
+  ASSERT_TRUE(wrong);
+  Status s = h.engine->update(*plan, *wrong);
+  ASSERT_FALSE(s);
+  EXPECT_NE(s.error().find("not f32 [1, 8]"), std::string::npos) << s.error();
+  // The step was abandoned; the next one schedules the request again.
+  EXPECT_EQ(Harness::describe(h.step()), "0:3@0");
+}
+
+// Stop tokens and max_tokens finish a request with their reason.
+TEST(EngineTest, FinishReasons) {
+  Harness h(16, 4, EngineConfig());
+  Request stop;
+  stop.id = 7;
+  stop.prompt = {1, 2};
+  stop.sampling.maxTokens = 10;
+  stop.sampling.stopTokens = {5}; // generates 3, 4, 5
+  ASSERT_TRUE(h.engine->submit(stop));
+  ASSERT_TRUE(h.submit(8, {1}, 2));
+  for (int guard = 0; !h.engine->idle() && guard < 20; ++guard)
+    h.step();
+  std::vector<RequestResult> done = h.engine->takeFinished();
+  ASSERT_EQ(done.size(), 2u);
+  EXPECT_EQ(done[0].id, 8);
+  EXPECT_EQ(done[0].finishReason, FinishReason::Length);
+  EXPECT_EQ(done[1].id, 7);
+  EXPECT_EQ(done[1].finishReason, FinishReason::Stop);
+  EXPECT_EQ(done[1].tokens, (std::vector<int64_t>{3, 4, 5}));
+  EXPECT_EQ(h.trace.back(), "finish req 7: 3 tokens (stop)");
+}
+
+// A batch request waits behind interactive ones until it has waited
+// batchAgingSteps steps; then it counts as interactive and, queued first,
+// goes first.
+TEST(EngineTest, BatchRequestsAgeIntoTheInteractiveClass) {
+  EngineConfig config;
+  config.maxTokensPerStep = 4; // one 4-token prompt per step
+  config.batchAgingSteps = 3;
+  config.prefixCaching = false;
+  Harness h(64, 4, config);
+  ASSERT_TRUE(h.submit(0, prompt(4), 1, RequestClass::Batch));
+  for (int64_t id = 1; id <= 4; ++id)
+    ASSERT_TRUE(h.submit(id, prompt(4), 1));
+  EXPECT_EQ(Harness::describe(h.step()), "1:4@0+");
+  EXPECT_EQ(Harness::describe(h.step()), "2:4@0+");
+  EXPECT_EQ(Harness::describe(h.step()), "0:4@0+") << "aged at step 3";
+  EXPECT_EQ(Harness::describe(h.step()), "3:4@0+");
+  bool sawAged = false;
+  for (const std::string &line : h.trace)
+    sawAged |= line == "admit req 0 (batch, aged): 0 cached tokens, chunk 4";
+  EXPECT_TRUE(sawAged);
+}
+
+// Full blocks go to the prefix cache as they are computed, so a request
+// admitted while another still runs reuses its prompt.
+TEST(EngineTest, RunningPromptsAreSharedAsTheirBlocksFill) {
+  EngineConfig config;
+  config.maxTokensPerStep = 4;
+  Harness h(32, 4, config);
+  ASSERT_TRUE(h.submit(0, prompt(12), 4));
+  h.step();
+  h.step(); // 8 of 12 prompt tokens computed: two full blocks cached
+  EXPECT_EQ(h.engine->prefixCache().numCachedBlocks(), 2);
+  ASSERT_TRUE(h.submit(1, prompt(12), 1));
+  Engine::StepPlan p = h.step();
+  EXPECT_EQ(Harness::describe(p), "0:4@8") << "the budget is spent";
+  p = h.step();
+  EXPECT_EQ(Harness::describe(p), "0:1@12 1:3@8+") << "admitted on 8 cached tokens";
+  EXPECT_EQ(h.engine->prefixCache().checkInvariants(), "");
+}
