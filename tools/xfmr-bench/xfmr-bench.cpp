@@ -15,6 +15,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "xfmr/runtime/Engine.h"
+#include "xfmr/runtime/KVCacheBudget.h"
 #include "xfmr/runtime/Text.h"
 
 #include <algorithm>
@@ -54,13 +55,17 @@ const char *const kHelp =
     "  --json              print one JSON object instead of the table\n"
     "  --trace-decisions   print every scheduling and cache decision (the clock\n"
     "                      is then the step number: deterministic output)\n"
-    "  --kv-cache-bytes N  KV cache size (default 64 MiB)\n"
+    "  --kv-cache-bytes N  KV cache size (default: half of MemAvailable, at most\n"
+    "                      what every request needs at full length at once;\n"
+    "                      the chosen size and its source go to stderr)\n"
     "  --max-num-seqs N    running sequences at most (default 256)\n"
     "  --max-tokens-per-step N  token budget of one step (default 2048)\n"
     "  --no-prefix-cache   disable prefix caching\n"
     "  --host-cache-bytes N  host tier of the prefix cache (default 0: none):\n"
     "                      evicted blocks that were reused move there and come\n"
     "                      back on a hit instead of being recomputed\n"
+    "  --batch-aging N     steps a batch-class request waits before it is\n"
+    "                      scheduled as interactive (default 64)\n"
     "  --preempt-every N   test hook: preempt the newest sequence every N steps\n";
 
 int usage(const std::string &m) {
@@ -178,6 +183,17 @@ std::vector<int64_t> promptTokens(const TraceRequest &r, size_t index, int64_t v
   return t;
 }
 
+/// The KV cache every request of `trace` needs at its full length at once:
+/// more than this is never used.
+uint64_t workloadBytes(const Manifest &manifest, const std::vector<TraceRequest> &trace) {
+  if (!manifest.kvCache || manifest.kvCache->blockSize < 1)
+    return 0;
+  uint64_t bs = static_cast<uint64_t>(manifest.kvCache->blockSize), blocks = 0;
+  for (const TraceRequest &r : trace)
+    blocks += (static_cast<uint64_t>(r.prompt + r.output) + bs - 1) / bs;
+  return blocks * KVPools::bytesPerBlock(manifest);
+}
+
 double percentile(std::vector<double> v, double p) {
   if (v.empty())
     return 0;
@@ -290,7 +306,7 @@ int main(int argc, char **argv) {
   std::string artifactDir, spec, tracePath, baseline;
   bool json = false, decisions = false;
   EngineConfig config;
-  config.kvCacheBytes = uint64_t(64) << 20;
+  uint64_t kvCacheBytes = 0; // 0: the default budget
   for (int i = 1; i < argc; ++i) {
     std::string arg = argv[i];
     if (arg == "--help" || arg == "-h") {
@@ -334,7 +350,7 @@ int main(int argc, char **argv) {
         return usage("--baseline supports 'sequential'");
       baseline = value;
     } else if (name == "--kv-cache-bytes" && parseInt(value, 1, int64_t(1) << 46, n))
-      config.kvCacheBytes = static_cast<uint64_t>(n);
+      kvCacheBytes = static_cast<uint64_t>(n);
     else if (name == "--host-cache-bytes" && parseInt(value, 0, int64_t(1) << 46, n))
       config.hostCacheBytes = static_cast<uint64_t>(n);
     else if (name == "--max-num-seqs" && parseInt(value, 1, 1 << 20, n))
@@ -343,6 +359,8 @@ int main(int argc, char **argv) {
       config.maxTokensPerStep = n;
     else if (name == "--preempt-every" && parseInt(value, 1, 1 << 20, n))
       config.preemptEvery = n;
+    else if (name == "--batch-aging" && parseInt(value, 0, 1 << 30, n))
+      config.batchAgingSteps = n;
     else
       return usage("bad option or value '" + arg + "'");
   }
@@ -364,6 +382,12 @@ int main(int argc, char **argv) {
       vocab = out.shape[1].value;
   if (vocab < 1)
     return fail(artifactDir + ": not a step function (compile with --kv-cache=paged)");
+  KVCacheBudget budget = kvCacheBytes
+                             ? explicitKVCacheBudget(kvCacheBytes, "--kv-cache-bytes")
+                             : defaultKVCacheBudget(workloadBytes((*artifact)->manifest(), *trace),
+                                                    availableMemoryBytes());
+  std::fprintf(stderr, "%s\n", budget.describe().c_str());
+  config.kvCacheBytes = budget.bytes;
 
   RunStats run = replay(**artifact, config, *trace, decisions, vocab);
   if (!run.error.empty())

@@ -13,6 +13,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "xfmr/runtime/Engine.h"
+#include "xfmr/runtime/KVCacheBudget.h"
 #include "xfmr/runtime/Text.h"
 #include "xfmr/runtime/TensorIO.h"
 
@@ -52,7 +53,8 @@ const char *const kGenerateHelp =
     "  --top-p P            keep the most likely tokens up to probability P (1: all)\n"
     "  --repetition-penalty R  > 1 discourages tokens already present (1: off)\n"
     "  --seed S             sampling seed (request i uses S + i)\n"
-    "  --kv-cache-bytes N   KV cache size (default: enough for every request)\n"
+    "  --kv-cache-bytes N   KV cache size (default: half of MemAvailable, at most\n"
+    "                       what every request needs at full length at once)\n"
     "  --dump-logits DIR    write the logits each token of the first request is\n"
     "                       chosen from to DIR/step_K.npy (K from 0: the prefill)\n"
     "  --quiet              print only the ids and errors\n";
@@ -168,15 +170,19 @@ int generateMain(int argc, char **argv) {
   if (!dumpDir.empty() && ::mkdir(dumpDir.c_str(), 0777) != 0 && errno != EEXIST)
     return fail(dumpDir + ": cannot create the directory");
 
+  // Every request at its full length at once, in whole blocks: the most
+  // the cache could hold, so the cap of the default budget.
+  uint64_t blocksNeeded = 0, bs = static_cast<uint64_t>(artifact.manifest().kvCache->blockSize);
+  for (const auto &p : prompts)
+    blocksNeeded += (p.size() + static_cast<uint64_t>(maxNew) + bs - 1) / bs;
+  KVCacheBudget budget =
+      kvBytes > 0 ? explicitKVCacheBudget(static_cast<uint64_t>(kvBytes), "--kv-cache-bytes")
+                  : defaultKVCacheBudget(blocksNeeded * KVPools::bytesPerBlock(artifact.manifest()),
+                                         availableMemoryBytes());
+  if (!quiet)
+    std::fprintf(stderr, "%s\n", budget.describe().c_str());
   EngineConfig config;
-  if (kvBytes > 0) {
-    config.kvCacheBytes = static_cast<uint64_t>(kvBytes);
-  } else { // every request at its full length at once, in whole blocks
-    uint64_t blocks = 0, bs = static_cast<uint64_t>(artifact.manifest().kvCache->blockSize);
-    for (const auto &p : prompts)
-      blocks += (p.size() + static_cast<uint64_t>(maxNew) + bs - 1) / bs;
-    config.kvCacheBytes = blocks * KVPools::bytesPerBlock(artifact.manifest());
-  }
+  config.kvCacheBytes = budget.bytes;
   int64_t dumped = 0;
   std::string dumpError;
   if (!dumpDir.empty())
