@@ -251,6 +251,15 @@ def cases():
     case("unknown_domain", ser(m), "node in domain com.example.nope (imported, but unknown)",
          "unknown_domain_node")
 
+    # ---- type constraints
+    m = model([helper.make_node("Add", ["x", "mixed_i"], ["y"], name="add_mixed_types")],
+              [vi("x", F32, [2]), vi("mixed_i", TensorProto.INT64, [2])], [vi("y", F32, [2])])
+    case("add_mixed_types", ser(m),
+         "Add(float, int64): both inputs are bound to type constraint T", "add_mixed_types")
+    m = model([helper.make_node("Sqrt", ["si"], ["y"], name="sqrt_of_int")],
+              [vi("si", TensorProto.INT64, [2])], [vi("y", TensorProto.INT64, [2])])
+    case("sqrt_of_int", ser(m), "Sqrt of int64: T allows only floats", "sqrt_of_int")
+
     # ---- graph structure
     m = model([helper.make_node("Add", ["x", "cycle_t2"], ["cycle_t1"], name="cycle_n1"),
                helper.make_node("Relu", ["cycle_t1"], ["cycle_t2"], name="cycle_n2")],

@@ -14,6 +14,7 @@
 #include "dialects/xfmr/IR/XfmrOps.h"
 #include "xfmr/Conversion/Passes.h"
 #include "xfmr/Importer/ONNXImporter.h"
+#include "xfmr/Importer/ResourcePrinting.h"
 #include "xfmr/Pipelines/Pipelines.h"
 #include "xfmr/Target/CPU/ObjectEmitter.h"
 #include "xfmr/Target/CPU/Passes.h"
@@ -286,6 +287,7 @@ LogicalResult printModule(ModuleOp module) {
                             &error);
   if (!out)
     return fail(error), failure();
+  xfmr::elideLargeResourceBlobs(module->getContext(), 64);
   module->print(out->os(), OpPrintingFlags().elideLargeResourceString(64));
   out->os() << "\n";
   out->keep();

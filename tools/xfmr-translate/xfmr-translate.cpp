@@ -13,6 +13,7 @@
 #include "dialects/xfmr/IR/XfmrOps.h"
 #include "xfmr/Importer/ModelSummary.h"
 #include "xfmr/Importer/ONNXImporter.h"
+#include "xfmr/Importer/ResourcePrinting.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/AsmState.h"
@@ -96,10 +97,14 @@ int main(int argc, char **argv) {
     llvm::errs() << "xfmr-translate: error: " << error << "\n";
     return 1;
   }
-  if (summary)
+  if (summary) {
     xfmr::printModelSummary(*module, output->os());
-  else
-    module->print(output->os(), mlir::OpPrintingFlags());
+  } else {
+    mlir::OpPrintingFlags flags; // from the command line's --mlir-* flags
+    if (std::optional<uint64_t> limit = flags.getLargeResourceStringLimit())
+      xfmr::elideLargeResourceBlobs(&context, *limit);
+    module->print(output->os(), flags);
+  }
   output->os() << "\n";
   output->keep();
   return 0;
