@@ -160,13 +160,18 @@ func.func @gated_mlp_relu(%x: tensor<4x64xf32>, %wg: tensor<64x128xf32>,
 // -----
 
 // Embedding: one generic over the result reading the ids; the row index is
-// the id cast to index, the column the generic's last loop.
+// the id (negative ids count from the end, as in Gather) checked against the
+// table and clamped to 0 when the check fails, the column the generic's last
+// loop.
 // CHECK-LABEL: func.func @embedding(
 // CHECK-SAME: %[[T:[a-z0-9]+]]: tensor<32000x64xf16>, %[[IDS:[a-z0-9]+]]: tensor<2x16xi64>
 // CHECK: %[[Y:.*]] = linalg.generic
 // CHECK-SAME: iterator_types = ["parallel", "parallel", "parallel"]
 // CHECK-SAME: ins(%[[IDS]] : tensor<2x16xi64>) outs(%{{.*}} : tensor<2x16x64xf16>)
-// CHECK: %[[ROW:.*]] = arith.index_cast %{{.*}} : i64 to index
+// CHECK: %[[ID:.*]] = arith.index_cast %{{.*}} : i64 to index
+// CHECK: %[[OK:.*]] = arith.andi
+// CHECK: cf.assert %[[OK]], "xfmr.embedding: token id: index out of range at loc(
+// CHECK: %[[ROW:.*]] = arith.select %[[OK]], %{{.*}}, %c0 : index
 // CHECK: %[[COL:.*]] = linalg.index 2 : index
 // CHECK: tensor.extract %[[T]][%[[ROW]], %[[COL]]] : tensor<32000x64xf16>
 // CHECK: return %[[Y]]

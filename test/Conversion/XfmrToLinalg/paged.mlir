@@ -1,14 +1,18 @@
 // RUN: xfmr-opt %s --split-input-file --convert-xfmr-to-linalg | FileCheck %s
 
 // kv_write: one insert per token into block slot / 16, offset slot % 16;
-// negative slots are skipped, slots past the pools abort.
+// negative slots are skipped, a slot past the pools fails its check and is
+// written to slot 0 instead (the call fails; nothing is written out of
+// bounds).
 // CHECK-LABEL: func.func @kv_write(
 // CHECK: %[[R:.*]]:2 = scf.for %[[T:.*]] = %c0 to %{{.*}} step %c1 iter_args(%[[KP:.*]] = %arg2, %[[VP:.*]] = %arg3)
 // CHECK: %[[SLOT:.*]] = tensor.extract %arg4[%[[T]]] : tensor<?xi64>
 // CHECK: %[[KEEP:.*]] = arith.cmpi sge, %[[SLOT]], %c0_i64
 // CHECK: scf.if %[[KEEP]]
-// CHECK: cf.assert %{{.*}}, "xfmr.kv_write: slot past the end of the KV pool"
-// CHECK: %[[BLK:.*]] = arith.divui %{{.*}}, %c16
+// CHECK: %[[IN:.*]] = arith.cmpi slt
+// CHECK: cf.assert %[[IN]], "xfmr.kv_write: slot past the end of the KV pool
+// CHECK: %[[S:.*]] = arith.select %[[IN]], %{{.*}}, %c0 : index
+// CHECK: %[[BLK:.*]] = arith.divui %[[S]], %c16
 // CHECK: %[[OFF:.*]] = arith.remui %{{.*}}, %c16
 // CHECK: tensor.insert_slice %{{.*}} into %[[KP]][%[[BLK]], %[[OFF]], 0, 0] [1, 1, 2, 8] [1, 1, 1, 1] : tensor<2x8xf32> into tensor<?x16x2x8xf32>
 // CHECK: tensor.insert_slice %{{.*}} into %[[VP]][%[[BLK]], %[[OFF]], 0, 0] [1, 1, 2, 8]
@@ -27,11 +31,17 @@ func.func @kv_write(%k: tensor<?x2x8xf32>, %v: tensor<?x2x8xf32>, %kp: tensor<?x
 // paged_attention: per sequence its token range and context length are read
 // and checked, then per KV head and block of new tokens one key tile per cache
 // block (the block id read from the table and checked), causal by position.
+// The three inputs that describe the sequences must agree on their number;
+// after a failed check the values are clamped into range, so the loops read
+// nothing out of bounds (the call fails anyway).
 // CHECK-LABEL: func.func @paged(
+// CHECK: cf.assert %{{.*}}, "xfmr.paged_attention: context_lens, block_tables and query_start_loc disagree on the number of sequences
 // CHECK: scf.for %[[S:.*]] = %c0 to %{{.*}} step %c1 iter_args(
-// CHECK: cf.assert %{{.*}}, "xfmr.paged_attention: query_start_loc is not ascending"
-// CHECK: cf.assert %{{.*}}, "xfmr.paged_attention: context_lens shorter than the new tokens"
-// CHECK: cf.assert %{{.*}}, "xfmr.paged_attention: context longer than the block table"
+// CHECK: cf.assert %{{.*}}, "xfmr.paged_attention: query_start_loc is not ascending
+// CHECK: cf.assert %{{.*}}, "xfmr.paged_attention: context_lens shorter than the new tokens
+// CHECK: cf.assert %{{.*}}, "xfmr.paged_attention: context longer than the block table
+// CHECK: arith.maxsi
+// CHECK: arith.minsi
 // One KV head per iteration with its 4 query heads: a [tq, 4, 8] query
 // slice as [tq * 4, 8] rows, each K tile read once for the group.
 // CHECK: scf.for %[[H:.*]] = %c0 to %c2 step %c1 iter_args(
@@ -42,7 +52,7 @@ func.func @kv_write(%k: tensor<?x2x8xf32>, %v: tensor<?x2x8xf32>, %kp: tensor<?x
 // CHECK: arith.ceildivui %{{.*}}, %c16{{(_[0-9]+)?}}
 // CHECK: scf.for %[[KB:.*]] = %c0 to %{{.*}} step %c1 iter_args(
 // CHECK: %[[ID:.*]] = tensor.extract %arg3[%[[S]], %[[KB]]] : tensor<?x?xi32>
-// CHECK: cf.assert %{{.*}}, "xfmr.paged_attention: block id outside the KV pool"
+// CHECK: cf.assert %{{.*}}, "xfmr.paged_attention: block id outside the KV pool
 // CHECK: tensor.extract_slice %arg1[%{{.*}}, 0, %{{.*}}, 0] [1, %{{.*}}, 1, 8] [1, 1, 1, 1] : tensor<?x16x2x8xbf16> to tensor<?x8xbf16>
 // CHECK: arith.cmpi sgt
 // CHECK: math.exp
