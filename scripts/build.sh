@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Installs what is missing and builds xfmr incrementally.
 #   scripts/build.sh            release build in build/ (g++)
-#   scripts/build.sh --asan     ASan+UBSan build with the libFuzzer target in
-#                               build-asan/ (clang-22)
+#   scripts/build.sh --asan     ASan+UBSan build with the libFuzzer targets
+#                               in build-asan/ (clang-22)
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 cd "$root"
@@ -14,7 +14,8 @@ if [[ "${1:-}" == --asan ]]; then
   args=(-DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_C_COMPILER=clang-22
         -DCMAKE_CXX_COMPILER=clang++-22 -DXFMR_ENABLE_SANITIZERS=ON
         -DXFMR_ENABLE_FUZZER=ON)
-  targets=(xfmr-opt xfmr-translate xfmr-import-fuzzer XfmrRuntimeTests)
+  targets=(xfmr-opt xfmr-translate xfmr-import-fuzzer xfmr-artifact-fuzzer
+           xfmr-engine-fuzzer XfmrRuntimeTests)
 else
   dir=build
   args=(-DCMAKE_BUILD_TYPE=Release -DCMAKE_C_COMPILER=gcc -DCMAKE_CXX_COMPILER=g++)
