@@ -38,7 +38,8 @@ llvm_config.with_system_environment(["HOME", "INCLUDE", "LIB", "TMP", "TEMP"])
 llvm_config.use_default_substitutions()
 
 tool_dirs = [config.xfmr_tools_dir, config.llvm_tools_dir]
-tools = ["xfmr-opt", "xfmr-translate", "xfmr-compile", "xfmr-run", "xfmr-bench"]
+tools = ["xfmr-opt", "xfmr-translate", "xfmr-compile", "xfmr-run", "xfmr-bench",
+         "xfmr-sched-bench"]
 if config.xfmr_fuzzer:
     tools += ["xfmr-import-fuzzer", "xfmr-artifact-fuzzer", "xfmr-engine-fuzzer"]
     config.available_features.add("fuzzer")

@@ -488,6 +488,7 @@ int64_t PrefixCache::evict(int64_t needed, double now, std::vector<std::string> 
     victim->onPath = false;
     --cachedBlocks;
     ++freed;
+    ++numEvictions;
     Node *parent = victim->parent;
     --parent->residentChildren;
     if (victim->hostSlot < 0) {

@@ -119,13 +119,30 @@ int64_t Sampler::next(const float *logits, int64_t vocab,
   if (vocab < 1 || !logits)
     return -1;
 
+  double penalty = config.repetitionPenalty;
+  bool penalised = penalty != 1.0 && penalty > 0 && std::isfinite(penalty);
+  double temperature = config.temperature;
+  bool greedy = !(temperature > 0) || !std::isfinite(temperature);
+  if (greedy && !penalised) {
+    // The argmax (lower index on ties; NaN never wins, as -inf in
+    // logitAt) without building the candidates: the engine samples every
+    // running sequence every step.
+    int64_t best = 0;
+    float bestLogit = -std::numeric_limits<float>::infinity();
+    for (int64_t i = 0; i < vocab; ++i)
+      if (logits[i] > bestLogit) {
+        best = i;
+        bestLogit = logits[i];
+      }
+    return best;
+  }
+
   // resize() keeps the capacity: this allocates only for a larger vocabulary.
   candidates.resize(static_cast<size_t>(vocab));
   for (int64_t i = 0; i < vocab; ++i)
     candidates[i] = {logitAt(logits, i), 0.0, i};
 
-  double penalty = config.repetitionPenalty;
-  if (penalty != 1.0 && penalty > 0 && std::isfinite(penalty))
+  if (penalised)
     for (int64_t token : previousTokens)
       // Recomputed from the original logit, so that a token seen many times
       // is penalised once, as each distinct id is in vLLM.
@@ -137,8 +154,7 @@ int64_t Sampler::next(const float *logits, int64_t vocab,
   auto last = candidates.end();
   auto best = [&] { return std::min_element(first, last, better); };
 
-  double temperature = config.temperature;
-  if (!(temperature > 0) || !std::isfinite(temperature))
+  if (greedy)
     return best()->index;
 
   // Drawn before anything can return early, so that each sampled token

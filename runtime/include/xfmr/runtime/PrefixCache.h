@@ -156,6 +156,8 @@ public:
   int64_t numHostBlocks() const { return hostSlots - static_cast<int64_t>(hostFree.size()); }
   int64_t hostCapacity() const { return hostSlots; }
   int64_t hostOffloads() const { return numOffloads; }
+  /// Device blocks freed by evict() so far.
+  int64_t evictions() const { return numEvictions; }
   int64_t hostLoads() const { return numLoads; }
   int64_t queries() const { return numQueries; }
   int64_t hits() const { return numHits; }
@@ -246,7 +248,7 @@ private:
   /// Nodes with a host copy.
   RecencyList hostCopies;
   int64_t cachedBlocks = 0;
-  int64_t numOffloads = 0, numLoads = 0;
+  int64_t numOffloads = 0, numLoads = 0, numEvictions = 0;
   int64_t numQueries = 0, numHits = 0, numQueryTokens = 0, numHitTokens = 0;
 };
 
