@@ -55,6 +55,7 @@ struct Request {
 };
 
 struct EngineConfig {
+  /// KV pools' size (the tools' default is defaultKVCacheBudget's).
   uint64_t kvCacheBytes = uint64_t(256) << 20;
   int64_t maxNumSeqs = 256;
   int64_t maxTokensPerStep = 2048;
@@ -63,6 +64,8 @@ struct EngineConfig {
   /// Host tier of the prefix cache (0: none): evicted blocks likely to be
   /// reused are copied here and copied back on a hit.
   uint64_t hostCacheBytes = 0;
+  /// Steps a batch request waits, from its submission, before it is
+  /// scheduled as interactive (xfmr-bench --batch-aging).
   int64_t batchAgingSteps = 64;
   /// Test hook: preempt the most recently admitted sequence every N steps.
   int64_t preemptEvery = 0;
