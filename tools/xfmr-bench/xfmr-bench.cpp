@@ -23,6 +23,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
+#include <limits>
 #include <map>
 #include <random>
 #include <sstream>
@@ -47,7 +48,8 @@ const char *const kHelp =
     "                      between requests; 0: all at once)\n"
     "  --trace FILE        one request per line: `at=STEP prompt=N output=M\n"
     "                      [prefix=GROUP:LEN] [class=batch] [cancel=STEP]`\n"
-    "                      ('#' starts a comment); prompts of the same prefix\n"
+    "                      or `at=STEP ids=1,2,3 output=M ...` with the prompt's\n"
+    "                      token ids ('#' starts a comment); prompts of the same prefix\n"
     "                      group share their first LEN tokens; the group\n"
     "                      'system' is a system prompt (protected in the cache)\n"
     "  --baseline sequential  also run the requests one at a time (same\n"
@@ -81,7 +83,35 @@ struct TraceRequest {
   int64_t at = 0, prompt = 0, output = 0, prefixLen = 0, cancelAt = -1;
   std::string prefixGroup;
   RequestClass cls = RequestClass::Interactive;
+  /// ids=...: the prompt's token ids, given instead of generated.
+  std::vector<int64_t> ids;
+  /// "trace.txt:3" for errors about this request ("" when synthetic).
+  std::string where;
 };
+
+/// "1,2,3" as token ids (any int64: the vocabulary is checked later, with
+/// the artifact at hand).
+bool parseIds(const std::string &list, std::vector<int64_t> &ids) {
+  std::stringstream ss(list);
+  std::string item;
+  while (std::getline(ss, item, ',')) {
+    int64_t id = 0;
+    if (!parseInt(item, std::numeric_limits<int64_t>::min(), std::numeric_limits<int64_t>::max(), id))
+      return false;
+    ids.push_back(id);
+  }
+  return !ids.empty() && ids.size() <= (1u << 20);
+}
+
+/// Every explicit token id of the trace lies in the vocabulary.
+Status checkTraceIds(const std::vector<TraceRequest> &trace, int64_t vocab) {
+  for (const TraceRequest &r : trace)
+    for (int64_t id : r.ids)
+      if (id < 0 || id >= vocab)
+        return Error(r.where + ": token " + std::to_string(id) + " outside the vocabulary of " +
+                     std::to_string(vocab));
+  return Status();
+}
 
 Expected<std::vector<TraceRequest>> synthetic(const std::string &spec) {
   std::map<std::string, std::string> kv{{"requests", "64"}, {"prompt", "128"}, {"output", "64"},
@@ -148,7 +178,10 @@ Expected<std::vector<TraceRequest>> readTrace(const std::string &path) {
       else if (key == "class")
         ok = value == "batch" || value == "interactive",
         r.cls = value == "batch" ? RequestClass::Batch : RequestClass::Interactive;
-      else if (key == "prefix") {
+      else if (key == "ids") {
+        ok = parseIds(value, r.ids);
+        r.prompt = static_cast<int64_t>(r.ids.size());
+      } else if (key == "prefix") {
         size_t colon = value.find(':');
         ok = colon != std::string::npos && colon > 0 &&
              parseInt(value.substr(colon + 1), 1, 1 << 20, r.prefixLen);
@@ -160,6 +193,9 @@ Expected<std::vector<TraceRequest>> readTrace(const std::string &path) {
     }
     if (!any)
       continue;
+    r.where = path + ":" + std::to_string(lineNo);
+    if (!r.ids.empty() && (r.prompt != static_cast<int64_t>(r.ids.size()) || r.prefixLen > 0))
+      return Error(r.where + ": ids= gives the whole prompt (no prompt= or prefix= beside it)");
     if (r.prompt == 0 || r.output == 0 || r.prefixLen > r.prompt)
       return Error(path + ":" + std::to_string(lineNo) +
                    ": a request needs prompt= and output= (prefix no longer than the prompt)");
@@ -173,6 +209,8 @@ Expected<std::vector<TraceRequest>> readTrace(const std::string &path) {
 /// Prompt token ids: a group's shared prefix is the same for every request
 /// of the group; the rest is distinct per request.
 std::vector<int64_t> promptTokens(const TraceRequest &r, size_t index, int64_t vocab) {
+  if (!r.ids.empty())
+    return r.ids;
   std::vector<int64_t> t;
   std::mt19937_64 prefixRng(std::hash<std::string>{}(r.prefixGroup) * 31 + 7);
   for (int64_t i = 0; i < r.prefixLen; ++i)
@@ -382,6 +420,8 @@ int main(int argc, char **argv) {
       vocab = out.shape[1].value;
   if (vocab < 1)
     return fail(artifactDir + ": not a step function (compile with --kv-cache=paged)");
+  if (Status ids = checkTraceIds(*trace, vocab); !ids)
+    return fail(ids.error());
   KVCacheBudget budget = kvCacheBytes
                              ? explicitKVCacheBudget(kvCacheBytes, "--kv-cache-bytes")
                              : defaultKVCacheBudget(workloadBytes((*artifact)->manifest(), *trace),
