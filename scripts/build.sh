@@ -14,12 +14,13 @@ if [[ "${1:-}" == --asan ]]; then
   args=(-DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_C_COMPILER=clang-22
         -DCMAKE_CXX_COMPILER=clang++-22 -DXFMR_ENABLE_SANITIZERS=ON
         -DXFMR_ENABLE_FUZZER=ON)
-  targets=(xfmr-opt xfmr-translate xfmr-import-fuzzer xfmr-artifact-fuzzer
-           xfmr-engine-fuzzer XfmrRuntimeTests)
+  targets=(xfmr-opt xfmr-translate xfmr-compile xfmr-run xfmr-bench
+           xfmr-import-fuzzer xfmr-artifact-fuzzer xfmr-engine-fuzzer XfmrRuntimeTests)
 else
   dir=build
   args=(-DCMAKE_BUILD_TYPE=Release -DCMAKE_C_COMPILER=gcc -DCMAKE_CXX_COMPILER=g++)
-  targets=(xfmr-opt xfmr-translate xfmr-compile xfmr-run xfmr-bench XfmrRuntimeTests)
+  targets=(xfmr-opt xfmr-translate xfmr-compile xfmr-run xfmr-bench xfmr-sched-bench
+           XfmrRuntimeTests)
 fi
 if [[ ! -f "$dir/build.ninja" ]]; then
   cmake -G Ninja -S . -B "$dir" -DLLVM_EXTERNAL_LIT=/usr/lib/llvm-22/bin/lit "${args[@]}"

@@ -2,9 +2,10 @@
 # The test command: installs what is missing, builds incrementally and runs
 # every test, in two configurations:
 #   build/       the release build (g++), the whole lit suite
-#   build-asan/  clang with ASan+UBSan and the libFuzzer target: the importer,
-#                pass (Conversion, Target) lit tests,
-#                bad-input and runtime unit tests again, plus a fuzzing smoke run
+#   build-asan/  clang with ASan+UBSan and the libFuzzer targets: the importer,
+#                pass (Conversion, Target) lit tests, bad-input and runtime
+#                unit tests, corrupted artifacts and out-of-range step inputs
+#                through the tools again, plus fuzzing smoke runs
 # Ends with the runners' summary and a total "N passed, N failed, N skipped".
 # XFMR_SKIP_SANITIZERS=1 skips the second configuration.
 set -euo pipefail
@@ -42,7 +43,7 @@ run_lit release build
 
 if [[ "${XFMR_SKIP_SANITIZERS:-0}" != 1 ]]; then
   bash scripts/build.sh --asan
-  run_lit asan+ubsan build-asan --filter 'Importer|Dialect|Conversion|Target|Fuzz|Unit'
+  run_lit asan+ubsan build-asan --filter 'Importer|Dialect|Conversion|Target|Fuzz|Unit|corrupt-artifacts|step-bad-inputs|bind-input'
 fi
 
 echo "$total_pass passed, $total_fail failed, $total_skip skipped"
