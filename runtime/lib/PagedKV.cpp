@@ -114,17 +114,21 @@ Expected<KVPools> KVPools::allocate(const Artifact &artifact, int64_t numBlocks,
     uint64_t perBlock = dtypeSize(spec.dtype);
     for (size_t d = 1; d < spec.rank(); ++d)
       perBlock *= static_cast<uint64_t>(spec.shape[d].value);
-    if (perBlock && static_cast<uint64_t>(numBlocks) > (maxBytes - total) / perBlock)
+    // A pool without elements would reach the model as the runtime's
+    // read-only stand-in for empty tensors, and the model writes K/V.
+    if (perBlock == 0)
+      return Error(artifact.directory() + ": KV pool " + quoted(spec.name) + " of shape " +
+                   formatSpecShape(spec) + " holds nothing per block");
+    if (static_cast<uint64_t>(numBlocks) > (maxBytes - total) / perBlock)
       return Error("KV pools of " + std::to_string(numBlocks) + " blocks exceed the " +
                    std::to_string(maxBytes) + "-byte limit");
     total += perBlock * numBlocks;
     std::vector<int64_t> shape{numBlocks};
     for (size_t d = 1; d < spec.rank(); ++d)
       shape.push_back(spec.shape[d].value);
-    Expected<Tensor> t = Tensor::create(spec.dtype, shape, spec.name);
+    Expected<Tensor> t = Tensor::create(spec.dtype, shape, spec.name); // zero-filled
     if (!t)
       return t.takeError();
-    std::memset(t->bytes(), 0, t->byteSize());
     p.pools.push_back(t.take());
   }
   return Expected<KVPools>(std::move(p));

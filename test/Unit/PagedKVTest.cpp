@@ -140,6 +140,29 @@ TEST_F(PagedKVTest, RejectsBadSteps) {
   EXPECT_NE(huge.error().find("exceed"), std::string::npos) << huge.error();
 }
 
+// A kv_pool input with a zero extent (found by xfmr-artifact-fuzzer): its
+// pools would reach the model as the runtime's read-only stand-in for empty
+// tensors, which the step function writes.
+TEST_F(PagedKVTest, RejectsPoolsWithoutElements) {
+  REQUIRE_STEP_MODEL();
+  std::string manifest = kStepManifest;
+  for (size_t at; (at = manifest.find("4, 1, 1], \"role\"")) != std::string::npos;)
+    manifest.replace(at, 8, "4, 1, 0]");
+  std::string dir = root + "/empty-pool.xfa";
+  fs::create_directory(dir);
+  fs::copy_file(XFMR_FAKE_STEP_MODEL_PATH, dir + "/model.so");
+  std::ofstream(dir + "/weights.bin", std::ios::binary);
+  std::ofstream(dir + "/manifest.json") << test::sealManifest(manifest, dir);
+  Expected<std::unique_ptr<Artifact>> a = Artifact::load(dir);
+  if (!a) { // the loader may reject it first: then naming the pool
+    EXPECT_NE(a.error().find("key_cache.0"), std::string::npos) << a.error();
+    return;
+  }
+  Expected<KVPools> pools = KVPools::allocate(**a, 2);
+  ASSERT_FALSE(pools);
+  EXPECT_NE(pools.error().find("holds nothing per block"), std::string::npos) << pools.error();
+}
+
 TEST_F(PagedKVTest, GreedyGenerationFeedsBackTheArgmax) {
   REQUIRE_STEP_MODEL();
   // One request through the engine: each token is the argmax of the logits

@@ -162,7 +162,20 @@ extern "C" void *__wrap_dlopen(const char *path, int flags) {
                "integrity check");
     return nullptr; // refused: this loader does not check yet
   }
-  return __real_dlopen(path, flags);
+  void *handle = __real_dlopen(path, flags);
+  // What runs must be what was checked: the first page mapped is the
+  // file's (dlopen reuses an object it thinks is loaded already).
+  if (handle) {
+    Dl_info info;
+    void *entry = ::dlsym(handle, "xfmr_entry");
+    if (entry && ::dladdr(entry, &info) && info.dli_fbase &&
+        std::memcmp(info.dli_fbase, bytes.data(),
+                    std::min<size_t>(bytes.size(), 4096)) != 0)
+      violated(
+          std::string("dlopen(") + path + ") returned a library mapped from " +
+          (info.dli_fname ? info.dli_fname : "?") + ", not the file's bytes");
+  }
+  return handle;
 }
 
 namespace {

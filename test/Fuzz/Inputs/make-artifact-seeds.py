@@ -87,6 +87,12 @@ def main():
     step_outputs = [{"name": "logits", "dtype": "float32", "shape": ["outputs", 4]}]
     kv = {"kv_cache": {"block_size": 4, "num_layers": 1, "num_kv_heads": 1, "head_dim": 1}}
     seed("step", b"1000\x03\x02\0\0", manifest(step_inputs, step_outputs, count=0, extra=kv))
+    # KV pools without elements (head_dim extent 0): rejected before the
+    # step function would write into them.
+    for pool in step_inputs[7:]:
+        pool["shape"] = ["num_blocks", 4, 1, 0]
+    seed("step-empty-pool", b"1000\x03\x02\0\0",
+         manifest(step_inputs, step_outputs, count=0, extra=kv))
     # Corrupted libraries: truncated, one byte flipped, raw bytes.
     good = manifest(X, Y)
     w = floats(1.0, 0)
