@@ -526,6 +526,9 @@ Expected<Manifest> ManifestParser::parse(const json &root) {
       return fail(std::string("kv_cache.") + key, "must be positive");
     *out = *v;
   }
+  // Bounded before it is doubled (the artifact fuzzer found 2 * 2^62).
+  if (spec.numLayers > (int64_t(1) << 20))
+    return fail("kv_cache.num_layers", std::to_string(spec.numLayers) + " is too large");
   if (pools != static_cast<size_t>(2 * spec.numLayers))
     return fail("kv_cache", std::to_string(spec.numLayers) + " layers need " +
                                 std::to_string(2 * spec.numLayers) +

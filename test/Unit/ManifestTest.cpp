@@ -344,6 +344,11 @@ TEST(ManifestTest, StepFunctionRejections) {
       {stepManifest(kKV, R"(["num_blocks", 32, 2, 8])"), "'key_cache.0' is not [num_blocks, 16, 2"},
       {stepManifest(kKV, R"([4, 16, 2, 8])"), "'key_cache.0' is not [num_blocks"},
       {stepManifest("[1]", kPool), "kv_cache: expected an object"},
+      // Found by the artifact fuzzer: 2 * num_layers overflowed int64.
+      {stepManifest(R"({"block_size": 16, "num_layers": 4611686018427387905, "num_kv_heads": 2,
+                        "head_dim": 8})",
+                    kPool),
+       "kv_cache.num_layers: 4611686018427387905 is too large"},
   };
   for (const Case &c : cases) {
     Expected<Manifest> m = parseManifest(c.text, kFile);
