@@ -338,6 +338,14 @@ Expected<std::unique_ptr<Artifact>> Artifact::load(const std::string &path) {
     return libraryDigest.takeError();
   if (*libraryDigest != m.libraryIntegrity.sha256)
     return digestMismatch(libraryPath, *libraryDigest, manifestPath);
+  // The dynamic loader matches objects by name: a library of the same path
+  // still loaded (another live Artifact of this directory) would be handed
+  // back instead of the file just hashed (found by xfmr-artifact-fuzzer).
+  if (void *old = ::dlopen(libraryPath.c_str(), RTLD_NOW | RTLD_LOCAL | RTLD_NOLOAD)) {
+    ::dlclose(old);
+    return Error(libraryPath + ": a library of this path is already loaded in this process; "
+                 "release the other artifact first");
+  }
   ::dlerror();
   a->library = ::dlopen(libraryPath.c_str(), RTLD_NOW | RTLD_LOCAL);
   if (!a->library) {

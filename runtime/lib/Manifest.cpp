@@ -538,7 +538,8 @@ Expected<Manifest> ManifestParser::parse(const json &root) {
       continue;
     bool ok = in.rank() == 4 && !in.shape[0].isStatic() && in.shape[1].isStatic() &&
               in.shape[1].value == spec.blockSize && in.shape[2].isStatic() &&
-              in.shape[2].value == spec.numKVHeads && in.shape[3].isStatic();
+              in.shape[2].value == spec.numKVHeads && in.shape[3].isStatic() &&
+              in.shape[3].value == spec.headDim;
     if (!ok)
       return fail("inputs", quoted(in.name) + " is not [num_blocks, " +
                                 std::to_string(spec.blockSize) + ", " +
