@@ -14,6 +14,8 @@
 
 #include <gtest/gtest.h>
 
+#include <limits>
+
 #include <numeric>
 
 using namespace xfmr::rt;
@@ -196,6 +198,16 @@ TEST(EngineTest, UpdateChecksTheLogitsShape) {
   EXPECT_NE(s.error().find("not f32 [1, 8]"), std::string::npos) << s.error();
   // The step was abandoned; the next one schedules the request again.
   EXPECT_EQ(Harness::describe(h.step()), "0:3@0");
+}
+
+// max_tokens near INT64_MAX is a request that can never fit, not an
+// overflowed sum that admits it (found by xfmr-engine-fuzzer).
+TEST(EngineTest, HugeMaxTokensCanNeverFit) {
+  Harness h(8, 4, EngineConfig());
+  Status s = h.submit(0, prompt(1), std::numeric_limits<int64_t>::max());
+  ASSERT_FALSE(s);
+  EXPECT_NE(s.error().find("can never fit"), std::string::npos) << s.error();
+  EXPECT_TRUE(h.engine->idle());
 }
 
 // Stop tokens and max_tokens finish a request with their reason.

@@ -344,6 +344,8 @@ TEST(ManifestTest, StepFunctionRejections) {
       {stepManifest(kKV, R"(["num_blocks", 32, 2, 8])"), "'key_cache.0' is not [num_blocks, 16, 2"},
       {stepManifest(kKV, R"([4, 16, 2, 8])"), "'key_cache.0' is not [num_blocks"},
       {stepManifest("[1]", kPool), "kv_cache: expected an object"},
+      // Found by the artifact fuzzer: a pool whose head_dim is not kv_cache's.
+      {stepManifest(kKV, R"(["num_blocks", 16, 2, 1000])"), "'key_cache.0' is not [num_blocks, 16, 2"},
       // Found by the artifact fuzzer: 2 * num_layers overflowed int64.
       {stepManifest(R"({"block_size": 16, "num_layers": 4611686018427387905, "num_kv_heads": 2,
                         "head_dim": 8})",

@@ -38,11 +38,6 @@ Value loadIndex(OpBuilder &b, Location loc, Value t, ValueRange indices) {
   Value v = tensor::ExtractOp::create(b, loc, t, indices);
   return arith::IndexCastOp::create(b, loc, b.getIndexType(), v);
 }
-/// A failed check fails the call; the code after it must stay in bounds,
-/// which the clamps below see to.
-void check(OpBuilder &b, Location loc, Value cond, StringRef what) {
-  runtimeCheck(b, loc, cond, what);
-}
 /// `v` clamped into [lo, hi].
 Value clamp(OpBuilder &b, Location loc, Value v, Value lo, Value hi) {
   return arith::MinSIOp::create(b, loc, arith::MaxSIOp::create(b, loc, v, lo), hi);
@@ -126,7 +121,7 @@ struct LowerKVWrite : OpRewritePattern<KVWriteOp> {
               [&](OpBuilder &bt, Location lt) {
                 Value s = arith::IndexCastOp::create(bt, lt, bt.getIndexType(), slot);
                 Value inPool = cmp(bt, lt, arith::CmpIPredicate::slt, s, capacity);
-                check(bt, lt, inPool, "xfmr.kv_write: slot past the end of the KV pool");
+                runtimeCheck(bt, lt, inPool, "xfmr.kv_write: slot past the end of the KV pool");
                 // Past the end, the write goes to slot 0 of block 0 (the
                 // call fails anyway) instead of outside the pool.
                 s = arith::SelectOp::create(bt, lt, inPool, s, zero);
@@ -182,7 +177,7 @@ struct LowerPagedAttention : OpRewritePattern<PagedAttentionOp> {
     Value numSeqs = dimValue(rewriter, loc, lens, 0);
     Value startsSeqs = arith::SubIOp::create(rewriter, loc, dimValue(rewriter, loc, starts, 0), one);
     Value tableSeqs = dimValue(rewriter, loc, tables, 0);
-    check(rewriter, loc,
+    runtimeCheck(rewriter, loc,
           arith::AndIOp::create(rewriter, loc,
                                 cmp(rewriter, loc, arith::CmpIPredicate::eq, startsSeqs, numSeqs),
                                 cmp(rewriter, loc, arith::CmpIPredicate::eq, tableSeqs, numSeqs)),
@@ -209,16 +204,16 @@ struct LowerPagedAttention : OpRewritePattern<PagedAttentionOp> {
           Value first = loadIndex(b1, l1, starts, s);
           Value end = loadIndex(b1, l1, starts, arith::AddIOp::create(b1, l1, s, one).getResult());
           Value ctx = loadIndex(b1, l1, lens, s);
-          check(b1, l1, cmp(b1, l1, arith::CmpIPredicate::sle, zero, first),
+          runtimeCheck(b1, l1, cmp(b1, l1, arith::CmpIPredicate::sle, zero, first),
                 "xfmr.paged_attention: negative query_start_loc");
-          check(b1, l1, cmp(b1, l1, arith::CmpIPredicate::sle, first, end),
+          runtimeCheck(b1, l1, cmp(b1, l1, arith::CmpIPredicate::sle, first, end),
                 "xfmr.paged_attention: query_start_loc is not ascending");
-          check(b1, l1, cmp(b1, l1, arith::CmpIPredicate::sle, end, numTokens),
+          runtimeCheck(b1, l1, cmp(b1, l1, arith::CmpIPredicate::sle, end, numTokens),
                 "xfmr.paged_attention: query_start_loc past the packed tokens");
-          check(b1, l1, cmp(b1, l1, arith::CmpIPredicate::sle, end, arith::AddIOp::create(b1, l1, first, ctx)),
+          runtimeCheck(b1, l1, cmp(b1, l1, arith::CmpIPredicate::sle, end, arith::AddIOp::create(b1, l1, first, ctx)),
                 "xfmr.paged_attention: context_lens shorter than the new tokens");
           Value capacity = arith::MulIOp::create(b1, l1, maxBlocks, bs);
-          check(b1, l1, cmp(b1, l1, arith::CmpIPredicate::sle, ctx, capacity),
+          runtimeCheck(b1, l1, cmp(b1, l1, arith::CmpIPredicate::sle, ctx, capacity),
                 "xfmr.paged_attention: context longer than the block table");
           // The call fails after a failed check, but the loops below still
           // run: clamp so that 0 <= first <= end <= tokens and
@@ -260,7 +255,7 @@ struct LowerPagedAttention : OpRewritePattern<PagedAttentionOp> {
                             Value inPool = arith::AndIOp::create(
                                 b4, l4, cmp(b4, l4, arith::CmpIPredicate::sle, zero, block),
                                 cmp(b4, l4, arith::CmpIPredicate::slt, block, numBlocks));
-                            check(b4, l4, inPool,
+                            runtimeCheck(b4, l4, inPool,
                                   "xfmr.paged_attention: block id outside the KV pool");
                             block = arith::SelectOp::create(b4, l4, inPool, block, zero);
                             Value k0 = arith::MulIOp::create(b4, l4, kb, bs);

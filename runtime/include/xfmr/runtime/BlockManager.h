@@ -48,7 +48,8 @@ public:
   int64_t numFree() const { return static_cast<int64_t>(freeList.size()); }
   /// Blocks needed to hold `tokens` token slots.
   int64_t blocksFor(int64_t tokens) const {
-    return (tokens + tokensPerBlock - 1) / tokensPerBlock;
+    // Not (tokens + bs - 1) / bs: that overflows near INT64_MAX.
+    return tokens / tokensPerBlock + (tokens % tokensPerBlock != 0);
   }
 
   /// `n` fresh blocks with reference count 1, or an error naming how many
