@@ -40,6 +40,12 @@ readFloatElements(mlir::ElementsAttr attr);
 /// entries are ShapedType::kDynamic. std::nullopt if not even the size is.
 std::optional<llvm::SmallVector<int64_t>> getShapeValue(mlir::Value value);
 
+/// Where dim `index` of `value` comes from: the value and dim it is copied
+/// from through ops that keep it (elementwise ops, MatMul rows, Gather index
+/// dims, Transpose, Reshape's 0 entries...). Two dims with the same origin
+/// are equal at run time; (value, index) itself when nothing is known.
+std::pair<mlir::Value, int64_t> getDimOrigin(mlir::Value value, int64_t index);
+
 /// Refines the result types of `op` from its operands (shape inference).
 /// Returns true if any result type changed. Never makes a type less precise.
 bool inferResultTypes(mlir::Operation *op);

@@ -163,26 +163,237 @@ bool inferMatMul(Operation *op) {
   return refine(op, 0, out);
 }
 
+enum class Rule { None, Same, Broadcast };
+
+/// Ops whose result has the shape of operand 0 (Same) or the broadcast of
+/// all operands (Broadcast).
+Rule shapeRule(StringRef name) {
+  return llvm::StringSwitch<Rule>(name)
+      .Cases({"Abs", "Acos", "Acosh", "Asin", "Asinh", "Atan", "Atanh"},
+             Rule::Same)
+      .Cases({"Cast", "CastLike", "Ceil", "Celu", "Clip", "Cos", "Cosh"},
+             Rule::Same)
+      .Cases({"CumSum", "DequantizeLinear", "Elu", "Erf", "Exp", "Floor"},
+             Rule::Same)
+      .Cases({"Gelu", "Hardmax", "HardSigmoid", "HardSwish", "Identity"},
+             Rule::Same)
+      .Cases({"IsInf", "IsNaN", "LeakyRelu", "Log", "LogSoftmax", "Mish"},
+             Rule::Same)
+      .Cases({"Neg", "Not", "QuantizeLinear", "Reciprocal", "Relu", "Round"},
+             Rule::Same)
+      .Cases({"Selu", "Shrink", "Sigmoid", "Sign", "Sin", "Sinh", "Softmax"},
+             Rule::Same)
+      .Cases({"Softplus", "Softsign", "Sqrt", "Tan", "Tanh"}, Rule::Same)
+      .Cases({"ThresholdedRelu", "Trilu", "Dropout", "LayerNormalization"},
+             Rule::Same)
+      .Cases({"RMSNormalization", "RotaryEmbedding", "ms.RotaryEmbedding"},
+             Rule::Same)
+      .Cases({"SimplifiedLayerNormalization",
+              "ms.SkipSimplifiedLayerNormalization"},
+             Rule::Same)
+      .Cases({"ms.SkipLayerNormalization", "ScatterND", "ScatterElements"},
+             Rule::Same)
+      .Cases({"Add", "Sub", "Mul", "Div", "Pow", "Mod", "And", "Or", "Xor"},
+             Rule::Broadcast)
+      .Cases({"Equal", "Less", "Greater", "LessOrEqual", "GreaterOrEqual"},
+             Rule::Broadcast)
+      .Cases({"BitShift", "PRelu", "Max", "Min", "Sum", "Mean", "Where"},
+             Rule::Broadcast)
+      .Default(Rule::None);
+}
+
+/// A dimension named by where it comes from: dim `index` of `value`.
+struct DimOrigin {
+  Value value;
+  int64_t index = -1;
+  bool operator==(const DimOrigin &o) const {
+    return value == o.value && index == o.index;
+  }
+  bool operator!=(const DimOrigin &o) const { return !(*this == o); }
+};
+
+std::optional<Shape> shapeValue(Value v, int depth = 0);
+/// One entry of a shape tensor: its value (kDyn when unknown) and, for an
+/// unknown one taken from a Shape op, the dimension it names.
+struct ShapeEntry {
+  int64_t value = kDyn;
+  DimOrigin origin;
+};
+using ShapeEntries = SmallVector<ShapeEntry>;
+std::optional<ShapeEntries> shapeEntries(Value v, int depth = 0);
+
+/// Walks dim `i` of `v` back through ops that pass it through unchanged
+/// (elementwise ops, the rows of a MatMul, the index dims of a Gather,
+/// transposes, the kept dims of a Reshape...), so that two dynamic dims with
+/// the same origin are known to be equal at run time. This is what lets
+/// `Reshape(x, Concat(Shape(x)[:2], [-1, 8]))` (Hugging Face's
+/// `view(*input_shape, -1, head_dim)`) infer its -1.
+DimOrigin dimOriginWithin(Value v, int64_t i, int &budget);
+
+/// Bounded walk: shared sub-DAGs (Add(x, x) chains) and the shape tensors
+/// it reads on the way (which walk dims again) make at most
+/// `kDimOriginBudget` steps per outermost query.
+constexpr int kDimOriginBudget = 2048;
+thread_local int dimOriginNesting = 0;
+thread_local int dimOriginBudget = 0;
+DimOrigin dimOrigin(Value v, int64_t i) {
+  if (dimOriginNesting++ == 0)
+    dimOriginBudget = kDimOriginBudget;
+  DimOrigin o = dimOriginWithin(v, i, dimOriginBudget);
+  --dimOriginNesting;
+  return o;
+}
+
+DimOrigin dimOriginWithin(Value v, int64_t i, int &budget) {
+  DimOrigin self{v, i};
+  auto vs = shapeOf(v);
+  if (!vs || i < 0 || i >= static_cast<int64_t>(vs->size()) || --budget < 0)
+    return self;
+  int64_t rank = vs->size();
+  Operation *def = v.getDefiningOp();
+  if (!def || !isa<ONNXDialect>(def->getDialect()) ||
+      def->getNumOperands() == 0)
+    return self;
+  StringRef name = def->getName().getStringRef();
+  name.consume_front("onnx.");
+  auto follow = [&](Value from, int64_t j) {
+    auto fs = shapeOf(from);
+    if (!fs || j < 0 || j >= static_cast<int64_t>(fs->size()))
+      return self;
+    return dimOriginWithin(from, j, budget);
+  };
+  switch (shapeRule(name)) {
+  case Rule::Same:
+    if (auto s = shapeOf(def->getOperand(0)); s && s->size() == vs->size())
+      return follow(def->getOperand(0), i);
+    return self;
+  case Rule::Broadcast: {
+    // The one operand whose aligned dim is not 1; several only when they
+    // share an origin (a dynamic dim could be a broadcast 1 at run time).
+    std::optional<DimOrigin> pick;
+    for (Value operand : def->getOperands()) {
+      auto s = shapeOf(operand);
+      if (!s)
+        return self;
+      int64_t off = rank - static_cast<int64_t>(s->size());
+      if (off < 0)
+        return self;
+      if (i < off || (*s)[i - off] == 1)
+        continue;
+      DimOrigin o = follow(operand, i - off);
+      if (pick && *pick != o)
+        return self;
+      pick = o;
+    }
+    return pick ? *pick : self;
+  }
+  case Rule::None:
+    break;
+  }
+  if (name == "MatMul" && def->getNumOperands() == 2) {
+    auto a = shapeOf(def->getOperand(0)), b = shapeOf(def->getOperand(1));
+    if (!a || !b || a->size() < 2 || b->size() != 2 || a->size() != vs->size())
+      return self;
+    return i < rank - 1 ? follow(def->getOperand(0), i) : self;
+  }
+  if (name == "Gemm")
+    return i == 0 && !intAttr(def, "transA", 0) ? follow(def->getOperand(0), 0)
+                                                : self;
+  if (name == "Transpose") {
+    auto p = dyn_cast_or_null<ArrayAttr>(def->getAttr("perm"));
+    if (!p || static_cast<int64_t>(p.size()) != rank)
+      return self;
+    return follow(def->getOperand(0), cast<IntegerAttr>(p[i]).getInt());
+  }
+  if (name == "Gather") {
+    auto data = shapeOf(def->getOperand(0)), idx = shapeOf(def->getOperand(1));
+    if (!data || !idx)
+      return self;
+    int64_t axis = normAxis(intAttr(def, "axis", 0), data->size());
+    int64_t q = idx->size();
+    if (i < axis)
+      return follow(def->getOperand(0), i);
+    if (i < axis + q)
+      return follow(def->getOperand(1), i - axis);
+    return follow(def->getOperand(0), i - q + 1);
+  }
+  if (name == "Reshape") {
+    // A target entry that is 0 (copy) or names a dim of some value.
+    auto target = shapeEntries(def->getOperand(1));
+    if (!target || static_cast<int64_t>(target->size()) != rank)
+      return self;
+    if ((*target)[i].value == 0 && !intAttr(def, "allowzero", 0))
+      return follow(def->getOperand(0), i);
+    if ((*target)[i].origin.value)
+      return (*target)[i].origin;
+    return self;
+  }
+  if (name == "Slice") {
+    // Dims the slice does not cut pass through.
+    Value axesV = operandOrNull(def, 3);
+    auto axes = axesV ? getConstantInts(axesV) : std::nullopt;
+    if (!axes)
+      return self;
+    for (int64_t a : *axes)
+      if (normAxis(a, rank) == i)
+        return self;
+    return follow(def->getOperand(0), i);
+  }
+  if (name == "ConstantOfShape") {
+    auto dims = shapeEntries(def->getOperand(0));
+    if (dims && static_cast<int64_t>(dims->size()) == rank &&
+        (*dims)[i].origin.value)
+      return (*dims)[i].origin;
+    return self;
+  }
+  if (name == "Unsqueeze") {
+    auto axes = getConstantInts(def->getOperand(1));
+    if (!axes)
+      return self;
+    int64_t skipped = 0;
+    for (int64_t a : *axes) {
+      a = normAxis(a, rank);
+      if (a == i)
+        return self;
+      skipped += a < i;
+    }
+    return follow(def->getOperand(0), i - skipped);
+  }
+  if (name == "Concat" || name == "Split") {
+    int64_t axis = normAxis(intAttr(def, "axis", 0), rank);
+    return i != axis ? follow(def->getOperand(0), i) : self;
+  }
+  return self;
+}
+
+
+
 /// The value of a 1-D shape tensor as far as it is known: constants, dims of
-/// Shape(x) (dynamic where x's dim is), and Concat/Unsqueeze/Squeeze/Gather/
-/// Slice/Cast of such values. Unknown entries are kDyn. This is ONNX's "data
+/// Shape(x) (dynamic where x's dim is, with the dim's origin), and Concat/
+/// Unsqueeze/Squeeze/Gather/Slice/Cast of such values. This is ONNX's "data
 /// propagation" for the shape arithmetic exporters emit.
-std::optional<Shape> shapeValue(Value v, int depth = 0) {
+std::optional<ShapeEntries> shapeEntries(Value v, int depth) {
   if (!v || depth > 16)
     return std::nullopt;
+  auto plain = [](ArrayRef<int64_t> values) {
+    ShapeEntries out;
+    for (int64_t d : values)
+      out.push_back({d, {}});
+    return out;
+  };
   if (auto c = getConstantInts(v)) {
     auto t = dyn_cast<RankedTensorType>(v.getType());
     if (t && t.getRank() <= 1)
-      return Shape(c->begin(), c->end());
+      return plain(*c);
     return std::nullopt;
   }
   Operation *def = v.getDefiningOp();
-  auto fallback = [&]() -> std::optional<Shape> {
+  auto fallback = [&]() -> std::optional<ShapeEntries> {
     auto t = dyn_cast<RankedTensorType>(v.getType());
     if (t && t.getRank() == 1 && !t.isDynamicDim(0))
-      return Shape(t.getDimSize(0), kDyn);
+      return ShapeEntries(t.getDimSize(0));
     if (t && t.getRank() == 0)
-      return Shape{kDyn};
+      return ShapeEntries(1);
     return std::nullopt;
   };
   if (!def || !isa<ONNXDialect>(def->getDialect()))
@@ -190,7 +401,8 @@ std::optional<Shape> shapeValue(Value v, int depth = 0) {
   StringRef name = def->getName().getStringRef();
   name.consume_front("onnx.");
   if (name == "Shape") {
-    auto in = shapeOf(def->getOperand(0));
+    Value x = def->getOperand(0);
+    auto in = shapeOf(x);
     if (!in)
       return fallback();
     int64_t rank = in->size();
@@ -198,21 +410,24 @@ std::optional<Shape> shapeValue(Value v, int depth = 0) {
         std::clamp<int64_t>(normAxis(intAttr(def, "start", 0), rank), 0, rank);
     int64_t end =
         std::clamp<int64_t>(normAxis(intAttr(def, "end", rank), rank), 0, rank);
-    if (end <= start)
-      return Shape{};
-    return Shape(in->begin() + start, in->begin() + end);
+    ShapeEntries out;
+    for (int64_t j = start; j < end; ++j)
+      out.push_back({(*in)[j], ShapedType::isDynamic((*in)[j])
+                                   ? dimOrigin(x, j)
+                                   : DimOrigin{}});
+    return out;
   }
   if (name == "Cast" || name == "Identity" || name == "Unsqueeze" ||
       name == "Squeeze") {
-    auto inner = shapeValue(def->getOperand(0), depth + 1);
+    auto inner = shapeEntries(def->getOperand(0), depth + 1);
     if (inner && (name == "Cast" || name == "Identity" || inner->size() == 1))
       return inner;
     return fallback();
   }
   if (name == "Concat") {
-    Shape out;
+    ShapeEntries out;
     for (Value operand : def->getOperands()) {
-      auto part = shapeValue(operand, depth + 1);
+      auto part = shapeEntries(operand, depth + 1);
       if (!part)
         return fallback();
       out.append(part->begin(), part->end());
@@ -220,11 +435,11 @@ std::optional<Shape> shapeValue(Value v, int depth = 0) {
     return out;
   }
   if (name == "Gather") {
-    auto data = shapeValue(def->getOperand(0), depth + 1);
+    auto data = shapeEntries(def->getOperand(0), depth + 1);
     auto idx = getConstantInts(def->getOperand(1));
     if (!data || !idx)
       return fallback();
-    Shape out;
+    ShapeEntries out;
     int64_t n = data->size();
     for (int64_t i : *idx) {
       if (i < -n || i >= n)
@@ -234,7 +449,7 @@ std::optional<Shape> shapeValue(Value v, int depth = 0) {
     return out;
   }
   if (name == "Slice") {
-    auto data = shapeValue(def->getOperand(0), depth + 1);
+    auto data = shapeEntries(def->getOperand(0), depth + 1);
     auto starts = getConstantInts(def->getOperand(1));
     auto ends = getConstantInts(def->getOperand(2));
     Value stepsV = operandOrNull(def, 4);
@@ -244,31 +459,59 @@ std::optional<Shape> shapeValue(Value v, int depth = 0) {
     int64_t n = data->size(), b = (*starts)[0], e = (*ends)[0];
     b = std::clamp<int64_t>(b < 0 ? b + n : b, 0, n);
     e = std::clamp<int64_t>(e < 0 ? e + n : e, 0, n);
-    return e > b ? Shape(data->begin() + b, data->begin() + e) : Shape{};
+    return e > b ? ShapeEntries(data->begin() + b, data->begin() + e)
+                 : ShapeEntries{};
   }
   return fallback();
 }
 
+std::optional<Shape> shapeValue(Value v, int depth) {
+  auto entries = shapeEntries(v, depth);
+  if (!entries)
+    return std::nullopt;
+  Shape out;
+  for (const ShapeEntry &e : *entries)
+    out.push_back(e.value);
+  return out;
+}
+
 } // namespace
+
+std::pair<Value, int64_t> xfmr::onnx::getDimOrigin(Value v, int64_t index) {
+  DimOrigin o = dimOrigin(v, index);
+  return {o.value, o.index};
+}
 
 std::optional<SmallVector<int64_t>> xfmr::onnx::getShapeValue(Value v) {
   return shapeValue(v, 0);
 }
 
 namespace {
+/// Reshape's result: the target's known entries, and its -1 from the
+/// input's size where that is static, or after cancelling the input's
+/// dynamic dims against target entries naming the same dims.
 bool inferReshape(Operation *op) {
-  auto target = shapeValue(op->getOperand(1));
+  Value input = op->getOperand(0);
+  auto target = shapeEntries(op->getOperand(1));
   if (!target)
     return false;
-  auto in = shapeOf(op->getOperand(0));
+  auto in = shapeOf(input);
   bool allowZero = intAttr(op, "allowzero", 0);
   Shape out;
   int64_t known = 1, inferIdx = -1;
-  for (auto [i, d] : llvm::enumerate(*target)) {
+  SmallVector<bool> cancelled(in ? in->size() : 0, false);
+  bool cancellable = true;
+  for (auto [i, entry] : llvm::enumerate(*target)) {
+    int64_t d = entry.value;
     if (d == 0 && !allowZero) {
       if (!in || i >= in->size())
         return false;
       d = (*in)[i];
+      if (ShapedType::isDynamic(d)) {
+        cancelled[i] = true; // copies input dim i
+        out.push_back(d);
+        continue;
+      }
     }
     if (d == -1) {
       inferIdx = i;
@@ -278,14 +521,29 @@ bool inferReshape(Operation *op) {
     if (d < 0 && d != kDyn)
       return false;
     out.push_back(d);
-    known = mulDims(known, d);
+    if (d != kDyn) {
+      known = mulDims(known, d);
+      continue;
+    }
+    // A dynamic entry cancels an input dim with the same origin.
+    bool matched = false;
+    for (size_t j = 0; in && entry.origin.value && j < in->size() && !matched;
+         ++j)
+      if (!cancelled[j] && ShapedType::isDynamic((*in)[j]) &&
+          dimOrigin(input, j) == entry.origin)
+        matched = cancelled[j] = true;
+    cancellable &= matched;
   }
-  if (inferIdx >= 0 && in && known != kDyn && known != 0 &&
-      llvm::none_of(*in, ShapedType::isDynamic)) {
+  if (inferIdx >= 0 && in && known != kDyn && known != 0 && cancellable) {
     int64_t total = 1;
-    for (int64_t d : *in)
+    bool staticRest = true;
+    for (auto [j, d] : llvm::enumerate(*in)) {
+      if (cancelled[j])
+        continue;
+      staticRest &= !ShapedType::isDynamic(d);
       total = mulDims(total, d);
-    if (total % known == 0)
+    }
+    if (staticRest && total != kDyn && total % known == 0)
       out[inferIdx] = total / known;
   }
   return refine(op, 0, out);
@@ -578,45 +836,10 @@ bool xfmr::onnx::inferResultTypes(Operation *op) {
     return false;
   StringRef name = op->getName().getStringRef();
   name.consume_front("onnx.");
-  enum Rule { None, Same, Broadcast };
-  Rule rule =
-      llvm::StringSwitch<Rule>(name)
-          .Cases({"Abs", "Acos", "Acosh", "Asin", "Asinh", "Atan", "Atanh"},
-                 Same)
-          .Cases({"Cast", "CastLike", "Ceil", "Celu", "Clip", "Cos", "Cosh"},
-                 Same)
-          .Cases({"CumSum", "DequantizeLinear", "Elu", "Erf", "Exp", "Floor"},
-                 Same)
-          .Cases({"Gelu", "Hardmax", "HardSigmoid", "HardSwish", "Identity"},
-                 Same)
-          .Cases({"IsInf", "IsNaN", "LeakyRelu", "Log", "LogSoftmax", "Mish"},
-                 Same)
-          .Cases(
-              {"Neg", "Not", "QuantizeLinear", "Reciprocal", "Relu", "Round"},
-              Same)
-          .Cases(
-              {"Selu", "Shrink", "Sigmoid", "Sign", "Sin", "Sinh", "Softmax"},
-              Same)
-          .Cases({"Softplus", "Softsign", "Sqrt", "Tan", "Tanh"}, Same)
-          .Cases({"ThresholdedRelu", "Trilu", "Dropout", "LayerNormalization"},
-                 Same)
-          .Cases({"RMSNormalization", "RotaryEmbedding", "ms.RotaryEmbedding"},
-                 Same)
-          .Cases({"SimplifiedLayerNormalization",
-                  "ms.SkipSimplifiedLayerNormalization"},
-                 Same)
-          .Cases({"ms.SkipLayerNormalization", "ScatterND", "ScatterElements"},
-                 Same)
-          .Cases({"Add", "Sub", "Mul", "Div", "Pow", "Mod", "And", "Or", "Xor"},
-                 Broadcast)
-          .Cases({"Equal", "Less", "Greater", "LessOrEqual", "GreaterOrEqual"},
-                 Broadcast)
-          .Cases({"BitShift", "PRelu", "Max", "Min", "Sum", "Mean", "Where"},
-                 Broadcast)
-          .Default(None);
-  if (rule == Same)
+  Rule rule = shapeRule(name);
+  if (rule == Rule::Same)
     return inferSameAsOperand(op, 0);
-  if (rule == Broadcast) {
+  if (rule == Rule::Broadcast) {
     auto s = allShapesBroadcast(op);
     return s && refine(op, 0, *s);
   }
@@ -648,6 +871,18 @@ bool xfmr::onnx::inferResultTypes(Operation *op) {
     return inferGather(op);
   if (name == "GatherElements")
     return inferSameAsOperand(op, 1);
+  if (name == "GatherND") {
+    auto data = shapeOf(op->getOperand(0)), idx = shapeOf(op->getOperand(1));
+    int64_t b = intAttr(op, "batch_dims", 0);
+    if (!data || !idx || idx->empty() || ShapedType::isDynamic(idx->back()))
+      return false;
+    int64_t k = idx->back(), r = data->size();
+    if (b < 0 || k < 1 || b + k > r)
+      return false;
+    Shape out(idx->begin(), idx->end() - 1);
+    out.append(data->begin() + b + k, data->end());
+    return refine(op, 0, out);
+  }
   if (name == "Slice")
     return inferSlice(op);
   if (name == "Expand")

@@ -2,7 +2,7 @@
 //
 // Part of xfmr.
 //
-// Gather, GatherElements, Trilu, EyeLike and OneHot: one element per output
+// Gather, GatherElements, GatherND, Trilu, EyeLike and OneHot: one element per output
 // position, read with tensor.extract at a computed index. Indices are
 // normalized (negative counts from the end) and checked at run time: an out
 // of range index aborts instead of reading out of bounds.
@@ -66,6 +66,52 @@ LogicalResult GatherLowering::lower(Operation *op, StringRef name,
         for (int64_t d = ax + 1; d < r; ++d)
           in.push_back(out[q + d - 1]);
         return tensor::ExtractOp::create(b, l, data, in);
+      });
+  rewriter.replaceOp(op, result);
+  return success();
+}
+
+XFMR_LOWERING_PATTERN(GatherNDLowering);
+
+/// out[i_0..i_{q-2}, rest] = data[i_0..i_{b-1}, indices[i_0..i_{q-2}, 0..k-1],
+/// rest] for `b` batch dims and k = the static last dim of the indices
+/// (the dynamo exporter's advanced indexing, e.g. Hugging Face's masks).
+LogicalResult GatherNDLowering::lower(Operation *op, StringRef name,
+                                      ArrayRef<Value> operands,
+                                      ConversionPatternRewriter &rewriter) const {
+  Location loc = op->getLoc();
+  Value data = operands[0], indices = operands[1];
+  auto dType = cast<RankedTensorType>(data.getType());
+  auto iType = cast<RankedTensorType>(indices.getType());
+  int64_t r = dType.getRank(), q = iType.getRank();
+  int64_t b = intAttr(op, "batch_dims", 0);
+  if (q < 1 || iType.isDynamicDim(q - 1))
+    return unsupported(op, "the indices' last dim is not static");
+  int64_t k = iType.getDimSize(q - 1);
+  if (b < 0 || b >= q || b >= r || k < 1 || b + k > r)
+    return unsupported(op, "batch_dims or the index depth out of range");
+  bool uns = isUnsignedInt(elementType(op->getOperand(1)));
+  SmallVector<OpFoldResult> sizes;
+  for (int64_t d = 0; d < q - 1; ++d)
+    sizes.push_back(tensor::getMixedSize(rewriter, loc, indices, d));
+  for (int64_t d = b + k; d < r; ++d)
+    sizes.push_back(tensor::getMixedSize(rewriter, loc, data, d));
+  SmallVector<Value> bounds;
+  for (int64_t j = 0; j < k; ++j)
+    bounds.push_back(dimValue(rewriter, loc, data, b + j));
+  Value result = buildIndexed(
+      rewriter, loc, resultType(op), sizes,
+      [&](OpBuilder &bld, Location l, ValueRange out) -> Value {
+        SmallVector<Value> in(out.begin(), out.begin() + b);
+        SmallVector<Value> at(out.begin(), out.begin() + (q - 1));
+        at.push_back(Value());
+        for (int64_t j = 0; j < k; ++j) {
+          at.back() = indexConstant(bld, l, j);
+          Value i = tensor::ExtractOp::create(bld, l, indices, at);
+          in.push_back(checkedIndex(bld, l, i, bounds[j], uns, name));
+        }
+        in.append(out.begin() + (q - 1), out.end());
+        return tensor::ExtractOp::create(bld, l, data, in);
       });
   rewriter.replaceOp(op, result);
   return success();
@@ -181,6 +227,7 @@ void populateIndexingPatterns(RewritePatternSet &patterns,
   MLIRContext *ctx = patterns.getContext();
   patterns.add<GatherLowering>(converter, ctx, log,
                                ArrayRef<StringRef>{"Gather", "GatherElements"});
+  patterns.add<GatherNDLowering>(converter, ctx, log, ArrayRef<StringRef>{"GatherND"});
   patterns.add<TriluLowering>(converter, ctx, log, ArrayRef<StringRef>{"Trilu"});
   patterns.add<EyeLikeLowering>(converter, ctx, log, ArrayRef<StringRef>{"EyeLike"});
   patterns.add<OneHotLowering>(converter, ctx, log, ArrayRef<StringRef>{"OneHot"});

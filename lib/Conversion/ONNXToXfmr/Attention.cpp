@@ -28,14 +28,10 @@ using namespace mlir;
 namespace xfmr::raise {
 namespace {
 
-/// A Where fill value that masks: -1e9 or lower, or for 16-bit scores 90%
-/// of the type's lowest value (f16's -65504).
-bool masksScores(std::optional<double> fill, Type scoreType) {
-  if (!fill)
-    return false;
-  double lowest = -APFloat::getLargest(cast<FloatType>(scoreType).getFloatSemantics())
-                       .convertToDouble();
-  return *fill <= std::max(-1e9, 0.9 * lowest);
+/// A Where fill value that masks (isMaskingFill: <= -1e4, which underflows
+/// the f32 softmax; 16-bit models fill with their lowest value, below it).
+bool masksScores(std::optional<double> fill, Type) {
+  return fill && isMaskingFill(*fill);
 }
 
 /// Float-to-float Cast (HF's softmax in f32 of f16 scores, and back).
@@ -128,7 +124,7 @@ LogicalResult peelScores(Value s, Scores &out, std::string &why) {
         continue;
       }
       why = "a Where on the scores does not mask with a very negative constant "
-            "(<= -1e9, or 90% of the lowest 16-bit float)";
+            "(<= -1e4, which underflows the f32 softmax)";
       return failure();
     }
     why = ("the scores pass through " + op->getName().getStringRef()).str();

@@ -131,7 +131,7 @@ struct HFMask {
 };
 
 /// A folded selector: a constant [S, T] float matrix of 1 where
-/// j > p0 + i and 0 elsewhere, for one p0 >= 0 (with `masked`: <= -1e9
+/// j > p0 + i and 0 elsewhere, for one p0 >= 0 (with `masked`: a masking fill
 /// there, i.e. C itself); returns p0 as a constant.
 Value constantSelectorStart(Value sel, OpBuilder &b, bool masked = false) {
   auto type = dyn_cast<RankedTensorType>(sel.getType());
@@ -144,7 +144,7 @@ Value constantSelectorStart(Value sel, OpBuilder &b, bool masked = false) {
   const SmallVector<float> &values = *f;
   // p0 from row 0: the first column holding 1, minus one.
   int64_t first = cols;
-  auto isSet = [&](float x) { return masked ? x <= -1e9f : x == 1.0f; };
+  auto isSet = [&](float x) { return masked ? isMaskingFill(x) : x == 1.0f; };
   for (int64_t j = 0; j < cols; ++j)
     if (isSet(values[j])) {
       first = j;
@@ -214,7 +214,7 @@ Value causalRowStart(Value c, OpBuilder &b) {
         value && value.isSplat() && isa<FloatType>(value.getElementType())
             ? std::optional<double>(value.getSplatValue<APFloat>().convertToDouble())
             : uniformValue(fullValue); // a folded full(): a constant
-    if (!fill || *fill > -1e9)
+    if (!fill || !isMaskingFill(*fill))
       continue;
     if (Value start = constantSelectorStart(sel, b))
       return start;
@@ -252,7 +252,7 @@ FailureOr<HFMask> matchHFMask(Value mask, OpBuilder &b) {
   while (isa_and_nonnull<onnx::ReshapeOp, onnx::ExpandOp>(u.getDefiningOp()))
     u = u.getDefiningOp()->getOperand(0);
   auto where = def<onnx::WhereOp>(u);
-  if (!where || !scalarValue(where.getX()) || *scalarValue(where.getX()) > -1e9)
+  if (!where || !scalarValue(where.getX()) || !isMaskingFill(*scalarValue(where.getX())))
     return failure();
   Value es = where.getY();
   Value columns;

@@ -6,7 +6,8 @@
 //   SiLU   g * Sigmoid(g)
 //   GELU   Gelu-20, or 0.5 * g * (1 + Erf(g / sqrt(2)))
 //   GELU (tanh) Gelu-20 approximate=tanh, or
-//          0.5 * g * (1 + Tanh(sqrt(2/pi) * (g + 0.044715 * g^3)))
+//          0.5 * g * (1 + Tanh(sqrt(2/pi) * (g + 0.044715 * g^3))), g^3 as a
+//          Pow or as g * g * g
 //   ReLU   Relu(g)
 // Embedding: Gather(constant [V, H] float table, integer ids, axis 0).
 //
@@ -109,9 +110,11 @@ std::optional<std::pair<Value, Activation>> matchActivation(Value v) {
       if (cubic)
         productFactors(cubic, c);
       double k = constantPart(c);
-      bool isCube = c.size() == 1 && def<onnx::PowOp>(c[0]) &&
-                    def<onnx::PowOp>(c[0]).getX() == g &&
-                    isScalar(def<onnx::PowOp>(c[0]).getY(), 3.0);
+      // g^3 as Pow(g, 3) or as products g * (g * g) (torch's tanh GELU).
+      bool isCube = (c.size() == 1 && def<onnx::PowOp>(c[0]) &&
+                     def<onnx::PowOp>(c[0]).getX() == g &&
+                     isScalar(def<onnx::PowOp>(c[0]).getY(), 3.0)) ||
+                    (c.size() == 3 && llvm::all_of(c, [&](Value x) { return x == g; }));
       if (isCube && near(k, 0.044715))
         return std::make_pair(g, Activation::gelu_tanh);
     }

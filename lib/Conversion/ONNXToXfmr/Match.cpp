@@ -179,6 +179,10 @@ static onnx::ConstantOp makeConstant(OpBuilder &b, Location loc, ElementsAttr at
                                   nullptr, nullptr, nullptr, nullptr);
 }
 
+Value makeConstant(OpBuilder &b, Location loc, DenseElementsAttr value) {
+  return makeConstant(b, loc, cast<ElementsAttr>(value));
+}
+
 Value i64Constant(OpBuilder &b, Location loc, ArrayRef<int64_t> values) {
   auto type = RankedTensorType::get({static_cast<int64_t>(values.size())},
                                     b.getI64Type());

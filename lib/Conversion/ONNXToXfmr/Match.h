@@ -44,6 +44,7 @@ private:
 using Raiser = bool (*)(mlir::Operation *anchor, mlir::IRRewriter &rewriter,
                         RaiseLog &log);
 
+bool splitFusedProjection(mlir::Operation *, mlir::IRRewriter &, RaiseLog &);
 bool raiseEmbedding(mlir::Operation *, mlir::IRRewriter &, RaiseLog &);
 bool raiseLayerNorm(mlir::Operation *, mlir::IRRewriter &, RaiseLog &);
 bool raiseDecomposedLayerNorm(mlir::Operation *, mlir::IRRewriter &, RaiseLog &);
@@ -85,6 +86,19 @@ OpTy soleUserOf(mlir::Value v) {
 /// The operand of a binary op that is not `v` (null if `v` is not one).
 mlir::Value otherOperand(mlir::Operation *binary, mlir::Value v);
 
+/// The largest fill value that masks a softmax score. Softmax computes
+/// exp(s - max) in f32 (every xfmr attention kernel does, also for 16-bit
+/// inputs, and so does onnxruntime), and exp(x) is exactly 0 in f32 for
+/// x < -103.98 (below half the smallest denormal, 2^-149). A score replaced by
+/// a fill f, or with f added, therefore contributes exactly 0 whenever the
+/// row keeps a score above f + 104: for f = -1e4 (GPT-2's `masked_bias`, and
+/// many ONNX files) any kept score above -9896, which attention rows meet
+/// (q·k·scale of that size would saturate the softmax of any trained model).
+/// The op skips such positions, so both agree bit for bit on every row that
+/// keeps a key; rows that keep none are padding (see the causal mask notes).
+constexpr double kMaskingFill = -1e4;
+inline bool isMaskingFill(double fill) { return fill <= kMaskingFill; }
+
 /// The value of a constant scalar expression (a splat constant, or
 /// Add/Sub/Mul/Div/Pow/Sqrt/Cast/Reshape of such), if it is one.
 std::optional<double> scalarValue(mlir::Value v);
@@ -112,6 +126,8 @@ std::string nodeName(mlir::Operation *op);
 // Builders of onnx ops (for operand adaptation)
 //===----------------------------------------------------------------------===//
 
+mlir::Value makeConstant(mlir::OpBuilder &b, mlir::Location loc,
+                         mlir::DenseElementsAttr value);
 mlir::Value i64Constant(mlir::OpBuilder &b, mlir::Location loc,
                         llvm::ArrayRef<int64_t> values);
 mlir::Value floatConstant(mlir::OpBuilder &b, mlir::Location loc,

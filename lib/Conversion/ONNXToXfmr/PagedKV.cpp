@@ -14,6 +14,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "Match.h"
+#include "StepPositions.h"
 
 #include "xfmr/Conversion/Passes.h"
 
@@ -112,7 +113,7 @@ struct PagedKVCachePass : impl::PagedKVCachePassBase<PagedKVCachePass> {
     };
 
     // Inputs by role.
-    std::optional<unsigned> ids, positions;
+    std::optional<unsigned> ids, positions, cachePositions;
     SmallVector<unsigned> masks, pasts, others;
     for (unsigned i = 0; i < f.getNumArguments(); ++i) {
       StringRef name = argName(f, i);
@@ -120,6 +121,8 @@ struct PagedKVCachePass : impl::PagedKVCachePassBase<PagedKVCachePass> {
         ids = i;
       else if (name == "position_ids")
         positions = i;
+      else if (name == "cache_position")
+        cachePositions = i;
       else if (name == "attention_mask")
         masks.push_back(i);
       else if (name.starts_with("past_key_values") || name.starts_with("past_key") ||
@@ -130,15 +133,14 @@ struct PagedKVCachePass : impl::PagedKVCachePassBase<PagedKVCachePass> {
     }
     if (!ids)
       return error("the model has no 'input_ids' input");
-    if (!positions)
-      return error("the model has no 'position_ids' input: it computes positions from the "
-                   "sequence length, which is wrong for packed sequences; export it with "
-                   "position_ids");
     if (!others.empty())
       return error("input '") << argName(f, others.front())
                               << "' has no role in a step function";
-    if (rankOf(f.getArgument(*ids)) != 2 || rankOf(f.getArgument(*positions)) != 2)
+    if (rankOf(f.getArgument(*ids)) != 2 ||
+        (positions && rankOf(f.getArgument(*positions)) != 2))
       return error("input_ids and position_ids must be [batch, sequence]");
+    if (cachePositions && rankOf(f.getArgument(*cachePositions)) != 1)
+      return error("cache_position must be [sequence]");
 
     SmallVector<AttentionOp> layers;
     f.walk([&](AttentionOp op) { layers.push_back(op); });
@@ -154,7 +156,9 @@ struct PagedKVCachePass : impl::PagedKVCachePassBase<PagedKVCachePass> {
     OpBuilder b = OpBuilder::atBlockBegin(&entry);
     Location loc = f.getLoc();
     Type idType = elementTypeOf(f.getArgument(*ids));
-    Type posType = elementTypeOf(f.getArgument(*positions));
+    // Without a position_ids input the graph's own positions (derived from
+    // the sequence length or the mask) are replaced below.
+    Type posType = positions ? elementTypeOf(f.getArgument(*positions)) : b.getI64Type();
     Type i32 = b.getI32Type(), i64 = b.getI64Type();
     constexpr int64_t dyn = ShapedType::kDynamic;
 
@@ -217,9 +221,15 @@ struct PagedKVCachePass : impl::PagedKVCachePassBase<PagedKVCachePass> {
                  : tensor::CastOp::create(b, loc, old.getType(), v).getResult();
     };
     Value idsRow = unsqueeze(b, loc, arg(0), 0);
-    f.getArgument(*ids).replaceAllUsesWith(asOld(idsRow, f.getArgument(*ids)));
-    Value posRow = unsqueeze(b, loc, arg(1), 0);
-    f.getArgument(*positions).replaceAllUsesWith(asOld(posRow, f.getArgument(*positions)));
+    Value idsView = asOld(idsRow, f.getArgument(*ids));
+    f.getArgument(*ids).replaceAllUsesWith(idsView);
+    if (positions) {
+      Value posRow = unsqueeze(b, loc, arg(1), 0);
+      f.getArgument(*positions).replaceAllUsesWith(asOld(posRow, f.getArgument(*positions)));
+    }
+    if (cachePositions)
+      f.getArgument(*cachePositions)
+          .replaceAllUsesWith(asOld(arg(1), f.getArgument(*cachePositions)));
     for (unsigned m : masks) {
       Value old = f.getArgument(m);
       auto type = cast<RankedTensorType>(old.getType());
@@ -316,6 +326,13 @@ struct PagedKVCachePass : impl::PagedKVCachePassBase<PagedKVCachePass> {
 
     IRRewriter rewriter(ctx);
     (void)runRegionDCE(rewriter, f->getRegions());
+    if (!positions && !cachePositions) {
+      SmallVector<std::pair<Value, int64_t>> tDims{
+          {idsView, 1}, {idsRow, 1}, {arg(0), 0}, {arg(1), 0}};
+      if (failed(substituteStepPositions(f, tDims, arg(1))))
+        return failure();
+      (void)runRegionDCE(rewriter, f->getRegions());
+    }
     llvm::BitVector erase(f.getNumArguments());
     for (unsigned i = 0; i < base; ++i) {
       if (!f.getArgument(i).use_empty())

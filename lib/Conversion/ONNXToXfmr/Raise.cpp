@@ -2,7 +2,8 @@
 //
 // Part of xfmr.
 //
-// Runs the raising patterns in a fixed order (norms, rotary embeddings,
+// Runs the raising patterns in a fixed order (fused projections cut into
+// one product per piece, norms, rotary embeddings,
 // embeddings, MLPs, attention: later patterns see the ops earlier ones
 // formed as plain operands; rotary embeddings take their cos/sin cache
 // lookups before the embedding pattern could), each over its anchors, and
@@ -50,6 +51,7 @@ struct RaiseONNXToXfmrPass : impl::RaiseONNXToXfmrPassBase<RaiseONNXToXfmrPass> 
         continue;
       IRRewriter rewriter(&getContext());
       RaiseLog log;
+      runRaiser<onnx::MatMulOp>(func, splitFusedProjection, rewriter, log);
       runRaiser<onnx::LayerNormalizationOp>(func, raiseLayerNorm, rewriter, log);
       runRaiser<onnx::ReduceMeanOp>(func, raiseDecomposedLayerNorm, rewriter, log);
       runRaiser<onnx::RMSNormalizationOp>(func, raiseRMSNorm, rewriter, log);

@@ -55,18 +55,6 @@ func.func @main(%ids: tensor<?x?xi64> {onnx.name = "input_ids"},
 
 // -----
 
-// Positions computed inside the model (GPT-2's Range) would be wrong for
-// packed sequences: refused.
-// expected-error @+1 {{xfmr-paged-kv: the model has no 'position_ids' input}}
-func.func @no_positions(%ids: tensor<?x?xi64> {onnx.name = "input_ids"})
-    -> (tensor<?x?x16xf32> {onnx.name = "logits"}) {
-  %table = onnx.Constant() {value = dense<0.5> : tensor<16x16xf32>} : () -> tensor<16x16xf32>
-  %h = xfmr.embedding %table, %ids : tensor<16x16xf32>, tensor<?x?xi64> -> tensor<?x?x16xf32>
-  return %h : tensor<?x?x16xf32>
-}
-
-// -----
-
 // expected-error @+1 {{no xfmr.attention in the model: run xfmr-raise first}}
 func.func @not_raised(%ids: tensor<?x?xi64> {onnx.name = "input_ids"},
                       %pos: tensor<?x?xi64> {onnx.name = "position_ids"})
