@@ -382,7 +382,9 @@ def Xfmr_PagedAttentionOp : Xfmr_Op<"paged_attention",
     sequence's cached positions including its new tokens, which
     `xfmr.kv_write` has already stored; the new tokens are the last ones,
     and each sees the positions up to its own (causal). Prefill, chunked
-    prefill and decode steps are all this op. The result has the query's
+    prefill and decode steps are all this op. With `max_context` (a model
+    with a sliding window of that many keys, which within the window is
+    causal), a longer context fails the call's run-time check. The result has the query's
     type; head grouping and `scale` are as in `xfmr.attention`.
 
     ```mlir
@@ -406,7 +408,8 @@ def Xfmr_PagedAttentionOp : Xfmr_Op<"paged_attention",
     I64Attr:$num_heads,
     I64Attr:$num_kv_heads,
     F32Attr:$scale,
-    I64Attr:$block_size
+    I64Attr:$block_size,
+    OptionalAttr<I64Attr>:$max_context
   );
   let results = (outs Xfmr_FloatTensor:$result);
 

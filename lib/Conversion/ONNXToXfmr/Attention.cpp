@@ -172,9 +172,13 @@ Value repeatKVSource(Value v) {
   Value kv = unsq.getData();
   auto expanded = cast<RankedTensorType>(expand.getOutput().getType());
   int64_t heads = dimOf(kv, 1), repeated = dimOf(v, 1);
+  // The expand cannot grow dim 1 unless it is 1 (then growing it or dim 2
+  // gives the same copies of the one head, multi-query attention): a
+  // dynamic expanded dim 1 is heads.
+  int64_t expandedHeads = expanded.getDimSize(1);
   if (ShapedType::isDynamic(heads) || ShapedType::isDynamic(repeated) || repeated % heads ||
-      expanded.getDimSize(1) != heads || dimOf(v, 3) != dimOf(kv, 3) ||
-      ShapedType::isDynamic(dimOf(kv, 3)))
+      (expandedHeads != heads && !ShapedType::isDynamic(expandedHeads)) ||
+      dimOf(v, 3) != dimOf(kv, 3) || ShapedType::isDynamic(dimOf(kv, 3)))
     return v;
   // Dynamic exports compute the expand shape at run time (torch's -1
   // handling), so n_rep may only be known from the reshape: dims 1 and 4

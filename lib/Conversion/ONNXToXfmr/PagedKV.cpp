@@ -85,6 +85,48 @@ Value selectRows(Value logits, Value indices) {
   return onnx::MatMulOp::create(b, head.getLoc(), ltype.clone(lshape), picked, head.getB());
 }
 
+/// What builds an attention mask, as far as paging cares: how many position
+/// comparisons (Less/Greater[OrEqual], Trilu) and the window of Hugging
+/// Face's sliding-window masks, `key > query - window`. A causal mask has one
+/// comparison (key <= query position, or one triangle); a sliding window
+/// adds that second one.
+struct MaskPositions {
+  int64_t comparisons = 0;
+  std::optional<int64_t> window;
+};
+
+/// `query - w` with w a positive integer constant: w.
+std::optional<int64_t> windowOf(Value v) {
+  auto sub = def<onnx::SubOp>(v);
+  auto w = sub ? constantInts(sub.getB()) : std::nullopt;
+  if (!w || w->size() != 1 || (*w)[0] < 1)
+    return std::nullopt;
+  return (*w)[0];
+}
+
+MaskPositions maskPositions(Value mask) {
+  SmallVector<Value> work{mask};
+  DenseSet<Value> seen;
+  MaskPositions out;
+  while (!work.empty() && seen.size() < 4096) {
+    Value v = work.pop_back_val();
+    Operation *op = v.getDefiningOp();
+    if (!op || !seen.insert(v).second)
+      continue;
+    out.comparisons += isa<onnx::LessOp, onnx::LessOrEqualOp, onnx::GreaterOp,
+                           onnx::GreaterOrEqualOp, onnx::TriluOp>(op);
+    std::optional<int64_t> w;
+    if (auto gt = dyn_cast<onnx::GreaterOp>(op))
+      w = windowOf(gt.getB());
+    else if (auto lt = dyn_cast<onnx::LessOp>(op))
+      w = windowOf(lt.getA());
+    if (w)
+      out.window = out.window ? std::min(*out.window, *w) : *w;
+    llvm::append_range(work, op->getOperands());
+  }
+  return out;
+}
+
 struct PagedKVCachePass : impl::PagedKVCachePassBase<PagedKVCachePass> {
   using Base::Base;
 
@@ -179,7 +221,21 @@ struct PagedKVCachePass : impl::PagedKVCachePassBase<PagedKVCachePass> {
         {"logits_indices", RankedTensorType::get({dyn}, i64), {"outputs"}},
     };
     SmallVector<RankedTensorType> keyPools, valuePools;
+    std::optional<int64_t> maxContext; // the smallest sliding window
     for (AttentionOp op : layers) {
+      // Paged attention is causal over the whole context. A sliding window
+      // (key > query - W) is causal too while contexts stay within W: the
+      // op checks that at run time. Any other extra comparison is refused.
+      if (Value mask = op.getMask()) {
+        MaskPositions m = maskPositions(mask);
+        if (m.comparisons == 2 && m.window)
+          maxContext = maxContext ? std::min(*maxContext, *m.window) : *m.window;
+        else if (m.comparisons > 1)
+          return op.emitError("xfmr-paged-kv: ")
+                 << nodeName(op) << ": the attention mask compares positions more than once "
+                 << "(not a causal or sliding-window pattern); paged attention is causal over "
+                    "the whole context and would drop it";
+      }
       Value k = op.getKey(), v = op.getValue();
       int64_t kvHeads = op.getNumKvHeads(), d = dimOf(k, 3), dv = dimOf(v, 3);
       if (ShapedType::isDynamic(d) || ShapedType::isDynamic(dv))
@@ -286,7 +342,8 @@ struct PagedKVCachePass : impl::PagedKVCachePassBase<PagedKVCachePass> {
       auto attn = PagedAttentionOp::create(
           ob, at, q.getType(), q, write.getNewKeyPool(), write.getNewValuePool(), arg(3), arg(4),
           arg(5), op.getNumHeadsAttr(), op.getNumKvHeadsAttr(), op.getScaleAttr(),
-          ob.getI64IntegerAttr(blockSize));
+          ob.getI64IntegerAttr(blockSize),
+          maxContext ? ob.getI64IntegerAttr(*maxContext) : IntegerAttr());
       Value out = transpose(ob, at, unsqueeze(ob, at, attn.getResult(), 0), {0, 2, 1, 3});
       if (out.getType() != op.getType())
         out = tensor::CastOp::create(ob, at, op.getType(), out);

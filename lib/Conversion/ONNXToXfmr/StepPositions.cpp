@@ -155,10 +155,12 @@ public:
   /// Whether `v` (an integer tensor) is all ones of shape [1, T] or [T].
   bool isOnesOverT(Value v) const {
     for (int i = 0; i < 8; ++i) {
-      auto cast = def<onnx::CastOp>(v);
-      if (!cast)
+      if (auto cast = def<onnx::CastOp>(v))
+        v = cast.getInput();
+      else if (auto shapeCast = def<tensor::CastOp>(v))
+        v = shapeCast.getSource();
+      else
         break;
-      v = cast.getInput();
     }
     Operation *op = v.getDefiningOp();
     if (!op || op->getName().getStringRef() != "onnx.ConstantOfShape")

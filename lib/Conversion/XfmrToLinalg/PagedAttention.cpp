@@ -215,6 +215,13 @@ struct LowerPagedAttention : OpRewritePattern<PagedAttentionOp> {
           Value capacity = arith::MulIOp::create(b1, l1, maxBlocks, bs);
           runtimeCheck(b1, l1, cmp(b1, l1, arith::CmpIPredicate::sle, ctx, capacity),
                 "xfmr.paged_attention: context longer than the block table");
+          if (std::optional<uint64_t> window = op.getMaxContext())
+            runtimeCheck(b1, l1,
+                         cmp(b1, l1, arith::CmpIPredicate::sle, ctx,
+                             indexConstant(b1, l1, static_cast<int64_t>(*window))),
+                         "xfmr.paged_attention: the context is longer than the model's sliding "
+                         "window of " + std::to_string(*window) +
+                             " tokens (sliding-window masks are not paged yet)");
           // The call fails after a failed check, but the loops below still
           // run: clamp so that 0 <= first <= end <= tokens and
           // end - first <= ctx <= the table's capacity, which keeps every

@@ -343,19 +343,38 @@ func.func @negative_runtime_scale(%q: tensor<1x4x8x16xf32>, %k: tensor<1x4x8x16x
 
 // -----
 
-// GPT-2's causal Where with -10000 (older exports) instead of the lowest
-// float: -10000 is not "very negative" for every score range, so the
-// Where is not read as a mask.
-// CHECK-LABEL: xfmr-raise @negative_where_not_lowest: formed nothing; 1 candidate(s) left unfused
-// CHECK-NEXT: unfused attention at node 'softmax' (Softmax): a Where on the scores does not mask with a very negative constant
-// CHECK-LABEL: func.func @negative_where_not_lowest(
-// CHECK-NOT: xfmr.attention
-// CHECK: onnx.Where
-// CHECK: onnx.Softmax
-func.func @negative_where_not_lowest(%q: tensor<1x4x8x16xf32>, %k: tensor<1x4x8x16xf32>,
+// GPT-2's causal Where with -10000 (its masked_bias, older exports): in the
+// f32 softmax exp(-1e4 - max) is exactly 0 whenever the row keeps a score
+// above -9896, so -1e4 masks (kMaskingFill) and the Where is the keep mask.
+// CHECK-LABEL: xfmr-raise @where_minus_1e4: formed 1 attention; 0 candidate(s) left unfused
+// CHECK-LABEL: func.func @where_minus_1e4(
+// CHECK-NOT: onnx.Softmax
+// CHECK: xfmr.attention
+func.func @where_minus_1e4(%q: tensor<1x4x8x16xf32>, %k: tensor<1x4x8x16xf32>,
                                      %v: tensor<1x4x8x16xf32>, %causal: tensor<1x1x8x8xi1>)
     -> tensor<1x4x8x16xf32> {
   %15 = onnx.Constant() {value = dense<-1.000000e+04> : tensor<f32>} : () -> tensor<f32>
+  %56 = onnx.Transpose(%k) {perm = [0, 1, 3, 2]} : (tensor<1x4x8x16xf32>) -> tensor<1x4x16x8xf32>
+  %57 = onnx.MatMul(%q, %56) : (tensor<1x4x8x16xf32>, tensor<1x4x16x8xf32>) -> tensor<1x4x8x8xf32>
+  %61 = onnx.Where(%causal, %57, %15) : (tensor<1x1x8x8xi1>, tensor<1x4x8x8xf32>, tensor<f32>) -> tensor<1x4x8x8xf32>
+  %63 = onnx.Softmax(%61) : (tensor<1x4x8x8xf32>) -> tensor<1x4x8x8xf32> loc("softmax"("Softmax"))
+  %64 = onnx.MatMul(%63, %v) : (tensor<1x4x8x8xf32>, tensor<1x4x8x16xf32>) -> tensor<1x4x8x16xf32>
+  return %64 : tensor<1x4x8x16xf32>
+}
+
+// -----
+
+// -1000 does not underflow the softmax for every score range: not a mask.
+// CHECK-LABEL: xfmr-raise @where_minus_1e3: formed nothing; 1 candidate(s) left unfused
+// CHECK-NEXT: unfused attention at node 'softmax' (Softmax): a Where on the scores does not mask with a very negative constant (<= -1e4
+// CHECK-LABEL: func.func @where_minus_1e3(
+// CHECK-NOT: xfmr.attention
+// CHECK: onnx.Where
+// CHECK: onnx.Softmax
+func.func @where_minus_1e3(%q: tensor<1x4x8x16xf32>, %k: tensor<1x4x8x16xf32>,
+                                     %v: tensor<1x4x8x16xf32>, %causal: tensor<1x1x8x8xi1>)
+    -> tensor<1x4x8x16xf32> {
+  %15 = onnx.Constant() {value = dense<-1.000000e+03> : tensor<f32>} : () -> tensor<f32>
   %56 = onnx.Transpose(%k) {perm = [0, 1, 3, 2]} : (tensor<1x4x8x16xf32>) -> tensor<1x4x16x8xf32>
   %57 = onnx.MatMul(%q, %56) : (tensor<1x4x8x16xf32>, tensor<1x4x16x8xf32>) -> tensor<1x4x8x8xf32>
   %61 = onnx.Where(%causal, %57, %15) : (tensor<1x1x8x8xi1>, tensor<1x4x8x8xf32>, tensor<f32>) -> tensor<1x4x8x8xf32>

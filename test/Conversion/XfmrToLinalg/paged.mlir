@@ -70,3 +70,22 @@ func.func @paged(%q: tensor<?x8x8xbf16>, %kp: tensor<?x16x2x8xbf16>, %vp: tensor
         tensor<?xi32>, tensor<?xi32>
   return %o : tensor<?x8x8xbf16>
 }
+
+// -----
+
+// A sliding window of 4 keys (max_context): causal while the context fits
+// in the window; a longer context fails the call's check.
+// CHECK-LABEL: func.func @paged_window(
+// CHECK: %[[CTX:.*]] = arith.index_cast
+// CHECK: arith.cmpi sle, %{{.*}}, %c4
+// CHECK: cf.assert %{{.*}}, "xfmr.paged_attention: the context is longer than the model's sliding window of 4 tokens
+func.func @paged_window(%q: tensor<?x8x8xf32>, %kp: tensor<?x16x2x8xf32>, %vp: tensor<?x16x2x8xf32>,
+                        %tables: tensor<?x?xi32>, %lens: tensor<?xi32>, %starts: tensor<?xi32>)
+    -> tensor<?x8x8xf32> {
+  %o = xfmr.paged_attention %q, %kp, %vp, %tables, %lens, %starts
+      {block_size = 16 : i64, num_heads = 8 : i64, num_kv_heads = 2 : i64, scale = 0.35 : f32,
+       max_context = 4 : i64}
+      : tensor<?x8x8xf32>, tensor<?x16x2x8xf32>, tensor<?x16x2x8xf32>, tensor<?x?xi32>,
+        tensor<?xi32>, tensor<?xi32>
+  return %o : tensor<?x8x8xf32>
+}
