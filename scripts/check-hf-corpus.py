@@ -39,6 +39,8 @@ import time
 
 import numpy as np
 
+from xfmr_refs import parse_raise_report
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 LAYERS = 2
@@ -46,18 +48,6 @@ MINILM_LAYERS = 6
 MINILM_COMPILE_LIMIT_S = 30.0
 RUN_RTOL = 1e-4
 MINILM_ATOL = 1e-5
-
-
-def parse_report(text):
-    m = re.search(r"xfmr-raise @\S+: formed (.*); (\d+) candidate\(s\) left unfused", text)
-    if not m:
-        return None, None
-    counts = {}
-    if m.group(1) != "nothing":
-        for item in m.group(1).split(", "):
-            n, kind = item.split(" ", 1)
-            counts[kind] = int(n)
-    return counts, int(m.group(2))
 
 
 def first_error(text):
@@ -88,7 +78,7 @@ class Checker:
         """Checks the --report of the compile that produced `r`."""
         if err:
             return False, err
-        counts, unfused = parse_report(r.stdout)
+        counts, unfused = parse_raise_report(r.stdout)
         if counts is None:
             return False, "no report (exit %d): %s" % (r.returncode, first_error(r.stderr))
         line = re.search(r"xfmr-raise @\S+: .*", r.stdout).group(0)

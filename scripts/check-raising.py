@@ -27,6 +27,8 @@ import subprocess
 import sys
 import tempfile
 
+from xfmr_refs import parse_raise_report
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 
@@ -52,18 +54,6 @@ def report(compile_bin, path, extra=(), out=os.devnull):
     r = subprocess.run([compile_bin, path, "--emit=xfmr", "--report", "--quiet", "-o", out,
                         *extra], capture_output=True, text=True)
     return r
-
-
-def parse(text):
-    m = re.search(r"xfmr-raise @\S+: formed (.*); (\d+) candidate\(s\) left unfused", text)
-    if not m:
-        return None, None
-    counts = {}
-    if m.group(1) != "nothing":
-        for item in m.group(1).split(", "):
-            n, kind = item.split(" ", 1)
-            counts[kind] = int(n)
-    return counts, int(m.group(2))
 
 
 def padded_batches(build_dir, models_dir):
@@ -148,7 +138,7 @@ def main():
         for variant in (name, name + "_static"):
             path = os.path.join(models_dir, variant + ".onnx")
             r = report(compile_bin, path)
-            counts, unfused = parse(r.stdout)
+            counts, unfused = parse_raise_report(r.stdout)
             problems = []
             if counts is None:
                 problems.append("no report (exit %d): %s" % (r.returncode, r.stderr.strip()))

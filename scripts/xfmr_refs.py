@@ -32,6 +32,21 @@ COMPILE_TIMEOUT, RUN_TIMEOUT = 600, 120
 REL_TOL = 1e-4  # |got - ref| <= REL_TOL * max|ref|, per output tensor
 
 
+def parse_raise_report(text):
+    """The counts of `xfmr-compile --report`'s line
+    `xfmr-raise @f: formed 2 attention, ...; N candidate(s) left unfused`:
+    ({kind: count}, N), or (None, None) without one."""
+    m = re.search(r"xfmr-raise @\S+: formed (.*); (\d+) candidate\(s\) left unfused", text)
+    if not m:
+        return None, None
+    counts = {}
+    if m.group(1) != "nothing":
+        for item in m.group(1).split(", "):
+            n, kind = item.split(" ", 1)
+            counts[kind] = int(n)
+    return counts, int(m.group(2))
+
+
 def sanitize(name):
     return re.sub(r"[^A-Za-z0-9._-]", "_", name)
 
