@@ -466,6 +466,9 @@ LogicalResult PagedAttentionOp::verify() {
   if (failed(verifyHeadCounts(op, numHeads, numKvHeads)) ||
       failed(verifyPositive(op, "block_size", blockSize)))
     return failure();
+  if (std::optional<uint64_t> window = getSlidingWindow();
+      window && failed(verifyPositive(op, "sliding_window", static_cast<int64_t>(*window))))
+    return failure();
   if (failed(
           verifyDimIsAttr(op, "query", queryType, 1, "num_heads", numHeads)) ||
       failed(verifyDimIsAttr(op, "key_pool", keyPoolType, 2, "num_kv_heads",

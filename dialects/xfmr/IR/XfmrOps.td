@@ -382,10 +382,10 @@ def Xfmr_PagedAttentionOp : Xfmr_Op<"paged_attention",
     sequence's cached positions including its new tokens, which
     `xfmr.kv_write` has already stored; the new tokens are the last ones,
     and each sees the positions up to its own (causal). Prefill, chunked
-    prefill and decode steps are all this op. With `max_context` (a model
-    with a sliding window of that many keys, which within the window is
-    causal), a longer context fails the call's run-time check. The result has the query's
-    type; head grouping and `scale` are as in `xfmr.attention`.
+    prefill and decode steps are all this op. With `sliding_window` = W
+    (Mistral-style local attention), the token at position `p` sees only
+    positions `p - W + 1` to `p`; blocks wholly before that are not read.
+    The result has the query's type; head grouping and `scale` are as in `xfmr.attention`.
 
     ```mlir
     %out = xfmr.paged_attention %q, %k_pool, %v_pool, %block_tables,
@@ -409,7 +409,7 @@ def Xfmr_PagedAttentionOp : Xfmr_Op<"paged_attention",
     I64Attr:$num_kv_heads,
     F32Attr:$scale,
     I64Attr:$block_size,
-    OptionalAttr<I64Attr>:$max_context
+    OptionalAttr<I64Attr>:$sliding_window
   );
   let results = (outs Xfmr_FloatTensor:$result);
 

@@ -221,15 +221,16 @@ struct PagedKVCachePass : impl::PagedKVCachePassBase<PagedKVCachePass> {
         {"logits_indices", RankedTensorType::get({dyn}, i64), {"outputs"}},
     };
     SmallVector<RankedTensorType> keyPools, valuePools;
-    std::optional<int64_t> maxContext; // the smallest sliding window
-    for (AttentionOp op : layers) {
-      // Paged attention is causal over the whole context. A sliding window
-      // (key > query - W) is causal too while contexts stay within W: the
-      // op checks that at run time. Any other extra comparison is refused.
+    // Each layer's own window: models mix local and global layers.
+    SmallVector<std::optional<int64_t>> windows(layers.size());
+    for (auto [l, op] : llvm::enumerate(layers)) {
+      // Paged attention is causal. A sliding window (key > query - W)
+      // becomes the op's `sliding_window`; any other extra comparison is
+      // refused.
       if (Value mask = op.getMask()) {
         MaskPositions m = maskPositions(mask);
         if (m.comparisons == 2 && m.window)
-          maxContext = maxContext ? std::min(*maxContext, *m.window) : *m.window;
+          windows[l] = m.window;
         else if (m.comparisons > 1)
           return op.emitError("xfmr-paged-kv: ")
                  << nodeName(op) << ": the attention mask compares positions more than once "
@@ -343,7 +344,7 @@ struct PagedKVCachePass : impl::PagedKVCachePassBase<PagedKVCachePass> {
           ob, at, q.getType(), q, write.getNewKeyPool(), write.getNewValuePool(), arg(3), arg(4),
           arg(5), op.getNumHeadsAttr(), op.getNumKvHeadsAttr(), op.getScaleAttr(),
           ob.getI64IntegerAttr(blockSize),
-          maxContext ? ob.getI64IntegerAttr(*maxContext) : IntegerAttr());
+          windows[l] ? ob.getI64IntegerAttr(*windows[l]) : IntegerAttr());
       Value out = transpose(ob, at, unsqueeze(ob, at, attn.getResult(), 0), {0, 2, 1, 3});
       if (out.getType() != op.getType())
         out = tensor::CastOp::create(ob, at, op.getType(), out);

@@ -7,9 +7,9 @@
 // xfmr.paged_attention: FlashAttention over the blocks of each sequence's
 // block table: per sequence, KV head (together with every query head that
 // shares it) and block of `queryBlock` new tokens, one key tile per KV-cache
-// block with an online softmax; keys past
-// a token's own position are masked, blocks past the block's last token
-// are never read. Block ids, slots and the packed-token offsets are checked
+// block with an online softmax; keys past a token's own position (and, with
+// a sliding window W, keys at or before position - W) are masked, and blocks
+// wholly outside those bounds are never read. Block ids, slots and the packed-token offsets are checked
 // at run time (cf.assert) before any read or write.
 //
 //===----------------------------------------------------------------------===//
@@ -195,6 +195,9 @@ struct LowerPagedAttention : OpRewritePattern<PagedAttentionOp> {
     OpFoldResult d = tensor::getMixedSize(rewriter, loc, q, 2);
     OpFoldResult dv = tensor::getMixedSize(rewriter, loc, vPool, 3);
     Value qBlock = indexConstant(rewriter, loc, tiling.queryBlock);
+    std::optional<uint64_t> slidingWindow = op.getSlidingWindow();
+    Value window = slidingWindow ? indexConstant(rewriter, loc, static_cast<int64_t>(*slidingWindow))
+                                 : Value();
     Value out = tensor::EmptyOp::create(rewriter, loc, tensor::getMixedSizes(rewriter, loc, q),
                                         resultType.getElementType());
 
@@ -215,13 +218,6 @@ struct LowerPagedAttention : OpRewritePattern<PagedAttentionOp> {
           Value capacity = arith::MulIOp::create(b1, l1, maxBlocks, bs);
           runtimeCheck(b1, l1, cmp(b1, l1, arith::CmpIPredicate::sle, ctx, capacity),
                 "xfmr.paged_attention: context longer than the block table");
-          if (std::optional<uint64_t> window = op.getMaxContext())
-            runtimeCheck(b1, l1,
-                         cmp(b1, l1, arith::CmpIPredicate::sle, ctx,
-                             indexConstant(b1, l1, static_cast<int64_t>(*window))),
-                         "xfmr.paged_attention: the context is longer than the model's sliding "
-                         "window of " + std::to_string(*window) +
-                             " tokens (sliding-window masks are not paged yet)");
           // The call fails after a failed check, but the loops below still
           // run: clamp so that 0 <= first <= end <= tokens and
           // end - first <= ctx <= the table's capacity, which keeps every
@@ -253,10 +249,21 @@ struct LowerPagedAttention : OpRewritePattern<PagedAttentionOp> {
                       Value kvEnd = arith::MinSIOp::create(
                           b3, l3, ctx, arith::AddIOp::create(b3, l3, pos0, tq));
                       Value blocks = arith::CeilDivUIOp::create(b3, l3, kvEnd, bs);
+                      // With a sliding window, the tile's first row sees
+                      // nothing before pos0 - W + 1: earlier blocks are
+                      // skipped (decode reads about W / block_size blocks).
+                      Value firstBlock = zero;
+                      if (window) {
+                        Value oldest = arith::SubIOp::create(
+                            b3, l3, arith::AddIOp::create(b3, l3, pos0, one), window);
+                        oldest = arith::MaxSIOp::create(b3, l3, oldest, zero);
+                        firstBlock = arith::DivUIOp::create(b3, l3, oldest, bs);
+                      }
                       Value rows = arith::MulIOp::create(b3, l3, tq, group);
                       SoftmaxState init = initialState(b3, l3, rows, dv);
                       auto blockLoop = scf::ForOp::create(
-                          b3, l3, zero, blocks, one, ValueRange{init.max, init.sum, init.acc},
+                          b3, l3, firstBlock, blocks, one,
+                          ValueRange{init.max, init.sum, init.acc},
                           [&](OpBuilder &b4, Location l4, Value kb, ValueRange st) {
                             Value block = loadIndex(b4, l4, tables, {s, kb});
                             Value inPool = arith::AndIOp::create(
@@ -276,7 +283,15 @@ struct LowerPagedAttention : OpRewritePattern<PagedAttentionOp> {
                                   nb, nl, i, indexConstant(nb, nl, rep));
                               Value pos = arith::AddIOp::create(nb, nl, pos0, token);
                               Value key = arith::AddIOp::create(nb, nl, k0, j);
-                              return hideAfter(nb, nl, key, pos, score);
+                              score = hideAfter(nb, nl, key, pos, score);
+                              if (!window)
+                                return score;
+                              // pos > key + W - 1 (key <= pos - W): outside
+                              // the window.
+                              Value lastSeen = arith::AddIOp::create(
+                                  nb, nl, key,
+                                  indexConstant(nb, nl, static_cast<int64_t>(*slidingWindow) - 1));
+                              return hideAfter(nb, nl, pos, lastSeen, score);
                             };
                             Value scores = scoreTile(b4, l4, qTile, kTile, scale, maskFn);
                             SoftmaxState next = softmaxStep(

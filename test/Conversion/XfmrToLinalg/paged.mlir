@@ -73,18 +73,31 @@ func.func @paged(%q: tensor<?x8x8xbf16>, %kp: tensor<?x16x2x8xbf16>, %vp: tensor
 
 // -----
 
-// A sliding window of 4 keys (max_context): causal while the context fits
-// in the window; a longer context fails the call's check.
+// A sliding window of 4 keys: each query block's key loop starts at the
+// block holding its first row's oldest visible key, max(pos0 - 3, 0) / 16,
+// and keys at or before pos - 4 are masked besides those after pos.
 // CHECK-LABEL: func.func @paged_window(
-// CHECK: %[[CTX:.*]] = arith.index_cast
-// CHECK: arith.cmpi sle, %{{.*}}, %c4
-// CHECK: cf.assert %{{.*}}, "xfmr.paged_attention: the context is longer than the model's sliding window of 4 tokens
+// CHECK: arith.ceildivui
+// CHECK-NEXT: %[[NEXT:.*]] = arith.addi %[[POS0:.*]], %c1
+// CHECK-NEXT: %[[OLD:.*]] = arith.subi %[[NEXT]], %c4
+// CHECK: %[[OLD0:.*]] = arith.maxsi %[[OLD]], %c0
+// CHECK: %[[FIRST:.*]] = arith.divui %[[OLD0]], %c16
+// CHECK: scf.for %{{.*}} = %[[FIRST]] to
+// CHECK: linalg.generic
+// CHECK: %[[POS:.*]] = arith.addi %[[POS0]]
+// CHECK: %[[KEY:.*]] = arith.addi
+// CHECK: %[[AFTER:.*]] = arith.cmpi sgt, %[[KEY]], %[[POS]]
+// CHECK: %[[S1:.*]] = arith.select %[[AFTER]]
+// CHECK: %[[LAST:.*]] = arith.addi %[[KEY]], %c3
+// CHECK: %[[BEFORE:.*]] = arith.cmpi sgt, %[[POS]], %[[LAST]]
+// CHECK: arith.select %[[BEFORE]], %{{.*}}, %[[S1]]
+// CHECK-NOT: sliding window
 func.func @paged_window(%q: tensor<?x8x8xf32>, %kp: tensor<?x16x2x8xf32>, %vp: tensor<?x16x2x8xf32>,
                         %tables: tensor<?x?xi32>, %lens: tensor<?xi32>, %starts: tensor<?xi32>)
     -> tensor<?x8x8xf32> {
   %o = xfmr.paged_attention %q, %kp, %vp, %tables, %lens, %starts
       {block_size = 16 : i64, num_heads = 8 : i64, num_kv_heads = 2 : i64, scale = 0.35 : f32,
-       max_context = 4 : i64}
+       sliding_window = 4 : i64}
       : tensor<?x8x8xf32>, tensor<?x16x2x8xf32>, tensor<?x16x2x8xf32>, tensor<?x?xi32>,
         tensor<?xi32>, tensor<?xi32>
   return %o : tensor<?x8x8xf32>

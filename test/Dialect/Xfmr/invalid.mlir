@@ -1027,6 +1027,21 @@ func.func @paged_attention_query_rank(%q: tensor<10x512xf32>, %kp: tensor<128x16
 
 // -----
 
+// A sliding window holds at least one key (the token's own).
+func.func @paged_attention_window(%q: tensor<10x8x64xf32>, %kp: tensor<128x16x2x64xf32>,
+                                  %vp: tensor<128x16x2x64xf32>, %bt: tensor<4x32xi32>,
+                                  %cl: tensor<4xi32>, %qsl: tensor<5xi32>) {
+  // expected-error @+1 {{'xfmr.paged_attention' op sliding_window must be positive, got 0}}
+  %0 = xfmr.paged_attention %q, %kp, %vp, %bt, %cl, %qsl
+      {block_size = 16 : i64, num_heads = 8 : i64, num_kv_heads = 2 : i64, scale = 0.125 : f32,
+       sliding_window = 0 : i64}
+      : tensor<10x8x64xf32>, tensor<128x16x2x64xf32>, tensor<128x16x2x64xf32>, tensor<4x32xi32>,
+        tensor<4xi32>, tensor<5xi32>
+  return
+}
+
+// -----
+
 // The key pool is a stack of blocks.
 func.func @paged_attention_key_pool_rank(%q: tensor<10x8x64xf32>, %kp: tensor<128x16x128xf32>,
                                          %vp: tensor<128x16x2x64xf32>, %bt: tensor<4x32xi32>,
