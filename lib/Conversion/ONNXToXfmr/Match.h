@@ -53,6 +53,12 @@ bool raiseRope(mlir::Operation *, mlir::IRRewriter &, RaiseLog &);
 bool raiseGatedMLP(mlir::Operation *, mlir::IRRewriter &, RaiseLog &);
 bool raiseAttention(mlir::Operation *, mlir::IRRewriter &, RaiseLog &);
 bool raiseAttention23(mlir::Operation *, mlir::IRRewriter &, RaiseLog &);
+/// onnxruntime's SimplifiedLayerNormalization and com.microsoft
+/// SkipSimplifiedLayerNormalization -> (add +) xfmr.rms_norm (Norms.cpp).
+bool raiseSimplifiedNorm(mlir::Operation *, mlir::IRRewriter &, RaiseLog &);
+/// com.microsoft GroupQueryAttention -> rope + concat + xfmr.attention
+/// (GroupQueryAttention.cpp).
+bool raiseGroupQueryAttention(mlir::Operation *, mlir::IRRewriter &, RaiseLog &);
 /// xfmr.attention with Hugging Face's causal + padding mask: causal = true and
 /// a [B, 1, 1, L] padding bias (CausalMask.cpp).
 bool raiseCausalMask(mlir::Operation *, mlir::IRRewriter &, RaiseLog &);

@@ -5,13 +5,17 @@
 // RMS norm, as exported from Hugging Face's LlamaRMSNorm / T5LayerNorm:
 //   w * (x * 1 / sqrt(mean(x^2, -1) + eps))      (also Reciprocal, or
 //   x / sqrt(...), weight on either side or absent), and the ONNX ops
-//   RMSNormalization-23 and com.microsoft SimplifiedLayerNormalization.
+//   RMSNormalization-23, SimplifiedLayerNormalization (onnxruntime's, in
+//   the default domain) and com.microsoft SkipSimplifiedLayerNormalization
+//   (residual add + RMS norm; the sum is its fourth output).
 // Layer norm: LayerNormalization-17 and its decomposed form
 //   ((x - mean(x)) / sqrt(mean((x - mean(x))^2) + eps)) * w + b.
 //
 //===----------------------------------------------------------------------===//
 
 #include "Match.h"
+
+#include "mlir/Dialect/Tensor/IR/Tensor.h"
 
 using namespace mlir;
 
@@ -129,6 +133,54 @@ bool raiseRMSNorm(Operation *anchor, IRRewriter &rewriter, RaiseLog &log) {
   auto op = RMSNormOp::create(rewriter, root->getLoc(), x, weight,
                               rewriter.getF32FloatAttr(epsilon));
   rewriter.replaceAllUsesWith(result, op.getResult());
+  log.formed("rms_norm");
+  return true;
+}
+
+bool raiseSimplifiedNorm(Operation *anchor, IRRewriter &rewriter, RaiseLog &log) {
+  auto fail = [&](const Twine &why) {
+    log.unfused(anchor, "rms_norm", why);
+    return false;
+  };
+  auto used = [](Value v) { return v && !isa<NoneType>(v.getType()) && !v.use_empty(); };
+  Location loc = anchor->getLoc();
+  rewriter.setInsertionPoint(anchor);
+  if (auto norm = dyn_cast<onnx::SimplifiedLayerNormalizationOp>(anchor)) {
+    Value x = norm.getX();
+    if (!isLastAxis(static_cast<int64_t>(norm.getAxis()), rankOf(x)) ||
+        rankOf(norm.getScale()) != 1)
+      return fail("normalizes over more than the last axis");
+    if (used(norm.getInvStdVar()))
+      return fail("inv_std_var is used");
+    if (norm.getY().getType() != x.getType())
+      return fail("result type differs from the input's");
+    auto op = RMSNormOp::create(rewriter, loc, x, norm.getScale(),
+                                rewriter.getF32FloatAttr(norm.getEpsilon().convertToDouble()));
+    rewriter.replaceAllUsesWith(norm.getY(), op.getResult());
+    log.formed("rms_norm");
+    return true;
+  }
+  // com.microsoft SkipSimplifiedLayerNormalization: the residual sum
+  // input + skip (+ bias), which is also output 3, then an RMS norm of it.
+  auto skip = cast<onnx::MsSkipSimplifiedLayerNormalizationOp>(anchor);
+  Value x = skip.getInput(), residual = skip.getSkip(), bias = skip.getBias();
+  if (x.getType() != residual.getType() || skip.getOutput().getType() != x.getType())
+    return fail("input, skip and output types differ (broadcast skip is not raised)");
+  if (rankOf(skip.getGamma()) != 1 || used(skip.getMean()) || used(skip.getInvStdVar()))
+    return fail("gamma is not a vector, or mean/inv_std_var are used");
+  Value sum = onnx::AddOp::create(rewriter, loc, x.getType(), x, residual);
+  if (bias && !isa<NoneType>(bias.getType()))
+    sum = onnx::AddOp::create(rewriter, loc, x.getType(), sum, bias);
+  auto op = RMSNormOp::create(rewriter, loc, sum, skip.getGamma(),
+                              rewriter.getF32FloatAttr(skip.getEpsilon().convertToDouble()));
+  rewriter.replaceAllUsesWith(skip.getOutput(), op.getResult());
+  Value total = skip.getInputSkipBiasSum();
+  if (used(total)) {
+    if (total.getType() != sum.getType())
+      sum = tensor::CastOp::create(rewriter, loc, total.getType(), sum);
+    rewriter.replaceAllUsesWith(total, sum);
+  }
+  rewriter.eraseOp(skip);
   log.formed("rms_norm");
   return true;
 }

@@ -122,6 +122,10 @@ MaskPositions maskPositions(Value mask) {
       w = windowOf(lt.getA());
     if (w)
       out.window = out.window ? std::min(*out.window, *w) : *w;
+    // A shape depends on no element of its input (whose producers may be
+    // earlier layers with masks of their own).
+    if (isa<onnx::ShapeOp>(op))
+      continue;
     llvm::append_range(work, op->getOperands());
   }
   return out;

@@ -55,12 +55,16 @@ struct RaiseONNXToXfmrPass : impl::RaiseONNXToXfmrPassBase<RaiseONNXToXfmrPass> 
       runRaiser<onnx::LayerNormalizationOp>(func, raiseLayerNorm, rewriter, log);
       runRaiser<onnx::ReduceMeanOp>(func, raiseDecomposedLayerNorm, rewriter, log);
       runRaiser<onnx::RMSNormalizationOp>(func, raiseRMSNorm, rewriter, log);
+      runRaiser<onnx::SimplifiedLayerNormalizationOp>(func, raiseSimplifiedNorm, rewriter, log);
+      runRaiser<onnx::MsSkipSimplifiedLayerNormalizationOp>(func, raiseSimplifiedNorm, rewriter,
+                                                            log);
       runRaiser<onnx::ReduceMeanOp>(func, raiseRMSNorm, rewriter, log);
       runRaiser<onnx::ConcatOp>(func, raiseRope, rewriter, log);
       runRaiser<onnx::GatherOp>(func, raiseEmbedding, rewriter, log);
       runRaiser<onnx::MatMulOp>(func, raiseGatedMLP, rewriter, log);
       runRaiser<onnx::SoftmaxOp>(func, raiseAttention, rewriter, log);
       runRaiser<onnx::AttentionOp>(func, raiseAttention23, rewriter, log);
+      runRaiser<onnx::MsGroupQueryAttentionOp>(func, raiseGroupQueryAttention, rewriter, log);
       runRaiser<AttentionOp>(func, raiseCausalMask, rewriter, log);
       numAttention += log.count("attention");
       numRMSNorm += log.count("rms_norm");

@@ -42,32 +42,50 @@ public:
 
   /// Whether dim `i` of `v` is the packed token count.
   bool isT(Value v, int64_t i) const {
-    for (int steps = 0; steps < 64; ++steps) {
-      if (llvm::is_contained(dims, std::make_pair(v, i)))
-        return true;
-      auto [from, dim] = onnx::getDimOrigin(v, i);
-      if (llvm::is_contained(dims, std::make_pair(from, dim)))
-        return true;
-      // Through the raised ops (the ONNX dim walk stops at them): an
-      // embedding's leading dims are its ids', norms/RoPE/MLPs keep the
-      // input's shape.
-      Operation *op = from.getDefiningOp();
-      if (auto cast = dyn_cast_or_null<tensor::CastOp>(op)) {
-        v = cast.getSource();
-      } else if (auto emb = dyn_cast_or_null<EmbeddingOp>(op)) {
-        if (dim >= rankOf(emb.getIds()))
-          return false;
-        v = emb.getIds();
-      } else if (isa_and_nonnull<RMSNormOp, LayerNormOp, RopeOp, GatedMLPOp>(op)) {
-        v = op->getOperand(0);
-      } else {
-        return false;
+    int budget = 256;
+    return isT(v, i, budget);
+  }
+
+private:
+  bool isT(Value v, int64_t i, int &budget) const {
+    if (--budget < 0)
+      return false;
+    if (llvm::is_contained(dims, std::make_pair(v, i)))
+      return true;
+    auto [from, dim] = onnx::getDimOrigin(v, i);
+    if (from != v || dim != i)
+      return isT(from, dim, budget);
+    // Through the raised ops (the ONNX dim walk stops at them): an
+    // embedding's leading dims are its ids', norms/RoPE/MLPs keep the
+    // input's shape, attention all but the feature dim of the query's.
+    Operation *op = v.getDefiningOp();
+    if (!op)
+      return false;
+    if (auto cast = dyn_cast<tensor::CastOp>(op))
+      return isT(cast.getSource(), i, budget);
+    if (auto emb = dyn_cast<EmbeddingOp>(op))
+      return i < rankOf(emb.getIds()) && isT(emb.getIds(), i, budget);
+    if (isa<RMSNormOp, LayerNormOp, RopeOp, GatedMLPOp>(op))
+      return isT(op->getOperand(0), i, budget);
+    if (isa<AttentionOp, PagedAttentionOp>(op))
+      return i + 1 < rankOf(v) && isT(op->getOperand(0), i, budget);
+    // A broadcasting elementwise op whose operands' origins differ (a
+    // residual add of an embedding and a layer's output): its dim is any
+    // operand's that is not 1, since the others must equal it or be 1.
+    if (isa<onnx::AddOp, onnx::SubOp, onnx::MulOp, onnx::DivOp, onnx::WhereOp>(op)) {
+      int64_t rank = rankOf(v);
+      for (Value operand : op->getOperands()) {
+        int64_t off = rank - rankOf(operand);
+        if (rankOf(operand) < 0 || off < 0 || i < off || dimOf(operand, i - off) == 1)
+          continue;
+        if (isT(operand, i - off, budget))
+          return true;
       }
-      i = dim;
     }
     return false;
   }
 
+public:
   /// Entry `k` of a 0-D/1-D integer tensor as a*T + c, if known.
   std::optional<Affine> entry(Value v, int64_t k, int depth = 0) const {
     if (!v || depth > 24 || k < 0)
@@ -86,6 +104,10 @@ public:
     name.consume_front("onnx.");
     if (name == "Shape") {
       Value x = op->getOperand(0);
+      // The step's stand-ins (an empty past, ...) are casts of static
+      // tensors to the old inputs' types.
+      while (auto cast = x.getDefiningOp<tensor::CastOp>())
+        x = cast.getSource();
       int64_t rank = rankOf(x);
       if (rank < 0)
         return std::nullopt;

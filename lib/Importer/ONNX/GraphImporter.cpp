@@ -600,7 +600,17 @@ LogicalResult GraphImporter::importNode(pb::NodeProto &node, int index) {
         return failure();
       }
       Type type = UnrankedTensorType::get(*elem);
-      if (auto it = declaredTypes.find(name); it != declaredTypes.end())
+      // A Constant's value has its own shape; a value_info that disagrees
+      // (onnxruntime-genai's builder declares its [1] constants as
+      // scalars) is not the node's output.
+      ShapedType value;
+      for (const NamedAttribute &a : attrs)
+        if (auto elements = dyn_cast<ElementsAttr>(a.getValue());
+            elements && a.getName() == "value")
+          value = elements.getShapedType();
+      if (node.op_type() == "Constant" && value && value.hasRank())
+        type = RankedTensorType::get(value.getShape(), *elem);
+      else if (auto it = declaredTypes.find(name); it != declaredTypes.end())
         if (auto ranked = dyn_cast<RankedTensorType>(it->second))
           type = RankedTensorType::get(ranked.getShape(), *elem);
       resultTypes.push_back(type);
