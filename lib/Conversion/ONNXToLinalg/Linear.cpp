@@ -4,7 +4,8 @@
 //
 // Every contraction becomes one linalg.generic whose loops are the batch, row,
 // column and reduction dims; broadcast batch dims index with 0. 16-bit float
-// contractions accumulate in f32.
+// contractions accumulate in f32. com.microsoft MatMulNBits unpacks its
+// blockwise-quantized weights inside the product.
 //
 //===----------------------------------------------------------------------===//
 
@@ -357,6 +358,156 @@ LogicalResult EinsumLowering::lower(Operation *op, StringRef,
   return success();
 }
 
+//===----------------------------------------------------------------------===//
+// com.microsoft MatMulNBits (blockwise 4- or 8-bit weights)
+//===----------------------------------------------------------------------===//
+
+XFMR_LOWERING_PATTERN(MatMulNBitsLowering);
+
+/// `v` [n0 * n1] (or already [n0, n1]) as [n0, n1].
+Value asMatrix(OpBuilder &b, Location loc, Value v, int64_t n0, int64_t n1) {
+  auto type = cast<RankedTensorType>(v.getType());
+  if (type.getRank() == 2)
+    return v;
+  auto matrix = RankedTensorType::get({n0, n1}, type.getElementType());
+  return tensor::ExpandShapeOp::create(b, loc, matrix, v,
+                                       ArrayRef<ReassociationIndices>{{0, 1}});
+}
+
+/// Y[..., n] = sum_k A[..., k] * W[n, k] (+ bias[n]) with
+///   W[n, k] = (q(n, k) - zp(n, k / bs)) * scale(n, k / bs),
+/// q(n, k) the `bits`-bit field k % (8 / bits) (low bits first) of byte
+/// B[n, k / bs, (k % bs) / (8 / bits)], zp 2^(bits - 1) when absent; as
+/// onnxruntime dequantizes (q - zp is exact in f32, so the order of the
+/// subtraction and the conversion does not matter). The weights are
+/// unpacked inside the product: no f32 copy of W is materialized.
+LogicalResult MatMulNBitsLowering::lower(Operation *op, StringRef,
+                                         ArrayRef<Value> operands,
+                                         ConversionPatternRewriter &rewriter) const {
+  Location loc = op->getLoc();
+  Value a = operands[0], packed = operands[1], scales = operands[2];
+  Value zeros = operands.size() > 3 && !isNone(operands[3]) ? operands[3] : Value();
+  Value bias = operands.size() > 5 && !isNone(operands[5]) ? operands[5] : Value();
+  if (operands.size() > 4 && !isNone(operands[4]))
+    return unsupported(op, "g_idx (act-order) is not supported");
+  int64_t k = intAttr(op, "K", 0), n = intAttr(op, "N", 0);
+  int64_t bits = intAttr(op, "bits", 4), bs = intAttr(op, "block_size", 0);
+  if (bits != 4 && bits != 8)
+    return unsupported(op, "only 4- and 8-bit weights are supported");
+  if (k <= 0 || n <= 0 || bs < 16 || (bs & (bs - 1)))
+    return unsupported(op, "K, N or block_size is invalid (block_size: a power of 2 >= 16)");
+  int64_t blocks = (k + bs - 1) / bs, perByte = 8 / bits;
+  auto aType = cast<RankedTensorType>(a.getType());
+  auto pType = cast<RankedTensorType>(packed.getType());
+  auto sType = cast<RankedTensorType>(scales.getType());
+  RankedTensorType type = resultType(op);
+  if (!type || aType.getRank() < 1 || aType.getDimSize(aType.getRank() - 1) != k)
+    return unsupported(op, "A's last dim is not K");
+  if (pType.getShape() != ArrayRef<int64_t>{n, blocks, bs / perByte})
+    return unsupported(op, "B is not [N, ceil(K / block_size), block_size * bits / 8]");
+  if (sType.getNumElements() != n * blocks || !sType.hasStaticShape())
+    return unsupported(op, "scales are not N * ceil(K / block_size) values");
+  bool packedZeros = false;
+  int64_t zeroCols = blocks;
+  if (zeros) {
+    auto zType = cast<RankedTensorType>(zeros.getType());
+    packedZeros = isa<IntegerType>(zType.getElementType());
+    zeroCols = packedZeros ? (blocks * bits + 7) / 8 : blocks;
+    if (!zType.hasStaticShape() || zType.getNumElements() != n * zeroCols)
+      return unsupported(op, "zero_points do not match N and the block count");
+  }
+  if (bias && cast<RankedTensorType>(bias.getType()).getNumElements() != n)
+    return unsupported(op, "bias is not [N]");
+
+  MLIRContext *ctx = rewriter.getContext();
+  Type acc = Float32Type::get(ctx);
+  Type elem = type.getElementType();
+  int64_t rank = type.getRank(); // loops: batch..., n, k
+  int64_t nDim = rank - 1, kDim = rank;
+  AffineExpr nE = getAffineDimExpr(nDim, ctx), kE = getAffineDimExpr(kDim, ctx);
+  AffineExpr blockE = kE.floorDiv(bs);
+  SmallVector<AffineExpr> ae, oe;
+  for (int64_t d = 0; d + 1 < rank; ++d) {
+    ae.push_back(getAffineDimExpr(d, ctx));
+    oe.push_back(getAffineDimExpr(d, ctx));
+  }
+  ae.push_back(kE);
+  oe.push_back(nE);
+  SmallVector<Value> ins{a, packed, asMatrix(rewriter, loc, scales, n, blocks)};
+  SmallVector<AffineMap> maps{
+      AffineMap::get(rank + 1, 0, ae, ctx),
+      AffineMap::get(rank + 1, 0, {nE, blockE, (kE % bs).floorDiv(perByte)}, ctx),
+      AffineMap::get(rank + 1, 0, {nE, blockE}, ctx)};
+  if (zeros) {
+    ins.push_back(asMatrix(rewriter, loc, zeros, n, zeroCols));
+    maps.push_back(AffineMap::get(rank + 1, 0,
+                                  {nE, packedZeros ? blockE.floorDiv(perByte) : blockE}, ctx));
+  }
+  maps.push_back(AffineMap::get(rank + 1, 0, oe, ctx));
+  SmallVector<utils::IteratorType> iters(rank, utils::IteratorType::parallel);
+  iters.push_back(utils::IteratorType::reduction);
+
+  SmallVector<OpFoldResult> sizes = mixedSizes(rewriter, loc, a);
+  sizes.back() = rewriter.getIndexAttr(n);
+  auto accType = type.clone(acc);
+  Value init = filledTensor(rewriter, loc, accType, sizes, scalarConstant(rewriter, loc, acc, 0));
+  Type i32 = rewriter.getI32Type();
+  // The `bits`-bit field of `byte` selected by `index` % perByte.
+  auto field = [&](OpBuilder &nb, Location l, Value byte, Value index) -> Value {
+    Value v = arith::ExtUIOp::create(nb, l, i32, byte);
+    if (bits == 8)
+      return v;
+    Value sub = arith::RemUIOp::create(nb, l, index, arith::ConstantIndexOp::create(nb, l, perByte));
+    Value shift = arith::MulIOp::create(nb, l, arith::IndexCastOp::create(nb, l, i32, sub),
+                                        arith::ConstantIntOp::create(nb, l, i32, bits));
+    Value shifted = arith::ShRUIOp::create(nb, l, v, shift);
+    return arith::AndIOp::create(nb, l, shifted,
+                                 arith::ConstantIntOp::create(nb, l, i32, (1 << bits) - 1));
+  };
+  Value product =
+      linalg::GenericOp::create(
+          rewriter, loc, TypeRange{accType}, ins, ValueRange{init}, maps, iters,
+          [&](OpBuilder &nb, Location l, ValueRange args) {
+            Value kIdx = linalg::IndexOp::create(nb, l, kDim);
+            Value q = field(nb, l, args[1], kIdx);
+            Value zp;
+            if (!zeros) {
+              zp = arith::ConstantFloatOp::create(nb, l, cast<FloatType>(acc),
+                                                  APFloat(static_cast<float>(1 << (bits - 1))));
+            } else if (packedZeros) {
+              Value block = arith::DivUIOp::create(nb, l, kIdx,
+                                                   arith::ConstantIndexOp::create(nb, l, bs));
+              zp = arith::UIToFPOp::create(nb, l, acc, field(nb, l, args[3], block));
+            } else {
+              zp = castScalar(nb, l, args[3], elementType(operands[3]), acc);
+            }
+            Value w = arith::SubFOp::create(nb, l, arith::UIToFPOp::create(nb, l, acc, q), zp);
+            w = arith::MulFOp::create(nb, l, w,
+                                      castScalar(nb, l, args[2], sType.getElementType(), acc));
+            Value x = castScalar(nb, l, args[0], aType.getElementType(), acc);
+            auto fm = arith::FastMathFlagsAttr::get(
+                nb.getContext(), arith::FastMathFlags::reassoc | arith::FastMathFlags::contract);
+            Value p = arith::MulFOp::create(nb, l, x, w, fm);
+            linalg::YieldOp::create(nb, l, arith::AddFOp::create(nb, l, args.back(), p, fm).getResult());
+          })
+          .getResult(0);
+  SmallVector<Value> tail{product};
+  if (bias)
+    tail.push_back(bias);
+  Type biasType = bias ? elementType(operands[5]) : Type();
+  Value result = buildElementwise(
+      rewriter, loc, type, tail,
+      [&](OpBuilder &nb, Location l, ValueRange v) {
+        Value y = v[0];
+        if (v.size() > 1)
+          y = arith::AddFOp::create(nb, l, y, castScalar(nb, l, v[1], biasType, acc));
+        return castScalar(nb, l, y, acc, elem);
+      },
+      sizes);
+  rewriter.replaceOp(op, result);
+  return success();
+}
+
 } // namespace
 
 void populateLinearPatterns(RewritePatternSet &patterns,
@@ -366,6 +517,7 @@ void populateLinearPatterns(RewritePatternSet &patterns,
                                ArrayRef<StringRef>{"MatMul", "MatMulInteger"});
   patterns.add<GemmLowering>(converter, ctx, log, ArrayRef<StringRef>{"Gemm"});
   patterns.add<EinsumLowering>(converter, ctx, log, ArrayRef<StringRef>{"Einsum"});
+  patterns.add<MatMulNBitsLowering>(converter, ctx, log, ArrayRef<StringRef>{"ms.MatMulNBits"});
 }
 
 } // namespace xfmr::lowering

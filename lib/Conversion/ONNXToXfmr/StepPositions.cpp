@@ -57,7 +57,8 @@ private:
       return isT(from, dim, budget);
     // Through the raised ops (the ONNX dim walk stops at them): an
     // embedding's leading dims are its ids', norms/RoPE/MLPs keep the
-    // input's shape, attention all but the feature dim of the query's.
+    // input's shape, attention and quantized products all but the feature
+    // dim of their first operand's.
     Operation *op = v.getDefiningOp();
     if (!op)
       return false;
@@ -67,7 +68,7 @@ private:
       return i < rankOf(emb.getIds()) && isT(emb.getIds(), i, budget);
     if (isa<RMSNormOp, LayerNormOp, RopeOp, GatedMLPOp>(op))
       return isT(op->getOperand(0), i, budget);
-    if (isa<AttentionOp, PagedAttentionOp>(op))
+    if (isa<AttentionOp, PagedAttentionOp, onnx::MsMatMulNBitsOp>(op))
       return i + 1 < rankOf(v) && isT(op->getOperand(0), i, budget);
     // A broadcasting elementwise op whose operands' origins differ (a
     // residual add of an embedding and a layer's output): its dim is any
