@@ -403,7 +403,9 @@ LogicalResult MatMulNBitsLowering::lower(Operation *op, StringRef,
   RankedTensorType type = resultType(op);
   if (!type || aType.getRank() < 1 || aType.getDimSize(aType.getRank() - 1) != k)
     return unsupported(op, "A's last dim is not K");
-  if (pType.getShape() != ArrayRef<int64_t>{n, blocks, bs / perByte})
+  int64_t blob = bs / perByte;
+  bool flatB = pType.getShape() == ArrayRef<int64_t>{n, blocks * blob};
+  if (!flatB && pType.getShape() != ArrayRef<int64_t>{n, blocks, blob})
     return unsupported(op, "B is not [N, ceil(K / block_size), block_size * bits / 8]");
   if (sType.getNumElements() != n * blocks || !sType.hasStaticShape())
     return unsupported(op, "scales are not N * ceil(K / block_size) values");
@@ -419,6 +421,10 @@ LogicalResult MatMulNBitsLowering::lower(Operation *op, StringRef,
   if (bias && cast<RankedTensorType>(bias.getType()).getNumElements() != n)
     return unsupported(op, "bias is not [N]");
 
+  if (flatB)
+    packed = tensor::ExpandShapeOp::create(
+        rewriter, loc, RankedTensorType::get({n, blocks, blob}, pType.getElementType()), packed,
+        ArrayRef<ReassociationIndices>{{0}, {1, 2}});
   MLIRContext *ctx = rewriter.getContext();
   Type acc = Float32Type::get(ctx);
   Type elem = type.getElementType();

@@ -1140,14 +1140,14 @@ func.func @ms_matmul_nbits_k_n(%a: tensor<2x256xf16>, %b: tensor<512x8x16xui8>,
 
 // -----
 
-// K is a whole number of blocks.
-func.func @ms_matmul_nbits_k_blocks(%a: tensor<2x250xf16>, %b: tensor<512x8x16xui8>,
-                                    %s: tensor<4096xf16>) -> tensor<2x512xf16> {
+// K = 250 is ceil(250 / 32) = 8 blocks, the last one partial: B needs 8.
+func.func @ms_matmul_nbits_k_blocks(%a: tensor<2x250xf16>, %b: tensor<512x7x16xui8>,
+                                    %s: tensor<3584xf16>) -> tensor<2x512xf16> {
   %none = onnx.NoValue : none
-  // expected-error @+1 {{'onnx.ms.MatMulNBits' op block_size 32 does not divide K=250}}
+  // expected-error @+1 {{'onnx.ms.MatMulNBits' op packed weight B has type 'tensor<512x7x16xui8>', expected [512, 8, 16]}}
   %0 = onnx.ms.MatMulNBits(%a, %b, %s, %none, %none, %none)
       {K = 250 : i64, N = 512 : i64, block_size = 32 : i64}
-      : (tensor<2x250xf16>, tensor<512x8x16xui8>, tensor<4096xf16>, none, none, none) -> tensor<2x512xf16>
+      : (tensor<2x250xf16>, tensor<512x7x16xui8>, tensor<3584xf16>, none, none, none) -> tensor<2x512xf16>
   return %0 : tensor<2x512xf16>
 }
 
