@@ -38,6 +38,7 @@
 #include "llvm/Support/InitLLVM.h"
 #include "llvm/Support/FormatVariadic.h"
 #include "llvm/Support/JSON.h"
+#include "llvm/Support/MemoryBuffer.h"
 #include "llvm/Support/Path.h"
 #include "llvm/Support/Process.h"
 #include "llvm/Support/SourceMgr.h"
@@ -57,8 +58,11 @@ using namespace mlir;
 
 namespace {
 cl::OptionCategory category("xfmr-compile options");
-cl::opt<std::string> inputFilename(cl::Positional, cl::desc("<model.onnx>"),
-                                   cl::Required, cl::cat(category));
+cl::opt<std::string> inputFilename(
+    cl::Positional,
+    cl::desc("<model.onnx | model folder (onnxruntime-genai: genai_config.json names the "
+             "decoder's file, else model.onnx)>"),
+    cl::Required, cl::cat(category));
 cl::opt<std::string> outputFilename(
     "o", cl::desc("Artifact directory to write (with --emit: the IR file, "
                   "default stdout)"),
@@ -331,7 +335,46 @@ LogicalResult commitArtifact(llvm::StringRef tmp, llvm::StringRef out) {
   return success();
 }
 
+/// A model folder as onnxruntime-genai's builder writes it: the decoder file
+/// named by genai_config.json's model.decoder.filename (else model.onnx).
+/// Replaces `inputFilename` by that file; errors name the folder's config.
+LogicalResult resolveModelFolder() {
+  if (!llvm::sys::fs::is_directory(inputFilename))
+    return success();
+  std::string dir = inputFilename;
+  llvm::SmallString<256> config(dir);
+  llvm::sys::path::append(config, "genai_config.json");
+  std::string file = "model.onnx";
+  if (llvm::sys::fs::exists(config)) {
+    auto buffer = llvm::MemoryBuffer::getFile(config);
+    if (!buffer)
+      return fail(config.str() + ": " + buffer.getError().message()), failure();
+    llvm::Expected<llvm::json::Value> json = llvm::json::parse((*buffer)->getBuffer());
+    if (!json)
+      return fail(config.str() + ": " + llvm::toString(json.takeError())), failure();
+    const llvm::json::Object *root = json->getAsObject();
+    const llvm::json::Object *model = root ? root->getObject("model") : nullptr;
+    const llvm::json::Object *decoder = model ? model->getObject("decoder") : nullptr;
+    if (decoder)
+      if (std::optional<llvm::StringRef> name = decoder->getString("filename")) {
+        if (name->empty() || name->contains('/') || *name == "..")
+          return fail(config.str() + ": model.decoder.filename '" + name->str() +
+                      "' is not a file name in the folder"),
+                 failure();
+        file = name->str();
+      }
+  }
+  llvm::SmallString<256> path(dir);
+  llvm::sys::path::append(path, file);
+  if (!llvm::sys::fs::exists(path))
+    return fail(dir + ": no " + file + " in the model folder"), failure();
+  inputFilename = path.str().str();
+  return success();
+}
+
 int compile() {
+  if (failed(resolveModelFolder()))
+    return 1;
   if (target != "cpu")
     return fail("target '" + target + "' is not supported yet (supported: cpu)");
   if (!emit.empty() && !llvm::is_contained({"onnx", "xfmr", "linalg", "llvm"}, emit))
@@ -544,6 +587,7 @@ int main(int argc, char **argv) {
       argc, argv,
       "xfmr ahead-of-time compiler\n\n"
       "  xfmr-compile model.onnx --target=cpu -o model.xfa\n"
+      "  xfmr-compile phi3-int4-cpu/ --kv-cache=paged -o phi3.xfa   (a model folder)\n"
       "  xfmr-compile model.onnx --emit=linalg\n\n"
       "Writes an artifact directory (manifest.json, model.so, weights.bin)\n"
       "that xfmr-run executes; see docs/artifact.md. MLIR's printing and\n"
