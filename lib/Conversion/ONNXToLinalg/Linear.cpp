@@ -420,7 +420,7 @@ int64_t elementBytes(Type t) { return (t.getIntOrFloatBitWidth() + 7) / 8; }
 
 /// The quantized product with the weights repacked at compile time column
 /// by column ([blocks, block_size * bits / 8, N] bytes, scales and zero
-/// points [*, N]) and loops (batch..., block, byte, field, n): n innermost,
+/// points [*, N]) and loops (batch..., block, byte, n): n innermost,
 /// so every operand is read contiguously and the n loop vectorizes like the
 /// f32 product's, with the fields unpacked in registers. Needs constant
 /// weights, scales and zero points and K a whole number of blocks; returns
@@ -470,23 +470,30 @@ Value columnMajorNBits(OpBuilder &b, Location loc, Value a, Value packed, Value 
   reassoc.push_back(last);
   Value aBlocks = tensor::ExpandShapeOp::create(b, loc, aType.clone(aShape), a, reassoc, aSizes);
 
-  // Loops: batch..., block, byte, (field,) n.
-  int64_t blkDim = batch, byteDim = batch + 1, fieldDim = batch + 2;
-  int64_t nDim = batch + (perByte > 1 ? 3 : 2), loops = nDim + 1;
+  // Loops: batch..., block, byte, n. A 4-bit byte's two fields are both
+  // used in one iteration (A read at field 0 and field 1), so each weight
+  // byte is loaded and widened once.
+  int64_t blkDim = batch, byteDim = batch + 1, nDim = batch + 2, loops = nDim + 1;
   auto dim = [&](int64_t d) { return getAffineDimExpr(d, ctx); };
-  SmallVector<AffineExpr> ae, oe;
-  for (int64_t d = 0; d < batch; ++d) {
-    ae.push_back(dim(d));
+  SmallVector<AffineExpr> oe;
+  for (int64_t d = 0; d < batch; ++d)
     oe.push_back(dim(d));
-  }
-  ae.append({dim(blkDim), dim(byteDim)});
-  if (perByte > 1)
-    ae.push_back(dim(fieldDim));
   oe.push_back(dim(nDim));
-  SmallVector<Value> ins{aBlocks, bT, sT};
-  SmallVector<AffineMap> maps{AffineMap::get(loops, 0, ae, ctx),
-                              AffineMap::get(loops, 0, {dim(blkDim), dim(byteDim), dim(nDim)}, ctx),
-                              AffineMap::get(loops, 0, {dim(blkDim), dim(nDim)}, ctx)};
+  SmallVector<Value> ins;
+  SmallVector<AffineMap> maps;
+  for (int64_t f = 0; f < perByte; ++f) {
+    SmallVector<AffineExpr> ae;
+    for (int64_t d = 0; d < batch; ++d)
+      ae.push_back(dim(d));
+    ae.append({dim(blkDim), dim(byteDim)});
+    if (perByte > 1)
+      ae.push_back(getAffineConstantExpr(f, ctx));
+    ins.push_back(aBlocks);
+    maps.push_back(AffineMap::get(loops, 0, ae, ctx));
+  }
+  ins.append({bT, sT});
+  maps.push_back(AffineMap::get(loops, 0, {dim(blkDim), dim(byteDim), dim(nDim)}, ctx));
+  maps.push_back(AffineMap::get(loops, 0, {dim(blkDim), dim(nDim)}, ctx));
   if (zT) {
     ins.push_back(zT);
     AffineExpr row = packedZeros ? dim(blkDim).floorDiv(perByte) : dim(blkDim);
@@ -499,21 +506,18 @@ Value columnMajorNBits(OpBuilder &b, Location loc, Value a, Value packed, Value 
   iters[nDim] = utils::IteratorType::parallel;
   Type acc = accType.getElementType(), i32 = b.getI32Type();
   Value init = filledTensor(b, loc, accType, sizes, scalarConstant(b, loc, acc, 0));
-  auto field = [&](OpBuilder &nb, Location l, Value v, Value index) -> Value {
-    v = arith::ExtUIOp::create(nb, l, i32, v);
+  auto field = [&](OpBuilder &nb, Location l, Value wide, Value shift) -> Value {
     if (perByte == 1)
-      return v;
-    Value shift = arith::MulIOp::create(nb, l, arith::IndexCastOp::create(nb, l, i32, index),
-                                        arith::ConstantIntOp::create(nb, l, i32, bits));
-    return arith::AndIOp::create(nb, l, arith::ShRUIOp::create(nb, l, v, shift),
+      return wide;
+    Value v = shift ? arith::ShRUIOp::create(nb, l, wide, shift).getResult() : wide;
+    return arith::AndIOp::create(nb, l, v,
                                  arith::ConstantIntOp::create(nb, l, i32, (1 << bits) - 1));
   };
   return linalg::GenericOp::create(
              b, loc, TypeRange{accType}, ins, ValueRange{init}, maps, iters,
              [&](OpBuilder &nb, Location l, ValueRange args) {
-               Value sub = perByte > 1 ? linalg::IndexOp::create(nb, l, fieldDim).getResult()
-                                       : Value();
-               Value q = arith::UIToFPOp::create(nb, l, acc, field(nb, l, args[1], sub));
+               Value wide = arith::ExtUIOp::create(nb, l, i32, args[perByte]);
+               Value scale = castScalar(nb, l, args[perByte + 1], sElem, acc);
                Value zp;
                if (!zT) {
                  zp = arith::ConstantFloatOp::create(nb, l, cast<FloatType>(acc),
@@ -522,18 +526,26 @@ Value columnMajorNBits(OpBuilder &b, Location loc, Value a, Value packed, Value 
                  Value blk = linalg::IndexOp::create(nb, l, blkDim);
                  Value which = arith::RemUIOp::create(
                      nb, l, blk, arith::ConstantIndexOp::create(nb, l, perByte));
-                 zp = arith::UIToFPOp::create(nb, l, acc, field(nb, l, args[3], which));
+                 Value shift = arith::MulIOp::create(
+                     nb, l, arith::IndexCastOp::create(nb, l, i32, which),
+                     arith::ConstantIntOp::create(nb, l, i32, bits));
+                 Value z = arith::ExtUIOp::create(nb, l, i32, args[perByte + 2]);
+                 zp = arith::UIToFPOp::create(nb, l, acc, field(nb, l, z, shift));
                } else {
-                 zp = castScalar(nb, l, args[3], zeroOrig, acc);
+                 zp = castScalar(nb, l, args[perByte + 2], zeroOrig, acc);
                }
-               Value w = arith::MulFOp::create(nb, l, arith::SubFOp::create(nb, l, q, zp),
-                                               castScalar(nb, l, args[2], sElem, acc));
-               Value x = castScalar(nb, l, args[0], aType.getElementType(), acc);
                auto fm = arith::FastMathFlagsAttr::get(
                    nb.getContext(), arith::FastMathFlags::reassoc | arith::FastMathFlags::contract);
-               Value p = arith::MulFOp::create(nb, l, x, w, fm);
-               linalg::YieldOp::create(nb, l,
-                                       arith::AddFOp::create(nb, l, args.back(), p, fm).getResult());
+               Value sum = args.back();
+               for (int64_t f = 0; f < perByte; ++f) {
+                 Value shift = f ? arith::ConstantIntOp::create(nb, l, i32, f * bits).getResult()
+                                 : Value();
+                 Value q = arith::UIToFPOp::create(nb, l, acc, field(nb, l, wide, shift));
+                 Value w = arith::MulFOp::create(nb, l, arith::SubFOp::create(nb, l, q, zp), scale);
+                 Value x = castScalar(nb, l, args[f], aType.getElementType(), acc);
+                 sum = arith::AddFOp::create(nb, l, sum, arith::MulFOp::create(nb, l, x, w, fm), fm);
+               }
+               linalg::YieldOp::create(nb, l, sum);
              })
       .getResult(0);
 }
