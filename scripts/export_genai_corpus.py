@@ -38,6 +38,20 @@ The builder of onnxruntime-genai 0.11.4 (the newest that takes onnxruntime
 genai_config.json with transformers 5, which onnxruntime-genai itself refuses
 to load: they are replaced by the builder's documented defaults.
 
+and ref/CASE/ (inputs/*.npy, outputs/*.npy, ref.json: examples/hf/ref's
+format) with onnxruntime's outputs (int4*: every MatMulNBits at
+accuracy_level 1, float activations; ref.json gives the distance to the
+file's own level 4) for the forward numerics check of
+scripts/check-genai-corpus.py:
+
+  past     batch 1, past 3 (a sliding window W: W) + 4 new tokens, mask all
+           ones (onnxruntime's GroupQueryAttention refuses batch > 1 with a
+           past and more than one new token)
+  decode   batch 2, past 6 (a window W: W + 3) + 1 new token, mask all ones
+  prompt   batch 2, 5 tokens, 0-length past, row 1 right-padded by 2
+
+The pasts are the model's own presents after prefilling their tokens.
+
 OUT/LAYER.txt lists, for llama_fp32, llama_int4 (and llama_int4zp), the nodes that compute
 seqlens_k / total_sequence_length from attention_mask and every node of
 decoder layer 0 (op type, name, inputs, outputs, attributes).
@@ -46,6 +60,9 @@ Usage (needs the venv with scripts/requirements-models.txt):
   .venv/bin/python scripts/export_genai_corpus.py [--out DIR]
       [--arch llama,qwen2,phi3,mistral,gemma] [--precision fp32,int4]
 --arch also takes mistral_swa, --precision also int4zp (uint4 with zero points).
+  .venv/bin/python scripts/export_genai_corpus.py --examples
+writes the committed corpus examples/genai/ (every architecture, mistral_swa
+too, fp32 and int4, README.md; no LAYER.txt): a rerun writes identical bytes.
 """
 
 import argparse
@@ -69,8 +86,12 @@ import torch  # noqa: E402
 import transformers  # noqa: E402
 from onnx import helper, numpy_helper  # noqa: E402
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from xfmr_refs import to_json  # noqa: E402
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 DEFAULT_OUT = os.path.join(ROOT, "build", "genai-corpus")
+EXAMPLES_OUT = os.path.join(ROOT, "examples", "genai")
 
 HIDDEN, LAYERS, HEADS, KV_HEADS, HEAD_DIM, INTER, VOCAB, MAXPOS = 64, 2, 4, 2, 16, 128, 256, 256
 PROMPT_IDS = [1, 17, 42, 99, 200]
@@ -298,6 +319,128 @@ def with_accuracy_level(model_path, level):
 
 
 # --------------------------------------------------------------------------
+# Forward references (OUT/ARCH_PREC/ref/CASE/, the format of examples/hf/ref)
+
+REF_NEW = 4                      # "past": new tokens after the past
+REF_PAST = 3                     # past length (a sliding window W < context: W)
+REF_PROMPT, REF_PAD = 5, 2       # "prompt": 5 tokens, row 1 right-padded by 2
+REF_PAD_ID = 0
+
+
+def safe(name):
+    return "".join(c if c.isalnum() or c in "._-" else "_" for c in name)
+
+
+def local_window(model_path):
+    m = onnx.load(model_path, load_external_data=False)
+    for n in m.graph.node:
+        if n.op_type == "GroupQueryAttention":
+            for a in n.attribute:
+                if a.name == "local_window_size" and a.i > 0:
+                    return a.i
+    return 0
+
+
+def ref_cases(sess, window):
+    """{case: (feed, description)}: the inputs of the reference cases.
+
+    past    batch 1, past REF_PAST (W with a sliding window W, so that the
+            last new tokens lose keys) + REF_NEW new tokens, attention_mask
+            all ones (onnxruntime's GroupQueryAttention refuses batch > 1
+            with a past and more than one new token)
+    decode  batch 2, past P + REF_NEW - 1 (P: past's past length) + 1 new
+            token, attention_mask all ones (rows differ): past's total length
+    prompt  batch 2, REF_PROMPT tokens, 0-length past, row 1 right-padded by
+            REF_PAD (pad id 0, attention_mask 0): the first prompt of a batch
+    The pasts are the model's own presents after prefilling their tokens.
+    """
+    rng = np.random.RandomState(SEED)
+    # A window shorter than the context (mistral's default 4096 is not).
+    past_len = window if REF_PAST < window < MAXPOS - REF_NEW else REF_PAST
+    names = [o.name for o in sess.get_outputs()]
+
+    def with_past(ids, p, new):  # prefill ids[:, :p], then ids[:, p:p + new]
+        b = ids.shape[0]
+        feed = {"input_ids": ids[:, :p], "attention_mask": np.ones((b, p), np.int64)}
+        feed.update({k: np.repeat(v, b, axis=0) for k, v in empty_past(sess).items()})
+        res = dict(zip(names, sess.run(None, feed)))
+        out = {"input_ids": np.ascontiguousarray(ids[:, p:p + new]),
+               "attention_mask": np.ones((b, p + new), np.int64)}
+        out.update({k.replace("present.", "past_key_values."): v for k, v in res.items()
+                    if k.startswith("present.")})
+        return out
+
+    ids = rng.randint(4, VOCAB, size=(2, past_len + REF_NEW)).astype(np.int64)
+    ids[:, 0] = 1  # <s>
+    pids = rng.randint(4, VOCAB, size=(2, REF_PROMPT)).astype(np.int64)
+    pids[:, 0] = 1
+    mask = np.ones((2, REF_PROMPT), np.int64)
+    pids[1, REF_PROMPT - REF_PAD:] = REF_PAD_ID
+    mask[1, REF_PROMPT - REF_PAD:] = 0
+    prompt = {"input_ids": pids, "attention_mask": mask}
+    prompt.update({k: np.repeat(v, 2, axis=0) for k, v in empty_past(sess).items()})
+    return collections.OrderedDict([
+        ("past", (with_past(ids[:1], past_len, REF_NEW),
+                  "batch 1, past %d (the model's own present) + %d new tokens, "
+                  "attention_mask all ones" % (past_len, REF_NEW))),
+        ("decode", (with_past(ids, past_len + REF_NEW - 1, 1),
+                    "batch 2, past %d (the model's own present) + 1 new token, attention_mask "
+                    "all ones" % (past_len + REF_NEW - 1))),
+        ("prompt", (prompt, "batch 2, %d tokens, 0-length past, row 1 right-padded by %d "
+                    "(input id %d, attention_mask 0)" % (REF_PROMPT, REF_PAD, REF_PAD_ID)))])
+
+
+def kept(name, x, mask):
+    """The positions of output `x` that attention_mask keeps (the checker's
+    comparison): logits rows, present.* past + new positions."""
+    m = mask.astype(bool)
+    if name.startswith("present."):
+        return np.broadcast_to(m[:, None, :, None], x.shape)
+    return np.broadcast_to(m[:, -x.shape[1]:, None], x.shape)
+
+
+def write_refs(out_dir, model_path, prec):
+    """Writes out_dir/ref/CASE/{inputs,outputs}/*.npy and ref.json (tensors
+    with their role, like examples/hf/ref; scripts/check-genai-corpus.py).
+    int4 models: the reference runs every MatMulNBits at accuracy_level 1
+    (float activations, what a dequantize-inside-the-product lowering
+    computes); ref.json gives how far the file's own accuracy_level (4: int8
+    activations) is from it at the kept positions."""
+    window = local_window(model_path)
+    quant = prec != "fp32"
+    sess = session(with_accuracy_level(model_path, 1)) if quant else session(model_path)
+    names = [o.name for o in sess.get_outputs()]
+    for case, (feed, desc) in ref_cases(sess, window).items():
+        ref_dir = os.path.join(out_dir, "ref", case)
+        for kind in ("inputs", "outputs"):
+            os.makedirs(os.path.join(ref_dir, kind))
+        # Positions the mask drops are stored as 0: onnxruntime leaves padded
+        # query rows unspecified (they vary from run to run).
+        got = [np.where(kept(n, v, feed["attention_mask"]), v, np.float32(0)).astype(v.dtype)
+               for n, v in zip(names, sess.run(None, feed))]
+        tensors = []
+        for role, items in (("input", list(feed.items())), ("output", list(zip(names, got)))):
+            for n, v in items:
+                f = "%ss/%s.npy" % (role, safe(n))
+                np.save(os.path.join(ref_dir, f), v)
+                tensors.append({"name": n, "file": f, "dtype": str(v.dtype),
+                                "shape": list(v.shape), "role": role})
+        meta = {"model": "model.onnx", "sha256": sha256(model_path), "case": case,
+                "description": desc, "onnxruntime": ort.__version__,
+                "reference": "onnxruntime CPU, ORT_DISABLE_ALL, 1 thread"}
+        if quant:
+            meta["reference"] += ", MatMulNBits accuracy_level 1"
+            own = session(model_path).run(None, feed)
+            meta["max_rel_diff_accuracy_level_4"] = {
+                n: round(float(np.max(np.abs(a - b)[k]) / np.max(np.abs(b)[k])), 6)
+                for n, a, b in zip(names, own, got)
+                for k in [kept(n, b, feed["attention_mask"])]}
+        meta["tensors"] = tensors
+        with open(os.path.join(ref_dir, "ref.json"), "w") as f:
+            f.write(to_json(meta))
+
+
+# --------------------------------------------------------------------------
 # Summaries
 
 
@@ -379,6 +522,12 @@ def layer_listing(model_path, title):
     return "\n".join(lines) + "\n"
 
 
+def tree_size(path):
+    if os.path.isfile(path):
+        return os.path.getsize(path)
+    return sum(os.path.getsize(os.path.join(d, f)) for d, _, fs in os.walk(path) for f in fs)
+
+
 def sha256(path):
     with open(path, "rb") as f:
         return hashlib.sha256(f.read()).hexdigest()
@@ -426,21 +575,56 @@ def run_one(arch, prec, out_root, tmp_root, torch_model, hf_dir):
     with open(os.path.join(out_dir, "greedy.json"), "w") as f:
         json.dump(ref, f, indent=1)
         f.write("\n")
+    write_refs(out_dir, model_path, prec)
 
     m = onnx.load(model_path, load_external_data=False)
-    files = sorted(os.listdir(out_dir))
+    files = sorted(x for x in os.listdir(out_dir) if os.path.isfile(os.path.join(out_dir, x)))
     size = sum(os.path.getsize(os.path.join(out_dir, x)) for x in files)
+    files.append("ref/")
     eq = lambda k: ("==" if ref.get(k) == toks else "!=")  # noqa: E731
     line = ("%s: build %.1fs total %.1fs | %d bytes (%s) | ops %s | in %s | out %s | "
             "greedy kv%sfull torch%s genai%s%s margin %.1e" % (
                 name, t_build, t_total, size,
-                ", ".join("%s %d" % (x, os.path.getsize(os.path.join(out_dir, x))) for x in files),
+                ", ".join("%s %d" % (x, tree_size(os.path.join(out_dir, x))) for x in files),
                 " ".join(op_types(m)), " ".join(io_desc(i) for i in m.graph.input),
                 " ".join(io_desc(o) for o in m.graph.output),
                 "==" if ref["full_recompute_equal"] else "!=", eq("torch_tokens"),
                 eq("genai_tokens"),
                 (" acc1" + eq("tokens_accuracy_level_1")) if prec != "fp32" else "", margin))
     return line
+
+
+def write_readme(out_root, names):
+    rows, total = [], 0
+    for n in names:
+        d = os.path.join(out_root, n)
+        if not os.path.isdir(d):
+            continue
+        sizes = {f: tree_size(os.path.join(d, f)) for f in sorted(os.listdir(d))}
+        total += sum(sizes.values())
+        rows.append("| `%s` | %d | %d | %d | %d |" % (
+            n, sizes.get("model.onnx", 0), sizes.get("model.onnx.data", 0), sizes.get("ref", 0),
+            sum(sizes.values())))
+    text = """# onnxruntime-genai model-builder corpus (issue 16)
+
+Written by `scripts/export_genai_corpus.py --examples` (byte-identical on
+rerun with the pinned versions); checked by `scripts/check-genai-corpus.py`
+(lit: `test/Integration/CPU/genai-corpus.test`). See docs/onnxruntime-genai.md.
+
+Each `ARCH_PREC/` is what `python -m onnxruntime_genai.models.builder -i HF_DIR
+-o ARCH_PREC -p PREC -e cpu` writes for a tiny random model (model.onnx,
+model.onnx.data, genai_config.json, tokenizer.json, tokenizer_config.json),
+plus `greedy.json` (onnxruntime's 16 greedy tokens with the KV cache) and
+`ref/{past,decode,prompt}/` (inputs, onnxruntime's outputs, ref.json).
+
+| model | model.onnx | model.onnx.data | ref/ | all bytes |
+|---|---|---|---|---|
+%s
+
+Total: %d bytes.
+""" % ("\n".join(rows), total)
+    with open(os.path.join(out_root, "README.md"), "w") as f:
+        f.write(text)
 
 
 def main():
@@ -453,7 +637,12 @@ def main():
                     help="comma-separated subset of fp32,int4,int4zp (int4zp: int4 with zero "
                     "points, builder option int4_is_symmetric=false) (default %(default)s)")
     ap.add_argument("--keep-hf", action="store_true", help="keep the HF folders in OUT/hf/ARCH")
+    ap.add_argument("--examples", action="store_true",
+                    help="the committed corpus: --out %s, every architecture (mistral_swa "
+                    "too), fp32 and int4, README.md, no LAYER.txt" % os.path.relpath(EXAMPLES_OUT, ROOT))
     a = ap.parse_args()
+    if a.examples:
+        a.out, a.arch, a.precision = EXAMPLES_OUT, ",".join(ARCHS), ",".join(PRECISIONS)
     archs = [x for x in a.arch.split(",") if x]
     precs = [x for x in a.precision.split(",") if x]
     bad = [x for x in archs if x not in ARCHS] + [x for x in precs if x not in BUILDER_PRECISION]
@@ -485,7 +674,9 @@ def main():
                 except Exception as e:  # noqa: BLE001
                     failed.append(("%s_%s" % (arch, prec), "%s: %s" % (type(e).__name__, e)))
                     print("FAILED %s_%s: %s" % (arch, prec, e), flush=True)
-    if "llama" in archs:  # every llama_* in OUT, not only this run's precisions
+    if a.examples:
+        write_readme(out_root, ["%s_%s" % (x, p) for x in archs for p in precs])
+    elif "llama" in archs:  # every llama_* in OUT, not only this run's precisions
         text = []
         for prec in BUILDER_PRECISION:
             p = os.path.join(out_root, "llama_" + prec, "model.onnx")
