@@ -399,11 +399,11 @@ std::optional<ArrayRef<char>> constantBytes(Value v) {
   return std::nullopt;
 }
 
-/// A constant [rows, cols] of `element` (given as `bytes`, rows * cols
-/// elements of `size` bytes, row-major) transposed to [cols, rows] and
-/// shaped `shape` (whose product is the same).
+/// A constant [rows, cols] of `element` (given as `bytes`, row-major)
+/// transposed to [cols, rows] and shaped `shape` (whose product is the same).
 Value transposedConstant(OpBuilder &b, Location loc, ArrayRef<char> bytes, int64_t rows,
-                         int64_t cols, int64_t size, Type element, ArrayRef<int64_t> shape) {
+                         int64_t cols, Type element, ArrayRef<int64_t> shape) {
+  size_t size = (element.getIntOrFloatBitWidth() + 7) / 8;
   std::vector<char> out(bytes.size());
   for (int64_t r = 0; r < rows; ++r)
     for (int64_t c = 0; c < cols; ++c)
@@ -415,144 +415,212 @@ Value transposedConstant(OpBuilder &b, Location loc, ArrayRef<char> bytes, int64
   return arith::ConstantOp::create(b, loc, type, attr);
 }
 
-/// The byte size of a scales/zero points element.
-int64_t elementBytes(Type t) { return (t.getIntOrFloatBitWidth() + 7) / 8; }
+/// One MatMulNBits' quantization, and the scalar dequantization both loop
+/// nests share: W[n, k] = (q - zp) * scale with q the `bits`-bit field
+/// k % (8 / bits) (low bits first) of its byte.
+struct NBits {
+  NBits(int64_t k, int64_t n, int64_t bits, int64_t bs, Value a, Value packed, Value scales,
+        Value zeros, Type zeroOrig)
+      : k(k), n(n), bits(bits), bs(bs), blocks((k + bs - 1) / bs), perByte(8 / bits),
+        blob(bs / perByte), a(a), packed(packed), scales(scales), zeros(zeros),
+        zeroOrig(zeroOrig), packedZeros(zeros && isa<IntegerType>(zeroType())),
+        zeroCols(packedZeros ? (blocks * bits + 7) / 8 : blocks) {}
+
+  int64_t k, n, bits, bs, blocks, perByte, blob;
+  Value a, packed, scales, zeros; // zeros: null when absent
+  Type zeroOrig;                  // the zero points' original element type
+  bool packedZeros;               // uint8, two 4-bit points per byte
+  int64_t zeroCols;               // zero points per row of N
+
+  Type scaleType() const { return cast<ShapedType>(scales.getType()).getElementType(); }
+  Type zeroType() const { return cast<ShapedType>(zeros.getType()).getElementType(); }
+
+  /// Field `shift / bits` of `wide` (a byte zero-extended to i32; null
+  /// shift: field 0).
+  Value field(OpBuilder &b, Location loc, Value wide, Value shift) const {
+    if (perByte == 1)
+      return wide;
+    Value v = shift ? arith::ShRUIOp::create(b, loc, wide, shift).getResult() : wide;
+    return arith::AndIOp::create(b, loc, v,
+                                 arith::ConstantIntOp::create(b, loc, b.getI32Type(),
+                                                              (1 << bits) - 1));
+  }
+  /// The i32 shift of field `index % perByte`.
+  Value shiftOf(OpBuilder &b, Location loc, Value index) const {
+    Value sub = arith::RemUIOp::create(b, loc, index,
+                                       arith::ConstantIndexOp::create(b, loc, perByte));
+    return arith::MulIOp::create(b, loc, arith::IndexCastOp::create(b, loc, b.getI32Type(), sub),
+                                 arith::ConstantIntOp::create(b, loc, b.getI32Type(), bits));
+  }
+  /// The f32 zero point of block `block` from its element `z` (absent:
+  /// 2^(bits - 1)).
+  Value zeroPoint(OpBuilder &b, Location loc, Value z, Value block) const {
+    Type f32 = b.getF32Type();
+    if (!zeros)
+      return arith::ConstantFloatOp::create(b, loc, cast<FloatType>(f32),
+                                            APFloat(static_cast<float>(1 << (bits - 1))));
+    if (!packedZeros)
+      return castScalar(b, loc, z, zeroOrig, f32);
+    Value wide = arith::ExtUIOp::create(b, loc, b.getI32Type(), z);
+    return arith::UIToFPOp::create(b, loc, f32, field(b, loc, wide, shiftOf(b, loc, block)));
+  }
+  /// sum + x * (q - zp) * scale, q an i32 field.
+  Value accumulate(OpBuilder &b, Location loc, Value sum, Value x, Value q, Value zp,
+                   Value scale) const {
+    Type f32 = b.getF32Type();
+    auto fm = arith::FastMathFlagsAttr::get(
+        b.getContext(), arith::FastMathFlags::reassoc | arith::FastMathFlags::contract);
+    Value w = arith::MulFOp::create(
+        b, loc, arith::SubFOp::create(b, loc, arith::UIToFPOp::create(b, loc, f32, q), zp), scale);
+    x = castScalar(b, loc, x, cast<ShapedType>(a.getType()).getElementType(), f32);
+    return arith::AddFOp::create(b, loc, sum, arith::MulFOp::create(b, loc, x, w, fm), fm);
+  }
+};
 
 /// The quantized product with the weights repacked at compile time column
 /// by column ([blocks, block_size * bits / 8, N] bytes, scales and zero
-/// points [*, N]) and loops (batch..., block, byte, n): n innermost,
-/// so every operand is read contiguously and the n loop vectorizes like the
-/// f32 product's, with the fields unpacked in registers. Needs constant
-/// weights, scales and zero points and K a whole number of blocks; returns
-/// null (having created nothing) otherwise.
-Value columnMajorNBits(OpBuilder &b, Location loc, Value a, Value packed, Value scales,
-                       Value zeros, Type zeroOrig, int64_t k, int64_t n, int64_t bits,
-                       int64_t bs, RankedTensorType accType, ArrayRef<OpFoldResult> sizes) {
-  int64_t blocks = k / bs, perByte = 8 / bits, blob = bs / perByte;
-  if (k % bs)
+/// points [*, N]) and loops (batch..., block, byte, n): n innermost, so
+/// every operand is read contiguously and the n loop vectorizes like the
+/// f32 product's; a 4-bit byte's two fields are both used in one iteration
+/// (A read at field 0 and field 1), so each weight byte is loaded and
+/// widened once. Needs constant weights, scales and zero points and K a
+/// whole number of blocks; returns null (having created nothing) otherwise.
+Value columnMajorNBits(OpBuilder &b, Location loc, const NBits &q, RankedTensorType accType,
+                       ArrayRef<OpFoldResult> sizes) {
+  if (q.k % q.bs)
     return nullptr;
-  std::optional<ArrayRef<char>> bBytes = constantBytes(packed);
-  std::optional<ArrayRef<char>> sBytes = constantBytes(scales);
-  std::optional<ArrayRef<char>> zBytes = zeros ? constantBytes(zeros) : std::nullopt;
-  Type sElem = cast<ShapedType>(scales.getType()).getElementType();
-  Type zElem = zeros ? cast<ShapedType>(zeros.getType()).getElementType() : Type();
-  bool packedZeros = zeros && isa<IntegerType>(zElem);
-  int64_t zeroCols = packedZeros ? (blocks * bits + 7) / 8 : blocks;
-  if (!bBytes || static_cast<int64_t>(bBytes->size()) != n * blocks * blob || !sBytes ||
-      static_cast<int64_t>(sBytes->size()) != n * blocks * elementBytes(sElem) ||
-      (zeros && (!zBytes || static_cast<int64_t>(zBytes->size()) !=
-                                n * zeroCols * elementBytes(zElem))))
+  std::optional<ArrayRef<char>> bBytes = constantBytes(q.packed);
+  std::optional<ArrayRef<char>> sBytes = constantBytes(q.scales);
+  std::optional<ArrayRef<char>> zBytes = q.zeros ? constantBytes(q.zeros) : std::nullopt;
+  if (!bBytes || !sBytes || (q.zeros && !zBytes))
     return nullptr;
   MLIRContext *ctx = b.getContext();
-  Type byte = IntegerType::get(ctx, 8);
-  Value bT = transposedConstant(b, loc, *bBytes, n, blocks * blob, 1, byte, {blocks, blob, n});
-  Value sT = transposedConstant(b, loc, *sBytes, n, blocks, elementBytes(sElem), sElem,
-                                {blocks, n});
-  Value zT = zeros ? transposedConstant(b, loc, *zBytes, n, zeroCols, elementBytes(zElem),
-                                        zElem, {zeroCols, n})
-                   : Value();
+  Value bT = transposedConstant(b, loc, *bBytes, q.n, q.blocks * q.blob, IntegerType::get(ctx, 8),
+                                {q.blocks, q.blob, q.n});
+  Value sT = transposedConstant(b, loc, *sBytes, q.n, q.blocks, q.scaleType(), {q.blocks, q.n});
+  Value zT = q.zeros ? transposedConstant(b, loc, *zBytes, q.n, q.zeroCols, q.zeroType(),
+                                          {q.zeroCols, q.n})
+                     : Value();
   // A [..., K] -> [..., blocks, blob(, fields)].
-  auto aType = cast<RankedTensorType>(a.getType());
+  auto aType = cast<RankedTensorType>(q.a.getType());
   int64_t batch = aType.getRank() - 1;
   SmallVector<int64_t> aShape(aType.getShape().drop_back());
   SmallVector<OpFoldResult> aSizes(sizes.drop_back());
-  for (int64_t e : perByte > 1 ? SmallVector<int64_t>{blocks, blob, perByte}
-                               : SmallVector<int64_t>{blocks, blob}) {
+  SmallVector<ReassociationIndices> reassoc(batch);
+  for (int64_t d = 0; d < batch; ++d)
+    reassoc[d] = {d};
+  reassoc.emplace_back();
+  for (int64_t e : q.perByte > 1 ? SmallVector<int64_t>{q.blocks, q.blob, q.perByte}
+                                 : SmallVector<int64_t>{q.blocks, q.blob}) {
+    reassoc.back().push_back(aShape.size());
     aShape.push_back(e);
     aSizes.push_back(b.getIndexAttr(e));
   }
-  ReassociationIndices last;
-  for (int64_t d = batch; d < static_cast<int64_t>(aShape.size()); ++d)
-    last.push_back(d);
-  SmallVector<ReassociationIndices> reassoc;
-  for (int64_t d = 0; d < batch; ++d)
-    reassoc.push_back({d});
-  reassoc.push_back(last);
-  Value aBlocks = tensor::ExpandShapeOp::create(b, loc, aType.clone(aShape), a, reassoc, aSizes);
+  Value aBlocks =
+      tensor::ExpandShapeOp::create(b, loc, aType.clone(aShape), q.a, reassoc, aSizes);
 
-  // Loops: batch..., block, byte, n. A 4-bit byte's two fields are both
-  // used in one iteration (A read at field 0 and field 1), so each weight
-  // byte is loaded and widened once.
   int64_t blkDim = batch, byteDim = batch + 1, nDim = batch + 2, loops = nDim + 1;
   auto dim = [&](int64_t d) { return getAffineDimExpr(d, ctx); };
-  SmallVector<AffineExpr> oe;
+  auto map = [&](ArrayRef<AffineExpr> e) { return AffineMap::get(loops, 0, e, ctx); };
+  SmallVector<AffineExpr> batchDims;
   for (int64_t d = 0; d < batch; ++d)
-    oe.push_back(dim(d));
-  oe.push_back(dim(nDim));
+    batchDims.push_back(dim(d));
   SmallVector<Value> ins;
   SmallVector<AffineMap> maps;
-  for (int64_t f = 0; f < perByte; ++f) {
-    SmallVector<AffineExpr> ae;
-    for (int64_t d = 0; d < batch; ++d)
-      ae.push_back(dim(d));
+  for (int64_t f = 0; f < q.perByte; ++f) {
+    SmallVector<AffineExpr> ae(batchDims);
     ae.append({dim(blkDim), dim(byteDim)});
-    if (perByte > 1)
+    if (q.perByte > 1)
       ae.push_back(getAffineConstantExpr(f, ctx));
     ins.push_back(aBlocks);
-    maps.push_back(AffineMap::get(loops, 0, ae, ctx));
+    maps.push_back(map(ae));
   }
   ins.append({bT, sT});
-  maps.push_back(AffineMap::get(loops, 0, {dim(blkDim), dim(byteDim), dim(nDim)}, ctx));
-  maps.push_back(AffineMap::get(loops, 0, {dim(blkDim), dim(nDim)}, ctx));
+  maps.append({map({dim(blkDim), dim(byteDim), dim(nDim)}), map({dim(blkDim), dim(nDim)})});
   if (zT) {
     ins.push_back(zT);
-    AffineExpr row = packedZeros ? dim(blkDim).floorDiv(perByte) : dim(blkDim);
-    maps.push_back(AffineMap::get(loops, 0, {row, dim(nDim)}, ctx));
+    maps.push_back(map({q.packedZeros ? dim(blkDim).floorDiv(q.perByte) : dim(blkDim), dim(nDim)}));
   }
-  maps.push_back(AffineMap::get(loops, 0, oe, ctx));
+  SmallVector<AffineExpr> oe(batchDims);
+  oe.push_back(dim(nDim));
+  maps.push_back(map(oe));
   SmallVector<utils::IteratorType> iters(loops, utils::IteratorType::reduction);
   for (int64_t d = 0; d < batch; ++d)
     iters[d] = utils::IteratorType::parallel;
   iters[nDim] = utils::IteratorType::parallel;
   Type acc = accType.getElementType(), i32 = b.getI32Type();
   Value init = filledTensor(b, loc, accType, sizes, scalarConstant(b, loc, acc, 0));
-  auto field = [&](OpBuilder &nb, Location l, Value wide, Value shift) -> Value {
-    if (perByte == 1)
-      return wide;
-    Value v = shift ? arith::ShRUIOp::create(nb, l, wide, shift).getResult() : wide;
-    return arith::AndIOp::create(nb, l, v,
-                                 arith::ConstantIntOp::create(nb, l, i32, (1 << bits) - 1));
-  };
+  int64_t bArg = q.perByte;
   return linalg::GenericOp::create(
              b, loc, TypeRange{accType}, ins, ValueRange{init}, maps, iters,
              [&](OpBuilder &nb, Location l, ValueRange args) {
-               Value wide = arith::ExtUIOp::create(nb, l, i32, args[perByte]);
-               Value scale = castScalar(nb, l, args[perByte + 1], sElem, acc);
-               Value zp;
-               if (!zT) {
-                 zp = arith::ConstantFloatOp::create(nb, l, cast<FloatType>(acc),
-                                                     APFloat(static_cast<float>(1 << (bits - 1))));
-               } else if (packedZeros) {
-                 Value blk = linalg::IndexOp::create(nb, l, blkDim);
-                 Value which = arith::RemUIOp::create(
-                     nb, l, blk, arith::ConstantIndexOp::create(nb, l, perByte));
-                 Value shift = arith::MulIOp::create(
-                     nb, l, arith::IndexCastOp::create(nb, l, i32, which),
-                     arith::ConstantIntOp::create(nb, l, i32, bits));
-                 Value z = arith::ExtUIOp::create(nb, l, i32, args[perByte + 2]);
-                 zp = arith::UIToFPOp::create(nb, l, acc, field(nb, l, z, shift));
-               } else {
-                 zp = castScalar(nb, l, args[perByte + 2], zeroOrig, acc);
-               }
-               auto fm = arith::FastMathFlagsAttr::get(
-                   nb.getContext(), arith::FastMathFlags::reassoc | arith::FastMathFlags::contract);
+               Value wide = arith::ExtUIOp::create(nb, l, i32, args[bArg]);
+               Value scale = castScalar(nb, l, args[bArg + 1], q.scaleType(), acc);
+               Value zp = q.zeroPoint(nb, l, zT ? args[bArg + 2] : Value(),
+                                      zT ? linalg::IndexOp::create(nb, l, blkDim) : Value());
                Value sum = args.back();
-               for (int64_t f = 0; f < perByte; ++f) {
-                 Value shift = f ? arith::ConstantIntOp::create(nb, l, i32, f * bits).getResult()
+               for (int64_t f = 0; f < q.perByte; ++f) {
+                 Value shift = f ? arith::ConstantIntOp::create(nb, l, i32, f * q.bits).getResult()
                                  : Value();
-                 Value q = arith::UIToFPOp::create(nb, l, acc, field(nb, l, wide, shift));
-                 Value w = arith::MulFOp::create(nb, l, arith::SubFOp::create(nb, l, q, zp), scale);
-                 Value x = castScalar(nb, l, args[f], aType.getElementType(), acc);
-                 sum = arith::AddFOp::create(nb, l, sum, arith::MulFOp::create(nb, l, x, w, fm), fm);
+                 sum = q.accumulate(nb, l, sum, args[f], q.field(nb, l, wide, shift), zp, scale);
                }
                linalg::YieldOp::create(nb, l, sum);
              })
       .getResult(0);
 }
 
-Value rowMajorNBits(OpBuilder &rewriter, Location loc, Value a, Value packed, Value scales,
-                    Value zeros, Type zeroOrig, int64_t k, int64_t n, int64_t bits, int64_t bs,
-                    bool flatB, RankedTensorType accType, ArrayRef<OpFoldResult> sizes);
+/// The quantized product on the weights as stored (any constness, partial
+/// last blocks): loops (batch..., n, k).
+Value rowMajorNBits(OpBuilder &b, Location loc, const NBits &q, RankedTensorType accType,
+                    ArrayRef<OpFoldResult> sizes) {
+  MLIRContext *ctx = b.getContext();
+  Value packed = q.packed;
+  auto pType = cast<RankedTensorType>(packed.getType());
+  if (pType.getRank() == 2) // [N, blocks * blob]
+    packed = tensor::ExpandShapeOp::create(
+        b, loc, RankedTensorType::get({q.n, q.blocks, q.blob}, pType.getElementType()), packed,
+        ArrayRef<ReassociationIndices>{{0}, {1, 2}});
+  int64_t rank = accType.getRank(); // loops: batch..., n, k
+  int64_t kDim = rank;
+  AffineExpr nE = getAffineDimExpr(rank - 1, ctx), kE = getAffineDimExpr(kDim, ctx);
+  AffineExpr blockE = kE.floorDiv(q.bs);
+  SmallVector<AffineExpr> ae, oe;
+  for (int64_t d = 0; d + 1 < rank; ++d) {
+    ae.push_back(getAffineDimExpr(d, ctx));
+    oe.push_back(getAffineDimExpr(d, ctx));
+  }
+  ae.push_back(kE);
+  oe.push_back(nE);
+  SmallVector<Value> ins{q.a, packed, asMatrix(b, loc, q.scales, q.n, q.blocks)};
+  SmallVector<AffineMap> maps{
+      AffineMap::get(rank + 1, 0, ae, ctx),
+      AffineMap::get(rank + 1, 0, {nE, blockE, (kE % q.bs).floorDiv(q.perByte)}, ctx),
+      AffineMap::get(rank + 1, 0, {nE, blockE}, ctx)};
+  if (q.zeros) {
+    ins.push_back(asMatrix(b, loc, q.zeros, q.n, q.zeroCols));
+    maps.push_back(AffineMap::get(
+        rank + 1, 0, {nE, q.packedZeros ? blockE.floorDiv(q.perByte) : blockE}, ctx));
+  }
+  maps.push_back(AffineMap::get(rank + 1, 0, oe, ctx));
+  SmallVector<utils::IteratorType> iters(rank, utils::IteratorType::parallel);
+  iters.push_back(utils::IteratorType::reduction);
+  Type acc = accType.getElementType();
+  Value init = filledTensor(b, loc, accType, sizes, scalarConstant(b, loc, acc, 0));
+  return linalg::GenericOp::create(
+             b, loc, TypeRange{accType}, ins, ValueRange{init}, maps, iters,
+             [&](OpBuilder &nb, Location l, ValueRange args) {
+               Value kIdx = linalg::IndexOp::create(nb, l, kDim);
+               Value block = arith::DivUIOp::create(nb, l, kIdx,
+                                                    arith::ConstantIndexOp::create(nb, l, q.bs));
+               Value wide = arith::ExtUIOp::create(nb, l, nb.getI32Type(), args[1]);
+               Value field = q.field(nb, l, wide, q.perByte > 1 ? q.shiftOf(nb, l, kIdx) : Value());
+               Value zp = q.zeroPoint(nb, l, q.zeros ? args[3] : Value(), block);
+               Value scale = castScalar(nb, l, args[2], q.scaleType(), acc);
+               linalg::YieldOp::create(
+                   nb, l, q.accumulate(nb, l, args.back(), args[0], field, zp, scale));
+             })
+      .getResult(0);
+}
 
 /// Y[..., n] = sum_k A[..., k] * W[n, k] (+ bias[n]) with
 ///   W[n, k] = (q(n, k) - zp(n, k / bs)) * scale(n, k / bs),
@@ -576,24 +644,22 @@ LogicalResult MatMulNBitsLowering::lower(Operation *op, StringRef,
     return unsupported(op, "only 4- and 8-bit weights are supported");
   if (k <= 0 || n <= 0 || bs < 16 || (bs & (bs - 1)))
     return unsupported(op, "K, N or block_size is invalid (block_size: a power of 2 >= 16)");
-  int64_t blocks = (k + bs - 1) / bs, perByte = 8 / bits;
+  NBits q(k, n, bits, bs, a, packed, scales, zeros,
+          zeros ? elementType(op->getOperand(3)) : Type());
   auto aType = cast<RankedTensorType>(a.getType());
   auto pType = cast<RankedTensorType>(packed.getType());
   auto sType = cast<RankedTensorType>(scales.getType());
   RankedTensorType type = resultType(op);
   if (!type || aType.getRank() < 1 || aType.getDimSize(aType.getRank() - 1) != k)
     return unsupported(op, "A's last dim is not K");
-  int64_t blob = bs / perByte;
-  bool flatB = pType.getShape() == ArrayRef<int64_t>{n, blocks * blob};
-  if (!flatB && pType.getShape() != ArrayRef<int64_t>{n, blocks, blob})
+  if (pType.getShape() != ArrayRef<int64_t>{n, q.blocks * q.blob} &&
+      pType.getShape() != ArrayRef<int64_t>{n, q.blocks, q.blob})
     return unsupported(op, "B is not [N, ceil(K / block_size), block_size * bits / 8]");
-  if (sType.getNumElements() != n * blocks || !sType.hasStaticShape())
+  if (sType.getNumElements() != n * q.blocks || !sType.hasStaticShape())
     return unsupported(op, "scales are not N * ceil(K / block_size) values");
   if (zeros) {
     auto zType = cast<RankedTensorType>(zeros.getType());
-    bool packedZeros = isa<IntegerType>(zType.getElementType());
-    int64_t zeroCols = packedZeros ? (blocks * bits + 7) / 8 : blocks;
-    if (!zType.hasStaticShape() || zType.getNumElements() != n * zeroCols)
+    if (!zType.hasStaticShape() || zType.getNumElements() != n * q.zeroCols)
       return unsupported(op, "zero_points do not match N and the block count");
   }
   if (bias && cast<RankedTensorType>(bias.getType()).getNumElements() != n)
@@ -602,18 +668,14 @@ LogicalResult MatMulNBitsLowering::lower(Operation *op, StringRef,
   SmallVector<OpFoldResult> sizes = mixedSizes(rewriter, loc, a);
   sizes.back() = rewriter.getIndexAttr(n);
   auto accType = type.clone(Float32Type::get(rewriter.getContext()));
-  Value product = columnMajorNBits(rewriter, loc, a, packed, scales, zeros,
-                                   zeros ? elementType(operands[3]) : Type(), k, n, bits, bs,
-                                   accType, sizes);
+  Value product = columnMajorNBits(rewriter, loc, q, accType, sizes);
   if (!product)
-    product = rowMajorNBits(rewriter, loc, a, packed, scales, zeros,
-                            zeros ? elementType(operands[3]) : Type(), k, n, bits, bs, flatB,
-                            accType, sizes);
+    product = rowMajorNBits(rewriter, loc, q, accType, sizes);
   SmallVector<Value> tail{product};
   if (bias)
     tail.push_back(bias);
   Type acc = accType.getElementType(), elem = type.getElementType();
-  Type biasType = bias ? elementType(operands[5]) : Type();
+  Type biasType = bias ? elementType(op->getOperand(5)) : Type();
   Value result = buildElementwise(
       rewriter, loc, type, tail,
       [&](OpBuilder &nb, Location l, ValueRange v) {
@@ -625,92 +687,6 @@ LogicalResult MatMulNBitsLowering::lower(Operation *op, StringRef,
       sizes);
   rewriter.replaceOp(op, result);
   return success();
-}
-
-/// The quantized product on the weights as stored (any constness, partial
-/// last blocks): loops (batch..., n, k).
-Value rowMajorNBits(OpBuilder &rewriter, Location loc, Value a, Value packed, Value scales,
-                    Value zeros, Type zeroOrig, int64_t k, int64_t n, int64_t bits, int64_t bs,
-                    bool flatB, RankedTensorType accType, ArrayRef<OpFoldResult> sizes) {
-  int64_t blocks = (k + bs - 1) / bs, perByte = 8 / bits, blob = bs / perByte;
-  auto pType = cast<RankedTensorType>(packed.getType());
-  auto aType = cast<RankedTensorType>(a.getType());
-  Type sElem = cast<ShapedType>(scales.getType()).getElementType();
-  bool packedZeros = zeros && isa<IntegerType>(cast<ShapedType>(zeros.getType()).getElementType());
-  int64_t zeroCols = packedZeros ? (blocks * bits + 7) / 8 : blocks;
-  if (flatB)
-    packed = tensor::ExpandShapeOp::create(
-        rewriter, loc, RankedTensorType::get({n, blocks, blob}, pType.getElementType()), packed,
-        ArrayRef<ReassociationIndices>{{0}, {1, 2}});
-  MLIRContext *ctx = rewriter.getContext();
-  Type acc = accType.getElementType();
-  int64_t rank = accType.getRank(); // loops: batch..., n, k
-  int64_t nDim = rank - 1, kDim = rank;
-  AffineExpr nE = getAffineDimExpr(nDim, ctx), kE = getAffineDimExpr(kDim, ctx);
-  AffineExpr blockE = kE.floorDiv(bs);
-  SmallVector<AffineExpr> ae, oe;
-  for (int64_t d = 0; d + 1 < rank; ++d) {
-    ae.push_back(getAffineDimExpr(d, ctx));
-    oe.push_back(getAffineDimExpr(d, ctx));
-  }
-  ae.push_back(kE);
-  oe.push_back(nE);
-  SmallVector<Value> ins{a, packed, asMatrix(rewriter, loc, scales, n, blocks)};
-  SmallVector<AffineMap> maps{
-      AffineMap::get(rank + 1, 0, ae, ctx),
-      AffineMap::get(rank + 1, 0, {nE, blockE, (kE % bs).floorDiv(perByte)}, ctx),
-      AffineMap::get(rank + 1, 0, {nE, blockE}, ctx)};
-  if (zeros) {
-    ins.push_back(asMatrix(rewriter, loc, zeros, n, zeroCols));
-    maps.push_back(AffineMap::get(rank + 1, 0,
-                                  {nE, packedZeros ? blockE.floorDiv(perByte) : blockE}, ctx));
-  }
-  maps.push_back(AffineMap::get(rank + 1, 0, oe, ctx));
-  SmallVector<utils::IteratorType> iters(rank, utils::IteratorType::parallel);
-  iters.push_back(utils::IteratorType::reduction);
-
-  Value init = filledTensor(rewriter, loc, accType, sizes, scalarConstant(rewriter, loc, acc, 0));
-  Type i32 = rewriter.getI32Type();
-  // The `bits`-bit field of `byte` selected by `index` % perByte.
-  auto field = [&](OpBuilder &nb, Location l, Value byte, Value index) -> Value {
-    Value v = arith::ExtUIOp::create(nb, l, i32, byte);
-    if (bits == 8)
-      return v;
-    Value sub = arith::RemUIOp::create(nb, l, index, arith::ConstantIndexOp::create(nb, l, perByte));
-    Value shift = arith::MulIOp::create(nb, l, arith::IndexCastOp::create(nb, l, i32, sub),
-                                        arith::ConstantIntOp::create(nb, l, i32, bits));
-    Value shifted = arith::ShRUIOp::create(nb, l, v, shift);
-    return arith::AndIOp::create(nb, l, shifted,
-                                 arith::ConstantIntOp::create(nb, l, i32, (1 << bits) - 1));
-  };
-  Value product =
-      linalg::GenericOp::create(
-          rewriter, loc, TypeRange{accType}, ins, ValueRange{init}, maps, iters,
-          [&](OpBuilder &nb, Location l, ValueRange args) {
-            Value kIdx = linalg::IndexOp::create(nb, l, kDim);
-            Value q = field(nb, l, args[1], kIdx);
-            Value zp;
-            if (!zeros) {
-              zp = arith::ConstantFloatOp::create(nb, l, cast<FloatType>(acc),
-                                                  APFloat(static_cast<float>(1 << (bits - 1))));
-            } else if (packedZeros) {
-              Value block = arith::DivUIOp::create(nb, l, kIdx,
-                                                   arith::ConstantIndexOp::create(nb, l, bs));
-              zp = arith::UIToFPOp::create(nb, l, acc, field(nb, l, args[3], block));
-            } else {
-              zp = castScalar(nb, l, args[3], zeroOrig, acc);
-            }
-            Value w = arith::SubFOp::create(nb, l, arith::UIToFPOp::create(nb, l, acc, q), zp);
-            w = arith::MulFOp::create(nb, l, w,
-                                      castScalar(nb, l, args[2], sElem, acc));
-            Value x = castScalar(nb, l, args[0], aType.getElementType(), acc);
-            auto fm = arith::FastMathFlagsAttr::get(
-                nb.getContext(), arith::FastMathFlags::reassoc | arith::FastMathFlags::contract);
-            Value p = arith::MulFOp::create(nb, l, x, w, fm);
-            linalg::YieldOp::create(nb, l, arith::AddFOp::create(nb, l, args.back(), p, fm).getResult());
-          })
-          .getResult(0);
-  return product;
 }
 
 } // namespace

@@ -14,7 +14,7 @@
 //   q, k     = xfmr.rope(q | k, cos_cache[pos], sin_cache[pos])
 //   K, V     = Concat(past, k | v, axis 2)      -> present_key | present_value
 //   keep     = key <= seqlens_k[b] (and key >= pos - W for a local window W)
-//   out      = xfmr.attention(q, K, V, Where(keep, 0, lowest)) {causal}
+//   out      = xfmr.attention(q, K, V, keep) {causal}
 //
 // onnxruntime places a batch row's new tokens after its own seqlens_k + 1 - S
 // past tokens; the Concat form places them after all P. The two agree when
@@ -79,7 +79,7 @@ Value toHeads(OpBuilder &b, Location loc, Value x, int64_t heads, int64_t d) {
   return transpose(b, loc, r, {0, 2, 1, 3});
 }
 
-/// Runs `check` per batch row at run time: onnxruntime's layout of each
+/// Asserts per batch row at run time that onnxruntime's layout of each
 /// row's tokens equals the Concat layout (see the file comment).
 void assertSameLayout(OpBuilder &b, Location loc, Value seqlens, Value past, Value newTokens,
                       const std::string &where) {
@@ -224,7 +224,6 @@ bool raiseGroupQueryAttention(Operation *anchor, IRRewriter &rewriter, RaiseLog 
 
   // keep[b, 0, i, j] = j <= seqlens_k[b] (and j >= pos_i - W: onnxruntime's
   // local_window_size W attends to W + 1 keys, the token's own included).
-  Type scoreType = elementTypeOf(q);
   Value keyIdx = onnx::RangeOp::create(rewriter, loc, i64Type({dimOf(keys, 2)}, ctx),
                                        scalarI64(rewriter, loc, 0), end,
                                        scalarI64(rewriter, loc, 1));
@@ -244,29 +243,22 @@ bool raiseGroupQueryAttention(Operation *anchor, IRRewriter &rewriter, RaiseLog 
     // In Hugging Face's sliding-window form, key > query - (W + 1), which
     // xfmr-paged-kv keeps as the paged op's sliding_window.
     Value qpos = unsqueeze(rewriter, loc, positions, 1); // [S, 1]
-    Value lowest = onnx::SubOp::create(rewriter, loc, qpos.getType(), qpos,
+    Value oldest = onnx::SubOp::create(rewriter, loc, qpos.getType(), qpos,
                                        i64Constant(rewriter, loc, {window + 1}));
     Value inWindow = onnx::GreaterOp::create(
         rewriter, loc, RankedTensorType::get({s, dimOf(keys, 2)}, rewriter.getI1Type()), keyIdx,
-        lowest);
-    auto keepType = cast<RankedTensorType>(keep.getType());
+        oldest);
     keep = onnx::AndOp::create(
         rewriter, loc,
-        keepType.clone({rows, 1, s, dimOf(keys, 2)}), keep, inWindow);
+        RankedTensorType::get({rows, 1, s, dimOf(keys, 2)}, rewriter.getI1Type()), keep,
+        inWindow);
   }
-  auto keepType = cast<RankedTensorType>(keep.getType());
-  auto scalar = RankedTensorType::get({}, scoreType);
-  double lowestValue =
-      -APFloat::getLargest(cast<FloatType>(scoreType).getFloatSemantics()).convertToDouble();
-  Value bias = onnx::WhereOp::create(rewriter, loc, keepType.clone(scoreType), keep,
-                                     floatConstant(rewriter, loc, scalar, 0.0),
-                                     floatConstant(rewriter, loc, scalar, lowestValue));
 
   double scale = 1.0 / std::sqrt(static_cast<double>(d));
   if (std::optional<APFloat> attr = gqa.getScale(); attr && !attr->isZero())
     scale = attr->convertToDouble();
   auto qType = cast<RankedTensorType>(q.getType());
-  auto attn = AttentionOp::create(rewriter, loc, qType, q, keys, values, bias,
+  auto attn = AttentionOp::create(rewriter, loc, qType, q, keys, values, keep,
                                   rewriter.getI64IntegerAttr(heads),
                                   rewriter.getI64IntegerAttr(kvHeads),
                                   rewriter.getF32FloatAttr(scale), rewriter.getBoolAttr(true));

@@ -29,9 +29,10 @@
 // CHECK: cf.assert {{.*}}every batch row's seqlens_k + 1 must equal past + new tokens
 // CHECK: cf.assert {{.*}}total_sequence_length is not past + new tokens
 // CHECK: %[[KEYS:.*]] = onnx.Range(%{{.*}}, %[[END]]
-// CHECK: %[[KEEP:.*]] = onnx.LessOrEqual(%[[KEYS]]
-// CHECK: %[[BIAS:.*]] = onnx.Where
-// CHECK: %[[A:.*]] = xfmr.attention %[[QR]], %[[K]], %[[V]] mask %[[BIAS]] {causal = true, num_heads = 4 : i64, num_kv_heads = 2 : i64, scale = 2.500000e-01 : f32}
+// CHECK: %[[LE:.*]] = onnx.LessOrEqual(%[[KEYS]]
+// CHECK: onnx.Unsqueeze(%[[LE]]
+// CHECK: %[[KEEP:.*]] = onnx.Unsqueeze
+// CHECK: %[[A:.*]] = xfmr.attention %[[QR]], %[[K]], %[[V]] mask %[[KEEP]] {causal = true, num_heads = 4 : i64, num_kv_heads = 2 : i64, scale = 2.500000e-01 : f32}
 // CHECK: %[[OUT:.*]] = onnx.Transpose(%[[A]]) {perm = [0, 2, 1, 3]}
 // CHECK: %[[R:.*]] = onnx.Reshape(%[[OUT]]
 // CHECK: return %[[R]], %[[K]], %[[V]]
@@ -56,8 +57,9 @@ func.func @gqa_packed(%qkv: tensor<?x?x128xf32>, %pk: tensor<?x2x?x16xf32>, %pv:
 // CHECK: %[[QPOS:.*]] = onnx.Unsqueeze(%[[POS]]
 // CHECK: %[[W:.*]] = onnx.Constant() {value = dense<9> : tensor<1xi64>}
 // CHECK: %[[LOW:.*]] = onnx.Sub(%[[QPOS]], %[[W]])
-// CHECK: onnx.Greater(%{{.*}}, %[[LOW]])
-// CHECK: xfmr.attention {{.*}}causal = true
+// CHECK: %[[IN:.*]] = onnx.Greater(%{{.*}}, %[[LOW]])
+// CHECK: %[[KEEP:.*]] = onnx.And(%{{.*}}, %[[IN]])
+// CHECK: xfmr.attention {{.*}} mask %[[KEEP]] {causal = true
 func.func @gqa_window(%qkv: tensor<?x?x128xf32>, %pk: tensor<?x2x?x16xf32>, %pv: tensor<?x2x?x16xf32>,
                       %seqlens: tensor<?xi32>, %total: tensor<i32>) -> tensor<?x?x64xf32> {
   %none = onnx.NoValue : none
