@@ -52,7 +52,7 @@ def _load_hf_checker():
 
 
 hf = _load_hf_checker()
-from xfmr_refs import sha256  # noqa: E402
+from xfmr_refs import Tally, sha256  # noqa: E402
 
 CASES = ("past", "decode", "prompt")
 
@@ -158,29 +158,14 @@ def main():
         print("error: no model folder in %s matches %s" % (a.corpus, " ".join(sorted(only)) or "*"),
               file=sys.stderr)
         return 2
-    passed = failed = skipped = 0
-    failures = []
+    tally = Tally()
     with tempfile.TemporaryDirectory(prefix="xfmr-genai-") as tmp:
         ck = hf.Checker(a.build_dir, tmp, a.opt)
         with concurrent.futures.ThreadPoolExecutor(max(1, a.jobs)) as pool:
             jobs = [(n, pool.submit(check_model, ck, n, os.path.join(a.corpus, n))) for n in names]
             for n, fut in jobs:
-                try:
-                    res = fut.result()
-                except Exception as e:  # a checker bug is one failure, not a crash
-                    res = [("FAIL", "check", "%s: %s" % (type(e).__name__, e))]
-                for status, check, detail in res:
-                    print("%s %s %s%s" % (status, n, check, (": " + detail) if detail else ""),
-                          flush=True)
-                    if status == "FAIL":
-                        failures.append("FAIL %s %s: %s" % (n, check, detail))
-                    passed += status == "PASS"
-                    failed += status == "FAIL"
-                    skipped += status == "SKIP"
-    for line in failures:  # again on stderr: lit shows it when FileCheck fails
-        print(line, file=sys.stderr)
-    print("%d passed, %d failed, %d skipped" % (passed, failed, skipped))
-    return 1 if failed else 0
+                tally.add_job(n, fut)
+    return tally.finish()
 
 
 if __name__ == "__main__":

@@ -39,7 +39,7 @@ import time
 
 import numpy as np
 
-from xfmr_refs import parse_raise_report
+from xfmr_refs import Tally, parse_raise_report
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
@@ -281,8 +281,7 @@ def main():
     stems = sorted(f[:-5] for f in os.listdir(a.corpus) if f.endswith(".onnx"))
     stems = [s for s in stems if wanted(s)]
     minilm = [s for s in ("minilm_ts", "minilm_dynamo") if wanted(s)]
-    passed = failed = skipped = 0
-    failures = []
+    tally = Tally()
     with tempfile.TemporaryDirectory(prefix="xfmr-hf-") as tmp:
         ck = Checker(a.build_dir, tmp, a.opt)
         ck.compile_time_limit = a.compile_time_limit
@@ -298,30 +297,10 @@ def main():
                 jobs.append((s, pool.submit(check_model, ck, s, os.path.join(a.corpus, s + ".onnx"),
                                             ref_dir, greedy)))
             for s, fut in jobs:
-                try:
-                    res = fut.result()
-                except Exception as e:  # a checker bug is one failure, not a crash
-                    res = [("FAIL", "check", "%s: %s" % (type(e).__name__, e))]
-                for status, check, detail in res:
-                    print("%s %s %s%s" % (status, s, check, (": " + detail) if detail else ""),
-                          flush=True)
-                    if status == "FAIL":
-                        failures.append("FAIL %s %s: %s" % (s, check, detail))
-                    passed += status == "PASS"
-                    failed += status == "FAIL"
-                    skipped += status == "SKIP"
+                tally.add_job(s, fut)
         for s in minilm:  # alone: its compile time is measured
-            for status, check, detail in check_minilm(ck, a.minilm_dir, s):
-                print("%s %s %s%s" % (status, s, check, (": " + detail) if detail else ""), flush=True)
-                if status == "FAIL":
-                    failures.append("FAIL %s %s: %s" % (s, check, detail))
-                passed += status == "PASS"
-                failed += status == "FAIL"
-                skipped += status == "SKIP"
-    for line in failures:  # again on stderr: lit shows it when FileCheck fails
-        print(line, file=sys.stderr)
-    print("%d passed, %d failed, %d skipped" % (passed, failed, skipped))
-    return 1 if failed else 0
+            tally.add(s, check_minilm(ck, a.minilm_dir, s))
+    return tally.finish()
 
 
 if __name__ == "__main__":

@@ -87,7 +87,7 @@ import transformers  # noqa: E402
 from onnx import helper, numpy_helper  # noqa: E402
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from xfmr_refs import to_json  # noqa: E402
+from xfmr_refs import reference_session, sanitize, to_json  # noqa: E402
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 DEFAULT_OUT = os.path.join(ROOT, "build", "genai-corpus")
@@ -225,14 +225,6 @@ def run_builder(hf_dir, out_dir, prec, cache_dir, log_path):
 # References
 
 
-def session(model):
-    so = ort.SessionOptions()
-    so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
-    so.intra_op_num_threads = 1
-    so.inter_op_num_threads = 1
-    return ort.InferenceSession(model, so, providers=["CPUExecutionProvider"])
-
-
 def empty_past(sess):
     """past_key_values.* inputs with a 0-length past, shaped from the graph."""
     past = {}
@@ -327,10 +319,6 @@ REF_PROMPT, REF_PAD = 5, 2       # "prompt": 5 tokens, row 1 right-padded by 2
 REF_PAD_ID = 0
 
 
-def safe(name):
-    return "".join(c if c.isalnum() or c in "._-" else "_" for c in name)
-
-
 def local_window(model_path):
     m = onnx.load(model_path, load_external_data=False)
     for n in m.graph.node:
@@ -408,7 +396,7 @@ def write_refs(out_dir, model_path, prec):
     activations) is from it at the kept positions."""
     window = local_window(model_path)
     quant = prec != "fp32"
-    sess = session(with_accuracy_level(model_path, 1)) if quant else session(model_path)
+    sess = reference_session(with_accuracy_level(model_path, 1) if quant else model_path)
     names = [o.name for o in sess.get_outputs()]
     for case, (feed, desc) in ref_cases(sess, window).items():
         ref_dir = os.path.join(out_dir, "ref", case)
@@ -421,7 +409,7 @@ def write_refs(out_dir, model_path, prec):
         tensors = []
         for role, items in (("input", list(feed.items())), ("output", list(zip(names, got)))):
             for n, v in items:
-                f = "%ss/%s.npy" % (role, safe(n))
+                f = "%ss/%s.npy" % (role, sanitize(n))
                 np.save(os.path.join(ref_dir, f), v)
                 tensors.append({"name": n, "file": f, "dtype": str(v.dtype),
                                 "shape": list(v.shape), "role": role})
@@ -430,7 +418,7 @@ def write_refs(out_dir, model_path, prec):
                 "reference": "onnxruntime CPU, ORT_DISABLE_ALL, 1 thread"}
         if quant:
             meta["reference"] += ", MatMulNBits accuracy_level 1"
-            own = session(model_path).run(None, feed)
+            own = reference_session(model_path).run(None, feed)
             meta["max_rel_diff_accuracy_level_4"] = {
                 n: round(float(np.max(np.abs(a - b)[k]) / np.max(np.abs(b)[k])), 6)
                 for n, a, b in zip(names, own, got)
@@ -548,7 +536,7 @@ def run_one(arch, prec, out_root, tmp_root, torch_model, hf_dir):
                                os.path.join(tmp_root, name + ".log"))
     t_build = time.time() - t0
     model_path = os.path.join(out_dir, "model.onnx")
-    sess = session(model_path)
+    sess = reference_session(model_path)
     toks, margin = greedy_kv(sess, PROMPT_IDS, NEW_TOKENS)
     full = greedy_full(sess, PROMPT_IDS, NEW_TOKENS)
     ref = {"prompt_ids": PROMPT_IDS, "max_new_tokens": NEW_TOKENS, "tokens": toks,
@@ -562,7 +550,7 @@ def run_one(arch, prec, out_root, tmp_root, torch_model, hf_dir):
         ref["genai_tokens"] = "error: %s" % e
     if prec != "fp32":
         ref["tokens_accuracy_level_1"] = greedy_kv(
-            session(with_accuracy_level(model_path, 1)), PROMPT_IDS, NEW_TOKENS)[0]
+            reference_session(with_accuracy_level(model_path, 1)), PROMPT_IDS, NEW_TOKENS)[0]
     import onnxruntime_genai
     ref["versions"] = {"onnxruntime_genai": onnxruntime_genai.__version__,
                        "onnxruntime": ort.__version__, "transformers": transformers.__version__,

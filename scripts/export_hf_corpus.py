@@ -73,6 +73,9 @@ import onnxruntime as ort  # noqa: E402
 import torch  # noqa: E402
 import transformers  # noqa: E402
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from xfmr_refs import reference_session, sanitize, sha256  # noqa: E402
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 DEFAULT_OUT = os.path.join(ROOT, "examples", "hf")
 DEFAULT_MINILM_OUT = os.path.join(ROOT, "build", "hf-corpus")
@@ -358,23 +361,6 @@ def export_dynamo(wrap, args, path, kind):
     return prog.model_proto
 
 
-def ort_session(path):
-    so = ort.SessionOptions()
-    so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
-    so.intra_op_num_threads = 1
-    so.inter_op_num_threads = 1
-    return ort.InferenceSession(path, so, providers=["CPUExecutionProvider"])
-
-
-def safe(name):
-    return re.sub(r"[^A-Za-z0-9._-]", "_", name)
-
-
-def sha256(path):
-    with open(path, "rb") as f:
-        return hashlib.sha256(f.read()).hexdigest()
-
-
 def greedy_full_recompute(sess, prompt, steps):
     """Greedy tokens and the smallest (top1 - top2) / max|logit| over the steps."""
     ids = list(prompt)
@@ -398,12 +384,12 @@ def write_ref(ref_dir, path, wrap, feed_np, sess, torch_out, extra=None):
     names = [o.name for o in sess.get_outputs()]
     tensors = []
     for n, v in feed_np.items():
-        f = os.path.join("inputs", safe(n) + ".npy")
+        f = os.path.join("inputs", sanitize(n) + ".npy")
         np.save(os.path.join(ref_dir, f), v)
         tensors.append({"name": n, "file": f, "dtype": str(v.dtype), "shape": list(v.shape),
                         "role": "input"})
     for n, v in zip(names, got):
-        f = os.path.join("outputs", safe(n) + ".npy")
+        f = os.path.join("outputs", sanitize(n) + ".npy")
         np.save(os.path.join(ref_dir, f), v)
         tensors.append({"name": n, "file": f, "dtype": str(v.dtype), "shape": list(v.shape),
                         "role": "output"})
@@ -452,7 +438,7 @@ def run_arch(arch, out_dir, wanted, log):
             args_np = ref_inputs(kind, model, rng)
             try:
                 export_one(wrap, kind, exporter, path, args_np, log)
-                sess = ort_session(path)
+                sess = reference_session(path)
                 feed = {i.name: a for i, a in zip(sess.get_inputs(), args_np)}
                 with torch.no_grad():
                     t = wrap(*[torch.from_numpy(a) for a in args_np])
@@ -525,7 +511,7 @@ def run_minilm(out_dir, wanted, log):
         path = os.path.join(out_dir, stem + ".onnx")
         try:
             export_one(wrap, "encoder", exporter, path, args_np, log)
-            sess = ort_session(path)
+            sess = reference_session(path)
             feed = {i.name: a for i, a in zip(sess.get_inputs(), args_np)}
             with torch.no_grad():
                 t = wrap(*[torch.from_numpy(a) for a in args_np]).numpy()

@@ -19,6 +19,7 @@ import os
 import re
 import shutil
 import subprocess
+import sys
 import tempfile
 import zlib
 
@@ -94,13 +95,20 @@ def make_inputs(model_name, graph_inputs, seed):
     return inputs
 
 
-def run_ort(model_path, inputs):
-    """{output name: array} from onnxruntime on the CPU, graph unoptimized."""
+def reference_session(model_path):
+    """An onnxruntime CPU session for references: graph unoptimized, one
+    thread (bitwise reproducible reductions)."""
     import onnxruntime as ort
     so = ort.SessionOptions()
     so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
-    so.intra_op_num_threads = 1  # bitwise reproducible reductions
-    sess = ort.InferenceSession(model_path, so, providers=["CPUExecutionProvider"])
+    so.intra_op_num_threads = 1
+    so.inter_op_num_threads = 1
+    return ort.InferenceSession(model_path, so, providers=["CPUExecutionProvider"])
+
+
+def run_ort(model_path, inputs):
+    """{output name: array} from onnxruntime on the CPU, graph unoptimized."""
+    sess = reference_session(model_path)
     names = [o.name for o in sess.get_outputs()]
     return dict(zip(names, sess.run(names, inputs)))
 
@@ -240,3 +248,42 @@ def check_refs(models_dir, ref_root, build_dir, only=None, jobs=None, keep=None,
         for line in lines:
             log(line)
     return counts["pass"], counts["fail"], counts["skip"]
+
+
+# --------------------------------------------------------------------------
+# Checker output
+
+
+class Tally:
+    """Counts checker results and prints them as `STATUS NAME CHECK: detail`
+    lines, then (finish) the failures again on stderr, where lit shows them
+    when FileCheck fails, and `N passed, M failed, K skipped`."""
+
+    def __init__(self):
+        self.counts = {"PASS": 0, "FAIL": 0, "SKIP": 0}
+        self.failures = []
+
+    def add(self, name, results):
+        for status, check, detail in results:
+            print("%s %s %s%s" % (status, name, check, (": " + detail) if detail else ""),
+                  flush=True)
+            if status == "FAIL":
+                self.failures.append("FAIL %s %s: %s" % (name, check, detail))
+            self.counts[status] += 1
+
+    def add_job(self, name, future):
+        """The results of a future running one model's checks; a checker
+        bug (an exception) is one failure, not a crash."""
+        try:
+            results = future.result()
+        except Exception as e:
+            results = [("FAIL", "check", "%s: %s" % (type(e).__name__, e))]
+        self.add(name, results)
+
+    def finish(self):
+        """Prints the summary; returns the exit status."""
+        for line in self.failures:
+            print(line, file=sys.stderr)
+        print("%d passed, %d failed, %d skipped"
+              % (self.counts["PASS"], self.counts["FAIL"], self.counts["SKIP"]))
+        return 1 if self.counts["FAIL"] else 0
