@@ -43,50 +43,9 @@ public:
   /// Whether dim `i` of `v` is the packed token count.
   bool isT(Value v, int64_t i) const {
     int budget = 256;
-    return isT(v, i, budget);
+    return isTWithin(v, i, budget);
   }
 
-private:
-  bool isT(Value v, int64_t i, int &budget) const {
-    if (--budget < 0)
-      return false;
-    if (llvm::is_contained(dims, std::make_pair(v, i)))
-      return true;
-    auto [from, dim] = onnx::getDimOrigin(v, i);
-    if (from != v || dim != i)
-      return isT(from, dim, budget);
-    // Through the raised ops (the ONNX dim walk stops at them): an
-    // embedding's leading dims are its ids', norms/RoPE/MLPs keep the
-    // input's shape, attention and quantized products all but the feature
-    // dim of their first operand's.
-    Operation *op = v.getDefiningOp();
-    if (!op)
-      return false;
-    if (auto cast = dyn_cast<tensor::CastOp>(op))
-      return isT(cast.getSource(), i, budget);
-    if (auto emb = dyn_cast<EmbeddingOp>(op))
-      return i < rankOf(emb.getIds()) && isT(emb.getIds(), i, budget);
-    if (isa<RMSNormOp, LayerNormOp, RopeOp, GatedMLPOp>(op))
-      return isT(op->getOperand(0), i, budget);
-    if (isa<AttentionOp, PagedAttentionOp, onnx::MsMatMulNBitsOp>(op))
-      return i + 1 < rankOf(v) && isT(op->getOperand(0), i, budget);
-    // A broadcasting elementwise op whose operands' origins differ (a
-    // residual add of an embedding and a layer's output): its dim is any
-    // operand's that is not 1, since the others must equal it or be 1.
-    if (isa<onnx::AddOp, onnx::SubOp, onnx::MulOp, onnx::DivOp, onnx::WhereOp>(op)) {
-      int64_t rank = rankOf(v);
-      for (Value operand : op->getOperands()) {
-        int64_t off = rank - rankOf(operand);
-        if (rankOf(operand) < 0 || off < 0 || i < off || dimOf(operand, i - off) == 1)
-          continue;
-        if (isT(operand, i - off, budget))
-          return true;
-      }
-    }
-    return false;
-  }
-
-public:
   /// Entry `k` of a 0-D/1-D integer tensor as a*T + c, if known.
   std::optional<Affine> entry(Value v, int64_t k, int depth = 0) const {
     if (!v || depth > 24 || k < 0)
@@ -201,6 +160,46 @@ public:
   }
 
 private:
+  /// isT with a shared step budget (the walk may branch at broadcasts).
+  bool isTWithin(Value v, int64_t i, int &budget) const {
+    if (--budget < 0)
+      return false;
+    if (llvm::is_contained(dims, std::make_pair(v, i)))
+      return true;
+    auto [from, dim] = onnx::getDimOrigin(v, i);
+    if (from != v || dim != i)
+      return isTWithin(from, dim, budget);
+    // Through the raised ops (the ONNX dim walk stops at them): an
+    // embedding's leading dims are its ids', norms/RoPE/MLPs keep the
+    // input's shape, attention and quantized products all but the feature
+    // dim of their first operand's.
+    Operation *op = v.getDefiningOp();
+    if (!op)
+      return false;
+    if (auto cast = dyn_cast<tensor::CastOp>(op))
+      return isTWithin(cast.getSource(), i, budget);
+    if (auto emb = dyn_cast<EmbeddingOp>(op))
+      return i < rankOf(emb.getIds()) && isTWithin(emb.getIds(), i, budget);
+    if (isa<RMSNormOp, LayerNormOp, RopeOp, GatedMLPOp>(op))
+      return isTWithin(op->getOperand(0), i, budget);
+    if (isa<AttentionOp, PagedAttentionOp, onnx::MsMatMulNBitsOp>(op))
+      return i + 1 < rankOf(v) && isTWithin(op->getOperand(0), i, budget);
+    // A broadcasting elementwise op whose operands' origins differ (a
+    // residual add of an embedding and a layer's output): its dim is any
+    // operand's that is not 1, since the others must equal it or be 1.
+    if (isa<onnx::AddOp, onnx::SubOp, onnx::MulOp, onnx::DivOp, onnx::WhereOp>(op)) {
+      int64_t rank = rankOf(v);
+      for (Value operand : op->getOperands()) {
+        int64_t off = rank - rankOf(operand);
+        if (rankOf(operand) < 0 || off < 0 || i < off || dimOf(operand, i - off) == 1)
+          continue;
+        if (isTWithin(operand, i - off, budget))
+          return true;
+      }
+    }
+    return false;
+  }
+
   SmallVector<std::pair<Value, int64_t>> dims;
 };
 
