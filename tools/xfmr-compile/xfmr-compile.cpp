@@ -82,8 +82,8 @@ cl::opt<std::string>
                   "simplified), xfmr (after raising), linalg (lowered, on "
                   "tensors), llvm (LLVM dialect)"),
          cl::value_desc("stage"), cl::cat(category));
-cl::opt<unsigned> optLevel("O", cl::desc("LLVM optimization level (0-3)"),
-                           cl::init(3), cl::Prefix, cl::cat(category));
+cl::opt<unsigned> optLevel("O", cl::desc("LLVM optimization level (0-3, default 2)"),
+                           cl::init(2), cl::Prefix, cl::cat(category));
 cl::list<std::string> bindInputs(
     "bind-input",
     cl::desc("Freeze graph input NAME to the tensor in FILE (.npy or .pb): it "
