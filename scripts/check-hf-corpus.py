@@ -135,7 +135,8 @@ def keep_positions(name, ref, mask):
     return None
 
 
-def compare_outputs(out_dir, ref_dir, meta):
+def compare_outputs(out_dir, ref_dir, meta, rtol=None):
+    rtol = RUN_RTOL if rtol is None else rtol
     mask = None
     for t in meta["tensors"]:
         if t["role"] == "input" and t["name"] == "attention_mask":
@@ -159,7 +160,7 @@ def compare_outputs(out_dir, ref_dir, meta):
         diff = float(np.max(np.abs(g.astype(np.float64) - r))) if r.size else 0.0
         if not np.all(np.isfinite(g)):
             diff = float("inf")
-        tol = RUN_RTOL * float(np.max(np.abs(r))) if r.size else 0.0
+        tol = rtol * float(np.max(np.abs(r))) if r.size else 0.0
         worst.append((diff / tol if tol else diff, t["name"], diff, tol))
         if not diff <= tol:
             problems.append("%s: max |diff| %.3g > tol %.3g" % (t["name"], diff, tol))

@@ -6,9 +6,11 @@ quantizers write: 4 and 8 bits; block sizes 16, 32, 64, 128; K a multiple of
 the block or not (a partial last block); no zero points (2^(bits-1)), packed
 uint8 zero points, or float zero points; with and without bias; A of rank 2
 and 3. Each is compiled with xfmr-compile, run with xfmr-run, and compared
-with onnxruntime at accuracy_level 0 (f32 activations: onnxruntime's level 4
-quantizes activations to int8, a different computation) within 1e-4 of the
-largest |output|.
+with onnxruntime at the same accuracy_level within 1e-4 of the largest
+|output|: level 0 (f32 activations) and level 4 (activations quantized to
+int8 per block; xfmr's micro-kernel for 4 bits with blocks of a multiple of
+32 dividing K, the same rounding as onnxruntime's, so the block sums are
+exact integers on both sides).
 
 Usage: check-matmulnbits.py [--build-dir build] [--keep DIR]
 Prints one PASS/FAIL/SKIP line per case (SKIP: onnxruntime's CPU kernel
@@ -28,20 +30,26 @@ from onnx import TensorProto, helper
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
-# (bits, block, K, N, zero points: none | packed | float, bias, A rank)
+# (bits, block, K, N, zero points: none | packed | float, bias, A rank,
+#  accuracy_level)
 CASES = [
-    (4, 32, 64, 48, "none", False, 3),
-    (4, 32, 80, 40, "packed", True, 3),
-    (4, 16, 48, 24, "float", False, 2),
-    (4, 64, 200, 16, "packed", False, 2),
-    (4, 128, 256, 8, "none", True, 3),
-    (8, 32, 96, 32, "none", False, 3),
-    (8, 16, 40, 16, "packed", True, 2),
-    (8, 64, 64, 24, "float", False, 3),
+    (4, 32, 64, 48, "none", False, 3, 0),
+    (4, 32, 80, 40, "packed", True, 3, 0),
+    (4, 16, 48, 24, "float", False, 2, 0),
+    (4, 64, 200, 16, "packed", False, 2, 0),
+    (4, 128, 256, 8, "none", True, 3, 0),
+    (8, 32, 96, 32, "none", False, 3, 0),
+    (8, 16, 40, 16, "packed", True, 2, 0),
+    (8, 64, 64, 24, "float", False, 3, 0),
+    # int8 activations (N not a multiple of the kernel's 4-column groups too)
+    (4, 32, 64, 48, "none", False, 3, 4),
+    (4, 32, 96, 70, "packed", True, 3, 4),
+    (4, 64, 256, 37, "packed", False, 2, 4),
+    (4, 128, 384, 9, "none", True, 3, 4),
 ]
 
 
-def build(bits, block, k, n, zp, bias, rank, seed):
+def build(bits, block, k, n, zp, bias, rank, level, seed):
     rng = np.random.default_rng(seed)
     blocks = (k + block - 1) // block
     blob = block * bits // 8
@@ -64,7 +72,7 @@ def build(bits, block, k, n, zp, bias, rank, seed):
         inits.append(helper.make_tensor("bias", TensorProto.FLOAT, bv.shape, bv))
         inputs += [""] * (4 - len(inputs)) + ["", "bias"]
     node = helper.make_node("MatMulNBits", inputs, ["Y"], domain="com.microsoft", K=k, N=n,
-                            bits=bits, block_size=block, accuracy_level=0)
+                            bits=bits, block_size=block, accuracy_level=level)
     a_shape = ["batch", "seq", k] if rank == 3 else ["rows", k]
     y_shape = a_shape[:-1] + [n]
     graph = helper.make_graph([node], "matmulnbits",
@@ -88,8 +96,9 @@ def main():
     os.makedirs(work, exist_ok=True)
     passed = failed = skipped = 0
     for i, case in enumerate(CASES):
-        bits, block, k, n, zp, bias, rank = case
-        name = "b%d_bs%d_k%d_n%d_%s%s_r%d" % (bits, block, k, n, zp, "_bias" if bias else "", rank)
+        bits, block, k, n, zp, bias, rank, level = case
+        name = "b%d_bs%d_k%d_n%d_%s%s_r%d_acc%d" % (bits, block, k, n, zp, "_bias" if bias else "",
+                                                   rank, level)
         model, a = build(*case, seed=i)
         path = os.path.join(work, name + ".onnx")
         onnx.save(model, path)

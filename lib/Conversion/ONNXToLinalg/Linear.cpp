@@ -11,7 +11,14 @@
 
 #include "Common.h"
 
+#include "runtime/ukernels/QuantizedMatmul.h"
+
 #include "mlir/Dialect/Arith/Utils/Utils.h"
+#include "mlir/Dialect/Bufferization/IR/Bufferization.h"
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/Dialect/LLVMIR/LLVMDialect.h"
+#include "mlir/Dialect/MemRef/IR/MemRef.h"
+#include "mlir/Dialect/SCF/IR/SCF.h"
 #include "mlir/IR/DialectResourceBlobManager.h"
 
 #include <cstring>
@@ -622,6 +629,176 @@ Value rowMajorNBits(OpBuilder &b, Location loc, const NBits &q, RankedTensorType
       .getResult(0);
 }
 
+//===----------------------------------------------------------------------===//
+// accuracy_level 4: int8 activations, the micro-kernel (runtime/ukernels)
+//===----------------------------------------------------------------------===//
+
+constexpr llvm::StringLiteral kQuantizeQ8 = "xfmr_uk_quantize_q8";
+constexpr llvm::StringLiteral kMatmulQ4Q8 = "xfmr_uk_matmul_q4q8";
+/// Columns per micro-kernel call: the unit xfmr-parallelize-loops splits
+/// across threads.
+constexpr int64_t kColumnTile = 64;
+
+/// Declares `name` (pointers and i64s in, nothing out) once per module.
+void declareKernel(OpBuilder &b, Operation *anchor, StringRef name, TypeRange args) {
+  auto module = anchor->getParentOfType<ModuleOp>();
+  if (module.lookupSymbol(name))
+    return;
+  OpBuilder::InsertionGuard guard(b);
+  b.setInsertionPointToEnd(module.getBody());
+  auto f = func::FuncOp::create(b, module.getLoc(), name,
+                                FunctionType::get(b.getContext(), args, {}));
+  f.setPrivate();
+}
+
+/// The address of an identity-layout memref's first element.
+Value addressOf(OpBuilder &b, Location loc, Value memref) {
+  Value index = memref::ExtractAlignedPointerAsIndexOp::create(b, loc, memref);
+  Value i64 = arith::IndexCastOp::create(b, loc, b.getI64Type(), index);
+  return LLVM::IntToPtrOp::create(b, loc, LLVM::LLVMPointerType::get(b.getContext()), i64);
+}
+
+/// A constant tensor of `shape` x `element` holding `bytes`.
+Value constantTensor(OpBuilder &b, Location loc, ArrayRef<char> bytes, ArrayRef<int64_t> shape,
+                     Type element, StringRef name) {
+  auto type = RankedTensorType::get(shape, element);
+  auto attr = DenseResourceElementsAttr::get(
+      type, name, HeapAsmResourceBlob::allocateAndCopyWithAlign(bytes, 64));
+  return arith::ConstantOp::create(b, loc, type, attr);
+}
+
+/// The scales [N, blocks] as f32 bytes (f16 and bf16 widened exactly).
+std::optional<std::vector<char>> scalesAsF32(ArrayRef<char> bytes, Type type, int64_t count) {
+  std::vector<char> out(count * sizeof(float));
+  for (int64_t i = 0; i < count; ++i) {
+    float v;
+    if (type.isF32()) {
+      std::memcpy(&v, &bytes[i * 4], 4);
+    } else if (type.isF16() || type.isBF16()) {
+      uint16_t raw;
+      std::memcpy(&raw, &bytes[i * 2], 2);
+      APFloat f(type.isF16() ? APFloat::IEEEhalf() : APFloat::BFloat(), APInt(16, raw));
+      bool lost;
+      f.convert(APFloat::IEEEsingle(), APFloat::rmNearestTiesToEven, &lost);
+      v = f.convertToFloat();
+    } else {
+      return std::nullopt;
+    }
+    std::memcpy(&out[i * sizeof(float)], &v, sizeof(float));
+  }
+  return out;
+}
+
+/// The quantized product as onnxruntime computes it at accuracy_level 4:
+/// each row of A quantized to int8 per block (xfmr_uk_quantize_q8), then
+/// exact integer block sums against the 4-bit weights as stored, scaled per
+/// block (xfmr_uk_matmul_q4q8), one call per kColumnTile columns in a loop
+/// xfmr-parallelize-loops may split across threads. Needs 4-bit weights,
+/// block_size a multiple of 32 dividing K, f32 A, constant weights, scales
+/// and 4-bit zero points; returns null (having created nothing) otherwise.
+Value int8ActivationNBits(OpBuilder &b, Location loc, Operation *op, const NBits &q,
+                          RankedTensorType accType, ArrayRef<OpFoldResult> sizes) {
+  auto aType = cast<RankedTensorType>(q.a.getType());
+  if (q.bits != 4 || q.bs % 32 || q.k % q.bs || aType.getRank() < 2 ||
+      !aType.getElementType().isF32() || (q.zeros && !q.packedZeros))
+    return nullptr;
+  std::optional<ArrayRef<char>> bBytes = constantBytes(q.packed);
+  std::optional<ArrayRef<char>> sBytes = constantBytes(q.scales);
+  std::optional<ArrayRef<char>> zBytes = q.zeros ? constantBytes(q.zeros) : std::nullopt;
+  if (!bBytes || !sBytes || (q.zeros && !zBytes))
+    return nullptr;
+  std::optional<std::vector<char>> scales = scalesAsF32(*sBytes, q.scaleType(), q.n * q.blocks);
+  if (!scales)
+    return nullptr;
+  std::vector<uint8_t> zeros;
+  if (q.zeros) { // two 4-bit points per byte, low first -> one per byte
+    zeros.resize(q.n * q.blocks);
+    for (int64_t n = 0; n < q.n; ++n)
+      for (int64_t blk = 0; blk < q.blocks; ++blk) {
+        auto byte = static_cast<uint8_t>((*zBytes)[n * q.zeroCols + blk / 2]);
+        zeros[n * q.blocks + blk] = (byte >> (4 * (blk % 2))) & 0xF;
+      }
+  }
+  // The micro-kernel's layout (runtime/ukernels/QuantizedMatmul.c).
+  int64_t groups = (q.n + XFMR_UK_Q4_COLUMNS - 1) / XFMR_UK_Q4_COLUMNS;
+  int64_t perGroup = groups * XFMR_UK_Q4_COLUMNS * q.blocks;
+  std::vector<char> pw(xfmr_uk_packed_q4_bytes(q.n, q.k)), ps(perGroup * sizeof(float)),
+      pz(q.zeros ? perGroup : 0);
+  xfmr_uk_pack_q4(reinterpret_cast<const uint8_t *>(bBytes->data()),
+                  reinterpret_cast<const float *>(scales->data()),
+                  q.zeros ? zeros.data() : nullptr, q.n, q.k, q.bs,
+                  reinterpret_cast<uint8_t *>(pw.data()), reinterpret_cast<float *>(ps.data()),
+                  q.zeros ? reinterpret_cast<uint8_t *>(pz.data()) : nullptr);
+
+  MLIRContext *ctx = b.getContext();
+  Type i8 = IntegerType::get(ctx, 8), i32 = b.getI32Type(), i64 = b.getI64Type();
+  Type f32 = b.getF32Type(), ptr = LLVM::LLVMPointerType::get(ctx);
+  declareKernel(b, op, kQuantizeQ8, {ptr, i64, i64, i64, i64, ptr, ptr, ptr});
+  declareKernel(b, op, kMatmulQ4Q8,
+                {ptr, ptr, ptr, i64, i64, i64, ptr, ptr, ptr, i64, i64, ptr, i64});
+
+  // A [..., K] -> [rows, K].
+  int64_t rank = aType.getRank();
+  ReassociationIndices lead;
+  for (int64_t d = 0; d + 1 < rank; ++d)
+    lead.push_back(d);
+  SmallVector<ReassociationIndices> reassoc{lead, {rank - 1}};
+  Value a2 = tensor::CollapseShapeOp::create(b, loc, q.a, reassoc);
+  auto a2Type = cast<RankedTensorType>(a2.getType());
+  int64_t staticRows = a2Type.getDimSize(0);
+  Value rows = tensor::DimOp::create(b, loc, a2, 0);
+  auto buffer = [&](Value t) {
+    auto type = cast<RankedTensorType>(t.getType());
+    return bufferization::ToBufferOp::create(
+        b, loc, MemRefType::get(type.getShape(), type.getElementType()), t, /*read_only=*/true);
+  };
+  auto alloc = [&](int64_t cols, Type elem) -> Value {
+    auto type = MemRefType::get({staticRows, cols}, elem);
+    return memref::AllocOp::create(b, loc, type,
+                                   ShapedType::isDynamic(staticRows) ? ValueRange{rows}
+                                                                     : ValueRange{});
+  };
+  Value aBuf = buffer(a2);
+  int64_t pwSize = pw.size();
+  Value w = buffer(constantTensor(b, loc, pw, {pwSize}, i8, "xfmr_q4_weights"));
+  Value sw = buffer(constantTensor(b, loc, ps, {perGroup}, f32, "xfmr_q4_scales"));
+  Value zp = q.zeros ? buffer(constantTensor(b, loc, pz, {perGroup}, i8, "xfmr_q4_zeros"))
+                     : Value();
+  Value aq = alloc(q.k, i8), sa = alloc(q.blocks, f32), suma = alloc(q.blocks, i32);
+  // The product [..., N] (identity layout: row m of [rows, N] at m * N).
+  SmallVector<Value> outDims;
+  for (auto [d, size] : llvm::enumerate(sizes))
+    if (accType.isDynamicDim(d))
+      outDims.push_back(getValueOrCreateConstantIndexOp(b, loc, size));
+  Value out = memref::AllocOp::create(b, loc, MemRefType::get(accType.getShape(), f32), outDims);
+
+  auto c64 = [&](int64_t v) -> Value { return arith::ConstantIntOp::create(b, loc, i64, v); };
+  Value rows64 = arith::IndexCastOp::create(b, loc, i64, rows);
+  Value aqP = addressOf(b, loc, aq), saP = addressOf(b, loc, sa), sumP = addressOf(b, loc, suma);
+  Value wP = addressOf(b, loc, w), swP = addressOf(b, loc, sw), outP = addressOf(b, loc, out);
+  Value zpP = zp ? addressOf(b, loc, zp) : LLVM::ZeroOp::create(b, loc, ptr).getResult();
+  func::CallOp::create(b, loc, kQuantizeQ8, TypeRange{},
+                       ValueRange{addressOf(b, loc, aBuf), rows64, c64(q.k), c64(q.k), c64(q.bs),
+                                  aqP, saP, sumP});
+  int64_t tiles = (q.n + kColumnTile - 1) / kColumnTile;
+  auto idx = [&](int64_t v) -> Value { return arith::ConstantIndexOp::create(b, loc, v); };
+  auto loop = scf::ForOp::create(b, loc, idx(0), idx(tiles), idx(1));
+  loop->setAttr("xfmr.independent_iterations", b.getUnitAttr());
+  {
+    OpBuilder::InsertionGuard guard(b);
+    b.setInsertionPointToStart(loop.getBody());
+    Value t = arith::IndexCastOp::create(b, loc, i64, loop.getInductionVar());
+    Value n0 = arith::MulIOp::create(b, loc, t, c64(kColumnTile));
+    Value n1 = arith::MinSIOp::create(b, loc, arith::AddIOp::create(b, loc, n0, c64(kColumnTile)),
+                                      c64(q.n));
+    func::CallOp::create(b, loc, kMatmulQ4Q8, TypeRange{},
+                         ValueRange{aqP, saP, sumP, rows64, c64(q.k), c64(q.bs), wP, swP, zpP, n0,
+                                    n1, outP, c64(q.n)});
+  }
+  return bufferization::ToTensorOp::create(b, loc, accType, out, b.getUnitAttr(),
+                                           b.getUnitAttr());
+}
+
 /// Y[..., n] = sum_k A[..., k] * W[n, k] (+ bias[n]) with
 ///   W[n, k] = (q(n, k) - zp(n, k / bs)) * scale(n, k / bs),
 /// q(n, k) the `bits`-bit field k % (8 / bits) (low bits first) of byte
@@ -668,7 +845,11 @@ LogicalResult MatMulNBitsLowering::lower(Operation *op, StringRef,
   SmallVector<OpFoldResult> sizes = mixedSizes(rewriter, loc, a);
   sizes.back() = rewriter.getIndexAttr(n);
   auto accType = type.clone(Float32Type::get(rewriter.getContext()));
-  Value product = columnMajorNBits(rewriter, loc, q, accType, sizes);
+  Value product;
+  if (intAttr(op, "accuracy_level", 0) == 4)
+    product = int8ActivationNBits(rewriter, loc, op, q, accType, sizes);
+  if (!product)
+    product = columnMajorNBits(rewriter, loc, q, accType, sizes);
   if (!product)
     product = rowMajorNBits(rewriter, loc, q, accType, sizes);
   SmallVector<Value> tail{product};

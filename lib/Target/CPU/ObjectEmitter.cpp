@@ -178,6 +178,10 @@ LogicalResult emitSharedObject(ModuleOp module, const HostTarget &target,
   }
 
   bool usesBLAS = m->getFunction("cblas_sgemm") != nullptr;
+  // Quantized products call the micro-kernels (runtime/ukernels).
+  bool usesUkernels = llvm::any_of(*m, [](const llvm::Function &f) {
+    return f.isDeclaration() && f.getName().starts_with("xfmr_uk_");
+  });
   // Products split across cores (xfmr-compile --threads) call LLVM's libomp.
   bool usesOpenMP = m->getFunction("__kmpc_fork_call") != nullptr;
 
@@ -211,6 +215,8 @@ LogicalResult emitSharedObject(ModuleOp module, const HostTarget &target,
   std::string so = soPath.str();
   llvm::SmallVector<llvm::StringRef> args{linker, "-shared", "-o", so, objPath,
                                           "-lm", "-Wl,-z,noexecstack"};
+  if (usesUkernels)
+    args.push_back(XFMR_UKERNELS_LIB);
   // xfmr-contractions-to-blas calls OpenBLAS's sgemm.
   if (usesBLAS)
     args.push_back("-lopenblas");

@@ -1,0 +1,36 @@
+//===- QuantizedMatmul.h - int4 weights x int8 activations ------*- C -*-===//
+//
+// Part of xfmr.
+//
+// The micro-kernels generated code calls for MatMulNBits at accuracy_level 4
+// (see QuantizedMatmul.c for the layouts), and the packing the compiler runs
+// on the constant weights.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef XFMR_UKERNELS_QUANTIZEDMATMUL_H
+#define XFMR_UKERNELS_QUANTIZEDMATMUL_H
+
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/// Columns per packed group; N is rounded up to a multiple.
+enum { XFMR_UK_Q4_COLUMNS = 4 };
+
+int64_t xfmr_uk_packed_q4_bytes(int64_t n, int64_t k);
+void xfmr_uk_pack_q4(const uint8_t *src, const float *scales, const uint8_t *zeros, int64_t n,
+                     int64_t k, int64_t blk, uint8_t *w, float *sw, uint8_t *zw);
+void xfmr_uk_quantize_q8(const float *a, int64_t rows, int64_t k, int64_t lda, int64_t blk,
+                         int8_t *aq, float *scale, int32_t *sum);
+void xfmr_uk_matmul_q4q8(const int8_t *aq, const float *sa, const int32_t *suma, int64_t rows,
+                         int64_t k, int64_t blk, const uint8_t *w, const float *sw,
+                         const uint8_t *zw, int64_t n0, int64_t n1, float *c, int64_t ldc);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif // XFMR_UKERNELS_QUANTIZEDMATMUL_H
