@@ -259,6 +259,39 @@ private:
     return out;
   }
 
+  /// "generation" (optional): {"eos_token_ids": [at most 64 ids],
+  /// "context_length": N}, both optional.
+  Status getGeneration(const json &root, Manifest &m) const {
+    Expected<const json *> gen = getObject(root, "", "generation", false);
+    if (!gen)
+      return gen.takeError();
+    if (!*gen)
+      return {};
+    if ((*gen)->contains("eos_token_ids")) {
+      Expected<const json *> ids = getArray(**gen, "generation", "eos_token_ids");
+      if (!ids)
+        return ids.takeError();
+      if ((*ids)->size() > 64)
+        return fail("generation.eos_token_ids", "more than 64 entries");
+      for (size_t i = 0; i < (*ids)->size(); ++i) {
+        std::string where = "generation.eos_token_ids[" + std::to_string(i) + "]";
+        Expected<int64_t> id = asInt((**ids)[i], where);
+        if (!id)
+          return id.takeError();
+        if (*id < 0)
+          return fail(where, "must be non-negative");
+        m.eosTokenIds.push_back(*id);
+      }
+    }
+    if ((*gen)->contains("context_length")) {
+      Expected<int64_t> n = getNonNegativeInt(**gen, "generation", "context_length");
+      if (!n)
+        return n.takeError();
+      m.contextLength = *n;
+    }
+    return {};
+  }
+
   /// files.<name>: {"size": N, "sha256": "<64 hex digits>"}.
   Expected<FileIntegrity> getFileIntegrity(const json &files, const std::string &name) const {
     std::string field = "files." + name;
@@ -432,6 +465,8 @@ Expected<Manifest> ManifestParser::parse(const json &root) {
   if (Expected<const json *> options = getObject(root, "", "options", false);
       !options)
     return options.takeError();
+  if (Status s = getGeneration(root, m); !s)
+    return s.takeError();
 
   Expected<std::string> library = getFileName(root, "", "library");
   if (!library)

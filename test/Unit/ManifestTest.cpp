@@ -364,3 +364,43 @@ TEST(ManifestTest, StepFunctionRejections) {
   ASSERT_FALSE(m);
   EXPECT_NE(m.error().find("inputs[1].role: unknown role"), std::string::npos) << m.error();
 }
+
+namespace {
+
+/// kManifest with `"generation": <gen>` added.
+std::string withGeneration(const std::string &gen) {
+  std::string s = kManifest;
+  s.insert(s.rfind('}'), ",\n  \"generation\": " + gen + "\n");
+  return s;
+}
+
+} // namespace
+
+TEST(ManifestTest, Generation) {
+  Expected<Manifest> m = parseManifest(
+      withGeneration(R"({"eos_token_ids": [2, 32000], "context_length": 4096,
+                        "from": "genai_config.json"})"),
+      kFile);
+  ASSERT_TRUE(m) << m.error();
+  EXPECT_EQ(m->eosTokenIds, (std::vector<int64_t>{2, 32000}));
+  EXPECT_EQ(m->contextLength, 4096);
+  Expected<Manifest> plain = parseManifest(kManifest, kFile);
+  ASSERT_TRUE(plain) << plain.error();
+  EXPECT_TRUE(plain->eosTokenIds.empty());
+  EXPECT_EQ(plain->contextLength, 0);
+  struct Case {
+    std::string gen, expected;
+  } cases[] = {
+      {"[1]", "generation: expected an object"},
+      {R"({"eos_token_ids": 2})", "generation.eos_token_ids: expected an array"},
+      {R"({"eos_token_ids": [-1]})", "generation.eos_token_ids[0]: must be non-negative"},
+      {R"({"eos_token_ids": ["2"]})", "generation.eos_token_ids[0]"},
+      {R"({"context_length": -5})", "generation.context_length"},
+  };
+  for (const Case &c : cases) {
+    Expected<Manifest> bad = parseManifest(withGeneration(c.gen), kFile);
+    ASSERT_FALSE(bad) << c.expected;
+    EXPECT_NE(bad.error().find(kFile), std::string::npos) << bad.error();
+    EXPECT_NE(bad.error().find(c.expected), std::string::npos) << bad.error();
+  }
+}

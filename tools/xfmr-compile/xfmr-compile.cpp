@@ -335,9 +335,48 @@ LogicalResult commitArtifact(llvm::StringRef tmp, llvm::StringRef out) {
   return success();
 }
 
+/// What a model folder's genai_config.json says about generating, for the
+/// manifest's "generation" (empty: nothing).
+llvm::json::Object generation;
+
+/// model.eos_token_id (an id or a list of ids) and model.context_length of
+/// genai_config.json into `generation`.
+LogicalResult readGenerationConfig(const llvm::json::Object &model, llvm::StringRef config) {
+  llvm::json::Array eos;
+  if (const llvm::json::Value *v = model.get("eos_token_id")) {
+    std::vector<const llvm::json::Value *> ids;
+    if (const llvm::json::Array *list = v->getAsArray())
+      for (const llvm::json::Value &id : *list)
+        ids.push_back(&id);
+    else
+      ids.push_back(v);
+    for (const llvm::json::Value *id : ids) {
+      std::optional<int64_t> n = id->getAsInteger();
+      if (!n || *n < 0 || ids.size() > 64)
+        return fail(config.str() + ": model.eos_token_id must be a non-negative id or a list "
+                                   "of at most 64"),
+               failure();
+      eos.push_back(*n);
+    }
+  }
+  if (!eos.empty())
+    generation["eos_token_ids"] = std::move(eos);
+  if (const llvm::json::Value *v = model.get("context_length")) {
+    std::optional<int64_t> n = v->getAsInteger();
+    if (!n || *n < 0)
+      return fail(config.str() + ": model.context_length must be a non-negative integer"),
+             failure();
+    generation["context_length"] = *n;
+  }
+  if (!generation.empty())
+    generation["from"] = "genai_config.json";
+  return success();
+}
+
 /// A model folder as onnxruntime-genai's builder writes it: the decoder file
 /// named by genai_config.json's model.decoder.filename (else model.onnx).
-/// Replaces `inputFilename` by that file; errors name the folder's config.
+/// Replaces `inputFilename` by that file and keeps the config's eos ids and
+/// context length for the manifest; errors name the folder's config.
 LogicalResult resolveModelFolder() {
   if (!llvm::sys::fs::is_directory(inputFilename))
     return success();
@@ -354,6 +393,8 @@ LogicalResult resolveModelFolder() {
       return fail(config.str() + ": " + llvm::toString(json.takeError())), failure();
     const llvm::json::Object *root = json->getAsObject();
     const llvm::json::Object *model = root ? root->getObject("model") : nullptr;
+    if (model && failed(readGenerationConfig(*model, config)))
+      return failure();
     const llvm::json::Object *decoder = model ? model->getObject("decoder") : nullptr;
     if (decoder)
       if (std::optional<llvm::StringRef> name = decoder->getString("filename")) {
@@ -555,6 +596,8 @@ int compile() {
   };
   if (kvSpec)
     manifest["kv_cache"] = std::move(*kvSpec);
+  if (!generation.empty())
+    manifest["generation"] = std::move(generation);
   {
     std::error_code ec;
     llvm::raw_fd_ostream os(tmp + "/manifest.json", ec);

@@ -48,6 +48,9 @@ const char *const kGenerateHelp =
     "  --prompt-ids LIST    a prompt's token ids (at least one); repeatable\n"
     "  --max-new-tokens N   tokens to generate per request (1..1000000)\n"
     "  --stop-ids LIST      stop a request after it generates one of these\n"
+    "                       (default: the artifact's eos ids, from the model\n"
+    "                       folder's genai_config.json)\n"
+    "  --ignore-eos         do not stop at the artifact's eos ids\n"
     "  --temperature T      0 (default): greedy; > 0: sample\n"
     "  --top-k K            keep the K most likely tokens (0: all)\n"
     "  --top-p P            keep the most likely tokens up to probability P (1: all)\n"
@@ -99,7 +102,7 @@ int generateMain(int argc, char **argv) {
   std::vector<std::vector<int64_t>> prompts;
   SamplingParams sampling;
   int64_t maxNew = -1, kvBytes = 0, seed = 0;
-  bool quiet = false;
+  bool quiet = false, ignoreEos = false, stopGiven = false;
   for (int i = 2; i < argc; ++i) {
     std::string arg = argv[i];
     if (arg == "--help" || arg == "-h") {
@@ -108,6 +111,10 @@ int generateMain(int argc, char **argv) {
     }
     if (arg == "--quiet" || arg == "-q") {
       quiet = true;
+      continue;
+    }
+    if (arg == "--ignore-eos") {
+      ignoreEos = true;
       continue;
     }
     if (arg.empty() || arg[0] != '-') {
@@ -131,6 +138,7 @@ int generateMain(int argc, char **argv) {
       ok = parseIds(value, prompts.back());
     } else if (name == "--stop-ids") {
       ok = parseIds(value, sampling.stopTokens);
+      stopGiven = true;
     } else if (name == "--max-new-tokens") {
       ok = parseInt(value, 1, 1000000, maxNew);
     } else if (name == "--temperature") {
@@ -167,6 +175,17 @@ int generateMain(int argc, char **argv) {
   const Artifact &artifact = **loaded;
   if (!artifact.manifest().kvCache)
     return fail(artifactDir + ": not a step function (compile with xfmr-compile --kv-cache=paged)");
+  const std::vector<int64_t> &eos = artifact.manifest().eosTokenIds;
+  if (!stopGiven && !ignoreEos && !eos.empty()) {
+    sampling.stopTokens = eos;
+    if (!quiet) {
+      std::string list;
+      for (int64_t id : eos)
+        list += (list.empty() ? "" : ",") + std::to_string(id);
+      std::fprintf(stderr, "stopping at the artifact's eos ids %s (--ignore-eos: don't)\n",
+                   list.c_str());
+    }
+  }
   if (!dumpDir.empty() && ::mkdir(dumpDir.c_str(), 0777) != 0 && errno != EEXIST)
     return fail(dumpDir + ": cannot create the directory");
 

@@ -40,7 +40,9 @@ const char *const kUsageLine =
     "usage: xfmr-run ARTIFACT --input NAME=FILE [--input NAME=FILE ...]\n"
     "                [--output-dir DIR] [--repeat N] [--quiet]\n"
     "       xfmr-run generate ARTIFACT --prompt-ids 1,2,3 --max-new-tokens N\n"
-    "                (greedy generation; 'xfmr-run generate --help')\n";
+    "                (greedy generation; 'xfmr-run generate --help')\n"
+    "       xfmr-run perplexity ARTIFACT --tokens FILE.npy [--context N] [--json]\n"
+    "                (causal LM perplexity; 'xfmr-run perplexity --help')\n";
 
 const char *const kHelp =
     "\n"
@@ -305,7 +307,8 @@ double peakResidentMiB() {
   return -1;
 }
 
-int generateMain(int argc, char **argv); // Generate.cpp
+int generateMain(int argc, char **argv);   // Generate.cpp
+int perplexityMain(int argc, char **argv); // Perplexity.cpp
 
 int main(int argc, char **argv) {
   // A model's failed run-time check prints its message to stdout and
@@ -313,6 +316,8 @@ int main(int argc, char **argv) {
   std::setvbuf(stdout, nullptr, _IONBF, 0);
   if (argc > 1 && std::string(argv[1]) == "generate")
     return generateMain(argc, argv);
+  if (argc > 1 && std::string(argv[1]) == "perplexity")
+    return perplexityMain(argc, argv);
   Options opts;
   if (int status = parseCommandLine(argc, argv, opts); status >= 0)
     return status;

@@ -116,6 +116,12 @@ struct Manifest {
   std::vector<TensorSpec> outputs;
   /// Present for step functions; checked against the kv_pool inputs.
   std::optional<KVCacheSpec> kvCache;
+  /// "generation" (optional): what the model's own configuration says about
+  /// generating (onnxruntime-genai's genai_config.json): the token ids that
+  /// end a sequence (`xfmr-run generate` stops at them unless told other
+  /// stop ids) and the context length it was built for (0: not stated).
+  std::vector<int64_t> eosTokenIds;
+  int64_t contextLength = 0;
 };
 
 /// Parses and validates manifest text; `pathForErrors` prefixes every

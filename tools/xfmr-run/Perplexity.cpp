@@ -1,0 +1,235 @@
+//===- Perplexity.cpp - xfmr-run perplexity -------------------------------===//
+//
+// Part of xfmr.
+//
+//   xfmr-run perplexity ARTIFACT --tokens FILE.npy [--context N] [--json]
+//
+// The perplexity of a causal LM (a forward artifact: input_ids [B, S] and
+// optionally attention_mask and position_ids in; logits [B, S, V] out) on a
+// token file: the text is cut into consecutive windows of N tokens, each run
+// as one batch-1 sequence, and every token but a window's first is scored
+// from the logits of the position before it:
+//
+//   perplexity = exp(-(1 / T) * sum_t log softmax(logits[t - 1])[token_t])
+//
+// in double precision. It is how quantization modes are compared (issue 12:
+// perplexity relative to fp32 on held-out text).
+//
+//===----------------------------------------------------------------------===//
+
+#include "xfmr/runtime/Artifact.h"
+#include "xfmr/runtime/TensorIO.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <string>
+#include <vector>
+
+using namespace xfmr::rt;
+
+namespace {
+
+const char *const kPerplexityHelp =
+    "usage: xfmr-run perplexity ARTIFACT --tokens FILE [--context N] [--json]\n"
+    "\n"
+    "The perplexity of a causal LM on a token file. ARTIFACT is a forward\n"
+    "artifact (xfmr-compile without --kv-cache): input_ids [batch, sequence]\n"
+    "and optionally attention_mask and position_ids in, logits [batch,\n"
+    "sequence, vocab] first out. The tokens are cut into consecutive windows\n"
+    "of N; each window runs as one sequence and every token but its first is\n"
+    "scored from the logits before it. Prints 'perplexity: X' (and the token\n"
+    "and window counts on stderr).\n"
+    "\n"
+    "options:\n"
+    "  --tokens FILE   token ids, .npy or .pb, int64 or int32, [T] or [1, T]\n"
+    "  --context N     tokens per window (default: the artifact's context\n"
+    "                  length from genai_config.json, else 512)\n"
+    "  --json          print {\"perplexity\": X, \"tokens\": T} instead\n"
+    "  --quiet         print only the result and errors\n";
+
+int usageError(const std::string &message) {
+  std::fprintf(stderr, "xfmr-run perplexity: error: %s (run 'xfmr-run perplexity --help')\n",
+               message.c_str());
+  return 2;
+}
+
+int fail(const std::string &message) {
+  std::fprintf(stderr, "xfmr-run perplexity: error: %s\n", message.c_str());
+  return 1;
+}
+
+/// The token file as int64 ids: [T] or [1, T], int64 or int32.
+Expected<std::vector<int64_t>> readTokens(const std::string &path) {
+  Expected<Tensor> t = readTensor(path);
+  if (!t)
+    return t.takeError();
+  const std::vector<int64_t> &shape = t->shape();
+  if (!(shape.size() == 1 || (shape.size() == 2 && shape[0] == 1)))
+    return Error(path + ": token ids must be [T] or [1, T], got " + formatShape(shape));
+  std::vector<int64_t> ids(static_cast<size_t>(t->numel()));
+  if (t->dtype() == DType::I64)
+    std::copy(t->data<int64_t>(), t->data<int64_t>() + ids.size(), ids.begin());
+  else if (t->dtype() == DType::I32)
+    std::copy(t->data<int32_t>(), t->data<int32_t>() + ids.size(), ids.begin());
+  else
+    return Error(path + ": token ids must be i64 or i32, got " + dtypeName(t->dtype()));
+  return ids;
+}
+
+/// -log softmax(row)[target], in double.
+double negativeLogLikelihood(const float *row, int64_t vocab, int64_t target) {
+  double maxLogit = row[0];
+  for (int64_t v = 1; v < vocab; ++v)
+    maxLogit = std::max<double>(maxLogit, row[v]);
+  double sum = 0;
+  for (int64_t v = 0; v < vocab; ++v)
+    sum += std::exp(static_cast<double>(row[v]) - maxLogit);
+  return maxLogit + std::log(sum) - static_cast<double>(row[target]);
+}
+
+struct Window {
+  int64_t begin, length;
+};
+
+/// The model's inputs for one window, by manifest order; or why the model
+/// takes an input perplexity cannot feed.
+Expected<std::vector<Tensor>> windowInputs(const Manifest &m, const std::vector<int64_t> &ids,
+                                           Window w) {
+  std::vector<Tensor> inputs;
+  for (const TensorSpec &spec : m.inputs) {
+    if (spec.rank() != 2 || (spec.name != "input_ids" && spec.name != "attention_mask" &&
+                             spec.name != "position_ids"))
+      return Error("the model's input '" + spec.name + "' " + formatSpecShape(spec) +
+                   " is not one perplexity feeds (input_ids, attention_mask, position_ids: "
+                   "[batch, sequence])");
+    Expected<Tensor> t = Tensor::create(spec.dtype, {1, w.length}, spec.name);
+    if (!t)
+      return t.takeError();
+    for (int64_t i = 0; i < w.length; ++i) {
+      int64_t v = spec.name == "input_ids" ? ids[w.begin + i]
+                  : spec.name == "position_ids" ? i
+                                                : 1;
+      if (spec.dtype == DType::I64)
+        t->data<int64_t>()[i] = v;
+      else if (spec.dtype == DType::I32)
+        t->data<int32_t>()[i] = static_cast<int32_t>(v);
+      else
+        return Error("the model's input '" + spec.name + "' is " + dtypeName(spec.dtype) +
+                     ", not i64 or i32");
+    }
+    inputs.push_back(t.take());
+  }
+  return inputs;
+}
+
+} // namespace
+
+int perplexityMain(int argc, char **argv) {
+  std::string artifactDir, tokensPath;
+  int64_t context = 0;
+  bool json = false, quiet = false;
+  for (int i = 2; i < argc; ++i) {
+    std::string arg = argv[i];
+    if (arg == "--help" || arg == "-h") {
+      std::printf("%s", kPerplexityHelp);
+      return 0;
+    }
+    if (arg == "--json" || arg == "--quiet" || arg == "-q") {
+      (arg == "--json" ? json : quiet) = true;
+      continue;
+    }
+    if (arg.empty() || arg[0] != '-') {
+      if (!artifactDir.empty())
+        return usageError("more than one artifact given");
+      artifactDir = arg;
+      continue;
+    }
+    std::string name = arg, value;
+    if (size_t eq = arg.find('='); eq != std::string::npos) {
+      name = arg.substr(0, eq);
+      value = arg.substr(eq + 1);
+    } else {
+      if (i + 1 >= argc)
+        return usageError("option '" + name + "' needs a value");
+      value = argv[++i];
+    }
+    if (name == "--tokens") {
+      tokensPath = value;
+    } else if (name == "--context") {
+      char *end = nullptr;
+      long long n = std::strtoll(value.c_str(), &end, 10);
+      if (value.empty() || *end || n < 2 || n > 1000000)
+        return usageError("bad value for --context: '" + value + "' (2..1000000)");
+      context = n;
+    } else {
+      return usageError("unknown option '" + name + "'");
+    }
+  }
+  if (artifactDir.empty())
+    return usageError("no artifact given");
+  if (tokensPath.empty())
+    return usageError("--tokens is required");
+
+  Expected<std::unique_ptr<Artifact>> loaded = Artifact::load(artifactDir);
+  if (!loaded)
+    return fail(loaded.error());
+  const Artifact &artifact = **loaded;
+  const Manifest &m = artifact.manifest();
+  if (m.kvCache)
+    return fail(artifactDir + ": a step function; perplexity runs a forward artifact "
+                              "(xfmr-compile without --kv-cache)");
+  if (m.outputs.empty() || m.outputs[0].rank() != 3)
+    return fail(artifactDir + ": the first output is not logits [batch, sequence, vocab]");
+  Expected<std::vector<int64_t>> ids = readTokens(tokensPath);
+  if (!ids)
+    return fail(ids.error());
+  if (ids->size() < 2)
+    return fail(tokensPath + ": fewer than 2 tokens");
+  if (context == 0)
+    context = m.contextLength > 1 ? m.contextLength : 512;
+
+  double nll = 0;
+  int64_t scored = 0, windows = 0;
+  for (int64_t begin = 0; begin + 1 < static_cast<int64_t>(ids->size()); begin += context) {
+    Window w{begin, std::min<int64_t>(context, static_cast<int64_t>(ids->size()) - begin)};
+    Expected<std::vector<Tensor>> inputs = windowInputs(m, *ids, w);
+    if (!inputs)
+      return fail(artifactDir + ": " + inputs.error());
+    std::vector<const Tensor *> args;
+    for (const Tensor &t : *inputs)
+      args.push_back(&t);
+    Expected<std::vector<Tensor>> out = artifact.run(args);
+    if (!out)
+      return fail(tokensPath + ": tokens " + std::to_string(w.begin) + ".." +
+                  std::to_string(w.begin + w.length - 1) + ": " + out.error());
+    const Tensor &logits = (*out)[0];
+    if (logits.dtype() != DType::F32 || logits.shape()[0] != 1 || logits.shape()[1] != w.length)
+      return fail(artifactDir + ": logits are " + dtypeName(logits.dtype()) + " " +
+                  formatShape(logits.shape()) + ", expected float32 (1, " +
+                  std::to_string(w.length) + ", vocab)");
+    int64_t vocab = logits.shape()[2];
+    for (int64_t i = 1; i < w.length; ++i) {
+      int64_t target = (*ids)[w.begin + i];
+      if (target < 0 || target >= vocab)
+        return fail(tokensPath + ": token " + std::to_string(w.begin + i) + " is " +
+                    std::to_string(target) + ", outside the vocabulary [0, " +
+                    std::to_string(vocab) + ")");
+      nll += negativeLogLikelihood(logits.data<float>() + (i - 1) * vocab, vocab, target);
+      ++scored;
+    }
+    ++windows;
+  }
+  double ppl = std::exp(nll / static_cast<double>(scored));
+  if (json)
+    std::printf("{\"perplexity\": %.17g, \"tokens\": %lld}\n", ppl,
+                static_cast<long long>(scored));
+  else
+    std::printf("perplexity: %.6f\n", ppl);
+  if (!quiet)
+    std::fprintf(stderr, "%lld tokens scored in %lld windows of up to %lld\n",
+                 static_cast<long long>(scored), static_cast<long long>(windows),
+                 static_cast<long long>(context));
+  return 0;
+}
