@@ -1,0 +1,158 @@
+//===- QuantizedMatmulTest.cpp - int4 x int8 micro-kernels ----------------===//
+//
+// Part of xfmr.
+//
+// runtime/ukernels/QuantizedMatmul.c against a plain integer loop over the
+// weights as MatMulNBits stores them: activation quantization as
+// onnxruntime's MLAS rounds it, exact block sums, zero points, partial
+// column groups, and results that do not depend on the batch or on the
+// column tiling.
+//
+//===----------------------------------------------------------------------===//
+
+#include "runtime/ukernels/QuantizedMatmul.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <random>
+#include <vector>
+
+namespace {
+
+struct Problem {
+  int64_t k, n, blk, rows;
+  bool zeros;
+};
+
+struct Packed {
+  std::vector<uint8_t> w, zw;
+  std::vector<float> sw;
+};
+
+class QuantizedMatmul {
+public:
+  explicit QuantizedMatmul(const Problem &p) : p(p), blocks(p.k / p.blk) {
+    std::mt19937 rng(static_cast<uint32_t>(p.k * 131 + p.n * 7 + p.rows));
+    std::uniform_int_distribution<int> byte(0, 255), nib(0, 15);
+    std::uniform_real_distribution<float> val(-2.0f, 2.0f), scale(0.001f, 0.1f);
+    a.resize(p.rows * p.k);
+    for (float &x : a)
+      x = val(rng);
+    src.resize(p.n * p.k / 2);
+    for (uint8_t &b : src)
+      b = static_cast<uint8_t>(byte(rng));
+    scales.resize(p.n * blocks);
+    for (float &s : scales)
+      s = scale(rng);
+    if (p.zeros) {
+      zp.resize(p.n * blocks);
+      for (uint8_t &z : zp)
+        z = static_cast<uint8_t>(nib(rng));
+    }
+    int64_t padded = (p.n + XFMR_UK_Q4_COLUMNS - 1) / XFMR_UK_Q4_COLUMNS * XFMR_UK_Q4_COLUMNS;
+    packed.w.resize(xfmr_uk_packed_q4_bytes(p.n, p.k));
+    packed.sw.resize(padded * blocks);
+    if (p.zeros)
+      packed.zw.resize(padded * blocks);
+    xfmr_uk_pack_q4(src.data(), scales.data(), p.zeros ? zp.data() : nullptr, p.n, p.k, p.blk,
+                    packed.w.data(), packed.sw.data(), p.zeros ? packed.zw.data() : nullptr);
+    aq.resize(p.rows * p.k);
+    sa.resize(p.rows * blocks);
+    suma.resize(p.rows * blocks);
+    xfmr_uk_quantize_q8(a.data(), p.rows, p.k, p.k, p.blk, aq.data(), sa.data(), suma.data());
+  }
+
+  /// C for rows [r0, r0 + rows), columns [n0, n1).
+  void run(int64_t r0, int64_t rows, int64_t n0, int64_t n1, std::vector<float> &c) const {
+    xfmr_uk_matmul_q4q8(aq.data() + r0 * p.k, sa.data() + r0 * blocks, suma.data() + r0 * blocks,
+                        rows, p.k, p.blk, packed.w.data(), packed.sw.data(),
+                        p.zeros ? packed.zw.data() : nullptr, n0, n1, c.data() + r0 * p.n, p.n);
+  }
+
+  /// sum_b sa * sw * sum_i q_a * (q_w - zp), in double from the stored layout.
+  double reference(int64_t m, int64_t n) const {
+    double acc = 0;
+    for (int64_t b = 0; b < blocks; ++b) {
+      int64_t dot = 0;
+      int64_t z = p.zeros ? zp[n * blocks + b] : 8;
+      for (int64_t i = 0; i < p.blk; ++i) {
+        int64_t kk = b * p.blk + i;
+        int64_t q = (src[n * (p.k / 2) + kk / 2] >> (4 * (kk % 2))) & 0xF;
+        dot += static_cast<int64_t>(aq[m * p.k + kk]) * (q - z);
+      }
+      acc += static_cast<double>(sa[m * blocks + b]) * scales[n * blocks + b] * dot;
+    }
+    return acc;
+  }
+
+  Problem p;
+  int64_t blocks;
+  std::vector<float> a, scales;
+  std::vector<uint8_t> src, zp;
+  Packed packed;
+  std::vector<int8_t> aq;
+  std::vector<float> sa;
+  std::vector<int32_t> suma;
+};
+
+TEST(QuantizedMatmul, QuantizesLikeMLAS) {
+  // One block of 32 with max |a| = 127: the multiplier is exactly 1, so
+  // the values round half to even.
+  std::vector<float> a(32, 0.0f);
+  a[0] = 127.0f;
+  a[1] = 0.5f;
+  a[2] = 1.5f;
+  a[3] = -2.5f;
+  a[4] = -0.49f;
+  std::vector<int8_t> q(32);
+  float scale;
+  int32_t sum;
+  xfmr_uk_quantize_q8(a.data(), 1, 32, 32, 32, q.data(), &scale, &sum);
+  EXPECT_EQ(scale, 1.0f);
+  EXPECT_EQ(q[0], 127);
+  EXPECT_EQ(q[1], 0);
+  EXPECT_EQ(q[2], 2);
+  EXPECT_EQ(q[3], -2);
+  EXPECT_EQ(q[4], 0);
+  EXPECT_EQ(sum, 127 + 0 + 2 - 2);
+  // An all-zero block: scale 0, every value 0.
+  std::vector<float> zeros(32, 0.0f);
+  xfmr_uk_quantize_q8(zeros.data(), 1, 32, 32, 32, q.data(), &scale, &sum);
+  EXPECT_EQ(scale, 0.0f);
+  EXPECT_EQ(sum, 0);
+  for (int8_t v : q)
+    EXPECT_EQ(v, 0);
+}
+
+TEST(QuantizedMatmul, MatchesIntegerReference) {
+  for (Problem p : {Problem{64, 48, 32, 1, false}, Problem{96, 70, 32, 3, true},
+                    Problem{256, 37, 64, 2, true}, Problem{384, 9, 128, 5, false},
+                    Problem{1024, 130, 32, 1, true}}) {
+    QuantizedMatmul q(p);
+    std::vector<float> c(p.rows * p.n, NAN);
+    q.run(0, p.rows, 0, p.n, c);
+    for (int64_t m = 0; m < p.rows; ++m)
+      for (int64_t n = 0; n < p.n; ++n) {
+        double want = q.reference(m, n);
+        EXPECT_NEAR(c[m * p.n + n], want, 1e-5 * std::max(1.0, std::fabs(want)))
+            << "k " << p.k << " n " << p.n << " blk " << p.blk << " at (" << m << ", " << n << ")";
+      }
+  }
+}
+
+TEST(QuantizedMatmul, IndependentOfBatchAndTiling) {
+  Problem p{256, 70, 64, 5, true};
+  QuantizedMatmul q(p);
+  std::vector<float> batched(p.rows * p.n), alone(p.rows * p.n), tiled(p.rows * p.n);
+  q.run(0, p.rows, 0, p.n, batched);
+  for (int64_t m = 0; m < p.rows; ++m)
+    q.run(m, 1, 0, p.n, alone);
+  for (int64_t n0 = 0; n0 < p.n; n0 += 8)
+    q.run(0, p.rows, n0, std::min<int64_t>(n0 + 8, p.n), tiled);
+  EXPECT_EQ(0, std::memcmp(batched.data(), alone.data(), batched.size() * sizeof(float)));
+  EXPECT_EQ(0, std::memcmp(batched.data(), tiled.data(), batched.size() * sizeof(float)));
+}
+
+} // namespace
