@@ -16,7 +16,10 @@ namespace xfmr {
 LogicalResult buildRaisePipeline(OpPassManager &pm, const RaiseOptions &options) {
   std::string p;
   llvm::raw_string_ostream os(p);
-  os << "onnx-simplify-shapes,xfmr-raise{report=" << (options.report ? "true" : "false") << "}";
+  os << "onnx-simplify-shapes,";
+  if (options.quantGroup > 0)
+    os << "xfmr-quantize-weights{group=" << options.quantGroup << "},";
+  os << "xfmr-raise{report=" << (options.report ? "true" : "false") << "}";
   if (options.pagedKV)
     os << ",xfmr-paged-kv{block-size=" << options.blockSize << "}";
   return parsePassPipeline(p, pm, llvm::errs());

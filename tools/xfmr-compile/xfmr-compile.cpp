@@ -119,6 +119,12 @@ cl::opt<std::string> kvCache(
     cl::init("none"), cl::cat(category));
 cl::opt<int64_t> blockSize("block-size", cl::desc("Tokens per KV-cache block (--kv-cache=paged)"),
                            cl::init(16), cl::cat(category));
+cl::opt<std::string> quant(
+    "quant",
+    cl::desc("none (default): weights as the model has them; int4-g32, int4-g64, int4-g128: "
+             "every MatMul with a constant f32 weight to 4-bit blocks of 32/64/128 along K "
+             "(round to nearest, asymmetric; int8 activations)"),
+    cl::init("none"), cl::cat(category));
 cl::opt<bool> quiet("quiet", cl::desc("Do not print progress"), cl::init(false),
                     cl::cat(category));
 
@@ -433,6 +439,13 @@ int compile() {
     return fail("--kv-cache=paged needs --raise (attention must be recovered first)");
   if (blockSize < 1 || blockSize > 4096)
     return fail("--block-size must be in 1..4096");
+  int64_t quantGroup = 0;
+  if (quant == "int4-g32" || quant == "int4-g64" || quant == "int4-g128")
+    quantGroup = std::stoll(quant.substr(std::string("int4-g").size()));
+  else if (quant != "none")
+    return fail("--quant must be none, int4-g32, int4-g64 or int4-g128");
+  if (quantGroup && !raise)
+    return fail("--quant needs --raise (it runs with the raising passes)");
 
   DialectRegistry registry;
   registerAllDialects(registry);
@@ -468,6 +481,7 @@ int compile() {
     raiseOptions.report = report;
     raiseOptions.pagedKV = kvCache == "paged";
     raiseOptions.blockSize = blockSize;
+    raiseOptions.quantGroup = quantGroup;
     if (failed(runPipeline(*module, [&](OpPassManager &pm) {
           return xfmr::buildRaisePipeline(pm, raiseOptions);
         })))
@@ -582,7 +596,8 @@ int compile() {
       {"options", llvm::json::Object{{"opt_level", static_cast<int64_t>(optLevel)},
                                      {"min_weight_bytes", minWeightBytes.getValue()},
                                      {"blas_min_rows", blasMinRows.getValue()},
-                                     {"parallel", parallel.getValue()}}},
+                                     {"parallel", parallel.getValue()},
+                                     {"quant", quant.getValue()}}},
       {"library", "model.so"},
       {"entry", "xfmr_entry"},
       {"weights", llvm::json::Object{{"file", "weights.bin"},

@@ -37,6 +37,31 @@ def ConvertONNXToLinalgPass : Pass<"convert-onnx-to-linalg", "mlir::ModuleOp"> {
 }
 
 
+def QuantizeWeightsPass : Pass<"xfmr-quantize-weights", "mlir::ModuleOp"> {
+  let summary = "Quantize constant MatMul weights to 4-bit blocks (MatMulNBits)";
+  let description = [{
+    Weight-only int4 quantization at compile time (`xfmr-compile
+    --quant=int4-gG`): every `onnx.MatMul` whose B is a constant f32
+    `[K, N]` with K a multiple of `group` becomes `onnx.ms.MatMulNBits`
+    (bits 4, block_size = group, accuracy_level 4: int8 activations in the
+    CPU micro-kernel). Per column and block of `group` values along K,
+    round to nearest, asymmetric: lo = min(0, min x), hi = max(0, max x),
+    scale = (hi - lo) / 15, zero point = clamp(round(-lo / scale), 0, 15),
+    q = clamp(round(x / scale) + zero point, 0, 15) (f32 arithmetic, ties to
+    even), so 0 is exact. Runs before raising: MLPs stay unfused over the
+    quantized products, as in onnxruntime-genai's int4 models.
+  }];
+  let options = [
+    Option<"group", "group", "int64_t", /*default=*/"32",
+           "Values of K per scale and zero point (32, 64 or 128)">,
+  ];
+  let dependentDialects = ["::xfmr::onnx::ONNXDialect", "::mlir::arith::ArithDialect"];
+  let statistics = [
+    Statistic<"numQuantized", "quantized", "MatMuls quantized">,
+    Statistic<"numSkipped", "skipped", "MatMuls left in f32 (B not a constant f32 [K, N] or K not a multiple of the group)">,
+  ];
+}
+
 def RaiseONNXToXfmrPass : Pass<"xfmr-raise", "mlir::ModuleOp"> {
   let summary = "Recover transformer blocks from onnx ops as xfmr ops";
   let description = [{

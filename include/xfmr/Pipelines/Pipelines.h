@@ -41,6 +41,9 @@ struct RaiseOptions {
   /// Rewrite into a step function over a paged KV cache (xfmr-paged-kv).
   bool pagedKV = false;
   int64_t blockSize = 16;
+  /// > 0: quantize constant MatMul weights to int4 in blocks of this many
+  /// values first (xfmr-quantize-weights).
+  int64_t quantGroup = 0;
 };
 
 /// onnx (imported) -> onnx + xfmr ops [-> paged step function].

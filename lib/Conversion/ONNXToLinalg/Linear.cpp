@@ -17,6 +17,7 @@
 #include "mlir/Dialect/Bufferization/IR/Bufferization.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Dialect/LLVMIR/LLVMDialect.h"
+#include "mlir/Dialect/Math/IR/Math.h"
 #include "mlir/Dialect/MemRef/IR/MemRef.h"
 #include "mlir/Dialect/SCF/IR/SCF.h"
 #include "mlir/IR/DialectResourceBlobManager.h"
@@ -633,7 +634,6 @@ Value rowMajorNBits(OpBuilder &b, Location loc, const NBits &q, RankedTensorType
 // accuracy_level 4: int8 activations, the micro-kernel (runtime/ukernels)
 //===----------------------------------------------------------------------===//
 
-constexpr llvm::StringLiteral kQuantizeQ8 = "xfmr_uk_quantize_q8";
 constexpr llvm::StringLiteral kMatmulQ4Q8 = "xfmr_uk_matmul_q4q8";
 /// Columns per micro-kernel call: the unit xfmr-parallelize-loops splits
 /// across threads.
@@ -689,6 +689,88 @@ std::optional<std::vector<char>> scalesAsF32(ArrayRef<char> bytes, Type type, in
   return out;
 }
 
+/// A's rows quantized to int8 per block of `blk` on tensors, as
+/// xfmr_uk_quantize_q8 (and onnxruntime's MLAS) does: amax = max |a|,
+/// q = roundeven(a * (127 / amax)) (0 when amax is 0), scale = amax / 127,
+/// sum = sum q. On tensors, so bufferization sees every read of A (a
+/// to_buffer of A handed to a call would not keep later in-place writes
+/// from reusing A's buffer). Returns {q [rows, K] i8, scale, sum [rows,
+/// blocks]}.
+struct QuantizedRows {
+  Value q, scale, sum;
+};
+QuantizedRows quantizeRows(OpBuilder &b, Location loc, Value a2, int64_t k, int64_t blk) {
+  MLIRContext *ctx = b.getContext();
+  auto aType = cast<RankedTensorType>(a2.getType());
+  int64_t rowsStatic = aType.getDimSize(0), blocks = k / blk;
+  Type f32 = b.getF32Type(), i8 = b.getI8Type(), i32 = b.getI32Type();
+  SmallVector<OpFoldResult> rowsSize{tensor::getMixedSize(b, loc, a2, 0)};
+  // [rows, K] -> [rows, blocks, blk]
+  auto blockedType = RankedTensorType::get({rowsStatic, blocks, blk}, f32);
+  SmallVector<OpFoldResult> blockedSizes{rowsSize[0], b.getIndexAttr(blocks), b.getIndexAttr(blk)};
+  Value blocked = tensor::ExpandShapeOp::create(
+      b, loc, blockedType, a2, ArrayRef<ReassociationIndices>{{0}, {1, 2}}, blockedSizes);
+  auto d = [&](unsigned i) { return getAffineDimExpr(i, ctx); };
+  AffineMap id3 = AffineMap::get(3, 0, {d(0), d(1), d(2)}, ctx);
+  AffineMap row3 = AffineMap::get(3, 0, {d(0), d(1)}, ctx);
+  AffineMap id2 = AffineMap::get(2, 0, {d(0), d(1)}, ctx);
+  using IT = utils::IteratorType;
+  SmallVector<IT> reduce{IT::parallel, IT::parallel, IT::reduction};
+  SmallVector<IT> par3(3, IT::parallel), par2(2, IT::parallel);
+  auto rowType = [&](Type e) { return RankedTensorType::get({rowsStatic, blocks}, e); };
+  SmallVector<OpFoldResult> rowSizes{rowsSize[0], b.getIndexAttr(blocks)};
+  Value amax = linalg::GenericOp::create(
+                   b, loc, TypeRange{rowType(f32)}, ValueRange{blocked},
+                   ValueRange{filledTensor(b, loc, rowType(f32), rowSizes,
+                                           scalarConstant(b, loc, f32, 0))},
+                   ArrayRef<AffineMap>{id3, row3}, reduce,
+                   [&](OpBuilder &nb, Location l, ValueRange args) {
+                     Value abs = math::AbsFOp::create(nb, l, args[0]);
+                     linalg::YieldOp::create(nb, l,
+                                             Value(arith::MaximumFOp::create(nb, l, args[1], abs)));
+                   })
+                   .getResult(0);
+  Value c127 = scalarConstant(b, loc, f32, 127);
+  Value zero = scalarConstant(b, loc, f32, 0);
+  Value q = linalg::GenericOp::create(
+                b, loc, TypeRange{blockedType.clone(i8)}, ValueRange{blocked, amax},
+                ValueRange{tensor::EmptyOp::create(b, loc, blockedSizes, i8)},
+                ArrayRef<AffineMap>{id3, row3, id3}, par3,
+                [&](OpBuilder &nb, Location l, ValueRange args) {
+                  Value nonzero = arith::CmpFOp::create(nb, l, arith::CmpFPredicate::ONE,
+                                                        args[1], zero);
+                  Value inv = arith::SelectOp::create(
+                      nb, l, nonzero, arith::DivFOp::create(nb, l, c127, args[1]), zero);
+                  Value r = math::RoundEvenOp::create(nb, l,
+                                                      arith::MulFOp::create(nb, l, args[0], inv));
+                  Value v = arith::FPToSIOp::create(nb, l, i32, r);
+                  linalg::YieldOp::create(nb, l, Value(arith::TruncIOp::create(nb, l, i8, v)));
+                })
+                .getResult(0);
+  Value scale = linalg::GenericOp::create(
+                    b, loc, TypeRange{rowType(f32)}, ValueRange{amax},
+                    ValueRange{tensor::EmptyOp::create(b, loc, rowSizes, f32)},
+                    ArrayRef<AffineMap>{id2, id2}, par2,
+                    [&](OpBuilder &nb, Location l, ValueRange args) {
+                      linalg::YieldOp::create(nb, l,
+                                              Value(arith::DivFOp::create(nb, l, args[0], c127)));
+                    })
+                    .getResult(0);
+  Value sum = linalg::GenericOp::create(
+                  b, loc, TypeRange{rowType(i32)}, ValueRange{q},
+                  ValueRange{filledTensor(b, loc, rowType(i32), rowSizes,
+                                          scalarConstant(b, loc, i32, 0))},
+                  ArrayRef<AffineMap>{id3, row3}, reduce,
+                  [&](OpBuilder &nb, Location l, ValueRange args) {
+                    Value w = arith::ExtSIOp::create(nb, l, i32, args[0]);
+                    linalg::YieldOp::create(nb, l, Value(arith::AddIOp::create(nb, l, args[1], w)));
+                  })
+                  .getResult(0);
+  Value flat = tensor::CollapseShapeOp::create(b, loc, q,
+                                               ArrayRef<ReassociationIndices>{{0}, {1, 2}});
+  return {flat, scale, sum};
+}
+
 /// The quantized product as onnxruntime computes it at accuracy_level 4:
 /// each row of A quantized to int8 per block (xfmr_uk_quantize_q8), then
 /// exact integer block sums against the 4-bit weights as stored, scaled per
@@ -733,7 +815,6 @@ Value int8ActivationNBits(OpBuilder &b, Location loc, Operation *op, const NBits
   MLIRContext *ctx = b.getContext();
   Type i8 = IntegerType::get(ctx, 8), i32 = b.getI32Type(), i64 = b.getI64Type();
   Type f32 = b.getF32Type(), ptr = LLVM::LLVMPointerType::get(ctx);
-  declareKernel(b, op, kQuantizeQ8, {ptr, i64, i64, i64, i64, ptr, ptr, ptr});
   declareKernel(b, op, kMatmulQ4Q8,
                 {ptr, ptr, ptr, i64, i64, i64, ptr, ptr, ptr, i64, i64, ptr, i64});
 
@@ -745,26 +826,20 @@ Value int8ActivationNBits(OpBuilder &b, Location loc, Operation *op, const NBits
   SmallVector<ReassociationIndices> reassoc{lead, {rank - 1}};
   Value a2 = tensor::CollapseShapeOp::create(b, loc, q.a, reassoc);
   auto a2Type = cast<RankedTensorType>(a2.getType());
-  int64_t staticRows = a2Type.getDimSize(0);
   Value rows = tensor::DimOp::create(b, loc, a2, 0);
   auto buffer = [&](Value t) {
     auto type = cast<RankedTensorType>(t.getType());
     return bufferization::ToBufferOp::create(
         b, loc, MemRefType::get(type.getShape(), type.getElementType()), t, /*read_only=*/true);
   };
-  auto alloc = [&](int64_t cols, Type elem) -> Value {
-    auto type = MemRefType::get({staticRows, cols}, elem);
-    return memref::AllocOp::create(b, loc, type,
-                                   ShapedType::isDynamic(staticRows) ? ValueRange{rows}
-                                                                     : ValueRange{});
-  };
-  Value aBuf = buffer(a2);
+
+  QuantizedRows rowsQ = quantizeRows(b, loc, a2, q.k, q.bs);
   int64_t pwSize = pw.size();
   Value w = buffer(constantTensor(b, loc, pw, {pwSize}, i8, "xfmr_q4_weights"));
   Value sw = buffer(constantTensor(b, loc, ps, {perGroup}, f32, "xfmr_q4_scales"));
   Value zp = q.zeros ? buffer(constantTensor(b, loc, pz, {perGroup}, i8, "xfmr_q4_zeros"))
                      : Value();
-  Value aq = alloc(q.k, i8), sa = alloc(q.blocks, f32), suma = alloc(q.blocks, i32);
+  Value aq = buffer(rowsQ.q), sa = buffer(rowsQ.scale), suma = buffer(rowsQ.sum);
   // The product [..., N] (identity layout: row m of [rows, N] at m * N).
   SmallVector<Value> outDims;
   for (auto [d, size] : llvm::enumerate(sizes))
@@ -777,9 +852,6 @@ Value int8ActivationNBits(OpBuilder &b, Location loc, Operation *op, const NBits
   Value aqP = addressOf(b, loc, aq), saP = addressOf(b, loc, sa), sumP = addressOf(b, loc, suma);
   Value wP = addressOf(b, loc, w), swP = addressOf(b, loc, sw), outP = addressOf(b, loc, out);
   Value zpP = zp ? addressOf(b, loc, zp) : LLVM::ZeroOp::create(b, loc, ptr).getResult();
-  func::CallOp::create(b, loc, kQuantizeQ8, TypeRange{},
-                       ValueRange{addressOf(b, loc, aBuf), rows64, c64(q.k), c64(q.k), c64(q.bs),
-                                  aqP, saP, sumP});
   int64_t tiles = (q.n + kColumnTile - 1) / kColumnTile;
   auto idx = [&](int64_t v) -> Value { return arith::ConstantIndexOp::create(b, loc, v); };
   auto loop = scf::ForOp::create(b, loc, idx(0), idx(tiles), idx(1));
@@ -817,6 +889,19 @@ LogicalResult MatMulNBitsLowering::lower(Operation *op, StringRef,
     return unsupported(op, "g_idx (act-order) is not supported");
   int64_t k = intAttr(op, "K", 0), n = intAttr(op, "N", 0);
   int64_t bits = intAttr(op, "bits", 4), bs = intAttr(op, "block_size", 0);
+  // A's last dim may only be known at run time (after a Reshape with -1):
+  // check it is K, then give it the static type.
+  if (auto t = dyn_cast<RankedTensorType>(a.getType());
+      t && t.getRank() >= 1 && t.isDynamicDim(t.getRank() - 1) && k > 0) {
+    Value have = dimValue(rewriter, loc, a, t.getRank() - 1);
+    runtimeCheck(rewriter, loc,
+                 arith::CmpIOp::create(rewriter, loc, arith::CmpIPredicate::eq, have,
+                                       arith::ConstantIndexOp::create(rewriter, loc, k)),
+                 "MatMulNBits: A's last dim is not K");
+    SmallVector<int64_t> shape(t.getShape());
+    shape.back() = k;
+    a = tensor::CastOp::create(rewriter, loc, t.clone(shape), a);
+  }
   if (bits != 4 && bits != 8)
     return unsupported(op, "only 4- and 8-bit weights are supported");
   if (k <= 0 || n <= 0 || bs < 16 || (bs & (bs - 1)))

@@ -8,19 +8,23 @@
 // split across threads.
 // CHECK-LABEL: func.func @nbits_int8_activations(
 // CHECK: %[[A:.*]] = tensor.collapse_shape %{{.*}} {{\[}}[0, 1], [2]] : tensor<?x?x32xf32> into tensor<?x32xf32>
-// CHECK: bufferization.to_buffer %[[A]] read_only : tensor<?x32xf32> to memref<?x32xf32>
+// A's rows quantized to int8 per block on tensors (max |a|, round half to
+// even, block sums), then handed to the kernel:
+// CHECK: math.absf
+// CHECK: arith.maximumf
+// CHECK: math.roundeven
+// CHECK: arith.fptosi
 // CHECK: %[[W:.*]] = arith.constant dense_resource<xfmr_q4_weights{{[_0-9]*}}> : tensor<128xi8>
 // CHECK: bufferization.to_buffer %[[W]] read_only
 // CHECK: %[[S:.*]] = arith.constant dense_resource<xfmr_q4_scales{{[_0-9]*}}> : tensor<8xf32>
 // CHECK: bufferization.to_buffer %[[S]] read_only
+// CHECK: bufferization.to_buffer %{{.*}} read_only : tensor<?x32xi8> to memref<?x32xi8>
 // CHECK: %[[OUT:.*]] = memref.alloc(%{{.*}}, %{{.*}}) : memref<?x?x6xf32>
-// CHECK: call @xfmr_uk_quantize_q8(
 // CHECK: scf.for
 // CHECK:   func.call @xfmr_uk_matmul_q4q8(
 // CHECK: } {{[{]}}xfmr.independent_iterations}
 // CHECK: bufferization.to_tensor %[[OUT]] restrict writable : memref<?x?x6xf32> to tensor<?x?x6xf32>
 // CHECK-NOT: "reduction"
-// CHECK-DAG: func.func private @xfmr_uk_quantize_q8(!llvm.ptr, i64, i64, i64, i64, !llvm.ptr, !llvm.ptr, !llvm.ptr)
 // CHECK-DAG: func.func private @xfmr_uk_matmul_q4q8(!llvm.ptr, !llvm.ptr, !llvm.ptr, i64, i64, i64, !llvm.ptr, !llvm.ptr, !llvm.ptr, i64, i64, !llvm.ptr, i64)
 func.func @nbits_int8_activations(%a: tensor<?x?x32xf32>) -> tensor<?x?x6xf32> {
   %none = onnx.NoValue : none
