@@ -147,8 +147,8 @@ def dir_size(path):
 # xfmr
 
 
-def compile_xfmr(model_path, art, parallel):
-    cmd = [os.path.join(BIN, "xfmr-compile"), model_path, "--kv-cache=paged", "-o", art]
+def compile_xfmr(model_path, art, parallel, extra=()):
+    cmd = [os.path.join(BIN, "xfmr-compile"), model_path, "--kv-cache=paged", "-o", art] + list(extra)
     if parallel:
         cmd.insert(3, "--parallel")
     if os.path.isdir(art):
@@ -292,6 +292,9 @@ def main():
     ap.add_argument("--skip-compile", action="store_true",
                     help="reuse the compiled artifacts when present")
     ap.add_argument("--no-genai", action="store_true", help="leave onnxruntime-genai out")
+    ap.add_argument("--quant", choices=["int4-g32", "int4-g64", "int4-g128"],
+                    help="also compile the model with xfmr-compile --quant=MODE (with "
+                         "--precision fp32: xfmr's own int4 against its fp32, same run)")
     a = ap.parse_args()
     if a.new_tokens < 3 or a.prompt < 1 or a.threads < 1 or a.rounds < 1:
         ap.error("need --new-tokens >= 3, --prompt >= 1, --threads >= 1, --rounds >= 1")
@@ -341,16 +344,20 @@ def main():
     variants = [("xfmr", False, 1)]
     if a.threads > 1:
         variants.append(("xfmr --parallel", True, a.threads))
+    if a.quant:
+        variants.append(("xfmr --quant=" + a.quant, a.threads > 1, a.threads))
+    flags = {label: (["--quant=" + a.quant] if "--quant" in label else []) for label, _, _ in variants}
     arts, report["compile"] = {}, {}
     for label, par, _ in variants:
-        art = os.path.join(out_root, name + ("_par" if par else "") + ".xfa")
+        art = os.path.join(out_root, name + ("_par" if par else "") +
+                           ("_" + a.quant if flags[label] else "") + ".xfa")
         arts[label] = art
         record = art + ".compile.json"
         if a.skip_compile and os.path.exists(os.path.join(art, "manifest.json")):
             report["compile"][label] = dict(read_json(record) or {}, reused=True)
             print("%s: reusing %s" % (label, art), flush=True)
             continue
-        secs, cmd, log = compile_xfmr(model_path, art, par)
+        secs, cmd, log = compile_xfmr(model_path, art, par, flags[label])
         report["compile"][label] = {"seconds": round(secs, 2), "command": " ".join(cmd),
                                     "artifact_bytes": dir_size(art),
                                     "log": log.strip().splitlines()[-6:],
