@@ -11,7 +11,7 @@ perplexities agree within 1e-4 relative.
 
   .venv/bin/python scripts/check-perplexity.py --build-dir build examples/hf/llama_ts.onnx [...]
 
-Prints one PASS/FAIL line per model and `N passed, M failed`.
+Prints one PASS/FAIL line per model and `N passed, M failed, K skipped`.
 """
 
 import argparse
@@ -27,7 +27,7 @@ import numpy as np
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 sys.path.insert(0, HERE)
-from xfmr_refs import reference_session  # noqa: E402
+from xfmr_refs import Tally, reference_session  # noqa: E402
 
 RTOL = 1e-4
 
@@ -91,15 +91,12 @@ def main():
     ap.add_argument("--vocab", type=int, default=256,
                     help="vocabulary when the logits' last dim is symbolic (default %(default)s)")
     a = ap.parse_args()
-    passed = failed = 0
+    tally = Tally()
     with tempfile.TemporaryDirectory(prefix="xfmr-ppl-") as work:
         for model in a.models:
             ok, detail = check(model, a.build_dir, work, a.tokens, a.context, a.vocab)
-            passed += ok
-            failed += not ok
-            print("%s %s: %s" % ("PASS" if ok else "FAIL", os.path.basename(model), detail))
-    print("%d passed, %d failed" % (passed, failed))
-    return 1 if failed else 0
+            tally.add(os.path.basename(model), [("PASS" if ok else "FAIL", "perplexity", detail)])
+    return tally.finish()
 
 
 if __name__ == "__main__":

@@ -254,6 +254,13 @@ def check_refs(models_dir, ref_root, build_dir, only=None, jobs=None, keep=None,
 # Checker output
 
 
+# int8-activation outputs (MatMulNBits accuracy_level 4) that miss a
+# checker's tolerance must still be this close to the reference: a 1-ulp float
+# difference upstream can flip one activation's int8 rounding, which moves its
+# block sum by a whole quantization step and every later layer with it.
+INT8_FLIP_RTOL = 1e-2
+
+
 class Tally:
     """Counts checker results and prints them as `STATUS NAME CHECK: detail`
     lines, then (finish) the failures again on stderr, where lit shows them

@@ -17,14 +17,13 @@
 //
 // This file is built into libxfmr_ukernels.a and linked into every
 // artifact whose code calls it (lib/Target/CPU/ObjectEmitter.cpp). It is
-// plain C with no run-time dependency but libm; the AVX2 path is chosen at
+// plain C with no run-time dependency; the AVX2 path is chosen at
 // run time, the scalar path gives the same integers on any CPU.
 //
 //===----------------------------------------------------------------------===//
 
 #include "QuantizedMatmul.h"
 
-#include <math.h>
 #include <stdint.h>
 
 #if defined(__x86_64__)
@@ -75,34 +74,6 @@ void xfmr_uk_pack_q4(const uint8_t *src, const float *scales, const uint8_t *zer
           }
         }
       }
-}
-
-/// Quantizes `rows` rows of `a` (row stride `lda` floats) to int8 per block
-/// of `blk` values along K as onnxruntime's MLAS does (QuantizeARow_CompInt8):
-/// scale = max|a| / 127, q = round(a * (127 / max|a|)), ties to even. So the
-/// integer block sums equal onnxruntime's at accuracy_level 4. Writes `aq`
-/// [rows, k], `scale` and `sum` (of the block's q) [rows, k / blk].
-void xfmr_uk_quantize_q8(const float *a, int64_t rows, int64_t k, int64_t lda, int64_t blk,
-                         int8_t *aq, float *scale, int32_t *sum) {
-  int64_t blocks = k / blk;
-  for (int64_t r = 0; r < rows; ++r) {
-    for (int64_t b = 0; b < blocks; ++b) {
-      const float *x = a + r * lda + b * blk;
-      float amax = 0.0f;
-      for (int64_t i = 0; i < blk; ++i)
-        amax = fmaxf(amax, fabsf(x[i]));
-      float inv = amax != 0.0f ? 127.0f / amax : 0.0f;
-      int8_t *q = aq + r * k + b * blk;
-      int32_t total = 0;
-      for (int64_t i = 0; i < blk; ++i) {
-        int32_t v = (int32_t)nearbyintf(x[i] * inv);
-        q[i] = (int8_t)v;
-        total += v;
-      }
-      scale[r * blocks + b] = amax / 127.0f;
-      sum[r * blocks + b] = total;
-    }
-  }
 }
 
 /// One row of one column group on any CPU: exact integer block sums.
@@ -197,7 +168,8 @@ groupAVX2(const int8_t *qa, const float *sa, const int32_t *suma, int64_t k, int
 #endif
 
 /// C[m, n0:n1] for all `rows` rows (n0 a multiple of 4): `aq`, `sa`, `suma`
-/// from xfmr_uk_quantize_q8; `w`, `sw`, `zw` (null: zero point 8) from
+/// A quantized as lib/Conversion/ONNXToLinalg/Linear.cpp (quantizeRows)
+/// does; `w`, `sw`, `zw` (null: zero point 8) from
 /// xfmr_uk_pack_q4. `blk` is a multiple of 32.
 void xfmr_uk_matmul_q4q8(const int8_t *aq, const float *sa, const int32_t *suma, int64_t rows,
                          int64_t k, int64_t blk, const uint8_t *w, const float *sw,

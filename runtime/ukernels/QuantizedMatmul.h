@@ -2,9 +2,10 @@
 //
 // Part of xfmr.
 //
-// The micro-kernels generated code calls for MatMulNBits at accuracy_level 4
+// The micro-kernel generated code calls for MatMulNBits at accuracy_level 4
 // (see QuantizedMatmul.c for the layouts), and the packing the compiler runs
-// on the constant weights.
+// on the constant weights. The activations' int8 quantization is generated
+// code (quantizeRows in lib/Conversion/ONNXToLinalg/Linear.cpp).
 //
 //===----------------------------------------------------------------------===//
 
@@ -23,8 +24,6 @@ enum { XFMR_UK_Q4_COLUMNS = 4 };
 int64_t xfmr_uk_packed_q4_bytes(int64_t n, int64_t k);
 void xfmr_uk_pack_q4(const uint8_t *src, const float *scales, const uint8_t *zeros, int64_t n,
                      int64_t k, int64_t blk, uint8_t *w, float *sw, uint8_t *zw);
-void xfmr_uk_quantize_q8(const float *a, int64_t rows, int64_t k, int64_t lda, int64_t blk,
-                         int8_t *aq, float *scale, int32_t *sum);
 void xfmr_uk_matmul_q4q8(const int8_t *aq, const float *sa, const int32_t *suma, int64_t rows,
                          int64_t k, int64_t blk, const uint8_t *w, const float *sw,
                          const uint8_t *zw, int64_t n0, int64_t n1, float *c, int64_t ldc);

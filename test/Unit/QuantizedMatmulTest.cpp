@@ -3,8 +3,8 @@
 // Part of xfmr.
 //
 // runtime/ukernels/QuantizedMatmul.c against a plain integer loop over the
-// weights as MatMulNBits stores them: activation quantization as
-// onnxruntime's MLAS rounds it, exact block sums, zero points, partial
+// weights as MatMulNBits stores them: the activation quantization reference
+// rounds as onnxruntime's MLAS does, exact block sums, zero points, partial
 // column groups, and results that do not depend on the batch or on the
 // column tiling.
 //
@@ -14,12 +14,38 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <random>
 #include <vector>
 
 namespace {
+
+/// The reference of the activation quantization the generated code does
+/// (quantizeRows in lib/Conversion/ONNXToLinalg/Linear.cpp), as onnxruntime's
+/// MLAS does it (QuantizeARow_CompInt8): per block of `blk`, scale = max|a| /
+/// 127, q = round(a * (127 / max|a|)), ties to even; sum = the block's q.
+void quantizeRows(const float *a, int64_t rows, int64_t k, int64_t blk, int8_t *aq, float *scale,
+                  int32_t *sum) {
+  int64_t blocks = k / blk;
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t b = 0; b < blocks; ++b) {
+      const float *x = a + r * k + b * blk;
+      float amax = 0.0f;
+      for (int64_t i = 0; i < blk; ++i)
+        amax = std::max(amax, std::fabs(x[i]));
+      float inv = amax != 0.0f ? 127.0f / amax : 0.0f;
+      int32_t total = 0;
+      for (int64_t i = 0; i < blk; ++i) {
+        auto v = static_cast<int32_t>(std::nearbyint(x[i] * inv));
+        aq[r * k + b * blk + i] = static_cast<int8_t>(v);
+        total += v;
+      }
+      scale[r * blocks + b] = amax / 127.0f;
+      sum[r * blocks + b] = total;
+    }
+}
 
 struct Problem {
   int64_t k, n, blk, rows;
@@ -61,7 +87,7 @@ public:
     aq.resize(p.rows * p.k);
     sa.resize(p.rows * blocks);
     suma.resize(p.rows * blocks);
-    xfmr_uk_quantize_q8(a.data(), p.rows, p.k, p.k, p.blk, aq.data(), sa.data(), suma.data());
+    quantizeRows(a.data(), p.rows, p.k, p.blk, aq.data(), sa.data(), suma.data());
   }
 
   /// C for rows [r0, r0 + rows), columns [n0, n1).
@@ -109,7 +135,7 @@ TEST(QuantizedMatmul, QuantizesLikeMLAS) {
   std::vector<int8_t> q(32);
   float scale;
   int32_t sum;
-  xfmr_uk_quantize_q8(a.data(), 1, 32, 32, 32, q.data(), &scale, &sum);
+  quantizeRows(a.data(), 1, 32, 32, q.data(), &scale, &sum);
   EXPECT_EQ(scale, 1.0f);
   EXPECT_EQ(q[0], 127);
   EXPECT_EQ(q[1], 0);
@@ -119,7 +145,7 @@ TEST(QuantizedMatmul, QuantizesLikeMLAS) {
   EXPECT_EQ(sum, 127 + 0 + 2 - 2);
   // An all-zero block: scale 0, every value 0.
   std::vector<float> zeros(32, 0.0f);
-  xfmr_uk_quantize_q8(zeros.data(), 1, 32, 32, 32, q.data(), &scale, &sum);
+  quantizeRows(zeros.data(), 1, 32, 32, q.data(), &scale, &sum);
   EXPECT_EQ(scale, 0.0f);
   EXPECT_EQ(sum, 0);
   for (int8_t v : q)

@@ -12,6 +12,8 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "CommandLine.h"
+
 #include "xfmr/runtime/Engine.h"
 #include "xfmr/runtime/KVCacheBudget.h"
 #include "xfmr/runtime/Text.h"
@@ -123,15 +125,9 @@ int generateMain(int argc, char **argv) {
       artifactDir = arg;
       continue;
     }
-    std::string name = arg, value;
-    if (size_t eq = arg.find('='); eq != std::string::npos) {
-      name = arg.substr(0, eq);
-      value = arg.substr(eq + 1);
-    } else {
-      if (i + 1 >= argc)
-        return usageError("option '" + name + "' needs a value");
-      value = argv[++i];
-    }
+    std::string name, value;
+    if (!xfmr::run::splitOption(argc, argv, i, name, value))
+      return usageError("option '" + name + "' needs a value");
     bool ok = true;
     if (name == "--prompt-ids") {
       prompts.emplace_back();

@@ -17,6 +17,8 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "CommandLine.h"
+
 #include "xfmr/runtime/Artifact.h"
 #include "xfmr/runtime/TensorIO.h"
 
@@ -146,15 +148,9 @@ int perplexityMain(int argc, char **argv) {
       artifactDir = arg;
       continue;
     }
-    std::string name = arg, value;
-    if (size_t eq = arg.find('='); eq != std::string::npos) {
-      name = arg.substr(0, eq);
-      value = arg.substr(eq + 1);
-    } else {
-      if (i + 1 >= argc)
-        return usageError("option '" + name + "' needs a value");
-      value = argv[++i];
-    }
+    std::string name, value;
+    if (!xfmr::run::splitOption(argc, argv, i, name, value))
+      return usageError("option '" + name + "' needs a value");
     if (name == "--tokens") {
       tokensPath = value;
     } else if (name == "--context") {

@@ -407,6 +407,15 @@ std::optional<ArrayRef<char>> constantBytes(Value v) {
   return std::nullopt;
 }
 
+/// A constant tensor of `shape` x `element` holding `bytes`.
+Value constantTensor(OpBuilder &b, Location loc, ArrayRef<char> bytes, ArrayRef<int64_t> shape,
+                     Type element, StringRef name) {
+  auto type = RankedTensorType::get(shape, element);
+  auto attr = DenseResourceElementsAttr::get(
+      type, name, HeapAsmResourceBlob::allocateAndCopyWithAlign(bytes, 64));
+  return arith::ConstantOp::create(b, loc, type, attr);
+}
+
 /// A constant [rows, cols] of `element` (given as `bytes`, row-major)
 /// transposed to [cols, rows] and shaped `shape` (whose product is the same).
 Value transposedConstant(OpBuilder &b, Location loc, ArrayRef<char> bytes, int64_t rows,
@@ -416,11 +425,7 @@ Value transposedConstant(OpBuilder &b, Location loc, ArrayRef<char> bytes, int64
   for (int64_t r = 0; r < rows; ++r)
     for (int64_t c = 0; c < cols; ++c)
       std::memcpy(&out[(c * rows + r) * size], &bytes[(r * cols + c) * size], size);
-  auto type = RankedTensorType::get(shape, element);
-  auto attr = DenseResourceElementsAttr::get(
-      type, "xfmr_nbits_weights",
-      HeapAsmResourceBlob::allocateAndCopyWithAlign(ArrayRef<char>(out), 64));
-  return arith::ConstantOp::create(b, loc, type, attr);
+  return constantTensor(b, loc, out, shape, element, "xfmr_nbits_weights");
 }
 
 /// One MatMulNBits' quantization, and the scalar dequantization both loop
@@ -658,15 +663,6 @@ Value addressOf(OpBuilder &b, Location loc, Value memref) {
   return LLVM::IntToPtrOp::create(b, loc, LLVM::LLVMPointerType::get(b.getContext()), i64);
 }
 
-/// A constant tensor of `shape` x `element` holding `bytes`.
-Value constantTensor(OpBuilder &b, Location loc, ArrayRef<char> bytes, ArrayRef<int64_t> shape,
-                     Type element, StringRef name) {
-  auto type = RankedTensorType::get(shape, element);
-  auto attr = DenseResourceElementsAttr::get(
-      type, name, HeapAsmResourceBlob::allocateAndCopyWithAlign(bytes, 64));
-  return arith::ConstantOp::create(b, loc, type, attr);
-}
-
 /// The scales [N, blocks] as f32 bytes (f16 and bf16 widened exactly).
 std::optional<std::vector<char>> scalesAsF32(ArrayRef<char> bytes, Type type, int64_t count) {
   std::vector<char> out(count * sizeof(float));
@@ -690,7 +686,7 @@ std::optional<std::vector<char>> scalesAsF32(ArrayRef<char> bytes, Type type, in
 }
 
 /// A's rows quantized to int8 per block of `blk` on tensors, as
-/// xfmr_uk_quantize_q8 (and onnxruntime's MLAS) does: amax = max |a|,
+/// onnxruntime's MLAS does (QuantizeARow_CompInt8): amax = max |a|,
 /// q = roundeven(a * (127 / amax)) (0 when amax is 0), scale = amax / 127,
 /// sum = sum q. On tensors, so bufferization sees every read of A (a
 /// to_buffer of A handed to a call would not keep later in-place writes
@@ -719,17 +715,22 @@ QuantizedRows quantizeRows(OpBuilder &b, Location loc, Value a2, int64_t k, int6
   SmallVector<IT> par3(3, IT::parallel), par2(2, IT::parallel);
   auto rowType = [&](Type e) { return RankedTensorType::get({rowsStatic, blocks}, e); };
   SmallVector<OpFoldResult> rowSizes{rowsSize[0], b.getIndexAttr(blocks)};
-  Value amax = linalg::GenericOp::create(
-                   b, loc, TypeRange{rowType(f32)}, ValueRange{blocked},
-                   ValueRange{filledTensor(b, loc, rowType(f32), rowSizes,
-                                           scalarConstant(b, loc, f32, 0))},
-                   ArrayRef<AffineMap>{id3, row3}, reduce,
-                   [&](OpBuilder &nb, Location l, ValueRange args) {
-                     Value abs = math::AbsFOp::create(nb, l, args[0]);
-                     linalg::YieldOp::create(nb, l,
-                                             Value(arith::MaximumFOp::create(nb, l, args[1], abs)));
-                   })
-                   .getResult(0);
+  // acc[r, b] = combine(acc, x[r, b, i]) over i, from `init`.
+  auto reduceBlocks = [&](Value in, Type elem, double init,
+                          function_ref<Value(OpBuilder &, Location, Value, Value)> combine) {
+    return linalg::GenericOp::create(
+               b, loc, TypeRange{rowType(elem)}, ValueRange{in},
+               ValueRange{filledTensor(b, loc, rowType(elem), rowSizes,
+                                       scalarConstant(b, loc, elem, init))},
+               ArrayRef<AffineMap>{id3, row3}, reduce,
+               [&](OpBuilder &nb, Location l, ValueRange args) {
+                 linalg::YieldOp::create(nb, l, combine(nb, l, args[0], args[1]));
+               })
+        .getResult(0);
+  };
+  Value amax = reduceBlocks(blocked, f32, 0, [](OpBuilder &nb, Location l, Value x, Value acc) {
+    return Value(arith::MaximumFOp::create(nb, l, acc, math::AbsFOp::create(nb, l, x)));
+  });
   Value c127 = scalarConstant(b, loc, f32, 127);
   Value zero = scalarConstant(b, loc, f32, 0);
   Value q = linalg::GenericOp::create(
@@ -756,23 +757,16 @@ QuantizedRows quantizeRows(OpBuilder &b, Location loc, Value a2, int64_t k, int6
                                               Value(arith::DivFOp::create(nb, l, args[0], c127)));
                     })
                     .getResult(0);
-  Value sum = linalg::GenericOp::create(
-                  b, loc, TypeRange{rowType(i32)}, ValueRange{q},
-                  ValueRange{filledTensor(b, loc, rowType(i32), rowSizes,
-                                          scalarConstant(b, loc, i32, 0))},
-                  ArrayRef<AffineMap>{id3, row3}, reduce,
-                  [&](OpBuilder &nb, Location l, ValueRange args) {
-                    Value w = arith::ExtSIOp::create(nb, l, i32, args[0]);
-                    linalg::YieldOp::create(nb, l, Value(arith::AddIOp::create(nb, l, args[1], w)));
-                  })
-                  .getResult(0);
+  Value sum = reduceBlocks(q, i32, 0, [&](OpBuilder &nb, Location l, Value x, Value acc) {
+    return Value(arith::AddIOp::create(nb, l, acc, arith::ExtSIOp::create(nb, l, i32, x)));
+  });
   Value flat = tensor::CollapseShapeOp::create(b, loc, q,
                                                ArrayRef<ReassociationIndices>{{0}, {1, 2}});
   return {flat, scale, sum};
 }
 
 /// The quantized product as onnxruntime computes it at accuracy_level 4:
-/// each row of A quantized to int8 per block (xfmr_uk_quantize_q8), then
+/// each row of A quantized to int8 per block (quantizeRows), then
 /// exact integer block sums against the 4-bit weights as stored, scaled per
 /// block (xfmr_uk_matmul_q4q8), one call per kColumnTile columns in a loop
 /// xfmr-parallelize-loops may split across threads. Needs 4-bit weights,

@@ -174,13 +174,9 @@ std::string nodeName(Operation *op) {
   return s;
 }
 
-static onnx::ConstantOp makeConstant(OpBuilder &b, Location loc, ElementsAttr attr) {
-  return onnx::ConstantOp::create(b, loc, attr.getType(), attr, nullptr, nullptr,
-                                  nullptr, nullptr, nullptr, nullptr);
-}
-
-Value makeConstant(OpBuilder &b, Location loc, DenseElementsAttr value) {
-  return makeConstant(b, loc, cast<ElementsAttr>(value));
+Value makeConstant(OpBuilder &b, Location loc, ElementsAttr value) {
+  return onnx::ConstantOp::create(b, loc, value.getType(), value, nullptr, nullptr, nullptr,
+                                  nullptr, nullptr, nullptr);
 }
 
 Value i64Constant(OpBuilder &b, Location loc, ArrayRef<int64_t> values) {

@@ -132,8 +132,9 @@ std::string nodeName(mlir::Operation *op);
 // Builders of onnx ops (for operand adaptation)
 //===----------------------------------------------------------------------===//
 
+/// An onnx.Constant holding `value` (dense or a resource blob).
 mlir::Value makeConstant(mlir::OpBuilder &b, mlir::Location loc,
-                         mlir::DenseElementsAttr value);
+                         mlir::ElementsAttr value);
 mlir::Value i64Constant(mlir::OpBuilder &b, mlir::Location loc,
                         llvm::ArrayRef<int64_t> values);
 mlir::Value floatConstant(mlir::OpBuilder &b, mlir::Location loc,

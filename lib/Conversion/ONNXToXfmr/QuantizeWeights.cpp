@@ -81,8 +81,7 @@ Value constant(OpBuilder &b, Location loc, ArrayRef<int64_t> shape, Type element
   auto type = RankedTensorType::get(shape, element);
   auto attr = DenseResourceElementsAttr::get(
       type, name, HeapAsmResourceBlob::allocateAndCopyWithAlign(ArrayRef<char>(bytes), 64));
-  return onnx::ConstantOp::create(b, loc, type, cast<ElementsAttr>(attr), nullptr, nullptr,
-                                  nullptr, nullptr, nullptr, nullptr);
+  return makeConstant(b, loc, attr);
 }
 
 /// The f32 [K, N] weight of `mm`, or nothing.

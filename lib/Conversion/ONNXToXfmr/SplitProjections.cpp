@@ -64,8 +64,7 @@ Value columnsOf(OpBuilder &b, Location loc, ElementsAttr w, StringRef name, int6
   auto attr = DenseResourceElementsAttr::get(
       pieceType, blobName,
       HeapAsmResourceBlob::allocateAndCopyWithAlign(ArrayRef<char>(piece), bytes));
-  return onnx::ConstantOp::create(b, loc, pieceType, cast<ElementsAttr>(attr), nullptr, nullptr,
-                                  nullptr, nullptr, nullptr, nullptr);
+  return makeConstant(b, loc, attr);
 }
 
 /// The column range a user cuts from the product, or failure.
