@@ -837,8 +837,15 @@ bool xfmr::onnx::inferResultTypes(Operation *op) {
   StringRef name = op->getName().getStringRef();
   name.consume_front("onnx.");
   Rule rule = shapeRule(name);
-  if (rule == Rule::Same)
-    return inferSameAsOperand(op, 0);
+  if (rule == Rule::Same) {
+    bool changed = inferSameAsOperand(op, 0);
+    // Skip*LayerNormalization's input_skip_bias_sum (the residual stream
+    // the next layer adds to) has the input's shape too.
+    if (name.starts_with("ms.Skip") && op->getNumResults() > 3 &&
+        isa<TensorType>(op->getResult(3).getType()))
+      changed |= inferSameAsOperand(op, 0, 3);
+    return changed;
+  }
   if (rule == Rule::Broadcast) {
     auto s = allShapesBroadcast(op);
     return s && refine(op, 0, *s);
