@@ -39,6 +39,8 @@ LogicalResult buildCPUToLLVMPipeline(OpPassManager &pm,
   llvm::raw_string_ostream os(p);
   if (options.tileContractions)
     os << "xfmr-pack-weights,";
+  if (options.outlineLayers)
+    os << "xfmr-outline-layers,";
   os << "xfmr-externalize-weights{min-bytes=" << options.minWeightBytes;
   if (!options.weightsFile.empty())
     os << " weights-file=" << options.weightsFile;
@@ -46,6 +48,10 @@ LogicalResult buildCPUToLLVMPipeline(OpPassManager &pm,
      << "one-shot-bufferize{bufferize-function-boundaries "
         "function-boundary-type-conversion=identity-layout-map "
         "allow-return-allocs-from-loops},"
+     // A layer function (xfmr-outline-layers) returns the KV pools it
+     // updated in place: its callers use their own buffers instead (once
+     // canonicalize has folded the casts in between).
+     << "canonicalize,drop-equivalent-buffer-results,"
      << "canonicalize,xfmr-drop-pool-results,";
   if (options.blasMinRows > 0)
     os << "xfmr-contractions-to-blas{min-rows=" << options.blasMinRows << "},";
@@ -85,6 +91,9 @@ struct CPUOptions : public PassPipelineOptions<CPUOptions> {
   Option<bool> threads{*this, "threads",
                        llvm::cl::desc("Split tiled products across cores (OpenMP)"),
                        llvm::cl::init(true)};
+  Option<bool> outline{*this, "outline-layers",
+                       llvm::cl::desc("One function per repeated decoder layer"),
+                       llvm::cl::init(true)};
 };
 } // namespace
 
@@ -102,6 +111,7 @@ void registerPipelines() {
         options.blasMinRows = o.blasMinRows;
         options.tileContractions = o.tile;
         options.threads = o.threads;
+        options.outlineLayers = o.outline;
         (void)buildCPUToLLVMPipeline(pm, options);
       });
 }

@@ -104,6 +104,11 @@ cl::opt<bool> parallel(
     cl::desc("Split matrix products across the cores (OpenMP: the artifact links "
              "libomp; OMP_NUM_THREADS caps the threads at run time)"),
     cl::init(true), cl::cat(category));
+cl::opt<bool> outlineLayers(
+    "outline-layers",
+    cl::desc("Compile structurally equal decoder layers once, as calls of one function "
+             "(--outline-layers=false: every layer inline)"),
+    cl::init(true), cl::cat(category));
 cl::opt<bool> raise("raise",
                     cl::desc("Recover attention, norms, RoPE, MLPs and embeddings as "
                              "xfmr ops (--raise=false keeps the plain ONNX lowering)"),
@@ -544,6 +549,7 @@ int compile() {
   cpuOptions.minWeightBytes = minWeightBytes;
   cpuOptions.blasMinRows = blasMinRows;
   cpuOptions.threads = parallel;
+  cpuOptions.outlineLayers = outlineLayers;
   if (!tmp.empty())
     cpuOptions.weightsFile = tmp + "/weights.bin";
   if (failed(runPipeline(*module, [&](OpPassManager &pm) {

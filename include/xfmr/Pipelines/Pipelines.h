@@ -32,6 +32,9 @@ struct CPUPipelineOptions {
   /// Split the tiled products' column panels across cores (OpenMP; the
   /// artifact then links libomp, and OMP_NUM_THREADS caps the threads).
   bool threads = true;
+  /// Compile structurally equal decoder layers once, as calls of one
+  /// function (xfmr-outline-layers).
+  bool outlineLayers = true;
 };
 
 /// Appends onnx -> linalg on tensors (with elementwise fusion).

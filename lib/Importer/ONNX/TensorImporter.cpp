@@ -12,10 +12,24 @@
 #include "mlir/IR/BuiltinAttributes.h"
 #include "mlir/IR/DialectResourceBlobManager.h"
 
+#include <sys/mman.h>
+#include <unistd.h>
+
 using namespace mlir;
 using namespace xfmr::onnx_import;
 
 namespace {
+
+/// Drops the whole pages of [data, data + size) from this process's memory
+/// (a read-only file mapping: a later read faults them in again).
+void releasePages(void *data, size_t size) {
+  auto page = static_cast<uintptr_t>(::sysconf(_SC_PAGESIZE));
+  auto begin = reinterpret_cast<uintptr_t>(data);
+  uintptr_t first = (begin + page - 1) / page * page;
+  uintptr_t last = (begin + size) / page * page;
+  if (last > first)
+    (void)::madvise(reinterpret_cast<void *>(first), last - first, MADV_DONTNEED);
+}
 // Data types newer than Debian's onnx 1.12 protobuf classes know.
 constexpr int32_t kFloat8E4M3FN = 17, kFloat8E4M3FNUZ = 18, kFloat8E5M2 = 19,
                   kFloat8E5M2FNUZ = 20, kUInt4 = 21, kInt4 = 22;
@@ -296,9 +310,15 @@ xfmr::onnx_import::importTensor(const ImportContext &ic, pb::TensorProto &t,
     size_t align = std::max<int64_t>(1, elemBytes);
     if (reinterpret_cast<uintptr_t>(bytes->data()) % align != 0)
       align = 1; // unaligned offset in the file: the blob says so
+    // Released (xfmr::ResourceUses, once the weight is written to the
+    // artifact), the blob gives its pages back: a compile then holds one
+    // weight of a multi-GB model at a time, not every page it has read.
     AsmResourceBlob blob(
         *bytes, align,
-        [keepAlive](void *, size_t, size_t) mutable { keepAlive.reset(); },
+        [keepAlive](void *data, size_t size, size_t) mutable {
+          releasePages(data, size);
+          keepAlive.reset();
+        },
         /*dataIsMutable=*/false);
     return cast<ElementsAttr>(DenseResourceElementsAttr::get(
         type, blobName(t.name()), std::move(blob)));

@@ -75,9 +75,38 @@ struct ChecksToStatusPass : impl::ChecksToStatusPassBase<ChecksToStatusPass> {
   void runOnOperation() override {
     ModuleOp module = getOperation();
     SmallVector<Attribute> messages;
+    DenseMap<func::FuncOp, Value> statusOf;
     for (auto fn : module.getOps<func::FuncOp>())
-      if (isEntry(fn) && failed(convertChecks(fn, messages)))
+      if (isEntry(fn)) {
+        Value status = addStatusArgument(fn);
+        if (!status || failed(convertChecks(fn, status, messages)))
+          return signalPassFailure();
+        statusOf[fn] = status;
+      }
+    // Functions the entries call (xfmr-outline-layers' layers) record into
+    // the caller's status and carry on, as checks in parallel loops do.
+    for (auto fn : module.getOps<func::FuncOp>()) {
+      if (isEntry(fn) || fn.isExternal() ||
+          !fn.walk([](cf::AssertOp) { return WalkResult::interrupt(); }).wasInterrupted())
+        continue;
+      Value status = addStatusArgument(fn);
+      if (!status || failed(convertChecks(fn, status, messages, /*canReturn=*/false)))
         return signalPassFailure();
+      SmallVector<func::CallOp> calls;
+      module.walk([&](func::CallOp call) {
+        if (call.getCallee() == fn.getSymName())
+          calls.push_back(call);
+      });
+      for (func::CallOp call : calls) {
+        Value callerStatus = statusOf.lookup(call->getParentOfType<func::FuncOp>());
+        if (!callerStatus) {
+          call.emitError("xfmr-checks-to-status: a function with run-time checks called "
+                         "from a function without a status");
+          return signalPassFailure();
+        }
+        call.getOperandsMutable().append(callerStatus);
+      }
+    }
     // A check anywhere else would have no status to report to.
     WalkResult left = module.walk([&](cf::AssertOp check) {
       check.emitError("run-time check outside a public function: it has no status to "
@@ -89,19 +118,18 @@ struct ChecksToStatusPass : impl::ChecksToStatusPassBase<ChecksToStatusPass> {
     module->setAttr(kChecksAttr, ArrayAttr::get(&getContext(), messages));
   }
 
-  /// Gives `entry` its status argument and turns its checks into failures
+  /// Turns the checks of `entry` into failures recorded in `status`,
   /// numbered after `messages`, to which their messages are appended.
-  LogicalResult convertChecks(func::FuncOp entry, SmallVectorImpl<Attribute> &messages) {
-    Value status = addStatusArgument(entry);
-    if (!status)
-      return failure();
+  /// Without `canReturn` every check records and carries on.
+  LogicalResult convertChecks(func::FuncOp entry, Value status,
+                              SmallVectorImpl<Attribute> &messages, bool canReturn = true) {
     SmallVector<cf::AssertOp> checks;
     entry.walk([&](cf::AssertOp check) { checks.push_back(check); });
     Block *exit = nullptr;
     for (cf::AssertOp check : checks) {
       messages.push_back(check.getMsgAttr());
       int64_t code = static_cast<int64_t>(messages.size()); // 0 means success
-      if (check->getParentRegion() == &entry.getBody()) {
+      if (canReturn && check->getParentRegion() == &entry.getBody()) {
         if (!exit && !(exit = createExitBlock(entry, status)))
           return failure();
         branchToExit(check, exit, code);

@@ -81,6 +81,23 @@ AffineMap panelMap(MLIRContext *ctx, unsigned numDims, unsigned k, unsigned n) {
   return AffineMap::get(numDims, 0, {dn.floorDiv(kPanelWidth), dk, dn % kPanelWidth}, ctx);
 }
 
+void forEachPanelRow(ArrayRef<char> b, int64_t k, int64_t n, int64_t elemBytes,
+                     function_ref<void(ArrayRef<char>)> row) {
+  int64_t width = kPanelWidth * elemBytes;
+  for (int64_t p = 0; p < n / kPanelWidth; ++p)
+    for (int64_t r = 0; r < k; ++r)
+      row(b.slice((r * n) * elemBytes + p * width, width));
+}
+
+bool isPanelPack(linalg::PackOp pack) {
+  auto source = dyn_cast<RankedTensorType>(pack.getSource().getType());
+  return source && source.getRank() == 2 && source.hasStaticShape() &&
+         source.getDimSize(1) % kPanelWidth == 0 && !pack.getPaddingValue() &&
+         pack.getInnerDimsPos() == ArrayRef<int64_t>{1} &&
+         pack.getStaticInnerTiles() == ArrayRef<int64_t>{kPanelWidth} &&
+         pack.getOuterDimsPerm() == ArrayRef<int64_t>{1, 0};
+}
+
 std::optional<Product> matchProduct(linalg::GenericOp g) {
   bool buffers = g.hasPureBufferSemantics();
   if ((!buffers && !g.hasPureTensorSemantics()) || g.getNumDpsInputs() != 2 ||

@@ -4,6 +4,8 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "Contraction.h"
+#include "xfmr/Support/ResourceBlobs.h"
 #include "xfmr/Target/CPU/Passes.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -24,31 +26,42 @@ namespace {
 
 constexpr int64_t kAlignment = 64;
 
-/// The bytes of `attr` as the runtime lays them out (one byte per bool).
-std::optional<std::vector<char>> rawBytes(ElementsAttr attr) {
-  auto type = cast<ShapedType>(attr.getType());
-  int64_t n = type.getNumElements();
-  Type elem = type.getElementType();
-  if (auto res = dyn_cast<DenseResourceElementsAttr>(attr)) {
-    AsmResourceBlob *blob = res.getRawHandle().getBlob();
-    if (!blob)
-      return std::nullopt;
-    ArrayRef<char> data = blob->getData();
-    return std::vector<char>(data.begin(), data.end());
-  }
-  auto dense = dyn_cast<DenseElementsAttr>(attr);
-  if (!dense || dense.isSplat())
-    return std::nullopt;
-  if (elem.isInteger(1)) {
-    std::vector<char> out;
-    out.reserve(n);
-    for (bool v : dense.getValues<bool>())
-      out.push_back(v ? 1 : 0);
-    return out;
-  }
-  ArrayRef<char> data = dense.getRawData();
-  return std::vector<char>(data.begin(), data.end());
+/// Bytes per element as the runtime lays them out (one byte per bool).
+int64_t elementBytes(Type elem) {
+  return std::max<int64_t>(1, elem.getIntOrFloatBitWidth() / 8);
 }
+
+/// The bytes of `attr` as the runtime lays them out, without a copy where
+/// the attribute holds them so (`storage` keeps converted bools).
+std::optional<ArrayRef<char>> rawBytes(ElementsAttr attr, std::vector<char> &storage) {
+  auto type = cast<ShapedType>(attr.getType());
+  int64_t bytes = type.getNumElements() * elementBytes(type.getElementType());
+  std::optional<ArrayRef<char>> data;
+  if (auto res = dyn_cast<DenseResourceElementsAttr>(attr)) {
+    if (AsmResourceBlob *blob = res.getRawHandle().getBlob())
+      data = blob->getData();
+  } else if (auto dense = dyn_cast<DenseElementsAttr>(attr); dense && !dense.isSplat()) {
+    if (type.getElementType().isInteger(1)) {
+      storage.clear();
+      for (bool v : dense.getValues<bool>())
+        storage.push_back(v ? 1 : 0);
+      data = ArrayRef<char>(storage);
+    } else {
+      data = dense.getRawData();
+    }
+  }
+  if (!data || static_cast<int64_t>(data->size()) != bytes)
+    return std::nullopt;
+  return data;
+}
+
+/// A weight to move: a constant, or the panel packing of one.
+struct Weight {
+  Operation *op;       // arith.constant or linalg.pack
+  arith::ConstantOp cst;
+  ElementsAttr attr;
+  int64_t bytes;
+};
 
 struct ExternalizeWeightsPass
     : impl::ExternalizeWeightsPassBase<ExternalizeWeightsPass> {
@@ -64,36 +77,9 @@ struct ExternalizeWeightsPass
       module.emitError("xfmr-externalize-weights: no public function");
       return signalPassFailure();
     }
-    SmallVector<std::pair<arith::ConstantOp, std::vector<char>>> moved;
-    entry.walk([&](arith::ConstantOp c) {
-      auto attr = dyn_cast<ElementsAttr>(c.getValue());
-      if (!attr)
-        return;
-      auto type = cast<ShapedType>(attr.getType());
-      Type elem = type.getElementType();
-      if (!elem.isIntOrFloat())
-        return;
-      int64_t bytes = type.getNumElements() *
-                      std::max<int64_t>(1, elem.getIntOrFloatBitWidth() / 8);
-      if (bytes < minBytes)
-        return;
-      auto data = rawBytes(attr);
-      if (!data || static_cast<int64_t>(data->size()) != bytes)
-        return;
-      moved.emplace_back(c, std::move(*data));
-    });
-
-    MLIRContext *ctx = &getContext();
-    auto bufType = MemRefType::get({ShapedType::kDynamic}, IntegerType::get(ctx, 8));
-    if (failed(entry.insertArgument(0, bufType,
-                                    DictionaryAttr::get(ctx, {NamedAttribute(
-                                        StringAttr::get(ctx, "xfmr.weights"),
-                                        UnitAttr::get(ctx))}),
-                                    entry.getLoc()))) {
-      entry.emitError("cannot add the weights argument");
+    SmallVector<Weight> weights = collect(entry);
+    if (failed(insertWeightsArgument(entry)))
       return signalPassFailure();
-    }
-    Value buffer = entry.getArgument(0);
     std::string tmp = weightsFile + ".tmp";
     std::unique_ptr<llvm::raw_fd_ostream> os;
     if (!weightsFile.empty()) {
@@ -104,31 +90,26 @@ struct ExternalizeWeightsPass
         return signalPassFailure();
       }
     }
+    ResourceUses uses(module);
     int64_t offset = 0;
-    for (auto &[c, data] : moved) {
+    for (Weight &w : weights) {
       offset = llvm::alignTo(offset, kAlignment);
-      if (os) {
-        os->seek(offset);
-        os->write(data.data(), data.size());
+      if (os && failed(write(w, offset, *os)))
+        return signalPassFailure();
+      replaceByView(w, entry.getArgument(0), offset);
+      offset += w.bytes;
+      // The constant goes with its last user; its blob with its last op.
+      if (w.cst && w.cst->use_empty()) {
+        auto res = dyn_cast<DenseResourceElementsAttr>(w.attr);
+        w.cst.erase();
+        if (res)
+          uses.drop(res);
       }
-      OpBuilder b(c);
-      auto tensorType = cast<RankedTensorType>(c.getType());
-      auto memType = MemRefType::get(tensorType.getShape(), tensorType.getElementType());
-      Value off = arith::ConstantIndexOp::create(b, c.getLoc(), offset);
-      Value view = memref::ViewOp::create(b, c.getLoc(), memType, buffer, off,
-                                          ValueRange{});
-      auto t = bufferization::ToTensorOp::create(b, c.getLoc(), tensorType, view,
-                                                 /*restrict=*/true,
-                                                 /*writable=*/false);
-      c.replaceAllUsesWith(t.getResult());
-      c.erase();
-      offset += data.size();
     }
     if (os) {
       os->close();
       if (os->has_error()) {
-        module.emitError() << "cannot write '" << tmp << "': "
-                           << os->error().message();
+        module.emitError() << "cannot write '" << tmp << "': " << os->error().message();
         os->clear_error();
         return signalPassFailure();
       }
@@ -137,11 +118,95 @@ struct ExternalizeWeightsPass
         return signalPassFailure();
       }
     }
-    Builder b(ctx);
+    Builder b(&getContext());
     module->setAttr("xfmr.weights",
-                    b.getDictionaryAttr({b.getNamedAttr("count", b.getI64IntegerAttr(moved.size())),
+                    b.getDictionaryAttr({b.getNamedAttr("count", b.getI64IntegerAttr(weights.size())),
                                          b.getNamedAttr("size", b.getI64IntegerAttr(offset))}));
-    numWeights = moved.size();
+    numWeights = weights.size();
+  }
+
+  /// Panel packings first (their constant may have other users that move
+  /// too), then constants of at least min-bytes.
+  SmallVector<Weight> collect(func::FuncOp entry) {
+    SmallVector<Weight> weights;
+    std::vector<char> storage;
+    entry.walk([&](linalg::PackOp pack) {
+      auto cst = pack.getSource().getDefiningOp<arith::ConstantOp>();
+      auto attr = cst ? dyn_cast<ElementsAttr>(cst.getValue()) : ElementsAttr();
+      if (!attr || !isPanelPack(pack) || !rawBytes(attr, storage))
+        return;
+      weights.push_back({pack, cst, attr, static_cast<int64_t>(rawBytes(attr, storage)->size())});
+    });
+    entry.walk([&](arith::ConstantOp c) {
+      auto attr = dyn_cast<ElementsAttr>(c.getValue());
+      if (!attr)
+        return;
+      auto type = cast<ShapedType>(attr.getType());
+      Type elem = type.getElementType();
+      if (!elem.isIntOrFloat())
+        return;
+      int64_t bytes = type.getNumElements() * elementBytes(elem);
+      if (bytes < minBytes || !rawBytes(attr, storage))
+        return;
+      // Used only by packings, it is written packed only.
+      if (llvm::all_of(c->getUsers(), [](Operation *user) {
+            auto pack = dyn_cast<linalg::PackOp>(user);
+            return pack && isPanelPack(pack);
+          }) && !c->use_empty())
+        return;
+      weights.push_back({c, c, attr, bytes});
+    });
+    return weights;
+  }
+
+  LogicalResult insertWeightsArgument(func::FuncOp entry) {
+    MLIRContext *ctx = &getContext();
+    auto bufType = MemRefType::get({ShapedType::kDynamic}, IntegerType::get(ctx, 8));
+    if (failed(entry.insertArgument(
+            0, bufType,
+            DictionaryAttr::get(ctx, {NamedAttribute(StringAttr::get(ctx, "xfmr.weights"),
+                                                     UnitAttr::get(ctx))}),
+            entry.getLoc()))) {
+      entry.emitError("cannot add the weights argument");
+      return failure();
+    }
+    return success();
+  }
+
+  LogicalResult write(const Weight &w, int64_t offset, llvm::raw_fd_ostream &os) {
+    std::vector<char> storage;
+    std::optional<ArrayRef<char>> data = rawBytes(w.attr, storage);
+    if (!data)
+      return w.op->emitError("xfmr-externalize-weights: the weight's data is gone");
+    os.seek(offset);
+    if (auto pack = dyn_cast<linalg::PackOp>(w.op)) {
+      auto type = cast<ShapedType>(w.attr.getType());
+      forEachPanelRow(*data, type.getDimSize(0), type.getDimSize(1),
+                      elementBytes(type.getElementType()),
+                      [&](ArrayRef<char> row) { os.write(row.data(), row.size()); });
+    } else {
+      os.write(data->data(), data->size());
+    }
+    return success();
+  }
+
+  /// `w`'s result becomes a read-only view of the weights argument.
+  void replaceByView(Weight &w, Value buffer, int64_t offset) {
+    OpBuilder b(w.op);
+    Location loc = w.op->getLoc();
+    auto tensorType = cast<RankedTensorType>(w.op->getResult(0).getType());
+    auto memType = MemRefType::get(tensorType.getShape(), tensorType.getElementType());
+    Value off = arith::ConstantIndexOp::create(b, loc, offset);
+    Value view = memref::ViewOp::create(b, loc, memType, buffer, off, ValueRange{});
+    auto t = bufferization::ToTensorOp::create(b, loc, tensorType, view, /*restrict=*/true,
+                                               /*writable=*/false);
+    w.op->getResult(0).replaceAllUsesWith(t.getResult());
+    if (auto pack = dyn_cast<linalg::PackOp>(w.op)) {
+      Value dest = pack.getDest();
+      pack.erase();
+      if (Operation *empty = dest.getDefiningOp(); empty && empty->use_empty())
+        empty->erase();
+    }
   }
 };
 

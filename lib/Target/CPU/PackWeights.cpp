@@ -36,6 +36,22 @@ std::optional<std::vector<float>> floats(ElementsAttr attr) {
   return std::vector<float>(values.begin(), values.end());
 }
 
+/// Matrices from this size on are packed by a linalg.pack that
+/// xfmr-externalize-weights carries out as it writes them; smaller ones
+/// (and every one the weights file does not take) become packed constants.
+constexpr int64_t kLazyPackBytes = 1 << 20;
+
+/// An f32 resource blob of at least kLazyPackBytes, with its data.
+bool isLargeResource(ElementsAttr attr) {
+  auto res = dyn_cast<DenseF32ResourceElementsAttr>(attr);
+  if (!res)
+    return false;
+  std::optional<ArrayRef<float>> data = res.tryGetAsArrayRef();
+  int64_t n = cast<ShapedType>(attr.getType()).getNumElements();
+  return data && static_cast<int64_t>(data->size()) == n &&
+         n * static_cast<int64_t>(sizeof(float)) >= kLazyPackBytes;
+}
+
 /// Bp [N / 16, K, 16] from B [K, N].
 ElementsAttr pack(ArrayRef<float> b, int64_t k, int64_t n, MLIRContext *ctx) {
   int64_t panels = n / kPanelWidth;
@@ -73,13 +89,30 @@ struct PackWeightsPass : impl::PackWeightsPassBase<PackWeightsPass> {
       if (!packed) {
         auto cst = b.getDefiningOp<arith::ConstantOp>();
         auto attr = cst ? dyn_cast<ElementsAttr>(cst.getValue()) : ElementsAttr();
-        std::optional<std::vector<float>> values = attr ? floats(attr) : std::nullopt;
-        if (!values)
+        if (!attr)
           continue;
         OpBuilder builder(cst);
-        packed = arith::ConstantOp::create(
-            builder, cst.getLoc(),
-            cast<TypedAttr>(pack(*values, type.getDimSize(0), type.getDimSize(1), ctx)));
+        if (isLargeResource(attr)) {
+          builder.setInsertionPointAfter(cst);
+          // Packed while xfmr-externalize-weights writes it: no copy of
+          // the matrix is ever held.
+          Value empty = tensor::EmptyOp::create(
+              builder, cst.getLoc(),
+              {type.getDimSize(1) / kPanelWidth, type.getDimSize(0), kPanelWidth},
+              type.getElementType());
+          packed = linalg::PackOp::create(builder, cst.getLoc(), b, empty,
+                                          /*innerDimsPos=*/{1},
+                                          {builder.getIndexAttr(kPanelWidth)},
+                                          /*paddingValue=*/std::nullopt,
+                                          /*outerDimsPerm=*/{1, 0});
+        } else {
+          std::optional<std::vector<float>> values = floats(attr);
+          if (!values)
+            continue;
+          packed = arith::ConstantOp::create(
+              builder, cst.getLoc(),
+              cast<TypedAttr>(pack(*values, type.getDimSize(0), type.getDimSize(1), ctx)));
+        }
         packedOf[b] = packed;
         ++numPacked;
       }

@@ -85,15 +85,45 @@ module {
 
 // -----
 
-// A check in a private helper has no status to report to.
+// A check in a function an entry calls (a layer function of
+// xfmr-outline-layers) records into the caller's status and carries on.
+// CHECK-LABEL: module attributes {xfmr.checks = ["layer check"]}
+// CHECK-LABEL: func.func private @helper(
+//  CHECK-SAME:     %[[OK:[^ ]*]]: i1, %[[S:[^ ]*]]: memref<2xi64>)
+//       CHECK:   cf.cond_br %[[OK]], ^[[REST:.*]], ^[[RECORD:[^ ]*]]
+//       CHECK: ^[[RECORD]]:
+//       CHECK:   memref.generic_atomic_rmw %[[S]]
+//       CHECK:   cf.br ^[[REST]]
+//       CHECK: ^[[REST]]:
+//       CHECK:   return
+//       CHECK: func.func @entry(%[[OK2:[^ ]*]]: i1, %[[S2:[^ ]*]]: memref<2xi64>)
+//       CHECK:   call @helper(%[[OK2]], %[[S2]]) : (i1, memref<2xi64>) -> ()
 module {
   func.func private @helper(%ok: i1) {
-    // expected-error @below {{run-time check outside a public function}}
-    cf.assert %ok, "unreachable status"
+    cf.assert %ok, "layer check"
     return
   }
   func.func @entry(%ok: i1) attributes {llvm.emit_c_interface} {
     call @helper(%ok) : (i1) -> ()
+    return
+  }
+}
+
+// -----
+
+// A function with checks called from one that has no status to give it.
+module {
+  func.func private @helper(%ok: i1) {
+    cf.assert %ok, "unreachable status"
+    return
+  }
+  func.func private @middle(%ok: i1) {
+    // expected-error @below {{a function with run-time checks called from a function without a status}}
+    call @helper(%ok) : (i1) -> ()
+    return
+  }
+  func.func @entry(%ok: i1) attributes {llvm.emit_c_interface} {
+    call @middle(%ok) : (i1) -> ()
     return
   }
 }

@@ -22,6 +22,13 @@ def ExternalizeWeightsPass : Pass<"xfmr-externalize-weights", "mlir::ModuleOp"> 
     %t = bufferization.to_tensor %v restrict : memref<64x64xf32> to tensor<64x64xf32>
     ```
 
+    A panel `linalg.pack` of a constant (xfmr-pack-weights leaves one for
+    every large matrix) is written in its packed layout, whatever its
+    size, and replaced the same way. Each weight is written from its blob
+    and the blob is released once no op refers to it, so the pass holds no
+    copy of the weights (a model's memory-mapped pages are given back as
+    they are written).
+
     The module gets `xfmr.weights = {count, size}`. Without `weights-file`
     nothing is written (for tests), offsets are still assigned.
   }];
@@ -179,6 +186,39 @@ def PackWeightsPass : Pass<"xfmr-pack-weights", "mlir::ModuleOp"> {
   let dependentDialects = ["::mlir::arith::ArithDialect", "::mlir::linalg::LinalgDialect"];
   let statistics = [
     Statistic<"numPacked", "packed", "Weight matrices stored in panels">,
+  ];
+}
+
+def OutlineLayersPass : Pass<"xfmr-outline-layers", "mlir::ModuleOp"> {
+  let summary = "Compile repeated decoder layers once: one function per layer structure";
+  let description = [{
+    On linalg on tensors, after xfmr-pack-weights and before the weights are
+    externalized. The top-level ops of the public function are grouped by
+    the layer their location names (`.../layers.3/...`, also `layer.N`,
+    `h.N`, `blocks.N`). Ops that do not depend on any layer's data flow
+    (constants, shape arithmetic on inputs, rotary tables, CSE'd values
+    shared by several layers) stay where they are. Layers whose remaining
+    ops are structurally equal (same ops, attributes, types and regions,
+    operands in the same places) become calls of one private function
+    `@xfmr_layer_N`; what differs between them (weights, KV pools, the
+    previous layer's outputs) becomes arguments, small constants that are
+    equal in every layer are cloned into the function.
+
+    ```mlir
+    %h1, %kp1, %vp1 = func.call @xfmr_layer_0(%h0, %w1_qkv, %w1_o, ..., %kpool1, %vpool1, ...)
+    %h2, %kp2, %vp2 = func.call @xfmr_layer_0(%h1, %w2_qkv, %w2_o, ..., %kpool2, %vpool2, ...)
+    ```
+
+    Code generation then compiles one layer instead of every layer, so its
+    time does not grow with the depth of the model. Layers that differ
+    (the first layer of a model whose later layers add the residual inside
+    their first norm, say) stay inline; so does everything when the
+    locations name no layers.
+  }];
+  let dependentDialects = ["::mlir::func::FuncDialect"];
+  let statistics = [
+    Statistic<"numFunctions", "layer-functions", "Functions made from repeated layers">,
+    Statistic<"numCalls", "layer-calls", "Layers replaced by a call">,
   ];
 }
 

@@ -1,0 +1,53 @@
+//===- ResourceBlobs.h - give weight data back once it is written -*- C++ -*-===//
+//
+// Part of xfmr. Weights live in dense_resource blobs: memory-mapped from
+// the model's external data file, or on the heap when a pass made them
+// (split projections, packed panels). A blob lives as long as the context
+// unless something releases it; these helpers release a blob once no op
+// refers to it any more, so that a compile holds one weight at a time.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef XFMR_SUPPORT_RESOURCEBLOBS_H
+#define XFMR_SUPPORT_RESOURCEBLOBS_H
+
+#include "mlir/IR/BuiltinAttributes.h"
+#include "mlir/IR/DialectResourceBlobManager.h"
+#include "mlir/IR/Operation.h"
+#include "llvm/ADT/DenseMap.h"
+
+namespace xfmr {
+
+/// Counts the ops under a root that refer to each resource blob (through an
+/// attribute of their own: constants), and releases a blob when its count
+/// drops to zero.
+class ResourceUses {
+public:
+  explicit ResourceUses(mlir::Operation *root) {
+    root->walk([&](mlir::Operation *op) {
+      for (mlir::NamedAttribute attr : op->getAttrs())
+        if (auto res = llvm::dyn_cast<mlir::DenseResourceElementsAttr>(attr.getValue()))
+          ++count[res.getRawHandle().getResource()];
+    });
+  }
+
+  /// One op that referred to `attr` is gone: the blob's data is freed (its
+  /// deleter runs: heap memory is freed, a file mapping's pages are given
+  /// back) when it was the last.
+  void drop(mlir::DenseResourceElementsAttr attr) {
+    auto *entry = attr.getRawHandle().getResource();
+    auto it = count.find(entry);
+    if (it == count.end() || --it->second > 0)
+      return;
+    count.erase(it);
+    if (entry->getBlob())
+      entry->setBlob(mlir::AsmResourceBlob());
+  }
+
+private:
+  llvm::DenseMap<mlir::DialectResourceBlobManager::BlobEntry *, int64_t> count;
+};
+
+} // namespace xfmr
+
+#endif // XFMR_SUPPORT_RESOURCEBLOBS_H
