@@ -8,6 +8,9 @@
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
 
+#include <cstring>
+#include <vector>
+
 using namespace mlir;
 
 namespace xfmr::cpu {
@@ -81,12 +84,21 @@ AffineMap panelMap(MLIRContext *ctx, unsigned numDims, unsigned k, unsigned n) {
   return AffineMap::get(numDims, 0, {dn.floorDiv(kPanelWidth), dk, dn % kPanelWidth}, ctx);
 }
 
-void forEachPanelRow(ArrayRef<char> b, int64_t k, int64_t n, int64_t elemBytes,
-                     function_ref<void(ArrayRef<char>)> row) {
-  int64_t width = kPanelWidth * elemBytes;
-  for (int64_t p = 0; p < n / kPanelWidth; ++p)
-    for (int64_t r = 0; r < k; ++r)
-      row(b.slice((r * n) * elemBytes + p * width, width));
+void forEachPanelChunk(ArrayRef<char> b, int64_t k, int64_t n, int64_t elemBytes,
+                       function_ref<void(ArrayRef<char>)> chunk) {
+  constexpr int64_t kGroup = 64; // panels per chunk: 4 KiB of an f32 row
+  int64_t width = kPanelWidth * elemBytes, panels = n / kPanelWidth;
+  std::vector<char> staging;
+  for (int64_t first = 0; first < panels; first += kGroup) {
+    int64_t count = std::min(kGroup, panels - first);
+    staging.resize(static_cast<size_t>(count * k * width));
+    for (int64_t r = 0; r < k; ++r) {
+      const char *row = b.data() + (r * n) * elemBytes + first * width;
+      for (int64_t p = 0; p < count; ++p)
+        std::memcpy(staging.data() + (p * k + r) * width, row + p * width, width);
+    }
+    chunk(staging);
+  }
 }
 
 bool isPanelPack(linalg::PackOp pack) {

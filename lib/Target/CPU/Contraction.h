@@ -38,11 +38,12 @@ constexpr int64_t kPanelWidth = 16;
 /// (loops) -> (n floordiv 16, k, n mod 16): B[k, n] of a packed matrix.
 mlir::AffineMap panelMap(mlir::MLIRContext *ctx, unsigned numDims, unsigned k, unsigned n);
 
-/// Calls `row` with the rows of Bp [N / 16, K, 16] in order, Bp[p, k, :]
+/// Calls `chunk` with consecutive pieces of Bp [N / 16, K, 16], Bp[p, k, :]
 /// being B[k, 16p : 16p + 16] of the row-major B [K, N] in `b`
-/// (`elemBytes` per value): the panel layout without a copy of the matrix.
-void forEachPanelRow(llvm::ArrayRef<char> b, int64_t k, int64_t n, int64_t elemBytes,
-                     llvm::function_ref<void(llvm::ArrayRef<char>)> row);
+/// (`elemBytes` per value): the panel layout, a group of 64 panels at a
+/// time (B is read row by row, each byte once), never the whole matrix.
+void forEachPanelChunk(llvm::ArrayRef<char> b, int64_t k, int64_t n, int64_t elemBytes,
+                       llvm::function_ref<void(llvm::ArrayRef<char>)> chunk);
 
 /// Whether `pack` is the panel packing xfmr-pack-weights leaves for
 /// xfmr-externalize-weights to write: [K, N] -> [N / 16, K, 16], no padding.

@@ -181,9 +181,9 @@ struct ExternalizeWeightsPass
     os.seek(offset);
     if (auto pack = dyn_cast<linalg::PackOp>(w.op)) {
       auto type = cast<ShapedType>(w.attr.getType());
-      forEachPanelRow(*data, type.getDimSize(0), type.getDimSize(1),
-                      elementBytes(type.getElementType()),
-                      [&](ArrayRef<char> row) { os.write(row.data(), row.size()); });
+      forEachPanelChunk(*data, type.getDimSize(0), type.getDimSize(1),
+                        elementBytes(type.getElementType()),
+                        [&](ArrayRef<char> chunk) { os.write(chunk.data(), chunk.size()); });
     } else {
       os.write(data->data(), data->size());
     }

@@ -233,8 +233,10 @@ struct OutlineLayersPass : impl::OutlineLayersPassBase<OutlineLayersPass> {
   /// depend on any layer's data flow are nobody's.
   std::vector<Layer> findLayers(Block &body) {
     llvm::DenseSet<Operation *> invariant;
-    std::map<int64_t, Layer> layers;
     DenseMap<Operation *, int64_t> layerOfOp;
+    // Ops without a node location that read some layer's data, with the
+    // layers they read from.
+    SmallVector<std::pair<Operation *, int64_t>> unlocated;
     for (Operation &op : body.without_terminator()) {
       int64_t index = layerOf(op.getLoc());
       // The layers of the data this op reads (-1: data of no layer).
@@ -249,19 +251,32 @@ struct OutlineLayersPass : impl::OutlineLayersPassBase<OutlineLayersPass> {
           sources.insert(it == layerOfOp.end() ? -1 : it->second);
         }
       });
-      if (index < 0) {
-        // An op the lowering gave no node location belongs to the layer
-        // whose data it reads.
-        if (sources.size() != 1 || sources.front() < 0)
-          continue;
-        index = sources.front();
-      } else if (sources.empty()) {
+      if (index >= 0 && sources.empty())
         invariant.insert(&op);
-        continue;
+      else if (index >= 0)
+        layerOfOp[&op] = index;
+      else if (!sources.empty())
+        unlocated.push_back({&op, sources.size() == 1 ? sources.front() : -1});
+    }
+    // An op the lowering gave no node location belongs to the layer that
+    // uses it, else to the one whose data it reads.
+    for (auto [op, source] : llvm::reverse(unlocated)) {
+      llvm::SmallSetVector<int64_t, 2> users;
+      for (Operation *user : op->getUsers()) {
+        auto it = layerOfOp.find(topLevel(user, &body));
+        users.insert(it == layerOfOp.end() ? -1 : it->second);
       }
-      layerOfOp[&op] = index;
-      Layer &layer = layers[index];
-      layer.index = index;
+      int64_t index = users.size() == 1 && users.front() >= 0 ? users.front() : source;
+      if (index >= 0)
+        layerOfOp[op] = index;
+    }
+    std::map<int64_t, Layer> layers;
+    for (Operation &op : body.without_terminator()) {
+      auto it = layerOfOp.find(&op);
+      if (it == layerOfOp.end())
+        continue;
+      Layer &layer = layers[it->second];
+      layer.index = it->second;
       layer.ops.push_back(&op);
       layer.members.insert(&op);
     }
@@ -274,29 +289,66 @@ struct OutlineLayersPass : impl::OutlineLayersPassBase<OutlineLayersPass> {
     return result;
   }
 
-  /// Whether every use of `layer`'s outputs comes after its last op, where
-  /// the call will stand.
-  static bool usesFollow(const Layer &layer, Block *block) {
+  /// Moves the ops that stand among `layer`'s ops but read its results
+  /// (a later layer's first op, placed before this layer's last one) behind
+  /// its last op, where the call will stand. Fails, moving nothing, when
+  /// one of the layer's ops reads such an op.
+  static bool sinkEarlyUsers(const Layer &layer, Block *block) {
     Operation *last = layer.ops.back();
-    for (Value out : layer.outputs)
-      for (Operation *user : out.getUsers()) {
-        Operation *top = topLevel(user, block);
-        if (!layer.members.contains(top) && top->isBeforeInBlock(last))
+    llvm::DenseSet<Operation *> dependent;
+    SmallVector<Operation *> moved;
+    for (Operation *op = layer.ops.front()->getNextNode(); op != last; op = op->getNextNode()) {
+      bool reads = false;
+      op->walk([&](Operation *nested) {
+        for (Value v : nested->getOperands()) {
+          Operation *def = topLevelDef(v, block);
+          if (def && def != op && (dependent.contains(def) || layer.members.contains(def)))
+            reads = true;
+        }
+      });
+      if (layer.members.contains(op)) {
+        if (reads && llvm::any_of(op->getOperands(), [&](Value v) {
+              return dependent.contains(topLevelDef(v, block));
+            }))
           return false;
+        continue;
       }
+      if (reads) {
+        dependent.insert(op);
+        moved.push_back(op);
+      }
+    }
+    // A layer op reading a moved op through a nested region also blocks.
+    for (Operation *op : layer.ops) {
+      bool blocked = false;
+      op->walk([&](Operation *nested) {
+        for (Value v : nested->getOperands())
+          if (dependent.contains(topLevelDef(v, block)))
+            blocked = true;
+      });
+      if (blocked)
+        return false;
+    }
+    Operation *after = last;
+    for (Operation *op : moved) {
+      op->moveAfter(after);
+      after = op;
+    }
     return true;
   }
 
   void outline(ModuleOp module, func::FuncOp fn) {
     Block &body = fn.getBody().front();
     std::vector<Layer> layers = findLayers(body);
-    std::vector<bool> done(layers.size(), false);
+    std::vector<bool> done(layers.size(), false), movable;
+    for (const Layer &layer : layers)
+      movable.push_back(sinkEarlyUsers(layer, &body));
     for (size_t r = 0; r < layers.size(); ++r) {
-      if (done[r] || !usesFollow(layers[r], &body))
+      if (done[r] || !movable[r])
         continue;
       SmallVector<size_t> group{r};
       for (size_t m = r + 1; m < layers.size(); ++m)
-        if (!done[m] && usesFollow(layers[m], &body) &&
+        if (!done[m] && movable[m] &&
             sameStructure(layers[r], layers[m], &body))
           group.push_back(m);
       if (group.size() < 2)
