@@ -8,6 +8,7 @@ chunk of one tensor (64 Mi values), so 8B-class shapes are written on a
 24 GiB machine in minutes.
 
 Shapes (--shape):
+  tiny       hidden 64, 4 layers, 4/2 heads, FFN 128, vocab 256 (tests)
   bench      hidden 1024, 8 layers, 16/4 heads, FFN 2816, vocab 32000 (156M)
   tinyllama  hidden 2048, 22 layers, 32/4 heads, FFN 5632, vocab 32000 (1.1B)
   llama3-8b  hidden 4096, 32 layers, 32/8 heads, FFN 14336, vocab 128256 (8.0B)
@@ -16,7 +17,7 @@ Shapes (--shape):
 Weights are N(0, 0.02) (norm weights 1 + N(0, 0.1)), from a seeded
 generator: the same arguments write the same bytes. --dtype bf16 writes
 every float tensor and activation as bfloat16 (as the builder's bf16
-precision does); fp32 is the default.
+precision does) except the logits, cast to float32; fp32 is the default.
 
 Usage: .venv/bin/python scripts/gen_llama_onnx.py --shape tinyllama -o build/big/tinyllama
 Writes OUT/model.onnx, OUT/model.onnx.data, OUT/genai_config.json.
@@ -34,6 +35,7 @@ import onnx
 from onnx import TensorProto, helper
 
 SHAPES = {
+    "tiny": dict(hidden=64, layers=4, heads=4, kv_heads=2, ffn=128, vocab=256),
     "bench": dict(hidden=1024, layers=8, heads=16, kv_heads=4, ffn=2816, vocab=32000),
     "tinyllama": dict(hidden=2048, layers=22, heads=32, kv_heads=4, ffn=5632, vocab=32000),
     "llama3-8b": dict(hidden=4096, layers=32, heads=32, kv_heads=8, ffn=14336, vocab=128256,
@@ -184,7 +186,13 @@ def build(cfg, dtype, out, seed, context):
                  [residual, mlp_out, final_w], [p + "/final_norm_layernorm/output_0"],
                  domain="com.microsoft", epsilon=1e-6)
     head = w.tensor("lm_head.MatMul.weight", [H, V])
-    node("MatMul", "/lm_head/MatMul", [final, head], ["logits"])
+    if dtype == "bf16":
+        # Logits as float32, what samplers (and xfmr-run generate) read.
+        node("MatMul", "/lm_head/MatMul", [final, head], ["/lm_head/MatMul/output_0"])
+        node("Cast", "/lm_head/Cast", ["/lm_head/MatMul/output_0"], ["logits"],
+             to=TensorProto.FLOAT)
+    else:
+        node("MatMul", "/lm_head/MatMul", [final, head], ["logits"])
     w.close()
 
     kv_shape = ["batch_size", KV, "past_sequence_length", D]
@@ -193,7 +201,8 @@ def build(cfg, dtype, out, seed, context):
                                             ["batch_size", "sequence_length"]),
               helper.make_tensor_value_info("attention_mask", TensorProto.INT64,
                                             ["batch_size", "total_sequence_length"])]
-    outputs = [helper.make_tensor_value_info("logits", ft, ["batch_size", "sequence_length", V])]
+    outputs = [helper.make_tensor_value_info("logits", TensorProto.FLOAT,
+                                             ["batch_size", "sequence_length", V])]
     for i in range(L):
         for kind in ("key", "value"):
             inputs.append(helper.make_tensor_value_info("past_key_values.%d.%s" % (i, kind), ft,

@@ -16,6 +16,7 @@
 #include "xfmr/Importer/ONNXImporter.h"
 #include "xfmr/Importer/ResourcePrinting.h"
 #include "xfmr/Pipelines/Pipelines.h"
+#include "xfmr/Support/Progress.h"
 #include "xfmr/Target/CPU/ObjectEmitter.h"
 #include "xfmr/Target/CPU/Passes.h"
 #include "xfmr/runtime/Digest.h"
@@ -140,6 +141,36 @@ int fail(const llvm::Twine &message) {
 
 class Progress {
 public:
+  Progress() {
+    if (!quiet)
+      xfmr::progressSink() = [this](const xfmr::ProgressEvent &e) { item(e); };
+  }
+  ~Progress() { xfmr::progressSink() = nullptr; }
+
+  /// One item of long work inside a stage: a line updated in place on a
+  /// terminal, a plain line per tenth of the work otherwise.
+  void item(const xfmr::ProgressEvent &e) {
+    double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    int64_t tenth = e.total ? e.done * 10 / e.total : 10;
+    bool terminal = llvm::errs().is_displayed();
+    if (!terminal && tenth == lastTenth && e.done != e.total)
+      return;
+    lastTenth = tenth;
+    std::string line = llvm::formatv("xfmr-compile: {0} {1}/{2} ({3:f2}/{4:f2} GB, {5:f1} s) {6}",
+                                     e.task, e.done, e.total, e.bytes / 1e9,
+                                     e.totalBytes / 1e9, s, e.item)
+                           .str();
+    if (terminal) {
+      line.resize(std::max<size_t>(line.size(), lastWidth), ' ');
+      lastWidth = line.size();
+      llvm::errs() << "\r" << line << (e.done == e.total ? "\n" : "");
+      if (e.done == e.total)
+        lastWidth = 0;
+    } else {
+      llvm::errs() << line << "\n";
+    }
+  }
+
   void step(llvm::StringRef what) {
     finish();
     current = what.str();
@@ -159,6 +190,8 @@ public:
 private:
   std::string current;
   std::chrono::steady_clock::time_point start;
+  int64_t lastTenth = -1;
+  size_t lastWidth = 0;
 };
 
 std::string dtypeName(Type t) {

@@ -5,6 +5,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "Contraction.h"
+#include "xfmr/Support/Progress.h"
 #include "xfmr/Support/ResourceBlobs.h"
 #include "xfmr/Target/CPU/Passes.h"
 
@@ -55,6 +56,19 @@ std::optional<ArrayRef<char>> rawBytes(ElementsAttr attr, std::vector<char> &sto
   return data;
 }
 
+/// The tensor a weight's location names ("" when none).
+std::string nameOf(Location loc) {
+  std::string name;
+  loc->walk([&](Location part) {
+    if (auto named = dyn_cast<NameLoc>(part)) {
+      name = named.getName().str();
+      return WalkResult::interrupt();
+    }
+    return WalkResult::advance();
+  });
+  return name;
+}
+
 /// A weight to move: a constant, or the panel packing of one.
 struct Weight {
   Operation *op;       // arith.constant or linalg.pack
@@ -91,11 +105,17 @@ struct ExternalizeWeightsPass
       }
     }
     ResourceUses uses(module);
-    int64_t offset = 0;
-    for (Weight &w : weights) {
+    int64_t offset = 0, written = 0, total = 0;
+    for (const Weight &w : weights)
+      total += w.bytes;
+    for (auto [i, w] : llvm::enumerate(weights)) {
       offset = llvm::alignTo(offset, kAlignment);
       if (os && failed(write(w, offset, *os)))
         return signalPassFailure();
+      written += w.bytes;
+      if (os)
+        reportProgress({"writing weights", nameOf(w.op->getLoc()), static_cast<int64_t>(i) + 1,
+                        static_cast<int64_t>(weights.size()), written, total});
       replaceByView(w, entry.getArgument(0), offset);
       offset += w.bytes;
       // The constant goes with its last user; its blob with its last op.

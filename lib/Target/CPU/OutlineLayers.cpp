@@ -20,6 +20,7 @@
 #include "llvm/ADT/SetVector.h"
 #include "llvm/Support/Regex.h"
 
+#include <functional>
 #include <map>
 #include <set>
 
@@ -67,6 +68,17 @@ int64_t layerOf(Location loc) {
   return -1;
 }
 
+/// Whether `loc` names a node (of no layer: the lm_head, say) rather than
+/// being one a lowering made up (the file, unknown).
+bool namesNode(Location loc) {
+  bool named = false;
+  loc->walk([&](Location part) {
+    named |= isa<NameLoc>(part);
+    return WalkResult::advance();
+  });
+  return named;
+}
+
 /// The op of `block` that contains `op` (or `op` itself).
 Operation *topLevel(Operation *op, Block *block) {
   while (op && op->getBlock() != block)
@@ -100,6 +112,17 @@ bool isCloneable(Operation *def) {
   return isa<tensor::EmptyOp>(def);
 }
 
+/// An op a layer recomputes rather than takes from outside: an empty
+/// tensor, or a fill of one (CSE shares a product's zero-filled init
+/// between layers; passed in, bufferization would write it in place).
+bool isRematerializable(Operation *op) {
+  if (isa_and_nonnull<tensor::EmptyOp>(op))
+    return true;
+  auto fill = dyn_cast_or_null<linalg::FillOp>(op);
+  return fill && fill.hasPureTensorSemantics() &&
+         isRematerializable(fill.getDpsInitOperand(0)->get().getDefiningOp());
+}
+
 /// One layer: its ops in order, the values it reads from outside (each
 /// use, in walk order) and the values others read from it.
 struct Layer {
@@ -111,6 +134,41 @@ struct Layer {
 
   bool contains(Operation *op, Block *block) const {
     return members.contains(topLevel(op, block));
+  }
+
+  /// Gives the layer its own copy of every empty or filled tensor it reads
+  /// from outside, placed before the first op that reads it.
+  void rematerialize(Block *block) {
+    DenseMap<Value, Value> copies;
+    SmallVector<Operation *> reordered;
+    std::function<Value(Value, Operation *)> copy = [&](Value v, Operation *before) -> Value {
+      if (Value known = copies.lookup(v))
+        return known;
+      Operation *def = v.getDefiningOp();
+      OpBuilder b(before);
+      IRMapping map;
+      if (auto fill = dyn_cast<linalg::FillOp>(def))
+        map.map(fill.getDpsInitOperand(0)->get(),
+                copy(fill.getDpsInitOperand(0)->get(), before));
+      Operation *clone = b.clone(*def, map);
+      reordered.push_back(clone);
+      members.insert(clone);
+      Value result = clone->getResult(cast<OpResult>(v).getResultNumber());
+      copies[v] = result;
+      return result;
+    };
+    for (Operation *op : ops) {
+      op->walk([&](Operation *nested) {
+        for (OpOperand &use : nested->getOpOperands()) {
+          Operation *def = use.get().getDefiningOp();
+          if (def && def->getBlock() == block && !members.contains(def) &&
+              def->getNumOperands() > 0 && isRematerializable(def))
+            use.set(copy(use.get(), op));
+        }
+      });
+      reordered.push_back(op);
+    }
+    ops = std::move(reordered);
   }
 
   void collectInputs(Block *block) {
@@ -239,12 +297,17 @@ struct OutlineLayersPass : impl::OutlineLayersPassBase<OutlineLayersPass> {
     SmallVector<std::pair<Operation *, int64_t>> unlocated;
     for (Operation &op : body.without_terminator()) {
       int64_t index = layerOf(op.getLoc());
-      // The layers of the data this op reads (-1: data of no layer).
+      // The layers of the data this op reads (-1: data of no layer, the
+      // function's arguments included).
       llvm::SmallSetVector<int64_t, 2> sources;
       op.walk([&](Operation *nested) {
         for (Value v : nested->getOperands()) {
           Operation *def = topLevelDef(v, &body);
-          if (!def || def == &op || invariant.contains(def) ||
+          if (!def) {
+            sources.insert(-1);
+            continue;
+          }
+          if (def == &op || invariant.contains(def) ||
               (def->getNumOperands() == 0 && def->getNumRegions() == 0))
             continue;
           auto it = layerOfOp.find(def);
@@ -255,7 +318,7 @@ struct OutlineLayersPass : impl::OutlineLayersPassBase<OutlineLayersPass> {
         invariant.insert(&op);
       else if (index >= 0)
         layerOfOp[&op] = index;
-      else if (!sources.empty())
+      else if (!sources.empty() && !namesNode(op.getLoc()))
         unlocated.push_back({&op, sources.size() == 1 ? sources.front() : -1});
     }
     // An op the lowering gave no node location belongs to the layer that
@@ -282,6 +345,7 @@ struct OutlineLayersPass : impl::OutlineLayersPassBase<OutlineLayersPass> {
     }
     std::vector<Layer> result;
     for (auto &[index, layer] : layers) {
+      layer.rematerialize(&body);
       layer.collectInputs(&body);
       layer.collectOutputs(&body);
       result.push_back(std::move(layer));
@@ -297,7 +361,10 @@ struct OutlineLayersPass : impl::OutlineLayersPassBase<OutlineLayersPass> {
     Operation *last = layer.ops.back();
     llvm::DenseSet<Operation *> dependent;
     SmallVector<Operation *> moved;
-    for (Operation *op = layer.ops.front()->getNextNode(); op != last; op = op->getNextNode()) {
+    for (Operation *op = layer.ops.front(); op != last;) {
+      op = op->getNextNode();
+      if (op == last)
+        break;
       bool reads = false;
       op->walk([&](Operation *nested) {
         for (Value v : nested->getOperands()) {
