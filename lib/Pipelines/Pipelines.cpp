@@ -44,6 +44,8 @@ LogicalResult buildCPUToLLVMPipeline(OpPassManager &pm,
   os << "xfmr-externalize-weights{min-bytes=" << options.minWeightBytes;
   if (!options.weightsFile.empty())
     os << " weights-file=" << options.weightsFile;
+  if (options.backgroundWeights)
+    os << " background=true";
   os << "},xfmr-prepare-entry,"
      << "one-shot-bufferize{bufferize-function-boundaries "
         "function-boundary-type-conversion=identity-layout-map "

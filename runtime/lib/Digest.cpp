@@ -68,6 +68,22 @@ Expected<std::string> sha256OfFile(int fd, const std::string &pathForErrors) {
   return finish(ctx.get());
 }
 
+struct Sha256::Context {
+  MDContext md{EVP_MD_CTX_new()};
+};
+
+Sha256::Sha256() : ctx(new Context) {
+  EVP_DigestInit_ex(ctx->md.get(), EVP_sha256(), nullptr);
+}
+
+Sha256::~Sha256() { delete ctx; }
+
+void Sha256::update(const void *data, size_t size) {
+  EVP_DigestUpdate(ctx->md.get(), data, size);
+}
+
+std::string Sha256::finish() { return xfmr::rt::finish(ctx->md.get()); }
+
 bool isSHA256Hex(const std::string &s) {
   if (s.size() != 64)
     return false;

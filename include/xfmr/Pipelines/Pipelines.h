@@ -35,6 +35,9 @@ struct CPUPipelineOptions {
   /// Compile structurally equal decoder layers once, as calls of one
   /// function (xfmr-outline-layers).
   bool outlineLayers = true;
+  /// Write weights.bin on a thread while code is generated; the driver
+  /// then calls xfmr::cpu::waitForWeights().
+  bool backgroundWeights = false;
 };
 
 /// Appends onnx -> linalg on tensors (with elementwise fusion).

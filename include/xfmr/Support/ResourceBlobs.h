@@ -44,6 +44,16 @@ public:
       entry->setBlob(mlir::AsmResourceBlob());
   }
 
+  /// Like drop, but only says whether that was the last reference; the
+  /// caller frees the blob (xfmr-externalize-weights' writer, once written).
+  bool dropLast(mlir::DenseResourceElementsAttr attr) {
+    auto it = count.find(attr.getRawHandle().getResource());
+    if (it == count.end() || --it->second > 0)
+      return false;
+    count.erase(it);
+    return true;
+  }
+
 private:
   llvm::DenseMap<mlir::DialectResourceBlobManager::BlobEntry *, int64_t> count;
 };

@@ -5,9 +5,9 @@
 //===----------------------------------------------------------------------===//
 
 #include "Contraction.h"
-#include "xfmr/Support/Progress.h"
 #include "xfmr/Support/ResourceBlobs.h"
 #include "xfmr/Target/CPU/Passes.h"
+#include "xfmr/Target/CPU/WeightsWriter.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/BuiltinAttributes.h"
@@ -94,50 +94,32 @@ struct ExternalizeWeightsPass
     SmallVector<Weight> weights = collect(entry);
     if (failed(insertWeightsArgument(entry)))
       return signalPassFailure();
-    std::string tmp = weightsFile + ".tmp";
-    std::unique_ptr<llvm::raw_fd_ostream> os;
-    if (!weightsFile.empty()) {
-      std::error_code ec;
-      os = std::make_unique<llvm::raw_fd_ostream>(tmp, ec);
-      if (ec) {
-        module.emitError() << "cannot write '" << tmp << "': " << ec.message();
-        return signalPassFailure();
-      }
-    }
+    // Where each weight goes; the bytes are written by the weights writer
+    // (on a thread with `background`), which frees each blob after its
+    // last weight.
     ResourceUses uses(module);
-    int64_t offset = 0, written = 0, total = 0;
-    for (const Weight &w : weights)
-      total += w.bytes;
-    for (auto [i, w] : llvm::enumerate(weights)) {
+    std::vector<WeightWrite> plan;
+    DenseMap<DialectResourceBlobManager::BlobEntry *, size_t> lastReader;
+    int64_t offset = 0;
+    for (Weight &w : weights) {
       offset = llvm::alignTo(offset, kAlignment);
-      if (os && failed(write(w, offset, *os)))
+      if (!weightsFile.empty() && failed(addToPlan(w, offset, plan)))
         return signalPassFailure();
-      written += w.bytes;
-      if (os)
-        reportProgress({"writing weights", nameOf(w.op->getLoc()), static_cast<int64_t>(i) + 1,
-                        static_cast<int64_t>(weights.size()), written, total});
+      auto res = dyn_cast<DenseResourceElementsAttr>(w.attr);
+      if (res && !plan.empty())
+        lastReader[res.getRawHandle().getResource()] = plan.size() - 1;
       replaceByView(w, entry.getArgument(0), offset);
       offset += w.bytes;
       // The constant goes with its last user; its blob with its last op.
       if (w.cst && w.cst->use_empty()) {
-        auto res = dyn_cast<DenseResourceElementsAttr>(w.attr);
         w.cst.erase();
-        if (res)
-          uses.drop(res);
+        if (res && uses.dropLast(res) && !plan.empty())
+          plan[lastReader.lookup(res.getRawHandle().getResource())].release =
+              res.getRawHandle().getResource();
       }
     }
-    if (os) {
-      os->close();
-      if (os->has_error()) {
-        module.emitError() << "cannot write '" << tmp << "': " << os->error().message();
-        os->clear_error();
-        return signalPassFailure();
-      }
-      if (std::error_code ec = llvm::sys::fs::rename(tmp, weightsFile)) {
-        module.emitError() << "cannot write '" << weightsFile << "': " << ec.message();
-        return signalPassFailure();
-      }
-    }
+    if (!weightsFile.empty())
+      startWeightsWrite(std::move(plan), weightsFile, background);
     Builder b(&getContext());
     module->setAttr("xfmr.weights",
                     b.getDictionaryAttr({b.getNamedAttr("count", b.getI64IntegerAttr(weights.size())),
@@ -193,20 +175,24 @@ struct ExternalizeWeightsPass
     return success();
   }
 
-  LogicalResult write(const Weight &w, int64_t offset, llvm::raw_fd_ostream &os) {
-    std::vector<char> storage;
-    std::optional<ArrayRef<char>> data = rawBytes(w.attr, storage);
+  LogicalResult addToPlan(const Weight &w, int64_t offset, std::vector<WeightWrite> &plan) {
+    WeightWrite item;
+    std::optional<ArrayRef<char>> data = rawBytes(w.attr, item.owned);
     if (!data)
       return w.op->emitError("xfmr-externalize-weights: the weight's data is gone");
-    os.seek(offset);
-    if (auto pack = dyn_cast<linalg::PackOp>(w.op)) {
+    // A blob's bytes stay where they are until written; others are copied.
+    if (!isa<DenseResourceElementsAttr>(w.attr) && item.owned.empty())
+      item.owned.assign(data->begin(), data->end());
+    item.data = item.owned.empty() ? *data : ArrayRef<char>(item.owned);
+    item.offset = offset;
+    item.name = nameOf(w.op->getLoc());
+    if (isa<linalg::PackOp>(w.op)) {
       auto type = cast<ShapedType>(w.attr.getType());
-      forEachPanelChunk(*data, type.getDimSize(0), type.getDimSize(1),
-                        elementBytes(type.getElementType()),
-                        [&](ArrayRef<char> chunk) { os.write(chunk.data(), chunk.size()); });
-    } else {
-      os.write(data->data(), data->size());
+      item.k = type.getDimSize(0);
+      item.n = type.getDimSize(1);
+      item.elemBytes = elementBytes(type.getElementType());
     }
+    plan.push_back(std::move(item));
     return success();
   }
 

@@ -40,6 +40,9 @@ def ExternalizeWeightsPass : Pass<"xfmr-externalize-weights", "mlir::ModuleOp"> 
            "Where to write the weights (written atomically)">,
     Option<"minBytes", "min-bytes", "int64_t", "256",
            "Smallest constant, in bytes, that moves to the file">,
+    Option<"background", "background", "bool", "false",
+           "Write the file on a thread while compilation goes on "
+           "(xfmr::cpu::waitForWeights joins it)">,
   ];
   let statistics = [
     Statistic<"numWeights", "weights", "Constants moved to the weights file">,

@@ -26,6 +26,23 @@ std::string sha256Hex(const void *data, size_t size);
 /// it in a read error.
 Expected<std::string> sha256OfFile(int fd, const std::string &pathForErrors);
 
+/// SHA-256 of bytes given piece by piece (xfmr-compile hashes weights.bin
+/// as it writes it).
+class Sha256 {
+public:
+  Sha256();
+  ~Sha256();
+  Sha256(const Sha256 &) = delete;
+  Sha256 &operator=(const Sha256 &) = delete;
+  void update(const void *data, size_t size);
+  /// Lowercase hex digest of everything given so far; once.
+  std::string finish();
+
+private:
+  struct Context;
+  Context *ctx;
+};
+
 /// Whether `s` is 64 lowercase hex digits.
 bool isSHA256Hex(const std::string &s);
 
