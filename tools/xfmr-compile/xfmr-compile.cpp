@@ -364,7 +364,7 @@ llvm::Expected<llvm::json::Object> describeFile(const std::string &path) {
   int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
   if (fd < 0)
     return llvm::createStringError("cannot open '" + path + "': " + std::strerror(errno));
-  auto closeFd = llvm::make_scope_exit([&] { ::close(fd); });
+  llvm::scope_exit closeFd([&] { ::close(fd); });
   struct stat st;
   if (::fstat(fd, &st) != 0)
     return llvm::createStringError("cannot stat '" + path + "': " + std::strerror(errno));
@@ -587,7 +587,7 @@ int compile() {
     if (auto ec = llvm::sys::fs::create_directories(tmp))
       return fail("cannot create '" + tmp + "': " + ec.message());
   }
-  auto cleanup = llvm::make_scope_exit([&] {
+  llvm::scope_exit cleanup([&] {
     xfmr::cpu::cancelWeightsWrite(); // a no-op once waited for
     if (!tmp.empty())
       (void)llvm::sys::fs::remove_directories(tmp);

@@ -19,8 +19,8 @@
 namespace xfmr {
 
 /// Counts the ops under a root that refer to each resource blob (through an
-/// attribute of their own: constants), and releases a blob when its count
-/// drops to zero.
+/// attribute of their own: constants), so that a blob is freed only when
+/// no op refers to it any more.
 class ResourceUses {
 public:
   explicit ResourceUses(mlir::Operation *root) {
@@ -31,21 +31,10 @@ public:
     });
   }
 
-  /// One op that referred to `attr` is gone: the blob's data is freed (its
-  /// deleter runs: heap memory is freed, a file mapping's pages are given
-  /// back) when it was the last.
-  void drop(mlir::DenseResourceElementsAttr attr) {
-    auto *entry = attr.getRawHandle().getResource();
-    auto it = count.find(entry);
-    if (it == count.end() || --it->second > 0)
-      return;
-    count.erase(it);
-    if (entry->getBlob())
-      entry->setBlob(mlir::AsmResourceBlob());
-  }
-
-  /// Like drop, but only says whether that was the last reference; the
-  /// caller frees the blob (xfmr-externalize-weights' writer, once written).
+  /// One op that referred to `attr` is gone; true when it was the last,
+  /// and the caller may free the blob (`setBlob(AsmResourceBlob())` runs
+  /// its deleter: heap memory is freed, a file mapping's pages are given
+  /// back). xfmr-externalize-weights' writer does so once it is written.
   bool dropLast(mlir::DenseResourceElementsAttr attr) {
     auto it = count.find(attr.getRawHandle().getResource());
     if (it == count.end() || --it->second > 0)

@@ -807,7 +807,7 @@ Value int8ActivationNBits(OpBuilder &b, Location loc, Operation *op, const NBits
                   q.zeros ? reinterpret_cast<uint8_t *>(pz.data()) : nullptr);
 
   MLIRContext *ctx = b.getContext();
-  Type i8 = IntegerType::get(ctx, 8), i32 = b.getI32Type(), i64 = b.getI64Type();
+  Type i8 = IntegerType::get(ctx, 8), i64 = b.getI64Type();
   Type f32 = b.getF32Type(), ptr = LLVM::LLVMPointerType::get(ctx);
   declareKernel(b, op, kMatmulQ4Q8,
                 {ptr, ptr, ptr, i64, i64, i64, ptr, ptr, ptr, i64, i64, ptr, i64});
@@ -819,7 +819,6 @@ Value int8ActivationNBits(OpBuilder &b, Location loc, Operation *op, const NBits
     lead.push_back(d);
   SmallVector<ReassociationIndices> reassoc{lead, {rank - 1}};
   Value a2 = tensor::CollapseShapeOp::create(b, loc, q.a, reassoc);
-  auto a2Type = cast<RankedTensorType>(a2.getType());
   Value rows = tensor::DimOp::create(b, loc, a2, 0);
   auto buffer = [&](Value t) {
     auto type = cast<RankedTensorType>(t.getType());

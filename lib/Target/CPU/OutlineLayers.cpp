@@ -233,7 +233,7 @@ bool sameStructure(const Layer &rep, const Layer &layer, Block *block) {
     messages.push_back(b.getMsgAttr());
     b.setMsgAttr(a.getMsgAttr());
   }
-  auto restore = llvm::make_scope_exit([&] {
+  llvm::scope_exit restore([&] {
     for (auto [check, message] : llvm::zip_equal(checks, messages))
       check.setMsgAttr(message);
   });
