@@ -135,9 +135,10 @@ struct ExternalizeWeightsPass
     entry.walk([&](linalg::PackOp pack) {
       auto cst = pack.getSource().getDefiningOp<arith::ConstantOp>();
       auto attr = cst ? dyn_cast<ElementsAttr>(cst.getValue()) : ElementsAttr();
-      if (!attr || !isPanelPack(pack) || !rawBytes(attr, storage))
+      std::optional<ArrayRef<char>> data = attr ? rawBytes(attr, storage) : std::nullopt;
+      if (!data || !isPanelPack(pack))
         return;
-      weights.push_back({pack, cst, attr, static_cast<int64_t>(rawBytes(attr, storage)->size())});
+      weights.push_back({pack, cst, attr, static_cast<int64_t>(data->size())});
     });
     entry.walk([&](arith::ConstantOp c) {
       auto attr = dyn_cast<ElementsAttr>(c.getValue());

@@ -42,8 +42,13 @@ constexpr int64_t kWeightBytes = 256;
 /// as a component of a node path (`/model/layers.3/mlp/...`) or a dotted
 /// name; -1 when it names none. Fused locations name a layer only when all
 /// their parts agree.
-int64_t layerOf(Location loc) {
+const llvm::Regex &layerPattern() {
   static const llvm::Regex pattern("(^|[/.])(layers|layer|h|blocks)\\.([0-9]+)([/.]|$)");
+  return pattern;
+}
+
+int64_t layerOf(Location loc) {
+  const llvm::Regex &pattern = layerPattern();
   if (auto fused = dyn_cast<FusedLoc>(loc)) {
     int64_t layer = -1;
     for (Location part : fused.getLocations()) {
@@ -203,7 +208,7 @@ SmallVector<cf::AssertOp> checksOf(const Layer &layer) {
 /// `message` with its layer number replaced by N, and which layers N may
 /// be: a failed check in a layer function cannot tell which call failed.
 std::string layerMessage(StringRef message, ArrayRef<int64_t> layers) {
-  static const llvm::Regex pattern("(^|[/.])(layers|layer|h|blocks)\\.([0-9]+)([/.]|$)");
+  const llvm::Regex &pattern = layerPattern();
   std::string out = message.str();
   std::string error;
   while (pattern.match(out) && error.empty())
@@ -373,19 +378,14 @@ struct OutlineLayersPass : impl::OutlineLayersPassBase<OutlineLayersPass> {
             reads = true;
         }
       });
-      if (layer.members.contains(op)) {
-        if (reads && llvm::any_of(op->getOperands(), [&](Value v) {
-              return dependent.contains(topLevelDef(v, block));
-            }))
-          return false;
-        continue;
-      }
+      if (layer.members.contains(op))
+        continue; // checked below, regions included
       if (reads) {
         dependent.insert(op);
         moved.push_back(op);
       }
     }
-    // A layer op reading a moved op through a nested region also blocks.
+    // A layer op that reads a moved op would then come before it.
     for (Operation *op : layer.ops) {
       bool blocked = false;
       op->walk([&](Operation *nested) {
