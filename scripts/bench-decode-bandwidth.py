@@ -3,8 +3,10 @@
 bandwidth, measured in the same run: a STREAM triad (xfmr-kernel-bench,
 one thread) before and after each artifact's decode (xfmr-bench, one
 request, --threads threads). A decode step reads every weight once, so
-bytes per token ~ the size of weights.bin; the ratio is
-(weights.bin bytes x tok/s) / triad bytes/s.
+bytes per token ~ the size of the weights buffer (manifest weights.size:
+weights.bin, plus what an artifact built with --weights=reference reads
+from the model's files); the ratio is (weight bytes x tok/s) / triad
+bytes/s.
 
   .venv/bin/python scripts/bench-decode-bandwidth.py ART.xfa [ART.xfa ...] [--threads 1] [--new 32]
 """
@@ -53,7 +55,8 @@ def main():
         before = triad(a.bin)
         tps = decode(a.bin, art, a.threads, a.new)
         after = triad(a.bin)
-        gb = os.path.getsize(os.path.join(art, "weights.bin")) / 1e9
+        with open(os.path.join(art, "manifest.json")) as f:
+            gb = json.load(f)["weights"]["size"] / 1e9
         t = (before + after) / 2
         print("%-40s %8.2f %10.3f %10.2f %10.2f %8.2f" % (os.path.basename(art.rstrip("/")), tps,
                                                           gb, gb * tps, t, gb * tps / t))

@@ -37,8 +37,9 @@ LogicalResult buildCPUToLLVMPipeline(OpPassManager &pm,
                                      const CPUPipelineOptions &options) {
   std::string p;
   llvm::raw_string_ostream os(p);
+  // Weights left in the model's files are all packed by the loader.
   if (options.tileContractions)
-    os << "xfmr-pack-weights,";
+    os << "xfmr-pack-weights" << (options.referenceWeights ? "{lazy-min-bytes=0}," : ",");
   if (options.outlineLayers)
     os << "xfmr-outline-layers,";
   os << "xfmr-externalize-weights{min-bytes=" << options.minWeightBytes;
@@ -46,6 +47,8 @@ LogicalResult buildCPUToLLVMPipeline(OpPassManager &pm,
     os << " weights-file=" << options.weightsFile;
   if (options.backgroundWeights)
     os << " background=true";
+  if (options.referenceWeights)
+    os << " reference-sources=true";
   os << "},xfmr-prepare-entry,"
      << "one-shot-bufferize{bufferize-function-boundaries "
         "function-boundary-type-conversion=identity-layout-map "

@@ -7,6 +7,7 @@
 #include "xfmr/runtime/Artifact.h"
 #include "xfmr/runtime/CPUFeatures.h"
 #include "xfmr/runtime/Digest.h"
+#include "xfmr/runtime/WeightLayout.h"
 
 #include <algorithm>
 #include <cerrno>
@@ -268,6 +269,156 @@ std::optional<Error> checkCPUFeatures(const Manifest &m, const std::string &libr
                "portable build)");
 }
 
+/// weights.bin, mapped read-only for the artifact's life and never copied;
+/// null when empty. The digest is taken of the mapping itself, so what runs
+/// is what was checked.
+Expected<void *> mapWeights(const Manifest &m, const std::string &weightsPath,
+                            const std::string &manifestPath) {
+  Expected<std::unique_ptr<OwnedFd>> file =
+      openArtifactFile(weightsPath, m.weightsIntegrity, manifestPath);
+  if (!file)
+    return file.takeError();
+  if (m.weightsSize == 0) {
+    std::string digest = sha256Hex(kEmptyBuffer, 0);
+    if (digest != m.weightsIntegrity.sha256)
+      return digestMismatch(weightsPath, digest, manifestPath);
+    return static_cast<void *>(nullptr);
+  }
+  void *p = ::mmap(nullptr, static_cast<size_t>(m.weightsSize), PROT_READ, MAP_PRIVATE,
+                   (*file)->fd, 0);
+  if (p == MAP_FAILED)
+    return Error(weightsPath + ": cannot map " + std::to_string(m.weightsSize) +
+                 " bytes: " + std::strerror(errno));
+  auto unmap = [&] { ::munmap(p, static_cast<size_t>(m.weightsSize)); };
+  if (reinterpret_cast<uintptr_t>(p) % m.weightsAlignment != 0) {
+    unmap();
+    return Error(weightsPath + ": cannot map at the " + std::to_string(m.weightsAlignment) +
+                 "-byte alignment weights.alignment asks for");
+  }
+  std::string digest = sha256Hex(p, static_cast<size_t>(m.weightsSize));
+  if (digest != m.weightsIntegrity.sha256) {
+    unmap();
+    return digestMismatch(weightsPath, digest, manifestPath);
+  }
+  return p;
+}
+
+/// A file the manifest references, mapped read-only, unmapped on scope exit.
+struct MappedSource {
+  void *data = nullptr;
+  size_t size = 0;
+  MappedSource() = default;
+  MappedSource(const MappedSource &) = delete;
+  ~MappedSource() {
+    if (data)
+      ::munmap(data, size);
+  }
+};
+
+/// Opens and maps weights.sources[i] after checking it is the file the
+/// artifact was compiled from (same size and modification time).
+Status mapSource(const WeightSource &src, const std::string &manifestPath, MappedSource &out) {
+  OwnedFd fd(::open(src.path.c_str(), O_RDONLY | O_CLOEXEC));
+  if (fd.fd < 0)
+    return Error(src.path + ": cannot open a weights source of " + manifestPath + ": " +
+                 std::strerror(errno) + " (the artifact was compiled with --weights=reference "
+                 "and reads the model's files; recompile if they moved)");
+  struct stat st;
+  if (::fstat(fd.fd, &st) != 0 || !S_ISREG(st.st_mode))
+    return Error(src.path + ": a weights source of " + manifestPath +
+                 " is not a regular file");
+  int64_t mtime = static_cast<int64_t>(st.st_mtim.tv_sec) * 1000000000 + st.st_mtim.tv_nsec;
+  if (static_cast<uint64_t>(st.st_size) != src.size || mtime != src.mtimeNs)
+    return Error(src.path + ": changed since the artifact was compiled (" +
+                 std::to_string(st.st_size) + " bytes, modified at " + std::to_string(mtime) +
+                 " ns; " + manifestPath + " says " + std::to_string(src.size) + " bytes at " +
+                 std::to_string(src.mtimeNs) + " ns); recompile the artifact");
+  if (src.size == 0)
+    return {};
+  void *p = ::mmap(nullptr, src.size, PROT_READ, MAP_PRIVATE, fd.fd, 0);
+  if (p == MAP_FAILED)
+    return Error(src.path + ": cannot map " + std::to_string(src.size) + " bytes: " +
+                 std::strerror(errno));
+  ::madvise(p, src.size, MADV_SEQUENTIAL);
+  out.data = p;
+  out.size = src.size;
+  return {};
+}
+
+/// Fills the references of the buffer `buf` from their sources, packing
+/// panels where the manifest asks.
+Status fillReferences(const Manifest &m, char *buf, const std::string &manifestPath) {
+  std::vector<MappedSource> sources(m.weightSources.size());
+  for (size_t i = 0; i < sources.size(); ++i)
+    if (Status s = mapSource(m.weightSources[i], manifestPath, sources[i]); !s)
+      return s;
+  for (const WeightReference &r : m.weightReferences) {
+    const char *from = static_cast<const char *>(sources[r.source].data) + r.offset;
+    char *to = buf + r.at;
+    if (r.panelK > 0)
+      packPanels(from, r.panelK, r.panelN, r.elemBytes, 0, r.panelN / kPanelWidth, to);
+    else
+      std::memcpy(to, from, r.bytes);
+    // The source's pages are not needed again (one reference per tensor).
+    ::madvise(const_cast<char *>(from) - (reinterpret_cast<uintptr_t>(from) % 4096),
+              r.bytes + reinterpret_cast<uintptr_t>(from) % 4096, MADV_DONTNEED);
+  }
+  return {};
+}
+
+/// The weights buffer of an artifact compiled with --weights=reference:
+/// anonymous memory (transparent huge pages where the kernel gives them)
+/// holding weights.bin's bytes between the references, checked against its
+/// digest, and each reference read from the model's files.
+Expected<void *> assembleWeights(const Manifest &m, const std::string &weightsPath,
+                                 const std::string &manifestPath) {
+  Expected<std::unique_ptr<OwnedFd>> file =
+      openArtifactFile(weightsPath, m.weightsIntegrity, manifestPath);
+  if (!file)
+    return file.takeError();
+  size_t size = static_cast<size_t>(m.weightsSize);
+  void *p = ::mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (p == MAP_FAILED)
+    return Error(weightsPath + ": cannot allocate the " + std::to_string(size) +
+                 "-byte weights buffer: " + std::strerror(errno));
+  ::madvise(p, size, MADV_HUGEPAGE);
+  char *buf = static_cast<char *>(p);
+  auto fail = [&](Error e) -> Expected<void *> {
+    ::munmap(p, size);
+    return e;
+  };
+  // The stored bytes: the gaps between references, in order.
+  Sha256 hash;
+  uint64_t at = 0;
+  auto readGap = [&](uint64_t end) -> Status {
+    for (uint64_t done = at; done < end;) {
+      ssize_t got = ::read((*file)->fd, buf + done, static_cast<size_t>(end - done));
+      if (got < 0 && errno == EINTR)
+        continue;
+      if (got <= 0)
+        return Error(weightsPath + ": read failed: " +
+                     (got < 0 ? std::strerror(errno) : "unexpected end of file"));
+      hash.update(buf + done, static_cast<size_t>(got));
+      done += static_cast<uint64_t>(got);
+    }
+    return {};
+  };
+  for (const WeightReference &r : m.weightReferences) {
+    if (Status s = readGap(r.at); !s)
+      return fail(s.takeError());
+    at = r.at + r.bytes;
+  }
+  if (Status s = readGap(m.weightsSize); !s)
+    return fail(s.takeError());
+  std::string digest = hash.finish();
+  if (digest != m.weightsIntegrity.sha256)
+    return fail(digestMismatch(weightsPath, digest, manifestPath));
+  if (Status s = fillReferences(m, buf, manifestPath); !s)
+    return fail(s.takeError());
+  ::mprotect(p, size, PROT_READ);
+  return p;
+}
+
 } // namespace
 
 Expected<std::unique_ptr<Artifact>> Artifact::load(const std::string &path) {
@@ -296,32 +447,13 @@ Expected<std::unique_ptr<Artifact>> Artifact::load(const std::string &path) {
   if (std::optional<Error> cpu = checkCPUFeatures(m, libraryPath))
     return std::move(*cpu);
 
-  // weights.bin: mapped read-only for the artifact's life, never copied. The
-  // digest is taken of the mapping itself, so what runs is what was checked.
   std::string weightsPath = joinPath(dir, m.weightsFile);
-  Expected<std::unique_ptr<OwnedFd>> weights =
-      openArtifactFile(weightsPath, m.weightsIntegrity, manifestPath);
+  Expected<void *> weights = m.weightReferences.empty()
+                                 ? mapWeights(m, weightsPath, manifestPath)
+                                 : assembleWeights(m, weightsPath, manifestPath);
   if (!weights)
     return weights.takeError();
-  std::string weightsDigest;
-  if (m.weightsSize > 0) {
-    void *p = ::mmap(nullptr, static_cast<size_t>(m.weightsSize), PROT_READ,
-                     MAP_PRIVATE, (*weights)->fd, 0);
-    if (p == MAP_FAILED)
-      return Error(weightsPath + ": cannot map " +
-                   std::to_string(m.weightsSize) +
-                   " bytes: " + std::strerror(errno));
-    a->weightsMapping = p;
-    if (reinterpret_cast<uintptr_t>(p) % m.weightsAlignment != 0)
-      return Error(weightsPath + ": cannot map at the " +
-                   std::to_string(m.weightsAlignment) +
-                   "-byte alignment weights.alignment asks for");
-    weightsDigest = sha256Hex(p, static_cast<size_t>(m.weightsSize));
-  } else {
-    weightsDigest = sha256Hex(kEmptyBuffer, 0);
-  }
-  if (weightsDigest != m.weightsIntegrity.sha256)
-    return digestMismatch(weightsPath, weightsDigest, manifestPath);
+  a->weightsMapping = *weights;
 
   // model.so: hashed through an open descriptor, then loaded by path; the
   // path must still name the file that was hashed (a file swapped in between

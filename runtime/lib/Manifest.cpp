@@ -9,6 +9,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "xfmr/runtime/Manifest.h"
+#include "xfmr/runtime/WeightLayout.h"
 #include "xfmr/runtime/Digest.h"
 
 #include <nlohmann/json.hpp>
@@ -312,6 +313,11 @@ private:
     return f;
   }
 
+  /// weights.sources and weights.references (both optional, together).
+  Status getWeightReferences(const json &weights, Manifest &m) const;
+  Expected<WeightReference> getWeightReference(const json &v, const std::string &field,
+                                               const Manifest &m) const;
+
   Expected<std::vector<TensorSpec>> getSpecs(const json &root,
                                              const char *key) const;
   Expected<TensorSpec> getSpec(const json &v, const std::string &field) const;
@@ -385,6 +391,119 @@ Expected<TensorSpec> ManifestParser::getSpec(const json &v,
     spec.shape.push_back(std::move(dim));
   }
   return Expected<TensorSpec>(std::move(spec));
+}
+
+Status ManifestParser::getWeightReferences(const json &weights, Manifest &m) const {
+  bool hasSources = weights.contains("sources"), hasReferences = weights.contains("references");
+  if (hasSources != hasReferences)
+    return fail(hasSources ? "weights.references" : "weights.sources",
+                "missing (weights.sources and weights.references come together)");
+  if (!hasSources)
+    return {};
+  Expected<const json *> sources = getArray(weights, "weights", "sources");
+  if (!sources)
+    return sources.takeError();
+  if ((*sources)->empty() || (*sources)->size() > 4096)
+    return fail("weights.sources", "must have 1 to 4096 entries");
+  for (size_t i = 0; i < (*sources)->size(); ++i) {
+    const json &v = (**sources)[i];
+    std::string field = "weights.sources[" + std::to_string(i) + "]";
+    if (!v.is_object())
+      return fail(field, std::string("expected an object, got ") + v.type_name());
+    WeightSource src;
+    Expected<std::string> path = getString(v, field, "path", true);
+    if (!path)
+      return path.takeError();
+    if (path->empty() || (*path)[0] != '/' || path->find('\0') != std::string::npos)
+      return fail(field + ".path", quoted(*path) + " is not an absolute path");
+    src.path = path.take();
+    Expected<int64_t> size = getNonNegativeInt(v, field, "size");
+    if (!size)
+      return size.takeError();
+    src.size = static_cast<uint64_t>(*size);
+    Expected<int64_t> mtime = getNonNegativeInt(v, field, "mtime_ns");
+    if (!mtime)
+      return mtime.takeError();
+    src.mtimeNs = *mtime;
+    m.weightSources.push_back(std::move(src));
+  }
+  Expected<const json *> refs = getArray(weights, "weights", "references");
+  if (!refs)
+    return refs.takeError();
+  if ((*refs)->size() > (size_t(1) << 20))
+    return fail("weights.references", "more than 2^20 entries");
+  uint64_t end = 0;
+  for (size_t i = 0; i < (*refs)->size(); ++i) {
+    std::string field = "weights.references[" + std::to_string(i) + "]";
+    Expected<WeightReference> r = getWeightReference((**refs)[i], field, m);
+    if (!r)
+      return r.takeError();
+    if (r->at < end)
+      return fail(field + ".at", "overlaps the reference before it (references are in "
+                                 "ascending order)");
+    end = r->at + r->bytes;
+    m.weightReferences.push_back(*r);
+  }
+  return {};
+}
+
+/// {"source": i, "offset": o, "bytes": n, "at": a[, "panels": [k, n, e]]}.
+Expected<WeightReference> ManifestParser::getWeightReference(const json &v,
+                                                             const std::string &field,
+                                                             const Manifest &m) const {
+  if (!v.is_object())
+    return fail(field, std::string("expected an object, got ") + v.type_name());
+  WeightReference r;
+  for (auto [key, out] : {std::pair<const char *, uint64_t *>{"source", &r.source},
+                          {"offset", &r.offset},
+                          {"bytes", &r.bytes},
+                          {"at", &r.at}}) {
+    Expected<int64_t> n = getNonNegativeInt(v, field, key);
+    if (!n)
+      return n.takeError();
+    *out = static_cast<uint64_t>(*n);
+  }
+  if (r.source >= m.weightSources.size())
+    return fail(field + ".source", std::to_string(r.source) + " names no entry of the " +
+                                       std::to_string(m.weightSources.size()) +
+                                       " weights.sources");
+  const WeightSource &src = m.weightSources[r.source];
+  if (r.offset > src.size || r.bytes > src.size - r.offset)
+    return fail(field, "[" + std::to_string(r.offset) + ", +" + std::to_string(r.bytes) +
+                           ") lies beyond the " + std::to_string(src.size) + " bytes of " +
+                           quoted(src.path));
+  if (r.at % m.weightsAlignment != 0 || r.at > m.weightsSize || r.bytes > m.weightsSize - r.at)
+    return fail(field + ".at", std::to_string(r.at) + " +" + std::to_string(r.bytes) +
+                                   " is not an aligned range of the " +
+                                   std::to_string(m.weightsSize) + "-byte weights buffer");
+  if (!v.contains("panels"))
+    return r;
+  Expected<const json *> panels = getArray(v, field, "panels");
+  if (!panels)
+    return panels.takeError();
+  if ((*panels)->size() != 3)
+    return fail(field + ".panels", "expected [k, n, element bytes]");
+  int64_t dims[3];
+  for (size_t i = 0; i < 3; ++i) {
+    Expected<int64_t> d = asInt((**panels)[i], field + ".panels[" + std::to_string(i) + "]");
+    if (!d)
+      return d.takeError();
+    dims[i] = *d;
+  }
+  auto [k, n, e] = dims;
+  bool shapeOk = k > 0 && n > 0 && n % kPanelWidth == 0 && (e == 1 || e == 2 || e == 4) &&
+                 static_cast<uint64_t>(n) <= r.bytes / static_cast<uint64_t>(e) &&
+                 static_cast<uint64_t>(k) == r.bytes / static_cast<uint64_t>(n * e) &&
+                 r.bytes % static_cast<uint64_t>(n * e) == 0;
+  if (!shapeOk)
+    return fail(field + ".panels", "[" + std::to_string(k) + ", " + std::to_string(n) + ", " +
+                                       std::to_string(e) + "] does not describe " +
+                                       std::to_string(r.bytes) + " bytes in panels of " +
+                                       std::to_string(kPanelWidth) + " columns");
+  r.panelK = k;
+  r.panelN = n;
+  r.elemBytes = e;
+  return r;
 }
 
 Expected<std::vector<TensorSpec>>
@@ -519,10 +638,17 @@ Expected<Manifest> ManifestParser::parse(const json &root) {
   if (!weightsIntegrity)
     return weightsIntegrity.takeError();
   m.weightsIntegrity = weightsIntegrity.take();
-  if (m.weightsIntegrity.size != m.weightsSize)
+  if (Status s = getWeightReferences(**weights, m); !s)
+    return s.takeError();
+  uint64_t stored = m.weightsSize - m.referencedWeightBytes();
+  if (m.weightsIntegrity.size != stored)
     return fail("files." + m.weightsFile + ".size",
                 std::to_string(m.weightsIntegrity.size) + " disagrees with weights.size " +
-                    std::to_string(m.weightsSize));
+                    std::to_string(m.weightsSize) +
+                    (m.weightReferences.empty()
+                         ? std::string()
+                         : " less the " + std::to_string(m.referencedWeightBytes()) +
+                               " referenced bytes"));
 
   Expected<std::vector<std::string>> checks = getStrings(root, "", "checks", 1 << 20, 1 << 16);
   if (!checks)

@@ -404,3 +404,80 @@ TEST(ManifestTest, Generation) {
     EXPECT_NE(bad.error().find(c.expected), std::string::npos) << bad.error();
   }
 }
+
+namespace {
+
+/// kManifest with its weights buffer of 123456 bytes split between
+/// weights.bin (`stored` bytes) and the references `refs` into one source.
+std::string withReferences(const std::string &refs, int64_t stored) {
+  std::string s = mutated(
+      R"("weights": {"file": "weights.bin", "size": 123456, "alignment": 64, "count": 12},)",
+      R"("weights": {"file": "weights.bin", "size": 123456, "alignment": 64, "count": 12,
+        "sources": [{"path": "/models/m/model.onnx.data", "size": 200000, "mtime_ns": 17}],
+        "references": )" + refs + "},");
+  std::string from = "\"size\": 123456, \"sha256\"";
+  return s.replace(s.find(from), from.size(),
+                   "\"size\": " + std::to_string(stored) + ", \"sha256\"");
+}
+
+TEST(ManifestTest, WeightReferences) {
+  // 64 + 4096 * 16 * 4 = 262208 > 123456: a [1024, 16] f32 matrix, and a
+  // plain 1000-byte tensor.
+  std::string ok = withReferences(
+      R"([{"source": 0, "offset": 8, "bytes": 65536, "at": 64, "panels": [1024, 16, 4]},
+          {"source": 0, "offset": 70000, "bytes": 1000, "at": 65600}])",
+      123456 - 66536);
+  Expected<Manifest> m = parseManifest(ok, kFile);
+  ASSERT_TRUE(m) << m.error();
+  ASSERT_EQ(m->weightSources.size(), 1u);
+  EXPECT_EQ(m->weightSources[0].path, "/models/m/model.onnx.data");
+  EXPECT_EQ(m->weightSources[0].mtimeNs, 17);
+  ASSERT_EQ(m->weightReferences.size(), 2u);
+  EXPECT_EQ(m->weightReferences[0].panelK, 1024);
+  EXPECT_EQ(m->weightReferences[1].panelK, 0);
+  EXPECT_EQ(m->referencedWeightBytes(), 66536u);
+
+  struct Bad {
+    std::string refs;
+    int64_t stored;
+    std::string why;
+  } bad[] = {
+      {R"([{"source": 1, "offset": 0, "bytes": 64, "at": 0}])", 123456 - 64,
+       "weights.references[0].source: 1 names no entry of the 1 weights.sources"},
+      {R"([{"source": 0, "offset": 199999, "bytes": 64, "at": 0}])", 123456 - 64,
+       "weights.references[0]: [199999, +64) lies beyond the 200000 bytes"},
+      {R"([{"source": 0, "offset": 0, "bytes": 64, "at": 32}])", 123456 - 64,
+       "weights.references[0].at: 32 +64 is not an aligned range"},
+      {R"([{"source": 0, "offset": 0, "bytes": 64, "at": 123392},
+           {"source": 0, "offset": 0, "bytes": 64, "at": 0}])",
+       123456 - 128, "weights.references[1].at: overlaps the reference before it"},
+      {R"([{"source": 0, "offset": 0, "bytes": 64, "at": 0, "panels": [2, 8, 4]}])",
+       123456 - 64, "weights.references[0].panels: [2, 8, 4] does not describe 64 bytes"},
+      {R"([{"source": 0, "offset": 0, "bytes": 64, "at": 0}])", 123456,
+       "files.weights.bin.size: 123456 disagrees with weights.size 123456 less the 64 "
+       "referenced bytes"},
+  };
+  for (const Bad &c : bad) {
+    Expected<Manifest> r = parseManifest(withReferences(c.refs, c.stored), kFile);
+    ASSERT_FALSE(r) << "accepted: " << c.refs;
+    EXPECT_NE(r.error().find(c.why), std::string::npos) << r.error();
+  }
+  // Sources without references, and a relative path.
+  Expected<Manifest> lone = parseManifest(
+      mutated(R"("count": 12},)",
+              R"("count": 12, "sources": [{"path": "/a", "size": 1, "mtime_ns": 1}]},)"),
+      kFile);
+  ASSERT_FALSE(lone);
+  EXPECT_NE(lone.error().find("weights.references: missing"), std::string::npos) << lone.error();
+  std::string relative = withReferences(R"([{"source": 0, "offset": 0, "bytes": 64, "at": 0}])",
+                                        123456 - 64);
+  relative.replace(relative.find("/models"), 1, "");
+  Expected<Manifest> rel = parseManifest(relative, kFile);
+  ASSERT_FALSE(rel);
+  EXPECT_NE(rel.error().find("weights.sources[0].path: 'models/m/model.onnx.data' is not an "
+                             "absolute path"),
+            std::string::npos)
+      << rel.error();
+}
+
+} // namespace

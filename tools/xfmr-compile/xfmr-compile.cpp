@@ -113,6 +113,13 @@ cl::opt<bool> outlineLayers(
     cl::desc("Compile structurally equal decoder layers once, as calls of one function "
              "(--outline-layers=false: every layer inline)"),
     cl::init(true), cl::cat(category));
+cl::opt<std::string> weightsMode(
+    "weights",
+    cl::desc("embed (default): weights.bin holds every weight, the artifact stands alone; "
+             "reference: weights in the model's external data stay there, and the loader "
+             "reads (and packs) them from those files, which must then stay in place, "
+             "unchanged (size and modification time are checked)"),
+    cl::value_desc("embed|reference"), cl::init("embed"), cl::cat(category));
 cl::opt<bool> raise("raise",
                     cl::desc("Recover attention, norms, RoPE, MLPs and embeddings as "
                              "xfmr ops (--raise=false keeps the plain ONNX lowering)"),
@@ -356,7 +363,27 @@ LogicalResult printModule(ModuleOp module) {
   return success();
 }
 
-/// Moves the finished artifact in `tmp` to `out`, replacing an older artifact.
+/// weights.sources and weights.references of an artifact whose weights
+/// stay in the model's files (--weights=reference; docs/artifact.md).
+void addReferences(llvm::json::Object &weights, const xfmr::cpu::WrittenWeights &w) {
+  llvm::json::Array sources, references;
+  for (const xfmr::rt::WeightSource &s : w.sources)
+    sources.push_back(llvm::json::Object{{"path", s.path},
+                                         {"size", static_cast<int64_t>(s.size)},
+                                         {"mtime_ns", s.mtimeNs}});
+  for (const xfmr::rt::WeightReference &r : w.references) {
+    llvm::json::Object ref{{"source", static_cast<int64_t>(r.source)},
+                           {"offset", static_cast<int64_t>(r.offset)},
+                           {"bytes", static_cast<int64_t>(r.bytes)},
+                           {"at", static_cast<int64_t>(r.at)}};
+    if (r.panelK > 0)
+      ref["panels"] = llvm::json::Array{r.panelK, r.panelN, r.elemBytes};
+    references.push_back(std::move(ref));
+  }
+  weights["sources"] = std::move(sources);
+  weights["references"] = std::move(references);
+}
+
 /// {"size": N, "sha256": "..."} of the file at `path` (manifest "files"),
 /// hashed by the same code the loader checks with; a missing file (no
 /// weights were written) is created empty.
@@ -487,6 +514,8 @@ int compile() {
     return fail("--cpu: " + targetError);
   if (kvCache != "none" && kvCache != "paged")
     return fail("--kv-cache must be none or paged");
+  if (weightsMode != "embed" && weightsMode != "reference")
+    return fail("--weights must be embed or reference, not '" + weightsMode + "'");
   if (kvCache == "paged" && !raise)
     return fail("--kv-cache=paged needs --raise (attention must be recovered first)");
   if (blockSize < 1 || blockSize > 4096)
@@ -598,6 +627,7 @@ int compile() {
   cpuOptions.blasMinRows = blasMinRows;
   cpuOptions.threads = parallel;
   cpuOptions.outlineLayers = outlineLayers;
+  cpuOptions.referenceWeights = weightsMode == "reference";
   // weights.bin is written (and hashed as it is written) on a thread while
   // LLVM generates code where a core is spare for it: writing is CPU-bound
   // too (the kernel's page-cache copy), and on 2 cores the overlap measured
@@ -649,6 +679,12 @@ int compile() {
     weightsCount = weights.getAs<IntegerAttr>("count").getInt();
     weightsSize = weights.getAs<IntegerAttr>("size").getInt();
   }
+  llvm::json::Object weightsEntry{{"file", "weights.bin"},
+                                  {"size", weightsSize},
+                                  {"alignment", 64},
+                                  {"count", weightsCount}};
+  if (*written && !(*written)->references.empty())
+    addReferences(weightsEntry, **written);
   llvm::json::Object manifest{
       {"format", "xfmr-artifact"},
       {"format_version", xfmr::rt::kManifestFormatVersion},
@@ -661,16 +697,14 @@ int compile() {
                                     {"features", host->features},
                                     {"requires", std::move(requires_)}}},
       {"options", llvm::json::Object{{"opt_level", static_cast<int64_t>(optLevel)},
+                                     {"weights", weightsMode.getValue()},
                                      {"min_weight_bytes", minWeightBytes.getValue()},
                                      {"blas_min_rows", blasMinRows.getValue()},
                                      {"parallel", parallel.getValue()},
                                      {"quant", quant.getValue()}}},
       {"library", "model.so"},
       {"entry", "xfmr_entry"},
-      {"weights", llvm::json::Object{{"file", "weights.bin"},
-                                     {"size", weightsSize},
-                                     {"alignment", 64},
-                                     {"count", weightsCount}}},
+      {"weights", std::move(weightsEntry)},
       {"files", std::move(files)},
       {"inputs", std::move(inputs)},
       {"outputs", std::move(outputs)},

@@ -38,6 +38,9 @@ struct CPUPipelineOptions {
   /// Write weights.bin on a thread while code is generated; the driver
   /// then calls xfmr::cpu::waitForWeights().
   bool backgroundWeights = false;
+  /// Weights that are bytes of the model's external data stay there: the
+  /// artifact references them and the loader reads (and packs) them.
+  bool referenceWeights = false;
 };
 
 /// Appends onnx -> linalg on tensors (with elementwise fusion).

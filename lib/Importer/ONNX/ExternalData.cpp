@@ -108,6 +108,12 @@ ExternalDataResolver::open(llvm::StringRef tensorName,
         llvm::sys::fs::mapped_file_region::readonly, file->size, 0, ec);
     if (ec)
       return fail("cannot be mapped: " + ec.message());
+    llvm::SmallString<256> absolute;
+    if (!llvm::sys::fs::real_path(path, absolute))
+      xfmr::MappedSources::get().add(
+          file->region.const_data(),
+          {absolute.str().str(), file->size,
+           static_cast<int64_t>(st.st_mtim.tv_sec) * 1000000000 + st.st_mtim.tv_nsec});
   }
   files[location] = file;
   return file;

@@ -8,6 +8,7 @@
 #define XFMR_LIB_IMPORTER_ONNX_IMPORTERIMPL_H
 
 #include "xfmr/Importer/ONNXImporter.h"
+#include "xfmr/Support/MappedSources.h"
 
 #include "mlir/IR/BuiltinAttributes.h"
 #include "mlir/IR/BuiltinTypes.h"
@@ -41,10 +42,16 @@ struct ImportContext {
 std::string describeNode(const pb::NodeProto &node, int index);
 
 /// A read-only mapping of one external data file, shared by the blobs that
-/// point into it.
+/// point into it; registered in xfmr::MappedSources while it lives.
 struct MappedFile {
   llvm::sys::fs::mapped_file_region region;
   uint64_t size = 0;
+  MappedFile() = default;
+  MappedFile(const MappedFile &) = delete;
+  ~MappedFile() {
+    if (region)
+      xfmr::MappedSources::get().remove(region.const_data());
+  }
 };
 
 /// Resolves and checks external data references of one model.

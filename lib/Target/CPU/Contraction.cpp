@@ -87,16 +87,12 @@ AffineMap panelMap(MLIRContext *ctx, unsigned numDims, unsigned k, unsigned n) {
 void forEachPanelChunk(ArrayRef<char> b, int64_t k, int64_t n, int64_t elemBytes,
                        function_ref<void(ArrayRef<char>)> chunk) {
   constexpr int64_t kGroup = 64; // panels per chunk: 4 KiB of an f32 row
-  int64_t width = kPanelWidth * elemBytes, panels = n / kPanelWidth;
+  int64_t panels = n / kPanelWidth;
   std::vector<char> staging;
   for (int64_t first = 0; first < panels; first += kGroup) {
     int64_t count = std::min(kGroup, panels - first);
-    staging.resize(static_cast<size_t>(count * k * width));
-    for (int64_t r = 0; r < k; ++r) {
-      const char *row = b.data() + (r * n) * elemBytes + first * width;
-      for (int64_t p = 0; p < count; ++p)
-        std::memcpy(staging.data() + (p * k + r) * width, row + p * width, width);
-    }
+    staging.resize(static_cast<size_t>(count * k * kPanelWidth * elemBytes));
+    rt::packPanels(b.data(), k, n, elemBytes, first, count, staging.data());
     chunk(staging);
   }
 }

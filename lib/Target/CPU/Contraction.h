@@ -10,6 +10,8 @@
 #ifndef XFMR_LIB_TARGET_CPU_CONTRACTION_H
 #define XFMR_LIB_TARGET_CPU_CONTRACTION_H
 
+#include "xfmr/runtime/WeightLayout.h"
+
 #include "mlir/Dialect/Linalg/IR/Linalg.h"
 
 #include <optional>
@@ -32,8 +34,9 @@ struct Product {
   bool packedB = false;
 };
 
-/// Columns per panel of a packed weight matrix: two 8-float AVX registers.
-constexpr int64_t kPanelWidth = 16;
+/// Columns per panel of a packed weight matrix: two 8-float AVX registers
+/// (the runtime packs the same layout at load time, WeightLayout.h).
+constexpr int64_t kPanelWidth = rt::kPanelWidth;
 
 /// (loops) -> (n floordiv 16, k, n mod 16): B[k, n] of a packed matrix.
 mlir::AffineMap panelMap(mlir::MLIRContext *ctx, unsigned numDims, unsigned k, unsigned n);

@@ -182,8 +182,15 @@ struct ExternalizeWeightsPass
     if (!data)
       return w.op->emitError("xfmr-externalize-weights: the weight's data is gone");
     // A blob's bytes stay where they are until written; others are copied.
-    if (!isa<DenseResourceElementsAttr>(w.attr) && item.owned.empty())
+    bool blob = isa<DenseResourceElementsAttr>(w.attr);
+    if (!blob && item.owned.empty())
       item.owned.assign(data->begin(), data->end());
+    if (blob && referenceSources)
+      if (std::optional<SourceLocation> at =
+              MappedSources::get().find(data->data(), data->size())) {
+        item.source = *at->file;
+        item.sourceOffset = at->offset;
+      }
     item.data = item.owned.empty() ? *data : ArrayRef<char>(item.owned);
     item.offset = offset;
     item.name = nameOf(w.op->getLoc());

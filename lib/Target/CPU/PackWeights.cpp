@@ -36,30 +36,25 @@ std::optional<std::vector<float>> floats(ElementsAttr attr) {
   return std::vector<float>(values.begin(), values.end());
 }
 
-/// Matrices from this size on are packed by a linalg.pack that
-/// xfmr-externalize-weights carries out as it writes them; smaller ones
-/// (and every one the weights file does not take) become packed constants.
-constexpr int64_t kLazyPackBytes = 1 << 20;
-
-/// An f32 resource blob of at least kLazyPackBytes, with its data.
-bool isLargeResource(ElementsAttr attr) {
+/// An f32 resource blob of at least `minBytes`, with its data: packed by a
+/// linalg.pack that xfmr-externalize-weights carries out as it writes it;
+/// smaller ones become packed constants.
+bool isLargeResource(ElementsAttr attr, int64_t minBytes) {
   auto res = dyn_cast<DenseF32ResourceElementsAttr>(attr);
   if (!res)
     return false;
   std::optional<ArrayRef<float>> data = res.tryGetAsArrayRef();
   int64_t n = cast<ShapedType>(attr.getType()).getNumElements();
   return data && static_cast<int64_t>(data->size()) == n &&
-         n * static_cast<int64_t>(sizeof(float)) >= kLazyPackBytes;
+         n * static_cast<int64_t>(sizeof(float)) >= minBytes;
 }
 
 /// Bp [N / 16, K, 16] from B [K, N].
 ElementsAttr pack(ArrayRef<float> b, int64_t k, int64_t n, MLIRContext *ctx) {
   int64_t panels = n / kPanelWidth;
   std::vector<float> packed(static_cast<size_t>(k * n));
-  for (int64_t p = 0; p < panels; ++p)
-    for (int64_t r = 0; r < k; ++r)
-      std::copy_n(b.begin() + r * n + p * kPanelWidth, kPanelWidth,
-                  packed.begin() + (p * k + r) * kPanelWidth);
+  rt::packPanels(reinterpret_cast<const char *>(b.data()), k, n, sizeof(float), 0, panels,
+                 reinterpret_cast<char *>(packed.data()));
   auto type = RankedTensorType::get({panels, k, kPanelWidth}, Float32Type::get(ctx));
   return DenseResourceElementsAttr::get(
       type, "xfmr_packed_weights",
@@ -92,7 +87,7 @@ struct PackWeightsPass : impl::PackWeightsPassBase<PackWeightsPass> {
         if (!attr)
           continue;
         OpBuilder builder(cst);
-        if (isLargeResource(attr)) {
+        if (isLargeResource(attr, lazyMinBytes)) {
           builder.setInsertionPointAfter(cst);
           // Packed while xfmr-externalize-weights writes it: no copy of
           // the matrix is ever held.

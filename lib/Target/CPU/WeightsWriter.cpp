@@ -13,11 +13,34 @@
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/raw_ostream.h"
 
+#include <algorithm>
 #include <atomic>
 #include <thread>
 
 namespace xfmr::cpu {
 namespace {
+
+/// The manifest entry of a referenced weight; its file joins `sources`
+/// the first time.
+rt::WeightReference reference(const WeightWrite &w, std::vector<rt::WeightSource> &sources) {
+  auto same = [&](const rt::WeightSource &s) { return s.path == w.source->path; };
+  auto it = std::find_if(sources.begin(), sources.end(), same);
+  if (it == sources.end()) {
+    sources.push_back({w.source->path, w.source->size, w.source->mtimeNs});
+    it = std::prev(sources.end());
+  }
+  rt::WeightReference r;
+  r.source = static_cast<uint64_t>(it - sources.begin());
+  r.offset = w.sourceOffset;
+  r.bytes = w.data.size();
+  r.at = static_cast<uint64_t>(w.offset);
+  if (w.k > 0) {
+    r.panelK = w.k;
+    r.panelN = w.n;
+    r.elemBytes = w.elemBytes;
+  }
+  return r;
+}
 
 struct Writer {
   std::thread thread;
@@ -42,23 +65,29 @@ struct Writer {
       return;
     }
     rt::Sha256 hash;
-    int64_t position = 0, written = 0, total = 0;
+    int64_t position = 0, stored = 0, written = 0, total = 0;
     for (const WeightWrite &w : plan)
       total += static_cast<int64_t>(w.data.size());
     auto emit = [&](llvm::ArrayRef<char> bytes) {
       os.write(bytes.data(), bytes.size());
       hash.update(bytes.data(), bytes.size());
       position += static_cast<int64_t>(bytes.size());
+      stored += static_cast<int64_t>(bytes.size());
     };
     static const char zeros[64] = {};
+    WrittenWeights out;
     for (size_t i = 0; i < plan.size() && !cancelled; ++i) {
       WeightWrite &w = plan[i];
       while (position < w.offset)
         emit(llvm::ArrayRef<char>(zeros, std::min<int64_t>(64, w.offset - position)));
-      if (w.k > 0)
+      if (w.source) {
+        out.references.push_back(reference(w, out.sources));
+        position += static_cast<int64_t>(w.data.size());
+      } else if (w.k > 0) {
         forEachPanelChunk(w.data, w.k, w.n, w.elemBytes, emit);
-      else
+      } else {
         emit(w.data);
+      }
       written += static_cast<int64_t>(w.data.size());
       if (w.release)
         w.release->setBlob(mlir::AsmResourceBlob());
@@ -80,7 +109,9 @@ struct Writer {
       error = "cannot write '" + path + "': " + rename.message();
       return;
     }
-    result = WrittenWeights{position, hash.finish()};
+    out.size = stored;
+    out.sha256 = hash.finish();
+    result = std::move(out);
   }
 };
 

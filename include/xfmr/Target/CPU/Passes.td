@@ -29,6 +29,11 @@ def ExternalizeWeightsPass : Pass<"xfmr-externalize-weights", "mlir::ModuleOp"> 
     copy of the weights (a model's memory-mapped pages are given back as
     they are written).
 
+    With `reference-sources`, a weight whose bytes are those of a model
+    file the importer mapped (ONNX external data; xfmr::MappedSources) is
+    not written: the writer records the file, offset and packing, and the
+    loader reads it from there (xfmr-compile --weights=reference).
+
     The module gets `xfmr.weights = {count, size}`. Without `weights-file`
     nothing is written (for tests), offsets are still assigned.
   }];
@@ -43,6 +48,9 @@ def ExternalizeWeightsPass : Pass<"xfmr-externalize-weights", "mlir::ModuleOp"> 
     Option<"background", "background", "bool", "false",
            "Write the file on a thread while compilation goes on "
            "(xfmr::cpu::waitForWeights joins it)">,
+    Option<"referenceSources", "reference-sources", "bool", "false",
+           "Leave weights that are bytes of a mapped model file in that file "
+           "(the writer lists them as references)">,
   ];
   let statistics = [
     Statistic<"numWeights", "weights", "Constants moved to the weights file">,
@@ -185,7 +193,17 @@ def PackWeightsPass : Pass<"xfmr-pack-weights", "mlir::ModuleOp"> {
     from cache for the other rows. This is IREE's data tiling (mmt4d) with
     the pack done at compile time. A constant with other users keeps its
     original too.
+
+    Resource matrices of at least `lazy-min-bytes` become a `linalg.pack`
+    of the constant instead, which xfmr-externalize-weights carries out as
+    it writes the weight (or leaves to the loader, with its
+    reference-sources), so no packed copy is held in memory.
   }];
+  let options = [
+    Option<"lazyMinBytes", "lazy-min-bytes", "int64_t", "1 << 20",
+           "Resource matrices of at least this many bytes are packed by a "
+           "linalg.pack carried out when weights are written">,
+  ];
   let dependentDialects = ["::mlir::arith::ArithDialect", "::mlir::linalg::LinalgDialect"];
   let statistics = [
     Statistic<"numPacked", "packed", "Weight matrices stored in panels">,

@@ -10,6 +10,9 @@
 #ifndef XFMR_TARGET_CPU_WEIGHTSWRITER_H
 #define XFMR_TARGET_CPU_WEIGHTSWRITER_H
 
+#include "xfmr/Support/MappedSources.h"
+#include "xfmr/runtime/Manifest.h"
+
 #include "mlir/IR/DialectResourceBlobManager.h"
 #include "llvm/ADT/ArrayRef.h"
 #include "llvm/Support/Error.h"
@@ -31,15 +34,25 @@ struct WeightWrite {
   std::string name;
   /// Freed once this weight is written (the last one that reads it).
   mlir::DialectResourceBlobManager::BlobEntry *release = nullptr;
+  /// Not written but referenced: `data` lies at `sourceOffset` of this file.
+  std::optional<MappedSource> source;
+  uint64_t sourceOffset = 0;
 };
 
+/// What the writer wrote: weights.bin's size and SHA-256, and the
+/// weights it left in the model's files (manifest weights.sources and
+/// weights.references).
 struct WrittenWeights {
   int64_t size = 0;
   std::string sha256;
+  std::vector<rt::WeightSource> sources;
+  std::vector<rt::WeightReference> references;
 };
 
 /// Writes `plan` (ascending offsets) to `path` through `path`.tmp, hashing
-/// what it writes; on a thread when `background`. A write still running
+/// what it writes, and lists the referenced weights instead of writing
+/// them (the file then holds the bytes between them); on a thread when
+/// `background`. A write still running
 /// from before is waited for first.
 void startWeightsWrite(std::vector<WeightWrite> plan, std::string path, bool background);
 

@@ -79,6 +79,28 @@ struct FileIntegrity {
   std::string sha256;
 };
 
+/// weights.sources[i] (xfmr-compile --weights=reference): a file of the
+/// model that the loader reads weights from, by absolute path, with the
+/// size and modification time it had when the artifact was compiled; the
+/// loader refuses a file that differs in either.
+struct WeightSource {
+  std::string path;
+  uint64_t size = 0;
+  int64_t mtimeNs = 0;
+};
+
+/// weights.references[i]: `bytes` bytes of source `source` at `offset`
+/// fill [at, at + bytes) of the weights buffer, packed as panels of the
+/// row-major [panelK, panelN] matrix of `elemBytes`-byte elements when
+/// panelK > 0 (WeightLayout.h), else as they are.
+struct WeightReference {
+  uint64_t source = 0;
+  uint64_t offset = 0;
+  uint64_t bytes = 0;
+  uint64_t at = 0;
+  int64_t panelK = 0, panelN = 0, elemBytes = 0;
+};
+
 /// The parsed manifest.json. Unknown fields are ignored; "options" is
 /// informative and not kept.
 struct Manifest {
@@ -100,12 +122,25 @@ struct Manifest {
   /// The exported entry function, a C identifier.
   std::string entry;
   std::string weightsFile;
-  /// Exact byte size of the weights file.
+  /// Byte size of the weights buffer the entry point reads: the weights
+  /// file's size plus the referenced bytes (weightSources).
   uint64_t weightsSize = 0;
   /// A power of two: the alignment every weight offset has.
   uint64_t weightsAlignment = 0;
-  /// Number of tensors in the weights file.
+  /// Number of tensors in the weights buffer.
   uint64_t weightsCount = 0;
+  /// Weights read from the model's files at load time, in ascending `at`
+  /// and not overlapping; the weights file holds the bytes between them
+  /// (every byte of the buffer when there are none).
+  std::vector<WeightSource> weightSources;
+  std::vector<WeightReference> weightReferences;
+  /// Bytes of the buffer the references fill.
+  uint64_t referencedWeightBytes() const {
+    uint64_t sum = 0;
+    for (const WeightReference &r : weightReferences)
+      sum += r.bytes;
+    return sum;
+  }
   /// "files": size and SHA-256 of the library and of the weights file.
   FileIntegrity libraryIntegrity;
   FileIntegrity weightsIntegrity;
@@ -132,7 +167,8 @@ struct Manifest {
 /// are non-negative integers or non-empty strings, unique, non-empty input
 /// names and unique, non-empty output names, a "files" entry (size and
 /// SHA-256) for exactly the library and the weights file, whose size equals
-/// weights.size, target.requires as feature names and "checks" as strings.
+/// weights.size less the referenced bytes, references inside the buffer, in
+/// order, not overlapping, of sources that exist, target.requires as feature names and "checks" as strings.
 Expected<Manifest> parseManifest(std::string_view json,
                                  const std::string &pathForErrors);
 /// Reads and parses the manifest file at `path` (a regular file of at most
