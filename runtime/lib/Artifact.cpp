@@ -303,8 +303,10 @@ Expected<void *> mapWeights(const Manifest &m, const std::string &weightsPath,
   return p;
 }
 
-/// A file the manifest references, mapped read-only, unmapped on scope exit.
+/// A file the manifest references, open and mapped read-only, closed and
+/// unmapped on scope exit.
 struct MappedSource {
+  int fd = -1;
   void *data = nullptr;
   size_t size = 0;
   MappedSource() = default;
@@ -312,19 +314,21 @@ struct MappedSource {
   ~MappedSource() {
     if (data)
       ::munmap(data, size);
+    if (fd >= 0)
+      ::close(fd);
   }
 };
 
 /// Opens and maps weights.sources[i] after checking it is the file the
 /// artifact was compiled from (same size and modification time).
 Status mapSource(const WeightSource &src, const std::string &manifestPath, MappedSource &out) {
-  OwnedFd fd(::open(src.path.c_str(), O_RDONLY | O_CLOEXEC));
-  if (fd.fd < 0)
+  out.fd = ::open(src.path.c_str(), O_RDONLY | O_CLOEXEC); // `out` closes it
+  if (out.fd < 0)
     return Error(src.path + ": cannot open a weights source of " + manifestPath + ": " +
                  std::strerror(errno) + " (the artifact was compiled with --weights=reference "
                  "and reads the model's files; recompile if they moved)");
   struct stat st;
-  if (::fstat(fd.fd, &st) != 0 || !S_ISREG(st.st_mode))
+  if (::fstat(out.fd, &st) != 0 || !S_ISREG(st.st_mode))
     return Error(src.path + ": a weights source of " + manifestPath +
                  " is not a regular file");
   int64_t mtime = static_cast<int64_t>(st.st_mtim.tv_sec) * 1000000000 + st.st_mtim.tv_nsec;
@@ -335,7 +339,7 @@ Status mapSource(const WeightSource &src, const std::string &manifestPath, Mappe
                  std::to_string(src.mtimeNs) + " ns); recompile the artifact");
   if (src.size == 0)
     return {};
-  void *p = ::mmap(nullptr, src.size, PROT_READ, MAP_PRIVATE, fd.fd, 0);
+  void *p = ::mmap(nullptr, src.size, PROT_READ, MAP_PRIVATE, out.fd, 0);
   if (p == MAP_FAILED)
     return Error(src.path + ": cannot map " + std::to_string(src.size) + " bytes: " +
                  std::strerror(errno));
@@ -343,6 +347,25 @@ Status mapSource(const WeightSource &src, const std::string &manifestPath, Mappe
   out.data = p;
   out.size = src.size;
   return {};
+}
+
+/// Maps the whole pages of an unpacked reference straight from its file
+/// over the buffer (no copy; the pages stay in the page cache, shared) when
+/// file offset and buffer offset agree modulo the page size, as
+/// xfmr-compile places them; copies the rest. False when nothing was mapped.
+bool mapPages(const WeightReference &r, const MappedSource &src, char *buf) {
+  auto page = static_cast<uint64_t>(::sysconf(_SC_PAGESIZE));
+  if (r.at % page != r.offset % page || r.bytes < 2 * page)
+    return false;
+  uint64_t first = (r.at + page - 1) / page * page, last = (r.at + r.bytes) / page * page;
+  void *at = ::mmap(buf + first, last - first, PROT_READ, MAP_PRIVATE | MAP_FIXED, src.fd,
+                    static_cast<off_t>(r.offset + (first - r.at)));
+  if (at == MAP_FAILED)
+    return false;
+  const char *from = static_cast<const char *>(src.data) + r.offset;
+  std::memcpy(buf + r.at, from, first - r.at);
+  std::memcpy(buf + last, from + (last - r.at), r.at + r.bytes - last);
+  return true;
 }
 
 /// Fills the references of the buffer `buf` from their sources, packing
@@ -357,11 +380,12 @@ Status fillReferences(const Manifest &m, char *buf, const std::string &manifestP
     char *to = buf + r.at;
     if (r.panelK > 0)
       packPanels(from, r.panelK, r.panelN, r.elemBytes, 0, r.panelN / kPanelWidth, to);
-    else
+    else if (!mapPages(r, sources[r.source], buf))
       std::memcpy(to, from, r.bytes);
-    // The source's pages are not needed again (one reference per tensor).
-    ::madvise(const_cast<char *>(from) - (reinterpret_cast<uintptr_t>(from) % 4096),
-              r.bytes + reinterpret_cast<uintptr_t>(from) % 4096, MADV_DONTNEED);
+    // This process does not read the source's copy again (one reference
+    // per tensor): its pages leave the process's memory.
+    auto skew = reinterpret_cast<uintptr_t>(from) % 4096;
+    ::madvise(const_cast<char *>(from) - skew, r.bytes + skew, MADV_DONTNEED);
   }
   return {};
 }

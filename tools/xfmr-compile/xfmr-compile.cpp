@@ -15,6 +15,7 @@
 #include "xfmr/Conversion/Passes.h"
 #include "xfmr/Importer/ONNXImporter.h"
 #include "xfmr/Importer/ResourcePrinting.h"
+#include "xfmr/Pipelines/DecodeBytes.h"
 #include "xfmr/Pipelines/Pipelines.h"
 #include "xfmr/Support/Progress.h"
 #include "xfmr/Target/CPU/WeightsWriter.h"
@@ -126,7 +127,8 @@ cl::opt<bool> raise("raise",
                     cl::init(true), cl::cat(category));
 cl::opt<bool> report("report",
                      cl::desc("Print what raising formed and every candidate left "
-                              "unfused, with the reason"),
+                              "unfused, with the reason, and the bytes a decode step reads: "
+                              "weights, KV cache per token, their sum per token"),
                      cl::init(false), cl::cat(category));
 cl::opt<std::string> kvCache(
     "kv-cache",
@@ -568,6 +570,9 @@ int compile() {
         })))
       return 1;
     f = *module->getOps<func::FuncOp>().begin();
+    if (report) {
+      xfmr::printDecodeBytes(xfmr::measureDecodeBytes(*module, minWeightBytes), llvm::outs());
+    }
   }
   if (emit == "xfmr") {
     progress.finish();

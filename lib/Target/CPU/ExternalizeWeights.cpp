@@ -176,7 +176,9 @@ struct ExternalizeWeightsPass
     return success();
   }
 
-  LogicalResult addToPlan(const Weight &w, int64_t offset, std::vector<WeightWrite> &plan) {
+  /// Plans `w` at `offset`, which moves up for a referenced weight the
+  /// loader can map from its file without a copy (see pageCongruent).
+  LogicalResult addToPlan(const Weight &w, int64_t &offset, std::vector<WeightWrite> &plan) {
     WeightWrite item;
     std::optional<ArrayRef<char>> data = rawBytes(w.attr, item.owned);
     if (!data)
@@ -191,6 +193,8 @@ struct ExternalizeWeightsPass
         item.source = *at->file;
         item.sourceOffset = at->offset;
       }
+    if (item.source && !isa<linalg::PackOp>(w.op))
+      offset = pageCongruent(offset, item.sourceOffset, w.bytes);
     item.data = item.owned.empty() ? *data : ArrayRef<char>(item.owned);
     item.offset = offset;
     item.name = nameOf(w.op->getLoc());
@@ -202,6 +206,18 @@ struct ExternalizeWeightsPass
     }
     plan.push_back(std::move(item));
     return success();
+  }
+
+  /// The first offset from `offset` on that lies at the same place in its
+  /// 4 KiB page as `sourceOffset`, for a weight of 64 KiB or more whose
+  /// source offset is aligned: the loader then maps its whole pages from
+  /// the model's file instead of copying them. `offset` otherwise.
+  static int64_t pageCongruent(int64_t offset, uint64_t sourceOffset, int64_t bytes) {
+    constexpr int64_t kPage = 4096;
+    if (bytes < (64 << 10) || sourceOffset % kAlignment != 0)
+      return offset;
+    int64_t want = static_cast<int64_t>(sourceOffset % kPage);
+    return offset + ((want - offset % kPage) + kPage) % kPage;
   }
 
   /// `w`'s result becomes a read-only view of the weights argument.

@@ -1,0 +1,48 @@
+//===- DecodeBytes.h - bytes a decode step reads, for --report ---*- C++ -*-===//
+//
+// Part of xfmr. Decode is bound by memory bandwidth: a step reads every
+// weight once (an embedding table only one row per token) and, per
+// sequence, its whole KV cache. xfmr-compile --report prints these sums for
+// the precision the weights and the KV pools were compiled to, so that the
+// effect of --quant on bytes per token is known before anything runs.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef XFMR_PIPELINES_DECODEBYTES_H
+#define XFMR_PIPELINES_DECODEBYTES_H
+
+#include "mlir/IR/BuiltinOps.h"
+#include "llvm/Support/raw_ostream.h"
+
+#include <cstdint>
+
+namespace xfmr {
+
+struct DecodeBytes {
+  /// Every constant of at least the weights file's threshold.
+  int64_t weights = 0;
+  int64_t weightTensors = 0;
+  /// Of those, tables only xfmr.embedding reads (a row per token).
+  int64_t embeddingTables = 0;
+  int64_t embeddingRow = 0;
+  /// Bytes of K and V one token adds to the paged cache over all layers
+  /// (0: not a step function).
+  int64_t kvPerToken = 0;
+  int64_t kvLayers = 0, kvHeads = 0, headDim = 0, kvElementBytes = 0;
+
+  /// Bytes one sequence's decode step reads with `context` cached tokens.
+  int64_t perToken(int64_t context) const {
+    return weights - embeddingTables + embeddingRow + context * kvPerToken;
+  }
+};
+
+/// Sums what a decode step of `module` (raised: xfmr ops, onnx.Constant
+/// weights) reads; constants under `minBytes` are code, not weights.
+DecodeBytes measureDecodeBytes(mlir::ModuleOp module, int64_t minBytes);
+
+/// The --report lines for `bytes`.
+void printDecodeBytes(const DecodeBytes &bytes, llvm::raw_ostream &os);
+
+} // namespace xfmr
+
+#endif // XFMR_PIPELINES_DECODEBYTES_H

@@ -1,0 +1,110 @@
+//===- DecodeBytes.cpp - bytes a decode step reads, for --report ----------===//
+//
+// Part of xfmr.
+//
+//===----------------------------------------------------------------------===//
+
+#include "xfmr/Pipelines/DecodeBytes.h"
+
+#include "dialects/onnx/IR/ONNXOps.h"
+#include "dialects/xfmr/IR/XfmrOps.h"
+
+#include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "llvm/Support/Format.h"
+
+using namespace mlir;
+
+namespace xfmr {
+namespace {
+
+/// Bytes of `type`'s elements as stored (sub-byte types rounded up).
+int64_t storedBytes(ShapedType type) {
+  return (type.getNumElements() * type.getElementTypeBitWidth() + 7) / 8;
+}
+
+/// Whether every user of `v` reads it as an embedding table.
+bool onlyEmbeddingTable(Value v) {
+  return !v.use_empty() && llvm::all_of(v.getUses(), [](OpOperand &use) {
+    auto e = dyn_cast<EmbeddingOp>(use.getOwner());
+    return e && use.getOperandNumber() == 0;
+  });
+}
+
+std::string human(double bytes) {
+  const char *units[] = {"B", "KB", "MB", "GB", "TB"};
+  int u = 0;
+  while (bytes >= 1000 && u < 4) {
+    bytes /= 1000;
+    ++u;
+  }
+  std::string s;
+  llvm::raw_string_ostream os(s);
+  os << llvm::format(u == 0 ? "%.0f %s" : "%.2f %s", bytes, units[u]);
+  return s;
+}
+
+} // namespace
+
+DecodeBytes measureDecodeBytes(ModuleOp module, int64_t minBytes) {
+  DecodeBytes b;
+  module.walk([&](Operation *op) {
+    ElementsAttr value;
+    if (auto c = dyn_cast<onnx::ConstantOp>(op))
+      value = dyn_cast_or_null<ElementsAttr>(c.getValueAttr());
+    else if (auto c = dyn_cast<arith::ConstantOp>(op))
+      value = dyn_cast<ElementsAttr>(c.getValue());
+    if (!value || op->getNumResults() != 1)
+      return;
+    auto type = cast<ShapedType>(value.getType());
+    if (!type.hasStaticShape() || !type.getElementType().isIntOrFloat())
+      return;
+    int64_t bytes = storedBytes(type);
+    if (bytes < minBytes)
+      return;
+    b.weights += bytes;
+    ++b.weightTensors;
+    if (type.getRank() == 2 && onlyEmbeddingTable(op->getResult(0))) {
+      b.embeddingTables += bytes;
+      b.embeddingRow += bytes / std::max<int64_t>(1, type.getDimSize(0));
+    }
+  });
+  auto kv = module->getAttrOfType<DictionaryAttr>("xfmr.kv_cache");
+  if (!kv)
+    return b;
+  auto get = [&](StringRef name) {
+    auto a = kv.getAs<IntegerAttr>(name);
+    return a ? a.getInt() : 0;
+  };
+  b.kvLayers = get("num_layers");
+  b.kvHeads = get("num_kv_heads");
+  b.headDim = get("head_dim");
+  for (auto f : module.getOps<func::FuncOp>())
+    for (unsigned i = 0; i < f.getNumArguments(); ++i)
+      if (f.getArgAttr(i, "xfmr.kv_pool"))
+        if (auto t = dyn_cast<ShapedType>(f.getArgument(i).getType()))
+          b.kvElementBytes = (t.getElementTypeBitWidth() + 7) / 8;
+  b.kvPerToken = 2 * b.kvLayers * b.kvHeads * b.headDim * b.kvElementBytes;
+  return b;
+}
+
+void printDecodeBytes(const DecodeBytes &b, llvm::raw_ostream &os) {
+  os << "xfmr-compile: weights " << human(b.weights) << " in " << b.weightTensors
+     << " tensors";
+  if (b.embeddingTables)
+    os << " (embedding tables " << human(b.embeddingTables) << ", read a row per token)";
+  os << "\n";
+  if (b.kvPerToken) {
+    os << "xfmr-compile: KV cache " << human(b.kvPerToken) << " per token (" << b.kvLayers
+       << " layers x 2 x " << b.kvHeads << " KV heads x " << b.headDim << " x "
+       << b.kvElementBytes << " B)\n";
+    os << "xfmr-compile: bytes per decode token: " << human(b.perToken(0)) << " + "
+       << human(b.kvPerToken) << " x context (at 1024 tokens: " << human(b.perToken(1024))
+       << ", at 4096: " << human(b.perToken(4096)) << ")\n";
+  } else {
+    os << "xfmr-compile: bytes per decode token: " << human(b.perToken(0))
+       << " of weights (not a step function: --kv-cache=paged adds the KV cache)\n";
+  }
+}
+
+} // namespace xfmr
