@@ -33,6 +33,12 @@ llvm::FailureOr<HostTarget> resolveHostTarget(llvm::StringRef cpu, std::string &
 /// (`xfmr_entry(void**)` calling `_mlir_ciface_<entry>`, `xfmr_abi_version`),
 /// optimizes at `optLevel`, writes an object and links it into `soPath` with
 /// the system C compiler driver. On failure, `error` says why.
+///
+/// With several cores and several functions (outlined layers), the functions
+/// are split into partitions compiled on one thread each, one object per
+/// partition, all linked into `soPath`; asking for `llvmIR` (the optimized
+/// IR, printed) compiles one module on the calling thread, as does an MLIR
+/// context with multithreading disabled.
 mlir::LogicalResult emitSharedObject(mlir::ModuleOp module,
                                      const HostTarget &target,
                                      llvm::StringRef entry,
