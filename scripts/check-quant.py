@@ -1,19 +1,29 @@
 #!/usr/bin/env python3
-"""Checks `xfmr-compile --quant=int4-gG` against onnxruntime on the same quantized weights.
+"""Checks `xfmr-compile --quant=MODE` against onnxruntime on the same quantized weights.
 
 For each model (an fp32 ONNX causal LM with input_ids and attention_mask,
 e.g. examples/hf/llama_ts.onnx): NumPy quantizes every MatMul whose B is a
-constant f32 [K, N] (initializer or Constant) with K a multiple of G the way
-xfmr's pass documents it (per column and block of G along K: lo = min(0,
-min x), hi = max(0, max x), scale = (hi - lo) / 15, zero point =
-clip(round(-lo / scale), 0, 15), q = clip(round(x / scale) + zp, 0, 15), f32,
-ties to even) and writes it as com.microsoft MatMulNBits (accuracy_level 4);
-onnxruntime runs that model, xfmr compiles the fp32 model with --quant and
-runs it, on the same seeded inputs. The logits must agree within 1e-4 of
-max|logit| (within 1e-2 with a note: an activation's int8 rounding can flip
-on a 1-ulp difference upstream); the distance to the fp32 logits is printed.
+constant f32 [K, N] (initializer or Constant) the way xfmr's pass documents it
+and writes it as com.microsoft MatMulNBits (accuracy_level 4: int8
+activations on both sides):
 
-  .venv/bin/python scripts/check-quant.py --build-dir build [--group 32] MODEL.onnx [...]
+  int4-gG  K a multiple of G; per column and block of G along K: lo = min(0,
+           min x), hi = max(0, max x), scale = (hi - lo) / 15, zero point =
+           clip(round(-lo / scale), 0, 15), q = clip(round(x / scale) + zp,
+           0, 15); bits 4, block_size G
+  int8     any K; per column: scale = max |x| / 127, q = clip(round(x /
+           scale), -127, 127) stored as q + 128, no zero points (128); bits
+           8, one block of block_size = the smallest power of two >= max(16,
+           K) (onnxruntime 1.23 computes garbage for 8-bit block_size > 256:
+           models with such a K are skipped)
+
+(f32, ties to even). onnxruntime runs that model, xfmr compiles the fp32
+model with --quant and runs it, on the same seeded inputs. The logits must
+agree within 1e-4 of max|logit| (within 1e-2 with a note: an activation's
+int8 rounding can flip on a 1-ulp difference upstream); the distance to the
+fp32 logits is printed.
+
+  .venv/bin/python scripts/check-quant.py --build-dir build [--quant int4-g32] MODEL.onnx [...]
 
 Prints one PASS/FAIL line per model and `N passed, M failed, K skipped`.
 """
@@ -34,9 +44,17 @@ sys.path.insert(0, HERE)
 from xfmr_refs import INT8_FLIP_RTOL, Tally, reference_session  # noqa: E402
 
 RTOL = 1e-4
+# The largest 8-bit block_size onnxruntime 1.23's MatMulNBits computes right
+# (larger ones read garbage on the CPU, at every accuracy_level).
+ORT_MAX_INT8_BLOCK = 256
 
 
-def quantize(w, g):
+def int8_block(k):
+    """--quant=int8's block_size for K: the smallest power of two >= max(16, K)."""
+    return max(16, 1 << (k - 1).bit_length())
+
+
+def quantize_int4(w, g):
     """[K, N] f32 -> (packed [N, K/g, g/2] u8, scales [N*K/g] f32, zeros [N*ceil(K/g/2)] u8)."""
     k, n = w.shape
     blocks = k // g
@@ -56,30 +74,57 @@ def quantize(w, g):
     return packed, scale.T.reshape(-1).astype(np.float32), zeros
 
 
-def quantized_model(model, g):
-    """A copy of `model` with the MatMuls xfmr quantizes as MatMulNBits; and their count."""
+def quantize_int8(w):
+    """[K, N] f32 -> (packed [N, 1, bs] u8, scales [N] f32, no zero points)."""
+    k, n = w.shape
+    scale = (np.abs(w).max(axis=0) / np.float32(127)).astype(np.float32)
+    scale = np.where((scale > 0) & np.isfinite(scale), scale, np.float32(1)).astype(np.float32)
+    q = np.clip(np.rint(w / scale), -127, 127)
+    packed = np.full((n, 1, int8_block(k)), 128, np.uint8)  # padding: q = 0
+    packed[:, 0, :k] = (q.T + 128).astype(np.uint8)
+    return packed, scale, None
+
+
+def quantize(w, mode):
+    """MatMulNBits' (B, scales, zero points or None, bits, block_size) for the
+    f32 [K, N] `w` in `mode`; None when xfmr leaves it in f32."""
+    if mode == "int8":
+        return quantize_int8(w) + (8, int8_block(w.shape[0]))
+    g = int(mode[len("int4-g"):])
+    if w.shape[0] % g or w.shape[0] < g:
+        return None
+    return quantize_int4(w, g) + (4, g)
+
+
+def quantized_model(model, mode):
+    """A copy of `model` with the MatMuls xfmr quantizes as MatMulNBits; their
+    count and largest block_size."""
     graph = model.graph
     consts = {t.name: numpy_helper.to_array(t) for t in graph.initializer}
     for node in graph.node:
         if node.op_type == "Constant" and node.attribute and node.attribute[0].name == "value":
             consts[node.output[0]] = numpy_helper.to_array(node.attribute[0].t)
-    nodes, inits, count = [], [], 0
+    nodes, inits, count, largest = [], [], 0, 0
     for node in graph.node:
         w = consts.get(node.input[1]) if node.op_type == "MatMul" and len(node.input) == 2 else None
-        if w is None or w.dtype != np.float32 or w.ndim != 2 or w.shape[0] % g or w.shape[0] < g:
+        q = quantize(w, mode) if w is not None and w.dtype == np.float32 and w.ndim == 2 else None
+        if q is None:
             nodes.append(node)
             continue
         k, n = w.shape
-        packed, scales, zeros = quantize(w, g)
+        packed, scales, zeros, bits, block = q
         base = "xfmr_q%d_" % count
+        inputs = [node.input[0], base + "B", base + "scales"]
         inits += [numpy_helper.from_array(packed, base + "B"),
-                  numpy_helper.from_array(scales, base + "scales"),
-                  numpy_helper.from_array(zeros, base + "zp")]
+                  numpy_helper.from_array(scales, base + "scales")]
+        if zeros is not None:
+            inputs.append(base + "zp")
+            inits.append(numpy_helper.from_array(zeros, base + "zp"))
         nodes.append(helper.make_node(
-            "MatMulNBits", [node.input[0], base + "B", base + "scales", base + "zp"],
-            list(node.output), name=node.name, domain="com.microsoft", K=k, N=n, bits=4,
-            block_size=g, accuracy_level=4))
+            "MatMulNBits", inputs, list(node.output), name=node.name, domain="com.microsoft",
+            K=k, N=n, bits=bits, block_size=block, accuracy_level=4))
         count += 1
+        largest = max(largest, block)
     out = onnx.ModelProto()
     out.CopyFrom(model)
     del out.graph.node[:]
@@ -87,13 +132,17 @@ def quantized_model(model, g):
     out.graph.initializer.extend(inits)
     if not any(o.domain == "com.microsoft" for o in out.opset_import):
         out.opset_import.append(helper.make_opsetid("com.microsoft", 1))
-    return out, count
+    return out, count, largest
 
 
-def check(path, build, work, g):
+def check(path, build, work, mode):
+    """(status, detail) of one model."""
     name = os.path.splitext(os.path.basename(path))[0]
     model = onnx.load(path)
-    qmodel, count = quantized_model(model, g)
+    qmodel, count, largest = quantized_model(model, mode)
+    if mode == "int8" and largest > ORT_MAX_INT8_BLOCK:
+        return "SKIP", "block_size %d: onnxruntime computes 8-bit blocks of at most %d" % (
+            largest, ORT_MAX_INT8_BLOCK)
     qpath = os.path.join(work, name + ".q.onnx")
     onnx.save(qmodel, qpath)
     rng = np.random.default_rng(0)
@@ -106,7 +155,7 @@ def check(path, build, work, g):
     for f, v in feed.items():
         np.save(os.path.join(work, f + ".npy"), v)
     out = os.path.join(work, name + ".out")
-    r = subprocess.run([os.path.join(build, "bin", "xfmr-compile"), path, "--quant=int4-g%d" % g,
+    r = subprocess.run([os.path.join(build, "bin", "xfmr-compile"), path, "--quant=" + mode,
                         "-o", art, "--quiet"], capture_output=True, text=True)
     if r.returncode == 0:
         r = subprocess.run([os.path.join(build, "bin", "xfmr-run"), art] +
@@ -114,31 +163,30 @@ def check(path, build, work, g):
                                 for f in feed], []) + ["--output-dir", out, "--quiet"],
                            capture_output=True, text=True)
     if r.returncode != 0:
-        return False, (r.stderr.strip().splitlines() or ["exit %d" % r.returncode])[0]
+        return "FAIL", (r.stderr.strip().splitlines() or ["exit %d" % r.returncode])[0]
     got = np.load(os.path.join(out, "logits.npy"))
     scale = float(np.max(np.abs(ref)))
     diff = float(np.max(np.abs(got - ref))) / scale
     vs_fp32 = float(np.max(np.abs(got - fp32))) / float(np.max(np.abs(fp32)))
     detail = "%d MatMuls quantized; max |diff| %.2e of max|logit| (fp32: %.2e)" % (count, diff,
                                                                                    vs_fp32)
-    if diff <= RTOL:
-        return count > 0, detail
-    return (count > 0 and diff <= INT8_FLIP_RTOL,
-            detail + " (within %g: an int8 rounding flip)" % INT8_FLIP_RTOL)
+    if diff > RTOL:
+        detail += " (within %g: an int8 rounding flip)" % INT8_FLIP_RTOL
+    return "PASS" if count > 0 and diff <= INT8_FLIP_RTOL else "FAIL", detail
 
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("models", nargs="+")
     ap.add_argument("--build-dir", default=os.path.join(ROOT, "build"))
-    ap.add_argument("--group", type=int, default=32, choices=[32, 64, 128])
+    ap.add_argument("--quant", default="int4-g32",
+                    choices=["int4-g32", "int4-g64", "int4-g128", "int8"])
     a = ap.parse_args()
     tally = Tally()
     with tempfile.TemporaryDirectory(prefix="xfmr-quant-") as work:
         for m in a.models:
-            ok, detail = check(m, a.build_dir, work, a.group)
-            tally.add(os.path.basename(m), [("PASS" if ok else "FAIL", "int4-g%d" % a.group,
-                                            detail)])
+            status, detail = check(m, a.build_dir, work, a.quant)
+            tally.add(os.path.basename(m), [(status, a.quant, detail)])
     return tally.finish()
 
 

@@ -31,6 +31,18 @@ bool onlyEmbeddingTable(Value v) {
   });
 }
 
+/// The bytes a MatMulNBits kernel reads of `v` when it is only a
+/// MatMulNBits' packed B: K x N values of `bits` bits (a block longer than
+/// K pads the constant, not the packed weights the kernel streams).
+std::optional<int64_t> nbitsWeightBytes(Value v) {
+  if (!v.hasOneUse() || v.getUses().begin()->getOperandNumber() != 1)
+    return std::nullopt;
+  auto nbits = dyn_cast<onnx::MsMatMulNBitsOp>(v.getUses().begin()->getOwner());
+  if (!nbits)
+    return std::nullopt;
+  return static_cast<int64_t>((nbits.getK() * nbits.getN() * nbits.getBits() + 7) / 8);
+}
+
 std::string human(double bytes) {
   const char *units[] = {"B", "KB", "MB", "GB", "TB"};
   int u = 0;
@@ -62,6 +74,7 @@ DecodeBytes measureDecodeBytes(ModuleOp module, int64_t minBytes) {
     int64_t bytes = storedBytes(type);
     if (bytes < minBytes)
       return;
+    bytes = nbitsWeightBytes(op->getResult(0)).value_or(bytes);
     b.weights += bytes;
     ++b.weightTensors;
     if (type.getRank() == 2 && onlyEmbeddingTable(op->getResult(0))) {

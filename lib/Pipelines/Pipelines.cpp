@@ -17,7 +17,9 @@ LogicalResult buildRaisePipeline(OpPassManager &pm, const RaiseOptions &options)
   std::string p;
   llvm::raw_string_ostream os(p);
   os << "onnx-simplify-shapes,";
-  if (options.quantGroup > 0)
+  if (options.quantInt8)
+    os << "xfmr-quantize-weights{bits=8},";
+  else if (options.quantGroup > 0)
     os << "xfmr-quantize-weights{group=" << options.quantGroup << "},";
   os << "xfmr-raise{report=" << (options.report ? "true" : "false") << "}";
   if (options.pagedKV)

@@ -1,11 +1,12 @@
-//===- QuantizedMatmul.h - int4 weights x int8 activations ------*- C -*-===//
+//===- QuantizedMatmul.h - int4/int8 weights x int8 activations -*- C -*-===//
 //
 // Part of xfmr.
 //
-// The micro-kernel generated code calls for MatMulNBits at accuracy_level 4
-// (see QuantizedMatmul.c for the layouts), and the packing the compiler runs
-// on the constant weights. The activations' int8 quantization is generated
-// code (quantizeRows in lib/Conversion/ONNXToLinalg/Linear.cpp).
+// The micro-kernels generated code calls for MatMulNBits at accuracy_level 4
+// (4-bit weights: QuantizedMatmul.c, 8-bit: QuantizedMatmul8.c, which
+// describe the layouts), and the packing the compiler runs on the constant
+// weights. The activations' int8 quantization is generated code
+// (quantizeRows in lib/Conversion/ONNXToLinalg/Linear.cpp).
 //
 //===----------------------------------------------------------------------===//
 
@@ -26,6 +27,17 @@ void xfmr_uk_pack_q4(const uint8_t *src, const float *scales, const uint8_t *zer
                      int64_t k, int64_t blk, uint8_t *w, float *sw, uint8_t *zw);
 void xfmr_uk_matmul_q4q8(const int8_t *aq, const float *sa, const int32_t *suma, int64_t rows,
                          int64_t k, int64_t blk, const uint8_t *w, const float *sw,
+                         const uint8_t *zw, int64_t n0, int64_t n1, float *c, int64_t ldc);
+
+/// Columns per packed group of the 8-bit kernel; N is rounded up to a
+/// multiple.
+enum { XFMR_UK_Q8_COLUMNS = 4 };
+
+int64_t xfmr_uk_packed_q8_bytes(int64_t n, int64_t k, int64_t blk);
+void xfmr_uk_pack_q8(const uint8_t *src, int64_t ld, const float *scales, const uint8_t *zeros,
+                     int64_t n, int64_t k, int64_t blk, int8_t *w, float *sw, uint8_t *zw);
+void xfmr_uk_matmul_q8q8(const int8_t *aq, const float *sa, const int32_t *suma, int64_t rows,
+                         int64_t k, int64_t blk, const int8_t *w, const float *sw,
                          const uint8_t *zw, int64_t n0, int64_t n1, float *c, int64_t ldc);
 
 #ifdef __cplusplus

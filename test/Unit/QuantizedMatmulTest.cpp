@@ -1,12 +1,14 @@
-//===- QuantizedMatmulTest.cpp - int4 x int8 micro-kernels ----------------===//
+//===- QuantizedMatmulTest.cpp - int4/int8 x int8 micro-kernels -----------===//
 //
 // Part of xfmr.
 //
-// runtime/ukernels/QuantizedMatmul.c against a plain integer loop over the
-// weights as MatMulNBits stores them: the activation quantization reference
-// rounds as onnxruntime's MLAS does, exact block sums, zero points, partial
-// column groups, and results that do not depend on the batch or on the
-// column tiling.
+// runtime/ukernels/QuantizedMatmul.c and QuantizedMatmul8.c against a plain
+// integer loop over the weights as MatMulNBits stores them: the activation
+// quantization reference rounds as onnxruntime's MLAS does, exact block
+// sums, zero points, partial column groups (and for 8 bits blocks that are
+// not whole 32-value chunks, a block longer than K, and the extreme products
+// vpmaddubsw could saturate on), and results that do not depend on the batch
+// or on the column tiling.
 //
 //===----------------------------------------------------------------------===//
 
@@ -171,6 +173,119 @@ TEST(QuantizedMatmul, MatchesIntegerReference) {
 TEST(QuantizedMatmul, IndependentOfBatchAndTiling) {
   Problem p{256, 70, 64, 5, true};
   QuantizedMatmul q(p);
+  std::vector<float> batched(p.rows * p.n), alone(p.rows * p.n), tiled(p.rows * p.n);
+  q.run(0, p.rows, 0, p.n, batched);
+  for (int64_t m = 0; m < p.rows; ++m)
+    q.run(m, 1, 0, p.n, alone);
+  for (int64_t n0 = 0; n0 < p.n; n0 += 8)
+    q.run(0, p.rows, n0, std::min<int64_t>(n0 + 8, p.n), tiled);
+  EXPECT_EQ(0, std::memcmp(batched.data(), alone.data(), batched.size() * sizeof(float)));
+  EXPECT_EQ(0, std::memcmp(batched.data(), tiled.data(), batched.size() * sizeof(float)));
+}
+
+/// An 8-bit problem: `blk` values per block (k a multiple), MatMulNBits
+/// rows of `ld` >= k bytes (ld > k: one block_size > K, the rest padding).
+struct Problem8 {
+  int64_t k, n, blk, rows, ld;
+  bool zeros;
+};
+
+class QuantizedMatmul8 {
+public:
+  /// Random bytes, scales and activations; `extreme`: stored bytes 0 and
+  /// 255 only and activations at +-max, the largest products there are.
+  QuantizedMatmul8(const Problem8 &p, bool extreme = false) : p(p), blocks(p.k / p.blk) {
+    std::mt19937 rng(static_cast<uint32_t>(p.k * 131 + p.n * 7 + p.rows));
+    std::uniform_int_distribution<int> byte(0, 255);
+    std::uniform_real_distribution<float> val(-2.0f, 2.0f), scale(0.001f, 0.1f);
+    a.resize(p.rows * p.k);
+    for (float &x : a)
+      x = extreme ? (byte(rng) < 128 ? -2.0f : 2.0f) : val(rng);
+    src.resize(p.n * p.ld);
+    for (uint8_t &b : src)
+      b = static_cast<uint8_t>(extreme ? (byte(rng) < 128 ? 0 : 255) : byte(rng));
+    scales.resize(p.n * blocks);
+    for (float &s : scales)
+      s = scale(rng);
+    if (p.zeros) {
+      zp.resize(p.n * blocks);
+      for (uint8_t &z : zp)
+        z = static_cast<uint8_t>(byte(rng));
+    }
+    int64_t padded = (p.n + XFMR_UK_Q8_COLUMNS - 1) / XFMR_UK_Q8_COLUMNS * XFMR_UK_Q8_COLUMNS;
+    w.resize(xfmr_uk_packed_q8_bytes(p.n, p.k, p.blk));
+    sw.resize(padded * blocks);
+    if (p.zeros)
+      zw.resize(padded * blocks);
+    xfmr_uk_pack_q8(src.data(), p.ld, scales.data(), p.zeros ? zp.data() : nullptr, p.n, p.k, p.blk,
+                    w.data(), sw.data(), p.zeros ? zw.data() : nullptr);
+    aq.resize(p.rows * p.k);
+    sa.resize(p.rows * blocks);
+    suma.resize(p.rows * blocks);
+    quantizeRows(a.data(), p.rows, p.k, p.blk, aq.data(), sa.data(), suma.data());
+  }
+
+  /// C for rows [r0, r0 + rows), columns [n0, n1).
+  void run(int64_t r0, int64_t rows, int64_t n0, int64_t n1, std::vector<float> &c) const {
+    xfmr_uk_matmul_q8q8(aq.data() + r0 * p.k, sa.data() + r0 * blocks, suma.data() + r0 * blocks,
+                        rows, p.k, p.blk, w.data(), sw.data(), p.zeros ? zw.data() : nullptr, n0,
+                        n1, c.data() + r0 * p.n, p.n);
+  }
+
+  /// sum_b sa * sw * sum_i q_a * (q_w - zp), in double from the stored layout.
+  double reference(int64_t m, int64_t n) const {
+    double acc = 0;
+    for (int64_t b = 0; b < blocks; ++b) {
+      int64_t dot = 0, z = p.zeros ? zp[n * blocks + b] : 128;
+      for (int64_t i = 0; i < p.blk; ++i) {
+        int64_t kk = b * p.blk + i;
+        dot += static_cast<int64_t>(aq[m * p.k + kk]) * (src[n * p.ld + kk] - z);
+      }
+      acc += static_cast<double>(sa[m * blocks + b]) * scales[n * blocks + b] * dot;
+    }
+    return acc;
+  }
+
+  /// Every element of run(0, rows, 0, n) within f32 rounding of reference().
+  void expectMatches() const {
+    std::vector<float> c(p.rows * p.n, NAN);
+    run(0, p.rows, 0, p.n, c);
+    for (int64_t m = 0; m < p.rows; ++m)
+      for (int64_t n = 0; n < p.n; ++n) {
+        double want = reference(m, n);
+        EXPECT_NEAR(c[m * p.n + n], want, 1e-5 * std::max(1.0, std::fabs(want)))
+            << "k " << p.k << " n " << p.n << " blk " << p.blk << " at (" << m << ", " << n << ")";
+      }
+  }
+
+  Problem8 p;
+  int64_t blocks;
+  std::vector<float> a, scales;
+  std::vector<uint8_t> src, zp;
+  std::vector<int8_t> w;
+  std::vector<float> sw;
+  std::vector<uint8_t> zw;
+  std::vector<int8_t> aq;
+  std::vector<float> sa;
+  std::vector<int32_t> suma;
+};
+
+TEST(QuantizedMatmul8, MatchesIntegerReference) {
+  for (Problem8 p : {Problem8{64, 48, 64, 1, 64, false}, Problem8{96, 70, 32, 3, 96, true},
+                     Problem8{100, 9, 100, 2, 128, false}, Problem8{896, 37, 896, 2, 1024, false},
+                     Problem8{48, 13, 16, 3, 48, true}, Problem8{1024, 130, 1024, 1, 1024, false},
+                     Problem8{2816, 6, 256, 2, 2816, true}})
+    QuantizedMatmul8(p).expectMatches();
+}
+
+TEST(QuantizedMatmul8, ExtremeProductsDoNotSaturate) {
+  QuantizedMatmul8(Problem8{256, 8, 256, 2, 256, false}, /*extreme=*/true).expectMatches();
+  QuantizedMatmul8(Problem8{256, 8, 64, 2, 256, true}, /*extreme=*/true).expectMatches();
+}
+
+TEST(QuantizedMatmul8, IndependentOfBatchAndTiling) {
+  Problem8 p{200, 70, 200, 5, 256, false};
+  QuantizedMatmul8 q(p);
   std::vector<float> batched(p.rows * p.n), alone(p.rows * p.n), tiled(p.rows * p.n);
   q.run(0, p.rows, 0, p.n, batched);
   for (int64_t m = 0; m < p.rows; ++m)

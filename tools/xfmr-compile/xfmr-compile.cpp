@@ -141,7 +141,8 @@ cl::opt<std::string> quant(
     "quant",
     cl::desc("none (default): weights as the model has them; int4-g32, int4-g64, int4-g128: "
              "every MatMul with a constant f32 weight to 4-bit blocks of 32/64/128 along K "
-             "(round to nearest, asymmetric; int8 activations)"),
+             "(round to nearest, asymmetric; int8 activations); int8: to 8 bits per output "
+             "channel (round to nearest, symmetric; int8 activations)"),
     cl::init("none"), cl::cat(category));
 cl::opt<bool> quiet("quiet", cl::desc("Do not print progress"), cl::init(false),
                     cl::cat(category));
@@ -523,11 +524,12 @@ int compile() {
   if (blockSize < 1 || blockSize > 4096)
     return fail("--block-size must be in 1..4096");
   int64_t quantGroup = 0;
+  bool quantInt8 = quant == "int8";
   if (quant == "int4-g32" || quant == "int4-g64" || quant == "int4-g128")
     quantGroup = std::stoll(quant.substr(std::string("int4-g").size()));
-  else if (quant != "none")
-    return fail("--quant must be none, int4-g32, int4-g64 or int4-g128");
-  if (quantGroup && !raise)
+  else if (quant != "none" && !quantInt8)
+    return fail("--quant must be none, int8, int4-g32, int4-g64 or int4-g128");
+  if ((quantGroup || quantInt8) && !raise)
     return fail("--quant needs --raise (it runs with the raising passes)");
 
   DialectRegistry registry;
@@ -565,6 +567,7 @@ int compile() {
     raiseOptions.pagedKV = kvCache == "paged";
     raiseOptions.blockSize = blockSize;
     raiseOptions.quantGroup = quantGroup;
+    raiseOptions.quantInt8 = quantInt8;
     if (failed(runPipeline(*module, [&](OpPassManager &pm) {
           return xfmr::buildRaisePipeline(pm, raiseOptions);
         })))

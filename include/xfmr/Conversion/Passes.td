@@ -38,7 +38,7 @@ def ConvertONNXToLinalgPass : Pass<"convert-onnx-to-linalg", "mlir::ModuleOp"> {
 
 
 def QuantizeWeightsPass : Pass<"xfmr-quantize-weights", "mlir::ModuleOp"> {
-  let summary = "Quantize constant MatMul weights to 4-bit blocks (MatMulNBits)";
+  let summary = "Quantize constant MatMul weights to 4-bit blocks or 8-bit channels (MatMulNBits)";
   let description = [{
     Weight-only int4 quantization at compile time (`xfmr-compile
     --quant=int4-gG`): every `onnx.MatMul` whose B is a constant f32
@@ -50,10 +50,19 @@ def QuantizeWeightsPass : Pass<"xfmr-quantize-weights", "mlir::ModuleOp"> {
     q = clamp(round(x / scale) + zero point, 0, 15) (f32 arithmetic, ties to
     even), so 0 is exact. Runs before raising: MLPs stay unfused over the
     quantized products, as in onnxruntime-genai's int4 models.
+
+    With `bits=8` (`--quant=int8`): per output channel, symmetric, scale =
+    max |w[:, n]| / 127, q = clamp(round(w / scale), -127, 127) stored as
+    q + 128 with no zero points (MatMulNBits' default, 128), in one block of
+    block_size = the smallest power of two >= max(16, K) (padding q = 0),
+    accuracy_level 4: the 8-bit micro-kernel.
   }];
   let options = [
     Option<"group", "group", "int64_t", /*default=*/"32",
-           "Values of K per scale and zero point (32, 64 or 128)">,
+           "Values of K per scale and zero point (32, 64 or 128; bits=4)">,
+    Option<"bits", "bits", "int64_t", /*default=*/"4",
+           "4: int4 in blocks of `group` (asymmetric); 8: int8 per output channel "
+           "(symmetric, one block spanning K)">,
   ];
   let dependentDialects = ["::xfmr::onnx::ONNXDialect", "::mlir::arith::ArithDialect"];
   let statistics = [

@@ -53,6 +53,8 @@ struct RaiseOptions {
   /// > 0: quantize constant MatMul weights to int4 in blocks of this many
   /// values first (xfmr-quantize-weights).
   int64_t quantGroup = 0;
+  /// Quantize them to int8 per output channel instead (quantGroup unused).
+  bool quantInt8 = false;
 };
 
 /// onnx (imported) -> onnx + xfmr ops [-> paged step function].

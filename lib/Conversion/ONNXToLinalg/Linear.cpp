@@ -640,6 +640,7 @@ Value rowMajorNBits(OpBuilder &b, Location loc, const NBits &q, RankedTensorType
 //===----------------------------------------------------------------------===//
 
 constexpr llvm::StringLiteral kMatmulQ4Q8 = "xfmr_uk_matmul_q4q8";
+constexpr llvm::StringLiteral kMatmulQ8Q8 = "xfmr_uk_matmul_q8q8";
 /// Columns per micro-kernel call: the unit xfmr-parallelize-loops splits
 /// across threads.
 constexpr int64_t kColumnTile = 64;
@@ -765,18 +766,75 @@ QuantizedRows quantizeRows(OpBuilder &b, Location loc, Value a2, int64_t k, int6
   return {flat, scale, sum};
 }
 
+/// A MatMulNBits' constant weights repacked for one micro-kernel.
+struct KernelWeights {
+  StringRef kernel;            // kMatmulQ4Q8 or kMatmulQ8Q8
+  int64_t blk;                 // values of K per block of both the kernel and quantizeRows
+  std::vector<char> w, sw, zw; // zw empty: no zero points
+};
+
+/// 4-bit weights in xfmr_uk_pack_q4's layout: block_size a multiple of 32
+/// dividing K, 4-bit zero points (if any; `zBytes` empty: none).
+std::optional<KernelWeights> packQ4(const NBits &q, ArrayRef<char> bBytes, ArrayRef<char> scales,
+                                    ArrayRef<char> zBytes) {
+  if (q.bs % 32 || q.k % q.bs || (q.zeros && !q.packedZeros))
+    return std::nullopt;
+  std::vector<uint8_t> zeros;
+  if (!zBytes.empty()) { // two 4-bit points per byte, low first -> one per byte
+    zeros.resize(q.n * q.blocks);
+    for (int64_t n = 0; n < q.n; ++n)
+      for (int64_t blk = 0; blk < q.blocks; ++blk) {
+        auto byte = static_cast<uint8_t>(zBytes[n * q.zeroCols + blk / 2]);
+        zeros[n * q.blocks + blk] = (byte >> (4 * (blk % 2))) & 0xF;
+      }
+  }
+  int64_t groups = (q.n + XFMR_UK_Q4_COLUMNS - 1) / XFMR_UK_Q4_COLUMNS;
+  int64_t perGroup = groups * XFMR_UK_Q4_COLUMNS * q.blocks;
+  KernelWeights kw{kMatmulQ4Q8, q.bs, std::vector<char>(xfmr_uk_packed_q4_bytes(q.n, q.k)),
+                   std::vector<char>(perGroup * sizeof(float)),
+                   std::vector<char>(zBytes.empty() ? 0 : perGroup)};
+  xfmr_uk_pack_q4(reinterpret_cast<const uint8_t *>(bBytes.data()),
+                  reinterpret_cast<const float *>(scales.data()),
+                  zeros.empty() ? nullptr : zeros.data(), q.n, q.k, q.bs,
+                  reinterpret_cast<uint8_t *>(kw.w.data()), reinterpret_cast<float *>(kw.sw.data()),
+                  kw.zw.empty() ? nullptr : reinterpret_cast<uint8_t *>(kw.zw.data()));
+  return kw;
+}
+
+/// 8-bit weights in xfmr_uk_pack_q8's layout: K a whole number of blocks or
+/// one block of block_size > K (what xfmr-quantize-weights writes for
+/// int8), zero points (if any; `zBytes` empty: none) one uint8 per block.
+std::optional<KernelWeights> packQ8(const NBits &q, ArrayRef<char> bBytes, ArrayRef<char> scales,
+                                    ArrayRef<char> zBytes) {
+  int64_t blk = std::min(q.bs, q.k);
+  if (q.k % blk || (q.zeros && !q.packedZeros))
+    return std::nullopt;
+  int64_t groups = (q.n + XFMR_UK_Q8_COLUMNS - 1) / XFMR_UK_Q8_COLUMNS;
+  int64_t perGroup = groups * XFMR_UK_Q8_COLUMNS * q.blocks;
+  KernelWeights kw{kMatmulQ8Q8, blk, std::vector<char>(xfmr_uk_packed_q8_bytes(q.n, q.k, blk)),
+                   std::vector<char>(perGroup * sizeof(float)),
+                   std::vector<char>(zBytes.empty() ? 0 : perGroup)};
+  xfmr_uk_pack_q8(reinterpret_cast<const uint8_t *>(bBytes.data()), q.blocks * q.blob,
+                  reinterpret_cast<const float *>(scales.data()),
+                  zBytes.empty() ? nullptr : reinterpret_cast<const uint8_t *>(zBytes.data()), q.n,
+                  q.k, blk, reinterpret_cast<int8_t *>(kw.w.data()),
+                  reinterpret_cast<float *>(kw.sw.data()),
+                  kw.zw.empty() ? nullptr : reinterpret_cast<uint8_t *>(kw.zw.data()));
+  return kw;
+}
+
 /// The quantized product as onnxruntime computes it at accuracy_level 4:
-/// each row of A quantized to int8 per block (quantizeRows), then
-/// exact integer block sums against the 4-bit weights as stored, scaled per
-/// block (xfmr_uk_matmul_q4q8), one call per kColumnTile columns in a loop
-/// xfmr-parallelize-loops may split across threads. Needs 4-bit weights,
-/// block_size a multiple of 32 dividing K, f32 A, constant weights, scales
-/// and 4-bit zero points; returns null (having created nothing) otherwise.
+/// each row of A quantized to int8 per block (quantizeRows), then exact
+/// integer block sums against the 4- or 8-bit weights as stored, scaled per
+/// block (xfmr_uk_matmul_q4q8 or xfmr_uk_matmul_q8q8 on the weights packed
+/// by packQ4 or packQ8), one call per kColumnTile columns in a loop
+/// xfmr-parallelize-loops may split across threads. Needs f32 A, constant
+/// weights, scales and zero points and what the packing needs; returns null
+/// (having created nothing) otherwise.
 Value int8ActivationNBits(OpBuilder &b, Location loc, Operation *op, const NBits &q,
                           RankedTensorType accType, ArrayRef<OpFoldResult> sizes) {
   auto aType = cast<RankedTensorType>(q.a.getType());
-  if (q.bits != 4 || q.bs % 32 || q.k % q.bs || aType.getRank() < 2 ||
-      !aType.getElementType().isF32() || (q.zeros && !q.packedZeros))
+  if (aType.getRank() < 2 || !aType.getElementType().isF32())
     return nullptr;
   std::optional<ArrayRef<char>> bBytes = constantBytes(q.packed);
   std::optional<ArrayRef<char>> sBytes = constantBytes(q.scales);
@@ -786,30 +844,16 @@ Value int8ActivationNBits(OpBuilder &b, Location loc, Operation *op, const NBits
   std::optional<std::vector<char>> scales = scalesAsF32(*sBytes, q.scaleType(), q.n * q.blocks);
   if (!scales)
     return nullptr;
-  std::vector<uint8_t> zeros;
-  if (q.zeros) { // two 4-bit points per byte, low first -> one per byte
-    zeros.resize(q.n * q.blocks);
-    for (int64_t n = 0; n < q.n; ++n)
-      for (int64_t blk = 0; blk < q.blocks; ++blk) {
-        auto byte = static_cast<uint8_t>((*zBytes)[n * q.zeroCols + blk / 2]);
-        zeros[n * q.blocks + blk] = (byte >> (4 * (blk % 2))) & 0xF;
-      }
-  }
-  // The micro-kernel's layout (runtime/ukernels/QuantizedMatmul.c).
-  int64_t groups = (q.n + XFMR_UK_Q4_COLUMNS - 1) / XFMR_UK_Q4_COLUMNS;
-  int64_t perGroup = groups * XFMR_UK_Q4_COLUMNS * q.blocks;
-  std::vector<char> pw(xfmr_uk_packed_q4_bytes(q.n, q.k)), ps(perGroup * sizeof(float)),
-      pz(q.zeros ? perGroup : 0);
-  xfmr_uk_pack_q4(reinterpret_cast<const uint8_t *>(bBytes->data()),
-                  reinterpret_cast<const float *>(scales->data()),
-                  q.zeros ? zeros.data() : nullptr, q.n, q.k, q.bs,
-                  reinterpret_cast<uint8_t *>(pw.data()), reinterpret_cast<float *>(ps.data()),
-                  q.zeros ? reinterpret_cast<uint8_t *>(pz.data()) : nullptr);
+  ArrayRef<char> zeros = zBytes.value_or(ArrayRef<char>());
+  std::optional<KernelWeights> kw =
+      q.bits == 4 ? packQ4(q, *bBytes, *scales, zeros) : packQ8(q, *bBytes, *scales, zeros);
+  if (!kw)
+    return nullptr;
 
   MLIRContext *ctx = b.getContext();
   Type i8 = IntegerType::get(ctx, 8), i64 = b.getI64Type();
   Type f32 = b.getF32Type(), ptr = LLVM::LLVMPointerType::get(ctx);
-  declareKernel(b, op, kMatmulQ4Q8,
+  declareKernel(b, op, kw->kernel,
                 {ptr, ptr, ptr, i64, i64, i64, ptr, ptr, ptr, i64, i64, ptr, i64});
 
   // A [..., K] -> [rows, K].
@@ -826,12 +870,15 @@ Value int8ActivationNBits(OpBuilder &b, Location loc, Operation *op, const NBits
         b, loc, MemRefType::get(type.getShape(), type.getElementType()), t, /*read_only=*/true);
   };
 
-  QuantizedRows rowsQ = quantizeRows(b, loc, a2, q.k, q.bs);
-  int64_t pwSize = pw.size();
-  Value w = buffer(constantTensor(b, loc, pw, {pwSize}, i8, "xfmr_q4_weights"));
-  Value sw = buffer(constantTensor(b, loc, ps, {perGroup}, f32, "xfmr_q4_scales"));
-  Value zp = q.zeros ? buffer(constantTensor(b, loc, pz, {perGroup}, i8, "xfmr_q4_zeros"))
-                     : Value();
+  QuantizedRows rowsQ = quantizeRows(b, loc, a2, q.k, kw->blk);
+  std::string name = q.bits == 4 ? "xfmr_q4" : "xfmr_q8";
+  // A packed array as a 1-D constant buffer of `element`.
+  auto packed = [&](const std::vector<char> &bytes, Type element, const char *suffix) -> Value {
+    int64_t count = bytes.size() / (element.getIntOrFloatBitWidth() / 8);
+    return buffer(constantTensor(b, loc, bytes, {count}, element, name + suffix));
+  };
+  Value w = packed(kw->w, i8, "_weights"), sw = packed(kw->sw, f32, "_scales");
+  Value zp = kw->zw.empty() ? Value() : packed(kw->zw, i8, "_zeros");
   Value aq = buffer(rowsQ.q), sa = buffer(rowsQ.scale), suma = buffer(rowsQ.sum);
   // The product [..., N] (identity layout: row m of [rows, N] at m * N).
   SmallVector<Value> outDims;
@@ -856,9 +903,9 @@ Value int8ActivationNBits(OpBuilder &b, Location loc, Operation *op, const NBits
     Value n0 = arith::MulIOp::create(b, loc, t, c64(kColumnTile));
     Value n1 = arith::MinSIOp::create(b, loc, arith::AddIOp::create(b, loc, n0, c64(kColumnTile)),
                                       c64(q.n));
-    func::CallOp::create(b, loc, kMatmulQ4Q8, TypeRange{},
-                         ValueRange{aqP, saP, sumP, rows64, c64(q.k), c64(q.bs), wP, swP, zpP, n0,
-                                    n1, outP, c64(q.n)});
+    func::CallOp::create(b, loc, kw->kernel, TypeRange{},
+                         ValueRange{aqP, saP, sumP, rows64, c64(q.k), c64(kw->blk), wP, swP, zpP,
+                                    n0, n1, outP, c64(q.n)});
   }
   return bufferization::ToTensorOp::create(b, loc, accType, out, b.getUnitAttr(),
                                            b.getUnitAttr());

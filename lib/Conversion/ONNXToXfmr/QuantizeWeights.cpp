@@ -1,4 +1,4 @@
-//===- QuantizeWeights.cpp - constant MatMul weights to 4-bit blocks -------===//
+//===- QuantizeWeights.cpp - constant MatMul weights to 4 or 8 bits --------===//
 //
 // Part of xfmr.
 //
@@ -11,6 +11,14 @@
 // onnxruntime-genai and MatMulNBitsQuantizer write, so everything after this
 // pass (lowering, paging, the kernel) is shared with imported int4 models.
 //
+// `--quant=int8` (option bits=8) writes 8-bit MatMulNBits instead: per
+// output channel n, symmetric, scale = max |w[:, n]| / 127, q =
+// clamp(round(w / scale), -127, 127) (f32, ties to even) stored as q + 128
+// with no zero points (MatMulNBits' default zero point 128), one block of
+// block_size = the smallest power of two >= max(16, K) values (the rest
+// padding, q = 0), accuracy_level 4: 1 byte per weight, the 8-bit kernel of
+// runtime/ukernels, as imported 8-bit models get.
+//
 //===----------------------------------------------------------------------===//
 
 #include "Match.h"
@@ -19,6 +27,8 @@
 
 #include "mlir/IR/DialectResourceBlobManager.h"
 #include "mlir/IR/Matchers.h"
+
+#include "llvm/Support/MathExtras.h"
 
 #include <cmath>
 
@@ -37,16 +47,21 @@ using namespace raise;
 /// A [K, N] f32 weight as MatMulNBits' operands (row n of each is column n
 /// of the weight).
 struct Blockwise {
-  std::vector<char> packed; // [N, K / G, G / 2]: value 2i in the low nibble
-  std::vector<char> scales; // [N * K / G] f32
-  std::vector<char> zeros;  // [N, ceil(K / G / 2)]: block 2j in the low nibble
+  int64_t bits, blockSize, blocks;
+  std::vector<char> packed; // [N, blocks, blockSize * bits / 8] (4 bits: value 2i low)
+  std::vector<char> scales; // [N * blocks] f32
+  std::vector<char> zeros;  // 4 bits: [N, ceil(blocks / 2)], block 2j low; 8 bits: empty
 };
 
-/// Round to nearest, asymmetric, per block of `group` along K (see the
-/// pass description); f32 arithmetic, ties to even.
-Blockwise quantize(const float *w, int64_t k, int64_t n, int64_t group) {
+/// `scale`, or 1 where it is 0 (an all-zero block: every value quantizes to
+/// 0) or not finite (a non-finite weight).
+float usableScale(float scale) { return scale > 0.0f && std::isfinite(scale) ? scale : 1.0f; }
+
+/// int4: round to nearest, asymmetric, per block of `group` along K (see
+/// the pass description); f32 arithmetic, ties to even.
+Blockwise quantizeInt4(const float *w, int64_t k, int64_t n, int64_t group) {
   int64_t blocks = k / group, zeroCols = (blocks + 1) / 2;
-  Blockwise q;
+  Blockwise q{4, group, blocks};
   q.packed.assign(n * k / 2, 0);
   q.scales.resize(n * blocks * sizeof(float));
   q.zeros.assign(n * zeroCols, 0);
@@ -58,9 +73,7 @@ Blockwise quantize(const float *w, int64_t k, int64_t n, int64_t group) {
         lo = std::min(lo, x);
         hi = std::max(hi, x);
       }
-      float scale = (hi - lo) / 15.0f;
-      if (!(scale > 0.0f) || !std::isfinite(scale))
-        scale = 1.0f; // an all-zero block (or a non-finite weight): q = zp = 0
+      float scale = usableScale((hi - lo) / 15.0f);
       float zp = std::clamp(std::nearbyint(-lo / scale), 0.0f, 15.0f);
       std::memcpy(&q.scales[(col * blocks + b) * sizeof(float)], &scale, sizeof(float));
       auto z = static_cast<uint8_t>(zp);
@@ -76,6 +89,27 @@ Blockwise quantize(const float *w, int64_t k, int64_t n, int64_t group) {
   return q;
 }
 
+/// int8: round to nearest, symmetric, per column, in one block spanning K
+/// (see the file comment); f32 arithmetic, ties to even.
+Blockwise quantizeInt8(const float *w, int64_t k, int64_t n) {
+  Blockwise q{8, std::max<int64_t>(16, llvm::PowerOf2Ceil(k)), 1};
+  q.packed.assign(n * q.blockSize, static_cast<char>(128)); // padding: q = 0
+  q.scales.resize(n * sizeof(float));
+  for (int64_t col = 0; col < n; ++col) {
+    float amax = 0.0f;
+    for (int64_t i = 0; i < k; ++i)
+      amax = std::max(amax, std::fabs(w[i * n + col]));
+    float scale = usableScale(amax / 127.0f);
+    std::memcpy(&q.scales[col * sizeof(float)], &scale, sizeof(float));
+    for (int64_t i = 0; i < k; ++i) {
+      float v = std::clamp(std::nearbyint(w[i * n + col] / scale), -127.0f, 127.0f);
+      q.packed[col * q.blockSize + i] =
+          static_cast<char>(static_cast<int>(std::isfinite(v) ? v : 0.0f) + 128);
+    }
+  }
+  return q;
+}
+
 Value constant(OpBuilder &b, Location loc, ArrayRef<int64_t> shape, Type element,
                const std::vector<char> &bytes, StringRef name) {
   auto type = RankedTensorType::get(shape, element);
@@ -84,7 +118,7 @@ Value constant(OpBuilder &b, Location loc, ArrayRef<int64_t> shape, Type element
   return makeConstant(b, loc, attr);
 }
 
-/// The f32 [K, N] weight of `mm`, or nothing.
+/// The f32 [K, N] weight of `mm` with K a multiple of `group`, or nothing.
 std::optional<ArrayRef<float>> constantWeight(onnx::MatMulOp mm, int64_t group) {
   ElementsAttr w;
   if (rankOf(mm.getB()) != 2 || !matchPattern(mm.getB(), m_Constant(&w)))
@@ -109,7 +143,12 @@ struct QuantizeWeightsPass : impl::QuantizeWeightsPassBase<QuantizeWeightsPass> 
   using Base::Base;
 
   void runOnOperation() override {
-    if (group != 32 && group != 64 && group != 128) {
+    if (bits != 4 && bits != 8) {
+      getOperation().emitError() << "xfmr-quantize-weights: bits " << static_cast<int64_t>(bits)
+                                 << " is not 4 or 8";
+      return signalPassFailure();
+    }
+    if (bits == 4 && group != 32 && group != 64 && group != 128) {
       getOperation().emitError() << "xfmr-quantize-weights: group " << static_cast<int64_t>(group)
                                  << " is not 32, 64 or 128";
       return signalPassFailure();
@@ -117,7 +156,7 @@ struct QuantizeWeightsPass : impl::QuantizeWeightsPassBase<QuantizeWeightsPass> 
     SmallVector<onnx::MatMulOp> products;
     getOperation().walk([&](onnx::MatMulOp mm) { products.push_back(mm); });
     for (onnx::MatMulOp mm : products) {
-      std::optional<ArrayRef<float>> w = constantWeight(mm, group);
+      std::optional<ArrayRef<float>> w = constantWeight(mm, bits == 8 ? 1 : group);
       if (!w) {
         ++numSkipped;
         continue;
@@ -129,19 +168,23 @@ struct QuantizeWeightsPass : impl::QuantizeWeightsPassBase<QuantizeWeightsPass> 
 
   void rewrite(onnx::MatMulOp mm, ArrayRef<float> w) {
     auto type = cast<RankedTensorType>(mm.getB().getType());
-    int64_t k = type.getDimSize(0), n = type.getDimSize(1), blocks = k / group;
-    Blockwise q = quantize(w.data(), k, n, group);
+    int64_t k = type.getDimSize(0), n = type.getDimSize(1);
+    Blockwise q = bits == 8 ? quantizeInt8(w.data(), k, n) : quantizeInt4(w.data(), k, n, group);
     OpBuilder b(mm);
     Location loc = mm.getLoc();
     Type u8 = IntegerType::get(b.getContext(), 8, IntegerType::Unsigned);
-    Value packed = constant(b, loc, {n, blocks, group / 2}, u8, q.packed, "xfmr_int4_weights");
-    Value scales = constant(b, loc, {n * blocks}, b.getF32Type(), q.scales, "xfmr_int4_scales");
-    Value zeros = constant(b, loc, {n * ((blocks + 1) / 2)}, u8, q.zeros, "xfmr_int4_zeros");
+    std::string name = "xfmr_int" + std::to_string(q.bits);
+    Value packed =
+        constant(b, loc, {n, q.blocks, q.blockSize * q.bits / 8}, u8, q.packed, name + "_weights");
+    Value scales = constant(b, loc, {n * q.blocks}, b.getF32Type(), q.scales, name + "_scales");
     Value none = onnx::NoValueOp::create(b, loc, b.getNoneType());
+    Value zeros = q.zeros.empty()
+                      ? none
+                      : constant(b, loc, {n * ((q.blocks + 1) / 2)}, u8, q.zeros, name + "_zeros");
     auto i64 = [&](int64_t v) { return b.getI64IntegerAttr(v); };
-    Value y = onnx::MsMatMulNBitsOp::create(b, loc, mm.getY().getType(), mm.getA(), packed,
-                                            scales, zeros, none, none, i64(k), i64(n), i64(4),
-                                            i64(4), i64(group));
+    Value y = onnx::MsMatMulNBitsOp::create(
+        b, loc, mm.getY().getType(), mm.getA(), packed, scales, zeros, none, none, i64(k), i64(n),
+        /*accuracy_level=*/i64(4), /*bits=*/i64(q.bits), /*block_size=*/i64(q.blockSize));
     mm.getY().replaceAllUsesWith(y);
     mm.erase();
   }
