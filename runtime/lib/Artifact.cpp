@@ -272,12 +272,8 @@ std::optional<Error> checkCPUFeatures(const Manifest &m, const std::string &libr
 /// weights.bin, mapped read-only for the artifact's life and never copied;
 /// null when empty. The digest is taken of the mapping itself, so what runs
 /// is what was checked.
-Expected<void *> mapWeights(const Manifest &m, const std::string &weightsPath,
+Expected<void *> mapWeights(const Manifest &m, int fd, const std::string &weightsPath,
                             const std::string &manifestPath) {
-  Expected<std::unique_ptr<OwnedFd>> file =
-      openArtifactFile(weightsPath, m.weightsIntegrity, manifestPath);
-  if (!file)
-    return file.takeError();
   if (m.weightsSize == 0) {
     std::string digest = sha256Hex(kEmptyBuffer, 0);
     if (digest != m.weightsIntegrity.sha256)
@@ -285,7 +281,7 @@ Expected<void *> mapWeights(const Manifest &m, const std::string &weightsPath,
     return static_cast<void *>(nullptr);
   }
   void *p = ::mmap(nullptr, static_cast<size_t>(m.weightsSize), PROT_READ, MAP_PRIVATE,
-                   (*file)->fd, 0);
+                   fd, 0);
   if (p == MAP_FAILED)
     return Error(weightsPath + ": cannot map " + std::to_string(m.weightsSize) +
                  " bytes: " + std::strerror(errno));
@@ -384,7 +380,7 @@ Status fillReferences(const Manifest &m, char *buf, const std::string &manifestP
       std::memcpy(to, from, r.bytes);
     // This process does not read the source's copy again (one reference
     // per tensor): its pages leave the process's memory.
-    auto skew = reinterpret_cast<uintptr_t>(from) % 4096;
+    auto skew = reinterpret_cast<uintptr_t>(from) % static_cast<uintptr_t>(::sysconf(_SC_PAGESIZE));
     ::madvise(const_cast<char *>(from) - skew, r.bytes + skew, MADV_DONTNEED);
   }
   return {};
@@ -394,12 +390,8 @@ Status fillReferences(const Manifest &m, char *buf, const std::string &manifestP
 /// anonymous memory (transparent huge pages where the kernel gives them)
 /// holding weights.bin's bytes between the references, checked against its
 /// digest, and each reference read from the model's files.
-Expected<void *> assembleWeights(const Manifest &m, const std::string &weightsPath,
+Expected<void *> assembleWeights(const Manifest &m, int fd, const std::string &weightsPath,
                                  const std::string &manifestPath) {
-  Expected<std::unique_ptr<OwnedFd>> file =
-      openArtifactFile(weightsPath, m.weightsIntegrity, manifestPath);
-  if (!file)
-    return file.takeError();
   size_t size = static_cast<size_t>(m.weightsSize);
   void *p = ::mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
   if (p == MAP_FAILED)
@@ -416,7 +408,7 @@ Expected<void *> assembleWeights(const Manifest &m, const std::string &weightsPa
   uint64_t at = 0;
   auto readGap = [&](uint64_t end) -> Status {
     for (uint64_t done = at; done < end;) {
-      ssize_t got = ::read((*file)->fd, buf + done, static_cast<size_t>(end - done));
+      ssize_t got = ::read(fd, buf + done, static_cast<size_t>(end - done));
       if (got < 0 && errno == EINTR)
         continue;
       if (got <= 0)
@@ -472,9 +464,14 @@ Expected<std::unique_ptr<Artifact>> Artifact::load(const std::string &path) {
     return std::move(*cpu);
 
   std::string weightsPath = joinPath(dir, m.weightsFile);
+  Expected<std::unique_ptr<OwnedFd>> weightsFile =
+      openArtifactFile(weightsPath, m.weightsIntegrity, manifestPath);
+  if (!weightsFile)
+    return weightsFile.takeError();
+  int weightsFd = (*weightsFile)->fd;
   Expected<void *> weights = m.weightReferences.empty()
-                                 ? mapWeights(m, weightsPath, manifestPath)
-                                 : assembleWeights(m, weightsPath, manifestPath);
+                                 ? mapWeights(m, weightsFd, weightsPath, manifestPath)
+                                 : assembleWeights(m, weightsFd, weightsPath, manifestPath);
   if (!weights)
     return weights.takeError();
   a->weightsMapping = *weights;

@@ -25,6 +25,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "QuantizedMatmul.h"
+#include "CPUCheck.h"
 
 #include <stdint.h>
 
@@ -177,12 +178,7 @@ void xfmr_uk_matmul_q8q8(const int8_t *aq, const float *sa, const int32_t *suma,
   void (*group)(const int8_t *, const float *, const int32_t *, int64_t, int64_t, const int8_t *,
                 const float *, const uint8_t *, float *) = groupScalar;
 #if defined(__x86_64__)
-  static int avx2 = -1; // racing first calls compute the same value
-  if (avx2 < 0) {
-    __builtin_cpu_init();
-    avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
-  }
-  if (avx2)
+  if (xfmr_uk_has_avx2())
     group = groupAVX2;
 #endif
   for (int64_t n = n0; n < n1; n += kColumns) {

@@ -1,0 +1,27 @@
+//===- CPUCheck.h - run-time CPU dispatch of the micro-kernels ---*- C -*-===//
+//
+// Part of xfmr. The micro-kernels are built for the baseline ISA and pick
+// their AVX2 loop at run time, so an artifact that calls them needs no extra
+// CPU feature.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef XFMR_UKERNELS_CPUCHECK_H
+#define XFMR_UKERNELS_CPUCHECK_H
+
+/// Whether this CPU runs the AVX2 + FMA loops (computed once; racing first
+/// calls compute the same value).
+static inline int xfmr_uk_has_avx2(void) {
+#if defined(__x86_64__)
+  static int avx2 = -1;
+  if (avx2 < 0) {
+    __builtin_cpu_init();
+    avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+  }
+  return avx2;
+#else
+  return 0;
+#endif
+}
+
+#endif // XFMR_UKERNELS_CPUCHECK_H
