@@ -1,8 +1,9 @@
 #!/usr/bin/env python3
 """Greedy tokens of a paged-KV artifact against onnxruntime on the model
 folder it was compiled from (an onnxruntime-genai style decoder with
-input_ids, attention_mask and past_key_values.N.key/value, as
-gen_llama_onnx.py writes): onnxruntime runs one prefill and one decode step
+input_ids, attention_mask, optionally position_ids, and
+past_key_values.N.key/value, as gen_llama_onnx.py and export_torch_llama.py
+write): onnxruntime runs one prefill and one decode step
 per token feeding `present` back as `past`; xfmr runs `xfmr-run generate`.
 Prints both token lists and exits 1 when they differ.
 
@@ -27,15 +28,20 @@ def ort_tokens(model_dir, new):
     s = ort.InferenceSession(os.path.join(model_dir, "model.onnx"), so,
                              providers=["CPUExecutionProvider"])
     outs = [o.name for o in s.get_outputs()]
+    names = {i.name for i in s.get_inputs()}
     past = {}
     for i in s.get_inputs():
         if i.name.startswith("past_key_values."):
-            shape = [1 if d == "batch_size" else (0 if isinstance(d, str) else d) for d in i.shape]
+            # [batch, kv heads, past, head dim]: batch 1, no past yet.
+            shape = [1 if j == 0 else (0 if isinstance(d, str) else d)
+                     for j, d in enumerate(i.shape)]
             past[i.name] = np.zeros(shape, np.float32)
     ids, past_len, toks = list(PROMPT), 0, []
     for _ in range(new):
         feed = {"input_ids": np.array([ids], np.int64),
                 "attention_mask": np.ones((1, past_len + len(ids)), np.int64), **past}
+        if "position_ids" in names:
+            feed["position_ids"] = np.arange(past_len, past_len + len(ids), dtype=np.int64)[None]
         res = dict(zip(outs, s.run(None, feed)))
         tok = int(np.argmax(res["logits"][0, -1]))
         toks.append(tok)

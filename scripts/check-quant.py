@@ -16,6 +16,9 @@ activations on both sides):
            8, one block of block_size = the smallest power of two >= max(16,
            K) (onnxruntime 1.23 computes garbage for 8-bit block_size > 256:
            models with such a K are skipped)
+  bf16     every weight rounded to bfloat16 (to nearest, ties to even);
+           the reference keeps the MatMul and stores the rounded weights
+           as f32 (exact), so onnxruntime runs its own f32 product
 
 (f32, ties to even). onnxruntime runs that model, xfmr compiles the fp32
 model with --quant and runs it, on the same seeded inputs. The logits must
@@ -96,9 +99,38 @@ def quantize(w, mode):
     return quantize_int4(w, g) + (4, g)
 
 
+def bf16_rounded(w):
+    """f32 `w` rounded to bfloat16 (to nearest, ties to even), as f32."""
+    bits = w.astype(np.float32).view(np.uint32).astype(np.uint64)
+    bits = (bits + 0x7FFF + ((bits >> 16) & 1)) & 0xFFFF0000
+    return bits.astype(np.uint32).view(np.float32)
+
+
+def bf16_model(model):
+    """A copy of `model` with every MatMul's constant f32 [K, N] B rounded to
+    bf16 (kept as f32 values); the count."""
+    out = onnx.ModelProto()
+    out.CopyFrom(model)
+    weights = {n.input[1] for n in out.graph.node if n.op_type == "MatMul" and len(n.input) == 2}
+    count = 0
+    for t in out.graph.initializer:
+        if t.name in weights and t.data_type == onnx.TensorProto.FLOAT and len(t.dims) == 2:
+            t.CopyFrom(numpy_helper.from_array(bf16_rounded(numpy_helper.to_array(t)), t.name))
+            count += 1
+    for n in out.graph.node:
+        if n.op_type == "Constant" and n.output[0] in weights and n.attribute[0].name == "value":
+            t = n.attribute[0].t
+            if t.data_type == onnx.TensorProto.FLOAT and len(t.dims) == 2:
+                t.CopyFrom(numpy_helper.from_array(bf16_rounded(numpy_helper.to_array(t)), t.name))
+                count += 1
+    return out, count, 0
+
+
 def quantized_model(model, mode):
     """A copy of `model` with the MatMuls xfmr quantizes as MatMulNBits; their
     count and largest block_size."""
+    if mode == "bf16":
+        return bf16_model(model)
     graph = model.graph
     consts = {t.name: numpy_helper.to_array(t) for t in graph.initializer}
     for node in graph.node:
@@ -180,7 +212,7 @@ def main():
     ap.add_argument("models", nargs="+")
     ap.add_argument("--build-dir", default=os.path.join(ROOT, "build"))
     ap.add_argument("--quant", default="int4-g32",
-                    choices=["int4-g32", "int4-g64", "int4-g128", "int8"])
+                    choices=["int4-g32", "int4-g64", "int4-g128", "int8", "bf16"])
     a = ap.parse_args()
     tally = Tally()
     with tempfile.TemporaryDirectory(prefix="xfmr-quant-") as work:

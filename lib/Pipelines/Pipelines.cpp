@@ -17,10 +17,10 @@ LogicalResult buildRaisePipeline(OpPassManager &pm, const RaiseOptions &options)
   std::string p;
   llvm::raw_string_ostream os(p);
   os << "onnx-simplify-shapes,";
-  if (options.quantInt8)
-    os << "xfmr-quantize-weights{bits=8},";
-  else if (options.quantGroup > 0)
-    os << "xfmr-quantize-weights{group=" << options.quantGroup << "},";
+  if (options.quantBits == 4)
+    os << "xfmr-quantize-weights{bits=4 group=" << options.quantGroup << "},";
+  else if (options.quantBits > 0)
+    os << "xfmr-quantize-weights{bits=" << options.quantBits << "},";
   os << "xfmr-raise{report=" << (options.report ? "true" : "false") << "}";
   if (options.pagedKV)
     os << ",xfmr-paged-kv{block-size=" << options.blockSize << "}";

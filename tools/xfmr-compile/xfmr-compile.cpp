@@ -142,7 +142,8 @@ cl::opt<std::string> quant(
     cl::desc("none (default): weights as the model has them; int4-g32, int4-g64, int4-g128: "
              "every MatMul with a constant f32 weight to 4-bit blocks of 32/64/128 along K "
              "(round to nearest, asymmetric; int8 activations); int8: to 8 bits per output "
-             "channel (round to nearest, symmetric; int8 activations)"),
+             "channel (round to nearest, symmetric; int8 activations); bf16: to bfloat16 (round to "
+             "nearest even; read as bf16 inside the product)"),
     cl::init("none"), cl::cat(category));
 cl::opt<bool> quiet("quiet", cl::desc("Do not print progress"), cl::init(false),
                     cl::cat(category));
@@ -523,13 +524,18 @@ int compile() {
     return fail("--kv-cache=paged needs --raise (attention must be recovered first)");
   if (blockSize < 1 || blockSize > 4096)
     return fail("--block-size must be in 1..4096");
-  int64_t quantGroup = 0;
-  bool quantInt8 = quant == "int8";
-  if (quant == "int4-g32" || quant == "int4-g64" || quant == "int4-g128")
+  int64_t quantBits = 0, quantGroup = 0;
+  if (quant == "int4-g32" || quant == "int4-g64" || quant == "int4-g128") {
+    quantBits = 4;
     quantGroup = std::stoll(quant.substr(std::string("int4-g").size()));
-  else if (quant != "none" && !quantInt8)
-    return fail("--quant must be none, int8, int4-g32, int4-g64 or int4-g128");
-  if ((quantGroup || quantInt8) && !raise)
+  } else if (quant == "int8") {
+    quantBits = 8;
+  } else if (quant == "bf16") {
+    quantBits = 16;
+  } else if (quant != "none") {
+    return fail("--quant must be none, bf16, int8, int4-g32, int4-g64 or int4-g128");
+  }
+  if (quantBits && !raise)
     return fail("--quant needs --raise (it runs with the raising passes)");
 
   DialectRegistry registry;
@@ -566,8 +572,8 @@ int compile() {
     raiseOptions.report = report;
     raiseOptions.pagedKV = kvCache == "paged";
     raiseOptions.blockSize = blockSize;
+    raiseOptions.quantBits = quantBits;
     raiseOptions.quantGroup = quantGroup;
-    raiseOptions.quantInt8 = quantInt8;
     if (failed(runPipeline(*module, [&](OpPassManager &pm) {
           return xfmr::buildRaisePipeline(pm, raiseOptions);
         })))

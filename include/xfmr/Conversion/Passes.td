@@ -56,15 +56,21 @@ def QuantizeWeightsPass : Pass<"xfmr-quantize-weights", "mlir::ModuleOp"> {
     q + 128 with no zero points (MatMulNBits' default, 128), in one block of
     block_size = the smallest power of two >= max(16, K) (padding q = 0),
     accuracy_level 4: the 8-bit micro-kernel.
+
+    With `bits=16` (`--quant=bf16`): each weight rounded to bfloat16 (to
+    nearest, ties to even), and the MatMul becomes `xfmr.linear` on the
+    bf16 weights, which its lowering widens inside the product (2 bytes per
+    weight, never widened into a buffer).
   }];
   let options = [
     Option<"group", "group", "int64_t", /*default=*/"32",
            "Values of K per scale and zero point (32, 64 or 128; bits=4)">,
     Option<"bits", "bits", "int64_t", /*default=*/"4",
            "4: int4 in blocks of `group` (asymmetric); 8: int8 per output channel "
-           "(symmetric, one block spanning K)">,
+           "(symmetric, one block spanning K); 16: bfloat16">,
   ];
-  let dependentDialects = ["::xfmr::onnx::ONNXDialect", "::mlir::arith::ArithDialect"];
+  let dependentDialects = ["::xfmr::XfmrDialect", "::xfmr::onnx::ONNXDialect",
+                           "::mlir::arith::ArithDialect"];
   let statistics = [
     Statistic<"numQuantized", "quantized", "MatMuls quantized">,
     Statistic<"numSkipped", "skipped", "MatMuls left in f32 (B not a constant f32 [K, N] or K not a multiple of the group)">,

@@ -50,11 +50,11 @@ struct RaiseOptions {
   /// Rewrite into a step function over a paged KV cache (xfmr-paged-kv).
   bool pagedKV = false;
   int64_t blockSize = 16;
-  /// > 0: quantize constant MatMul weights to int4 in blocks of this many
-  /// values first (xfmr-quantize-weights).
+  /// > 0: rewrite constant f32 MatMul weights first (xfmr-quantize-weights)
+  /// to 4 bits in blocks of quantGroup values, 8 bits per output channel or
+  /// 16 (bfloat16).
+  int64_t quantBits = 0;
   int64_t quantGroup = 0;
-  /// Quantize them to int8 per output channel instead (quantGroup unused).
-  bool quantInt8 = false;
 };
 
 /// onnx (imported) -> onnx + xfmr ops [-> paged step function].

@@ -19,6 +19,12 @@
 // padding, q = 0), accuracy_level 4: 1 byte per weight, the 8-bit kernel of
 // runtime/ukernels, as imported 8-bit models get.
 //
+// `--quant=bf16` (option bits=16) rounds each weight to bfloat16 (to
+// nearest, ties to even; NaN stays NaN) and replaces the MatMul with
+// xfmr.linear(A, W_bf16): the op's weights may have another element type
+// than its input, and its lowering widens each weight inside the product,
+// so W is never materialized in f32: 2 bytes per weight.
+//
 //===----------------------------------------------------------------------===//
 
 #include "Match.h"
@@ -31,6 +37,7 @@
 #include "llvm/Support/MathExtras.h"
 
 #include <cmath>
+#include <cstring>
 
 using namespace mlir;
 
@@ -110,6 +117,17 @@ Blockwise quantizeInt8(const float *w, int64_t k, int64_t n) {
   return q;
 }
 
+/// f32 `x` rounded to bfloat16 (to nearest, ties to even; NaN stays a
+/// quiet NaN).
+uint16_t toBF16(float x) {
+  uint32_t bits;
+  std::memcpy(&bits, &x, sizeof(bits));
+  if (std::isnan(x))
+    return static_cast<uint16_t>((bits >> 16) | 0x40);
+  bits += 0x7FFF + ((bits >> 16) & 1);
+  return static_cast<uint16_t>(bits >> 16);
+}
+
 Value constant(OpBuilder &b, Location loc, ArrayRef<int64_t> shape, Type element,
                const std::vector<char> &bytes, StringRef name) {
   auto type = RankedTensorType::get(shape, element);
@@ -143,9 +161,9 @@ struct QuantizeWeightsPass : impl::QuantizeWeightsPassBase<QuantizeWeightsPass> 
   using Base::Base;
 
   void runOnOperation() override {
-    if (bits != 4 && bits != 8) {
+    if (bits != 4 && bits != 8 && bits != 16) {
       getOperation().emitError() << "xfmr-quantize-weights: bits " << static_cast<int64_t>(bits)
-                                 << " is not 4 or 8";
+                                 << " is not 4, 8 or 16";
       return signalPassFailure();
     }
     if (bits == 4 && group != 32 && group != 64 && group != 128) {
@@ -156,14 +174,33 @@ struct QuantizeWeightsPass : impl::QuantizeWeightsPassBase<QuantizeWeightsPass> 
     SmallVector<onnx::MatMulOp> products;
     getOperation().walk([&](onnx::MatMulOp mm) { products.push_back(mm); });
     for (onnx::MatMulOp mm : products) {
-      std::optional<ArrayRef<float>> w = constantWeight(mm, bits == 8 ? 1 : group);
+      std::optional<ArrayRef<float>> w = constantWeight(mm, bits == 4 ? group : 1);
       if (!w) {
         ++numSkipped;
         continue;
       }
-      rewrite(mm, *w);
+      if (bits == 16)
+        rewriteBF16(mm, *w);
+      else
+        rewrite(mm, *w);
       ++numQuantized;
     }
+  }
+
+  /// MatMul(A, W) -> xfmr.linear(A, W as bf16).
+  void rewriteBF16(onnx::MatMulOp mm, ArrayRef<float> w) {
+    auto type = cast<RankedTensorType>(mm.getB().getType());
+    std::vector<char> bytes(w.size() * sizeof(uint16_t));
+    for (auto [i, x] : llvm::enumerate(w)) {
+      uint16_t h = toBF16(x);
+      std::memcpy(&bytes[i * sizeof(h)], &h, sizeof(h));
+    }
+    OpBuilder b(mm);
+    Location loc = mm.getLoc();
+    Value narrow = constant(b, loc, type.getShape(), b.getBF16Type(), bytes, "xfmr_bf16_weights");
+    Value y = LinearOp::create(b, loc, mm.getY().getType(), mm.getA(), narrow, Value());
+    mm.getY().replaceAllUsesWith(y);
+    mm.erase();
   }
 
   void rewrite(onnx::MatMulOp mm, ArrayRef<float> w) {

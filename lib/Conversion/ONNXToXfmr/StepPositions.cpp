@@ -182,7 +182,7 @@ private:
       return i < rankOf(emb.getIds()) && isTWithin(emb.getIds(), i, budget);
     if (isa<RMSNormOp, LayerNormOp, RopeOp, GatedMLPOp>(op))
       return isTWithin(op->getOperand(0), i, budget);
-    if (isa<AttentionOp, PagedAttentionOp, onnx::MsMatMulNBitsOp>(op))
+    if (isa<AttentionOp, PagedAttentionOp, LinearOp, onnx::MsMatMulNBitsOp>(op))
       return i + 1 < rankOf(v) && isTWithin(op->getOperand(0), i, budget);
     // A broadcasting elementwise op whose operands' origins differ (a
     // residual add of an embedding and a layer's output): its dim is any
