@@ -11,6 +11,8 @@
 
 #include "mlir/IR/Builders.h"
 
+#include <optional>
+
 namespace xfmr::lowering {
 
 /// f32 for 16-bit (and narrower) floats, else the type itself.
@@ -38,6 +40,25 @@ void runtimeCheck(mlir::OpBuilder &b, mlir::Location loc, mlir::Value cond,
 /// [0, dim) so that the code that follows reads nothing out of bounds.
 mlir::Value checkedIndex(mlir::OpBuilder &b, mlir::Location loc, mlir::Value i, mlir::Value dim,
                          bool isUnsigned, llvm::StringRef what);
+
+/// The bytes of a constant operand (onnx.Constant or arith.constant, dense
+/// or a resource blob); nothing for splats or values only known at run time.
+std::optional<llvm::ArrayRef<char>> constantBytes(mlir::Value v);
+
+/// An arith.constant tensor of `shape` x `element` holding `bytes` (a
+/// resource blob named `name`).
+mlir::Value constantTensor(mlir::OpBuilder &b, mlir::Location loc, llvm::ArrayRef<char> bytes,
+                           llvm::ArrayRef<int64_t> shape, mlir::Type element,
+                           llvm::StringRef name);
+
+/// Declares the micro-kernel `name` (runtime/ukernels: pointers and i64s
+/// in, nothing out) once in `anchor`'s module.
+void declareKernel(mlir::OpBuilder &b, mlir::Operation *anchor, llvm::StringRef name,
+                   mlir::TypeRange args);
+
+/// The address of an identity-layout memref's first element, as an LLVM
+/// pointer for a micro-kernel call.
+mlir::Value addressOf(mlir::OpBuilder &b, mlir::Location loc, mlir::Value memref);
 
 } // namespace xfmr::lowering
 

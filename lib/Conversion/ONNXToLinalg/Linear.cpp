@@ -385,37 +385,6 @@ Value asMatrix(OpBuilder &b, Location loc, Value v, int64_t n0, int64_t n1) {
                                        ArrayRef<ReassociationIndices>{{0, 1}});
 }
 
-/// The bytes of a constant operand (onnx.Constant or arith.constant, dense
-/// or a resource blob); nothing for splats or values only known at run time.
-std::optional<ArrayRef<char>> constantBytes(Value v) {
-  Operation *def = v.getDefiningOp();
-  if (!def)
-    return std::nullopt;
-  ElementsAttr attr;
-  if (auto cst = dyn_cast<arith::ConstantOp>(def))
-    attr = dyn_cast<ElementsAttr>(cst.getValue());
-  else if (def->getName().getStringRef() == "onnx.Constant")
-    attr = dyn_cast_or_null<ElementsAttr>(def->getAttr("value"));
-  if (auto res = dyn_cast_or_null<DenseResourceElementsAttr>(attr)) {
-    AsmResourceBlob *blob = res.getRawHandle().getBlob();
-    if (!blob)
-      return std::nullopt;
-    return blob->getData();
-  }
-  if (auto dense = dyn_cast_or_null<DenseElementsAttr>(attr); dense && !dense.isSplat())
-    return dense.getRawData();
-  return std::nullopt;
-}
-
-/// A constant tensor of `shape` x `element` holding `bytes`.
-Value constantTensor(OpBuilder &b, Location loc, ArrayRef<char> bytes, ArrayRef<int64_t> shape,
-                     Type element, StringRef name) {
-  auto type = RankedTensorType::get(shape, element);
-  auto attr = DenseResourceElementsAttr::get(
-      type, name, HeapAsmResourceBlob::allocateAndCopyWithAlign(bytes, 64));
-  return arith::ConstantOp::create(b, loc, type, attr);
-}
-
 /// A constant [rows, cols] of `element` (given as `bytes`, row-major)
 /// transposed to [cols, rows] and shaped `shape` (whose product is the same).
 Value transposedConstant(OpBuilder &b, Location loc, ArrayRef<char> bytes, int64_t rows,
@@ -644,25 +613,6 @@ constexpr llvm::StringLiteral kMatmulQ8Q8 = "xfmr_uk_matmul_q8q8";
 /// Columns per micro-kernel call: the unit xfmr-parallelize-loops splits
 /// across threads.
 constexpr int64_t kColumnTile = 64;
-
-/// Declares `name` (pointers and i64s in, nothing out) once per module.
-void declareKernel(OpBuilder &b, Operation *anchor, StringRef name, TypeRange args) {
-  auto module = anchor->getParentOfType<ModuleOp>();
-  if (module.lookupSymbol(name))
-    return;
-  OpBuilder::InsertionGuard guard(b);
-  b.setInsertionPointToEnd(module.getBody());
-  auto f = func::FuncOp::create(b, module.getLoc(), name,
-                                FunctionType::get(b.getContext(), args, {}));
-  f.setPrivate();
-}
-
-/// The address of an identity-layout memref's first element.
-Value addressOf(OpBuilder &b, Location loc, Value memref) {
-  Value index = memref::ExtractAlignedPointerAsIndexOp::create(b, loc, memref);
-  Value i64 = arith::IndexCastOp::create(b, loc, b.getI64Type(), index);
-  return LLVM::IntToPtrOp::create(b, loc, LLVM::LLVMPointerType::get(b.getContext()), i64);
-}
 
 /// The scales [N, blocks] as f32 bytes (f16 and bf16 widened exactly).
 std::optional<std::vector<char>> scalesAsF32(ArrayRef<char> bytes, Type type, int64_t count) {

@@ -10,7 +10,12 @@
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/ControlFlow/IR/ControlFlowOps.h"
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/Dialect/LLVMIR/LLVMDialect.h"
+#include "mlir/Dialect/MemRef/IR/MemRef.h"
 #include "mlir/Dialect/Tensor/IR/Tensor.h"
+#include "mlir/IR/BuiltinOps.h"
+#include "mlir/IR/DialectResourceBlobManager.h"
 
 using namespace mlir;
 
@@ -73,6 +78,51 @@ Value checkedIndex(OpBuilder &b, Location loc, Value i, Value dim, bool isUnsign
   // it returns): index 0 stands in for the bad one. An empty `dim` has no
   // element to read; its users read nothing when the extent is 0.
   return arith::SelectOp::create(b, loc, ok, i, zero);
+}
+
+std::optional<ArrayRef<char>> constantBytes(Value v) {
+  Operation *def = v.getDefiningOp();
+  if (!def)
+    return std::nullopt;
+  ElementsAttr attr;
+  if (auto cst = dyn_cast<arith::ConstantOp>(def))
+    attr = dyn_cast<ElementsAttr>(cst.getValue());
+  else if (def->getName().getStringRef() == "onnx.Constant")
+    attr = dyn_cast_or_null<ElementsAttr>(def->getAttr("value"));
+  if (auto res = dyn_cast_or_null<DenseResourceElementsAttr>(attr)) {
+    AsmResourceBlob *blob = res.getRawHandle().getBlob();
+    if (!blob)
+      return std::nullopt;
+    return blob->getData();
+  }
+  if (auto dense = dyn_cast_or_null<DenseElementsAttr>(attr); dense && !dense.isSplat())
+    return dense.getRawData();
+  return std::nullopt;
+}
+
+Value constantTensor(OpBuilder &b, Location loc, ArrayRef<char> bytes, ArrayRef<int64_t> shape,
+                     Type element, StringRef name) {
+  auto type = RankedTensorType::get(shape, element);
+  auto attr = DenseResourceElementsAttr::get(
+      type, name, HeapAsmResourceBlob::allocateAndCopyWithAlign(bytes, 64));
+  return arith::ConstantOp::create(b, loc, type, attr);
+}
+
+void declareKernel(OpBuilder &b, Operation *anchor, StringRef name, TypeRange args) {
+  auto module = anchor->getParentOfType<ModuleOp>();
+  if (module.lookupSymbol(name))
+    return;
+  OpBuilder::InsertionGuard guard(b);
+  b.setInsertionPointToEnd(module.getBody());
+  auto f = func::FuncOp::create(b, module.getLoc(), name,
+                                FunctionType::get(b.getContext(), args, {}));
+  f.setPrivate();
+}
+
+Value addressOf(OpBuilder &b, Location loc, Value memref) {
+  Value index = memref::ExtractAlignedPointerAsIndexOp::create(b, loc, memref);
+  Value i64 = arith::IndexCastOp::create(b, loc, b.getI64Type(), index);
+  return LLVM::IntToPtrOp::create(b, loc, LLVM::LLVMPointerType::get(b.getContext()), i64);
 }
 
 } // namespace xfmr::lowering

@@ -15,10 +15,17 @@
 #include "Patterns.h"
 #include "xfmr/Conversion/LoweringUtils.h"
 
+#include "runtime/ukernels/MatmulBF16.h"
+
 #include "dialects/xfmr/IR/XfmrOps.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Arith/Utils/Utils.h"
+#include "mlir/Dialect/Bufferization/IR/Bufferization.h"
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/Dialect/LLVMIR/LLVMDialect.h"
+#include "mlir/Dialect/MemRef/IR/MemRef.h"
+#include "mlir/Dialect/SCF/IR/SCF.h"
 #include "mlir/Dialect/Linalg/IR/Linalg.h"
 #include "mlir/Dialect/Math/IR/Math.h"
 #include "mlir/Dialect/Tensor/IR/Tensor.h"
@@ -202,6 +209,77 @@ Value activate(OpBuilder &b, Location loc, Activation act, Value x) {
   llvm_unreachable("unknown activation");
 }
 
+constexpr llvm::StringLiteral kMatmulBF16 = "xfmr_uk_matmul_f32bf16";
+/// Columns per micro-kernel call: the unit xfmr-parallelize-loops splits
+/// across threads (a multiple of the kernel's 16-column panels).
+constexpr int64_t kBF16ColumnTile = 64;
+
+/// rows [M, K] f32 · w [K, N] with `w` a constant bf16 matrix: the weights
+/// packed at compile time into the micro-kernel's panels
+/// (runtime/ukernels/MatmulBF16.c) and one xfmr_uk_matmul_f32bf16 call per
+/// kBF16ColumnTile columns, in a loop xfmr-parallelize-loops may split
+/// across threads. Each weight is read once per call as 2 bytes and widened
+/// in registers. Null (having created nothing) unless the operands are
+/// that.
+Value bf16Product(OpBuilder &b, Location loc, Operation *anchor, Value rows, Value w) {
+  auto rType = cast<RankedTensorType>(rows.getType());
+  auto wType = dyn_cast<RankedTensorType>(w.getType());
+  if (!rType.getElementType().isF32() || !wType || !wType.getElementType().isBF16() ||
+      wType.getRank() != 2 || !wType.hasStaticShape() || rType.isDynamicDim(1))
+    return nullptr;
+  int64_t k = wType.getDimSize(0), n = wType.getDimSize(1);
+  std::optional<ArrayRef<char>> bytes = constantBytes(w);
+  if (k < 1 || n < 1 || !bytes || bytes->size() != static_cast<size_t>(k * n * 2))
+    return nullptr;
+  std::vector<char> packed(xfmr_uk_packed_bf16_bytes(n, k));
+  xfmr_uk_pack_bf16(reinterpret_cast<const uint16_t *>(bytes->data()), k, n,
+                    reinterpret_cast<uint16_t *>(packed.data()));
+
+  MLIRContext *ctx = b.getContext();
+  Type i16 = IntegerType::get(ctx, 16), i64 = b.getI64Type(), f32 = b.getF32Type();
+  Type ptr = LLVM::LLVMPointerType::get(ctx);
+  declareKernel(b, anchor, kMatmulBF16, {ptr, i64, i64, ptr, i64, i64, ptr, i64});
+  auto buffer = [&](Value t) {
+    auto type = cast<RankedTensorType>(t.getType());
+    return bufferization::ToBufferOp::create(
+        b, loc, MemRefType::get(type.getShape(), type.getElementType()), t, /*read_only=*/true);
+  };
+  Value panels = buffer(constantTensor(b, loc, packed, {static_cast<int64_t>(packed.size() / 2)},
+                                       i16, "xfmr_bf16_panels"));
+  Value m = tensor::DimOp::create(b, loc, rows, 0);
+  // The call reads A through a buffer the tensor analysis cannot see: hand
+  // it a copy of its own (a to_buffer of A itself let an in-place write
+  // reuse A's buffer: Qwen2's logits came out wrong), as the int8 kernels
+  // get their own quantized rows (ONNXToLinalg/Linear.cpp). One pass over
+  // [M, K] against the product's M * K * N.
+  Value copyInit = tensor::EmptyOp::create(
+      b, loc, rType.getShape(), rType.getElementType(),
+      rType.isDynamicDim(0) ? ValueRange{m} : ValueRange{});
+  Value a = buffer(linalg::CopyOp::create(b, loc, rows, copyInit).getResult(0));
+  auto outType = MemRefType::get({rType.getDimSize(0), n}, f32);
+  Value out = memref::AllocOp::create(b, loc, outType,
+                                      rType.isDynamicDim(0) ? ValueRange{m} : ValueRange{});
+  auto c64 = [&](int64_t v) -> Value { return arith::ConstantIntOp::create(b, loc, i64, v); };
+  Value m64 = arith::IndexCastOp::create(b, loc, i64, m);
+  Value aP = addressOf(b, loc, a), wP = addressOf(b, loc, panels), outP = addressOf(b, loc, out);
+  int64_t tiles = (n + kBF16ColumnTile - 1) / kBF16ColumnTile;
+  auto loop = scf::ForOp::create(b, loc, indexConstant(b, loc, 0), indexConstant(b, loc, tiles),
+                                 indexConstant(b, loc, 1));
+  loop->setAttr("xfmr.independent_iterations", b.getUnitAttr());
+  {
+    OpBuilder::InsertionGuard guard(b);
+    b.setInsertionPointToStart(loop.getBody());
+    Value t = arith::IndexCastOp::create(b, loc, i64, loop.getInductionVar());
+    Value n0 = arith::MulIOp::create(b, loc, t, c64(kBF16ColumnTile));
+    Value n1 = arith::MinSIOp::create(
+        b, loc, arith::AddIOp::create(b, loc, n0, c64(kBF16ColumnTile)), c64(n));
+    func::CallOp::create(b, loc, kMatmulBF16, TypeRange{},
+                         ValueRange{aP, m64, c64(k), wP, n0, n1, outP, c64(n)});
+  }
+  return bufferization::ToTensorOp::create(b, loc, RankedTensorType::get(outType.getShape(), f32),
+                                           out, b.getUnitAttr(), b.getUnitAttr());
+}
+
 /// xfmr.linear(x, w, b) -> rows(x) · w + b
 struct LinearLowering : public OpRewritePattern<LinearOp> {
   using Base::Base;
@@ -218,8 +296,10 @@ struct LinearLowering : public OpRewritePattern<LinearOp> {
     Type elem = op.getInput().getType().getElementType();
     FloatType acc = accumulatorType(elem);
 
-    Value y = matmul(rewriter, loc, flattenRows(rewriter, loc, x),
-                     op.getWeight(), elem, acc);
+    Value rows = flattenRows(rewriter, loc, x);
+    Value y = bf16Product(rewriter, loc, op, rows, op.getWeight());
+    if (!y)
+      y = matmul(rewriter, loc, rows, op.getWeight(), elem, acc);
     if (bias || acc != elem)
       y = mapMatrix(
           rewriter, loc, y, bias, elem,
