@@ -1003,6 +1003,13 @@ bool xfmr::onnx::inferResultTypes(Operation *op) {
       return refine(op, 0, {(*q)[0], (*q)[1], kDyn});
     return refine(op, 0, {(*q)[0], (*q)[1], packed / (heads + 2 * kv) * heads});
   }
+  if (name == "DynamicQuantizeLinear") { // y like x; scale, zero point scalars
+    bool changed = refine(op, 1, Shape{});
+    changed |= refine(op, 2, Shape{});
+    if (auto x = shapeOf(op->getOperand(0)))
+      changed |= refine(op, 0, *x);
+    return changed;
+  }
   if (name == "ms.MatMulNBits") {
     auto a = shapeOf(op->getOperand(0));
     if (!a || a->empty())

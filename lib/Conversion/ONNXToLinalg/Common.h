@@ -171,6 +171,8 @@ void populateElementwisePatterns(mlir::RewritePatternSet &,
                                  const mlir::TypeConverter &, UnsupportedLog &);
 void populateReductionPatterns(mlir::RewritePatternSet &,
                                const mlir::TypeConverter &, UnsupportedLog &);
+void populateQuantizePatterns(mlir::RewritePatternSet &, const mlir::TypeConverter &,
+                              UnsupportedLog &);
 void populateLinearPatterns(mlir::RewritePatternSet &,
                             const mlir::TypeConverter &, UnsupportedLog &);
 void populateShapePatterns(mlir::RewritePatternSet &,

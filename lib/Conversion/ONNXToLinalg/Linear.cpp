@@ -104,14 +104,43 @@ LogicalResult MatMulLowering::lower(Operation *op, StringRef name,
     return unsupported(op, "scalar operand");
   bool integer = name == "MatMulInteger";
   Value za, zb;
+  bool perAxis[2] = {false, false}; // operand replaced by operand - zero point (i32)
   if (integer) {
     if (operands.size() > 2 && !isNone(operands[2]))
       za = operands[2];
     if (operands.size() > 3 && !isNone(operands[3]))
       zb = operands[3];
-    for (Value z : {za, zb})
-      if (z && cast<RankedTensorType>(z.getType()).getNumElements() != 1)
-        return unsupported(op, "per-axis zero points");
+    // Per-row (A) / per-column (B) zero points: subtract them elementwise
+    // first, in i32 (exact), and multiply the differences.
+    for (auto [i, z] : llvm::enumerate(SmallVector<Value>{za, zb})) {
+      auto zt = z ? cast<RankedTensorType>(z.getType()) : RankedTensorType();
+      if (!z || (zt.hasStaticShape() && zt.getNumElements() == 1))
+        continue;
+      Value x = i == 0 ? a : bm;
+      auto xt = cast<RankedTensorType>(x.getType());
+      int64_t axis = i == 0 ? xt.getRank() - 2 : xt.getRank() - 1;
+      if (zt.getRank() != 1 || axis < 0)
+        return unsupported(op, "zero points must be scalars, per row of A or per column of B");
+      if (i == 0) // [M] -> [M, 1]
+        z = tensor::ExpandShapeOp::create(
+            rewriter, loc, RankedTensorType::get({zt.getDimSize(0), 1}, zt.getElementType()), z,
+            ArrayRef<ReassociationIndices>{{0, 1}},
+            ArrayRef<OpFoldResult>{tensor::getMixedSize(rewriter, loc, z, 0),
+                                   rewriter.getIndexAttr(1)});
+      Type i32 = rewriter.getI32Type();
+      Type xOrig = elementType(op->getOperand(i)), zOrig = elementType(op->getOperand(2 + i));
+      Value d = buildElementwise(rewriter, loc, xt.clone(i32), ValueRange{x, z},
+                                 [&](OpBuilder &b, Location l, ValueRange v) -> Value {
+                                   return arith::SubIOp::create(b, l,
+                                                                castScalar(b, l, v[0], xOrig, i32),
+                                                                castScalar(b, l, v[1], zOrig, i32));
+                                 },
+                                 mixedSizes(rewriter, loc, x));
+      (i == 0 ? a : bm) = d;
+      (i == 0 ? za : zb) = Value();
+      (i == 0 ? aType : bType) = cast<RankedTensorType>(d.getType());
+      perAxis[i] = true;
+    }
   }
   bool hasM = ra >= 2, hasN = rb >= 2;
   int64_t rank = type.getRank();
@@ -202,6 +231,9 @@ LogicalResult MatMulLowering::lower(Operation *op, StringRef name,
   Type acc = integer ? rewriter.getI32Type() : accumulatorFor(type.getElementType());
   SmallVector<Type> origTypes{elementType(op->getOperand(0)),
                               elementType(op->getOperand(1))};
+  for (int i = 0; i < 2; ++i)
+    if (perAxis[i])
+      origTypes[i] = rewriter.getI32Type();
   std::function<Value(OpBuilder &, Location, unsigned, Value)> pre;
   SmallVector<Value> zeroPoints(2);
   if (integer) {

@@ -48,6 +48,7 @@ struct ConvertONNXToLinalgPass
     lowering::populateElementwisePatterns(patterns, converter, log);
     lowering::populateReductionPatterns(patterns, converter, log);
     lowering::populateLinearPatterns(patterns, converter, log);
+    lowering::populateQuantizePatterns(patterns, converter, log);
     lowering::populateShapePatterns(patterns, converter, log);
     lowering::populateIndexingPatterns(patterns, converter, log);
     lowering::populateScatterPatterns(patterns, converter, log);

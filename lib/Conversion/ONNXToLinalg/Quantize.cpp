@@ -1,0 +1,251 @@
+//===- Quantize.cpp - QuantizeLinear, DequantizeLinear, DynamicQuantize ---===//
+//
+// Part of xfmr.
+//
+// The ops onnxruntime's quantization tools write around products:
+// quantize_static's QDQ graphs (QuantizeLinear / DequantizeLinear pairs on
+// activations, DequantizeLinear on int8 weights, per tensor or per output
+// channel) and quantize_dynamic's (DynamicQuantizeLinear feeding
+// MatMulInteger; DequantizeLinear on quantized embedding rows). Each
+// becomes one elementwise linalg.generic, as onnxruntime computes it:
+//
+//   DequantizeLinear      y = (x - zero_point) * scale
+//   QuantizeLinear        y = clamp(roundeven(x / scale) + zero_point, qmin, qmax)
+//   DynamicQuantizeLinear lo = min(0, min x), hi = max(0, max x),
+//                         scale = hi == lo ? 1 : (hi - lo) / 255,
+//                         zero_point = roundeven(clamp(-lo / scale, 0, 255)),
+//                         y = clamp(roundeven(x / scale) + zero_point, 0, 255)
+//
+// with scale and zero point per tensor (scalars) or per `axis` (1-D, the
+// length of that dim). Blocked scales (opset 21 block_size) and float8
+// outputs are reported unsupported.
+//
+//===----------------------------------------------------------------------===//
+
+#include "Common.h"
+
+#include "mlir/Dialect/Linalg/IR/Linalg.h"
+#include "mlir/Dialect/Math/IR/Math.h"
+
+using namespace mlir;
+
+namespace xfmr::lowering {
+namespace {
+
+/// `v` (a scale or zero point: rank 0, or 1-D along `axis` of a rank-`rank`
+/// tensor) shaped to broadcast against it: [1, .., D, .., 1].
+Value alongAxis(OpBuilder &b, Location loc, Value v, int64_t axis, int64_t rank) {
+  auto type = cast<RankedTensorType>(v.getType());
+  if (type.getRank() != 1 || rank <= 1)
+    return v;
+  SmallVector<int64_t> shape(rank, 1);
+  shape[axis] = type.getDimSize(0);
+  SmallVector<ReassociationIndices> groups(1);
+  for (int64_t d = 0; d < rank; ++d)
+    groups[0].push_back(d);
+  auto expanded = RankedTensorType::get(shape, type.getElementType());
+  SmallVector<OpFoldResult> sizes;
+  for (int64_t d = 0; d < rank; ++d)
+    sizes.push_back(d == axis ? tensor::getMixedSize(b, loc, v, 0) : b.getIndexAttr(1));
+  return tensor::ExpandShapeOp::create(b, loc, expanded, v, groups, sizes);
+}
+
+/// Checks the scale / zero point operands of a (De)QuantizeLinear and
+/// shapes them for broadcasting; failure: the reason.
+FailureOr<SmallVector<Value>> paramsFor(OpBuilder &b, Location loc, Operation *op, Value x,
+                                        ArrayRef<Value> params, std::string &why) {
+  if (intAttr(op, "block_size", 0) != 0) {
+    why = "blocked quantization (block_size) is not supported";
+    return failure();
+  }
+  int64_t rank = cast<RankedTensorType>(x.getType()).getRank();
+  std::optional<int64_t> axis = normalizeAxis(intAttr(op, "axis", 1), std::max<int64_t>(rank, 1));
+  SmallVector<Value> out;
+  for (Value p : params) {
+    auto t = cast<RankedTensorType>(p.getType());
+    if (t.getRank() > 1 || (t.getRank() == 1 && (!axis || rank == 0))) {
+      why = "scale and zero point must be scalars or 1-D along the axis";
+      return failure();
+    }
+    out.push_back(alongAxis(b, loc, p, axis.value_or(0), rank));
+  }
+  return out;
+}
+
+/// The integer range of a quantized element type (original, possibly
+/// unsigned).
+std::optional<std::pair<double, double>> quantRange(Type t) {
+  auto i = dyn_cast<IntegerType>(t);
+  if (!i || i.getWidth() < 2 || i.getWidth() > 32)
+    return std::nullopt;
+  unsigned w = i.getWidth();
+  if (i.isUnsigned())
+    return std::make_pair(0.0, std::ldexp(1.0, w) - 1);
+  return std::make_pair(-std::ldexp(1.0, w - 1), std::ldexp(1.0, w - 1) - 1);
+}
+
+/// clamp(roundeven(x / scale) + zp, lo, hi) in f32 (every operand f32).
+Value quantizeScalar(OpBuilder &b, Location loc, Value x, Value scale, Value zp, double lo,
+                     double hi) {
+  Type f32 = b.getF32Type();
+  Value q = math::RoundEvenOp::create(b, loc, arith::DivFOp::create(b, loc, x, scale));
+  if (zp)
+    q = arith::AddFOp::create(b, loc, q, zp);
+  q = arith::MaximumFOp::create(b, loc, q, scalarConstant(b, loc, f32, lo));
+  return arith::MinimumFOp::create(b, loc, q, scalarConstant(b, loc, f32, hi));
+}
+
+XFMR_LOWERING_PATTERN(DequantizeLinearLowering);
+
+LogicalResult DequantizeLinearLowering::lower(Operation *op, StringRef, ArrayRef<Value> operands,
+                                              ConversionPatternRewriter &rewriter) const {
+  Location loc = op->getLoc();
+  RankedTensorType type = resultType(op);
+  Type xOrig = elementType(op->getOperand(0));
+  if (!type || !isa<FloatType>(type.getElementType()) || !isa<IntegerType>(xOrig))
+    return unsupported(op, "only integer inputs and float outputs are supported");
+  bool hasZp = operands.size() > 2 && !isNone(operands[2]);
+  SmallVector<Value> params{operands[1]};
+  if (hasZp)
+    params.push_back(operands[2]);
+  std::string why;
+  FailureOr<SmallVector<Value>> p = paramsFor(rewriter, loc, op, operands[0], params, why);
+  if (failed(p))
+    return unsupported(op, why);
+  Type f32 = rewriter.getF32Type(), out = elementType(op->getResult(0));
+  Type scaleOrig = elementType(op->getOperand(1));
+  Type zpOrig = hasZp ? elementType(op->getOperand(2)) : Type();
+  SmallVector<Value> ins{operands[0]};
+  ins.append(*p);
+  Value r = buildElementwise(rewriter, loc, type, ins,
+                             [&](OpBuilder &b, Location l, ValueRange a) -> Value {
+                               Value x = castScalar(b, l, a[0], xOrig, f32);
+                               if (hasZp)
+                                 x = arith::SubFOp::create(b, l, x,
+                                                           castScalar(b, l, a[2], zpOrig, f32));
+                               Value s = castScalar(b, l, a[1], scaleOrig, f32);
+                               return castScalar(b, l, arith::MulFOp::create(b, l, x, s), f32,
+                                                 out);
+                             });
+  rewriter.replaceOp(op, r);
+  return success();
+}
+
+XFMR_LOWERING_PATTERN(QuantizeLinearLowering);
+
+LogicalResult QuantizeLinearLowering::lower(Operation *op, StringRef, ArrayRef<Value> operands,
+                                            ConversionPatternRewriter &rewriter) const {
+  Location loc = op->getLoc();
+  RankedTensorType type = resultType(op);
+  Type outOrig = elementType(op->getResult(0));
+  Type xOrig = elementType(op->getOperand(0));
+  std::optional<std::pair<double, double>> range = quantRange(outOrig);
+  if (!type || !range || !isa<FloatType>(xOrig))
+    return unsupported(op, "only float inputs and integer outputs are supported");
+  bool hasZp = operands.size() > 2 && !isNone(operands[2]);
+  SmallVector<Value> params{operands[1]};
+  if (hasZp)
+    params.push_back(operands[2]);
+  std::string why;
+  FailureOr<SmallVector<Value>> p = paramsFor(rewriter, loc, op, operands[0], params, why);
+  if (failed(p))
+    return unsupported(op, why);
+  Type f32 = rewriter.getF32Type(), scaleOrig = elementType(op->getOperand(1));
+  Type zpOrig = hasZp ? elementType(op->getOperand(2)) : Type();
+  SmallVector<Value> ins{operands[0]};
+  ins.append(*p);
+  Value r = buildElementwise(
+      rewriter, loc, type, ins, [&](OpBuilder &b, Location l, ValueRange a) -> Value {
+        Value x = castScalar(b, l, a[0], xOrig, f32);
+        Value s = castScalar(b, l, a[1], scaleOrig, f32);
+        Value zp = hasZp ? castScalar(b, l, a[2], zpOrig, f32) : Value();
+        return castScalar(b, l, quantizeScalar(b, l, x, s, zp, range->first, range->second),
+                          f32, outOrig);
+      });
+  rewriter.replaceOp(op, r);
+  return success();
+}
+
+XFMR_LOWERING_PATTERN(DynamicQuantizeLinearLowering);
+
+/// min (or max) of 0 and every element of `x` as a rank-0 f32 tensor.
+Value extremeWithZero(OpBuilder &b, Location loc, Value x, Type xOrig, bool max) {
+  auto type = cast<RankedTensorType>(x.getType());
+  Type f32 = b.getF32Type();
+  auto scalar = RankedTensorType::get({}, f32);
+  Value init = filledTensor(b, loc, scalar, {}, scalarConstant(b, loc, f32, 0.0));
+  int64_t rank = type.getRank();
+  SmallVector<AffineMap> maps{b.getMultiDimIdentityMap(rank),
+                              AffineMap::get(rank, 0, {}, b.getContext())};
+  SmallVector<utils::IteratorType> iters(rank, utils::IteratorType::reduction);
+  return linalg::GenericOp::create(
+             b, loc, TypeRange{scalar}, ValueRange{x}, ValueRange{init}, maps, iters,
+             [&](OpBuilder &nb, Location l, ValueRange a) {
+               Value v = castScalar(nb, l, a[0], xOrig, f32);
+               Value r = max ? arith::MaximumFOp::create(nb, l, a[1], v).getResult()
+                             : arith::MinimumFOp::create(nb, l, a[1], v).getResult();
+               linalg::YieldOp::create(nb, l, r);
+             })
+      .getResult(0);
+}
+
+LogicalResult DynamicQuantizeLinearLowering::lower(Operation *op, StringRef,
+                                                   ArrayRef<Value> operands,
+                                                   ConversionPatternRewriter &rewriter) const {
+  Location loc = op->getLoc();
+  RankedTensorType yType = resultType(op, 0), sType = resultType(op, 1),
+                   zType = resultType(op, 2);
+  Type xOrig = elementType(op->getOperand(0));
+  if (!yType || !sType || !zType || !isa<FloatType>(xOrig) ||
+      !elementType(op->getResult(0)).isUnsignedInteger(8))
+    return unsupported(op, "expected a float input and uint8 outputs");
+  Value x = operands[0];
+  Type f32 = rewriter.getF32Type();
+  Value lo = extremeWithZero(rewriter, loc, x, xOrig, /*max=*/false);
+  Value hi = extremeWithZero(rewriter, loc, x, xOrig, /*max=*/true);
+  auto scalar = RankedTensorType::get({}, f32);
+  // The scale and the zero point (in f32), as onnxruntime derives them.
+  Value scale = buildElementwise(
+      rewriter, loc, sType, ValueRange{lo, hi}, [&](OpBuilder &b, Location l, ValueRange a) {
+        Value same = arith::CmpFOp::create(b, l, arith::CmpFPredicate::OEQ, a[0], a[1]);
+        Value range = arith::DivFOp::create(b, l, arith::SubFOp::create(b, l, a[1], a[0]),
+                                            scalarConstant(b, l, f32, 255.0));
+        return arith::SelectOp::create(b, l, same, scalarConstant(b, l, f32, 1.0), range)
+            .getResult();
+      });
+  Value zpF = buildElementwise(
+      rewriter, loc, scalar, ValueRange{lo, scale}, [&](OpBuilder &b, Location l, ValueRange a) {
+        Value z = arith::NegFOp::create(b, l, arith::DivFOp::create(b, l, a[0], a[1]));
+        z = arith::MaximumFOp::create(b, l, z, scalarConstant(b, l, f32, 0.0));
+        z = arith::MinimumFOp::create(b, l, z, scalarConstant(b, l, f32, 255.0));
+        return math::RoundEvenOp::create(b, l, z).getResult();
+      });
+  Type u8 = elementType(op->getResult(0));
+  Value y = buildElementwise(rewriter, loc, yType, ValueRange{x, scale, zpF},
+                             [&](OpBuilder &b, Location l, ValueRange a) -> Value {
+                               Value v = castScalar(b, l, a[0], xOrig, f32);
+                               return castScalar(
+                                   b, l, quantizeScalar(b, l, v, a[1], a[2], 0.0, 255.0), f32,
+                                   u8);
+                             });
+  Value zp = buildElementwise(rewriter, loc, zType, ValueRange{zpF},
+                              [&](OpBuilder &b, Location l, ValueRange a) -> Value {
+                                return castScalar(b, l, a[0], f32, u8);
+                              });
+  rewriter.replaceOp(op, ValueRange{y, scale, zp});
+  return success();
+}
+
+} // namespace
+
+void populateQuantizePatterns(RewritePatternSet &patterns, const TypeConverter &converter,
+                              UnsupportedLog &log) {
+  MLIRContext *ctx = patterns.getContext();
+  patterns.add<DequantizeLinearLowering>(converter, ctx, log,
+                                         ArrayRef<StringRef>{"DequantizeLinear"});
+  patterns.add<QuantizeLinearLowering>(converter, ctx, log, ArrayRef<StringRef>{"QuantizeLinear"});
+  patterns.add<DynamicQuantizeLinearLowering>(converter, ctx, log,
+                                              ArrayRef<StringRef>{"DynamicQuantizeLinear"});
+}
+
+} // namespace xfmr::lowering
