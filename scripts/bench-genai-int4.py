@@ -47,7 +47,7 @@ artifacts).
 
 Usage: .venv/bin/python scripts/bench-genai-int4.py [--precision int4|fp32]
            [--threads 2] [--prompt 16] [--new-tokens 64] [--rounds 3] [--skip-build]
-           [--quant int4-g32|int4-g64|int4-g128|int8|bf16]
+           [--quant int4-g32|int4-g64|int4-g128|int8|bf16|fp8-e4m3]
 """
 
 import argparse
@@ -293,7 +293,7 @@ def main():
     ap.add_argument("--skip-compile", action="store_true",
                     help="reuse the compiled artifacts when present")
     ap.add_argument("--no-genai", action="store_true", help="leave onnxruntime-genai out")
-    ap.add_argument("--quant", choices=["int4-g32", "int4-g64", "int4-g128", "int8", "bf16"],
+    ap.add_argument("--quant", choices=["int4-g32", "int4-g64", "int4-g128", "int8", "bf16", "fp8-e4m3"],
                     help="also compile the model with xfmr-compile --quant=MODE (with "
                          "--precision fp32: xfmr's own int4 or int8 against its fp32, same run)")
     a = ap.parse_args()

@@ -11,7 +11,7 @@ of every quantization mode: every kernel computes each element in an order
 that does not depend on the batch.
 
   .venv/bin/python scripts/check-batch-invariance.py --build-dir build \\
-      [--modes none,bf16,int8,int4-g32] MODEL.onnx
+      [--modes none,bf16,fp8-e4m3,int8,int4-g32] MODEL.onnx
 
 Prints one PASS/FAIL line per mode and `N passed, M failed`.
 """
@@ -78,7 +78,7 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("model")
     ap.add_argument("--build-dir", default="build")
-    ap.add_argument("--modes", default="none,bf16,int8,int4-g32")
+    ap.add_argument("--modes", default="none,bf16,fp8-e4m3,int8,int4-g32")
     ap.add_argument("--vocab", type=int, default=128, help="prompt ids are drawn below this")
     a = ap.parse_args()
     passed = failed = 0

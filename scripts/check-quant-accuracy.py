@@ -5,7 +5,7 @@ Compiles MODEL (default examples/trained/byte_llama.onnx, scripts/
 train_byte_llama.py) with xfmr-compile once without --quant and once per
 mode, runs `xfmr-run perplexity --json` on the held-out tokens (default
 examples/trained/heldout.npy), and checks each mode's perplexity against
-fp32's with issue 12's allowance (bf16 <= +0.1%, int8 <= +0.5%, int4-g128 <= +4%; the
+fp32's with issue 12's allowance (bf16 <= +0.1%, fp8-e4m3 <= +1%, int8 <= +0.5%, int4-g128 <= +4%; the
 finer groups are held to the same). The fp32 artifact is also checked against onnxruntime
 (same windows, float64 log-softmax) within 1e-4 relative, so that the base
 of every ratio is itself right.
@@ -33,7 +33,7 @@ from importlib import import_module  # noqa: E402
 ort_perplexity = import_module("check-perplexity").ort_perplexity
 
 # Largest relative perplexity increase over fp32 (issue 12's Done means).
-ALLOWANCE = {"bf16": 0.001, "int8": 0.005, "int4-g32": 0.04, "int4-g64": 0.04, "int4-g128": 0.04}
+ALLOWANCE = {"bf16": 0.001, "fp8-e4m3": 0.01, "int8": 0.005, "int4-g32": 0.04, "int4-g64": 0.04, "int4-g128": 0.04}
 CONTEXT = 128
 
 

@@ -19,6 +19,9 @@ activations on both sides):
   bf16     every weight rounded to bfloat16 (to nearest, ties to even);
            the reference keeps the MatMul and stores the rounded weights
            as f32 (exact), so onnxruntime runs its own f32 product
+  fp8-e4m3 per column: scale = max |x| / 448, q = x / scale rounded to
+           float8 e4m3fn (ml_dtypes; to nearest even, saturated); the
+           reference stores q * scale as f32 (exact) in the MatMul
 
 (f32, ties to even). onnxruntime runs that model, xfmr compiles the fp32
 model with --quant and runs it, on the same seeded inputs. The logits must
@@ -106,22 +109,33 @@ def bf16_rounded(w):
     return bits.astype(np.uint32).view(np.float32)
 
 
-def bf16_model(model):
-    """A copy of `model` with every MatMul's constant f32 [K, N] B rounded to
-    bf16 (kept as f32 values); the count."""
+def fp8_rounded(w):
+    """f32 [K, N] `w` through per-column float8 e4m3fn and back, as f32."""
+    import ml_dtypes
+    w = w.astype(np.float32)
+    amax = np.max(np.abs(w), axis=0)
+    scale = (amax / np.float32(448)).astype(np.float32)
+    scale = np.where((scale > 0) & np.isfinite(scale), scale, np.float32(1))
+    q = np.clip(w / scale, -448, 448).astype(ml_dtypes.float8_e4m3fn)
+    return (q.astype(np.float32) * scale).astype(np.float32)
+
+
+def rounded_model(model, fn):
+    """A copy of `model` with every MatMul's constant f32 [K, N] B replaced by
+    fn(B) (f32 values); the count."""
     out = onnx.ModelProto()
     out.CopyFrom(model)
     weights = {n.input[1] for n in out.graph.node if n.op_type == "MatMul" and len(n.input) == 2}
     count = 0
     for t in out.graph.initializer:
         if t.name in weights and t.data_type == onnx.TensorProto.FLOAT and len(t.dims) == 2:
-            t.CopyFrom(numpy_helper.from_array(bf16_rounded(numpy_helper.to_array(t)), t.name))
+            t.CopyFrom(numpy_helper.from_array(fn(numpy_helper.to_array(t)), t.name))
             count += 1
     for n in out.graph.node:
         if n.op_type == "Constant" and n.output[0] in weights and n.attribute[0].name == "value":
             t = n.attribute[0].t
             if t.data_type == onnx.TensorProto.FLOAT and len(t.dims) == 2:
-                t.CopyFrom(numpy_helper.from_array(bf16_rounded(numpy_helper.to_array(t)), t.name))
+                t.CopyFrom(numpy_helper.from_array(fn(numpy_helper.to_array(t)), t.name))
                 count += 1
     return out, count, 0
 
@@ -130,7 +144,9 @@ def quantized_model(model, mode):
     """A copy of `model` with the MatMuls xfmr quantizes as MatMulNBits; their
     count and largest block_size."""
     if mode == "bf16":
-        return bf16_model(model)
+        return rounded_model(model, bf16_rounded)
+    if mode == "fp8-e4m3":
+        return rounded_model(model, fp8_rounded)
     graph = model.graph
     consts = {t.name: numpy_helper.to_array(t) for t in graph.initializer}
     for node in graph.node:
@@ -212,7 +228,7 @@ def main():
     ap.add_argument("models", nargs="+")
     ap.add_argument("--build-dir", default=os.path.join(ROOT, "build"))
     ap.add_argument("--quant", default="int4-g32",
-                    choices=["int4-g32", "int4-g64", "int4-g128", "int8", "bf16"])
+                    choices=["int4-g32", "int4-g64", "int4-g128", "int8", "bf16", "fp8-e4m3"])
     a = ap.parse_args()
     tally = Tally()
     with tempfile.TemporaryDirectory(prefix="xfmr-quant-") as work:

@@ -20,7 +20,8 @@ LogicalResult buildRaisePipeline(OpPassManager &pm, const RaiseOptions &options)
   if (options.quantBits == 4)
     os << "xfmr-quantize-weights{bits=4 group=" << options.quantGroup << "},";
   else if (options.quantBits > 0)
-    os << "xfmr-quantize-weights{bits=" << options.quantBits << "},";
+    os << "xfmr-quantize-weights{bits=" << options.quantBits
+       << (options.quantFloat8 ? " float8=true" : "") << "},";
   os << "xfmr-raise{report=" << (options.report ? "true" : "false") << "}";
   if (options.pagedKV)
     os << ",xfmr-paged-kv{block-size=" << options.blockSize << "}";

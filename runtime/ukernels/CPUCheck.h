@@ -24,4 +24,19 @@ static inline int xfmr_uk_has_avx2(void) {
 #endif
 }
 
+/// Whether this CPU converts f16 to f32 in vector registers (F16C; every
+/// AVX2 CPU has it, checked all the same).
+static inline int xfmr_uk_has_f16c(void) {
+#if defined(__x86_64__)
+  static int f16c = -1;
+  if (f16c < 0) {
+    __builtin_cpu_init();
+    f16c = __builtin_cpu_supports("f16c");
+  }
+  return f16c;
+#else
+  return 0;
+#endif
+}
+
 #endif // XFMR_UKERNELS_CPUCHECK_H

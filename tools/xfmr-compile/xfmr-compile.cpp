@@ -143,7 +143,8 @@ cl::opt<std::string> quant(
              "every MatMul with a constant f32 weight to 4-bit blocks of 32/64/128 along K "
              "(round to nearest, asymmetric; int8 activations); int8: to 8 bits per output "
              "channel (round to nearest, symmetric; int8 activations); bf16: to bfloat16 (round to "
-             "nearest even; read as bf16 inside the product)"),
+             "nearest even; read as bf16 inside the product); fp8-e4m3: to float8 e4m3fn per "
+             "output channel (scale max |w| / 448; widened inside the product)"),
     cl::init("none"), cl::cat(category));
 cl::opt<bool> quiet("quiet", cl::desc("Do not print progress"), cl::init(false),
                     cl::cat(category));
@@ -525,6 +526,7 @@ int compile() {
   if (blockSize < 1 || blockSize > 4096)
     return fail("--block-size must be in 1..4096");
   int64_t quantBits = 0, quantGroup = 0;
+  bool quantFloat8 = false;
   if (quant == "int4-g32" || quant == "int4-g64" || quant == "int4-g128") {
     quantBits = 4;
     quantGroup = std::stoll(quant.substr(std::string("int4-g").size()));
@@ -532,8 +534,11 @@ int compile() {
     quantBits = 8;
   } else if (quant == "bf16") {
     quantBits = 16;
+  } else if (quant == "fp8-e4m3") {
+    quantBits = 8;
+    quantFloat8 = true;
   } else if (quant != "none") {
-    return fail("--quant must be none, bf16, int8, int4-g32, int4-g64 or int4-g128");
+    return fail("--quant must be none, bf16, fp8-e4m3, int8, int4-g32, int4-g64 or int4-g128");
   }
   if (quantBits && !raise)
     return fail("--quant needs --raise (it runs with the raising passes)");
@@ -574,6 +579,7 @@ int compile() {
     raiseOptions.blockSize = blockSize;
     raiseOptions.quantBits = quantBits;
     raiseOptions.quantGroup = quantGroup;
+    raiseOptions.quantFloat8 = quantFloat8;
     if (failed(runPipeline(*module, [&](OpPassManager &pm) {
           return xfmr::buildRaisePipeline(pm, raiseOptions);
         })))

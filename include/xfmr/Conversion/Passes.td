@@ -61,6 +61,11 @@ def QuantizeWeightsPass : Pass<"xfmr-quantize-weights", "mlir::ModuleOp"> {
     nearest, ties to even), and the MatMul becomes `xfmr.linear` on the
     bf16 weights, which its lowering widens inside the product (2 bytes per
     weight, never widened into a buffer).
+
+    With `bits=8 float8=true` (`--quant=fp8-e4m3`): per output channel,
+    scale = max |w[:, n]| / 448, q = w / scale as float8 e4m3fn (to nearest,
+    ties to even, saturated), and the product is `xfmr.linear` on q followed
+    by an `onnx.Mul` by the scales.
   }];
   let options = [
     Option<"group", "group", "int64_t", /*default=*/"32",
@@ -68,6 +73,9 @@ def QuantizeWeightsPass : Pass<"xfmr-quantize-weights", "mlir::ModuleOp"> {
     Option<"bits", "bits", "int64_t", /*default=*/"4",
            "4: int4 in blocks of `group` (asymmetric); 8: int8 per output channel "
            "(symmetric, one block spanning K); 16: bfloat16">,
+    Option<"float8", "float8", "bool", /*default=*/"false",
+           "With bits=8: float8 e4m3fn per output channel (scale = max |w| / 448) "
+           "instead of int8">,
   ];
   let dependentDialects = ["::xfmr::XfmrDialect", "::xfmr::onnx::ONNXDialect",
                            "::mlir::arith::ArithDialect"];

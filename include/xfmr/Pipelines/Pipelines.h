@@ -55,6 +55,8 @@ struct RaiseOptions {
   /// 16 (bfloat16).
   int64_t quantBits = 0;
   int64_t quantGroup = 0;
+  /// With quantBits 8: float8 e4m3fn instead of int8.
+  bool quantFloat8 = false;
 };
 
 /// onnx (imported) -> onnx + xfmr ops [-> paged step function].

@@ -66,7 +66,10 @@ ONNXLoweringPattern::matchAndRewrite(Operation *op, ArrayRef<Value> operands,
   StringRef name = op->getName().stripDialect();
   if (!llvm::is_contained(names, name))
     return failure();
-  auto supported = [](Type t) {
+  // float8 e4m3fn only as constants (xfmr-quantize-weights' fp8 weights,
+  // which only the product's micro-kernel reads).
+  bool constant = name == "Constant";
+  auto supported = [constant](Type t) {
     if (isa<NoneType>(t))
       return true;
     auto shaped = dyn_cast<RankedTensorType>(t);
@@ -75,7 +78,8 @@ ONNXLoweringPattern::matchAndRewrite(Operation *op, ArrayRef<Value> operands,
     Type e = shaped.getElementType();
     if (auto i = dyn_cast<IntegerType>(e))
       return llvm::is_contained({1u, 8u, 16u, 32u, 64u}, i.getWidth());
-    return e.isF16() || e.isBF16() || e.isF32() || e.isF64();
+    return e.isF16() || e.isBF16() || e.isF32() || e.isF64() ||
+           (constant && isa<Float8E4M3FNType>(e));
   };
   for (Value v : llvm::concat<Value>(op->getOperands(), op->getResults()))
     if (!supported(v.getType()))

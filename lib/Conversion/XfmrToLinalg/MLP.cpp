@@ -15,7 +15,7 @@
 #include "Patterns.h"
 #include "xfmr/Conversion/LoweringUtils.h"
 
-#include "runtime/ukernels/MatmulBF16.h"
+#include "runtime/ukernels/MatmulNarrow.h"
 
 #include "dialects/xfmr/IR/XfmrOps.h"
 
@@ -209,43 +209,66 @@ Value activate(OpBuilder &b, Location loc, Activation act, Value x) {
   llvm_unreachable("unknown activation");
 }
 
-constexpr llvm::StringLiteral kMatmulBF16 = "xfmr_uk_matmul_f32bf16";
 /// Columns per micro-kernel call: the unit xfmr-parallelize-loops splits
-/// across threads (a multiple of the kernel's 16-column panels).
-constexpr int64_t kBF16ColumnTile = 64;
+/// across threads (a multiple of the kernels' 16-column panels).
+constexpr int64_t kNarrowColumnTile = 64;
 
-/// rows [M, K] f32 · w [K, N] with `w` a constant bf16 matrix: the weights
-/// packed at compile time into the micro-kernel's panels
-/// (runtime/ukernels/MatmulBF16.c) and one xfmr_uk_matmul_f32bf16 call per
-/// kBF16ColumnTile columns, in a loop xfmr-parallelize-loops may split
-/// across threads. Each weight is read once per call as 2 bytes and widened
-/// in registers. Null (having created nothing) unless the operands are
-/// that.
-Value bf16Product(OpBuilder &b, Location loc, Operation *anchor, Value rows, Value w) {
+/// The micro-kernel for constant weights of element type `t`, and its bytes
+/// per element; empty for other types.
+std::pair<StringRef, int64_t> narrowKernel(Type t) {
+  if (t.isBF16())
+    return {"xfmr_uk_matmul_f32bf16", 2};
+  if (isa<Float8E4M3FNType>(t))
+    return {"xfmr_uk_matmul_f32fp8", 1};
+  return {};
+}
+
+/// rows [M, K] f32 · w [K, N] with `w` a constant bf16 or fp8 (e4m3fn)
+/// matrix: the weights packed at compile time into the micro-kernel's
+/// panels (runtime/ukernels/MatmulNarrow.c) and one call per
+/// kNarrowColumnTile columns, in a loop xfmr-parallelize-loops may split
+/// across threads. Each weight is read once per call in its own width and
+/// widened in registers. Null (having created nothing) unless the operands
+/// are that.
+Value narrowProduct(OpBuilder &b, Location loc, Operation *anchor, Value rows, Value w) {
   auto rType = cast<RankedTensorType>(rows.getType());
   auto wType = dyn_cast<RankedTensorType>(w.getType());
-  if (!rType.getElementType().isF32() || !wType || !wType.getElementType().isBF16() ||
-      wType.getRank() != 2 || !wType.hasStaticShape() || rType.isDynamicDim(1))
+  if (!rType.getElementType().isF32() || !wType || wType.getRank() != 2 ||
+      !wType.hasStaticShape())
     return nullptr;
+  auto [kernel, elemBytes] = narrowKernel(wType.getElementType());
   int64_t k = wType.getDimSize(0), n = wType.getDimSize(1);
   std::optional<ArrayRef<char>> bytes = constantBytes(w);
-  if (k < 1 || n < 1 || !bytes || bytes->size() != static_cast<size_t>(k * n * 2))
+  if (kernel.empty() || k < 1 || n < 1 || !bytes ||
+      bytes->size() != static_cast<size_t>(k * n * elemBytes) ||
+      (!rType.isDynamicDim(1) && rType.getDimSize(1) != k))
     return nullptr;
-  std::vector<char> packed(xfmr_uk_packed_bf16_bytes(n, k));
-  xfmr_uk_pack_bf16(reinterpret_cast<const uint16_t *>(bytes->data()), k, n,
-                    reinterpret_cast<uint16_t *>(packed.data()));
+  std::vector<char> packed(xfmr_uk_packed_narrow_bytes(n, k, elemBytes));
+  xfmr_uk_pack_narrow(reinterpret_cast<const uint8_t *>(bytes->data()), k, n, elemBytes,
+                      reinterpret_cast<uint8_t *>(packed.data()));
+  // K known only at run time (after a Reshape with -1): check it, then
+  // give the rows the static type.
+  if (rType.isDynamicDim(1)) {
+    Value have = tensor::DimOp::create(b, loc, rows, 1);
+    runtimeCheck(b, loc,
+                 arith::CmpIOp::create(b, loc, arith::CmpIPredicate::eq, have,
+                                       indexConstant(b, loc, k)),
+                 "xfmr.linear: the input's last dim is not the weights' K");
+    rType = RankedTensorType::get({rType.getDimSize(0), k}, rType.getElementType());
+    rows = tensor::CastOp::create(b, loc, rType, rows);
+  }
 
   MLIRContext *ctx = b.getContext();
-  Type i16 = IntegerType::get(ctx, 16), i64 = b.getI64Type(), f32 = b.getF32Type();
+  Type i8 = IntegerType::get(ctx, 8), i64 = b.getI64Type(), f32 = b.getF32Type();
   Type ptr = LLVM::LLVMPointerType::get(ctx);
-  declareKernel(b, anchor, kMatmulBF16, {ptr, i64, i64, ptr, i64, i64, ptr, i64});
+  declareKernel(b, anchor, kernel, {ptr, i64, i64, ptr, i64, i64, ptr, i64});
   auto buffer = [&](Value t) {
     auto type = cast<RankedTensorType>(t.getType());
     return bufferization::ToBufferOp::create(
         b, loc, MemRefType::get(type.getShape(), type.getElementType()), t, /*read_only=*/true);
   };
-  Value panels = buffer(constantTensor(b, loc, packed, {static_cast<int64_t>(packed.size() / 2)},
-                                       i16, "xfmr_bf16_panels"));
+  Value panels = buffer(constantTensor(b, loc, packed, {static_cast<int64_t>(packed.size())}, i8,
+                                       elemBytes == 2 ? "xfmr_bf16_panels" : "xfmr_fp8_panels"));
   Value m = tensor::DimOp::create(b, loc, rows, 0);
   // The call reads A through a buffer the tensor analysis cannot see: hand
   // it a copy of its own (a to_buffer of A itself let an in-place write
@@ -262,7 +285,7 @@ Value bf16Product(OpBuilder &b, Location loc, Operation *anchor, Value rows, Val
   auto c64 = [&](int64_t v) -> Value { return arith::ConstantIntOp::create(b, loc, i64, v); };
   Value m64 = arith::IndexCastOp::create(b, loc, i64, m);
   Value aP = addressOf(b, loc, a), wP = addressOf(b, loc, panels), outP = addressOf(b, loc, out);
-  int64_t tiles = (n + kBF16ColumnTile - 1) / kBF16ColumnTile;
+  int64_t tiles = (n + kNarrowColumnTile - 1) / kNarrowColumnTile;
   auto loop = scf::ForOp::create(b, loc, indexConstant(b, loc, 0), indexConstant(b, loc, tiles),
                                  indexConstant(b, loc, 1));
   loop->setAttr("xfmr.independent_iterations", b.getUnitAttr());
@@ -270,10 +293,10 @@ Value bf16Product(OpBuilder &b, Location loc, Operation *anchor, Value rows, Val
     OpBuilder::InsertionGuard guard(b);
     b.setInsertionPointToStart(loop.getBody());
     Value t = arith::IndexCastOp::create(b, loc, i64, loop.getInductionVar());
-    Value n0 = arith::MulIOp::create(b, loc, t, c64(kBF16ColumnTile));
+    Value n0 = arith::MulIOp::create(b, loc, t, c64(kNarrowColumnTile));
     Value n1 = arith::MinSIOp::create(
-        b, loc, arith::AddIOp::create(b, loc, n0, c64(kBF16ColumnTile)), c64(n));
-    func::CallOp::create(b, loc, kMatmulBF16, TypeRange{},
+        b, loc, arith::AddIOp::create(b, loc, n0, c64(kNarrowColumnTile)), c64(n));
+    func::CallOp::create(b, loc, kernel, TypeRange{},
                          ValueRange{aP, m64, c64(k), wP, n0, n1, outP, c64(n)});
   }
   return bufferization::ToTensorOp::create(b, loc, RankedTensorType::get(outType.getShape(), f32),
@@ -297,7 +320,7 @@ struct LinearLowering : public OpRewritePattern<LinearOp> {
     FloatType acc = accumulatorType(elem);
 
     Value rows = flattenRows(rewriter, loc, x);
-    Value y = bf16Product(rewriter, loc, op, rows, op.getWeight());
+    Value y = narrowProduct(rewriter, loc, op, rows, op.getWeight());
     if (!y)
       y = matmul(rewriter, loc, rows, op.getWeight(), elem, acc);
     if (bias || acc != elem)
