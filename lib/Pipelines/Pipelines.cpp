@@ -7,6 +7,7 @@
 #include "xfmr/Pipelines/Pipelines.h"
 
 #include "mlir/Pass/PassRegistry.h"
+#include "llvm/ADT/StringExtras.h"
 #include "llvm/Support/raw_ostream.h"
 
 using namespace mlir;
@@ -17,11 +18,16 @@ LogicalResult buildRaisePipeline(OpPassManager &pm, const RaiseOptions &options)
   std::string p;
   llvm::raw_string_ostream os(p);
   os << "onnx-simplify-shapes,";
-  if (options.quantBits == 4)
-    os << "xfmr-quantize-weights{bits=4 group=" << options.quantGroup << "},";
-  else if (options.quantBits > 0)
-    os << "xfmr-quantize-weights{bits=" << options.quantBits
-       << (options.quantFloat8 ? " float8=true" : "") << "},";
+  if (options.quantBits > 0) {
+    os << "xfmr-quantize-weights{bits=" << options.quantBits;
+    if (options.quantBits == 4)
+      os << " group=" << options.quantGroup;
+    if (options.quantFloat8)
+      os << " float8=true";
+    if (!options.quantSkip.empty())
+      os << " skip=" << llvm::join(options.quantSkip, ",");
+    os << "},";
+  }
   os << "xfmr-raise{report=" << (options.report ? "true" : "false") << "}";
   if (options.pagedKV)
     os << ",xfmr-paged-kv{block-size=" << options.blockSize << "}";

@@ -146,6 +146,11 @@ cl::opt<std::string> quant(
              "nearest even; read as bf16 inside the product); fp8-e4m3: to float8 e4m3fn per "
              "output channel (scale max |w| / 448; widened inside the product)"),
     cl::init("none"), cl::cat(category));
+cl::list<std::string> quantSkip(
+    "quant-skip",
+    cl::desc("With --quant: leave in f32 every MatMul whose ONNX node name or weight name "
+             "contains one of these (comma-separated), e.g. lm_head"),
+    cl::CommaSeparated, cl::cat(category));
 cl::opt<bool> quiet("quiet", cl::desc("Do not print progress"), cl::init(false),
                     cl::cat(category));
 
@@ -540,6 +545,11 @@ int compile() {
   } else if (quant != "none") {
     return fail("--quant must be none, bf16, fp8-e4m3, int8, int4-g32, int4-g64 or int4-g128");
   }
+  if (!quantSkip.empty() && !quantBits)
+    return fail("--quant-skip needs --quant");
+  for (const std::string &s : quantSkip)
+    if (s.empty() || s.find_first_of(" {}=") != std::string::npos)
+      return fail("--quant-skip: '" + s + "' is not a name (empty, or has a space, '{', '}' or '=')");
   if (quantBits && !raise)
     return fail("--quant needs --raise (it runs with the raising passes)");
 
@@ -580,6 +590,7 @@ int compile() {
     raiseOptions.quantBits = quantBits;
     raiseOptions.quantGroup = quantGroup;
     raiseOptions.quantFloat8 = quantFloat8;
+    raiseOptions.quantSkip.assign(quantSkip.begin(), quantSkip.end());
     if (failed(runPipeline(*module, [&](OpPassManager &pm) {
           return xfmr::buildRaisePipeline(pm, raiseOptions);
         })))
@@ -721,7 +732,9 @@ int compile() {
                                      {"min_weight_bytes", minWeightBytes.getValue()},
                                      {"blas_min_rows", blasMinRows.getValue()},
                                      {"parallel", parallel.getValue()},
-                                     {"quant", quant.getValue()}}},
+                                     {"quant", quant.getValue()},
+                                     {"quant_skip", llvm::json::Array(std::vector<std::string>(
+                                                        quantSkip.begin(), quantSkip.end()))}}},
       {"library", "model.so"},
       {"entry", "xfmr_entry"},
       {"weights", std::move(weightsEntry)},

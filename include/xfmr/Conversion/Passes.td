@@ -73,6 +73,9 @@ def QuantizeWeightsPass : Pass<"xfmr-quantize-weights", "mlir::ModuleOp"> {
     Option<"bits", "bits", "int64_t", /*default=*/"4",
            "4: int4 in blocks of `group` (asymmetric); 8: int8 per output channel "
            "(symmetric, one block spanning K); 16: bfloat16">,
+    ListOption<"skip", "skip", "std::string",
+               "Leave MatMuls in f32 whose ONNX node name or weight name contains one "
+               "of these (e.g. lm_head)">,
     Option<"float8", "float8", "bool", /*default=*/"false",
            "With bits=8: float8 e4m3fn per output channel (scale = max |w| / 448) "
            "instead of int8">,
@@ -81,6 +84,7 @@ def QuantizeWeightsPass : Pass<"xfmr-quantize-weights", "mlir::ModuleOp"> {
                            "::mlir::arith::ArithDialect"];
   let statistics = [
     Statistic<"numQuantized", "quantized", "MatMuls quantized">,
+    Statistic<"numNamed", "named", "MatMuls left in f32 because `skip` names them">,
     Statistic<"numSkipped", "skipped", "MatMuls left in f32 (B not a constant f32 [K, N] or K not a multiple of the group)">,
   ];
 }

@@ -14,6 +14,7 @@
 #include "mlir/Pass/PassManager.h"
 
 #include <string>
+#include <vector>
 
 namespace xfmr {
 
@@ -57,6 +58,8 @@ struct RaiseOptions {
   int64_t quantGroup = 0;
   /// With quantBits 8: float8 e4m3fn instead of int8.
   bool quantFloat8 = false;
+  /// MatMuls left in f32: node or weight names containing one of these.
+  std::vector<std::string> quantSkip;
 };
 
 /// onnx (imported) -> onnx + xfmr ops [-> paged step function].

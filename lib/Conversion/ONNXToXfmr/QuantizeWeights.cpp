@@ -183,6 +183,18 @@ std::optional<ArrayRef<float>> constantWeight(onnx::MatMulOp mm, int64_t group) 
   return ArrayRef<float>(reinterpret_cast<const float *>(raw.data()), type.getNumElements());
 }
 
+/// The ONNX node name of `op` and the resource name of its weight `w`.
+SmallVector<std::string> namesOf(Operation *op, Value w) {
+  SmallVector<std::string> names;
+  if (auto name = dyn_cast<NameLoc>(op->getLoc()))
+    names.push_back(name.getName().str());
+  ElementsAttr attr;
+  if (matchPattern(w, m_Constant(&attr)))
+    if (auto resource = dyn_cast<DenseResourceElementsAttr>(attr))
+      names.push_back(resource.getRawHandle().getKey().str());
+  return names;
+}
+
 struct QuantizeWeightsPass : impl::QuantizeWeightsPassBase<QuantizeWeightsPass> {
   using Base::Base;
 
@@ -204,6 +216,10 @@ struct QuantizeWeightsPass : impl::QuantizeWeightsPassBase<QuantizeWeightsPass> 
     SmallVector<onnx::MatMulOp> products;
     getOperation().walk([&](onnx::MatMulOp mm) { products.push_back(mm); });
     for (onnx::MatMulOp mm : products) {
+      if (named(mm)) {
+        ++numNamed;
+        continue;
+      }
       std::optional<ArrayRef<float>> w = constantWeight(mm, bits == 4 ? group : 1);
       if (!w) {
         ++numSkipped;
@@ -217,6 +233,15 @@ struct QuantizeWeightsPass : impl::QuantizeWeightsPassBase<QuantizeWeightsPass> 
         rewrite(mm, *w);
       ++numQuantized;
     }
+  }
+
+  /// Whether `skip` names `mm` (its node or its weight).
+  bool named(onnx::MatMulOp mm) {
+    for (const std::string &name : namesOf(mm, mm.getB()))
+      for (const std::string &s : skip)
+        if (!s.empty() && StringRef(name).contains(s))
+          return true;
+    return false;
   }
 
   /// MatMul(A, W) -> xfmr.linear(A, W as bf16).
