@@ -47,7 +47,7 @@ artifacts).
 
 Usage: .venv/bin/python scripts/bench-genai-int4.py [--precision int4|fp32]
            [--threads 2] [--prompt 16] [--new-tokens 64] [--rounds 3] [--skip-build]
-           [--quant int4-g32|int4-g64|int4-g128|int8|bf16|fp8-e4m3]
+           [--quant MODE[,MODE...]] (int4-g32|int4-g64|int4-g128|int8|bf16|fp8-e4m3)
 """
 
 import argparse
@@ -272,6 +272,17 @@ def loadavg():
     return [round(x, 2) for x in os.getloadavg()]
 
 
+QUANT_MODES = ("int4-g32", "int4-g64", "int4-g128", "int8", "bf16", "fp8-e4m3")
+
+
+def quant_modes(text):
+    """--quant: one mode or several, comma-separated."""
+    for mode in text.split(","):
+        if mode not in QUANT_MODES:
+            raise argparse.ArgumentTypeError("%r is not one of %s" % (mode, ", ".join(QUANT_MODES)))
+    return text
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -293,9 +304,10 @@ def main():
     ap.add_argument("--skip-compile", action="store_true",
                     help="reuse the compiled artifacts when present")
     ap.add_argument("--no-genai", action="store_true", help="leave onnxruntime-genai out")
-    ap.add_argument("--quant", choices=["int4-g32", "int4-g64", "int4-g128", "int8", "bf16", "fp8-e4m3"],
-                    help="also compile the model with xfmr-compile --quant=MODE (with "
-                         "--precision fp32: xfmr's own int4 or int8 against its fp32, same run)")
+    ap.add_argument("--quant", type=quant_modes,
+                    help="also compile the model with xfmr-compile --quant=MODE, for each of "
+                         "the comma-separated modes (with --precision fp32: xfmr quantized "
+                         "against its own fp32, same run)")
     a = ap.parse_args()
     if a.new_tokens < 3 or a.prompt < 1 or a.threads < 1 or a.rounds < 1:
         ap.error("need --new-tokens >= 3, --prompt >= 1, --threads >= 1, --rounds >= 1")
@@ -345,13 +357,16 @@ def main():
     variants = [("xfmr", False, 1)]
     if a.threads > 1:
         variants.append(("xfmr --parallel", True, a.threads))
-    if a.quant:
-        variants.append(("xfmr --quant=" + a.quant, a.threads > 1, a.threads))
-    flags = {label: (["--quant=" + a.quant] if "--quant" in label else []) for label, _, _ in variants}
+    modes = a.quant.split(",") if a.quant else []
+    for mode in modes:
+        variants.append(("xfmr --quant=" + mode, a.threads > 1, a.threads))
+    flags = {label: (["--quant=" + label.split("--quant=")[1]] if "--quant" in label else [])
+             for label, _, _ in variants}
     arts, report["compile"] = {}, {}
     for label, par, _ in variants:
         art = os.path.join(out_root, name + ("_par" if par else "") +
-                           ("_" + a.quant if flags[label] else "") + ".xfa")
+                           ("_" + flags[label][0][len("--quant="):] if flags[label] else "") +
+                           ".xfa")
         arts[label] = art
         record = art + ".compile.json"
         if a.skip_compile and os.path.exists(os.path.join(art, "manifest.json")):

@@ -22,8 +22,8 @@
 // tile of rows x panels keeps its sums in registers for the whole K:
 //   - up to 4 rows over one panel (prefill, batched decode: each weight
 //     load serves 4 rows),
-//   - 1 to 3 rows over two panels (one row: four independent FMA chains,
-//     enough to keep up with the memory stream).
+//   - one row over four panels (eight independent FMA chains, so that a
+//     decode step keeps up with the memory stream), 1 to 3 rows over two.
 // Every C[m, n] is the same FMA chain over k = 0 .. K-1 from 0 whatever the
 // tile, the number of rows or the CPU (the scalar path uses fmaf), so a
 // row's results do not depend on the batch it is in.
@@ -192,6 +192,31 @@ rowsTwoPanels(const float *a, int64_t lda, int R, int64_t k, const uint8_t *w0,
   }
 }
 
+/// One row over four whole panels (w: the first; the others follow):
+/// eight independent FMA chains, so that one row's decode keeps up with the
+/// memory stream.
+__attribute__((target("avx2,fma,f16c"), always_inline)) static inline void
+rowFourPanels(const float *a, int64_t k, const uint8_t *w, enum Format fmt, float *c) {
+  int64_t panelBytes = k * kPanel * fmt;
+  __m256 acc[8];
+  for (int j = 0; j < 8; ++j)
+    acc[j] = _mm256_setzero_ps();
+  for (int64_t i = 0; i < k; ++i) {
+    __m256 x = _mm256_broadcast_ss(a + i);
+    for (int p = 0; p < 4; ++p) {
+      const uint8_t *wp = w + p * panelBytes + i * kPanel * fmt;
+      _mm_prefetch((const char *)wp + kPrefetchBytes, _MM_HINT_T0);
+      __m256 lo, hi;
+      widen16(wp, 0, fmt, &lo, &hi);
+      acc[2 * p] = _mm256_fmadd_ps(x, lo, acc[2 * p]);
+      acc[2 * p + 1] = _mm256_fmadd_ps(x, hi, acc[2 * p + 1]);
+    }
+  }
+  __m256 u = _mm256_set1_ps(unscale(fmt));
+  for (int j = 0; j < 8; ++j)
+    _mm256_storeu_ps(c + 8 * j, _mm256_mul_ps(acc[j], u));
+}
+
 /// C[:, n0:n1] with AVX2 (n0 a multiple of 16); inlined per format.
 __attribute__((target("avx2,fma,f16c"), always_inline)) static inline void
 matmulAVX2(const float *a, int64_t rows, int64_t k, const uint8_t *w, enum Format fmt, int64_t n0,
@@ -210,6 +235,9 @@ matmulAVX2(const float *a, int64_t rows, int64_t k, const uint8_t *w, enum Forma
   if (!left)
     return;
   int64_t n = n0;
+  if (left == 1) // four whole panels at a time
+    for (; n + 4 * kPanel <= n1; n += 4 * kPanel)
+      rowFourPanels(a + m * k, k, w + (n / kPanel) * panelBytes, fmt, c + m * ldc + n);
   for (; n + kPanel < n1; n += 2 * kPanel) {
     const uint8_t *wp = w + (n / kPanel) * panelBytes;
     int64_t cols1 = n1 - n - kPanel < kPanel ? n1 - n - kPanel : kPanel;
