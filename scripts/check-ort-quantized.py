@@ -19,12 +19,18 @@ uint8 x int8 MatMulInteger on AVX2 without VNNI sums byte pairs in
 saturating int16 (vpmaddubsw) and gets some products wrong with full-range
 weights, while xfmr's are exact; with 7-bit weights both are exact.
 
-Each quantized model is compiled with xfmr-compile and run with xfmr-run on
+xfmr raises MatMul(A, DequantizeLinear(int8 W, scale, zero point 0)) to
+xfmr.linear on the int8 weights times the scale (read as int8 by the
+product's micro-kernel). Each quantized model is compiled with xfmr-compile and run with xfmr-run on
 seeded inputs (batch 2, sequence 7); the logits must agree with
 onnxruntime's (graph unoptimized, one thread) within 1e-3 of max |logit|
 (issue 12).
 
-  .venv/bin/python scripts/check-ort-quantized.py --build-dir build [--modes qdq,dynamic] MODEL.onnx [...]
+  .venv/bin/python scripts/check-ort-quantized.py --build-dir build [--modes qdq,dynamic] \
+      [--keep DIR] MODEL.onnx [...]
+
+(--keep DIR leaves the quantized models, NAME_MODE.onnx, and their
+artifacts in DIR.)
 
 Prints one PASS/FAIL line per model and mode and `N passed, M failed`.
 """
@@ -110,11 +116,14 @@ def main():
     ap.add_argument("models", nargs="+")
     ap.add_argument("--build-dir", default="build")
     ap.add_argument("--modes", default=",".join(MODES))
+    ap.add_argument("--keep", help="write the quantized models and artifacts into this directory")
     a = ap.parse_args()
     logging.disable(logging.WARNING)  # the quantizers' pre-processing advice
     warnings.simplefilter("ignore")
     passed = failed = 0
-    with tempfile.TemporaryDirectory(prefix="xfmr-ortq-") as work:
+    with tempfile.TemporaryDirectory(prefix="xfmr-ortq-") as tmp:
+        work = a.keep or tmp
+        os.makedirs(work, exist_ok=True)
         for path in a.models:
             for mode in a.modes.split(","):
                 ok, detail = check(a.build_dir, path, mode, work)

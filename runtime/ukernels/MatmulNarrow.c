@@ -2,8 +2,9 @@
 //
 // Part of xfmr.
 //
-// The micro-kernels behind xfmr.linear with constant narrow float weights
-// (what `xfmr-compile --quant=bf16` and `--quant=fp8-e4m3` write):
+// The micro-kernels behind xfmr.linear with constant narrow weights (what
+// `xfmr-compile --quant=bf16` and `--quant=fp8-e4m3` write, and int8
+// weights behind a DequantizeLinear in onnxruntime's QDQ models):
 // C[m, n] = sum_k A[m, k] * W[k, n] in f32, each weight widened exactly
 // inside the loop:
 //   bf16         the top half of an f32;
@@ -12,8 +13,9 @@
 //                f32 and rebiasing the exponent, subnormals (exponent 0) as
 //                mantissa * 2^-9 (the scalar path; the AVX2 path goes
 //                through f16, see widen16); NaN (S.1111.111) is not
-//                expected (the quantizer saturates at +-448).
-// (fp8's per-channel scales are applied to the product by the caller.)
+//                expected (the quantizer saturates at +-448);
+//   int8         the integer (every int8 is an exact f32).
+// (per-channel scales are applied to the product by the caller.)
 //
 // Decode reads every weight once per token, so the layout is the order a
 // step reads them: panels of 16 columns, [N / 16][K][16] elements (N rounded
@@ -48,8 +50,10 @@ enum { kPanel = XFMR_UK_NARROW_COLUMNS };
 
 static int64_t panelsOf(int64_t n) { return (n + kPanel - 1) / kPanel; }
 
-/// Element formats; `E` below is the element size in bytes.
-enum Format { kBF16 = 2, kFP8 = 1 };
+/// Element formats.
+enum Format { kBF16, kFP8, kI8 };
+
+static inline int64_t bytesOf(enum Format fmt) { return fmt == kBF16 ? 2 : 1; }
 
 int64_t xfmr_uk_packed_narrow_bytes(int64_t n, int64_t k, int64_t elemBytes) {
   return panelsOf(n) * kPanel * k * elemBytes;
@@ -82,6 +86,8 @@ static float widen(const uint8_t *w, int64_t i, enum Format fmt) {
     memcpy(&h, w + 2 * i, 2);
     return fromBits((uint32_t)h << 16);
   }
+  if (fmt == kI8)
+    return (float)(int8_t)w[i];
   uint32_t b = w[i], mag = b & 0x7F;
   float v = mag < 8 ? (float)mag * 0x1p-9f : fromBits((mag << 20) + (120u << 23));
   return b & 0x80 ? -v : v;
@@ -123,6 +129,12 @@ widen16(const uint8_t *p, int64_t i, enum Format fmt, __m256 *lo, __m256 *hi) {
         _mm256_cvtepu16_epi32(_mm256_extracti128_si256(h, 1)), 16));
     return;
   }
+  if (fmt == kI8) {
+    __m128i b = _mm_loadu_si128((const __m128i *)(p + i));
+    *lo = _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(b));
+    *hi = _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_srli_si128(b, 8)));
+    return;
+  }
   __m256i w = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)(p + i)));
   w = _mm256_and_si256(_mm256_slli_epi16(w, 7), _mm256_set1_epi16((short)0xBF80));
   *lo = _mm256_cvtph_ps(_mm256_castsi256_si128(w));
@@ -140,7 +152,7 @@ rowsPanel(const float *a, int64_t lda, int R, int64_t k, const uint8_t *w, enum 
   for (int r = 0; r < 4; ++r)
     acc[r][0] = acc[r][1] = _mm256_setzero_ps();
   for (int64_t i = 0; i < k; ++i) {
-    const uint8_t *wi = w + i * kPanel * fmt;
+    const uint8_t *wi = w + i * kPanel * bytesOf(fmt);
     _mm_prefetch((const char *)wi + kPrefetchBytes, _MM_HINT_T0);
     __m256 w0, w1;
     widen16(wi, 0, fmt, &w0, &w1);
@@ -167,7 +179,7 @@ rowsTwoPanels(const float *a, int64_t lda, int R, int64_t k, const uint8_t *w0,
   for (int r = 0; r < 3; ++r)
     acc[r][0] = acc[r][1] = acc[r][2] = acc[r][3] = _mm256_setzero_ps();
   for (int64_t i = 0; i < k; ++i) {
-    const uint8_t *p0 = w0 + i * kPanel * fmt, *p1 = w1 + i * kPanel * fmt;
+    const uint8_t *p0 = w0 + i * kPanel * bytesOf(fmt), *p1 = w1 + i * kPanel * bytesOf(fmt);
     _mm_prefetch((const char *)p0 + kPrefetchBytes, _MM_HINT_T0);
     _mm_prefetch((const char *)p1 + kPrefetchBytes, _MM_HINT_T0);
     __m256 v0, v1, v2, v3;
@@ -197,14 +209,14 @@ rowsTwoPanels(const float *a, int64_t lda, int R, int64_t k, const uint8_t *w0,
 /// memory stream.
 __attribute__((target("avx2,fma,f16c"), always_inline)) static inline void
 rowFourPanels(const float *a, int64_t k, const uint8_t *w, enum Format fmt, float *c) {
-  int64_t panelBytes = k * kPanel * fmt;
+  int64_t panelBytes = k * kPanel * bytesOf(fmt);
   __m256 acc[8];
   for (int j = 0; j < 8; ++j)
     acc[j] = _mm256_setzero_ps();
   for (int64_t i = 0; i < k; ++i) {
     __m256 x = _mm256_broadcast_ss(a + i);
     for (int p = 0; p < 4; ++p) {
-      const uint8_t *wp = w + p * panelBytes + i * kPanel * fmt;
+      const uint8_t *wp = w + p * panelBytes + i * kPanel * bytesOf(fmt);
       _mm_prefetch((const char *)wp + kPrefetchBytes, _MM_HINT_T0);
       __m256 lo, hi;
       widen16(wp, 0, fmt, &lo, &hi);
@@ -221,7 +233,7 @@ rowFourPanels(const float *a, int64_t k, const uint8_t *w, enum Format fmt, floa
 __attribute__((target("avx2,fma,f16c"), always_inline)) static inline void
 matmulAVX2(const float *a, int64_t rows, int64_t k, const uint8_t *w, enum Format fmt, int64_t n0,
            int64_t n1, float *c, int64_t ldc) {
-  int64_t panelBytes = k * kPanel * fmt;
+  int64_t panelBytes = k * kPanel * bytesOf(fmt);
   int64_t m = 0;
   // Groups of 4 rows, one panel at a time.
   for (; m + 4 <= rows; m += 4)
@@ -266,6 +278,13 @@ __attribute__((target("avx2,fma,f16c"))) static void matmulBF16(const float *a, 
   matmulAVX2(a, rows, k, w, kBF16, n0, n1, c, ldc);
 }
 
+__attribute__((target("avx2,fma,f16c"))) static void matmulI8(const float *a, int64_t rows,
+                                                         int64_t k, const uint8_t *w,
+                                                         int64_t n0, int64_t n1, float *c,
+                                                         int64_t ldc) {
+  matmulAVX2(a, rows, k, w, kI8, n0, n1, c, ldc);
+}
+
 __attribute__((target("avx2,fma,f16c"))) static void matmulFP8(const float *a, int64_t rows,
                                                           int64_t k, const uint8_t *w,
                                                           int64_t n0, int64_t n1, float *c,
@@ -277,7 +296,7 @@ __attribute__((target("avx2,fma,f16c"))) static void matmulFP8(const float *a, i
 static void matmulScalar(const float *a, int64_t rows, int64_t k, const uint8_t *w,
                          enum Format fmt, int64_t n0, int64_t n1, float *c, int64_t ldc) {
   for (int64_t n = n0; n < n1; n += kPanel) {
-    const uint8_t *wp = w + (n / kPanel) * k * kPanel * fmt;
+    const uint8_t *wp = w + (n / kPanel) * k * kPanel * bytesOf(fmt);
     int64_t cols = n1 - n < kPanel ? n1 - n : kPanel;
     for (int64_t m = 0; m < rows; ++m) {
       float sums[kPanel];
@@ -307,4 +326,15 @@ void xfmr_uk_matmul_f32fp8(const float *a, int64_t rows, int64_t k, const uint8_
   }
 #endif
   matmulScalar(a, rows, k, w, kFP8, n0, n1, c, ldc);
+}
+
+void xfmr_uk_matmul_f32i8(const float *a, int64_t rows, int64_t k, const uint8_t *w, int64_t n0,
+                          int64_t n1, float *c, int64_t ldc) {
+#if defined(__x86_64__)
+  if (xfmr_uk_has_avx2() && xfmr_uk_has_f16c()) {
+    matmulI8(a, rows, k, w, n0, n1, c, ldc);
+    return;
+  }
+#endif
+  matmulScalar(a, rows, k, w, kI8, n0, n1, c, ldc);
 }

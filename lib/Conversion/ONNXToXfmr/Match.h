@@ -45,6 +45,7 @@ using Raiser = bool (*)(mlir::Operation *anchor, mlir::IRRewriter &rewriter,
                         RaiseLog &log);
 
 bool splitFusedProjection(mlir::Operation *, mlir::IRRewriter &, RaiseLog &);
+bool raiseDequantizedProjection(mlir::Operation *, mlir::IRRewriter &, RaiseLog &);
 bool raiseEmbedding(mlir::Operation *, mlir::IRRewriter &, RaiseLog &);
 bool raiseLayerNorm(mlir::Operation *, mlir::IRRewriter &, RaiseLog &);
 bool raiseDecomposedLayerNorm(mlir::Operation *, mlir::IRRewriter &, RaiseLog &);

@@ -2,7 +2,8 @@
 //
 // Part of xfmr.
 //
-// Runs the raising patterns in a fixed order (fused projections cut into
+// Runs the raising patterns in a fixed order (products on dequantized
+// int8 weights, fused projections cut into
 // one product per piece, norms, rotary embeddings,
 // embeddings, MLPs, attention: later patterns see the ops earlier ones
 // formed as plain operands; rotary embeddings take their cos/sin cache
@@ -51,6 +52,7 @@ struct RaiseONNXToXfmrPass : impl::RaiseONNXToXfmrPassBase<RaiseONNXToXfmrPass> 
         continue;
       IRRewriter rewriter(&getContext());
       RaiseLog log;
+      runRaiser<onnx::MatMulOp>(func, raiseDequantizedProjection, rewriter, log);
       runRaiser<onnx::MatMulOp>(func, splitFusedProjection, rewriter, log);
       runRaiser<onnx::LayerNormalizationOp>(func, raiseLayerNorm, rewriter, log);
       runRaiser<onnx::ReduceMeanOp>(func, raiseDecomposedLayerNorm, rewriter, log);

@@ -220,11 +220,13 @@ std::pair<StringRef, int64_t> narrowKernel(Type t) {
     return {"xfmr_uk_matmul_f32bf16", 2};
   if (isa<Float8E4M3FNType>(t))
     return {"xfmr_uk_matmul_f32fp8", 1};
+  if (t.isSignlessInteger(8))
+    return {"xfmr_uk_matmul_f32i8", 1};
   return {};
 }
 
-/// rows [M, K] f32 · w [K, N] with `w` a constant bf16 or fp8 (e4m3fn)
-/// matrix: the weights packed at compile time into the micro-kernel's
+/// rows [M, K] f32 · w [K, N] with `w` a constant bf16, fp8 (e4m3fn) or
+/// int8 matrix: the weights packed at compile time into the micro-kernel's
 /// panels (runtime/ukernels/MatmulNarrow.c) and one call per
 /// kNarrowColumnTile columns, in a loop xfmr-parallelize-loops may split
 /// across threads. Each weight is read once per call in its own width and
