@@ -13,7 +13,8 @@ that does not depend on the batch.
   .venv/bin/python scripts/check-batch-invariance.py --build-dir build \\
       [--modes none,bf16,fp8-e4m3,int8,int4-g32] MODEL.onnx
 
-Prints one PASS/FAIL line per mode and `N passed, M failed`.
+Prints one `PASS|FAIL MODEL MODE: detail` line per mode and `N passed, M
+failed, K skipped`.
 """
 
 import argparse
@@ -24,6 +25,9 @@ import sys
 import tempfile
 
 import numpy as np
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from xfmr_refs import Tally  # noqa: E402
 
 OTHERS = 63
 NEW_TOKENS = 12
@@ -81,15 +85,12 @@ def main():
     ap.add_argument("--modes", default="none,bf16,fp8-e4m3,int8,int4-g32")
     ap.add_argument("--vocab", type=int, default=128, help="prompt ids are drawn below this")
     a = ap.parse_args()
-    passed = failed = 0
+    tally = Tally()
     with tempfile.TemporaryDirectory(prefix="xfmr-invariance-") as work:
         for mode in a.modes.split(","):
             ok, detail = check(a.build_dir, a.model, mode, work, a.vocab)
-            print("%s %s: %s" % ("PASS" if ok else "FAIL", mode, detail))
-            passed += ok
-            failed += not ok
-    print("%d passed, %d failed" % (passed, failed))
-    return 0 if failed == 0 else 1
+            tally.add(os.path.basename(a.model), [("PASS" if ok else "FAIL", mode, detail)])
+    return tally.finish()
 
 
 if __name__ == "__main__":

@@ -32,7 +32,8 @@ onnxruntime's (graph unoptimized, one thread) within 1e-3 of max |logit|
 (--keep DIR leaves the quantized models, NAME_MODE.onnx, and their
 artifacts in DIR.)
 
-Prints one PASS/FAIL line per model and mode and `N passed, M failed`.
+Prints one `PASS|FAIL MODEL MODE: detail` line per model and mode and `N
+passed, M failed, K skipped`.
 """
 
 import argparse
@@ -48,7 +49,7 @@ import onnx
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
-from xfmr_refs import reference_session  # noqa: E402
+from xfmr_refs import Tally, reference_session  # noqa: E402
 
 RTOL = 1e-3
 MODES = ("qdq", "dynamic", "dynamic-pc", "nbits")
@@ -120,19 +121,15 @@ def main():
     a = ap.parse_args()
     logging.disable(logging.WARNING)  # the quantizers' pre-processing advice
     warnings.simplefilter("ignore")
-    passed = failed = 0
+    tally = Tally()
     with tempfile.TemporaryDirectory(prefix="xfmr-ortq-") as tmp:
         work = a.keep or tmp
         os.makedirs(work, exist_ok=True)
         for path in a.models:
             for mode in a.modes.split(","):
                 ok, detail = check(a.build_dir, path, mode, work)
-                print("%s %s %s: %s" % ("PASS" if ok else "FAIL", os.path.basename(path), mode,
-                                        detail))
-                passed += ok
-                failed += not ok
-    print("%d passed, %d failed" % (passed, failed))
-    return 0 if failed == 0 else 1
+                tally.add(os.path.basename(path), [("PASS" if ok else "FAIL", mode, detail)])
+    return tally.finish()
 
 
 if __name__ == "__main__":

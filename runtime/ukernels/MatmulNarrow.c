@@ -271,25 +271,21 @@ matmulAVX2(const float *a, int64_t rows, int64_t k, const uint8_t *w, enum Forma
   }
 }
 
-__attribute__((target("avx2,fma,f16c"))) static void matmulBF16(const float *a, int64_t rows,
-                                                           int64_t k, const uint8_t *w,
-                                                           int64_t n0, int64_t n1, float *c,
-                                                           int64_t ldc) {
-  matmulAVX2(a, rows, k, w, kBF16, n0, n1, c, ldc);
-}
-
-__attribute__((target("avx2,fma,f16c"))) static void matmulI8(const float *a, int64_t rows,
-                                                         int64_t k, const uint8_t *w,
-                                                         int64_t n0, int64_t n1, float *c,
-                                                         int64_t ldc) {
-  matmulAVX2(a, rows, k, w, kI8, n0, n1, c, ldc);
-}
-
-__attribute__((target("avx2,fma,f16c"))) static void matmulFP8(const float *a, int64_t rows,
-                                                          int64_t k, const uint8_t *w,
-                                                          int64_t n0, int64_t n1, float *c,
-                                                          int64_t ldc) {
-  matmulAVX2(a, rows, k, w, kFP8, n0, n1, c, ldc);
+/// matmulAVX2 for `fmt`, each format compiled with its own constant.
+__attribute__((target("avx2,fma,f16c"))) static void
+matmulAVX2For(enum Format fmt, const float *a, int64_t rows, int64_t k, const uint8_t *w,
+              int64_t n0, int64_t n1, float *c, int64_t ldc) {
+  switch (fmt) {
+  case kBF16:
+    matmulAVX2(a, rows, k, w, kBF16, n0, n1, c, ldc);
+    return;
+  case kFP8:
+    matmulAVX2(a, rows, k, w, kFP8, n0, n1, c, ldc);
+    return;
+  case kI8:
+    matmulAVX2(a, rows, k, w, kI8, n0, n1, c, ldc);
+    return;
+  }
 }
 #endif
 
@@ -306,35 +302,30 @@ static void matmulScalar(const float *a, int64_t rows, int64_t k, const uint8_t 
   }
 }
 
-void xfmr_uk_matmul_f32bf16(const float *a, int64_t rows, int64_t k, const uint8_t *w,
-                            int64_t n0, int64_t n1, float *c, int64_t ldc) {
+/// C[:, n0:n1] in `fmt`: AVX2 (+FMA, F16C) where the CPU has it, else the
+/// scalar loop with the same results.
+static void matmulNarrow(enum Format fmt, const float *a, int64_t rows, int64_t k,
+                         const uint8_t *w, int64_t n0, int64_t n1, float *c, int64_t ldc) {
 #if defined(__x86_64__)
   if (xfmr_uk_has_avx2() && xfmr_uk_has_f16c()) {
-    matmulBF16(a, rows, k, w, n0, n1, c, ldc);
+    matmulAVX2For(fmt, a, rows, k, w, n0, n1, c, ldc);
     return;
   }
 #endif
-  matmulScalar(a, rows, k, w, kBF16, n0, n1, c, ldc);
+  matmulScalar(a, rows, k, w, fmt, n0, n1, c, ldc);
+}
+
+void xfmr_uk_matmul_f32bf16(const float *a, int64_t rows, int64_t k, const uint8_t *w,
+                            int64_t n0, int64_t n1, float *c, int64_t ldc) {
+  matmulNarrow(kBF16, a, rows, k, w, n0, n1, c, ldc);
 }
 
 void xfmr_uk_matmul_f32fp8(const float *a, int64_t rows, int64_t k, const uint8_t *w,
                            int64_t n0, int64_t n1, float *c, int64_t ldc) {
-#if defined(__x86_64__)
-  if (xfmr_uk_has_avx2() && xfmr_uk_has_f16c()) {
-    matmulFP8(a, rows, k, w, n0, n1, c, ldc);
-    return;
-  }
-#endif
-  matmulScalar(a, rows, k, w, kFP8, n0, n1, c, ldc);
+  matmulNarrow(kFP8, a, rows, k, w, n0, n1, c, ldc);
 }
 
 void xfmr_uk_matmul_f32i8(const float *a, int64_t rows, int64_t k, const uint8_t *w, int64_t n0,
                           int64_t n1, float *c, int64_t ldc) {
-#if defined(__x86_64__)
-  if (xfmr_uk_has_avx2() && xfmr_uk_has_f16c()) {
-    matmulI8(a, rows, k, w, n0, n1, c, ldc);
-    return;
-  }
-#endif
-  matmulScalar(a, rows, k, w, kI8, n0, n1, c, ldc);
+  matmulNarrow(kI8, a, rows, k, w, n0, n1, c, ldc);
 }

@@ -50,18 +50,22 @@ Value alongAxis(OpBuilder &b, Location loc, Value v, int64_t axis, int64_t rank)
   return tensor::ExpandShapeOp::create(b, loc, expanded, v, groups, sizes);
 }
 
-/// Checks the scale / zero point operands of a (De)QuantizeLinear and
-/// shapes them for broadcasting; failure: the reason.
-FailureOr<SmallVector<Value>> paramsFor(OpBuilder &b, Location loc, Operation *op, Value x,
-                                        ArrayRef<Value> params, std::string &why) {
+/// The elementwise operands of a (De)QuantizeLinear: x, the scale and the
+/// zero point (when given), the latter two shaped to broadcast against x
+/// (scalars, or 1-D along `axis`); failure: the reason in `why`.
+FailureOr<SmallVector<Value>> operandsFor(OpBuilder &b, Location loc, Operation *op,
+                                          ArrayRef<Value> operands, std::string &why) {
   if (intAttr(op, "block_size", 0) != 0) {
     why = "blocked quantization (block_size) is not supported";
     return failure();
   }
+  Value x = operands[0];
   int64_t rank = cast<RankedTensorType>(x.getType()).getRank();
   std::optional<int64_t> axis = normalizeAxis(intAttr(op, "axis", 1), std::max<int64_t>(rank, 1));
-  SmallVector<Value> out;
-  for (Value p : params) {
+  SmallVector<Value> out{x};
+  for (Value p : operands.drop_front().take_front(2)) {
+    if (isNone(p))
+      continue;
     auto t = cast<RankedTensorType>(p.getType());
     if (t.getRank() > 1 || (t.getRank() == 1 && (!axis || rank == 0))) {
       why = "scale and zero point must be scalars or 1-D along the axis";
@@ -104,20 +108,15 @@ LogicalResult DequantizeLinearLowering::lower(Operation *op, StringRef, ArrayRef
   Type xOrig = elementType(op->getOperand(0));
   if (!type || !isa<FloatType>(type.getElementType()) || !isa<IntegerType>(xOrig))
     return unsupported(op, "only integer inputs and float outputs are supported");
-  bool hasZp = operands.size() > 2 && !isNone(operands[2]);
-  SmallVector<Value> params{operands[1]};
-  if (hasZp)
-    params.push_back(operands[2]);
   std::string why;
-  FailureOr<SmallVector<Value>> p = paramsFor(rewriter, loc, op, operands[0], params, why);
-  if (failed(p))
+  FailureOr<SmallVector<Value>> ins = operandsFor(rewriter, loc, op, operands, why);
+  if (failed(ins))
     return unsupported(op, why);
+  bool hasZp = ins->size() > 2;
   Type f32 = rewriter.getF32Type(), out = elementType(op->getResult(0));
   Type scaleOrig = elementType(op->getOperand(1));
   Type zpOrig = hasZp ? elementType(op->getOperand(2)) : Type();
-  SmallVector<Value> ins{operands[0]};
-  ins.append(*p);
-  Value r = buildElementwise(rewriter, loc, type, ins,
+  Value r = buildElementwise(rewriter, loc, type, *ins,
                              [&](OpBuilder &b, Location l, ValueRange a) -> Value {
                                Value x = castScalar(b, l, a[0], xOrig, f32);
                                if (hasZp)
@@ -142,20 +141,15 @@ LogicalResult QuantizeLinearLowering::lower(Operation *op, StringRef, ArrayRef<V
   std::optional<std::pair<double, double>> range = quantRange(outOrig);
   if (!type || !range || !isa<FloatType>(xOrig))
     return unsupported(op, "only float inputs and integer outputs are supported");
-  bool hasZp = operands.size() > 2 && !isNone(operands[2]);
-  SmallVector<Value> params{operands[1]};
-  if (hasZp)
-    params.push_back(operands[2]);
   std::string why;
-  FailureOr<SmallVector<Value>> p = paramsFor(rewriter, loc, op, operands[0], params, why);
-  if (failed(p))
+  FailureOr<SmallVector<Value>> ins = operandsFor(rewriter, loc, op, operands, why);
+  if (failed(ins))
     return unsupported(op, why);
+  bool hasZp = ins->size() > 2;
   Type f32 = rewriter.getF32Type(), scaleOrig = elementType(op->getOperand(1));
   Type zpOrig = hasZp ? elementType(op->getOperand(2)) : Type();
-  SmallVector<Value> ins{operands[0]};
-  ins.append(*p);
   Value r = buildElementwise(
-      rewriter, loc, type, ins, [&](OpBuilder &b, Location l, ValueRange a) -> Value {
+      rewriter, loc, type, *ins, [&](OpBuilder &b, Location l, ValueRange a) -> Value {
         Value x = castScalar(b, l, a[0], xOrig, f32);
         Value s = castScalar(b, l, a[1], scaleOrig, f32);
         Value zp = hasZp ? castScalar(b, l, a[2], zpOrig, f32) : Value();

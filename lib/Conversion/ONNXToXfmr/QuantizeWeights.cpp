@@ -37,6 +37,7 @@
 #include "Match.h"
 
 #include "xfmr/Conversion/Passes.h"
+#include "xfmr/runtime/Tensor.h"
 
 #include "mlir/IR/DialectResourceBlobManager.h"
 #include "mlir/IR/Matchers.h"
@@ -122,17 +123,6 @@ Blockwise quantizeInt8(const float *w, int64_t k, int64_t n) {
     }
   }
   return q;
-}
-
-/// f32 `x` rounded to bfloat16 (to nearest, ties to even; NaN stays a
-/// quiet NaN).
-uint16_t toBF16(float x) {
-  uint32_t bits;
-  std::memcpy(&bits, &x, sizeof(bits));
-  if (std::isnan(x))
-    return static_cast<uint16_t>((bits >> 16) | 0x40);
-  bits += 0x7FFF + ((bits >> 16) & 1);
-  return static_cast<uint16_t>(bits >> 16);
 }
 
 /// f32 `x` as float8 e4m3fn bits, to nearest (ties to even), saturated at
@@ -249,7 +239,7 @@ struct QuantizeWeightsPass : impl::QuantizeWeightsPassBase<QuantizeWeightsPass> 
     auto type = cast<RankedTensorType>(mm.getB().getType());
     std::vector<char> bytes(w.size() * sizeof(uint16_t));
     for (auto [i, x] : llvm::enumerate(w)) {
-      uint16_t h = toBF16(x);
+      uint16_t h = rt::floatToBf16(x); // to nearest, ties to even
       std::memcpy(&bytes[i * sizeof(h)], &h, sizeof(h));
     }
     OpBuilder b(mm);
