@@ -92,12 +92,23 @@ DecodeBytes measureDecodeBytes(ModuleOp module, int64_t minBytes) {
   b.kvLayers = get("num_layers");
   b.kvHeads = get("num_kv_heads");
   b.headDim = get("head_dim");
+  if (auto dtype = kv.getAs<StringAttr>("dtype"))
+    b.kvDtype = dtype.getValue().str();
+  // Every pool's bytes per token: [num_blocks, block_size, rest...].
   for (auto f : module.getOps<func::FuncOp>())
     for (unsigned i = 0; i < f.getNumArguments(); ++i)
       if (f.getArgAttr(i, "xfmr.kv_pool"))
-        if (auto t = dyn_cast<ShapedType>(f.getArgument(i).getType()))
-          b.kvElementBytes = (t.getElementTypeBitWidth() + 7) / 8;
-  b.kvPerToken = 2 * b.kvLayers * b.kvHeads * b.headDim * b.kvElementBytes;
+        if (auto t = dyn_cast<ShapedType>(f.getArgument(i).getType())) {
+          int64_t elementBytes = (t.getElementTypeBitWidth() + 7) / 8;
+          int64_t perToken = elementBytes;
+          for (int64_t d = 2; d < t.getRank(); ++d)
+            perToken *= t.getDimSize(d);
+          if (t.getRank() == 4)
+            b.kvElementBytes = elementBytes;
+          else
+            b.kvScaleBytes += perToken;
+          b.kvPerToken += perToken;
+        }
   return b;
 }
 
@@ -110,7 +121,10 @@ void printDecodeBytes(const DecodeBytes &b, llvm::raw_ostream &os) {
   if (b.kvPerToken) {
     os << "xfmr-compile: KV cache " << human(b.kvPerToken) << " per token (" << b.kvLayers
        << " layers x 2 x " << b.kvHeads << " KV heads x " << b.headDim << " x "
-       << b.kvElementBytes << " B)\n";
+       << b.kvElementBytes << " B";
+    if (b.kvScaleBytes)
+      os << " + " << human(b.kvScaleBytes) << " of f32 scales";
+    os << ", " << (b.kvDtype.empty() ? "f32" : b.kvDtype) << ")\n";
     os << "xfmr-compile: bytes per decode token: " << human(b.perToken(0)) << " + "
        << human(b.kvPerToken) << " x context (at 1024 tokens: " << human(b.perToken(1024))
        << ", at 4096: " << human(b.perToken(4096)) << ")\n";

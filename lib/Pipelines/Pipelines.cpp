@@ -30,7 +30,8 @@ LogicalResult buildRaisePipeline(OpPassManager &pm, const RaiseOptions &options)
   }
   os << "xfmr-raise{report=" << (options.report ? "true" : "false") << "}";
   if (options.pagedKV)
-    os << ",xfmr-paged-kv{block-size=" << options.blockSize << "}";
+    os << ",xfmr-paged-kv{block-size=" << options.blockSize << " kv-dtype=" << options.kvDtype
+       << "}";
   return parsePassPipeline(p, pm, llvm::errs());
 }
 

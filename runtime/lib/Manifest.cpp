@@ -59,6 +59,8 @@ const char *xfmr::rt::manifestDTypeName(DType dtype) {
     return "uint64";
   case DType::Bool:
     return "bool";
+  case DType::F8E4M3FN:
+    return "float8e4m3fn";
   }
   return "?";
 }
@@ -687,24 +689,61 @@ Expected<Manifest> ManifestParser::parse(const json &root) {
       return fail(std::string("kv_cache.") + key, "must be positive");
     *out = *v;
   }
-  // Bounded before it is doubled (the artifact fuzzer found 2 * 2^62).
+  if (kv->contains("dtype")) {
+    Expected<std::string> dtype = getString(*kv, "kv_cache", "dtype", /*required=*/true);
+    if (!dtype)
+      return dtype.takeError();
+    spec.dtype = *dtype;
+  } else {
+    // Manifests before kv_cache.dtype: float pools of the model's type.
+    for (const TensorSpec &in : m.inputs)
+      if (in.kvPool) {
+        spec.dtype = in.dtype == DType::F16 ? "f16" : in.dtype == DType::BF16 ? "bf16"
+                     : in.dtype == DType::F64 ? "f64" : "f32";
+        break;
+      }
+  }
+  std::optional<DType> poolDType = spec.dtype == "f32"        ? std::optional(DType::F32)
+                                   : spec.dtype == "f64"      ? std::optional(DType::F64)
+                                   : spec.dtype == "f16"      ? std::optional(DType::F16)
+                                   : spec.dtype == "bf16"     ? std::optional(DType::BF16)
+                                   : spec.dtype == "int8"     ? std::optional(DType::I8)
+                                   : spec.dtype == "fp8-e4m3" ? std::optional(DType::F8E4M3FN)
+                                                              : std::nullopt;
+  if (!poolDType)
+    return fail("kv_cache.dtype", quoted(spec.dtype) +
+                                      " is not one of f32, f64, f16, bf16, int8, fp8-e4m3");
+  // Bounded before it is multiplied (the artifact fuzzer found 2 * 2^62).
   if (spec.numLayers > (int64_t(1) << 20))
     return fail("kv_cache.num_layers", std::to_string(spec.numLayers) + " is too large");
-  if (pools != static_cast<size_t>(2 * spec.numLayers))
+  const int64_t perLayer = spec.poolsPerLayer();
+  if (pools != static_cast<size_t>(perLayer * spec.numLayers))
     return fail("kv_cache", std::to_string(spec.numLayers) + " layers need " +
-                                std::to_string(2 * spec.numLayers) +
+                                std::to_string(perLayer * spec.numLayers) +
                                 " kv_pool inputs, the manifest has " + std::to_string(pools));
+  auto staticDim = [](const TensorSpec &in, size_t d, int64_t value) {
+    return in.shape[d].isStatic() && in.shape[d].value == value;
+  };
+  size_t index = 0;
   for (const TensorSpec &in : m.inputs) {
     if (!in.kvPool)
       continue;
-    bool ok = in.rank() == 4 && !in.shape[0].isStatic() && in.shape[1].isStatic() &&
-              in.shape[1].value == spec.blockSize && in.shape[2].isStatic() &&
-              in.shape[2].value == spec.numKVHeads && in.shape[3].isStatic() &&
-              in.shape[3].value == spec.headDim;
+    // Per layer: key, value, then (scaled caches) their scales.
+    bool isScale = static_cast<int64_t>(index++ % perLayer) >= 2;
+    size_t rank = isScale ? 3 : 4;
+    bool ok = in.rank() == rank && !in.shape[0].isStatic() &&
+              staticDim(in, 1, spec.blockSize) && staticDim(in, 2, spec.numKVHeads) &&
+              (isScale || staticDim(in, 3, spec.headDim));
     if (!ok)
       return fail("inputs", quoted(in.name) + " is not [num_blocks, " +
                                 std::to_string(spec.blockSize) + ", " +
-                                std::to_string(spec.numKVHeads) + ", head_dim]");
+                                std::to_string(spec.numKVHeads) +
+                                (isScale ? "] (the scales of a KV pool)" : ", head_dim]"));
+    DType expected = isScale ? DType::F32 : *poolDType;
+    if (in.dtype != expected)
+      return fail("inputs", quoted(in.name) + " has dtype " + manifestDTypeName(in.dtype) +
+                                ", but kv_cache.dtype " + quoted(spec.dtype) + " needs " +
+                                manifestDTypeName(expected));
   }
   m.kvCache = spec;
   return Expected<Manifest>(std::move(m));

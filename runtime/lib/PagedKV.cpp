@@ -173,10 +173,14 @@ Expected<Tensor> runStep(const Artifact &artifact, KVPools &pools,
   }
   int64_t n = static_cast<int64_t>(ids.size());
   int64_t seqs = static_cast<int64_t>(sequences.size());
-  // The one row each sequence needs logits for: its last new token.
+  // The one row each sequence needs logits for: its last new token (all of
+  // them with allLogits).
   std::vector<int64_t> lastRows;
   for (size_t i = 1; i < starts.size(); ++i)
-    lastRows.push_back(starts[i] - 1);
+    for (int64_t r = sequences[i - 1].allLogits ? starts[i - 1] : starts[i] - 1; r < starts[i];
+         ++r)
+      lastRows.push_back(r);
+  const int64_t rows = static_cast<int64_t>(lastRows.size());
   std::map<std::string, Tensor> owned;
   auto add = [&](Expected<Tensor> t) -> std::optional<Error> {
     if (!t)
@@ -193,7 +197,7 @@ Expected<Tensor> runStep(const Artifact &artifact, KVPools &pools,
                                     "block_tables")),
                    add(vectorTensor(DType::I32, lens, {seqs}, "context_lens")),
                    add(vectorTensor(DType::I32, starts, {seqs + 1}, "query_start_loc")),
-                   add(vectorTensor(DType::I64, lastRows, {seqs}, "logits_indices"))})
+                   add(vectorTensor(DType::I64, lastRows, {rows}, "logits_indices"))})
     if (err)
       return std::move(*err);
   std::vector<const Tensor *> inputs;
@@ -226,9 +230,9 @@ Expected<Tensor> runStep(const Artifact &artifact, KVPools &pools,
   Expected<std::vector<Tensor>> out = artifact.run(inputs);
   if (!out)
     return out.takeError();
-  if (out->empty() || (*out)[0].rank() != 2 || (*out)[0].shape()[0] != seqs ||
+  if (out->empty() || (*out)[0].rank() != 2 || (*out)[0].shape()[0] != rows ||
       (*out)[0].dtype() != DType::F32)
-    return Error(artifact.directory() + ": the step did not return f32 logits [seqs, vocab]");
+    return Error(artifact.directory() + ": the step did not return f32 logits [rows, vocab]");
   return std::move((*out)[0]);
 }
 

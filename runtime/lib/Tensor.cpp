@@ -48,6 +48,7 @@ enum ONNXDataType : int32_t {
   kUInt32 = 12,
   kUInt64 = 13,
   kBFloat16 = 16,
+  kFloat8E4M3FN = 17,
 };
 } // namespace
 
@@ -69,6 +70,7 @@ size_t xfmr::rt::dtypeSize(DType dtype) {
   case DType::I8:
   case DType::U8:
   case DType::Bool:
+  case DType::F8E4M3FN:
     return 1;
   }
   return 1;
@@ -102,13 +104,15 @@ const char *xfmr::rt::dtypeName(DType dtype) {
     return "u64";
   case DType::Bool:
     return "bool";
+  case DType::F8E4M3FN:
+    return "f8e4m3fn";
   }
   return "?";
 }
 
 bool xfmr::rt::isFloatingPoint(DType dtype) {
   return dtype == DType::F32 || dtype == DType::F64 || dtype == DType::F16 ||
-         dtype == DType::BF16;
+         dtype == DType::BF16 || dtype == DType::F8E4M3FN;
 }
 
 std::optional<DType> xfmr::rt::dtypeFromONNX(int32_t onnxDataType) {
@@ -139,6 +143,8 @@ std::optional<DType> xfmr::rt::dtypeFromONNX(int32_t onnxDataType) {
     return DType::U64;
   case kBool:
     return DType::Bool;
+  case kFloat8E4M3FN:
+    return DType::F8E4M3FN;
   default:
     return std::nullopt;
   }
@@ -154,6 +160,8 @@ int32_t xfmr::rt::toONNX(DType dtype) {
     return kFloat16;
   case DType::BF16:
     return kBFloat16;
+  case DType::F8E4M3FN:
+    return kFloat8E4M3FN;
   case DType::I8:
     return kInt8;
   case DType::I16:
@@ -237,6 +245,18 @@ uint16_t xfmr::rt::floatToHalf(float value) {
 
 float xfmr::rt::bf16ToFloat(uint16_t bits) {
   return bitsToFloat(static_cast<uint32_t>(bits) << 16);
+}
+
+float xfmr::rt::f8e4m3fnToFloat(uint8_t bits) {
+  // Sign, 4 exponent bits (bias 7), 3 mantissa bits; exponent 0 is
+  // subnormal (m * 2^-9); S.1111.111 is NaN, there is no infinity.
+  float sign = (bits & 0x80) ? -1.0f : 1.0f;
+  int e = (bits >> 3) & 0xF, m = bits & 0x7;
+  if (e == 0xF && m == 0x7)
+    return std::numeric_limits<float>::quiet_NaN();
+  if (e == 0)
+    return sign * std::ldexp(static_cast<float>(m), -9);
+  return sign * std::ldexp(static_cast<float>(8 + m), e - 10);
 }
 
 uint16_t xfmr::rt::floatToBf16(float value) {
@@ -403,6 +423,8 @@ double loadAsDouble(DType dtype, const uint8_t *p, int64_t i) {
     return static_cast<double>(load<uint64_t>(p, i));
   case DType::Bool:
     return load<uint8_t>(p, i) != 0;
+  case DType::F8E4M3FN:
+    return f8e4m3fnToFloat(load<uint8_t>(p, i));
   }
   return 0;
 }
@@ -540,6 +562,7 @@ TensorComparison xfmr::rt::compareTensors(const Tensor &actual,
   case DType::F64:
   case DType::F16:
   case DType::BF16:
+  case DType::F8E4M3FN:
     compareFloats(actual.dtype(), a, e, n, rtol, atol, r);
     break;
   case DType::I8:

@@ -199,12 +199,12 @@ Expected<DType> dtypeFromDescr(const std::string &descr) {
                {"V2", DType::BF16}, {"i1", DType::I8},  {"i2", DType::I16},
                {"i4", DType::I32},  {"i8", DType::I64}, {"u1", DType::U8},
                {"u2", DType::U16},  {"u4", DType::U32}, {"u8", DType::U64},
-               {"b1", DType::Bool}};
+               {"b1", DType::Bool}, {"V1", DType::F8E4M3FN}};
   for (const auto &entry : table)
     if (kind == entry.kind)
       return entry.dtype;
   return unsupported("not a supported dtype (supported: f2 f4 f8 i1 i2 i4 i8 "
-                     "u1 u2 u4 u8 b1, and V2 as bfloat16)");
+                     "u1 u2 u4 u8 b1, V2 as bfloat16 and V1 as float8 e4m3fn)");
 }
 
 /// The .npy descr of `dtype` ('<' for multi-byte types, '|' for bytes, as
@@ -237,6 +237,8 @@ std::string descrOf(DType dtype) {
     return "<u8";
   case DType::Bool:
     return "|b1";
+  case DType::F8E4M3FN:
+    return "|V1"; // raw bytes, as ml_dtypes' float8_e4m3fn saves
   }
   return "";
 }

@@ -359,14 +359,19 @@ void checkManifest(const Manifest &m) {
   }
   const KVCacheSpec &kv = *m.kvCache;
   if (kv.blockSize <= 0 || kv.numLayers <= 0 || kv.numKVHeads <= 0 ||
-      kv.headDim <= 0 || pools != static_cast<size_t>(2 * kv.numLayers))
+      kv.headDim <= 0 ||
+      pools != static_cast<size_t>(kv.poolsPerLayer() * kv.numLayers))
     violated("accepted an inconsistent kv_cache");
-  for (const TensorSpec &in : m.inputs)
-    if (in.kvPool && (in.rank() != 4 || in.shape[0].isStatic() ||
-                      in.shape[1].value != kv.blockSize ||
-                      in.shape[2].value != kv.numKVHeads))
+  size_t index = 0;
+  for (const TensorSpec &in : m.inputs) {
+    if (!in.kvPool)
+      continue;
+    size_t rank = static_cast<int64_t>(index++ % kv.poolsPerLayer()) >= 2 ? 3 : 4;
+    if (in.rank() != rank || in.shape[0].isStatic() ||
+        in.shape[1].value != kv.blockSize || in.shape[2].value != kv.numKVHeads)
       violated("accepted kv_pool input '" + in.name +
                "' that disagrees with kv_cache");
+  }
 }
 
 //===----------------------------------------------------------------------===//

@@ -137,6 +137,12 @@ cl::opt<std::string> kvCache(
     cl::init("none"), cl::cat(category));
 cl::opt<int64_t> blockSize("block-size", cl::desc("Tokens per KV-cache block (--kv-cache=paged)"),
                            cl::init(16), cl::cat(category));
+cl::opt<std::string> kvDtype(
+    "kv-dtype",
+    cl::desc("With --kv-cache=paged, the KV pools' element type: auto (default: the model's "
+             "K/V type), f32, bf16, int8 or fp8-e4m3; int8 and fp8-e4m3 keep an f32 scale per "
+             "token and KV head (max |x| / 127 or / 448) beside the pools"),
+    cl::init("auto"), cl::cat(category));
 cl::opt<std::string> quant(
     "quant",
     cl::desc("none (default): weights as the model has them; int4-g32, int4-g64, int4-g128: "
@@ -234,6 +240,8 @@ std::string dtypeName(Type t) {
     return "bfloat16";
   if (t.isF64())
     return "float64";
+  if (isa<Float8E4M3FNType>(t))
+    return "float8e4m3fn";
   if (t.isInteger(1))
     return "bool";
   if (auto i = dyn_cast<IntegerType>(t))
@@ -528,6 +536,11 @@ int compile() {
     return fail("--weights must be embed or reference, not '" + weightsMode + "'");
   if (kvCache == "paged" && !raise)
     return fail("--kv-cache=paged needs --raise (attention must be recovered first)");
+  if (kvDtype != "auto" && kvDtype != "f32" && kvDtype != "bf16" && kvDtype != "int8" &&
+      kvDtype != "fp8-e4m3")
+    return fail("--kv-dtype must be auto, f32, bf16, int8 or fp8-e4m3, not '" + kvDtype + "'");
+  if (kvDtype != "auto" && kvCache != "paged")
+    return fail("--kv-dtype needs --kv-cache=paged");
   if (blockSize < 1 || blockSize > 4096)
     return fail("--block-size must be in 1..4096");
   int64_t quantBits = 0, quantGroup = 0;
@@ -587,6 +600,7 @@ int compile() {
     raiseOptions.report = report;
     raiseOptions.pagedKV = kvCache == "paged";
     raiseOptions.blockSize = blockSize;
+    raiseOptions.kvDtype = kvDtype;
     raiseOptions.quantBits = quantBits;
     raiseOptions.quantGroup = quantGroup;
     raiseOptions.quantFloat8 = quantFloat8;
@@ -626,8 +640,12 @@ int compile() {
   std::optional<llvm::json::Object> kvSpec;
   if (auto kv = module->getOperation()->getAttrOfType<DictionaryAttr>("xfmr.kv_cache")) {
     kvSpec.emplace();
-    for (NamedAttribute a : kv)
-      (*kvSpec)[a.getName().getValue()] = cast<IntegerAttr>(a.getValue()).getInt();
+    for (NamedAttribute a : kv) {
+      if (auto s = dyn_cast<StringAttr>(a.getValue()))
+        (*kvSpec)[a.getName().getValue()] = s.getValue().str();
+      else
+        (*kvSpec)[a.getName().getValue()] = cast<IntegerAttr>(a.getValue()).getInt();
+    }
   }
   if (!error.empty())
     return fail(inputFilename + ": " + error);

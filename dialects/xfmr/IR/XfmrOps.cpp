@@ -441,6 +441,39 @@ LogicalResult MoEOp::verify() {
 // PagedAttentionOp
 //===----------------------------------------------------------------------===//
 
+/// Quantized pools (i8 or 8-bit float) carry scales [N, block_size, Hkv] f32
+/// beside them; i8 pools cannot be read without. `scales` is empty or the
+/// key and the value scales.
+static LogicalResult verifyKVScales(Operation *op, RankedTensorType keyPool,
+                                    RankedTensorType valuePool, ValueRange scales) {
+  Type element = keyPool.getElementType();
+  if (valuePool.getElementType() != element)
+    return op->emitOpError() << "key and value pools differ in element type (" << element
+                             << " vs " << valuePool.getElementType() << ")";
+  bool narrow = element.isInteger(8) ||
+                (isa<FloatType>(element) && cast<FloatType>(element).getWidth() == 8);
+  if (scales.empty()) {
+    if (element.isInteger(8))
+      return op->emitOpError() << "i8 KV pools need key and value scales";
+    return success();
+  }
+  if (scales.size() != 2)
+    return op->emitOpError() << "expects the key and the value scales, got " << scales.size()
+                             << " scale operands";
+  if (!narrow)
+    return op->emitOpError() << "scales are for i8 or 8-bit float pools, not " << element;
+  constexpr StringLiteral layout = "[num_blocks, block_size, Hkv]";
+  for (auto [name, v] : llvm::zip(ArrayRef<StringRef>{"key scales", "value scales"}, scales)) {
+    auto type = cast<RankedTensorType>(v.getType());
+    if (failed(verifyRank(op, name, type, 3, layout)))
+      return failure();
+    for (int64_t d = 0; d < 3; ++d)
+      if (failed(verifySameDim(op, "scale shape mismatch", name, type, d, "key_pool", keyPool, d)))
+        return failure();
+  }
+  return success();
+}
+
 LogicalResult PagedAttentionOp::verify() {
   Operation *op = getOperation();
   RankedTensorType queryType = getQuery().getType();
@@ -458,6 +491,9 @@ LogicalResult PagedAttentionOp::verify() {
       failed(verifyRank(op, "context_lens", lensType, 1, "[num_seqs]")) ||
       failed(
           verifyRank(op, "query_start_loc", startsType, 1, "[num_seqs + 1]")))
+    return failure();
+
+  if (failed(verifyKVScales(op, keyPoolType, valuePoolType, getScales())))
     return failure();
 
   int64_t numHeads = getNumHeadsAttr().getInt();
@@ -508,12 +544,46 @@ LogicalResult PagedAttentionOp::verify() {
 // KVWriteOp
 //===----------------------------------------------------------------------===//
 
+LogicalResult KVWriteOp::inferReturnTypes(MLIRContext *, std::optional<Location>,
+                                          ValueRange operands, DictionaryAttr,
+                                          OpaqueProperties, RegionRange,
+                                          SmallVectorImpl<Type> &inferred) {
+  // key, value, pools..., slot_mapping: the results are the pools' types.
+  if (operands.size() < 3)
+    return failure();
+  for (Value pool : operands.drop_front(2).drop_back())
+    inferred.push_back(pool.getType());
+  return success();
+}
+
 LogicalResult KVWriteOp::verify() {
   Operation *op = getOperation();
+  if (getPools().size() != 2 && getPools().size() != 4)
+    return emitOpError() << "expects a key and a value pool, optionally followed by their "
+                            "scales, got "
+                         << getPools().size() << " pools";
+  auto poolType = [&](Value v, StringRef name) -> FailureOr<RankedTensorType> {
+    auto type = dyn_cast<RankedTensorType>(v.getType());
+    Type element = type ? type.getElementType() : Type();
+    if (!type || !(isa<FloatType>(element) || element.isInteger(8)))
+      return emitOpError() << name << " must be a ranked tensor of float or i8, got "
+                           << v.getType();
+    return type;
+  };
+  FailureOr<RankedTensorType> keyPool = poolType(getKeyPool(), "key_pool");
+  FailureOr<RankedTensorType> valuePool = poolType(getValuePool(), "value_pool");
+  if (failed(keyPool) || failed(valuePool))
+    return failure();
+  for (Value scales : getPools().drop_front(2))
+    if (!isa<RankedTensorType>(scales.getType()) ||
+        !cast<RankedTensorType>(scales.getType()).getElementType().isF32())
+      return emitOpError() << "scales must be f32 tensors, got " << scales.getType();
+  if (failed(verifyKVScales(op, *keyPool, *valuePool, getPools().drop_front(2))))
+    return failure();
   RankedTensorType keyType = getKey().getType();
   RankedTensorType valueType = getValue().getType();
-  RankedTensorType keyPoolType = getKeyPool().getType();
-  RankedTensorType valuePoolType = getValuePool().getType();
+  RankedTensorType keyPoolType = *keyPool;
+  RankedTensorType valuePoolType = *valuePool;
   RankedTensorType slotsType = getSlotMapping().getType();
   constexpr StringLiteral poolLayout = "[num_blocks, block_size, Hkv, D]";
   if (failed(verifyRank(op, "key", keyType, 3, "[T, Hkv, D]")) ||

@@ -71,6 +71,11 @@ def Xfmr_I32Tensor : RankedTensorOf<[I32]>;
 def Xfmr_IdsTensor : RankedTensorOf<[AnySignlessInteger]>;
 def Xfmr_SlotTensor : RankedTensorOf<[I32, I64]>;
 
+/// Paged KV-cache pools: float (f32, bf16, f8E4M3FN), or i8 with scales.
+def Xfmr_KVPoolTensor : RankedTensorOf<[AnyFloat, I8]>;
+/// Per-token, per-head scales of a quantized KV pool: [num_blocks, block_size, Hkv].
+def Xfmr_ScaleTensor : RankedTensorOf<[F32]>;
+
 /// Attention masks: i1 (true = attend) or an additive float bias.
 def Xfmr_MaskTensor : RankedTensorOf<[I1, AnyFloat]>;
 
@@ -387,6 +392,11 @@ def Xfmr_PagedAttentionOp : Xfmr_Op<"paged_attention",
     positions `p - W + 1` to `p`; blocks wholly before that are not read.
     The result has the query's type; head grouping and `scale` are as in `xfmr.attention`.
 
+    Quantized caches: with i8 pools (or 8-bit float pools) `scales` holds
+    the key and the value scales, `[num_blocks, block_size, Hkv]` f32: the
+    key of position `p`, head `h` is `key_pool[..., h, :] * key_scales[..., h]`
+    (what `xfmr.kv_write` stored). Each tile is widened to f32 as it is read.
+
     ```mlir
     %out = xfmr.paged_attention %q, %k_pool, %v_pool, %block_tables,
         %context_lens, %query_start_loc
@@ -400,11 +410,12 @@ def Xfmr_PagedAttentionOp : Xfmr_Op<"paged_attention",
 
   let arguments = (ins
     Xfmr_FloatTensor:$query,
-    Xfmr_FloatTensor:$key_pool,
-    Xfmr_FloatTensor:$value_pool,
+    Xfmr_KVPoolTensor:$key_pool,
+    Xfmr_KVPoolTensor:$value_pool,
     Xfmr_I32Tensor:$block_tables,
     Xfmr_I32Tensor:$context_lens,
     Xfmr_I32Tensor:$query_start_loc,
+    Variadic<Xfmr_ScaleTensor>:$scales,
     I64Attr:$num_heads,
     I64Attr:$num_kv_heads,
     F32Attr:$scale,
@@ -415,15 +426,22 @@ def Xfmr_PagedAttentionOp : Xfmr_Op<"paged_attention",
 
   let assemblyFormat = [{
     $query `,` $key_pool `,` $value_pool `,` $block_tables `,`
-    $context_lens `,` $query_start_loc attr-dict `:` type($query) `,`
+    $context_lens `,` $query_start_loc
+    (`scales` `(` $scales^ `:` type($scales) `)`)? attr-dict `:` type($query) `,`
     type($key_pool) `,` type($value_pool) `,` type($block_tables) `,`
     type($context_lens) `,` type($query_start_loc)
+  }];
+
+  let extraClassDeclaration = [{
+    /// The key pool's scales ([num_blocks, block_size, Hkv] f32) when the
+    /// pools are quantized, else null.
+    ::mlir::Value getKeyScales() { return getScales().empty() ? nullptr : getScales()[0]; }
+    ::mlir::Value getValueScales() { return getScales().empty() ? nullptr : getScales()[1]; }
   }];
 }
 
 def Xfmr_KVWriteOp : Xfmr_Op<"kv_write", [
-    AllTypesMatch<["key_pool", "new_key_pool"]>,
-    AllTypesMatch<["value_pool", "new_value_pool"]>]> {
+    DeclareOpInterfaceMethods<InferTypeOpInterface>]> {
   let summary = "Store new keys and values into the paged KV cache";
   let description = [{
     Writes token `t` of `key` and `value` (`[T, Hkv, D]`) into slot
@@ -431,8 +449,15 @@ def Xfmr_KVWriteOp : Xfmr_Op<"kv_write", [
     (`[num_blocks, block_size, Hkv, D]`), where slot
     `block * block_size + offset` names offset `offset` of block `block`;
     a negative slot skips the token (padding). Values are converted to the
-    pools' element type (e.g. fp8 caches). The results are the updated
+    pools' element type (e.g. bf16 caches). The results are the updated
     pools: value semantics here, in place after bufferization.
+
+    Quantized caches (`--kv-dtype=int8|fp8-e4m3`): two more pools follow,
+    the key and the value scales (`[num_blocks, block_size, Hkv]` f32). Each
+    token's head vector is stored as `round(x / s)` with `s = max|x| / 127`
+    (i8 pools) or `max|x| / 448` (f8E4M3FN pools, round to nearest even,
+    saturating), and `s` goes to the scale pool; an all-zero vector has
+    scale 0. The results are the updated pools in operand order.
 
     ```mlir
     %k_pool2, %v_pool2 = xfmr.kv_write %k, %v into %k_pool, %v_pool
@@ -445,19 +470,25 @@ def Xfmr_KVWriteOp : Xfmr_Op<"kv_write", [
   let arguments = (ins
     Xfmr_FloatTensor:$key,
     Xfmr_FloatTensor:$value,
-    Xfmr_FloatTensor:$key_pool,
-    Xfmr_FloatTensor:$value_pool,
+    Variadic<AnyRankedTensor>:$pools,
     Xfmr_SlotTensor:$slot_mapping
   );
-  let results = (outs
-    Xfmr_FloatTensor:$new_key_pool,
-    Xfmr_FloatTensor:$new_value_pool
-  );
+  let results = (outs Variadic<AnyRankedTensor>:$new_pools);
 
   let assemblyFormat = [{
-    $key `,` $value `into` $key_pool `,` $value_pool `at` $slot_mapping
-    attr-dict `:` type($key) `,` type($value) `,` type($key_pool) `,`
-    type($value_pool) `,` type($slot_mapping)
+    $key `,` $value `into` $pools `at` $slot_mapping
+    attr-dict `:` type($key) `,` type($value) `,` type($pools) `,`
+    type($slot_mapping)
+  }];
+
+  let extraClassDeclaration = [{
+    /// pools: key, value[, key scales, value scales]; new_pools likewise.
+    ::mlir::Value getKeyPool() { return getPools()[0]; }
+    ::mlir::Value getValuePool() { return getPools()[1]; }
+    ::mlir::Value getKeyScales() { return getPools().size() > 2 ? getPools()[2] : nullptr; }
+    ::mlir::Value getValueScales() { return getPools().size() > 3 ? getPools()[3] : nullptr; }
+    ::mlir::Value getNewKeyPool() { return getNewPools()[0]; }
+    ::mlir::Value getNewValuePool() { return getNewPools()[1]; }
   }];
 }
 

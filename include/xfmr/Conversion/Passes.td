@@ -163,6 +163,9 @@ def PagedKVCachePass : Pass<"xfmr-paged-kv", "mlir::ModuleOp"> {
   let options = [
     Option<"blockSize", "block-size", "int64_t", /*default=*/"16",
            "Tokens per KV-cache block">,
+    Option<"kvDtype", "kv-dtype", "std::string", /*default=*/"\"auto\"",
+           "Element type of the pools: auto (the model's K/V type), f32, bf16, "
+           "int8 or fp8-e4m3 (both with f32 scales per token and head)">,
   ];
   let dependentDialects = ["::xfmr::XfmrDialect", "::xfmr::onnx::ONNXDialect",
                            "::mlir::tensor::TensorDialect"];

@@ -15,6 +15,7 @@
 #include "llvm/Support/raw_ostream.h"
 
 #include <cstdint>
+#include <string>
 
 namespace xfmr {
 
@@ -29,6 +30,10 @@ struct DecodeBytes {
   /// (0: not a step function).
   int64_t kvPerToken = 0;
   int64_t kvLayers = 0, kvHeads = 0, headDim = 0, kvElementBytes = 0;
+  /// Bytes of the per-token, per-head scales of int8/fp8 pools (in kvPerToken).
+  int64_t kvScaleBytes = 0;
+  /// The pools' element type as the manifest names it (f32, bf16, int8, fp8-e4m3).
+  std::string kvDtype;
 
   /// Bytes one sequence's decode step reads with `context` cached tokens.
   int64_t perToken(int64_t context) const {

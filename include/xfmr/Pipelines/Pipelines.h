@@ -51,6 +51,9 @@ struct RaiseOptions {
   /// Rewrite into a step function over a paged KV cache (xfmr-paged-kv).
   bool pagedKV = false;
   int64_t blockSize = 16;
+  /// The pools' element type (xfmr-paged-kv's kv-dtype): auto, f32, bf16,
+  /// int8 or fp8-e4m3.
+  std::string kvDtype = "auto";
   /// > 0: rewrite constant f32 MatMul weights first (xfmr-quantize-weights)
   /// to 4 bits in blocks of quantGroup values, 8 bits per output channel or
   /// 16 (bfloat16).

@@ -148,9 +148,31 @@ struct PagedKVCachePass : impl::PagedKVCachePassBase<PagedKVCachePass> {
       module.emitError("xfmr-paged-kv: block-size must be >= 1");
       return signalPassFailure();
     }
+    if (kvDtype != "auto" && kvDtype != "f32" && kvDtype != "bf16" && kvDtype != "int8" &&
+        kvDtype != "fp8-e4m3") {
+      module.emitError("xfmr-paged-kv: kv-dtype must be auto, f32, bf16, int8 or fp8-e4m3, got '")
+          << kvDtype << "'";
+      return signalPassFailure();
+    }
     if (failed(rewrite(funcs.front())))
       return signalPassFailure();
   }
+
+  /// The pools' element type for K/V of type `model`.
+  Type poolElement(Type model) {
+    Builder b(&getContext());
+    if (kvDtype == "f32")
+      return b.getF32Type();
+    if (kvDtype == "bf16")
+      return b.getBF16Type();
+    if (kvDtype == "int8")
+      return b.getI8Type();
+    if (kvDtype == "fp8-e4m3")
+      return b.getType<Float8E4M3FNType>();
+    return model;
+  }
+  /// int8 and fp8 pools carry f32 scales per token and head.
+  bool scaled() const { return kvDtype == "int8" || kvDtype == "fp8-e4m3"; }
 
   LogicalResult rewrite(func::FuncOp f) {
     MLIRContext *ctx = &getContext();
@@ -245,18 +267,28 @@ struct PagedKVCachePass : impl::PagedKVCachePassBase<PagedKVCachePass> {
       int64_t kvHeads = op.getNumKvHeads(), d = dimOf(k, 3), dv = dimOf(v, 3);
       if (ShapedType::isDynamic(d) || ShapedType::isDynamic(dv))
         return error("attention at ") << op.getLoc() << " has a dynamic head size";
-      keyPools.push_back(RankedTensorType::get({dyn, blockSize, kvHeads, d}, elementTypeOf(k)));
+      keyPools.push_back(
+          RankedTensorType::get({dyn, blockSize, kvHeads, d}, poolElement(elementTypeOf(k))));
       valuePools.push_back(
-          RankedTensorType::get({dyn, blockSize, kvHeads, dv}, elementTypeOf(v)));
+          RankedTensorType::get({dyn, blockSize, kvHeads, dv}, poolElement(elementTypeOf(v))));
     }
-    for (size_t l = 0; l < layers.size(); ++l) {
-      newArgs.push_back({nullptr, keyPools[l], {"num_blocks"}});
-      newArgs.push_back({nullptr, valuePools[l], {"num_blocks"}});
-    }
+    // Per layer: key, value[, key scales, value scales].
+    const unsigned poolsPerLayer = scaled() ? 4 : 2;
     SmallVector<std::string> poolNames;
     for (size_t l = 0; l < layers.size(); ++l) {
-      poolNames.push_back("key_cache." + std::to_string(l));
-      poolNames.push_back("value_cache." + std::to_string(l));
+      std::string n = std::to_string(l);
+      auto scaleType = RankedTensorType::get(
+          {dyn, blockSize, keyPools[l].getDimSize(2)}, b.getF32Type());
+      newArgs.push_back({nullptr, keyPools[l], {"num_blocks"}});
+      newArgs.push_back({nullptr, valuePools[l], {"num_blocks"}});
+      poolNames.push_back("key_cache." + n);
+      poolNames.push_back("value_cache." + n);
+      if (scaled()) {
+        newArgs.push_back({nullptr, scaleType, {"num_blocks"}});
+        newArgs.push_back({nullptr, scaleType, {"num_blocks"}});
+        poolNames.push_back("key_scale." + n);
+        poolNames.push_back("value_scale." + n);
+      }
     }
     for (auto [i, a] : llvm::enumerate(newArgs)) {
       bool isPool = i >= kStepInputs;
@@ -342,20 +374,21 @@ struct PagedKVCachePass : impl::PagedKVCachePassBase<PagedKVCachePass> {
       Value q = packed(ob, op.getQuery());
       Value k = packed(ob, newTokens(op.getKey()));
       Value v = packed(ob, newTokens(op.getValue()));
-      auto write = KVWriteOp::create(ob, at, k, v, arg(kStepInputs + 2 * l),
-                                     arg(kStepInputs + 1 + 2 * l), arg(2));
+      SmallVector<Value, 4> layerPools;
+      for (unsigned i = 0; i < poolsPerLayer; ++i)
+        layerPools.push_back(arg(kStepInputs + poolsPerLayer * l + i));
+      auto write = KVWriteOp::create(ob, at, k, v, layerPools, arg(2));
       auto attn = PagedAttentionOp::create(
           ob, at, q.getType(), q, write.getNewKeyPool(), write.getNewValuePool(), arg(3), arg(4),
-          arg(5), op.getNumHeadsAttr(), op.getNumKvHeadsAttr(), op.getScaleAttr(),
-          ob.getI64IntegerAttr(blockSize),
+          arg(5), write.getNewPools().drop_front(2), op.getNumHeadsAttr(), op.getNumKvHeadsAttr(),
+          op.getScaleAttr(), ob.getI64IntegerAttr(blockSize),
           windows[l] ? ob.getI64IntegerAttr(*windows[l]) : IntegerAttr());
       Value out = transpose(ob, at, unsqueeze(ob, at, attn.getResult(), 0), {0, 2, 1, 3});
       if (out.getType() != op.getType())
         out = tensor::CastOp::create(ob, at, op.getType(), out);
       op.getResult().replaceAllUsesWith(out);
       op.erase();
-      finalPools.push_back(write.getNewKeyPool());
-      finalPools.push_back(write.getNewValuePool());
+      finalPools.append(write.getNewPools().begin(), write.getNewPools().end());
     }
 
     // Results: logits for the rows logits_indices selects (a sequence's last
@@ -411,6 +444,15 @@ struct PagedKVCachePass : impl::PagedKVCachePassBase<PagedKVCachePass> {
         b.getNamedAttr("num_kv_heads", b.getI64IntegerAttr(keyPools.front().getDimSize(2))),
         b.getNamedAttr("head_dim", b.getI64IntegerAttr(keyPools.front().getDimSize(3))),
     };
+    // The pools' element type; int8 and fp8-e4m3 imply the scale pools.
+    Type element = keyPools.front().getElementType();
+    StringRef dtype = element.isInteger(8)               ? "int8"
+                      : isa<Float8E4M3FNType>(element) ? "fp8-e4m3"
+                      : element.isBF16()               ? "bf16"
+                      : element.isF16()                ? "f16"
+                      : element.isF64()                ? "f64"
+                                                       : "f32";
+    kv.push_back(b.getNamedAttr("dtype", b.getStringAttr(dtype)));
     getOperation()->setAttr("xfmr.kv_cache", b.getDictionaryAttr(kv));
     return success();
   }

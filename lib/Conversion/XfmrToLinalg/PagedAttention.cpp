@@ -3,7 +3,9 @@
 // Part of xfmr.
 //
 // xfmr.kv_write: one insert per token into its slot of the pools (in place
-// after bufferization when the pools are writable function arguments).
+// after bufferization when the pools are writable function arguments);
+// int8/fp8 pools get the token's quantized head vectors and their scales
+// (KVQuant.h).
 // xfmr.paged_attention: FlashAttention over the blocks of each sequence's
 // block table: per sequence, KV head (together with every query head that
 // shares it) and block of `queryBlock` new tokens, one key tile per KV-cache
@@ -14,6 +16,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "KVQuant.h"
 #include "Patterns.h"
 #include "TileBuilder.h"
 #include "xfmr/Conversion/LoweringUtils.h"
@@ -109,7 +112,8 @@ struct LowerKVWrite : OpRewritePattern<KVWriteOp> {
     Value tokens = dimValue(rewriter, loc, op.getKey(), 0);
     Value capacity = arith::MulIOp::create(rewriter, loc, dimValue(rewriter, loc, op.getKeyPool(), 0),
                                            indexConstant(rewriter, loc, blockSize));
-    SmallVector<Value, 2> pools{op.getKeyPool(), op.getValuePool()};
+    SmallVector<Value, 4> pools(op.getPools());
+    bool scaled = pools.size() == 4;
     auto loop = scf::ForOp::create(
         rewriter, loc, zero, tokens, one, pools,
         [&](OpBuilder &b, Location l, Value t, ValueRange pools) {
@@ -128,9 +132,9 @@ struct LowerKVWrite : OpRewritePattern<KVWriteOp> {
                 Value bs = indexConstant(bt, lt, blockSize);
                 Value block = arith::DivUIOp::create(bt, lt, s, bs);
                 Value offset = arith::RemUIOp::create(bt, lt, s, bs);
-                SmallVector<Value> updated;
+                SmallVector<Value> updated(pools.begin(), pools.end());
                 SmallVector<Value, 2> sources{op.getKey(), op.getValue()};
-                for (auto [src, pool] : llvm::zip(sources, pools)) {
+                for (auto [i, src] : llvm::enumerate(sources)) {
                   OpFoldResult o = bt.getIndexAttr(1), z = bt.getIndexAttr(0);
                   OpFoldResult h = tensor::getMixedSize(bt, lt, src, 1);
                   OpFoldResult d = tensor::getMixedSize(bt, lt, src, 2);
@@ -139,10 +143,18 @@ struct LowerKVWrite : OpRewritePattern<KVWriteOp> {
                                                        srcType.getElementType());
                   Value row = tensor::ExtractSliceOp::create(bt, lt, rowType, src, {t, z, z},
                                                              {o, h, d}, {o, o, o});
-                  row = convertTo(bt, lt, row,
-                                  cast<RankedTensorType>(pool.getType()).getElementType());
-                  updated.push_back(tensor::InsertSliceOp::create(
-                      bt, lt, row, pool, {block, offset, z, z}, {o, o, h, d}, {o, o, o, o}));
+                  Type element = cast<RankedTensorType>(pools[i].getType()).getElementType();
+                  if (scaled) {
+                    // One scale per head, beside the token's slot.
+                    QuantizedRow q = quantizeHeads(bt, lt, row, element);
+                    row = q.values;
+                    updated[2 + i] = tensor::InsertSliceOp::create(
+                        bt, lt, q.scales, pools[2 + i], {block, offset, z}, {o, o, h}, {o, o, o});
+                  } else {
+                    row = convertTo(bt, lt, row, element);
+                  }
+                  updated[i] = tensor::InsertSliceOp::create(
+                      bt, lt, row, pools[i], {block, offset, z, z}, {o, o, h, d}, {o, o, o, o});
                 }
                 scf::YieldOp::create(bt, lt, updated);
               },
@@ -161,6 +173,7 @@ struct LowerPagedAttention : OpRewritePattern<PagedAttentionOp> {
   LogicalResult matchAndRewrite(PagedAttentionOp op, PatternRewriter &rewriter) const override {
     Location loc = op.getLoc();
     Value q = op.getQuery(), kPool = op.getKeyPool(), vPool = op.getValuePool();
+    Value kScales = op.getKeyScales(), vScales = op.getValueScales();
     Value tables = op.getBlockTables(), lens = op.getContextLens(),
           starts = op.getQueryStartLoc();
     auto resultType = op.getResult().getType();
@@ -277,6 +290,19 @@ struct LowerPagedAttention : OpRewritePattern<PagedAttentionOp> {
                                 b4, l4, bs, arith::SubIOp::create(b4, l4, kvEnd, k0));
                             Value kTile = slice2D(b4, l4, kPool, {block, z, hk, z}, {o, tk, o, d});
                             Value vTile = slice2D(b4, l4, vPool, {block, z, hk, z}, {o, tk, o, dv});
+                            if (kScales) {
+                              // Quantized pools: widened to f32 tile by tile.
+                              auto column = RankedTensorType::get({ShapedType::kDynamic},
+                                                                  b4.getF32Type());
+                              auto scalesAt = [&](Value pool) -> Value {
+                                return tensor::ExtractSliceOp::create(
+                                    b4, l4, column, pool, ArrayRef<OpFoldResult>{block, z, hk},
+                                    ArrayRef<OpFoldResult>{o, tk, o},
+                                    ArrayRef<OpFoldResult>{o, o, o});
+                              };
+                              kTile = dequantizeTile(b4, l4, kTile, scalesAt(kScales));
+                              vTile = dequantizeTile(b4, l4, vTile, scalesAt(vScales));
+                            }
                             auto maskFn = [&](OpBuilder &nb, Location nl, Value i, Value j,
                                               Value score) -> Value {
                               Value token = arith::DivUIOp::create(

@@ -61,14 +61,23 @@ struct TensorSpec {
   size_t rank() const { return shape.size(); }
 };
 
-/// "kv_cache" of a step function compiled with --kv-cache=paged: every
-/// kv_pool input is [num_blocks, block_size, num_kv_heads, head_dim], one key
-/// and one value pool per layer, in layer order.
+/// "kv_cache" of a step function compiled with --kv-cache=paged: per layer,
+/// in layer order, a key and a value pool [num_blocks, block_size,
+/// num_kv_heads, head_dim] of `dtype`; for int8 and fp8-e4m3 caches (see
+/// scaled()) followed by the key and the value scales [num_blocks,
+/// block_size, num_kv_heads] (float32).
 struct KVCacheSpec {
   int64_t blockSize = 0;
   int64_t numLayers = 0;
   int64_t numKVHeads = 0;
   int64_t headDim = 0;
+  /// "f32", "f16", "bf16", "int8" or "fp8-e4m3" (xfmr-compile --kv-dtype);
+  /// manifests without it are "f32".
+  std::string dtype = "f32";
+
+  bool scaled() const { return dtype == "int8" || dtype == "fp8-e4m3"; }
+  /// kv_pool inputs per layer.
+  int64_t poolsPerLayer() const { return scaled() ? 4 : 2; }
 };
 
 /// What the manifest says one file of the artifact holds: the loader

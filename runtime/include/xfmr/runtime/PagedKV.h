@@ -82,12 +82,15 @@ struct StepSequence {
   std::vector<int64_t> tokens;
   int64_t firstPosition = 0;
   std::vector<int32_t> blockTable;
+  /// Logits for every new token instead of only the last (perplexity).
+  bool allLogits = false;
 };
 
 /// Runs one step over `sequences` (each with at least one new token and
 /// enough blocks for firstPosition + tokens) and returns the logits of each
 /// sequence's last new token, [sequences, vocab] (the step function's
-/// logits_indices input: no lm_head work for the rest of a prompt chunk).
+/// logits_indices input: no lm_head work for the rest of a prompt chunk);
+/// a sequence with allLogits contributes a row for each of its tokens.
 Expected<Tensor> runStep(const Artifact &artifact, KVPools &pools,
                          const std::vector<StepSequence> &sequences);
 

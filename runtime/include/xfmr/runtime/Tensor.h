@@ -39,13 +39,15 @@ enum class DType : uint8_t {
   U32,
   U64,
   Bool,
+  /// float8 e4m3fn (OCP FP8: no infinities, one NaN), e.g. a quantized KV pool.
+  F8E4M3FN,
 };
 
 /// Every DType, in declaration order.
 inline constexpr DType kAllDTypes[] = {
     DType::F32, DType::F64, DType::F16, DType::BF16, DType::I8,
     DType::I16, DType::I32, DType::I64, DType::U8,   DType::U16,
-    DType::U32, DType::U64, DType::Bool};
+    DType::U32, DType::U64, DType::Bool, DType::F8E4M3FN};
 
 /// Bytes per element: 1, 2, 4 or 8.
 size_t dtypeSize(DType dtype);
@@ -63,6 +65,8 @@ int32_t toONNX(DType dtype);
 float halfToFloat(uint16_t bits);
 uint16_t floatToHalf(float value);
 float bf16ToFloat(uint16_t bits);
+/// The float8 e4m3fn value of `bits` (exact; 0x7f/0xff are NaN).
+float f8e4m3fnToFloat(uint8_t bits);
 uint16_t floatToBf16(float value);
 
 /// The most dims a runtime tensor may have (the importer's default limit).

@@ -1,0 +1,180 @@
+//===- KVQuant.cpp - quantized KV-cache rows and tiles --------------------===//
+//
+// Part of xfmr.
+//
+//===----------------------------------------------------------------------===//
+
+#include "KVQuant.h"
+
+#include "xfmr/Conversion/LoweringUtils.h"
+
+#include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/Linalg/IR/Linalg.h"
+#include "mlir/Dialect/Math/IR/Math.h"
+#include "mlir/Dialect/Tensor/IR/Tensor.h"
+
+using namespace mlir;
+
+namespace xfmr::lowering {
+namespace {
+
+Value f32Constant(OpBuilder &b, Location loc, double v) {
+  return floatConstant(b, loc, b.getF32Type(), v);
+}
+Value i32Constant(OpBuilder &b, Location loc, int64_t v) {
+  return arith::ConstantIntOp::create(b, loc, b.getI32Type(), v);
+}
+
+/// The largest magnitude of the format: 127 (i8) or 448 (f8E4M3FN).
+double maxMagnitude(Type element) { return element.isInteger(8) ? 127.0 : 448.0; }
+
+/// y (f32, |y| <= 448) as float8 e4m3fn bits in an i8, round to nearest even.
+/// Below 2^-6 the format is fixed point with step 2^-9: the code is
+/// round(|y| * 512), which carries into the exponent field at 8. Above,
+/// rounding the f32 mantissa to 3 bits (RNE on the bit pattern) keeps the
+/// exponent, rebiased from 127 to 7.
+Value encodeE4M3(OpBuilder &b, Location loc, Value y) {
+  Type i32 = b.getI32Type();
+  auto c = [&](int64_t v) { return i32Constant(b, loc, v); };
+  Value bits = arith::BitcastOp::create(b, loc, i32, y);
+  Value sign = arith::AndIOp::create(
+      b, loc, arith::ShRUIOp::create(b, loc, bits, c(24)), c(0x80));
+  Value a = math::AbsFOp::create(b, loc, y);
+  // Subnormal range.
+  Value small = arith::CmpFOp::create(b, loc, arith::CmpFPredicate::OLT, a,
+                                      f32Constant(b, loc, 0x1p-6));
+  Value steps = math::RoundEvenOp::create(
+      b, loc, arith::MulFOp::create(b, loc, a, f32Constant(b, loc, 512.0)));
+  Value subCode = arith::FPToSIOp::create(b, loc, i32, steps);
+  // Normal range.
+  Value abits = arith::BitcastOp::create(b, loc, i32, a);
+  Value odd = arith::AndIOp::create(b, loc, arith::ShRUIOp::create(b, loc, abits, c(20)), c(1));
+  Value rounded = arith::AddIOp::create(
+      b, loc, abits, arith::AddIOp::create(b, loc, c(0x7FFFF), odd));
+  Value exponent = arith::SubIOp::create(
+      b, loc, arith::ShRUIOp::create(b, loc, rounded, c(23)), c(120));
+  Value mantissa = arith::AndIOp::create(b, loc, arith::ShRUIOp::create(b, loc, rounded, c(20)),
+                                         c(7));
+  Value normCode = arith::OrIOp::create(
+      b, loc, arith::ShLIOp::create(b, loc, exponent, c(3)), mantissa);
+  Value code = arith::SelectOp::create(b, loc, small, subCode, normCode);
+  code = arith::OrIOp::create(b, loc, code, sign);
+  return arith::TruncIOp::create(b, loc, b.getI8Type(), code);
+}
+
+/// The f32 value of float8 e4m3fn bits `byte` (i8); exact. NaN codes never
+/// reach a pool (kv_write saturates), so they are not special-cased.
+Value decodeE4M3(OpBuilder &b, Location loc, Value byte) {
+  Type i32 = b.getI32Type(), f32 = b.getF32Type();
+  auto c = [&](int64_t v) { return i32Constant(b, loc, v); };
+  Value u = arith::ExtUIOp::create(b, loc, i32, byte);
+  Value sign = arith::ShLIOp::create(b, loc, arith::AndIOp::create(b, loc, u, c(0x80)), c(24));
+  Value exponent = arith::AndIOp::create(b, loc, arith::ShRUIOp::create(b, loc, u, c(3)), c(15));
+  Value mantissa = arith::AndIOp::create(b, loc, u, c(7));
+  Value normBits = arith::OrIOp::create(
+      b, loc,
+      arith::ShLIOp::create(b, loc, arith::AddIOp::create(b, loc, exponent, c(120)), c(23)),
+      arith::ShLIOp::create(b, loc, mantissa, c(20)));
+  Value normal = arith::BitcastOp::create(b, loc, f32, arith::OrIOp::create(b, loc, normBits, sign));
+  Value sub = arith::MulFOp::create(b, loc, arith::SIToFPOp::create(b, loc, f32, mantissa),
+                                    f32Constant(b, loc, 0x1p-9));
+  Value negative = arith::CmpIOp::create(b, loc, arith::CmpIPredicate::ne, sign, c(0));
+  sub = arith::SelectOp::create(b, loc, negative, arith::NegFOp::create(b, loc, sub), sub);
+  Value isSub = arith::CmpIOp::create(b, loc, arith::CmpIPredicate::eq, exponent, c(0));
+  return arith::SelectOp::create(b, loc, isSub, sub, normal);
+}
+
+linalg::GenericOp generic(OpBuilder &b, Location loc, Type resultType, ValueRange inputs,
+                          Value init, ArrayRef<AffineMap> maps,
+                          ArrayRef<utils::IteratorType> iterators,
+                          function_ref<void(OpBuilder &, Location, ValueRange)> body) {
+  return linalg::GenericOp::create(b, loc, TypeRange{resultType}, inputs, ValueRange{init}, maps,
+                                   iterators, body);
+}
+
+} // namespace
+
+bool isScaledKVElement(Type element) {
+  return element.isInteger(8) || isa<Float8E4M3FNType>(element);
+}
+
+QuantizedRow quantizeHeads(OpBuilder &b, Location loc, Value row, Type element) {
+  MLIRContext *ctx = b.getContext();
+  Type f32 = b.getF32Type();
+  SmallVector<OpFoldResult> sizes = tensor::getMixedSizes(b, loc, row);
+  AffineMap id = AffineMap::getMultiDimIdentityMap(2, ctx);
+  AffineMap heads = AffineMap::get(2, 0, {getAffineDimExpr(0, ctx)}, ctx);
+  using IT = utils::IteratorType;
+
+  // max |x| per head.
+  Value maxInit = linalg::FillOp::create(
+                      b, loc, f32Constant(b, loc, 0.0),
+                      tensor::EmptyOp::create(b, loc, ArrayRef<OpFoldResult>{sizes[0]}, f32)
+                          .getResult())
+                      .getResult(0);
+  Value amax = generic(b, loc, maxInit.getType(), row, maxInit, {id, heads},
+                       {IT::parallel, IT::reduction},
+                       [&](OpBuilder &nb, Location l, ValueRange a) {
+                         Value x = convertFloat(nb, l, a[0], nb.getF32Type());
+                         Value m = arith::MaximumFOp::create(nb, l, a[1],
+                                                             math::AbsFOp::create(nb, l, x));
+                         linalg::YieldOp::create(nb, l, m);
+                       })
+                   .getResult(0);
+  double qmax = maxMagnitude(element);
+  Value scales = generic(b, loc, amax.getType(), ValueRange{}, amax,
+                         {AffineMap::getMultiDimIdentityMap(1, ctx)}, {IT::parallel},
+                         [&](OpBuilder &nb, Location l, ValueRange a) {
+                           linalg::YieldOp::create(
+                               nb, l, arith::DivFOp::create(nb, l, a[0], f32Constant(nb, l, qmax))
+                                          .getResult());
+                         })
+                     .getResult(0);
+  // q = round(x / s), saturated; 0 for an all-zero head.
+  Value qInit = tensor::EmptyOp::create(b, loc, sizes, element);
+  Value q = generic(
+                b, loc, qInit.getType(), ValueRange{row, scales}, qInit, {id, heads, id},
+                {IT::parallel, IT::parallel},
+                [&](OpBuilder &nb, Location l, ValueRange a) {
+                  Value x = convertFloat(nb, l, a[0], nb.getF32Type());
+                  Value zero = f32Constant(nb, l, 0.0);
+                  Value positive =
+                      arith::CmpFOp::create(nb, l, arith::CmpFPredicate::OGT, a[1], zero);
+                  Value y = arith::SelectOp::create(
+                      nb, l, positive, arith::DivFOp::create(nb, l, x, a[1]), zero);
+                  y = arith::MinimumFOp::create(
+                      nb, l, arith::MaximumFOp::create(nb, l, y, f32Constant(nb, l, -qmax)),
+                      f32Constant(nb, l, qmax));
+                  Value code = element.isInteger(8)
+                                   ? arith::FPToSIOp::create(nb, l, nb.getI8Type(),
+                                                             math::RoundEvenOp::create(nb, l, y))
+                                         .getResult()
+                                   : arith::BitcastOp::create(nb, l, element,
+                                                              encodeE4M3(nb, l, y))
+                                         .getResult();
+                  linalg::YieldOp::create(nb, l, code);
+                })
+            .getResult(0);
+  return {q, scales};
+}
+
+Value dequantizeTile(OpBuilder &b, Location loc, Value tile, Value scales) {
+  Type element = cast<RankedTensorType>(tile.getType()).getElementType();
+  MLIRContext *ctx = b.getContext();
+  AffineMap id = AffineMap::getMultiDimIdentityMap(2, ctx);
+  AffineMap rows = AffineMap::get(2, 0, {getAffineDimExpr(0, ctx)}, ctx);
+  Value init = tensor::EmptyOp::create(b, loc, tensor::getMixedSizes(b, loc, tile), b.getF32Type());
+  bool fp8 = !element.isInteger(8);
+  return generic(b, loc, init.getType(), ValueRange{tile, scales}, init, {id, rows, id},
+                 {utils::IteratorType::parallel, utils::IteratorType::parallel},
+                 [&](OpBuilder &nb, Location l, ValueRange a) {
+                   Value v = fp8 ? decodeE4M3(nb, l,
+                                              arith::BitcastOp::create(nb, l, nb.getI8Type(), a[0]))
+                                 : arith::SIToFPOp::create(nb, l, nb.getF32Type(), a[0])
+                                       .getResult();
+                   linalg::YieldOp::create(nb, l, arith::MulFOp::create(nb, l, v, a[1]).getResult());
+                 })
+      .getResult(0);
+}
+
+} // namespace xfmr::lowering

@@ -1,0 +1,40 @@
+//===- KVQuant.h - quantized KV-cache rows and tiles ------------*- C++ -*-===//
+//
+// Part of xfmr. The element-level code of int8 and fp8-e4m3 KV caches
+// (xfmr-compile --kv-dtype): xfmr.kv_write quantizes each token's head
+// vectors with one f32 scale per head, xfmr.paged_attention widens each
+// key/value tile back to f32 as it reads it. Both are linalg.generic ops on
+// tensors; fp8 is encoded and decoded with integer operations (LLVM has no
+// fp8 arithmetic on x86), bit-exact with round to nearest even.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef XFMR_LIB_CONVERSION_XFMRTOLINALG_KVQUANT_H
+#define XFMR_LIB_CONVERSION_XFMRTOLINALG_KVQUANT_H
+
+#include "mlir/IR/Builders.h"
+
+namespace xfmr::lowering {
+
+/// Whether a pool of `element` stores quantized values with scales (i8 or an
+/// 8-bit float).
+bool isScaledKVElement(mlir::Type element);
+
+struct QuantizedRow {
+  mlir::Value values; ///< [H, D] of the pool's element type
+  mlir::Value scales; ///< [H] f32
+};
+
+/// `row` [H, D] (any float type) as `element` values and per-head scales:
+/// s = max|x| / qmax (127 for i8, 448 for f8E4M3FN), q = round(x / s), 0
+/// where s = 0.
+QuantizedRow quantizeHeads(mlir::OpBuilder &b, mlir::Location loc, mlir::Value row,
+                           mlir::Type element);
+
+/// `tile` [tk, D] of i8/f8E4M3FN values times `scales` [tk], as f32.
+mlir::Value dequantizeTile(mlir::OpBuilder &b, mlir::Location loc, mlir::Value tile,
+                           mlir::Value scales);
+
+} // namespace xfmr::lowering
+
+#endif // XFMR_LIB_CONVERSION_XFMRTOLINALG_KVQUANT_H
