@@ -11,7 +11,9 @@ of every quantization mode: every kernel computes each element in an order
 that does not depend on the batch.
 
   .venv/bin/python scripts/check-batch-invariance.py --build-dir build \\
-      [--modes none,bf16,fp8-e4m3,int8,int4-g32] MODEL.onnx
+      [--modes none,bf16,fp8-e4m3,int8,int4-g32,kv-int8,kv-fp8-e4m3] MODEL.onnx
+
+A mode kv-DTYPE compiles with --kv-dtype=DTYPE (f32 weights) instead of --quant.
 
 Prints one `PASS|FAIL MODEL MODE: detail` line per mode and `N passed, M
 failed, K skipped`.
@@ -49,7 +51,9 @@ def check(build, model, mode, work, vocab):
     art = os.path.join(work, mode + ".xfa")
     cmd = [os.path.join(build, "bin", "xfmr-compile"), model, "--kv-cache=paged", "--quiet",
            "-o", art]
-    if mode != "none":
+    if mode.startswith("kv-"):  # a quantized KV cache, f32 weights
+        cmd.append("--kv-dtype=" + mode[len("kv-"):])
+    elif mode != "none":
         cmd.append("--quant=" + mode)
     r = subprocess.run(cmd, capture_output=True, text=True)
     if r.returncode != 0:

@@ -367,6 +367,75 @@ TEST(ManifestTest, StepFunctionRejections) {
 
 namespace {
 
+/// A one-layer step function with an int8 or fp8 cache: two pools of
+/// `dtype` and two scale pools of `scaleDType` shaped `scaleShape`.
+std::string quantizedStepManifest(const std::string &kvDtype, const std::string &dtype,
+                                  const std::string &scaleDType, const std::string &scaleShape) {
+  std::string s = kManifest;
+  auto pool = [](const std::string &name, const std::string &type, const std::string &shape) {
+    return R"({"name": ")" + name + R"(", "dtype": ")" + type + R"(", "shape": )" + shape +
+           R"(, "role": "kv_pool"})";
+  };
+  std::string inputs = R"("inputs": [{"name": "input_ids", "dtype": "int64", "shape": ["tokens"]}, )" +
+                       pool("key_cache.0", dtype, kPool) + ", " +
+                       pool("value_cache.0", dtype, kPool) + ", " +
+                       pool("key_scale.0", scaleDType, scaleShape) + ", " +
+                       pool("value_scale.0", scaleDType, scaleShape) + "],";
+  size_t begin = s.find("\"inputs\"");
+  size_t end = s.find("\"outputs\"");
+  s.replace(begin, end - begin, inputs + "\n  ");
+  s.insert(s.rfind('}'), R"(, "kv_cache": {"block_size": 16, "num_layers": 1, "num_kv_heads": 2,
+                            "head_dim": 8, "dtype": ")" + kvDtype + R"("})" "\n");
+  return s;
+}
+
+const char *const kScalePool = R"(["num_blocks", 16, 2])";
+
+} // namespace
+
+TEST(ManifestTest, QuantizedKVCache) {
+  for (auto [kvDtype, dtype] : {std::pair<const char *, const char *>{"int8", "int8"},
+                                {"fp8-e4m3", "float8e4m3fn"}}) {
+    Expected<Manifest> m =
+        parseManifest(quantizedStepManifest(kvDtype, dtype, "float32", kScalePool), kFile);
+    ASSERT_TRUE(m) << m.error();
+    EXPECT_EQ(m->kvCache->dtype, kvDtype);
+    EXPECT_TRUE(m->kvCache->scaled());
+    EXPECT_EQ(m->kvCache->poolsPerLayer(), 4);
+    EXPECT_EQ(m->inputs[3].dtype, DType::F32);
+  }
+  // Without "dtype" (artifacts before --kv-dtype), the pools' own type.
+  Expected<Manifest> old = parseManifest(stepManifest(kKV, kPool), kFile);
+  ASSERT_TRUE(old) << old.error();
+  EXPECT_EQ(old->kvCache->dtype, "f32");
+  EXPECT_FALSE(old->kvCache->scaled());
+
+  struct Case {
+    std::string text, expected;
+  } cases[] = {
+      {quantizedStepManifest("int4", "int8", "float32", kScalePool),
+       "kv_cache.dtype: 'int4' is not one of"},
+      {quantizedStepManifest("int8", "float32", "float32", kScalePool),
+       "'key_cache.0' has dtype float32, but kv_cache.dtype 'int8' needs int8"},
+      {quantizedStepManifest("int8", "int8", "float16", kScalePool),
+       "'key_scale.0' has dtype float16, but kv_cache.dtype 'int8' needs float32"},
+      {quantizedStepManifest("int8", "int8", "float32", R"(["num_blocks", 16, 2, 8])"),
+       "'key_scale.0' is not [num_blocks, 16, 2] (the scales of a KV pool)"},
+      // Two pools per layer are not enough for a scaled cache.
+      {stepManifest(R"({"block_size": 16, "num_layers": 1, "num_kv_heads": 2, "head_dim": 8,
+                        "dtype": "int8"})",
+                    kPool),
+       "1 layers need 4 kv_pool inputs, the manifest has 2"},
+  };
+  for (const Case &c : cases) {
+    Expected<Manifest> m = parseManifest(c.text, kFile);
+    ASSERT_FALSE(m) << c.expected;
+    EXPECT_NE(m.error().find(c.expected), std::string::npos) << m.error();
+  }
+}
+
+namespace {
+
 /// kManifest with `"generation": <gen>` added.
 std::string withGeneration(const std::string &gen) {
   std::string s = kManifest;

@@ -139,7 +139,7 @@ TEST(DTypeTest, SizesNamesAndONNXCodes) {
               {DType::I32, 4, "i32", 6},  {DType::I64, 8, "i64", 7},
               {DType::U8, 1, "u8", 2},    {DType::U16, 2, "u16", 4},
               {DType::U32, 4, "u32", 12}, {DType::U64, 8, "u64", 13},
-              {DType::Bool, 1, "bool", 9}};
+              {DType::Bool, 1, "bool", 9}, {DType::F8E4M3FN, 1, "f8e4m3fn", 17}};
   ASSERT_EQ(std::size(rows), std::size(kAllDTypes));
   for (const Row &r : rows) {
     EXPECT_EQ(dtypeSize(r.dtype), r.size) << r.name;
@@ -150,9 +150,22 @@ TEST(DTypeTest, SizesNamesAndONNXCodes) {
 }
 
 TEST(DTypeTest, UnsupportedONNXCodes) {
-  // UNDEFINED, STRING, COMPLEX64/128, FLOAT8E4M3FN, INT4, garbage.
-  for (int32_t code : {0, 8, 14, 15, 17, 22, 99, -1})
+  // UNDEFINED, STRING, COMPLEX64/128, FLOAT8E4M3FNUZ, INT4, garbage.
+  for (int32_t code : {0, 8, 14, 15, 18, 22, 99, -1})
     EXPECT_EQ(dtypeFromONNX(code), std::nullopt) << code;
+}
+
+TEST(Float8Test, E4M3FNValues) {
+  EXPECT_EQ(f8e4m3fnToFloat(0x00), 0.0f);
+  EXPECT_EQ(f8e4m3fnToFloat(0x38), 1.0f);         // exponent 7 = bias
+  EXPECT_EQ(f8e4m3fnToFloat(0x7E), 448.0f);       // the largest finite
+  EXPECT_EQ(f8e4m3fnToFloat(0xFE), -448.0f);
+  EXPECT_EQ(f8e4m3fnToFloat(0x08), 0x1p-6f);      // the smallest normal
+  EXPECT_EQ(f8e4m3fnToFloat(0x01), 0x1p-9f);      // the smallest subnormal
+  EXPECT_EQ(f8e4m3fnToFloat(0x07), 7 * 0x1p-9f);
+  EXPECT_EQ(f8e4m3fnToFloat(0x3B), 1.375f);       // 1 + 3/8
+  EXPECT_TRUE(std::isnan(f8e4m3fnToFloat(0x7F)));
+  EXPECT_TRUE(std::isnan(f8e4m3fnToFloat(0xFF)));
 }
 
 TEST(HalfTest, KnownValues) {

@@ -463,7 +463,9 @@ static LogicalResult verifyKVScales(Operation *op, RankedTensorType keyPool,
   if (!narrow)
     return op->emitOpError() << "scales are for i8 or 8-bit float pools, not " << element;
   constexpr StringLiteral layout = "[num_blocks, block_size, Hkv]";
-  for (auto [name, v] : llvm::zip(ArrayRef<StringRef>{"key scales", "value scales"}, scales)) {
+  static constexpr StringLiteral names[] = {"key scales", "value scales"};
+  for (auto [i, v] : llvm::enumerate(scales)) {
+    StringRef name = names[i];
     auto type = cast<RankedTensorType>(v.getType());
     if (failed(verifyRank(op, name, type, 3, layout)))
       return failure();
@@ -548,42 +550,23 @@ LogicalResult KVWriteOp::inferReturnTypes(MLIRContext *, std::optional<Location>
                                           ValueRange operands, DictionaryAttr,
                                           OpaqueProperties, RegionRange,
                                           SmallVectorImpl<Type> &inferred) {
-  // key, value, pools..., slot_mapping: the results are the pools' types.
-  if (operands.size() < 3)
+  // key, value, key_pool, value_pool, slot_mapping, scales...: the results
+  // are the pools' and the scales' types.
+  if (operands.size() < 5)
     return failure();
-  for (Value pool : operands.drop_front(2).drop_back())
-    inferred.push_back(pool.getType());
+  inferred.push_back(operands[2].getType());
+  inferred.push_back(operands[3].getType());
+  for (Value scales : operands.drop_front(5))
+    inferred.push_back(scales.getType());
   return success();
 }
 
 LogicalResult KVWriteOp::verify() {
   Operation *op = getOperation();
-  if (getPools().size() != 2 && getPools().size() != 4)
-    return emitOpError() << "expects a key and a value pool, optionally followed by their "
-                            "scales, got "
-                         << getPools().size() << " pools";
-  auto poolType = [&](Value v, StringRef name) -> FailureOr<RankedTensorType> {
-    auto type = dyn_cast<RankedTensorType>(v.getType());
-    Type element = type ? type.getElementType() : Type();
-    if (!type || !(isa<FloatType>(element) || element.isInteger(8)))
-      return emitOpError() << name << " must be a ranked tensor of float or i8, got "
-                           << v.getType();
-    return type;
-  };
-  FailureOr<RankedTensorType> keyPool = poolType(getKeyPool(), "key_pool");
-  FailureOr<RankedTensorType> valuePool = poolType(getValuePool(), "value_pool");
-  if (failed(keyPool) || failed(valuePool))
-    return failure();
-  for (Value scales : getPools().drop_front(2))
-    if (!isa<RankedTensorType>(scales.getType()) ||
-        !cast<RankedTensorType>(scales.getType()).getElementType().isF32())
-      return emitOpError() << "scales must be f32 tensors, got " << scales.getType();
-  if (failed(verifyKVScales(op, *keyPool, *valuePool, getPools().drop_front(2))))
-    return failure();
   RankedTensorType keyType = getKey().getType();
   RankedTensorType valueType = getValue().getType();
-  RankedTensorType keyPoolType = *keyPool;
-  RankedTensorType valuePoolType = *valuePool;
+  RankedTensorType keyPoolType = getKeyPool().getType();
+  RankedTensorType valuePoolType = getValuePool().getType();
   RankedTensorType slotsType = getSlotMapping().getType();
   constexpr StringLiteral poolLayout = "[num_blocks, block_size, Hkv, D]";
   if (failed(verifyRank(op, "key", keyType, 3, "[T, Hkv, D]")) ||
@@ -617,7 +600,7 @@ LogicalResult KVWriteOp::verify() {
       failed(verifySameDim(op, "head dim mismatch", "value_pool", valuePoolType,
                            3, "value", valueType, 2)))
     return failure();
-  return success();
+  return verifyKVScales(op, keyPoolType, valuePoolType, getScales());
 }
 
 //===----------------------------------------------------------------------===//

@@ -452,12 +452,12 @@ def Xfmr_KVWriteOp : Xfmr_Op<"kv_write", [
     pools' element type (e.g. bf16 caches). The results are the updated
     pools: value semantics here, in place after bufferization.
 
-    Quantized caches (`--kv-dtype=int8|fp8-e4m3`): two more pools follow,
-    the key and the value scales (`[num_blocks, block_size, Hkv]` f32). Each
+    Quantized caches (`--kv-dtype=int8|fp8-e4m3`): `scales` holds the key
+    and the value scales (`[num_blocks, block_size, Hkv]` f32). Each
     token's head vector is stored as `round(x / s)` with `s = max|x| / 127`
     (i8 pools) or `max|x| / 448` (f8E4M3FN pools, round to nearest even,
     saturating), and `s` goes to the scale pool; an all-zero vector has
-    scale 0. The results are the updated pools in operand order.
+    scale 0. The results are the updated pools, then the updated scales.
 
     ```mlir
     %k_pool2, %v_pool2 = xfmr.kv_write %k, %v into %k_pool, %v_pool
@@ -470,25 +470,28 @@ def Xfmr_KVWriteOp : Xfmr_Op<"kv_write", [
   let arguments = (ins
     Xfmr_FloatTensor:$key,
     Xfmr_FloatTensor:$value,
-    Variadic<AnyRankedTensor>:$pools,
-    Xfmr_SlotTensor:$slot_mapping
+    Xfmr_KVPoolTensor:$key_pool,
+    Xfmr_KVPoolTensor:$value_pool,
+    Xfmr_SlotTensor:$slot_mapping,
+    Variadic<Xfmr_ScaleTensor>:$scales
   );
-  let results = (outs Variadic<AnyRankedTensor>:$new_pools);
+  let results = (outs
+    Xfmr_KVPoolTensor:$new_key_pool,
+    Xfmr_KVPoolTensor:$new_value_pool,
+    Variadic<Xfmr_ScaleTensor>:$new_scales
+  );
 
   let assemblyFormat = [{
-    $key `,` $value `into` $pools `at` $slot_mapping
-    attr-dict `:` type($key) `,` type($value) `,` type($pools) `,`
-    type($slot_mapping)
+    $key `,` $value `into` $key_pool `,` $value_pool
+    (`scales` `(` $scales^ `:` type($scales) `)`)? `at` $slot_mapping
+    attr-dict `:` type($key) `,` type($value) `,` type($key_pool) `,`
+    type($value_pool) `,` type($slot_mapping)
   }];
 
   let extraClassDeclaration = [{
-    /// pools: key, value[, key scales, value scales]; new_pools likewise.
-    ::mlir::Value getKeyPool() { return getPools()[0]; }
-    ::mlir::Value getValuePool() { return getPools()[1]; }
-    ::mlir::Value getKeyScales() { return getPools().size() > 2 ? getPools()[2] : nullptr; }
-    ::mlir::Value getValueScales() { return getPools().size() > 3 ? getPools()[3] : nullptr; }
-    ::mlir::Value getNewKeyPool() { return getNewPools()[0]; }
-    ::mlir::Value getNewValuePool() { return getNewPools()[1]; }
+    /// The key and the value scales of an int8/fp8 cache, else null.
+    ::mlir::Value getKeyScales() { return getScales().empty() ? nullptr : getScales()[0]; }
+    ::mlir::Value getValueScales() { return getScales().empty() ? nullptr : getScales()[1]; }
   }];
 }
 

@@ -374,13 +374,14 @@ struct PagedKVCachePass : impl::PagedKVCachePassBase<PagedKVCachePass> {
       Value q = packed(ob, op.getQuery());
       Value k = packed(ob, newTokens(op.getKey()));
       Value v = packed(ob, newTokens(op.getValue()));
-      SmallVector<Value, 4> layerPools;
-      for (unsigned i = 0; i < poolsPerLayer; ++i)
-        layerPools.push_back(arg(kStepInputs + poolsPerLayer * l + i));
-      auto write = KVWriteOp::create(ob, at, k, v, layerPools, arg(2));
+      unsigned first = kStepInputs + poolsPerLayer * l;
+      SmallVector<Value, 2> scales;
+      for (unsigned i = 2; i < poolsPerLayer; ++i)
+        scales.push_back(arg(first + i));
+      auto write = KVWriteOp::create(ob, at, k, v, arg(first), arg(first + 1), arg(2), scales);
       auto attn = PagedAttentionOp::create(
           ob, at, q.getType(), q, write.getNewKeyPool(), write.getNewValuePool(), arg(3), arg(4),
-          arg(5), write.getNewPools().drop_front(2), op.getNumHeadsAttr(), op.getNumKvHeadsAttr(),
+          arg(5), write.getNewScales(), op.getNumHeadsAttr(), op.getNumKvHeadsAttr(),
           op.getScaleAttr(), ob.getI64IntegerAttr(blockSize),
           windows[l] ? ob.getI64IntegerAttr(*windows[l]) : IntegerAttr());
       Value out = transpose(ob, at, unsqueeze(ob, at, attn.getResult(), 0), {0, 2, 1, 3});
@@ -388,7 +389,9 @@ struct PagedKVCachePass : impl::PagedKVCachePassBase<PagedKVCachePass> {
         out = tensor::CastOp::create(ob, at, op.getType(), out);
       op.getResult().replaceAllUsesWith(out);
       op.erase();
-      finalPools.append(write.getNewPools().begin(), write.getNewPools().end());
+      finalPools.push_back(write.getNewKeyPool());
+      finalPools.push_back(write.getNewValuePool());
+      finalPools.append(write.getNewScales().begin(), write.getNewScales().end());
     }
 
     // Results: logits for the rows logits_indices selects (a sequence's last

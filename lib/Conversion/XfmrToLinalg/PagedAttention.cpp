@@ -112,7 +112,9 @@ struct LowerKVWrite : OpRewritePattern<KVWriteOp> {
     Value tokens = dimValue(rewriter, loc, op.getKey(), 0);
     Value capacity = arith::MulIOp::create(rewriter, loc, dimValue(rewriter, loc, op.getKeyPool(), 0),
                                            indexConstant(rewriter, loc, blockSize));
-    SmallVector<Value, 4> pools(op.getPools());
+    // key, value[, key scales, value scales]: the loop's carried values.
+    SmallVector<Value, 4> pools{op.getKeyPool(), op.getValuePool()};
+    pools.append(op.getScales().begin(), op.getScales().end());
     bool scaled = pools.size() == 4;
     auto loop = scf::ForOp::create(
         rewriter, loc, zero, tokens, one, pools,

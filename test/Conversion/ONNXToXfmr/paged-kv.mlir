@@ -1,4 +1,23 @@
 // RUN: xfmr-opt %s --split-input-file --xfmr-paged-kv=block-size=8 --verify-diagnostics | FileCheck %s
+// RUN: xfmr-opt %s --split-input-file --xfmr-paged-kv="block-size=8 kv-dtype=int8" --verify-diagnostics | FileCheck %s --check-prefix=INT8
+// RUN: xfmr-opt %s --split-input-file --xfmr-paged-kv="block-size=8 kv-dtype=fp8-e4m3" --verify-diagnostics | FileCheck %s --check-prefix=FP8
+
+// --kv-dtype=int8 / fp8-e4m3: per layer the key and value pools hold i8 or
+// f8E4M3FN, followed by their f32 scales [num_blocks, block_size, Hkv];
+// kv_write updates all four, paged_attention reads the scales beside the
+// pools, and all four are returned.
+// INT8: module attributes {xfmr.kv_cache = {block_size = 8 : i64, dtype = "int8", head_dim = 4 : i64, num_kv_heads = 1 : i64, num_layers = 1 : i64}}
+// INT8-LABEL: func.func @main(
+// INT8-SAME: %[[KP:[a-z0-9]+]]: tensor<?x8x1x4xi8> {{.*}}onnx.name = "key_cache.0", xfmr.kv_pool}
+// INT8-SAME: %[[VP:[a-z0-9]+]]: tensor<?x8x1x4xi8> {{.*}}onnx.name = "value_cache.0", xfmr.kv_pool}
+// INT8-SAME: %[[KS:[a-z0-9]+]]: tensor<?x8x1xf32> {onnx.dim_params = ["num_blocks", "", ""], onnx.name = "key_scale.0", xfmr.kv_pool}
+// INT8-SAME: %[[VS:[a-z0-9]+]]: tensor<?x8x1xf32> {{.*}}onnx.name = "value_scale.0", xfmr.kv_pool}
+// INT8: %[[NK:.*]], %[[NV:.*]], %[[NS:.*]]:2 = xfmr.kv_write %{{.*}}, %{{.*}} into %[[KP]], %[[VP]] scales(%[[KS]], %[[VS]] : tensor<?x8x1xf32>, tensor<?x8x1xf32>) at
+// INT8: xfmr.paged_attention %{{.*}}, %[[NK]], %[[NV]], %{{.*}}, %{{.*}}, %{{.*}} scales(%[[NS]]#0, %[[NS]]#1 : tensor<?x8x1xf32>, tensor<?x8x1xf32>)
+// INT8: return %{{.*}}, %[[NK]], %[[NV]], %[[NS]]#0, %[[NS]]#1 :
+// FP8: dtype = "fp8-e4m3"
+// FP8: tensor<?x8x1x4xf8E4M3FN> {{.*}}onnx.name = "key_cache.0"
+// FP8: xfmr.kv_write {{.*}} scales(
 
 // A one-layer decoder after xfmr-raise: the step function takes packed
 // tokens, their positions and slots, the per-sequence tables and one key and
@@ -6,7 +25,7 @@
 // are replaced by kv_write + paged_attention; the lm_head runs only on the
 // rows logits_indices selects (each sequence's last token) and the updated
 // pools are returned for in-place bufferization.
-// CHECK: module attributes {xfmr.kv_cache = {block_size = 8 : i64, head_dim = 4 : i64, num_kv_heads = 1 : i64, num_layers = 1 : i64}}
+// CHECK: module attributes {xfmr.kv_cache = {block_size = 8 : i64, dtype = "f32", head_dim = 4 : i64, num_kv_heads = 1 : i64, num_layers = 1 : i64}}
 // CHECK-LABEL: func.func @main(
 // CHECK-SAME: %[[IDS:[a-z0-9]+]]: tensor<?xi64> {onnx.dim_params = ["tokens"], onnx.name = "input_ids"}
 // CHECK-SAME: %[[POS:[a-z0-9]+]]: tensor<?xi64> {onnx.dim_params = ["tokens"], onnx.name = "positions"}

@@ -102,3 +102,56 @@ func.func @paged_window(%q: tensor<?x8x8xf32>, %kp: tensor<?x16x2x8xf32>, %vp: t
         tensor<?xi32>, tensor<?xi32>
   return %o : tensor<?x8x8xf32>
 }
+
+// -----
+
+// int8 cache: per token, each head's max |x| gives its scale (/ 127), the
+// row is stored as round(x / s) (saturated, 0 where s = 0) and the scales go
+// to [block, offset, :] of the scale pools.
+// CHECK-LABEL: func.func @kv_write_int8(
+// CHECK: scf.for {{.*}} iter_args(%[[KP:.*]] = %arg2, %[[VP:.*]] = %arg3, %[[KS:.*]] = %arg5, %[[VS:.*]] = %arg6)
+// CHECK: linalg.generic {{.*}}iterator_types = ["parallel", "reduction"]
+// CHECK: math.absf
+// CHECK: arith.maximumf
+// CHECK: arith.divf %{{.*}}, %cst{{.*}} : f32
+// CHECK: math.roundeven
+// CHECK: arith.fptosi %{{.*}} : f32 to i8
+// CHECK: tensor.insert_slice %{{.*}} into %[[KS]][%{{.*}}, %{{.*}}, 0] [1, 1, 2] [1, 1, 1] : tensor<2xf32> into tensor<?x16x2xf32>
+// CHECK: tensor.insert_slice %{{.*}} into %[[KP]][%{{.*}}, %{{.*}}, 0, 0] [1, 1, 2, 8] [1, 1, 1, 1] : tensor<2x8xi8> into tensor<?x16x2x8xi8>
+func.func @kv_write_int8(%k: tensor<?x2x8xf32>, %v: tensor<?x2x8xf32>, %kp: tensor<?x16x2x8xi8>,
+                         %vp: tensor<?x16x2x8xi8>, %slots: tensor<?xi64>,
+                         %ks: tensor<?x16x2xf32>, %vs: tensor<?x16x2xf32>)
+    -> (tensor<?x16x2x8xi8>, tensor<?x16x2x8xi8>, tensor<?x16x2xf32>, tensor<?x16x2xf32>) {
+  %k2, %v2, %s:2 = xfmr.kv_write %k, %v into %kp, %vp
+      scales(%ks, %vs : tensor<?x16x2xf32>, tensor<?x16x2xf32>) at %slots
+      : tensor<?x2x8xf32>, tensor<?x2x8xf32>, tensor<?x16x2x8xi8>, tensor<?x16x2x8xi8>,
+        tensor<?xi64>
+  return %k2, %v2, %s#0, %s#1
+      : tensor<?x16x2x8xi8>, tensor<?x16x2x8xi8>, tensor<?x16x2xf32>, tensor<?x16x2xf32>
+}
+
+// -----
+
+// fp8 cache: each key and value tile is widened from its e4m3fn bits (as
+// i8) and multiplied by its rows' scales before the scores and the
+// weighted sum, one block at a time.
+// CHECK-LABEL: func.func @paged_attention_fp8(
+// CHECK: scf.for
+// CHECK: %[[KT:.*]] = tensor.extract_slice %arg1[{{.*}}] [1, %{{.*}}, 1, 8] [1, 1, 1, 1] : tensor<?x16x2x8xf8E4M3FN> to tensor<?x8xf8E4M3FN>
+// CHECK: tensor.extract_slice %arg2[{{.*}}] : tensor<?x16x2x8xf8E4M3FN> to tensor<?x8xf8E4M3FN>
+// CHECK: %[[KSC:.*]] = tensor.extract_slice %arg6[{{.*}}] [1, %{{.*}}, 1] [1, 1, 1] : tensor<?x16x2xf32> to tensor<?xf32>
+// CHECK: linalg.generic {{.*}} ins(%[[KT]], %[[KSC]] : tensor<?x8xf8E4M3FN>, tensor<?xf32>)
+// CHECK: arith.bitcast %{{.*}} : f8E4M3FN to i8
+// CHECK: arith.extui
+// CHECK: arith.mulf
+func.func @paged_attention_fp8(%q: tensor<?x4x8xf32>, %kp: tensor<?x16x2x8xf8E4M3FN>,
+                               %vp: tensor<?x16x2x8xf8E4M3FN>, %tables: tensor<?x?xi32>,
+                               %lens: tensor<?xi32>, %starts: tensor<?xi32>,
+                               %ks: tensor<?x16x2xf32>, %vs: tensor<?x16x2xf32>) -> tensor<?x4x8xf32> {
+  %0 = xfmr.paged_attention %q, %kp, %vp, %tables, %lens, %starts
+      scales(%ks, %vs : tensor<?x16x2xf32>, tensor<?x16x2xf32>)
+      {block_size = 16 : i64, num_heads = 4 : i64, num_kv_heads = 2 : i64, scale = 0.35 : f32}
+      : tensor<?x4x8xf32>, tensor<?x16x2x8xf8E4M3FN>, tensor<?x16x2x8xf8E4M3FN>, tensor<?x?xi32>,
+        tensor<?xi32>, tensor<?xi32>
+  return %0 : tensor<?x4x8xf32>
+}

@@ -1570,7 +1570,8 @@ func.func @kv_write_i16_slots(%k: tensor<4x2x64xf32>, %v: tensor<4x2x64xf32>,
 func.func @kv_write_new_key_pool_type(%k: tensor<4x2x64xf32>, %v: tensor<4x2x64xf32>,
                                       %kp: tensor<128x16x2x64xf32>,
                                       %vp: tensor<128x16x2x64xf32>, %s: tensor<4xi64>) {
-  // expected-error @+1 {{'xfmr.kv_write' op failed to verify that all of {key_pool, new_key_pool} have same type}}
+  // expected-error @+2 {{'xfmr.kv_write' op inferred type(s)}}
+  // expected-error @+1 {{'xfmr.kv_write' op failed to infer returned types}}
   %0:2 = "xfmr.kv_write"(%k, %v, %kp, %vp, %s)
       : (tensor<4x2x64xf32>, tensor<4x2x64xf32>, tensor<128x16x2x64xf32>, tensor<128x16x2x64xf32>,
          tensor<4xi64>) -> (tensor<128x16x2x64xf16>, tensor<128x16x2x64xf32>)
@@ -1584,9 +1585,64 @@ func.func @kv_write_new_key_pool_type(%k: tensor<4x2x64xf32>, %v: tensor<4x2x64x
 func.func @kv_write_new_value_pool_type(%k: tensor<4x2x64xf32>, %v: tensor<4x2x64xf32>,
                                         %kp: tensor<128x16x2x64xf32>,
                                         %vp: tensor<128x16x2x64xf32>, %s: tensor<4xi64>) {
-  // expected-error @+1 {{'xfmr.kv_write' op failed to verify that all of {value_pool, new_value_pool} have same type}}
+  // expected-error @+2 {{'xfmr.kv_write' op inferred type(s)}}
+  // expected-error @+1 {{'xfmr.kv_write' op failed to infer returned types}}
   %0:2 = "xfmr.kv_write"(%k, %v, %kp, %vp, %s)
       : (tensor<4x2x64xf32>, tensor<4x2x64xf32>, tensor<128x16x2x64xf32>, tensor<128x16x2x64xf32>,
          tensor<4xi64>) -> (tensor<128x16x2x64xf32>, tensor<128x16x2x64xf16>)
+  return
+}
+
+// -----
+
+// An i8 cache cannot be read without its scales.
+func.func @kv_write_i8_without_scales(%k: tensor<4x2x64xf32>, %v: tensor<4x2x64xf32>,
+                                      %kp: tensor<128x16x2x64xi8>,
+                                      %vp: tensor<128x16x2x64xi8>, %s: tensor<4xi64>) {
+  // expected-error @+1 {{'xfmr.kv_write' op i8 KV pools need key and value scales}}
+  %0:2 = xfmr.kv_write %k, %v into %kp, %vp at %s
+      : tensor<4x2x64xf32>, tensor<4x2x64xf32>, tensor<128x16x2x64xi8>, tensor<128x16x2x64xi8>,
+        tensor<4xi64>
+  return
+}
+
+// -----
+
+// Scales are for 8-bit pools only.
+func.func @kv_write_scales_on_f32(%k: tensor<4x2x64xf32>, %v: tensor<4x2x64xf32>,
+                                  %kp: tensor<128x16x2x64xf32>, %vp: tensor<128x16x2x64xf32>,
+                                  %ks: tensor<128x16x2xf32>, %s: tensor<4xi64>) {
+  // expected-error @+1 {{'xfmr.kv_write' op scales are for i8 or 8-bit float pools, not 'f32'}}
+  %0:4 = xfmr.kv_write %k, %v into %kp, %vp scales(%ks, %ks : tensor<128x16x2xf32>, tensor<128x16x2xf32>) at %s
+      : tensor<4x2x64xf32>, tensor<4x2x64xf32>, tensor<128x16x2x64xf32>, tensor<128x16x2x64xf32>,
+        tensor<4xi64>
+  return
+}
+
+// -----
+
+// One scale per slot and KV head: [num_blocks, block_size, Hkv].
+func.func @kv_write_scale_shape(%k: tensor<4x2x64xf32>, %v: tensor<4x2x64xf32>,
+                                %kp: tensor<128x16x2x64xi8>, %vp: tensor<128x16x2x64xi8>,
+                                %ks: tensor<128x16x4xf32>, %s: tensor<4xi64>) {
+  // expected-error @+1 {{'xfmr.kv_write' op scale shape mismatch: key scales dim 2 is 4 but key_pool dim 2 is 2}}
+  %0:4 = xfmr.kv_write %k, %v into %kp, %vp scales(%ks, %ks : tensor<128x16x4xf32>, tensor<128x16x4xf32>) at %s
+      : tensor<4x2x64xf32>, tensor<4x2x64xf32>, tensor<128x16x2x64xi8>, tensor<128x16x2x64xi8>,
+        tensor<4xi64>
+  return
+}
+
+// -----
+
+// Both scales or none.
+func.func @paged_attention_one_scale(%q: tensor<4x4x64xf32>, %kp: tensor<128x16x2x64xf8E4M3FN>,
+                                     %vp: tensor<128x16x2x64xf8E4M3FN>,
+                                     %ks: tensor<128x16x2xf32>, %t: tensor<1x8xi32>,
+                                     %l: tensor<1xi32>, %st: tensor<2xi32>) {
+  // expected-error @+1 {{'xfmr.paged_attention' op expects the key and the value scales, got 1 scale operands}}
+  %0 = xfmr.paged_attention %q, %kp, %vp, %t, %l, %st scales(%ks : tensor<128x16x2xf32>)
+      {block_size = 16 : i64, num_heads = 4 : i64, num_kv_heads = 2 : i64, scale = 0.125 : f32}
+      : tensor<4x4x64xf32>, tensor<128x16x2x64xf8E4M3FN>, tensor<128x16x2x64xf8E4M3FN>,
+        tensor<1x8xi32>, tensor<1xi32>, tensor<2xi32>
   return
 }
