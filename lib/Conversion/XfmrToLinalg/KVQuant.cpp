@@ -62,28 +62,6 @@ Value encodeE4M3(OpBuilder &b, Location loc, Value y) {
   return arith::TruncIOp::create(b, loc, b.getI8Type(), code);
 }
 
-/// The f32 value of float8 e4m3fn bits `byte` (i8); exact. NaN codes never
-/// reach a pool (kv_write saturates), so they are not special-cased.
-Value decodeE4M3(OpBuilder &b, Location loc, Value byte) {
-  Type i32 = b.getI32Type(), f32 = b.getF32Type();
-  auto c = [&](int64_t v) { return i32Constant(b, loc, v); };
-  Value u = arith::ExtUIOp::create(b, loc, i32, byte);
-  Value sign = arith::ShLIOp::create(b, loc, arith::AndIOp::create(b, loc, u, c(0x80)), c(24));
-  Value exponent = arith::AndIOp::create(b, loc, arith::ShRUIOp::create(b, loc, u, c(3)), c(15));
-  Value mantissa = arith::AndIOp::create(b, loc, u, c(7));
-  Value normBits = arith::OrIOp::create(
-      b, loc,
-      arith::ShLIOp::create(b, loc, arith::AddIOp::create(b, loc, exponent, c(120)), c(23)),
-      arith::ShLIOp::create(b, loc, mantissa, c(20)));
-  Value normal = arith::BitcastOp::create(b, loc, f32, arith::OrIOp::create(b, loc, normBits, sign));
-  Value sub = arith::MulFOp::create(b, loc, arith::SIToFPOp::create(b, loc, f32, mantissa),
-                                    f32Constant(b, loc, 0x1p-9));
-  Value negative = arith::CmpIOp::create(b, loc, arith::CmpIPredicate::ne, sign, c(0));
-  sub = arith::SelectOp::create(b, loc, negative, arith::NegFOp::create(b, loc, sub), sub);
-  Value isSub = arith::CmpIOp::create(b, loc, arith::CmpIPredicate::eq, exponent, c(0));
-  return arith::SelectOp::create(b, loc, isSub, sub, normal);
-}
-
 linalg::GenericOp generic(OpBuilder &b, Location loc, Type resultType, ValueRange inputs,
                           Value init, ArrayRef<AffineMap> maps,
                           ArrayRef<utils::IteratorType> iterators,
@@ -158,23 +136,25 @@ QuantizedRow quantizeHeads(OpBuilder &b, Location loc, Value row, Type element) 
   return {q, scales};
 }
 
-Value dequantizeTile(OpBuilder &b, Location loc, Value tile, Value scales) {
-  Type element = cast<RankedTensorType>(tile.getType()).getElementType();
-  MLIRContext *ctx = b.getContext();
-  AffineMap id = AffineMap::getMultiDimIdentityMap(2, ctx);
-  AffineMap rows = AffineMap::get(2, 0, {getAffineDimExpr(0, ctx)}, ctx);
-  Value init = tensor::EmptyOp::create(b, loc, tensor::getMixedSizes(b, loc, tile), b.getF32Type());
-  bool fp8 = !element.isInteger(8);
-  return generic(b, loc, init.getType(), ValueRange{tile, scales}, init, {id, rows, id},
-                 {utils::IteratorType::parallel, utils::IteratorType::parallel},
-                 [&](OpBuilder &nb, Location l, ValueRange a) {
-                   Value v = fp8 ? decodeE4M3(nb, l,
-                                              arith::BitcastOp::create(nb, l, nb.getI8Type(), a[0]))
-                                 : arith::SIToFPOp::create(nb, l, nb.getF32Type(), a[0])
-                                       .getResult();
-                   linalg::YieldOp::create(nb, l, arith::MulFOp::create(nb, l, v, a[1]).getResult());
-                 })
-      .getResult(0);
+Value widenKV(OpBuilder &b, Location loc, Value v) {
+  Type element = v.getType();
+  Type f32 = b.getF32Type();
+  if (element.isInteger(8))
+    return arith::SIToFPOp::create(b, loc, f32, v);
+  if (!isa<Float8E4M3FNType>(element))
+    return convertFloat(b, loc, v, f32);
+  // s.eeee.mmm -> the f16 s.0eeee.mmm0000000: exponent bias 15 instead of
+  // 7, so the value / 2^8.
+  Type i16 = b.getIntegerType(16);
+  auto c = [&](int64_t x) { return arith::ConstantIntOp::create(b, loc, i16, x); };
+  Value u = arith::ExtUIOp::create(b, loc, i16, arith::BitcastOp::create(b, loc, b.getI8Type(), v));
+  Value magnitude = arith::ShLIOp::create(b, loc, arith::AndIOp::create(b, loc, u, c(0x7F)), c(7));
+  Value sign = arith::ShLIOp::create(b, loc, arith::AndIOp::create(b, loc, u, c(0x80)), c(8));
+  Value half = arith::BitcastOp::create(b, loc, b.getF16Type(),
+                                        arith::OrIOp::create(b, loc, magnitude, sign));
+  return arith::ExtFOp::create(b, loc, f32, half);
 }
+
+double widenedScale(Type element) { return isa<Float8E4M3FNType>(element) ? 256.0 : 1.0; }
 
 } // namespace xfmr::lowering

@@ -31,9 +31,14 @@ struct QuantizedRow {
 QuantizedRow quantizeHeads(mlir::OpBuilder &b, mlir::Location loc, mlir::Value row,
                            mlir::Type element);
 
-/// `tile` [tk, D] of i8/f8E4M3FN values times `scales` [tk], as f32.
-mlir::Value dequantizeTile(mlir::OpBuilder &b, mlir::Location loc, mlir::Value tile,
-                           mlir::Value scales);
+/// One stored KV element as f32, for the body of the attention products: a
+/// float widened exactly, an i8 converted, an f8E4M3FN byte widened through
+/// f16 (the byte's bits placed in an f16 are the value / 256, exact
+/// including subnormals; vcvtph2ps on F16C CPUs): the result times
+/// widenedScale(element) is the stored value.
+mlir::Value widenKV(mlir::OpBuilder &b, mlir::Location loc, mlir::Value v);
+/// 256 for f8E4M3FN (see widenKV), else 1: folded into the per-row scales.
+double widenedScale(mlir::Type element);
 
 } // namespace xfmr::lowering
 

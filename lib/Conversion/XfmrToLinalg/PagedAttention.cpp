@@ -292,8 +292,10 @@ struct LowerPagedAttention : OpRewritePattern<PagedAttentionOp> {
                                 b4, l4, bs, arith::SubIOp::create(b4, l4, kvEnd, k0));
                             Value kTile = slice2D(b4, l4, kPool, {block, z, hk, z}, {o, tk, o, d});
                             Value vTile = slice2D(b4, l4, vPool, {block, z, hk, z}, {o, tk, o, dv});
+                            // Quantized pools: the tiles' rows' scales; the
+                            // products widen the tiles in registers.
+                            Value kRowScales, vRowScales;
                             if (kScales) {
-                              // Quantized pools: widened to f32 tile by tile.
                               auto column = RankedTensorType::get({ShapedType::kDynamic},
                                                                   b4.getF32Type());
                               auto scalesAt = [&](Value pool) -> Value {
@@ -302,8 +304,8 @@ struct LowerPagedAttention : OpRewritePattern<PagedAttentionOp> {
                                     ArrayRef<OpFoldResult>{o, tk, o},
                                     ArrayRef<OpFoldResult>{o, o, o});
                               };
-                              kTile = dequantizeTile(b4, l4, kTile, scalesAt(kScales));
-                              vTile = dequantizeTile(b4, l4, vTile, scalesAt(vScales));
+                              kRowScales = scalesAt(kScales);
+                              vRowScales = scalesAt(vScales);
                             }
                             auto maskFn = [&](OpBuilder &nb, Location nl, Value i, Value j,
                                               Value score) -> Value {
@@ -321,9 +323,11 @@ struct LowerPagedAttention : OpRewritePattern<PagedAttentionOp> {
                                   indexConstant(nb, nl, static_cast<int64_t>(*slidingWindow) - 1));
                               return hideAfter(nb, nl, pos, lastSeen, score);
                             };
-                            Value scores = scoreTile(b4, l4, qTile, kTile, scale, maskFn);
-                            SoftmaxState next = softmaxStep(
-                                b4, l4, SoftmaxState{st[0], st[1], st[2]}, scores, vTile);
+                            Value scores =
+                                scoreTile(b4, l4, qTile, kTile, scale, maskFn, kRowScales);
+                            SoftmaxState next =
+                                softmaxStep(b4, l4, SoftmaxState{st[0], st[1], st[2]}, scores,
+                                            vTile, vRowScales);
                             scf::YieldOp::create(b4, l4,
                                                  ValueRange{next.max, next.sum, next.acc});
                           });

@@ -5,6 +5,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "TileBuilder.h"
+#include "KVQuant.h"
 #include "xfmr/Conversion/LoweringUtils.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
@@ -80,7 +81,8 @@ SoftmaxState initialState(OpBuilder &b, Location loc, OpFoldResult rows, OpFoldR
           filled(b, loc, {rows}, 0.0), filled(b, loc, {rows, dv}, 0.0)};
 }
 
-Value scoreTile(OpBuilder &b, Location loc, Value q, Value k, double scale, MaskFn mask) {
+Value scoreTile(OpBuilder &b, Location loc, Value q, Value k, double scale, MaskFn mask,
+                Value kScales) {
   MLIRContext *ctx = b.getContext();
   OpFoldResult tq = tensor::getMixedSize(b, loc, q, 0);
   OpFoldResult tk = tensor::getMixedSize(b, loc, k, 0);
@@ -91,14 +93,24 @@ Value scoreTile(OpBuilder &b, Location loc, Value q, Value k, double scale, Mask
                       {par, par, red}, [](OpBuilder &nb, Location l, ValueRange a) -> Value {
                         Value p = arith::MulFOp::create(
                             nb, l, convertFloat(nb, l, a[0], nb.getF32Type()),
-                            convertFloat(nb, l, a[1], nb.getF32Type()), kReassoc);
+                            widenKV(nb, l, a[1]), kReassoc);
                         return arith::AddFOp::create(nb, l, a[2], p, kReassoc);
                       });
-  Value scaleV = f32Const(b, loc, scale);
+  Type kElement = cast<RankedTensorType>(k.getType()).getElementType();
+  Value scaleV = f32Const(b, loc, scale * widenedScale(kElement));
   AffineMap id2 = map(ctx, 2, {0, 1});
-  return generic(b, loc, {dot}, emptyTensor(b, loc, {tq, tk}, b.getF32Type()), {id2, id2},
+  SmallVector<Value, 2> ins{dot};
+  SmallVector<AffineMap, 3> maps{id2};
+  if (kScales) {
+    ins.push_back(kScales);
+    maps.push_back(map(ctx, 2, {1}));
+  }
+  maps.push_back(id2);
+  return generic(b, loc, ins, emptyTensor(b, loc, {tq, tk}, b.getF32Type()), maps,
                  {par, par}, [&](OpBuilder &nb, Location l, ValueRange a) -> Value {
                    Value s = arith::MulFOp::create(nb, l, a[0], scaleV);
+                   if (kScales) // the key's own scale (times 256 for fp8)
+                     s = arith::MulFOp::create(nb, l, s, a[1]);
                    Value i = linalg::IndexOp::create(nb, l, 0);
                    Value j = linalg::IndexOp::create(nb, l, 1);
                    return mask(nb, l, i, j, s);
@@ -106,7 +118,7 @@ Value scoreTile(OpBuilder &b, Location loc, Value q, Value k, double scale, Mask
 }
 
 SoftmaxState softmaxStep(OpBuilder &b, Location loc, const SoftmaxState &state, Value scores,
-                         Value v) {
+                         Value v, Value vScales) {
   MLIRContext *ctx = b.getContext();
   OpFoldResult tq = tensor::getMixedSize(b, loc, scores, 0);
   OpFoldResult tk = tensor::getMixedSize(b, loc, scores, 1);
@@ -149,11 +161,23 @@ SoftmaxState softmaxStep(OpBuilder &b, Location loc, const SoftmaxState &state, 
   // Loops (i, key, d): the innermost loop runs along a contiguous row of v
   // and of acc (acc[i, :] += p[i, key] * v[key, :]) and vectorizes; with the
   // key innermost it would stride through v.
-  Value newAcc = generic(b, loc, {probs, v}, scaledAcc,
+  // A quantized v: p[i, key] * scale[key] (times 256 for fp8), then the
+  // product widens v in registers.
+  Value weights = probs;
+  if (vScales) {
+    Value factor = f32Const(b, loc, widenedScale(cast<RankedTensorType>(v.getType()).getElementType()));
+    weights = generic(b, loc, {probs, vScales}, emptyTensor(b, loc, {tq, tk}, b.getF32Type()),
+                      {ij, map(ctx, 2, {1}), ij}, {par, par},
+                      [&](OpBuilder &nb, Location l, ValueRange a) -> Value {
+                        return arith::MulFOp::create(
+                            nb, l, a[0], arith::MulFOp::create(nb, l, a[1], factor));
+                      });
+  }
+  Value newAcc = generic(b, loc, {weights, v}, scaledAcc,
                          {map(ctx, 3, {0, 1}), map(ctx, 3, {1, 2}), map(ctx, 3, {0, 2})},
                          {par, red, par}, [](OpBuilder &nb, Location l, ValueRange a) -> Value {
-                           Value p = arith::MulFOp::create(
-                               nb, l, a[0], convertFloat(nb, l, a[1], nb.getF32Type()), kReassoc);
+                           Value p = arith::MulFOp::create(nb, l, a[0], widenKV(nb, l, a[1]),
+                                                           kReassoc);
                            return arith::AddFOp::create(nb, l, a[2], p, kReassoc);
                          });
   return {newMax, newSum, newAcc};

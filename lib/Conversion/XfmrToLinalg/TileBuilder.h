@@ -37,13 +37,18 @@ SoftmaxState initialState(mlir::OpBuilder &b, mlir::Location loc, mlir::OpFoldRe
 using MaskFn = llvm::function_ref<mlir::Value(mlir::OpBuilder &, mlir::Location,
                                               mlir::Value i, mlir::Value j,
                                               mlir::Value score)>;
+/// A quantized key tile (i8 or f8E4M3FN) comes with its rows' scales
+/// `kScales` [tk]: the product widens k in registers (KVQuant.h) and the
+/// scores are multiplied by the scales.
 mlir::Value scoreTile(mlir::OpBuilder &b, mlir::Location loc, mlir::Value q, mlir::Value k,
-                      double scale, MaskFn mask);
+                      double scale, MaskFn mask, mlir::Value kScales = nullptr);
 
 /// One online-softmax step: folds the scores [tq, tk] and values [tk, Dv]
 /// into the state.
+/// A quantized value tile comes with its rows' scales `vScales` [tk], folded
+/// into the probabilities before the product.
 SoftmaxState softmaxStep(mlir::OpBuilder &b, mlir::Location loc, const SoftmaxState &state,
-                         mlir::Value scores, mlir::Value v);
+                         mlir::Value scores, mlir::Value v, mlir::Value vScales = nullptr);
 
 /// acc / l as a [tq, Dv] tensor of `element` (rows that saw no key are 0).
 mlir::Value finishTile(mlir::OpBuilder &b, mlir::Location loc, const SoftmaxState &state,

@@ -132,18 +132,23 @@ func.func @kv_write_int8(%k: tensor<?x2x8xf32>, %v: tensor<?x2x8xf32>, %kp: tens
 
 // -----
 
-// fp8 cache: each key and value tile is widened from its e4m3fn bits (as
-// i8) and multiplied by its rows' scales before the scores and the
-// weighted sum, one block at a time.
+// fp8 cache: the products read the e4m3fn bytes and widen them in
+// registers (the byte's bits placed in an f16: the value / 256); the
+// scores are multiplied by the keys' scales (times 256), the
+// probabilities by the values' scales (times 256). No f32 copy of a tile.
 // CHECK-LABEL: func.func @paged_attention_fp8(
 // CHECK: scf.for
 // CHECK: %[[KT:.*]] = tensor.extract_slice %arg1[{{.*}}] [1, %{{.*}}, 1, 8] [1, 1, 1, 1] : tensor<?x16x2x8xf8E4M3FN> to tensor<?x8xf8E4M3FN>
-// CHECK: tensor.extract_slice %arg2[{{.*}}] : tensor<?x16x2x8xf8E4M3FN> to tensor<?x8xf8E4M3FN>
+// CHECK: %[[VT:.*]] = tensor.extract_slice %arg2[{{.*}}] : tensor<?x16x2x8xf8E4M3FN> to tensor<?x8xf8E4M3FN>
 // CHECK: %[[KSC:.*]] = tensor.extract_slice %arg6[{{.*}}] [1, %{{.*}}, 1] [1, 1, 1] : tensor<?x16x2xf32> to tensor<?xf32>
-// CHECK: linalg.generic {{.*}} ins(%[[KT]], %[[KSC]] : tensor<?x8xf8E4M3FN>, tensor<?xf32>)
+// CHECK: %[[VSC:.*]] = tensor.extract_slice %arg7[{{.*}}] : tensor<?x16x2xf32> to tensor<?xf32>
+// CHECK: %[[DOT:.*]] = linalg.generic {{.*}} ins(%{{.*}}, %[[KT]] : tensor<?x8xf32>, tensor<?x8xf8E4M3FN>)
 // CHECK: arith.bitcast %{{.*}} : f8E4M3FN to i8
-// CHECK: arith.extui
-// CHECK: arith.mulf
+// CHECK: arith.bitcast %{{.*}} : i16 to f16
+// CHECK: arith.extf %{{.*}} : f16 to f32
+// CHECK: linalg.generic {{.*}} ins(%[[DOT]], %[[KSC]] : tensor<?x?xf32>, tensor<?xf32>)
+// CHECK: linalg.generic {{.*}} ins(%{{.*}}, %[[VSC]] : tensor<?x?xf32>, tensor<?xf32>)
+// CHECK: linalg.generic {{.*}} ins(%{{.*}}, %[[VT]] : tensor<?x?xf32>, tensor<?x8xf8E4M3FN>)
 func.func @paged_attention_fp8(%q: tensor<?x4x8xf32>, %kp: tensor<?x16x2x8xf8E4M3FN>,
                                %vp: tensor<?x16x2x8xf8E4M3FN>, %tables: tensor<?x?xi32>,
                                %lens: tensor<?xi32>, %starts: tensor<?xi32>,
