@@ -20,7 +20,9 @@
 //
 // Plain C with no run-time dependency, built into libxfmr_ukernels.a; the
 // AVX2 path is chosen at run time, the scalar path gives the same integers
-// on any CPU.
+// on any CPU. With AVX512-VNNI, whole tiles of four rows (prefill, batched
+// steps) go through groupVNNI4: vpdpbusd on unsigned activations, the same
+// integers and the same float epilogue as the AVX2 path.
 //
 //===----------------------------------------------------------------------===//
 
@@ -164,6 +166,115 @@ groupAVX2(const int8_t *qa, const float *sa, const int32_t *suma, int64_t k, int
   }
   _mm_storeu_ps(out, acc);
 }
+
+enum { kTileRows = 4 };
+
+/// Whether this CPU has AVX512-VNNI with 512-bit byte and 256/128-bit
+/// forms (vpdpbusd zmm): Ice Lake and later Xeons, Zen 4 and later.
+static int hasVNNI512(void) {
+  static int vnni = -1;
+  if (vnni < 0) {
+    __builtin_cpu_init();
+    vnni = xfmr_uk_has_avx2() && __builtin_cpu_supports("avx512f") &&
+           __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vl") &&
+           __builtin_cpu_supports("avx512vnni");
+  }
+  return vnni;
+}
+
+/// The four column sums of one 256-bit half pair: lanes 0-7 are column j,
+/// lanes 8-15 column j + 1.
+__attribute__((target("avx512f,avx512bw,avx512vl"))) static inline __m128i
+columnPairSums(__m512i lo, __m512i hi) {
+  // [j | j+1] and [j+2 | j+3] halves -> four sums (exact int32 adds).
+  __m256i a0 = _mm512_castsi512_si256(lo), a1 = _mm512_extracti64x4_epi64(lo, 1);
+  __m256i b0 = _mm512_castsi512_si256(hi), b1 = _mm512_extracti64x4_epi64(hi, 1);
+  __m256i h = _mm256_hadd_epi32(_mm256_hadd_epi32(a0, a1), _mm256_hadd_epi32(b0, b1));
+  return _mm_add_epi32(_mm256_castsi256_si128(h), _mm256_extracti128_si256(h, 1));
+}
+
+/// Four rows of `G` (1 or 2) adjacent column groups with AVX512-VNNI
+/// (prefill and batched steps): each 128-byte chunk of a group's weights is
+/// loaded once for the four rows as two zmm (columns j, j+1 and j+2, j+3),
+/// each row's 32 activations are broadcast to both halves once for all G
+/// groups and made unsigned (x + 128, by flipping the sign bit) for
+/// vpdpbusd, which sums four u8 x s8 products into int32 without
+/// saturation. sum (x + 128) w - 128 sum w is the same integer as
+/// groupAVX2's, and the float epilogue is groupAVX2's operation for
+/// operation, so a row's result does not depend on which path or tile
+/// computed it.
+__attribute__((target("avx2,fma,avx512f,avx512bw,avx512vl,avx512vnni"), always_inline)) static inline void
+rowsVNNI(int G, const int8_t *qa, int64_t lda, const float *sa, const int32_t *suma,
+         int64_t ldsa, int64_t k, int64_t blk, const int8_t *w, int64_t groupBytes,
+         const float *sw, const uint8_t *zw, float out[kTileRows][2 * kColumns]) {
+  int64_t blocks = k / blk, chunks = chunksOf(blk);
+  const __m512i flip = _mm512_set1_epi8((char)0x80), ones = _mm512_set1_epi8(1);
+  int8_t tail[kChunk];
+  __m128 acc[kTileRows][2];
+  for (int r = 0; r < kTileRows; ++r)
+    acc[r][0] = acc[r][1] = _mm_setzero_ps();
+  for (int64_t b = 0; b < blocks; ++b) {
+    __m512i lo[kTileRows][2], hi[kTileRows][2], wsumLo[2], wsumHi[2];
+    for (int g = 0; g < G; ++g) {
+      wsumLo[g] = wsumHi[g] = _mm512_setzero_si512();
+      for (int r = 0; r < kTileRows; ++r)
+        lo[r][g] = hi[r][g] = _mm512_setzero_si512();
+    }
+    for (int64_t c = 0; c < chunks; ++c) {
+      __m512i w01[2], w23[2];
+      for (int g = 0; g < G; ++g) {
+        const int8_t *y = w + g * groupBytes + (b * chunks + c) * kColumns * kChunk;
+        w01[g] = _mm512_loadu_si512((const void *)y);
+        w23[g] = _mm512_loadu_si512((const void *)(y + 2 * kChunk));
+        wsumLo[g] = _mm512_dpbusd_epi32(wsumLo[g], ones, w01[g]);
+        wsumHi[g] = _mm512_dpbusd_epi32(wsumHi[g], ones, w23[g]);
+      }
+      for (int r = 0; r < kTileRows; ++r) {
+        __m256i x = loadChunk(qa + r * lda + b * blk, blk, c, tail);
+        __m512i xu = _mm512_xor_si512(_mm512_broadcast_i64x4(x), flip);
+        for (int g = 0; g < G; ++g) {
+          lo[r][g] = _mm512_dpbusd_epi32(lo[r][g], xu, w01[g]);
+          hi[r][g] = _mm512_dpbusd_epi32(hi[r][g], xu, w23[g]);
+        }
+      }
+    }
+    for (int g = 0; g < G; ++g) {
+      const float *swg = sw + g * blocks * kColumns;
+      __m128i wsum = _mm_slli_epi32(columnPairSums(wsumLo[g], wsumHi[g]), 7); // 128 * sum w
+      __m128 d0 = _mm_loadu_ps(swg + b * kColumns);
+      __m128i z = _mm_setzero_si128();
+      if (zw) {
+        int32_t packed;
+        __builtin_memcpy(&packed, zw + g * blocks * kColumns + b * kColumns, 4);
+        z = _mm_sub_epi32(_mm_cvtepu8_epi32(_mm_cvtsi32_si128(packed)), _mm_set1_epi32(128));
+      }
+      for (int r = 0; r < kTileRows; ++r) {
+        __m128i dot = _mm_sub_epi32(columnPairSums(lo[r][g], hi[r][g]), wsum);
+        if (zw)
+          dot = _mm_sub_epi32(dot, _mm_mullo_epi32(z, _mm_set1_epi32(suma[r * ldsa + b])));
+        __m128 d = _mm_mul_ps(_mm_set1_ps(sa[r * ldsa + b]), d0);
+        acc[r][g] = _mm_fmadd_ps(d, _mm_cvtepi32_ps(dot), acc[r][g]);
+      }
+    }
+  }
+  for (int r = 0; r < kTileRows; ++r)
+    for (int g = 0; g < G; ++g)
+      _mm_storeu_ps(out[r] + g * kColumns, acc[r][g]);
+}
+
+/// One and two column groups (4 or 8 columns) of four rows.
+__attribute__((target("avx2,fma,avx512f,avx512bw,avx512vl,avx512vnni"))) static void
+tileVNNI1(const int8_t *qa, int64_t lda, const float *sa, const int32_t *suma, int64_t ldsa,
+          int64_t k, int64_t blk, const int8_t *w, int64_t groupBytes, const float *sw,
+          const uint8_t *zw, float out[kTileRows][2 * kColumns]) {
+  rowsVNNI(1, qa, lda, sa, suma, ldsa, k, blk, w, groupBytes, sw, zw, out);
+}
+__attribute__((target("avx2,fma,avx512f,avx512bw,avx512vl,avx512vnni"))) static void
+tileVNNI2(const int8_t *qa, int64_t lda, const float *sa, const int32_t *suma, int64_t ldsa,
+          int64_t k, int64_t blk, const int8_t *w, int64_t groupBytes, const float *sw,
+          const uint8_t *zw, float out[kTileRows][2 * kColumns]) {
+  rowsVNNI(2, qa, lda, sa, suma, ldsa, k, blk, w, groupBytes, sw, zw, out);
+}
 #endif
 
 /// C[m, n0:n1] for all `rows` rows (n0 a multiple of 4): `aq`, `sa`, `suma`
@@ -181,12 +292,38 @@ void xfmr_uk_matmul_q8q8(const int8_t *aq, const float *sa, const int32_t *suma,
   if (xfmr_uk_has_avx2())
     group = groupAVX2;
 #endif
+  int vnni = 0;
+#if defined(__x86_64__)
+  vnni = rows >= kTileRows && hasVNNI512();
+  // Whole tiles of four rows by eight columns (two groups; four at the
+  // end) share each weight and activation load; the remaining rows go one
+  // by one below (the same result either way).
+  int64_t tiled = vnni ? rows / kTileRows * kTileRows : 0;
+  for (int64_t n = n0; vnni && n < n1;) {
+    int64_t g = n / kColumns;
+    int G = n + kColumns < n1 ? 2 : 1;
+    for (int64_t m = 0; m < tiled; m += kTileRows) {
+      float out[kTileRows][2 * kColumns];
+      (G == 2 ? tileVNNI2 : tileVNNI1)(aq + m * k, k, sa + m * blocks, suma + m * blocks, blocks,
+                                       k, blk, w + g * groupBytes, groupBytes,
+                                       sw + g * blocks * kColumns,
+                                       zw ? zw + g * blocks * kColumns : 0, out);
+      for (int r = 0; r < kTileRows; ++r)
+        for (int j = 0; j < G * kColumns && n + j < n1; ++j)
+          c[(m + r) * ldc + n + j] = out[r][j];
+    }
+    n += G * kColumns;
+  }
+#else
+  int64_t tiled = 0;
+#endif
   for (int64_t n = n0; n < n1; n += kColumns) {
     int64_t g = n / kColumns;
     const int8_t *wg = w + g * groupBytes;
     const float *sg = sw + g * blocks * kColumns;
     const uint8_t *zg = zw ? zw + g * blocks * kColumns : 0;
-    for (int64_t m = 0; m < rows; ++m) {
+    int64_t m = tiled;
+    for (; m < rows; ++m) {
       float out[kColumns];
       group(aq + m * k, sa + m * blocks, suma + m * blocks, k, blk, wg, sg, zg, out);
       for (int j = 0; j < kColumns && n + j < n1; ++j)

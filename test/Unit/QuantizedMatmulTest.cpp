@@ -274,26 +274,34 @@ TEST(QuantizedMatmul8, MatchesIntegerReference) {
   for (Problem8 p : {Problem8{64, 48, 64, 1, 64, false}, Problem8{96, 70, 32, 3, 96, true},
                      Problem8{100, 9, 100, 2, 128, false}, Problem8{896, 37, 896, 2, 1024, false},
                      Problem8{48, 13, 16, 3, 48, true}, Problem8{1024, 130, 1024, 1, 1024, false},
-                     Problem8{2816, 6, 256, 2, 2816, true}})
+                     Problem8{2816, 6, 256, 2, 2816, true},
+                     // Four rows and more: the AVX512-VNNI tiles where the CPU has them.
+                     Problem8{96, 70, 32, 9, 96, true}, Problem8{100, 9, 100, 4, 128, false},
+                     Problem8{2816, 6, 256, 8, 2816, false}})
     QuantizedMatmul8(p).expectMatches();
 }
 
 TEST(QuantizedMatmul8, ExtremeProductsDoNotSaturate) {
   QuantizedMatmul8(Problem8{256, 8, 256, 2, 256, false}, /*extreme=*/true).expectMatches();
   QuantizedMatmul8(Problem8{256, 8, 64, 2, 256, true}, /*extreme=*/true).expectMatches();
+  QuantizedMatmul8(Problem8{4096, 8, 4096, 5, 4096, false}, /*extreme=*/true).expectMatches();
 }
 
 TEST(QuantizedMatmul8, IndependentOfBatchAndTiling) {
-  Problem8 p{200, 70, 200, 5, 256, false};
-  QuantizedMatmul8 q(p);
-  std::vector<float> batched(p.rows * p.n), alone(p.rows * p.n), tiled(p.rows * p.n);
-  q.run(0, p.rows, 0, p.n, batched);
-  for (int64_t m = 0; m < p.rows; ++m)
-    q.run(m, 1, 0, p.n, alone);
-  for (int64_t n0 = 0; n0 < p.n; n0 += 8)
-    q.run(0, p.rows, n0, std::min<int64_t>(n0 + 8, p.n), tiled);
-  EXPECT_EQ(0, std::memcmp(batched.data(), alone.data(), batched.size() * sizeof(float)));
-  EXPECT_EQ(0, std::memcmp(batched.data(), tiled.data(), batched.size() * sizeof(float)));
+  // Batched (whole four-row tiles, VNNI where the CPU has it, and a
+  // remainder) and alone (one row each): bit-identical.
+  for (Problem8 p : {Problem8{200, 70, 200, 5, 256, false}, Problem8{256, 37, 64, 11, 256, true},
+                     Problem8{2816, 6, 256, 8, 2816, false}}) {
+    QuantizedMatmul8 q(p);
+    std::vector<float> batched(p.rows * p.n), alone(p.rows * p.n), tiled(p.rows * p.n);
+    q.run(0, p.rows, 0, p.n, batched);
+    for (int64_t m = 0; m < p.rows; ++m)
+      q.run(m, 1, 0, p.n, alone);
+    for (int64_t n0 = 0; n0 < p.n; n0 += 8)
+      q.run(0, p.rows, n0, std::min<int64_t>(n0 + 8, p.n), tiled);
+    EXPECT_EQ(0, std::memcmp(batched.data(), alone.data(), batched.size() * sizeof(float)));
+    EXPECT_EQ(0, std::memcmp(batched.data(), tiled.data(), batched.size() * sizeof(float)));
+  }
 }
 
 } // namespace
