@@ -34,6 +34,14 @@ for py in [os.path.join(config.xfmr_src_root, ".venv", "bin", "python"), sys.exe
         config.available_features.add("onnx-python")
         config.substitutions.append(("%onnx_python", py))
         break
+# CPU features the host can run (artifacts for --cpu=x86-64-v4 need AVX-512).
+try:
+    with open("/proc/cpuinfo") as f:
+        flags = next((l.split(":", 1)[1].split() for l in f if l.startswith("flags")), [])
+    if "avx512f" in flags and "avx512bw" in flags and "avx512vl" in flags:
+        config.available_features.add("avx512")
+except OSError:
+    pass
 llvm_config.with_system_environment(["HOME", "INCLUDE", "LIB", "TMP", "TEMP"])
 llvm_config.use_default_substitutions()
 

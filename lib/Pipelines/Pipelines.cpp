@@ -71,7 +71,7 @@ LogicalResult buildCPUToLLVMPipeline(OpPassManager &pm,
   if (options.blasMinRows > 0)
     os << "xfmr-contractions-to-blas{min-rows=" << options.blasMinRows << "},";
   if (options.tileContractions)
-    os << "xfmr-tile-contractions,";
+    os << "xfmr-tile-contractions{lanes=" << options.vectorLanes << "},";
   os
      << "buffer-deallocation-pipeline,canonicalize,xfmr-lower-strided-copies,"
      << "convert-linalg-to-loops,"
@@ -103,6 +103,9 @@ struct CPUOptions : public PassPipelineOptions<CPUOptions> {
   Option<bool> tile{*this, "tile-contractions",
                     llvm::cl::desc("Register-blocked kernels for f32 products"),
                     llvm::cl::init(true)};
+  Option<int64_t> lanes{*this, "lanes",
+                        llvm::cl::desc("f32 lanes per register for the product kernels: 8 or 16"),
+                        llvm::cl::init(8)};
   Option<bool> threads{*this, "threads",
                        llvm::cl::desc("Split tiled products across cores (OpenMP)"),
                        llvm::cl::init(true)};
@@ -125,6 +128,7 @@ void registerPipelines() {
         options.minWeightBytes = o.minBytes;
         options.blasMinRows = o.blasMinRows;
         options.tileContractions = o.tile;
+        options.vectorLanes = o.lanes;
         options.threads = o.threads;
         options.outlineLayers = o.outline;
         (void)buildCPUToLLVMPipeline(pm, options);

@@ -26,6 +26,7 @@
 //     load serves 4 rows),
 //   - one row over four panels (eight independent FMA chains, so that a
 //     decode step keeps up with the memory stream), 1 to 3 rows over two.
+//   - with AVX-512, twelve rows over one panel (one zmm accumulator per row).
 // Every C[m, n] is the same FMA chain over k = 0 .. K-1 from 0 whatever the
 // tile, the number of rows or the CPU (the scalar path uses fmaf), so a
 // row's results do not depend on the batch it is in.
@@ -229,6 +230,80 @@ rowFourPanels(const float *a, int64_t k, const uint8_t *w, enum Format fmt, floa
     _mm256_storeu_ps(c + 8 * j, _mm256_mul_ps(acc[j], u));
 }
 
+enum { kRows512 = 12 };
+
+/// Whether this CPU runs the AVX-512 (F, BW, VL) tiles.
+static int hasAVX512(void) {
+  static int avx512 = -1;
+  if (avx512 < 0) {
+    __builtin_cpu_init();
+    avx512 = xfmr_uk_has_avx2() && xfmr_uk_has_f16c() && __builtin_cpu_supports("avx512f") &&
+             __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vl");
+  }
+  return avx512;
+}
+
+/// widen16 into one zmm (elements 0..15 of the panel row at `p`).
+__attribute__((target("avx512f,avx512bw,avx512vl,f16c"), always_inline)) static inline __m512
+widen16x512(const uint8_t *p, enum Format fmt) {
+  if (fmt == kBF16)
+    return _mm512_castsi512_ps(_mm512_slli_epi32(
+        _mm512_cvtepu16_epi32(_mm256_loadu_si256((const __m256i *)p)), 16));
+  if (fmt == kI8)
+    return _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)p)));
+  __m256i h = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)p));
+  h = _mm256_and_si256(_mm256_slli_epi16(h, 7), _mm256_set1_epi16((short)0xBF80));
+  return _mm512_cvtph_ps(h);
+}
+
+/// Twelve rows over one panel with AVX-512 (prefill, batched steps): one
+/// 16-wide accumulator per row, each widened panel row serving twelve
+/// broadcast FMAs. Each C[m, n] is the same FMA chain as in rowsPanel.
+__attribute__((target("avx2,fma,f16c,avx512f,avx512bw,avx512vl"), always_inline)) static inline void
+rowsPanel512(const float *a, int64_t lda, int64_t k, const uint8_t *w, enum Format fmt, float *c,
+             int64_t ldc, int64_t cols) {
+  __m512 acc[kRows512];
+  for (int r = 0; r < kRows512; ++r)
+    acc[r] = _mm512_setzero_ps();
+  for (int64_t i = 0; i < k; ++i) {
+    const uint8_t *wi = w + i * kPanel * bytesOf(fmt);
+    _mm_prefetch((const char *)wi + kPrefetchBytes, _MM_HINT_T0);
+    __m512 v = widen16x512(wi, fmt);
+    for (int r = 0; r < kRows512; ++r)
+      acc[r] = _mm512_fmadd_ps(_mm512_set1_ps(a[r * lda + i]), v, acc[r]);
+  }
+  __m512 u = _mm512_set1_ps(unscale(fmt));
+  for (int r = 0; r < kRows512; ++r) {
+    float sums[kPanel];
+    _mm512_storeu_ps(sums, _mm512_mul_ps(acc[r], u));
+    storeRow(c + r * ldc, sums, cols);
+  }
+}
+
+/// Whole groups of twelve rows of C[:, n0:n1]; returns the rows done.
+__attribute__((target("avx2,fma,f16c,avx512f,avx512bw,avx512vl"))) static int64_t
+rows512(enum Format fmt, const float *a, int64_t rows, int64_t k, const uint8_t *w, int64_t n0,
+        int64_t n1, float *c, int64_t ldc) {
+  int64_t panelBytes = k * kPanel * bytesOf(fmt), m = 0;
+  for (; m + kRows512 <= rows; m += kRows512)
+    for (int64_t n = n0; n < n1; n += kPanel) {
+      int64_t cols = n1 - n < kPanel ? n1 - n : kPanel;
+      const uint8_t *wp = w + (n / kPanel) * panelBytes;
+      switch (fmt) { // one copy of the loop per format
+      case kBF16:
+        rowsPanel512(a + m * k, k, k, wp, kBF16, c + m * ldc + n, ldc, cols);
+        break;
+      case kFP8:
+        rowsPanel512(a + m * k, k, k, wp, kFP8, c + m * ldc + n, ldc, cols);
+        break;
+      case kI8:
+        rowsPanel512(a + m * k, k, k, wp, kI8, c + m * ldc + n, ldc, cols);
+        break;
+      }
+    }
+  return m;
+}
+
 /// C[:, n0:n1] with AVX2 (n0 a multiple of 16); inlined per format.
 __attribute__((target("avx2,fma,f16c"), always_inline)) static inline void
 matmulAVX2(const float *a, int64_t rows, int64_t k, const uint8_t *w, enum Format fmt, int64_t n0,
@@ -308,7 +383,12 @@ static void matmulNarrow(enum Format fmt, const float *a, int64_t rows, int64_t 
                          const uint8_t *w, int64_t n0, int64_t n1, float *c, int64_t ldc) {
 #if defined(__x86_64__)
   if (xfmr_uk_has_avx2() && xfmr_uk_has_f16c()) {
-    matmulAVX2For(fmt, a, rows, k, w, n0, n1, c, ldc);
+    // Whole groups of twelve rows with AVX-512 where the CPU has it, the
+    // rest with AVX2: the same FMA chains, so the same bits.
+    int64_t done = rows >= kRows512 && hasAVX512() ? rows512(fmt, a, rows, k, w, n0, n1, c, ldc)
+                                                   : 0;
+    if (done < rows)
+      matmulAVX2For(fmt, a + done * k, rows - done, k, w, n0, n1, c + done * ldc, ldc);
     return;
   }
 #endif

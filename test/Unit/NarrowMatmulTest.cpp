@@ -90,7 +90,9 @@ void check(const Case &c, int64_t elemBytes, uint32_t seed) {
 }
 
 const Case kCases[] = {{1, 32, 16},  {1, 48, 64},  {1, 40, 100}, {2, 33, 80}, {3, 16, 48},
-                       {4, 64, 17},  {5, 24, 70},  {7, 8, 129},  {9, 100, 64}, {16, 32, 200}};
+                       {4, 64, 17},  {5, 24, 70},  {7, 8, 129},  {9, 100, 64}, {16, 32, 200},
+                       // Twelve-row groups (AVX-512 where the CPU has it) and what is left.
+                       {12, 40, 48}, {13, 64, 70}, {27, 33, 129}};
 
 TEST(NarrowMatmul, BF16MatchesFMAChain) {
   uint32_t seed = 1;
@@ -114,18 +116,22 @@ TEST(NarrowMatmul, FP8EveryValue) {
   ASSERT_EQ(static_cast<int64_t>(w.size()), n);
   std::vector<uint8_t> packed(xfmr_uk_packed_narrow_bytes(n, k, 1));
   xfmr_uk_pack_narrow(w.data(), k, n, 1, packed.data());
-  float one = 1.0f;
-  std::vector<float> got(n);
-  for (int64_t n0 = 0; n0 < n; n0 += 64)
-    xfmr_uk_matmul_f32fp8(&one, 1, k, packed.data(), n0, std::min<int64_t>(n0 + 64, n),
-                          got.data(), n);
-  for (int64_t i = 0; i < n; ++i)
-    EXPECT_EQ(e4m3(w[i]), got[i]) << "byte 0x" << std::hex << static_cast<int>(w[i]);
+  // One row, and twelve (the AVX-512 tile where the CPU has it).
+  for (int64_t rows : {1, 12}) {
+    std::vector<float> ones(rows, 1.0f);
+    std::vector<float> got(rows * n);
+    for (int64_t n0 = 0; n0 < n; n0 += 64)
+      xfmr_uk_matmul_f32fp8(ones.data(), rows, k, packed.data(), n0,
+                            std::min<int64_t>(n0 + 64, n), got.data(), n);
+    for (int64_t r = 0; r < rows; ++r)
+      for (int64_t i = 0; i < n; ++i)
+        EXPECT_EQ(e4m3(w[i]), got[r * n + i]) << "byte 0x" << std::hex << static_cast<int>(w[i]);
+  }
 }
 
 /// A row's results alone equal the same row's among others.
 TEST(NarrowMatmul, RowsIndependentOfBatch) {
-  const int64_t k = 40, n = 96, rows = 11;
+  const int64_t k = 40, n = 96, rows = 27;
   std::mt19937 g(7);
   std::uniform_real_distribution<float> u(-1.0f, 1.0f);
   std::vector<float> a(rows * k);

@@ -675,6 +675,8 @@ int compile() {
   cpuOptions.minWeightBytes = minWeightBytes;
   cpuOptions.blasMinRows = blasMinRows;
   cpuOptions.threads = parallel;
+  // AVX-512 targets get the 16-lane product kernels (same results).
+  cpuOptions.vectorLanes = llvm::is_contained(host->required, "avx512f") ? 16 : 8;
   cpuOptions.outlineLayers = outlineLayers;
   cpuOptions.referenceWeights = weightsMode == "reference";
   // weights.bin is written (and hashed as it is written) on a thread while

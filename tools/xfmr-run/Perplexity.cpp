@@ -245,6 +245,13 @@ int perplexityMain(int argc, char **argv) {
     return fail(tokensPath + ": fewer than 2 tokens");
   if (context == 0)
     context = m.contextLength > 1 ? m.contextLength : 512;
+  if (!m.kvCache) {
+    // The model's inputs are checked once, before any window runs.
+    Expected<std::vector<Tensor>> probe =
+        windowInputs(m, *ids, Window{0, std::min<int64_t>(2, static_cast<int64_t>(ids->size()))});
+    if (!probe)
+      return fail(artifactDir + ": " + probe.error());
+  }
   std::optional<KVPools> pools;
   if (m.kvCache) {
     int64_t bs = m.kvCache->blockSize;
@@ -262,7 +269,7 @@ int perplexityMain(int argc, char **argv) {
     Expected<Tensor> out = pools ? stepLogits(artifact, *pools, *ids, w, chunk)
                                  : forwardLogits(artifact, *ids, w);
     if (!out)
-      return fail(artifactDir + ": tokens " + std::to_string(w.begin) + ".." +
+      return fail(tokensPath + ": tokens " + std::to_string(w.begin) + ".." +
                   std::to_string(w.begin + w.length - 1) + ": " + out.error());
     const Tensor &logits = *out;
     int64_t vocab = logits.shape()[1];

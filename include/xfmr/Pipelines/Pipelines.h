@@ -30,6 +30,9 @@ struct CPUPipelineOptions {
   /// Register-blocked, batch-invariant kernels for the other f32 products
   /// (xfmr-tile-contractions).
   bool tileContractions = true;
+  /// f32 lanes per vector register for those kernels: 8 (AVX2) or 16
+  /// (AVX-512 targets).
+  int64_t vectorLanes = 8;
   /// Split the tiled products' column panels across cores (OpenMP; the
   /// artifact then links libomp, and OMP_NUM_THREADS caps the threads).
   bool threads = true;

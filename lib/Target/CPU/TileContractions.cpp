@@ -9,7 +9,8 @@
 // The kernel here keeps a 6x16 block of C in twelve 8-wide vector registers
 // for the whole k loop (the classic AVX2 register block: 12 accumulators,
 // 2 loads of B, one broadcast of A), panel by panel of 16 columns so the
-// panel of B stays in cache across all row blocks.
+// panel of B stays in cache across all row blocks; on AVX-512 a 12x16 block
+// in twelve 16-wide registers (one load of B per k).
 //
 // It computes every element with the same operations in the same order as
 // the loop it replaces, so results are bit-identical for any number of rows:
@@ -30,7 +31,7 @@ namespace xfmr::cpu {
 namespace xfmr::cpu {
 namespace {
 
-constexpr int64_t kRows = 6, kCols = kPanelWidth, kLanes = 8;
+constexpr int64_t kCols = kPanelWidth;
 
 /// Whether `v`'s innermost dim is statically contiguous (vector.load needs it).
 bool unitInnerStride(Value v) {
@@ -43,9 +44,12 @@ bool unitInnerStride(Value v) {
 
 class KernelBuilder {
 public:
-  KernelBuilder(OpBuilder &b, Location loc, linalg::GenericOp g, const Product &p)
+  /// `lanes` f32 per register: 8 (AVX2; blocks of 6 rows, two registers
+  /// per row) or 16 (AVX-512; blocks of 12 rows, one register per row).
+  KernelBuilder(OpBuilder &b, Location loc, linalg::GenericOp g, const Product &p, int64_t lanes)
       : b(b), loc(loc), p(p), a(g.getDpsInputOperand(0)->get()),
-        bm(g.getDpsInputOperand(1)->get()), c(g.getDpsInitOperand(0)->get()) {
+        bm(g.getDpsInputOperand(1)->get()), c(g.getDpsInitOperand(0)->get()), kLanes(lanes),
+        kRows(lanes == 16 ? 12 : 6) {
     contract = arith::FastMathFlagsAttr::get(b.getContext(), arith::FastMathFlags::contract);
     vecType = VectorType::get({kLanes}, b.getF32Type());
   }
@@ -209,12 +213,17 @@ private:
   SmallVector<Value> ivs;
   arith::FastMathFlagsAttr contract;
   VectorType vecType;
+  const int64_t kLanes, kRows;
 };
 
 struct TileContractionsPass : impl::TileContractionsPassBase<TileContractionsPass> {
   using Base::Base;
 
   void runOnOperation() override {
+    if (lanes != 8 && lanes != 16) {
+      getOperation().emitError("xfmr-tile-contractions: lanes must be 8 or 16");
+      return signalPassFailure();
+    }
     std::vector<std::pair<linalg::GenericOp, Product>> products;
     getOperation().walk([&](linalg::GenericOp g) {
       if (!isa<func::FuncOp>(g->getParentOp()))
@@ -229,7 +238,7 @@ struct TileContractionsPass : impl::TileContractionsPassBase<TileContractionsPas
     });
     for (auto &[g, p] : products) {
       OpBuilder b(g);
-      KernelBuilder(b, g.getLoc(), g, p).build(g);
+      KernelBuilder(b, g.getLoc(), g, p, lanes).build(g);
     }
     numTiled += products.size();
   }

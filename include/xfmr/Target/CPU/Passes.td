@@ -165,7 +165,17 @@ def TileContractionsPass : Pass<"xfmr-tile-contractions", "mlir::ModuleOp"> {
     whether it runs alone or batched with 63 others (batch invariance, which
     serving relies on for reproducible greedy outputs). BLAS cannot promise
     this (xfmr-contractions-to-blas is opt-in for that reason).
+
+    With `lanes=16` (AVX-512 targets) the block is 12 rows by one 16-wide
+    accumulator each (twelve zmm registers, one load of B and twelve
+    broadcast multiply-adds per k: twice the work per instruction); the
+    arithmetic of every element is the same, so artifacts for AVX2 and
+    AVX-512 compute identical results.
   }];
+  let options = [
+    Option<"lanes", "lanes", "int64_t", /*default=*/"8",
+           "f32 lanes per vector register: 8 (AVX2: 6-row blocks) or 16 (AVX-512: 12-row blocks)">,
+  ];
   let dependentDialects = ["::mlir::scf::SCFDialect", "::mlir::vector::VectorDialect",
                            "::mlir::memref::MemRefDialect", "::mlir::arith::ArithDialect"];
   let statistics = [

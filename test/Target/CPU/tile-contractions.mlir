@@ -1,0 +1,51 @@
+// RUN: xfmr-opt %s --xfmr-tile-contractions | FileCheck %s --check-prefix=AVX2
+// RUN: xfmr-opt %s --xfmr-tile-contractions=lanes=16 | FileCheck %s --check-prefix=AVX512
+// RUN: not xfmr-opt %s --xfmr-tile-contractions=lanes=4 2>&1 | FileCheck %s --check-prefix=BAD
+
+// A projection [1, T, 64] x [64, 32]. From 6 rows on (AVX2) the full
+// 16-column panels take register-blocked kernels: blocks of 6 rows, each
+// row's 16 columns in two 8-wide accumulators, one multiply-add per k
+// (contract, in increasing k: the loop's own arithmetic); the M mod 6 rows
+// left take one block of that many rows. With lanes=16 (AVX-512) the
+// blocks are 12 rows of one 16-wide accumulator each.
+#a = affine_map<(b, k, m, n) -> (b, m, k)>
+#w = affine_map<(b, k, m, n) -> (k, n)>
+#c = affine_map<(b, k, m, n) -> (b, m, n)>
+// AVX2-LABEL: func.func @projection
+//   AVX2-DAG:   %[[C6:.*]] = arith.constant 6 : index
+//       AVX2:   arith.cmpi sge, %{{.*}}, %[[C6]]
+//       AVX2:   scf.parallel
+//       AVX2:   scf.for %{{.*}} = %{{.*}} to %{{.*}} step %[[C6]]
+// AVX2-COUNT-12: vector.load %{{.*}} : memref<1x?x32xf32>, vector<8xf32>
+//       AVX2:   scf.for {{.*}} iter_args
+//       AVX2:   vector.load %{{.*}} : memref<64x32xf32>, vector<8xf32>
+//       AVX2:   vector.broadcast %{{.*}} : f32 to vector<8xf32>
+//       AVX2:   arith.mulf %{{.*}}, %{{.*}} fastmath<contract> : vector<8xf32>
+//       AVX2:   arith.addf %{{.*}}, %{{.*}} fastmath<contract> : vector<8xf32>
+//       AVX2:   scf.index_switch
+//       AVX2:   case 5 {
+//  AVX2-NOT:   vector<16xf32>
+
+// AVX512-LABEL: func.func @projection
+//   AVX512-DAG:   %[[C12:.*]] = arith.constant 12 : index
+//       AVX512:   arith.cmpi sge, %{{.*}}, %[[C12]]
+//       AVX512:   scf.for %{{.*}} = %{{.*}} to %{{.*}} step %[[C12]]
+// AVX512-COUNT-12: vector.load %{{.*}} : memref<1x?x32xf32>, vector<16xf32>
+//       AVX512:   vector.load %{{.*}} : memref<64x32xf32>, vector<16xf32>
+//       AVX512:   vector.broadcast %{{.*}} : f32 to vector<16xf32>
+//       AVX512:   arith.mulf %{{.*}}, %{{.*}} fastmath<contract> : vector<16xf32>
+//       AVX512:   scf.index_switch
+//       AVX512:   case 11 {
+//   AVX512-NOT:   vector<8xf32>
+
+// BAD: xfmr-tile-contractions: lanes must be 8 or 16
+func.func @projection(%x: memref<1x?x64xf32>, %w: memref<64x32xf32>, %y: memref<1x?x32xf32>) {
+  linalg.generic {indexing_maps = [#a, #w, #c], iterator_types = ["parallel", "reduction", "parallel", "parallel"]}
+      ins(%x, %w : memref<1x?x64xf32>, memref<64x32xf32>) outs(%y : memref<1x?x32xf32>) {
+  ^bb0(%i: f32, %j: f32, %o: f32):
+    %p = arith.mulf %i, %j : f32
+    %s = arith.addf %o, %p : f32
+    linalg.yield %s : f32
+  }
+  return
+}
