@@ -29,6 +29,7 @@
 #include "QuantizedMatmul.h"
 #include "CPUCheck.h"
 
+#include <math.h>
 #include <stdint.h>
 
 #if defined(__x86_64__)
@@ -96,7 +97,9 @@ static void groupScalar(const int8_t *qa, const float *sa, const int32_t *suma, 
       }
       if (zw)
         dot -= (zw[b * kColumns + j] - 128) * suma[b];
-      acc += sa[b] * sw[b * kColumns + j] * (float)dot;
+      // The AVX2 path's operations: (sa * sw) rounded, then one FMA, so
+      // every CPU computes the same bits.
+      acc = fmaf(sa[b] * sw[b * kColumns + j], (float)dot, acc);
     }
     out[j] = acc;
   }
