@@ -37,8 +37,6 @@ import numpy as np
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 bench = import_module("bench-genai-int4")
-ort = bench.ort
-corpus = bench.corpus
 
 
 def xfmr_run(art, spec, threads):
@@ -63,31 +61,13 @@ def xfmr_decode(art, batch, prompt, new, threads):
 def ort_batched(sess, batch, prompt, new, seed):
     """(prefill tok/s, decode tok/s) of one prefill of [batch, prompt] and
     `new` decode steps of [batch, 1]."""
-    outs = [o.name for o in sess.get_outputs()]
-    past_names = [n.replace("present.", "past_key_values.") for n in outs]
-    empty = corpus.empty_past(sess)
-    past = {k: ort.OrtValue.ortvalue_from_numpy(
-        np.zeros((batch,) + v.shape[1:], v.dtype)) for k, v in empty.items()}
+    past = bench.ort_empty_past(sess, batch)
     rng = np.random.default_rng(seed)
     ids = rng.integers(3, 32000, size=(batch, prompt), dtype=np.int64)
     past_len, times = 0, []
-    for step in range(new + 1):
+    for _ in range(new + 1):
         t0 = time.perf_counter()
-        io = sess.io_binding()
-        io.bind_cpu_input("input_ids", ids)
-        io.bind_cpu_input("attention_mask", np.ones((batch, past_len + ids.shape[1]), np.int64))
-        for k, v in past.items():
-            io.bind_ortvalue_input(k, v)
-        for o in outs:
-            io.bind_output(o, "cpu")
-        sess.run_with_iobinding(io)
-        res = io.get_outputs()
-        past = {}
-        for name, pname, v in zip(outs, past_names, res):
-            if name == "logits":
-                nxt = np.argmax(v.numpy()[:, -1], axis=-1).astype(np.int64)[:, None]
-            else:
-                past[pname] = v
+        nxt, past = bench.ort_step(sess, ids, past_len, past)
         times.append(time.perf_counter() - t0)
         past_len += ids.shape[1]
         ids = nxt

@@ -200,36 +200,48 @@ def ort_session(model, threads):
     return ort.InferenceSession(model, so, providers=["CPUExecutionProvider"])
 
 
+def ort_step(sess, ids, past_len, past):
+    """One KV-loop step of the builder's model through IOBinding: ids [B, S]
+    after `past_len` cached positions, `past` the OrtValues of the previous
+    step's present.* (by past_key_values.* name). Returns (the greedy next
+    token per row [B, 1], the new past)."""
+    outs = [o.name for o in sess.get_outputs()]
+    io = sess.io_binding()
+    io.bind_cpu_input("input_ids", ids)
+    io.bind_cpu_input("attention_mask", np.ones((ids.shape[0], past_len + ids.shape[1]), np.int64))
+    for k, v in past.items():
+        io.bind_ortvalue_input(k, v)
+    for o in outs:
+        io.bind_output(o, "cpu")
+    sess.run_with_iobinding(io)
+    nxt, new_past = None, {}
+    for name, v in zip(outs, io.get_outputs()):
+        if name == "logits":
+            nxt = np.argmax(v.numpy()[:, -1], axis=-1).astype(np.int64)[:, None]
+        else:
+            new_past[name.replace("present.", "past_key_values.")] = v
+    return nxt, new_past
+
+
+def ort_empty_past(sess, batch):
+    """past_key_values.* with no positions, for `batch` rows."""
+    return {k: ort.OrtValue.ortvalue_from_numpy(np.zeros((batch,) + v.shape[1:], v.dtype))
+            for k, v in corpus.empty_past(sess).items()}
+
+
 def ort_decode(sess, prompt, new):
     """Prefill, then new - 1 decode steps through IOBinding. Returns (step seconds, tokens)."""
-    outs = [o.name for o in sess.get_outputs()]
-    past_names = [n.replace("present.", "past_key_values.") for n in outs]
-    past = {k: ort.OrtValue.ortvalue_from_numpy(v) for k, v in corpus.empty_past(sess).items()}
-    ids, past_len, toks, times = list(prompt), 0, [], []
+    past = ort_empty_past(sess, 1)
+    ids, past_len, toks, times = np.array([prompt], np.int64), 0, [], []
     for step in range(new):
         t0 = time.perf_counter()
-        io = sess.io_binding()
-        io.bind_cpu_input("input_ids", np.array([ids], np.int64))
-        io.bind_cpu_input("attention_mask", np.ones((1, past_len + len(ids)), np.int64))
-        for k, v in past.items():
-            io.bind_ortvalue_input(k, v)
-        for o in outs:
-            io.bind_output(o, "cpu")
-        sess.run_with_iobinding(io)
-        res = io.get_outputs()
-        tok = None
-        past = {}
-        for name, pname, v in zip(outs, past_names, res):
-            if name == "logits":
-                tok = int(np.argmax(v.numpy()[0, -1]))
-            else:
-                past[pname] = v
+        nxt, past = ort_step(sess, ids, past_len, past)
         t1 = time.perf_counter()
         if step > 0:
             times.append(t1 - t0)
-        toks.append(tok)
-        past_len += len(ids)
-        ids = [tok]
+        toks.append(int(nxt[0, 0]))
+        past_len += ids.shape[1]
+        ids = nxt
     return times, toks
 
 

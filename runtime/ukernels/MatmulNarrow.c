@@ -232,17 +232,6 @@ rowFourPanels(const float *a, int64_t k, const uint8_t *w, enum Format fmt, floa
 
 enum { kRows512 = 12 };
 
-/// Whether this CPU runs the AVX-512 (F, BW, VL) tiles.
-static int hasAVX512(void) {
-  static int avx512 = -1;
-  if (avx512 < 0) {
-    __builtin_cpu_init();
-    avx512 = xfmr_uk_has_avx2() && xfmr_uk_has_f16c() && __builtin_cpu_supports("avx512f") &&
-             __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vl");
-  }
-  return avx512;
-}
-
 /// widen16 into one zmm (elements 0..15 of the panel row at `p`).
 __attribute__((target("avx512f,avx512bw,avx512vl,f16c"), always_inline)) static inline __m512
 widen16x512(const uint8_t *p, enum Format fmt) {
@@ -385,7 +374,7 @@ static void matmulNarrow(enum Format fmt, const float *a, int64_t rows, int64_t 
   if (xfmr_uk_has_avx2() && xfmr_uk_has_f16c()) {
     // Whole groups of twelve rows with AVX-512 where the CPU has it, the
     // rest with AVX2: the same FMA chains, so the same bits.
-    int64_t done = rows >= kRows512 && hasAVX512() ? rows512(fmt, a, rows, k, w, n0, n1, c, ldc)
+    int64_t done = rows >= kRows512 && xfmr_uk_has_avx512() ? rows512(fmt, a, rows, k, w, n0, n1, c, ldc)
                                                    : 0;
     if (done < rows)
       matmulAVX2For(fmt, a + done * k, rows - done, k, w, n0, n1, c + done * ldc, ldc);

@@ -172,19 +172,6 @@ groupAVX2(const int8_t *qa, const float *sa, const int32_t *suma, int64_t k, int
 
 enum { kTileRows = 4 };
 
-/// Whether this CPU has AVX512-VNNI with 512-bit byte and 256/128-bit
-/// forms (vpdpbusd zmm): Ice Lake and later Xeons, Zen 4 and later.
-static int hasVNNI512(void) {
-  static int vnni = -1;
-  if (vnni < 0) {
-    __builtin_cpu_init();
-    vnni = xfmr_uk_has_avx2() && __builtin_cpu_supports("avx512f") &&
-           __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vl") &&
-           __builtin_cpu_supports("avx512vnni");
-  }
-  return vnni;
-}
-
 /// The four column sums of one 256-bit half pair: lanes 0-7 are column j,
 /// lanes 8-15 column j + 1.
 __attribute__((target("avx512f,avx512bw,avx512vl"))) static inline __m128i
@@ -297,7 +284,7 @@ void xfmr_uk_matmul_q8q8(const int8_t *aq, const float *sa, const int32_t *suma,
 #endif
   int vnni = 0;
 #if defined(__x86_64__)
-  vnni = rows >= kTileRows && hasVNNI512();
+  vnni = rows >= kTileRows && xfmr_uk_has_avx512vnni();
   // Whole tiles of four rows by eight columns (two groups; four at the
   // end) share each weight and activation load; the remaining rows go one
   // by one below (the same result either way).

@@ -170,17 +170,22 @@ TEST(QuantizedMatmul, MatchesIntegerReference) {
   }
 }
 
-TEST(QuantizedMatmul, IndependentOfBatchAndTiling) {
-  Problem p{256, 70, 64, 5, true};
-  QuantizedMatmul q(p);
-  std::vector<float> batched(p.rows * p.n), alone(p.rows * p.n), tiled(p.rows * p.n);
-  q.run(0, p.rows, 0, p.n, batched);
-  for (int64_t m = 0; m < p.rows; ++m)
-    q.run(m, 1, 0, p.n, alone);
-  for (int64_t n0 = 0; n0 < p.n; n0 += 8)
-    q.run(0, p.rows, n0, std::min<int64_t>(n0 + 8, p.n), tiled);
+/// All rows at once, each row alone, and in column tiles of 8: the same
+/// bits (`K` is QuantizedMatmul or QuantizedMatmul8).
+template <typename K> void expectIndependentOfBatchAndTiling(const K &q) {
+  int64_t rows = q.p.rows, n = q.p.n;
+  std::vector<float> batched(rows * n), alone(rows * n), tiled(rows * n);
+  q.run(0, rows, 0, n, batched);
+  for (int64_t m = 0; m < rows; ++m)
+    q.run(m, 1, 0, n, alone);
+  for (int64_t n0 = 0; n0 < n; n0 += 8)
+    q.run(0, rows, n0, std::min<int64_t>(n0 + 8, n), tiled);
   EXPECT_EQ(0, std::memcmp(batched.data(), alone.data(), batched.size() * sizeof(float)));
   EXPECT_EQ(0, std::memcmp(batched.data(), tiled.data(), batched.size() * sizeof(float)));
+}
+
+TEST(QuantizedMatmul, IndependentOfBatchAndTiling) {
+  expectIndependentOfBatchAndTiling(QuantizedMatmul(Problem{256, 70, 64, 5, true}));
 }
 
 /// An 8-bit problem: `blk` values per block (k a multiple), MatMulNBits
@@ -291,17 +296,8 @@ TEST(QuantizedMatmul8, IndependentOfBatchAndTiling) {
   // Batched (whole four-row tiles, VNNI where the CPU has it, and a
   // remainder) and alone (one row each): bit-identical.
   for (Problem8 p : {Problem8{200, 70, 200, 5, 256, false}, Problem8{256, 37, 64, 11, 256, true},
-                     Problem8{2816, 6, 256, 8, 2816, false}}) {
-    QuantizedMatmul8 q(p);
-    std::vector<float> batched(p.rows * p.n), alone(p.rows * p.n), tiled(p.rows * p.n);
-    q.run(0, p.rows, 0, p.n, batched);
-    for (int64_t m = 0; m < p.rows; ++m)
-      q.run(m, 1, 0, p.n, alone);
-    for (int64_t n0 = 0; n0 < p.n; n0 += 8)
-      q.run(0, p.rows, n0, std::min<int64_t>(n0 + 8, p.n), tiled);
-    EXPECT_EQ(0, std::memcmp(batched.data(), alone.data(), batched.size() * sizeof(float)));
-    EXPECT_EQ(0, std::memcmp(batched.data(), tiled.data(), batched.size() * sizeof(float)));
-  }
+                     Problem8{2816, 6, 256, 8, 2816, true}})
+    expectIndependentOfBatchAndTiling(QuantizedMatmul8(p));
 }
 
 } // namespace

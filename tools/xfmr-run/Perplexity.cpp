@@ -210,18 +210,14 @@ int perplexityMain(int argc, char **argv) {
       return usageError("option '" + name + "' needs a value");
     if (name == "--tokens") {
       tokensPath = value;
-    } else if (name == "--context") {
+    } else if (name == "--context" || name == "--chunk") {
+      const int64_t lowest = name == "--context" ? 2 : 1;
       char *end = nullptr;
       long long n = std::strtoll(value.c_str(), &end, 10);
-      if (value.empty() || *end || n < 2 || n > 1000000)
-        return usageError("bad value for --context: '" + value + "' (2..1000000)");
-      context = n;
-    } else if (name == "--chunk") {
-      char *end = nullptr;
-      long long n = std::strtoll(value.c_str(), &end, 10);
-      if (value.empty() || *end || n < 1 || n > 1000000)
-        return usageError("bad value for --chunk: '" + value + "' (1..1000000)");
-      chunk = n;
+      if (value.empty() || *end || n < lowest || n > 1000000)
+        return usageError("bad value for " + name + ": '" + value + "' (" +
+                          std::to_string(lowest) + "..1000000)");
+      (name == "--context" ? context : chunk) = n;
     } else {
       return usageError("unknown option '" + name + "'");
     }

@@ -5,11 +5,11 @@
 //===----------------------------------------------------------------------===//
 
 #include "KVQuant.h"
+#include "TileBuilder.h"
 
 #include "xfmr/Conversion/LoweringUtils.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
-#include "mlir/Dialect/Linalg/IR/Linalg.h"
 #include "mlir/Dialect/Math/IR/Math.h"
 #include "mlir/Dialect/Tensor/IR/Tensor.h"
 
@@ -62,77 +62,45 @@ Value encodeE4M3(OpBuilder &b, Location loc, Value y) {
   return arith::TruncIOp::create(b, loc, b.getI8Type(), code);
 }
 
-linalg::GenericOp generic(OpBuilder &b, Location loc, Type resultType, ValueRange inputs,
-                          Value init, ArrayRef<AffineMap> maps,
-                          ArrayRef<utils::IteratorType> iterators,
-                          function_ref<void(OpBuilder &, Location, ValueRange)> body) {
-  return linalg::GenericOp::create(b, loc, TypeRange{resultType}, inputs, ValueRange{init}, maps,
-                                   iterators, body);
-}
-
 } // namespace
-
-bool isScaledKVElement(Type element) {
-  return element.isInteger(8) || isa<Float8E4M3FNType>(element);
-}
 
 QuantizedRow quantizeHeads(OpBuilder &b, Location loc, Value row, Type element) {
   MLIRContext *ctx = b.getContext();
-  Type f32 = b.getF32Type();
   SmallVector<OpFoldResult> sizes = tensor::getMixedSizes(b, loc, row);
   AffineMap id = AffineMap::getMultiDimIdentityMap(2, ctx);
   AffineMap heads = AffineMap::get(2, 0, {getAffineDimExpr(0, ctx)}, ctx);
   using IT = utils::IteratorType;
-
-  // max |x| per head.
-  Value maxInit = linalg::FillOp::create(
-                      b, loc, f32Constant(b, loc, 0.0),
-                      tensor::EmptyOp::create(b, loc, ArrayRef<OpFoldResult>{sizes[0]}, f32)
-                          .getResult())
-                      .getResult(0);
-  Value amax = generic(b, loc, maxInit.getType(), row, maxInit, {id, heads},
-                       {IT::parallel, IT::reduction},
-                       [&](OpBuilder &nb, Location l, ValueRange a) {
-                         Value x = convertFloat(nb, l, a[0], nb.getF32Type());
-                         Value m = arith::MaximumFOp::create(nb, l, a[1],
-                                                             math::AbsFOp::create(nb, l, x));
-                         linalg::YieldOp::create(nb, l, m);
-                       })
-                   .getResult(0);
   double qmax = maxMagnitude(element);
-  Value scales = generic(b, loc, amax.getType(), ValueRange{}, amax,
-                         {AffineMap::getMultiDimIdentityMap(1, ctx)}, {IT::parallel},
-                         [&](OpBuilder &nb, Location l, ValueRange a) {
-                           linalg::YieldOp::create(
-                               nb, l, arith::DivFOp::create(nb, l, a[0], f32Constant(nb, l, qmax))
-                                          .getResult());
-                         })
-                     .getResult(0);
+
+  // max |x| per head, then the scales.
+  Value amax = generic(b, loc, row, filled(b, loc, {sizes[0]}, 0.0), {id, heads},
+                       {IT::parallel, IT::reduction},
+                       [](OpBuilder &nb, Location l, ValueRange a) -> Value {
+                         Value x = convertFloat(nb, l, a[0], nb.getF32Type());
+                         return arith::MaximumFOp::create(nb, l, a[1],
+                                                          math::AbsFOp::create(nb, l, x));
+                       });
+  Value scales = generic(b, loc, ValueRange{}, amax, {AffineMap::getMultiDimIdentityMap(1, ctx)},
+                         {IT::parallel}, [&](OpBuilder &nb, Location l, ValueRange a) -> Value {
+                           return arith::DivFOp::create(nb, l, a[0], f32Constant(nb, l, qmax));
+                         });
   // q = round(x / s), saturated; 0 for an all-zero head.
-  Value qInit = tensor::EmptyOp::create(b, loc, sizes, element);
   Value q = generic(
-                b, loc, qInit.getType(), ValueRange{row, scales}, qInit, {id, heads, id},
-                {IT::parallel, IT::parallel},
-                [&](OpBuilder &nb, Location l, ValueRange a) {
-                  Value x = convertFloat(nb, l, a[0], nb.getF32Type());
-                  Value zero = f32Constant(nb, l, 0.0);
-                  Value positive =
-                      arith::CmpFOp::create(nb, l, arith::CmpFPredicate::OGT, a[1], zero);
-                  Value y = arith::SelectOp::create(
-                      nb, l, positive, arith::DivFOp::create(nb, l, x, a[1]), zero);
-                  y = arith::MinimumFOp::create(
-                      nb, l, arith::MaximumFOp::create(nb, l, y, f32Constant(nb, l, -qmax)),
-                      f32Constant(nb, l, qmax));
-                  Value code = element.isInteger(8)
-                                   ? arith::FPToSIOp::create(nb, l, nb.getI8Type(),
-                                                             math::RoundEvenOp::create(nb, l, y))
-                                         .getResult()
-                                   : arith::BitcastOp::create(nb, l, element,
-                                                              encodeE4M3(nb, l, y))
-                                         .getResult();
-                  linalg::YieldOp::create(nb, l, code);
-                })
-            .getResult(0);
+      b, loc, ValueRange{row, scales}, emptyTensor(b, loc, sizes, element), {id, heads, id},
+      {IT::parallel, IT::parallel}, [&](OpBuilder &nb, Location l, ValueRange a) -> Value {
+        Value x = convertFloat(nb, l, a[0], nb.getF32Type());
+        Value zero = f32Constant(nb, l, 0.0);
+        Value positive = arith::CmpFOp::create(nb, l, arith::CmpFPredicate::OGT, a[1], zero);
+        Value y = arith::SelectOp::create(nb, l, positive, arith::DivFOp::create(nb, l, x, a[1]),
+                                          zero);
+        y = arith::MinimumFOp::create(
+            nb, l, arith::MaximumFOp::create(nb, l, y, f32Constant(nb, l, -qmax)),
+            f32Constant(nb, l, qmax));
+        if (element.isInteger(8))
+          return arith::FPToSIOp::create(nb, l, nb.getI8Type(),
+                                         math::RoundEvenOp::create(nb, l, y));
+        return arith::BitcastOp::create(nb, l, element, encodeE4M3(nb, l, y));
+      });
   return {q, scales};
 }
 

@@ -16,10 +16,6 @@
 
 namespace xfmr::lowering {
 
-/// Whether a pool of `element` stores quantized values with scales (i8 or an
-/// 8-bit float).
-bool isScaledKVElement(mlir::Type element);
-
 struct QuantizedRow {
   mlir::Value values; ///< [H, D] of the pool's element type
   mlir::Value scales; ///< [H] f32

@@ -20,25 +20,12 @@ using namespace mlir;
 namespace xfmr::lowering {
 namespace {
 
-using Body = function_ref<Value(OpBuilder &, Location, ValueRange)>;
 constexpr utils::IteratorType par = utils::IteratorType::parallel;
 constexpr utils::IteratorType red = utils::IteratorType::reduction;
 /// Reductions may be reassociated (vectorized): the online softmax already
 /// sums in a different order than a plain softmax would.
 const arith::FastMathFlags kReassoc =
     arith::FastMathFlags::reassoc | arith::FastMathFlags::contract;
-
-/// A linalg.generic with one result; `body` gets the block arguments and
-/// returns the value to yield.
-Value generic(OpBuilder &b, Location loc, ValueRange ins, Value init,
-              ArrayRef<AffineMap> maps, ArrayRef<utils::IteratorType> iterators, Body body) {
-  auto op = linalg::GenericOp::create(
-      b, loc, init.getType(), ins, init, maps, iterators,
-      [&](OpBuilder &nb, Location nloc, ValueRange args) {
-        linalg::YieldOp::create(nb, nloc, body(nb, nloc, args));
-      });
-  return op.getResult(0);
-}
 
 AffineMap map(MLIRContext *ctx, unsigned numDims, ArrayRef<unsigned> dims) {
   SmallVector<AffineExpr> exprs;
@@ -60,6 +47,16 @@ Value finiteMax(OpBuilder &b, Location loc, Value m) {
 }
 
 } // namespace
+
+Value generic(OpBuilder &b, Location loc, ValueRange ins, Value init,
+              ArrayRef<AffineMap> maps, ArrayRef<utils::IteratorType> iterators, GenericBody body) {
+  auto op = linalg::GenericOp::create(
+      b, loc, init.getType(), ins, init, maps, iterators,
+      [&](OpBuilder &nb, Location nloc, ValueRange args) {
+        linalg::YieldOp::create(nb, nloc, body(nb, nloc, args));
+      });
+  return op.getResult(0);
+}
 
 Value hideAfter(OpBuilder &b, Location loc, Value key, Value lastVisible, Value score) {
   Value hidden = arith::CmpIOp::create(b, loc, arith::CmpIPredicate::sgt, key, lastVisible);

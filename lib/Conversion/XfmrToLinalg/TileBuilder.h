@@ -13,6 +13,8 @@
 #define XFMR_LIB_CONVERSION_XFMRTOLINALG_TILEBUILDER_H
 
 #include "mlir/IR/Builders.h"
+#include "mlir/Dialect/Utils/StructuredOpsUtils.h"
+#include "mlir/IR/AffineMap.h"
 #include "llvm/ADT/STLFunctionalExtras.h"
 
 namespace xfmr::lowering {
@@ -23,6 +25,13 @@ struct SoftmaxState {
   mlir::Value max, sum, acc;
 };
 
+/// A linalg.generic with one result; `body` gets the block arguments and
+/// returns the value to yield.
+using GenericBody =
+    llvm::function_ref<mlir::Value(mlir::OpBuilder &, mlir::Location, mlir::ValueRange)>;
+mlir::Value generic(mlir::OpBuilder &b, mlir::Location loc, mlir::ValueRange ins,
+                    mlir::Value init, llvm::ArrayRef<mlir::AffineMap> maps,
+                    llvm::ArrayRef<mlir::utils::IteratorType> iterators, GenericBody body);
 mlir::Value emptyTensor(mlir::OpBuilder &b, mlir::Location loc,
                         llvm::ArrayRef<mlir::OpFoldResult> sizes, mlir::Type element);
 mlir::Value filled(mlir::OpBuilder &b, mlir::Location loc,
