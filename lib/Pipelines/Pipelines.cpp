@@ -26,8 +26,13 @@ LogicalResult buildRaisePipeline(OpPassManager &pm, const RaiseOptions &options)
       os << " float8=true";
     if (!options.quantSkip.empty())
       os << " skip=" << llvm::join(options.quantSkip, ",");
+    if (options.quantMethod != "rtn")
+      os << " method=" << options.quantMethod << " calibration=" << options.calibrationFile
+         << " alpha=" << options.smoothAlpha;
     os << "},";
   }
+  if (options.calibrationOutputs)
+    os << "xfmr-calibration-outputs,";
   os << "xfmr-raise{report=" << (options.report ? "true" : "false") << "}";
   if (options.pagedKV)
     os << ",xfmr-paged-kv{block-size=" << options.blockSize << " kv-dtype=" << options.kvDtype
@@ -59,6 +64,8 @@ LogicalResult buildCPUToLLVMPipeline(OpPassManager &pm,
     os << " background=true";
   if (options.referenceWeights)
     os << " reference-sources=true";
+  if (options.keepBlobs)
+    os << " keep-blobs=true";
   os << "},xfmr-prepare-entry,"
      << "one-shot-bufferize{bufferize-function-boundaries "
         "function-boundary-type-conversion=identity-layout-map "

@@ -12,6 +12,9 @@
 #include "dialects/onnx/IR/ONNXOps.h"
 #include "dialects/onnx/Transforms/Passes.h"
 #include "dialects/xfmr/IR/XfmrOps.h"
+#include "Calibrate.h"
+
+#include "xfmr/Conversion/Calibration.h"
 #include "xfmr/Conversion/Passes.h"
 #include "xfmr/Importer/ONNXImporter.h"
 #include "xfmr/Importer/ResourcePrinting.h"
@@ -150,8 +153,32 @@ cl::opt<std::string> quant(
              "(round to nearest, asymmetric; int8 activations); int8: to 8 bits per output "
              "channel (round to nearest, symmetric; int8 activations); bf16: to bfloat16 (round to "
              "nearest even; read as bf16 inside the product); fp8-e4m3: to float8 e4m3fn per "
-             "output channel (scale max |w| / 448; widened inside the product)"),
+             "output channel (scale max |w| / 448; widened inside the product); int4-awq: "
+             "int4-g128 with activation-aware scales and clipping (AWQ; needs --calibration); "
+             "w8a8: int8 after SmoothQuant's migration of activation outliers into the "
+             "weights (needs --calibration)"),
     cl::init("none"), cl::cat(category));
+cl::opt<std::string> calibration(
+    "calibration",
+    cl::desc("With --quant=int4-awq or w8a8: token ids (.npy or .pb, [T] or [1, T]) that the "
+             "f32 model runs on to measure each product's input channels (a second, f32 "
+             "compile of the model with the statistics as outputs), or a statistics file "
+             "written by --save-calibration (.json)"),
+    cl::value_desc("file"), cl::cat(category));
+cl::opt<int64_t> calibrationContext(
+    "calibration-context",
+    cl::desc("With --calibration: tokens per calibration window (default: the model folder's "
+             "context length, else 512)"),
+    cl::init(0), cl::cat(category));
+cl::opt<std::string> saveCalibration(
+    "save-calibration",
+    cl::desc("Write the measured statistics to this .json file (reusable with --calibration)"),
+    cl::value_desc("file"), cl::cat(category));
+cl::opt<double> smoothAlpha(
+    "smooth-alpha",
+    cl::desc("--quant=w8a8: SmoothQuant's migration strength alpha in [0, 1] (default 0.5): "
+             "per input channel s = max|x|^alpha / max|w|^(1 - alpha)"),
+    cl::init(0.5), cl::cat(category));
 cl::list<std::string> quantSkip(
     "quant-skip",
     cl::desc("With --quant: leave in f32 every MatMul whose ONNX node name or weight name "
@@ -516,6 +543,227 @@ LogicalResult resolveModelFolder() {
   return success();
 }
 
+/// Lowers the raised `module` and writes the artifact directory `out`, or
+/// prints the stage `emitStage` (linalg, llvm). `quantMode` is the
+/// manifest's options.quant.
+int lowerAndWrite(ModuleOp module, const xfmr::cpu::HostTarget &host, Progress &progress,
+                  llvm::StringRef emitStage,
+                  const std::string &out, llvm::StringRef quantMode, bool keepBlobs = false) {
+  auto f = *module.getOps<func::FuncOp>().begin();
+  // The signature the runtime sees, before lowering changes the types.
+  std::string error;
+  llvm::json::Array inputs, outputs;
+  for (unsigned i = 0; i < f.getNumArguments(); ++i) {
+    llvm::json::Object spec = tensorSpec(f.getArgument(i).getType(), f.getArgAttrDict(i), i, error);
+    if (f.getArgAttr(i, "xfmr.kv_pool"))
+      spec["role"] = "kv_pool"; // read and updated in place by every call
+    inputs.push_back(std::move(spec));
+  }
+  unsigned poolResults = 0;
+  for (unsigned i = 0; i < f.getNumResults(); ++i) {
+    if (f.getResultAttr(i, "xfmr.kv_pool")) {
+      ++poolResults; // written into its input; not an output
+      continue;
+    }
+    outputs.push_back(tensorSpec(f.getResultTypes()[i], f.getResultAttrDict(i), i, error));
+  }
+  unsigned expectedResults = f.getNumResults() - poolResults;
+  std::optional<llvm::json::Object> kvSpec;
+  if (auto kv = module.getOperation()->getAttrOfType<DictionaryAttr>("xfmr.kv_cache")) {
+    kvSpec.emplace();
+    for (NamedAttribute a : kv) {
+      if (auto s = dyn_cast<StringAttr>(a.getValue()))
+        (*kvSpec)[a.getName().getValue()] = s.getValue().str();
+      else
+        (*kvSpec)[a.getName().getValue()] = cast<IntegerAttr>(a.getValue()).getInt();
+    }
+  }
+  if (!error.empty())
+    return fail(inputFilename + ": " + error);
+
+  progress.step("lowered to linalg");
+  if (failed(runPipeline(module, xfmr::buildONNXToLinalgPipeline)))
+    return 1;
+  if (emitStage == "linalg") {
+    progress.finish();
+    return failed(printModule(module));
+  }
+
+  std::string tmp;
+  if (emitStage.empty()) {
+    tmp = out + ".tmp-" + std::to_string(llvm::sys::Process::getProcessId());
+    (void)llvm::sys::fs::remove_directories(tmp);
+    if (auto ec = llvm::sys::fs::create_directories(tmp))
+      return fail("cannot create '" + tmp + "': " + ec.message());
+  }
+  llvm::scope_exit cleanup([&] {
+    xfmr::cpu::cancelWeightsWrite(); // a no-op once waited for
+    if (!tmp.empty())
+      (void)llvm::sys::fs::remove_directories(tmp);
+  });
+  progress.step("lowered to LLVM");
+  xfmr::CPUPipelineOptions cpuOptions;
+  cpuOptions.minWeightBytes = minWeightBytes;
+  cpuOptions.blasMinRows = blasMinRows;
+  cpuOptions.threads = parallel;
+  // AVX-512 targets get the 16-lane product kernels (same results).
+  cpuOptions.vectorLanes = llvm::is_contained(host.required, "avx512f") ? 16 : 8;
+  cpuOptions.outlineLayers = outlineLayers;
+  cpuOptions.referenceWeights = weightsMode == "reference" && !keepBlobs;
+  cpuOptions.keepBlobs = keepBlobs;
+  // weights.bin is written (and hashed as it is written) on a thread while
+  // LLVM generates code where a core is spare for it: writing is CPU-bound
+  // too (the kernel's page-cache copy), and on 2 cores the overlap measured
+  // slower for an 8B model (90 s against 73 s).
+  cpuOptions.backgroundWeights = std::thread::hardware_concurrency() >= 4;
+  if (!tmp.empty())
+    cpuOptions.weightsFile = tmp + "/weights.bin";
+  if (failed(runPipeline(module, [&](OpPassManager &pm) {
+        return xfmr::buildCPUToLLVMPipeline(pm, cpuOptions);
+      })))
+    return 1;
+  if (failed(checkLoweredResults(module, expectedResults)))
+    return 1;
+  if (emitStage == "llvm") {
+    progress.finish();
+    return failed(printModule(module));
+  }
+
+  progress.step("generated code");
+  if (failed(xfmr::cpu::emitSharedObject(module, host, "xfmr_main",
+                                         tmp + "/model.so", optLevel, error)))
+    return fail(error);
+  llvm::Expected<std::optional<xfmr::cpu::WrittenWeights>> written =
+      xfmr::cpu::waitForWeights();
+  if (!written)
+    return fail(llvm::toString(written.takeError()));
+  llvm::json::Object files;
+  for (const char *name : {"model.so", "weights.bin"}) {
+    if (*written && llvm::StringRef(name) == "weights.bin") {
+      files[name] = llvm::json::Object{{"size", (*written)->size}, {"sha256", (*written)->sha256}};
+      continue;
+    }
+    llvm::Expected<llvm::json::Object> entry = describeFile(tmp + "/" + name);
+    if (!entry)
+      return fail(llvm::toString(entry.takeError()));
+    files[name] = std::move(*entry);
+  }
+  llvm::json::Array checks;
+  if (auto messages = module.getOperation()->getAttrOfType<ArrayAttr>("xfmr.checks"))
+    for (auto m : messages.getAsValueRange<StringAttr>())
+      checks.push_back(m.str());
+  llvm::json::Array requires_;
+  for (const std::string &f : host.required)
+    requires_.push_back(f);
+
+  auto weights = module.getOperation()->getAttrOfType<DictionaryAttr>("xfmr.weights");
+  int64_t weightsCount = 0, weightsSize = 0;
+  if (weights) {
+    weightsCount = weights.getAs<IntegerAttr>("count").getInt();
+    weightsSize = weights.getAs<IntegerAttr>("size").getInt();
+  }
+  llvm::json::Object weightsEntry{{"file", "weights.bin"},
+                                  {"size", weightsSize},
+                                  {"alignment", 64},
+                                  {"count", weightsCount}};
+  if (*written && !(*written)->references.empty())
+    addReferences(weightsEntry, **written);
+  llvm::json::Object manifest{
+      {"format", "xfmr-artifact"},
+      {"format_version", xfmr::rt::kManifestFormatVersion},
+      {"abi_version", xfmr::rt::kArtifactABIVersion},
+      {"compiler", "xfmr 0.1 (LLVM " LLVM_VERSION_STRING ")"},
+      {"source", llvm::sys::path::filename(inputFilename).str()},
+      {"target", llvm::json::Object{{"kind", "cpu"},
+                                    {"triple", host.triple},
+                                    {"cpu", host.cpu},
+                                    {"features", host.features},
+                                    {"requires", std::move(requires_)}}},
+      {"options", llvm::json::Object{{"opt_level", static_cast<int64_t>(optLevel)},
+                                     {"weights", weightsMode.getValue()},
+                                     {"min_weight_bytes", minWeightBytes.getValue()},
+                                     {"blas_min_rows", blasMinRows.getValue()},
+                                     {"parallel", parallel.getValue()},
+                                     {"quant", quantMode.str()},
+                                     {"quant_skip", llvm::json::Array(std::vector<std::string>(
+                                                        quantSkip.begin(), quantSkip.end()))}}},
+      {"library", "model.so"},
+      {"entry", "xfmr_entry"},
+      {"weights", std::move(weightsEntry)},
+      {"files", std::move(files)},
+      {"inputs", std::move(inputs)},
+      {"outputs", std::move(outputs)},
+      {"checks", std::move(checks)},
+  };
+  if (kvSpec)
+    manifest["kv_cache"] = std::move(*kvSpec);
+  if (!generation.empty())
+    manifest["generation"] = std::move(generation);
+  {
+    std::error_code ec;
+    llvm::raw_fd_ostream os(tmp + "/manifest.json", ec);
+    if (ec)
+      return fail("cannot write the manifest: " + ec.message());
+    os << llvm::formatv("{0:2}", llvm::json::Value(std::move(manifest))) << "\n";
+  }
+  progress.step("wrote " + out);
+  if (failed(commitArtifact(tmp, out)))
+    return 1;
+  tmp.clear();
+  progress.finish();
+  return 0;
+}
+
+
+/// The statistics file for --calibration: the file itself when it is one
+/// (.json); else measured by compiling `module` (imported, not yet raised)
+/// with xfmr-calibration-outputs into a scratch artifact in `scratch` and
+/// running it on the tokens.
+FailureOr<std::string> calibrationFile(ModuleOp module, const xfmr::cpu::HostTarget &host,
+                                       Progress &progress,
+                                       const std::string &scratch) {
+  std::string error;
+  if (llvm::StringRef(calibration).ends_with(".json")) {
+    std::optional<xfmr::CalibrationStats> stats = xfmr::readCalibrationStats(calibration, error);
+    if (!stats)
+      return fail(error), failure();
+    if (!saveCalibration.empty() && !xfmr::writeCalibrationStats(*stats, saveCalibration, error))
+      return fail(error), failure();
+    return calibration.getValue();
+  }
+  OwningOpRef<ModuleOp> clone(module.clone());
+  progress.step("calibration: f32 model with its products' input statistics as outputs");
+  xfmr::RaiseOptions options;
+  options.calibrationOutputs = true;
+  if (failed(runPipeline(*clone, [&](OpPassManager &pm) {
+        return xfmr::buildRaisePipeline(pm, options);
+      })))
+    return failure();
+  std::string art = scratch + "/calibration.xfa";
+  // The clone shares the model's weight blobs: lowering must not free them.
+  if (lowerAndWrite(*clone, host, progress, "", art, "none", /*keepBlobs=*/true) != 0)
+    return failure();
+  int64_t context = calibrationContext;
+  if (context == 0)
+    context = generation.getInteger("context_length").value_or(0) > 1
+                  ? *generation.getInteger("context_length")
+                  : 512;
+  progress.step("calibration: ran the f32 model on " + calibration);
+  std::optional<xfmr::CalibrationStats> stats = xfmr::compile::measureCalibration(
+      art, calibration, context,
+      [](int64_t done, int64_t total) {
+        xfmr::reportProgress({"calibration window", "", done, total, 0, 0});
+      },
+      error);
+  if (!stats)
+    return fail(error), failure();
+  std::string path = saveCalibration.empty() ? scratch + "/calibration.json"
+                                             : saveCalibration.getValue();
+  if (!xfmr::writeCalibrationStats(*stats, path, error))
+    return fail(error), failure();
+  return path;
+}
+
 int compile() {
   if (failed(resolveModelFolder()))
     return 1;
@@ -545,19 +793,40 @@ int compile() {
     return fail("--block-size must be in 1..4096");
   int64_t quantBits = 0, quantGroup = 0;
   bool quantFloat8 = false;
+  std::string quantMethod = "rtn";
   if (quant == "int4-g32" || quant == "int4-g64" || quant == "int4-g128") {
     quantBits = 4;
     quantGroup = std::stoll(quant.substr(std::string("int4-g").size()));
-  } else if (quant == "int8") {
+  } else if (quant == "int4-awq") {
+    quantBits = 4;
+    quantGroup = 128;
+    quantMethod = "awq";
+  } else if (quant == "int8" || quant == "w8a8") {
     quantBits = 8;
+    if (quant == "w8a8")
+      quantMethod = "smoothquant";
   } else if (quant == "bf16") {
     quantBits = 16;
   } else if (quant == "fp8-e4m3") {
     quantBits = 8;
     quantFloat8 = true;
   } else if (quant != "none") {
-    return fail("--quant must be none, bf16, fp8-e4m3, int8, int4-g32, int4-g64 or int4-g128");
+    return fail("--quant must be none, bf16, fp8-e4m3, int8, int4-g32, int4-g64, int4-g128, "
+                "int4-awq or w8a8");
   }
+  if (quantMethod != "rtn" && calibration.empty())
+    return fail("--quant=" + quant + " needs --calibration (token ids the model runs on, or "
+                "a statistics file from --save-calibration)");
+  if (!calibration.empty() && quantMethod == "rtn")
+    return fail("--calibration is for --quant=int4-awq or w8a8");
+  if (calibration.find_first_of(" {}") != std::string::npos)
+    return fail("--calibration: the path may not contain a space, '{' or '}'");
+  if (!saveCalibration.empty() && quantMethod == "rtn")
+    return fail("--save-calibration needs --quant=int4-awq or w8a8");
+  if (calibrationContext < 0 || calibrationContext > 1000000)
+    return fail("--calibration-context must be in 1..1000000");
+  if (!(smoothAlpha >= 0.0 && smoothAlpha <= 1.0))
+    return fail("--smooth-alpha must be in [0, 1]");
   if (!quantSkip.empty() && !quantBits)
     return fail("--quant-skip needs --quant");
   for (const std::string &s : quantSkip)
@@ -565,6 +834,12 @@ int compile() {
       return fail("--quant-skip: '" + s + "' is not a name (empty, or has a space, '{', '}' or '=')");
   if (quantBits && !raise)
     return fail("--quant needs --raise (it runs with the raising passes)");
+
+  std::string scratchDir; // --calibration's artifact and statistics
+  llvm::scope_exit removeScratch([&] {
+    if (!scratchDir.empty())
+      (void)llvm::sys::fs::remove_directories(scratchDir);
+  });
 
   DialectRegistry registry;
   registerAllDialects(registry);
@@ -593,6 +868,17 @@ int compile() {
     progress.finish();
     return failed(printModule(*module));
   }
+  std::string calibrationStats;
+  if (raise && !calibration.empty()) {
+    llvm::SmallString<128> scratch;
+    if (auto ec = llvm::sys::fs::createUniqueDirectory("xfmr-calibration", scratch))
+      return fail("cannot create a scratch directory: " + ec.message());
+    scratchDir = scratch.str().str();
+    FailureOr<std::string> stats = calibrationFile(*module, *host, progress, scratchDir);
+    if (failed(stats))
+      return 1;
+    calibrationStats = *stats;
+  }
   if (raise) {
     progress.step(kvCache == "paged" ? "raised to xfmr ops, paged KV step function"
                                      : "raised to xfmr ops");
@@ -605,6 +891,9 @@ int compile() {
     raiseOptions.quantGroup = quantGroup;
     raiseOptions.quantFloat8 = quantFloat8;
     raiseOptions.quantSkip.assign(quantSkip.begin(), quantSkip.end());
+    raiseOptions.quantMethod = quantMethod;
+    raiseOptions.calibrationFile = calibrationStats;
+    raiseOptions.smoothAlpha = smoothAlpha;
     if (failed(runPipeline(*module, [&](OpPassManager &pm) {
           return xfmr::buildRaisePipeline(pm, raiseOptions);
         })))
@@ -618,168 +907,7 @@ int compile() {
     progress.finish();
     return failed(printModule(*module));
   }
-
-  // The signature the runtime sees, before lowering changes the types.
-  std::string error;
-  llvm::json::Array inputs, outputs;
-  for (unsigned i = 0; i < f.getNumArguments(); ++i) {
-    llvm::json::Object spec = tensorSpec(f.getArgument(i).getType(), f.getArgAttrDict(i), i, error);
-    if (f.getArgAttr(i, "xfmr.kv_pool"))
-      spec["role"] = "kv_pool"; // read and updated in place by every call
-    inputs.push_back(std::move(spec));
-  }
-  unsigned poolResults = 0;
-  for (unsigned i = 0; i < f.getNumResults(); ++i) {
-    if (f.getResultAttr(i, "xfmr.kv_pool")) {
-      ++poolResults; // written into its input; not an output
-      continue;
-    }
-    outputs.push_back(tensorSpec(f.getResultTypes()[i], f.getResultAttrDict(i), i, error));
-  }
-  unsigned expectedResults = f.getNumResults() - poolResults;
-  std::optional<llvm::json::Object> kvSpec;
-  if (auto kv = module->getOperation()->getAttrOfType<DictionaryAttr>("xfmr.kv_cache")) {
-    kvSpec.emplace();
-    for (NamedAttribute a : kv) {
-      if (auto s = dyn_cast<StringAttr>(a.getValue()))
-        (*kvSpec)[a.getName().getValue()] = s.getValue().str();
-      else
-        (*kvSpec)[a.getName().getValue()] = cast<IntegerAttr>(a.getValue()).getInt();
-    }
-  }
-  if (!error.empty())
-    return fail(inputFilename + ": " + error);
-
-  progress.step("lowered to linalg");
-  if (failed(runPipeline(*module, xfmr::buildONNXToLinalgPipeline)))
-    return 1;
-  if (emit == "linalg") {
-    progress.finish();
-    return failed(printModule(*module));
-  }
-
-  std::string tmp;
-  if (emit.empty()) {
-    tmp = outputFilename + ".tmp-" + std::to_string(llvm::sys::Process::getProcessId());
-    (void)llvm::sys::fs::remove_directories(tmp);
-    if (auto ec = llvm::sys::fs::create_directories(tmp))
-      return fail("cannot create '" + tmp + "': " + ec.message());
-  }
-  llvm::scope_exit cleanup([&] {
-    xfmr::cpu::cancelWeightsWrite(); // a no-op once waited for
-    if (!tmp.empty())
-      (void)llvm::sys::fs::remove_directories(tmp);
-  });
-  progress.step("lowered to LLVM");
-  xfmr::CPUPipelineOptions cpuOptions;
-  cpuOptions.minWeightBytes = minWeightBytes;
-  cpuOptions.blasMinRows = blasMinRows;
-  cpuOptions.threads = parallel;
-  // AVX-512 targets get the 16-lane product kernels (same results).
-  cpuOptions.vectorLanes = llvm::is_contained(host->required, "avx512f") ? 16 : 8;
-  cpuOptions.outlineLayers = outlineLayers;
-  cpuOptions.referenceWeights = weightsMode == "reference";
-  // weights.bin is written (and hashed as it is written) on a thread while
-  // LLVM generates code where a core is spare for it: writing is CPU-bound
-  // too (the kernel's page-cache copy), and on 2 cores the overlap measured
-  // slower for an 8B model (90 s against 73 s).
-  cpuOptions.backgroundWeights = std::thread::hardware_concurrency() >= 4;
-  if (!tmp.empty())
-    cpuOptions.weightsFile = tmp + "/weights.bin";
-  if (failed(runPipeline(*module, [&](OpPassManager &pm) {
-        return xfmr::buildCPUToLLVMPipeline(pm, cpuOptions);
-      })))
-    return 1;
-  if (failed(checkLoweredResults(*module, expectedResults)))
-    return 1;
-  if (emit == "llvm") {
-    progress.finish();
-    return failed(printModule(*module));
-  }
-
-  progress.step("generated code");
-  if (failed(xfmr::cpu::emitSharedObject(*module, *host, "xfmr_main",
-                                         tmp + "/model.so", optLevel, error)))
-    return fail(error);
-  llvm::Expected<std::optional<xfmr::cpu::WrittenWeights>> written =
-      xfmr::cpu::waitForWeights();
-  if (!written)
-    return fail(llvm::toString(written.takeError()));
-  llvm::json::Object files;
-  for (const char *name : {"model.so", "weights.bin"}) {
-    if (*written && llvm::StringRef(name) == "weights.bin") {
-      files[name] = llvm::json::Object{{"size", (*written)->size}, {"sha256", (*written)->sha256}};
-      continue;
-    }
-    llvm::Expected<llvm::json::Object> entry = describeFile(tmp + "/" + name);
-    if (!entry)
-      return fail(llvm::toString(entry.takeError()));
-    files[name] = std::move(*entry);
-  }
-  llvm::json::Array checks;
-  if (auto messages = module->getOperation()->getAttrOfType<ArrayAttr>("xfmr.checks"))
-    for (auto m : messages.getAsValueRange<StringAttr>())
-      checks.push_back(m.str());
-  llvm::json::Array requires_;
-  for (const std::string &f : host->required)
-    requires_.push_back(f);
-
-  auto weights = module->getOperation()->getAttrOfType<DictionaryAttr>("xfmr.weights");
-  int64_t weightsCount = 0, weightsSize = 0;
-  if (weights) {
-    weightsCount = weights.getAs<IntegerAttr>("count").getInt();
-    weightsSize = weights.getAs<IntegerAttr>("size").getInt();
-  }
-  llvm::json::Object weightsEntry{{"file", "weights.bin"},
-                                  {"size", weightsSize},
-                                  {"alignment", 64},
-                                  {"count", weightsCount}};
-  if (*written && !(*written)->references.empty())
-    addReferences(weightsEntry, **written);
-  llvm::json::Object manifest{
-      {"format", "xfmr-artifact"},
-      {"format_version", xfmr::rt::kManifestFormatVersion},
-      {"abi_version", xfmr::rt::kArtifactABIVersion},
-      {"compiler", "xfmr 0.1 (LLVM " LLVM_VERSION_STRING ")"},
-      {"source", llvm::sys::path::filename(inputFilename).str()},
-      {"target", llvm::json::Object{{"kind", "cpu"},
-                                    {"triple", host->triple},
-                                    {"cpu", host->cpu},
-                                    {"features", host->features},
-                                    {"requires", std::move(requires_)}}},
-      {"options", llvm::json::Object{{"opt_level", static_cast<int64_t>(optLevel)},
-                                     {"weights", weightsMode.getValue()},
-                                     {"min_weight_bytes", minWeightBytes.getValue()},
-                                     {"blas_min_rows", blasMinRows.getValue()},
-                                     {"parallel", parallel.getValue()},
-                                     {"quant", quant.getValue()},
-                                     {"quant_skip", llvm::json::Array(std::vector<std::string>(
-                                                        quantSkip.begin(), quantSkip.end()))}}},
-      {"library", "model.so"},
-      {"entry", "xfmr_entry"},
-      {"weights", std::move(weightsEntry)},
-      {"files", std::move(files)},
-      {"inputs", std::move(inputs)},
-      {"outputs", std::move(outputs)},
-      {"checks", std::move(checks)},
-  };
-  if (kvSpec)
-    manifest["kv_cache"] = std::move(*kvSpec);
-  if (!generation.empty())
-    manifest["generation"] = std::move(generation);
-  {
-    std::error_code ec;
-    llvm::raw_fd_ostream os(tmp + "/manifest.json", ec);
-    if (ec)
-      return fail("cannot write the manifest: " + ec.message());
-    os << llvm::formatv("{0:2}", llvm::json::Value(std::move(manifest))) << "\n";
-  }
-  progress.step("wrote " + outputFilename);
-  if (failed(commitArtifact(tmp, outputFilename)))
-    return 1;
-  tmp.clear();
-  progress.finish();
-  return 0;
+  return lowerAndWrite(*module, *host, progress, emit, outputFilename, quant);
 }
 
 } // namespace

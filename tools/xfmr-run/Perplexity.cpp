@@ -22,6 +22,7 @@
 #include "CommandLine.h"
 
 #include "xfmr/runtime/Artifact.h"
+#include "xfmr/runtime/CausalLM.h"
 #include "xfmr/runtime/PagedKV.h"
 #include "xfmr/runtime/TensorIO.h"
 
@@ -69,24 +70,6 @@ int fail(const std::string &message) {
   return 1;
 }
 
-/// The token file as int64 ids: [T] or [1, T], int64 or int32.
-Expected<std::vector<int64_t>> readTokens(const std::string &path) {
-  Expected<Tensor> t = readTensor(path);
-  if (!t)
-    return t.takeError();
-  const std::vector<int64_t> &shape = t->shape();
-  if (!(shape.size() == 1 || (shape.size() == 2 && shape[0] == 1)))
-    return Error(path + ": token ids must be [T] or [1, T], got " + formatShape(shape));
-  std::vector<int64_t> ids(static_cast<size_t>(t->numel()));
-  if (t->dtype() == DType::I64)
-    std::copy(t->data<int64_t>(), t->data<int64_t>() + ids.size(), ids.begin());
-  else if (t->dtype() == DType::I32)
-    std::copy(t->data<int32_t>(), t->data<int32_t>() + ids.size(), ids.begin());
-  else
-    return Error(path + ": token ids must be i64 or i32, got " + dtypeName(t->dtype()));
-  return ids;
-}
-
 /// -log softmax(row)[target], in double.
 double negativeLogLikelihood(const float *row, int64_t vocab, int64_t target) {
   double maxLogit = row[0];
@@ -102,41 +85,10 @@ struct Window {
   int64_t begin, length;
 };
 
-/// The model's inputs for one window, by manifest order; or why the model
-/// takes an input perplexity cannot feed.
-Expected<std::vector<Tensor>> windowInputs(const Manifest &m, const std::vector<int64_t> &ids,
-                                           Window w) {
-  std::vector<Tensor> inputs;
-  for (const TensorSpec &spec : m.inputs) {
-    if (spec.rank() != 2 || (spec.name != "input_ids" && spec.name != "attention_mask" &&
-                             spec.name != "position_ids"))
-      return Error("the model's input '" + spec.name + "' " + formatSpecShape(spec) +
-                   " is not one perplexity feeds (input_ids, attention_mask, position_ids: "
-                   "[batch, sequence])");
-    Expected<Tensor> t = Tensor::create(spec.dtype, {1, w.length}, spec.name);
-    if (!t)
-      return t.takeError();
-    for (int64_t i = 0; i < w.length; ++i) {
-      int64_t v = spec.name == "input_ids" ? ids[w.begin + i]
-                  : spec.name == "position_ids" ? i
-                                                : 1;
-      if (spec.dtype == DType::I64)
-        t->data<int64_t>()[i] = v;
-      else if (spec.dtype == DType::I32)
-        t->data<int32_t>()[i] = static_cast<int32_t>(v);
-      else
-        return Error("the model's input '" + spec.name + "' is " + dtypeName(spec.dtype) +
-                     ", not i64 or i32");
-    }
-    inputs.push_back(t.take());
-  }
-  return inputs;
-}
-
 /// Logits [length, vocab] of one window of a forward artifact.
 Expected<Tensor> forwardLogits(const Artifact &artifact, const std::vector<int64_t> &ids,
                                Window w) {
-  Expected<std::vector<Tensor>> inputs = windowInputs(artifact.manifest(), ids, w);
+  Expected<std::vector<Tensor>> inputs = causalLMInputs(artifact.manifest(), ids, w.begin, w.length);
   if (!inputs)
     return inputs.takeError();
   std::vector<const Tensor *> args;
@@ -234,7 +186,7 @@ int perplexityMain(int argc, char **argv) {
   const Manifest &m = artifact.manifest();
   if (!m.kvCache && (m.outputs.empty() || m.outputs[0].rank() != 3))
     return fail(artifactDir + ": the first output is not logits [batch, sequence, vocab]");
-  Expected<std::vector<int64_t>> ids = readTokens(tokensPath);
+  Expected<std::vector<int64_t>> ids = readTokenIds(tokensPath);
   if (!ids)
     return fail(ids.error());
   if (ids->size() < 2)
@@ -244,7 +196,7 @@ int perplexityMain(int argc, char **argv) {
   if (!m.kvCache) {
     // The model's inputs are checked once, before any window runs.
     Expected<std::vector<Tensor>> probe =
-        windowInputs(m, *ids, Window{0, std::min<int64_t>(2, static_cast<int64_t>(ids->size()))});
+        causalLMInputs(m, *ids, 0, std::min<int64_t>(2, static_cast<int64_t>(ids->size())));
     if (!probe)
       return fail(artifactDir + ": " + probe.error());
   }

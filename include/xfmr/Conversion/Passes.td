@@ -66,6 +66,17 @@ def QuantizeWeightsPass : Pass<"xfmr-quantize-weights", "mlir::ModuleOp"> {
     scale = max |w[:, n]| / 448, q = w / scale as float8 e4m3fn (to nearest,
     ties to even, saturated), and the product is `xfmr.linear` on q followed
     by an `onnx.Mul` by the scales.
+
+    With `method=awq` (bits=4, `--quant=int4-awq`) or `method=smoothquant`
+    (bits=8, `--quant=w8a8`) and `calibration=FILE` (per-channel statistics
+    of each product's input, xfmr-calibration-outputs): the products that
+    share an input get one scale per input channel s (AWQ: mean|x|^alpha
+    with alpha searched; SmoothQuant: max|x|^alpha / max|w|^(1-alpha)); the
+    weights are multiplied by s along K before quantization and the input
+    divided by s, folded into the constant multiplier that produces it (an
+    RMS or layer norm's weight) where that is its only use, else an
+    onnx.Mul. AWQ then clips each block's range to the ratio of least
+    expected error.
   }];
   let options = [
     Option<"group", "group", "int64_t", /*default=*/"32",
@@ -79,6 +90,14 @@ def QuantizeWeightsPass : Pass<"xfmr-quantize-weights", "mlir::ModuleOp"> {
     Option<"float8", "float8", "bool", /*default=*/"false",
            "With bits=8: float8 e4m3fn per output channel (scale = max |w| / 448) "
            "instead of int8">,
+    Option<"method", "method", "std::string", /*default=*/"\"rtn\"",
+           "rtn: round to nearest; awq (bits=4): activation-aware per-channel scales "
+           "and range clipping; smoothquant (bits=8): migrate activation outliers into "
+           "the weights (both need `calibration`)">,
+    Option<"calibration", "calibration", "std::string", /*default=*/"\"\"",
+           "Activation statistics (xfmr-compile --calibration; JSON, docs/quantization.md)">,
+    Option<"alpha", "alpha", "double", /*default=*/"0.5",
+           "smoothquant: migration strength (s = max|x|^alpha / max|w|^(1 - alpha))">,
   ];
   let dependentDialects = ["::xfmr::XfmrDialect", "::xfmr::onnx::ONNXDialect",
                            "::mlir::arith::ArithDialect"];
@@ -86,6 +105,27 @@ def QuantizeWeightsPass : Pass<"xfmr-quantize-weights", "mlir::ModuleOp"> {
     Statistic<"numQuantized", "quantized", "MatMuls quantized">,
     Statistic<"numNamed", "named", "MatMuls left in f32 because `skip` names them">,
     Statistic<"numSkipped", "skipped", "MatMuls left in f32 (B not a constant f32 [K, N] or K not a multiple of the group)">,
+    Statistic<"numFolded", "folded", "Inputs whose 1/s went into a constant multiplier (a norm's weight)">,
+    Statistic<"numDivided", "divided", "Inputs divided by s with an onnx.Mul before the products">,
+    Statistic<"numUncalibrated", "uncalibrated", "MatMuls the calibration file has no statistics for (round to nearest)">,
+  ];
+}
+
+def CalibrationOutputsPass : Pass<"xfmr-calibration-outputs", "mlir::ModuleOp"> {
+  let summary = "Return per-channel statistics of every quantizable product's input";
+  let description = [{
+    For activation-aware quantization (`xfmr-compile --calibration`): for
+    each `onnx.MatMul` in the entry function's body whose B is a constant
+    f32 `[K, N]` (the products xfmr-quantize-weights rewrites), the function
+    gets three more results over all of A's rows: max |a_k|, mean |a_k| and
+    mean a_k^2, each `[K]` f32, named `xfmr_calibration.<i>.max`,
+    `.mean_abs`, `.mean_square` where i is the MatMul's index among the
+    module's onnx.MatMul ops in walk order. Runs where xfmr-quantize-weights
+    would (after onnx-simplify-shapes), so the indices name the same ops.
+  }];
+  let dependentDialects = ["::xfmr::onnx::ONNXDialect"];
+  let statistics = [
+    Statistic<"numMeasured", "measured", "Products whose input statistics are returned">,
   ];
 }
 

@@ -45,6 +45,8 @@ struct CPUPipelineOptions {
   /// Weights that are bytes of the model's external data stay there: the
   /// artifact references them and the loader reads (and packs) them.
   bool referenceWeights = false;
+  /// Leave the weights' resource blobs allocated (another module uses them).
+  bool keepBlobs = false;
 };
 
 /// Appends onnx -> linalg on tensors (with elementwise fusion).
@@ -66,6 +68,16 @@ struct RaiseOptions {
   bool quantFloat8 = false;
   /// MatMuls left in f32: node or weight names containing one of these.
   std::vector<std::string> quantSkip;
+  /// rtn, awq (quantBits 4) or smoothquant (quantBits 8), with the
+  /// statistics file calibrationFile (xfmr-quantize-weights' method and
+  /// calibration).
+  std::string quantMethod = "rtn";
+  std::string calibrationFile;
+  /// smoothquant's migration strength.
+  double smoothAlpha = 0.5;
+  /// Instead of quantizing: return each product's input statistics
+  /// (xfmr-calibration-outputs), for the calibration artifact.
+  bool calibrationOutputs = false;
 };
 
 /// onnx (imported) -> onnx + xfmr ops [-> paged step function].

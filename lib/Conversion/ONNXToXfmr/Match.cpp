@@ -7,6 +7,7 @@
 #include "Match.h"
 
 #include "mlir/IR/BuiltinAttributes.h"
+#include "mlir/IR/DialectResourceBlobManager.h"
 #include "mlir/IR/Matchers.h"
 #include "llvm/Support/raw_ostream.h"
 
@@ -216,6 +217,39 @@ Value squeeze(OpBuilder &b, Location loc, Value v, int64_t axis) {
   shape.erase(shape.begin() + axis);
   return onnx::SqueezeOp::create(b, loc, type.clone(shape), v,
                                  i64Constant(b, loc, {axis}));
+}
+
+/// The f32 [K, N] weight of `mm` with K a multiple of `group`, or nothing.
+std::optional<ArrayRef<float>> constantWeight(onnx::MatMulOp mm, int64_t group) {
+  ElementsAttr w;
+  if (rankOf(mm.getB()) != 2 || !matchPattern(mm.getB(), m_Constant(&w)))
+    return std::nullopt;
+  auto type = cast<RankedTensorType>(w.getType());
+  if (!type.hasStaticShape() || !type.getElementType().isF32() ||
+      !elementTypeOf(mm.getA()).isF32() || type.getDimSize(0) % group ||
+      type.getDimSize(0) < group)
+    return std::nullopt;
+  ArrayRef<char> raw;
+  if (auto dense = dyn_cast<DenseElementsAttr>(w); dense && !dense.isSplat())
+    raw = dense.getRawData();
+  else if (auto resource = dyn_cast<DenseResourceElementsAttr>(w))
+    if (AsmResourceBlob *blob = resource.getRawHandle().getBlob())
+      raw = blob->getData();
+  if (raw.size() != static_cast<size_t>(type.getNumElements()) * sizeof(float))
+    return std::nullopt;
+  return ArrayRef<float>(reinterpret_cast<const float *>(raw.data()), type.getNumElements());
+}
+
+/// The ONNX node name of `op` and the resource name of its weight `w`.
+SmallVector<std::string> namesOf(Operation *op, Value w) {
+  SmallVector<std::string> names;
+  if (auto name = dyn_cast<NameLoc>(op->getLoc()))
+    names.push_back(name.getName().str());
+  ElementsAttr attr;
+  if (matchPattern(w, m_Constant(&attr)))
+    if (auto resource = dyn_cast<DenseResourceElementsAttr>(attr))
+      names.push_back(resource.getRawHandle().getKey().str());
+  return names;
 }
 
 } // namespace xfmr::raise

@@ -129,6 +129,13 @@ bool isLastAxis(int64_t axis, int64_t rank);
 /// Human-readable name of the node an op came from.
 std::string nodeName(mlir::Operation *op);
 
+/// The f32 [K, N] constant weight of `mm` (A f32 too) with K a multiple of
+/// `group`, or nothing: the products xfmr-quantize-weights rewrites.
+std::optional<llvm::ArrayRef<float>> constantWeight(onnx::MatMulOp mm, int64_t group);
+
+/// The ONNX node name of `op` and the resource name of its weight `w`.
+llvm::SmallVector<std::string> namesOf(mlir::Operation *op, mlir::Value w);
+
 //===----------------------------------------------------------------------===//
 // Builders of onnx ops (for operand adaptation)
 //===----------------------------------------------------------------------===//

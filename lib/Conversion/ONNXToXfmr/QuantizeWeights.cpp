@@ -34,14 +34,18 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "ActivationAware.h"
+#include "Int4Block.h"
 #include "Match.h"
 
+#include "xfmr/Conversion/Calibration.h"
 #include "xfmr/Conversion/Passes.h"
 #include "xfmr/runtime/Tensor.h"
 
 #include "mlir/IR/DialectResourceBlobManager.h"
 #include "mlir/IR/Matchers.h"
 
+#include "llvm/ADT/MapVector.h"
 #include "llvm/Support/MathExtras.h"
 
 #include <cmath>
@@ -68,13 +72,15 @@ struct Blockwise {
   std::vector<char> zeros;  // 4 bits: [N, ceil(blocks / 2)], block 2j low; 8 bits: empty
 };
 
-/// `scale`, or 1 where it is 0 (an all-zero block: every value quantizes to
-/// 0) or not finite (a non-finite weight).
-float usableScale(float scale) { return scale > 0.0f && std::isfinite(scale) ? scale : 1.0f; }
+using quant::Int4Params;
+using quant::usableScale;
 
 /// int4: round to nearest, asymmetric, per block of `group` along K (see
-/// the pass description); f32 arithmetic, ties to even.
-Blockwise quantizeInt4(const float *w, int64_t k, int64_t n, int64_t group) {
+/// the pass description); f32 arithmetic, ties to even. With `importance`
+/// ([K]: E[x_k^2] of the input the weights multiply), each block's range
+/// is clipped by the ratio of least expected output error (AWQ).
+Blockwise quantizeInt4(const float *w, int64_t k, int64_t n, int64_t group,
+                       const float *importance = nullptr) {
   int64_t blocks = k / group, zeroCols = (blocks + 1) / 2;
   Blockwise q{4, group, blocks};
   q.packed.assign(n * k / 2, 0);
@@ -82,21 +88,19 @@ Blockwise quantizeInt4(const float *w, int64_t k, int64_t n, int64_t group) {
   q.zeros.assign(n * zeroCols, 0);
   for (int64_t col = 0; col < n; ++col)
     for (int64_t b = 0; b < blocks; ++b) {
+      const float *block = w + b * group * n + col;
       float lo = 0.0f, hi = 0.0f;
       for (int64_t i = 0; i < group; ++i) {
-        float x = w[(b * group + i) * n + col];
-        lo = std::min(lo, x);
-        hi = std::max(hi, x);
+        lo = std::min(lo, block[i * n]);
+        hi = std::max(hi, block[i * n]);
       }
-      float scale = usableScale((hi - lo) / 15.0f);
-      float zp = std::clamp(std::nearbyint(-lo / scale), 0.0f, 15.0f);
-      std::memcpy(&q.scales[(col * blocks + b) * sizeof(float)], &scale, sizeof(float));
-      auto z = static_cast<uint8_t>(zp);
+      float clip = importance ? quant::bestClip(block, n, group, importance + b * group) : 1.0f;
+      Int4Params p = Int4Params::of(lo, hi, clip);
+      std::memcpy(&q.scales[(col * blocks + b) * sizeof(float)], &p.scale, sizeof(float));
+      auto z = static_cast<uint8_t>(p.zp);
       q.zeros[col * zeroCols + b / 2] |= static_cast<char>(z << (4 * (b % 2)));
       for (int64_t i = 0; i < group; ++i) {
-        float x = w[(b * group + i) * n + col];
-        float v = std::clamp(std::nearbyint(x / scale) + zp, 0.0f, 15.0f);
-        auto nibble = static_cast<uint8_t>(std::isfinite(v) ? v : zp);
+        auto nibble = static_cast<uint8_t>(p.code(block[i * n]));
         q.packed[col * (k / 2) + (b * group + i) / 2] |=
             static_cast<char>(nibble << (4 * (i % 2)));
       }
@@ -152,77 +156,183 @@ Value constant(OpBuilder &b, Location loc, ArrayRef<int64_t> shape, Type element
   return makeConstant(b, loc, attr);
 }
 
-/// The f32 [K, N] weight of `mm` with K a multiple of `group`, or nothing.
-std::optional<ArrayRef<float>> constantWeight(onnx::MatMulOp mm, int64_t group) {
-  ElementsAttr w;
-  if (rankOf(mm.getB()) != 2 || !matchPattern(mm.getB(), m_Constant(&w)))
-    return std::nullopt;
-  auto type = cast<RankedTensorType>(w.getType());
-  if (!type.hasStaticShape() || !type.getElementType().isF32() ||
-      !elementTypeOf(mm.getA()).isF32() || type.getDimSize(0) % group ||
-      type.getDimSize(0) < group)
-    return std::nullopt;
-  ArrayRef<char> raw;
-  if (auto dense = dyn_cast<DenseElementsAttr>(w); dense && !dense.isSplat())
-    raw = dense.getRawData();
-  else if (auto resource = dyn_cast<DenseResourceElementsAttr>(w))
-    if (AsmResourceBlob *blob = resource.getRawHandle().getBlob())
-      raw = blob->getData();
-  if (raw.size() != static_cast<size_t>(type.getNumElements()) * sizeof(float))
-    return std::nullopt;
-  return ArrayRef<float>(reinterpret_cast<const float *>(raw.data()), type.getNumElements());
-}
-
-/// The ONNX node name of `op` and the resource name of its weight `w`.
-SmallVector<std::string> namesOf(Operation *op, Value w) {
-  SmallVector<std::string> names;
-  if (auto name = dyn_cast<NameLoc>(op->getLoc()))
-    names.push_back(name.getName().str());
-  ElementsAttr attr;
-  if (matchPattern(w, m_Constant(&attr)))
-    if (auto resource = dyn_cast<DenseResourceElementsAttr>(attr))
-      names.push_back(resource.getRawHandle().getKey().str());
-  return names;
-}
-
 struct QuantizeWeightsPass : impl::QuantizeWeightsPassBase<QuantizeWeightsPass> {
   using Base::Base;
 
+  using Member = std::pair<onnx::MatMulOp, int64_t>; // a product and its index
+
+  LogicalResult checkOptions() {
+    auto error = [&]() { return getOperation().emitError() << "xfmr-quantize-weights: "; };
+    if (float8 && bits != 8)
+      return error() << "float8 needs bits=8";
+    if (bits != 4 && bits != 8 && bits != 16)
+      return error() << "bits " << static_cast<int64_t>(bits) << " is not 4, 8 or 16";
+    if (bits == 4 && group != 32 && group != 64 && group != 128)
+      return error() << "group " << static_cast<int64_t>(group) << " is not 32, 64 or 128";
+    if (method != "rtn" && method != "awq" && method != "smoothquant")
+      return error() << "method '" << method << "' is not rtn, awq or smoothquant";
+    if (method == "awq" && bits != 4)
+      return error() << "method=awq needs bits=4";
+    if (method == "smoothquant" && (bits != 8 || float8))
+      return error() << "method=smoothquant needs bits=8 (int8)";
+    if (method != "rtn" && calibration.empty())
+      return error() << "method=" << method << " needs calibration=FILE";
+    if (!(alpha >= 0.0 && alpha <= 1.0))
+      return error() << "alpha must be in [0, 1]";
+    return success();
+  }
+
   void runOnOperation() override {
-    if (float8 && bits != 8) {
-      getOperation().emitError() << "xfmr-quantize-weights: float8 needs bits=8";
+    if (failed(checkOptions()))
       return signalPassFailure();
+    std::optional<CalibrationStats> stats;
+    if (method != "rtn") {
+      std::string error;
+      if (!(stats = readCalibrationStats(calibration, error))) {
+        getOperation().emitError() << "xfmr-quantize-weights: " << error;
+        return signalPassFailure();
+      }
     }
-    if (bits != 4 && bits != 8 && bits != 16) {
-      getOperation().emitError() << "xfmr-quantize-weights: bits " << static_cast<int64_t>(bits)
-                                 << " is not 4, 8 or 16";
-      return signalPassFailure();
-    }
-    if (bits == 4 && group != 32 && group != 64 && group != 128) {
-      getOperation().emitError() << "xfmr-quantize-weights: group " << static_cast<int64_t>(group)
-                                 << " is not 32, 64 or 128";
-      return signalPassFailure();
-    }
-    SmallVector<onnx::MatMulOp> products;
-    getOperation().walk([&](onnx::MatMulOp mm) { products.push_back(mm); });
-    for (onnx::MatMulOp mm : products) {
-      if (named(mm)) {
+    // The products to quantize, grouped by the input they share (q/k/v,
+    // gate/up): activation-aware scales are per input channel.
+    llvm::MapVector<Value, SmallVector<Member>> groups;
+    forEachProduct(getOperation(), [&](onnx::MatMulOp mm, int64_t index) {
+      if (named(mm))
         ++numNamed;
-        continue;
-      }
-      std::optional<ArrayRef<float>> w = constantWeight(mm, bits == 4 ? group : 1);
-      if (!w) {
+      else if (!constantWeight(mm, bits == 4 ? group : 1))
         ++numSkipped;
+      else
+        groups[mm.getA()].push_back({mm, index});
+    });
+    for (auto &[input, members] : groups) {
+      const ChannelStats *calibrated = stats ? statsOf(*stats, members) : nullptr;
+      if (stats && !calibrated)
+        numUncalibrated += members.size();
+      if (calibrated) {
+        if (failed(quantizeCalibrated(input, members, *calibrated)))
+          return signalPassFailure();
         continue;
       }
-      if (bits == 16)
-        rewriteBF16(mm, *w);
-      else if (float8)
-        rewriteFP8(mm, *w);
-      else
-        rewrite(mm, *w);
-      ++numQuantized;
+      for (auto [mm, index] : members)
+        quantize(mm, *constantWeight(mm, 1), nullptr);
     }
+  }
+
+  static const ChannelStats *statsOf(const CalibrationStats &stats, ArrayRef<Member> members) {
+    for (auto [mm, index] : members)
+      if (const ChannelStats *s = stats.find(index))
+        return s;
+    return nullptr;
+  }
+
+  void quantize(onnx::MatMulOp mm, ArrayRef<float> w, const float *importance) {
+    if (bits == 16)
+      rewriteBF16(mm, w);
+    else if (float8)
+      rewriteFP8(mm, w);
+    else
+      rewrite(mm, w, importance);
+    ++numQuantized;
+  }
+
+  /// AWQ or SmoothQuant for the products that share `input`: weights times
+  /// s along K, the input divided by s.
+  LogicalResult quantizeCalibrated(Value input, ArrayRef<Member> members,
+                                   const ChannelStats &stats) {
+    onnx::MatMulOp first = members.front().first;
+    int64_t k = dimOf(first.getB(), 0);
+    if (static_cast<int64_t>(stats.maxAbs.size()) != k)
+      return first.emitError() << "xfmr-quantize-weights: " << calibration << ": product "
+                               << stats.product << " has " << stats.maxAbs.size()
+                               << " input channels there, " << k
+                               << " in this model (statistics of another model?)";
+    SmallVector<quant::ProductWeight> weights;
+    for (auto [mm, index] : members)
+      weights.push_back({constantWeight(mm, 1)->data(), dimOf(mm.getB(), 1)});
+    float chosen = static_cast<float>(alpha);
+    std::vector<float> s = method == "awq"
+                               ? quant::awqScales(weights, k, stats, group, chosen)
+                               : quant::smoothQuantScales(weights, k, stats, chosen);
+    divideInput(input, members, s);
+    // E[x_k^2] of the divided input: what each scaled weight row multiplies.
+    std::vector<float> importance(k);
+    for (int64_t i = 0; i < k; ++i)
+      importance[i] = stats.meanSquare[i] / (s[i] * s[i]);
+    for (auto [member, w] : llvm::zip(members, weights)) {
+      std::vector<float> scaled(k * w.n);
+      for (int64_t i = 0; i < k; ++i)
+        for (int64_t col = 0; col < w.n; ++col)
+          scaled[i * w.n + col] = w.w[i * w.n + col] * s[i];
+      quantize(member.first, scaled, method == "awq" ? importance.data() : nullptr);
+    }
+    return success();
+  }
+
+  /// Divides the products' shared input `a` by `s`: into the constant
+  /// multiplier that makes it (x * c, c a constant [K], e.g. an RMS norm's
+  /// weight) when these products are its only users, else by an onnx.Mul.
+  void divideInput(Value a, ArrayRef<Member> members, ArrayRef<float> s) {
+    int64_t k = static_cast<int64_t>(s.size());
+    auto isMember = [&](Operation *op) {
+      return llvm::any_of(members, [&](const Member &m) { return m.first == op; });
+    };
+    auto mul = a.getDefiningOp<onnx::MulOp>();
+    if (mul && llvm::all_of(a.getUsers(), isMember)) {
+      for (unsigned i = 0; i < 2; ++i) {
+        Value c = mul->getOperand(i), x = mul->getOperand(1 - i);
+        std::optional<std::vector<float>> values = channelVector(c, k);
+        if (!values || x.getType() != a.getType())
+          continue;
+        std::vector<char> bytes(k * sizeof(float));
+        for (int64_t j = 0; j < k; ++j) {
+          float v = (*values)[j] / s[j];
+          std::memcpy(&bytes[j * sizeof(float)], &v, sizeof(float));
+        }
+        OpBuilder b(mul);
+        auto type = cast<RankedTensorType>(c.getType());
+        mul->setOperand(i, constant(b, c.getLoc(), type.getShape(), b.getF32Type(), bytes,
+                                    "xfmr_smoothed_scale"));
+        ++numFolded;
+        return;
+      }
+    }
+    OpBuilder b(a.getContext());
+    if (Operation *def = a.getDefiningOp())
+      b.setInsertionPointAfter(def);
+    else
+      b.setInsertionPointToStart(cast<BlockArgument>(a).getOwner());
+    std::vector<char> bytes(k * sizeof(float));
+    for (int64_t j = 0; j < k; ++j) {
+      float v = 1.0f / s[j];
+      std::memcpy(&bytes[j * sizeof(float)], &v, sizeof(float));
+    }
+    Value inverse = constant(b, a.getLoc(), {k}, b.getF32Type(), bytes, "xfmr_smoothing");
+    Value divided = onnx::MulOp::create(b, a.getLoc(), a.getType(), a, inverse);
+    for (const Member &m : members)
+      m.first->setOperand(0, divided);
+    ++numDivided;
+  }
+
+  /// The values of `c` if it is a constant f32 [K] (or [1, ..., 1, K]).
+  static std::optional<std::vector<float>> channelVector(Value c, int64_t k) {
+    ElementsAttr attr;
+    if (!matchPattern(c, m_Constant(&attr)))
+      return std::nullopt;
+    auto type = dyn_cast<RankedTensorType>(attr.getType());
+    if (!type || !type.getElementType().isF32() || type.getRank() < 1 ||
+        type.getNumElements() != k || type.getShape().back() != k)
+      return std::nullopt;
+    if (auto dense = dyn_cast<DenseElementsAttr>(attr)) {
+      auto v = dense.getValues<float>();
+      return std::vector<float>(v.begin(), v.end());
+    }
+    if (auto resource = dyn_cast<DenseResourceElementsAttr>(attr))
+      if (AsmResourceBlob *blob = resource.getRawHandle().getBlob())
+        if (blob->getData().size() == k * sizeof(float)) {
+          auto *p = reinterpret_cast<const float *>(blob->getData().data());
+          return std::vector<float>(p, p + k);
+        }
+    return std::nullopt;
   }
 
   /// Whether `skip` names `mm` (its node or its weight).
@@ -278,10 +388,11 @@ struct QuantizeWeightsPass : impl::QuantizeWeightsPassBase<QuantizeWeightsPass> 
     mm.erase();
   }
 
-  void rewrite(onnx::MatMulOp mm, ArrayRef<float> w) {
+  void rewrite(onnx::MatMulOp mm, ArrayRef<float> w, const float *importance) {
     auto type = cast<RankedTensorType>(mm.getB().getType());
     int64_t k = type.getDimSize(0), n = type.getDimSize(1);
-    Blockwise q = bits == 8 ? quantizeInt8(w.data(), k, n) : quantizeInt4(w.data(), k, n, group);
+    Blockwise q = bits == 8 ? quantizeInt8(w.data(), k, n)
+                            : quantizeInt4(w.data(), k, n, group, importance);
     OpBuilder b(mm);
     Location loc = mm.getLoc();
     Type u8 = IntegerType::get(b.getContext(), 8, IntegerType::Unsigned);

@@ -113,7 +113,7 @@ struct ExternalizeWeightsPass
       // The constant goes with its last user; its blob with its last op.
       if (w.cst && w.cst->use_empty()) {
         w.cst.erase();
-        if (res && uses.dropLast(res) && !plan.empty())
+        if (res && !keepBlobs && uses.dropLast(res) && !plan.empty())
           plan[lastReader.lookup(res.getRawHandle().getResource())].release =
               res.getRawHandle().getResource();
       }

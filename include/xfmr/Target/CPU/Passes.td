@@ -48,6 +48,9 @@ def ExternalizeWeightsPass : Pass<"xfmr-externalize-weights", "mlir::ModuleOp"> 
     Option<"background", "background", "bool", "false",
            "Write the file on a thread while compilation goes on "
            "(xfmr::cpu::waitForWeights joins it)">,
+    Option<"keepBlobs", "keep-blobs", "bool", "false",
+           "Do not free a weight's resource blob after its last use here (another "
+           "module shares the blobs: xfmr-compile's calibration artifact)">,
     Option<"referenceSources", "reference-sources", "bool", "false",
            "Leave weights that are bytes of a mapped model file in that file "
            "(the writer lists them as references)">,

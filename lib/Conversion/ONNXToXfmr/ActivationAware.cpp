@@ -1,0 +1,113 @@
+//===- ActivationAware.cpp - AWQ and SmoothQuant scale searches -----------===//
+//
+// Part of xfmr.
+//
+//===----------------------------------------------------------------------===//
+
+#include "ActivationAware.h"
+
+#include "Int4Block.h"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+
+namespace xfmr::quant {
+
+namespace {
+
+/// sum_k importance_k (w_k - Q(w_k s_k) / s_k)^2 over one column's block.
+double blockError(const float *w, int64_t stride, int64_t group, const float *s,
+                  const float *importance, float clip) {
+  float lo = 0.0f, hi = 0.0f;
+  for (int64_t i = 0; i < group; ++i) {
+    float x = w[i * stride] * s[i];
+    lo = std::min(lo, x);
+    hi = std::max(hi, x);
+  }
+  Int4Params p = Int4Params::of(lo, hi, clip);
+  double error = 0;
+  for (int64_t i = 0; i < group; ++i) {
+    float x = w[i * stride];
+    double d = static_cast<double>(x) - p.roundTrip(x * s[i]) / s[i];
+    error += importance[i] * d * d;
+  }
+  return error;
+}
+
+/// The group's error for scales `s` (every column, every block).
+double groupError(llvm::ArrayRef<ProductWeight> products, int64_t k, int64_t group,
+                  const std::vector<float> &s, const std::vector<float> &importance) {
+  double error = 0;
+  for (const ProductWeight &p : products)
+    for (int64_t col = 0; col < p.n; ++col)
+      for (int64_t b = 0; b + group <= k; b += group)
+        error += blockError(p.w + b * p.n + col, p.n, group, s.data() + b,
+                            importance.data() + b, 1.0f);
+  return error;
+}
+
+} // namespace
+
+std::vector<float> awqScales(llvm::ArrayRef<ProductWeight> products, int64_t k,
+                             const ChannelStats &stats, int64_t group, float &alpha) {
+  std::vector<float> best(k, 1.0f), s(k);
+  double bestError = std::numeric_limits<double>::infinity();
+  alpha = 0.0f;
+  for (int step = 0; step <= 20; ++step) {
+    float a = step / 20.0f;
+    float lo = std::numeric_limits<float>::infinity(), hi = 0.0f;
+    for (int64_t i = 0; i < k; ++i) {
+      s[i] = std::max(std::pow(stats.meanAbs[i], a), 1e-4f);
+      lo = std::min(lo, s[i]);
+      hi = std::max(hi, s[i]);
+    }
+    float norm = std::sqrt(lo * hi);
+    for (float &x : s)
+      x = std::isfinite(x / norm) && x / norm > 0 ? x / norm : 1.0f;
+    double error = groupError(products, k, group, s, stats.meanSquare);
+    if (error < bestError) {
+      bestError = error;
+      best = s;
+      alpha = a;
+    }
+  }
+  return best;
+}
+
+std::vector<float> smoothQuantScales(llvm::ArrayRef<ProductWeight> products, int64_t k,
+                                     const ChannelStats &stats, float alpha) {
+  std::vector<float> s(k);
+  for (int64_t i = 0; i < k; ++i) {
+    float wmax = 0.0f;
+    for (const ProductWeight &p : products)
+      for (int64_t col = 0; col < p.n; ++col)
+        wmax = std::max(wmax, std::fabs(p.w[i * p.n + col]));
+    float v = std::pow(stats.maxAbs[i], alpha) / std::pow(std::max(wmax, 1e-5f), 1.0f - alpha);
+    s[i] = std::isfinite(v) ? std::max(v, 1e-5f) : 1.0f;
+  }
+  return s;
+}
+
+float bestClip(const float *w, int64_t stride, int64_t group, const float *importance) {
+  static const std::vector<float> ones(4096, 1.0f);
+  std::vector<float> unit;
+  const float *s = ones.data();
+  if (group > static_cast<int64_t>(ones.size())) {
+    unit.assign(group, 1.0f);
+    s = unit.data();
+  }
+  float best = 1.0f;
+  double bestError = std::numeric_limits<double>::infinity();
+  for (int step = 0; step <= 10; ++step) {
+    float clip = 1.0f - step * 0.05f;
+    double error = blockError(w, stride, group, s, importance, clip);
+    if (error < bestError) {
+      bestError = error;
+      best = clip;
+    }
+  }
+  return best;
+}
+
+} // namespace xfmr::quant
