@@ -23,6 +23,16 @@ activations on both sides):
            float8 e4m3fn (ml_dtypes; to nearest even, saturated); the
            reference stores q * scale as f32 (exact) in the MatMul
 
+  w8a8     SmoothQuant, then int8 as above: xfmr-compile --calibration
+           runs the model on seeded token ids (2 windows of 32) and
+           --save-calibration writes what it measured; onnxruntime measures
+           the same statistics on the same windows (every quantized
+           MatMul's input as an extra graph output), which must agree
+           within 1e-4; from onnxruntime's statistics NumPy computes, per
+           input shared by MatMuls, s = max|x|^0.5 / max|w|^0.5 (>= 1e-5),
+           multiplies each weight's rows by s and puts Mul(x, 1/s) in
+           front (xfmr folds 1/s into the norm weight instead)
+
 (f32, ties to even). onnxruntime runs that model, xfmr compiles the fp32
 model with --quant and runs it, on the same seeded inputs. The logits must
 agree within 1e-4 of max|logit| (within 1e-2 with a note: an activation's
@@ -183,12 +193,135 @@ def quantized_model(model, mode):
     return out, count, largest
 
 
+CALIBRATION_WINDOW = 32
+
+
+def constants_of(graph):
+    consts = {t.name: numpy_helper.to_array(t) for t in graph.initializer}
+    for node in graph.node:
+        if node.op_type == "Constant" and node.attribute and node.attribute[0].name == "value":
+            consts[node.output[0]] = numpy_helper.to_array(node.attribute[0].t)
+    return consts
+
+
+def quantized_products(graph, consts):
+    """The MatMul nodes xfmr quantizes (constant f32 [K, N] B), in order."""
+    out = []
+    for node in graph.node:
+        w = consts.get(node.input[1]) if node.op_type == "MatMul" and len(node.input) == 2 else None
+        if w is not None and w.dtype == np.float32 and w.ndim == 2:
+            out.append(node)
+    return out
+
+
+def ort_channel_stats(model, ids, work):
+    """onnxruntime's per-channel max|x|, mean|x|, mean x^2 of every quantized
+    MatMul's input over windows of CALIBRATION_WINDOW tokens of `ids`."""
+    m = onnx.ModelProto()
+    m.CopyFrom(model)
+    products = quantized_products(m.graph, constants_of(m.graph))
+    names = []
+    for node in products:
+        if node.input[0] not in names:
+            names.append(node.input[0])
+    for name in names:
+        m.graph.output.append(helper.make_empty_tensor_value_info(name))
+    path = os.path.join(work, "calibration-probe.onnx")
+    onnx.save(m, path)
+    sess = reference_session(path)
+    rows = {n: [] for n in names}
+    for begin in range(0, len(ids), CALIBRATION_WINDOW):
+        w = ids[begin:begin + CALIBRATION_WINDOW][None, :]
+        outs = sess.run(names, {"input_ids": w, "attention_mask": np.ones_like(w)})
+        for n, v in zip(names, outs):
+            rows[n].append(v.reshape(-1, v.shape[-1]).astype(np.float64))
+    stats = {}
+    for n in names:
+        x = np.concatenate(rows[n])
+        stats[n] = (np.abs(x).max(axis=0), np.abs(x).mean(axis=0), (x * x).mean(axis=0))
+    return [(node, stats[node.input[0]]) for node in products]
+
+
+def compare_stats(ort_stats, xfmr_json):
+    """'' when xfmr's statistics file agrees with onnxruntime's within 1e-4,
+    else why not."""
+    import json
+    mine = sorted(json.load(open(xfmr_json))["products"], key=lambda p: p["product"])
+    if len(mine) != len(ort_stats):
+        return "xfmr measured %d products, onnxruntime %d" % (len(mine), len(ort_stats))
+    for p, (node, ref) in zip(mine, ort_stats):
+        for key, r in zip(("max", "mean_abs", "mean_square"), ref):
+            got = np.array(p[key])
+            if got.shape != r.shape or np.max(np.abs(got - r)) > 1e-4 * max(np.max(np.abs(r)), 1e-30):
+                return "product %d (%s) %s differs from onnxruntime's" % (p["product"], node.name, key)
+    return ""
+
+
+def smoothed_model(model, ort_stats, alpha=0.5):
+    """SmoothQuant on `model` from onnxruntime's statistics, then int8
+    MatMulNBits (see the module doc); the count and largest block_size."""
+    f32 = np.float32
+    consts = constants_of(model.graph)
+    groups = {}
+    for node, st in ort_stats:
+        groups.setdefault(node.input[0], []).append(node)
+    scales = {}
+    for name, nodes in groups.items():
+        wmax = np.max(np.stack([np.abs(consts[n.input[1]]).max(axis=1) for n in nodes]), axis=0)
+        xmax = dict((n.input[0], st) for n, st in ort_stats)[name][0].astype(f32)
+        s = np.power(xmax, f32(alpha)) / np.power(np.maximum(wmax, f32(1e-5)), f32(1 - alpha))
+        scales[name] = np.where(np.isfinite(s), np.maximum(s, f32(1e-5)), f32(1)).astype(f32)
+    nodes, inits, count, largest = [], [], 0, 0
+    divided = set()
+    smoothed = {n.output[0] for n, _ in ort_stats}
+    for node in model.graph.node:
+        if node.op_type != "MatMul" or node.output[0] not in smoothed:
+            nodes.append(node)
+            continue
+        x, s = node.input[0], scales[node.input[0]]
+        if x not in divided:
+            divided.add(x)
+            inits.append(numpy_helper.from_array((f32(1) / s).astype(f32), x + ".xfmr_inv_s"))
+            nodes.append(helper.make_node("Mul", [x, x + ".xfmr_inv_s"], [x + ".xfmr_smoothed"]))
+        w = (consts[node.input[1]] * s[:, None]).astype(f32)
+        k, n = w.shape
+        packed, qs, _ = quantize_int8(w)
+        base = "xfmr_q%d_" % count
+        inits += [numpy_helper.from_array(packed, base + "B"), numpy_helper.from_array(qs, base + "scales")]
+        block = int8_block(k)
+        nodes.append(helper.make_node(
+            "MatMulNBits", [x + ".xfmr_smoothed", base + "B", base + "scales"], list(node.output),
+            name=node.name, domain="com.microsoft", K=k, N=n, bits=8, block_size=block,
+            accuracy_level=4))
+        count += 1
+        largest = max(largest, block)
+    out = onnx.ModelProto()
+    out.CopyFrom(model)
+    del out.graph.node[:]
+    out.graph.node.extend(nodes)
+    out.graph.initializer.extend(inits)
+    if not any(o.domain == "com.microsoft" for o in out.opset_import):
+        out.opset_import.append(helper.make_opsetid("com.microsoft", 1))
+    return out, count, largest
+
+
+
 def check(path, build, work, mode):
     """(status, detail) of one model."""
     name = os.path.splitext(os.path.basename(path))[0]
     model = onnx.load(path)
-    qmodel, count, largest = quantized_model(model, mode)
-    if mode == "int8" and largest > ORT_MAX_INT8_BLOCK:
+    compile_flags = []
+    if mode == "w8a8":
+        cal = np.random.default_rng(1).integers(0, 100, size=2 * CALIBRATION_WINDOW, dtype=np.int64)
+        cal_path, stats_path = (os.path.join(work, name + x) for x in (".cal.npy", ".stats.json"))
+        np.save(cal_path, cal)
+        compile_flags = ["--calibration", cal_path, "--calibration-context",
+                         str(CALIBRATION_WINDOW), "--save-calibration", stats_path]
+        ort_stats = ort_channel_stats(model, cal, work)
+        qmodel, count, largest = smoothed_model(model, ort_stats)
+    else:
+        qmodel, count, largest = quantized_model(model, mode)
+    if mode in ("int8", "w8a8") and largest > ORT_MAX_INT8_BLOCK:
         return "SKIP", "block_size %d: onnxruntime computes 8-bit blocks of at most %d" % (
             largest, ORT_MAX_INT8_BLOCK)
     qpath = os.path.join(work, name + ".q.onnx")
@@ -204,7 +337,7 @@ def check(path, build, work, mode):
         np.save(os.path.join(work, f + ".npy"), v)
     out = os.path.join(work, name + ".out")
     r = subprocess.run([os.path.join(build, "bin", "xfmr-compile"), path, "--quant=" + mode,
-                        "-o", art, "--quiet"], capture_output=True, text=True)
+                        "-o", art, "--quiet"] + compile_flags, capture_output=True, text=True)
     if r.returncode == 0:
         r = subprocess.run([os.path.join(build, "bin", "xfmr-run"), art] +
                            sum([["--input", "%s=%s" % (f, os.path.join(work, f + ".npy"))]
@@ -212,6 +345,10 @@ def check(path, build, work, mode):
                            capture_output=True, text=True)
     if r.returncode != 0:
         return "FAIL", (r.stderr.strip().splitlines() or ["exit %d" % r.returncode])[0]
+    if mode == "w8a8":
+        why = compare_stats(ort_stats, stats_path)
+        if why:
+            return "FAIL", "calibration statistics: " + why
     got = np.load(os.path.join(out, "logits.npy"))
     scale = float(np.max(np.abs(ref)))
     diff = float(np.max(np.abs(got - ref))) / scale
@@ -228,7 +365,7 @@ def main():
     ap.add_argument("models", nargs="+")
     ap.add_argument("--build-dir", default=os.path.join(ROOT, "build"))
     ap.add_argument("--quant", default="int4-g32",
-                    choices=["int4-g32", "int4-g64", "int4-g128", "int8", "bf16", "fp8-e4m3"])
+                    choices=["int4-g32", "int4-g64", "int4-g128", "int8", "bf16", "fp8-e4m3", "w8a8"])
     a = ap.parse_args()
     tally = Tally()
     with tempfile.TemporaryDirectory(prefix="xfmr-quant-") as work:
