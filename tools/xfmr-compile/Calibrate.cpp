@@ -27,7 +27,29 @@ struct Accumulator {
   int64_t rows = 0;
   std::vector<float> maxAbs;
   std::vector<double> sumAbs, sumSquare;
+  std::vector<float> samples; // [sampleRows, K]
+  int64_t sampleRows = 0;
 };
+
+/// Rows of A kept per product for AWQ's scale search (spread evenly over
+/// the windows): enough to measure output error, small enough to store.
+constexpr int64_t kSampleRows = 256;
+
+/// Keeps `perWindow` rows, evenly spaced, of one window's A ([rows, K]).
+bool sample(Accumulator &acc, const rt::Tensor &t, int64_t perWindow, std::string &error) {
+  if (t.dtype() != rt::DType::F32 || t.shape().size() != 2 || t.shape()[1] < 1) {
+    error = "calibration output '" + t.name() + "' is not a [rows, K] float32 matrix";
+    return false;
+  }
+  int64_t rows = t.shape()[0], k = t.shape()[1];
+  int64_t take = std::min({rows, perWindow, kSampleRows - acc.sampleRows});
+  for (int64_t j = 0; j < take; ++j) {
+    int64_t r = (2 * j + 1) * rows / (2 * take);
+    acc.samples.insert(acc.samples.end(), t.data<float>() + r * k, t.data<float>() + (r + 1) * k);
+    ++acc.sampleRows;
+  }
+  return true;
+}
 
 /// Adds one window's output `stat` (a [K] f32 tensor) of `acc`.
 bool accumulate(Accumulator &acc, const std::string &stat, const rt::Tensor &t, int64_t rows,
@@ -102,8 +124,12 @@ measureCalibration(const std::string &artifactDir, const std::string &tokensPath
     for (const rt::Tensor &t : *out) {
       int64_t product;
       std::string stat;
-      if (parseCalibrationOutputName(t.name(), product, stat) &&
-          !accumulate(products[product], stat, t, length, error))
+      if (!parseCalibrationOutputName(t.name(), product, stat))
+        continue;
+      bool ok = stat == "rows" ? sample(products[product], t, (kSampleRows + windows - 1) / windows,
+                                        error)
+                               : accumulate(products[product], stat, t, length, error);
+      if (!ok)
         return std::nullopt;
     }
     for (auto &[index, acc] : products)
@@ -118,6 +144,8 @@ measureCalibration(const std::string &artifactDir, const std::string &tokensPath
     s.product = index;
     s.rows = acc.rows;
     s.maxAbs = acc.maxAbs;
+    s.samples = std::move(acc.samples);
+    s.sampleRows = acc.sampleRows;
     for (size_t i = 0; i < acc.maxAbs.size(); ++i) {
       s.meanAbs.push_back(static_cast<float>(acc.sumAbs[i] / acc.rows));
       s.meanSquare.push_back(static_cast<float>(acc.sumSquare[i] / acc.rows));

@@ -548,7 +548,8 @@ LogicalResult resolveModelFolder() {
 /// manifest's options.quant.
 int lowerAndWrite(ModuleOp module, const xfmr::cpu::HostTarget &host, Progress &progress,
                   llvm::StringRef emitStage,
-                  const std::string &out, llvm::StringRef quantMode, bool keepBlobs = false) {
+                  const std::string &out, llvm::StringRef quantMode,
+                  bool calibrationArtifact = false) {
   auto f = *module.getOps<func::FuncOp>().begin();
   // The signature the runtime sees, before lowering changes the types.
   std::string error;
@@ -608,9 +609,13 @@ int lowerAndWrite(ModuleOp module, const xfmr::cpu::HostTarget &host, Progress &
   cpuOptions.threads = parallel;
   // AVX-512 targets get the 16-lane product kernels (same results).
   cpuOptions.vectorLanes = llvm::is_contained(host.required, "avx512f") ? 16 : 8;
-  cpuOptions.outlineLayers = outlineLayers;
-  cpuOptions.referenceWeights = weightsMode == "reference" && !keepBlobs;
-  cpuOptions.keepBlobs = keepBlobs;
+  // The calibration artifact returns values from inside every layer, which
+  // outlined layer functions do not lower (LLVM translation meets an
+  // unrealized cast of a returned [rows, K] view): it is compiled inline.
+  cpuOptions.outlineLayers = outlineLayers && !calibrationArtifact;
+  cpuOptions.referenceWeights = weightsMode == "reference" && !calibrationArtifact;
+  // The calibration artifact shares the model's weight blobs: keep them.
+  cpuOptions.keepBlobs = calibrationArtifact;
   // weights.bin is written (and hashed as it is written) on a thread while
   // LLVM generates code where a core is spare for it: writing is CPU-bound
   // too (the kernel's page-cache copy), and on 2 cores the overlap measured
@@ -740,8 +745,7 @@ FailureOr<std::string> calibrationFile(ModuleOp module, const xfmr::cpu::HostTar
       })))
     return failure();
   std::string art = scratch + "/calibration.xfa";
-  // The clone shares the model's weight blobs: lowering must not free them.
-  if (lowerAndWrite(*clone, host, progress, "", art, "none", /*keepBlobs=*/true) != 0)
+  if (lowerAndWrite(*clone, host, progress, "", art, "none", /*calibrationArtifact=*/true) != 0)
     return failure();
   int64_t context = calibrationContext;
   if (context == 0)

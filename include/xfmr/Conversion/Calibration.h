@@ -39,6 +39,10 @@ struct ChannelStats {
   std::vector<float> maxAbs;     ///< max |a_k|
   std::vector<float> meanAbs;    ///< mean |a_k|
   std::vector<float> meanSquare; ///< mean a_k^2 (the diagonal of A^T A / rows)
+  /// Rows of A sampled evenly over the calibration windows, [sampleRows,
+  /// K] row-major: what AWQ's scale search measures output error on.
+  std::vector<float> samples;
+  int64_t sampleRows = 0;
 };
 
 struct CalibrationStats {
@@ -49,7 +53,8 @@ struct CalibrationStats {
   const ChannelStats *find(int64_t product) const;
 };
 
-/// The statistics `stat` ("max", "mean_abs", "mean_square") of product
+/// The statistics `stat` ("max", "mean_abs", "mean_square", "rows": A as
+/// [rows, K]) of product
 /// `product` as the calibration artifact names its output.
 std::string calibrationOutputName(int64_t product, llvm::StringRef stat);
 

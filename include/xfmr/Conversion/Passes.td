@@ -118,8 +118,9 @@ def CalibrationOutputsPass : Pass<"xfmr-calibration-outputs", "mlir::ModuleOp"> 
     each `onnx.MatMul` in the entry function's body whose B is a constant
     f32 `[K, N]` (the products xfmr-quantize-weights rewrites), the function
     gets three more results over all of A's rows: max |a_k|, mean |a_k| and
-    mean a_k^2, each `[K]` f32, named `xfmr_calibration.<i>.max`,
-    `.mean_abs`, `.mean_square` where i is the MatMul's index among the
+    mean a_k^2, each `[K]` f32, and A itself as `[rows, K]`, named
+    `xfmr_calibration.<i>.max`, `.mean_abs`, `.mean_square`, `.rows` (the
+    host keeps a sample of the rows) where i is the MatMul's index among the
     module's onnx.MatMul ops in walk order. Runs where xfmr-quantize-weights
     would (after onnx-simplify-shapes), so the indices name the same ops.
   }];

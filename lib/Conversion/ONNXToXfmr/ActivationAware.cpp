@@ -47,6 +47,44 @@ double groupError(llvm::ArrayRef<ProductWeight> products, int64_t k, int64_t gro
   return error;
 }
 
+/// Columns of each product the sampled-row error looks at (evenly spaced):
+/// the error is an estimate either way, and this bounds the search's cost.
+constexpr int64_t kSearchColumns = 128;
+
+/// sum over sampled rows x and (a subset of) columns n of
+/// (x . (W_n - Q(W_n s) / s))^2: the products' output error on the
+/// calibration rows AWQ measures.
+double sampledError(llvm::ArrayRef<ProductWeight> products, int64_t k, int64_t group,
+                    const std::vector<float> &s, const ChannelStats &stats) {
+  const float *x = stats.samples.data();
+  std::vector<float> delta(k);
+  double error = 0;
+  for (const ProductWeight &p : products) {
+    int64_t stride = std::max<int64_t>(1, p.n / kSearchColumns);
+    for (int64_t col = 0; col < p.n; col += stride) {
+      for (int64_t b = 0; b + group <= k; b += group) {
+        const float *w = p.w + b * p.n + col;
+        float lo = 0.0f, hi = 0.0f;
+        for (int64_t i = 0; i < group; ++i) {
+          lo = std::min(lo, w[i * p.n] * s[b + i]);
+          hi = std::max(hi, w[i * p.n] * s[b + i]);
+        }
+        Int4Params q = Int4Params::of(lo, hi);
+        for (int64_t i = 0; i < group; ++i)
+          delta[b + i] = w[i * p.n] - q.roundTrip(w[i * p.n] * s[b + i]) / s[b + i];
+      }
+      for (int64_t r = 0; r < stats.sampleRows; ++r) {
+        const float *row = x + r * k;
+        float dot = 0.0f;
+        for (int64_t i = 0; i < k; ++i)
+          dot += row[i] * delta[i];
+        error += static_cast<double>(dot) * dot;
+      }
+    }
+  }
+  return error;
+}
+
 } // namespace
 
 std::vector<float> awqScales(llvm::ArrayRef<ProductWeight> products, int64_t k,
@@ -65,7 +103,8 @@ std::vector<float> awqScales(llvm::ArrayRef<ProductWeight> products, int64_t k,
     float norm = std::sqrt(lo * hi);
     for (float &x : s)
       x = std::isfinite(x / norm) && x / norm > 0 ? x / norm : 1.0f;
-    double error = groupError(products, k, group, s, stats.meanSquare);
+    double error = stats.sampleRows > 0 ? sampledError(products, k, group, s, stats)
+                                         : groupError(products, k, group, s, stats.meanSquare);
     if (error < bestError) {
       bestError = error;
       best = s;

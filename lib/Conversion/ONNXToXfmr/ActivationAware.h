@@ -28,13 +28,15 @@ struct ProductWeight {
 };
 
 /// AWQ (Lin et al., 2024): s = mean|x|^alpha / sqrt(max * min), alpha
-/// from {0, 0.05, ..., 1} chosen to minimise, over the group,
-///   sum_k E[x_k^2] sum_n (W_kn - Q(W_kn s_k) / s_k)^2
-/// with Q the int4 round trip in blocks of `group` along K: the output
-/// error's expectation when input channels are uncorrelated (the diagonal
-/// of A^T A; AWQ itself measures it on sample rows). alpha = 0 is s = 1,
-/// plain round to nearest, so the chosen scales are never worse by this
-/// measure. `alpha` receives the choice.
+/// from {0, 0.05, ..., 1} chosen to minimise, over the group, the output
+/// error on the calibration rows the statistics sampled,
+///   sum_rows sum_n (x . (W_n - Q(W_n s) / s))^2
+/// (n over up to 128 evenly spaced columns of each product), with Q the
+/// int4 round trip in blocks of `group` along K. Without samples, the
+/// expectation for uncorrelated channels, sum_k E[x_k^2] sum_n (W_kn -
+/// Q(W_kn s_k) / s_k)^2 (a poor guide: channels are correlated). alpha = 0
+/// is s = 1, plain round to nearest, so the chosen scales are never worse
+/// by the measure. `alpha` receives the choice.
 std::vector<float> awqScales(llvm::ArrayRef<ProductWeight> products, int64_t k,
                              const ChannelStats &stats, int64_t group, float &alpha);
 

@@ -8,6 +8,7 @@
 
 #include "dialects/onnx/IR/ONNXOps.h"
 
+#include "llvm/Support/Base64.h"
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/FormatVariadic.h"
 #include "llvm/Support/JSON.h"
@@ -15,6 +16,7 @@
 #include "llvm/Support/raw_ostream.h"
 
 #include <cmath>
+#include <cstring>
 
 using namespace mlir;
 
@@ -22,7 +24,7 @@ namespace xfmr {
 
 namespace {
 constexpr llvm::StringLiteral kPrefix = "xfmr_calibration.";
-constexpr llvm::StringLiteral kStats[] = {"max", "mean_abs", "mean_square"};
+constexpr llvm::StringLiteral kStats[] = {"max", "mean_abs", "mean_square", "rows"};
 
 llvm::json::Array toJSON(const std::vector<float> &v) {
   llvm::json::Array a;
@@ -74,13 +76,20 @@ void forEachProduct(ModuleOp module, llvm::function_ref<void(onnx::MatMulOp, int
 bool writeCalibrationStats(const CalibrationStats &stats, llvm::StringRef path,
                            std::string &error) {
   llvm::json::Array products;
-  for (const ChannelStats &s : stats.products)
-    products.push_back(llvm::json::Object{{"product", s.product},
-                                          {"weight", s.weight},
-                                          {"rows", s.rows},
-                                          {"max", toJSON(s.maxAbs)},
-                                          {"mean_abs", toJSON(s.meanAbs)},
-                                          {"mean_square", toJSON(s.meanSquare)}});
+  for (const ChannelStats &s : stats.products) {
+    llvm::json::Object o{{"product", s.product},
+                         {"weight", s.weight},
+                         {"rows", s.rows},
+                         {"max", toJSON(s.maxAbs)},
+                         {"mean_abs", toJSON(s.meanAbs)},
+                         {"mean_square", toJSON(s.meanSquare)}};
+    if (s.sampleRows > 0) {
+      o["sample_rows"] = s.sampleRows;
+      o["samples"] = llvm::encodeBase64(llvm::ArrayRef<char>(
+          reinterpret_cast<const char *>(s.samples.data()), s.samples.size() * sizeof(float)));
+    }
+    products.push_back(std::move(o));
+  }
   llvm::json::Object root{{"format", "xfmr-calibration"},
                           {"version", 1},
                           {"source", stats.source},
@@ -134,6 +143,21 @@ std::optional<CalibrationStats> readCalibrationStats(llvm::StringRef path, std::
       return fail("products[" + llvm::Twine(i) +
                   "]: 'max', 'mean_abs' and 'mean_square' must be lists of the same length "
                   "of finite numbers >= 0");
+    if (std::optional<int64_t> n = o->getInteger("sample_rows"); n && *n > 0) {
+      std::vector<char> bytes;
+      std::optional<llvm::StringRef> text = o->getString("samples");
+      size_t want = static_cast<size_t>(*n) * s.maxAbs.size() * sizeof(float);
+      if (!text || *n > (int64_t(1) << 24) || llvm::decodeBase64(*text, bytes) ||
+          bytes.size() != want)
+        return fail("products[" + llvm::Twine(i) + "]: 'samples' must be base64 of " +
+                    llvm::Twine(*n) + " x K little-endian f32 values");
+      s.sampleRows = *n;
+      s.samples.resize(static_cast<size_t>(*n) * s.maxAbs.size());
+      std::memcpy(s.samples.data(), bytes.data(), bytes.size());
+      for (float x : s.samples)
+        if (!std::isfinite(x))
+          return fail("products[" + llvm::Twine(i) + "]: 'samples' are not all finite");
+    }
     if (stats.find(s.product))
       return fail("product " + llvm::Twine(s.product) + " is listed twice");
     stats.products.push_back(std::move(s));

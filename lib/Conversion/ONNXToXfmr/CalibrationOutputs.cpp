@@ -35,8 +35,8 @@ struct ChannelOutput {
 };
 
 /// max |a|, mean |a| and mean a^2 of `a` ([..., K]) over every axis but
-/// the last, built after `mm`.
-SmallVector<ChannelOutput, 3> channelStatistics(onnx::MatMulOp mm, int64_t index) {
+/// the last, and `a` as [rows, K] (the host samples rows), built after `mm`.
+SmallVector<ChannelOutput, 4> channelStatistics(onnx::MatMulOp mm, int64_t index) {
   OpBuilder b(mm);
   b.setInsertionPointAfter(mm);
   Location loc = mm.getLoc();
@@ -50,6 +50,9 @@ SmallVector<ChannelOutput, 3> channelStatistics(onnx::MatMulOp mm, int64_t index
   IntegerAttr drop = b.getI64IntegerAttr(0), noop = b.getI64IntegerAttr(0);
   Value abs = onnx::AbsOp::create(b, loc, a.getType(), a);
   Value square = onnx::MulOp::create(b, loc, a.getType(), a, a);
+  auto rowsType = RankedTensorType::get({ShapedType::kDynamic, k}, b.getF32Type());
+  Value rows = onnx::ReshapeOp::create(b, loc, rowsType, a, i64Constant(b, loc, {-1, k}),
+                                       b.getI64IntegerAttr(0));
   return {
       {onnx::ReduceMaxOp::create(b, loc, type, abs, axes, drop, noop),
        calibrationOutputName(index, "max")},
@@ -57,6 +60,7 @@ SmallVector<ChannelOutput, 3> channelStatistics(onnx::MatMulOp mm, int64_t index
        calibrationOutputName(index, "mean_abs")},
       {onnx::ReduceMeanOp::create(b, loc, type, square, axes, drop, noop),
        calibrationOutputName(index, "mean_square")},
+      {rows, calibrationOutputName(index, "rows")},
   };
 }
 

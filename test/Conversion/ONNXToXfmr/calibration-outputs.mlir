@@ -2,21 +2,23 @@
 
 // The calibration artifact of xfmr-compile --calibration: each product with
 // a constant f32 [K, N] weight returns max |a|, mean |a| and mean a^2 of its
-// input over every axis but the last, named by the product's index among
+// input over every axis but the last, and the input as [rows, K] (the host
+// keeps a sample of rows for AWQ's error measurements), named by the product's index among
 // the module's onnx.MatMul ops. Product 1 (a weight known at run time) is
 // not measured.
 // CHECK-LABEL: func.func @model(
 // CHECK-SAME: -> (tensor<?x?x4xf32> {onnx.name = "y"}, tensor<?x?x3xf32> {onnx.name = "z"},
-// CHECK-SAME: tensor<8xf32> {onnx.name = "xfmr_calibration.0.max"}, tensor<8xf32> {onnx.name = "xfmr_calibration.0.mean_abs"}, tensor<8xf32> {onnx.name = "xfmr_calibration.0.mean_square"},
-// CHECK-SAME: tensor<4xf32> {onnx.name = "xfmr_calibration.2.max"}, tensor<4xf32> {onnx.name = "xfmr_calibration.2.mean_abs"}, tensor<4xf32> {onnx.name = "xfmr_calibration.2.mean_square"})
+// CHECK-SAME: tensor<8xf32> {onnx.name = "xfmr_calibration.0.max"}, tensor<8xf32> {onnx.name = "xfmr_calibration.0.mean_abs"}, tensor<8xf32> {onnx.name = "xfmr_calibration.0.mean_square"}, tensor<?x8xf32> {onnx.name = "xfmr_calibration.0.rows"},
+// CHECK-SAME: tensor<4xf32> {onnx.name = "xfmr_calibration.2.max"}, tensor<4xf32> {onnx.name = "xfmr_calibration.2.mean_abs"}, tensor<4xf32> {onnx.name = "xfmr_calibration.2.mean_square"}, tensor<?x4xf32> {onnx.name = "xfmr_calibration.2.rows"})
 // CHECK: %[[Y:.*]] = onnx.MatMul(%arg0,
 // CHECK: %[[AXES:.*]] = onnx.Constant() {value = dense<[0, 1]> : tensor<2xi64>}
 // CHECK: %[[ABS:.*]] = onnx.Abs(%arg0)
 // CHECK: %[[SQ:.*]] = onnx.Mul(%arg0, %arg0)
+// CHECK: %[[ROWS:.*]] = onnx.Reshape(%arg0, %{{.*}}) : (tensor<?x?x8xf32>, tensor<2xi64>) -> tensor<?x8xf32>
 // CHECK: %[[MAX:.*]] = onnx.ReduceMax(%[[ABS]], %[[AXES]]) {keepdims = 0 : i64}
 // CHECK: %[[MEAN:.*]] = onnx.ReduceMean(%[[ABS]], %[[AXES]]) {keepdims = 0 : i64
 // CHECK: %[[MS:.*]] = onnx.ReduceMean(%[[SQ]], %[[AXES]]) {keepdims = 0 : i64
-// CHECK: return %{{.*}}, %{{.*}}, %[[MAX]], %[[MEAN]], %[[MS]], %{{.*}}, %{{.*}}, %{{.*}} :
+// CHECK: return %{{.*}}, %{{.*}}, %[[MAX]], %[[MEAN]], %[[MS]], %[[ROWS]], %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}} :
 func.func @model(%x: tensor<?x?x8xf32>, %v: tensor<?x?x8xf32>, %wv: tensor<8x3xf32>) -> (tensor<?x?x4xf32> {onnx.name = "y"}, tensor<?x?x3xf32> {onnx.name = "z"}) {
   %w = onnx.Constant() {value = dense<[[1.0, 2.0, 3.0, 4.0], [1.0, 2.0, 3.0, 4.0], [1.0, 2.0, 3.0, 4.0], [1.0, 2.0, 3.0, 4.0], [1.0, 2.0, 3.0, 4.0], [1.0, 2.0, 3.0, 4.0], [1.0, 2.0, 3.0, 4.0], [1.0, 2.0, 3.0, 5.0]]> : tensor<8x4xf32>} : () -> tensor<8x4xf32>
   %y = onnx.MatMul(%x, %w) : (tensor<?x?x8xf32>, tensor<8x4xf32>) -> tensor<?x?x4xf32>
