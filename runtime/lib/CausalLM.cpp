@@ -29,15 +29,35 @@ Expected<std::vector<int64_t>> readTokenIds(const std::string &path) {
   return ids;
 }
 
+namespace {
+/// A past key or value input ([batch, heads, past, head_dim], heads and
+/// head_dim static), fed empty.
+bool isEmptyPast(const TensorSpec &spec) {
+  bool named = spec.name.rfind("past_key_values.", 0) == 0 || spec.name.rfind("past.", 0) == 0;
+  return named && spec.rank() == 4 && !spec.shape[2].isStatic() && spec.shape[1].isStatic() &&
+         spec.shape[3].isStatic();
+}
+} // namespace
+
 Expected<std::vector<Tensor>> causalLMInputs(const Manifest &m, const std::vector<int64_t> &ids,
                                              int64_t begin, int64_t length) {
   std::vector<Tensor> inputs;
   for (const TensorSpec &spec : m.inputs) {
+    if (isEmptyPast(spec)) {
+      // A model exported with a KV cache: the window starts from nothing.
+      std::vector<int64_t> shape = {1, spec.shape[1].value, 0, spec.shape[3].value};
+      Expected<Tensor> t = Tensor::create(spec.dtype, shape, spec.name);
+      if (!t)
+        return t.takeError();
+      inputs.push_back(t.take());
+      continue;
+    }
     if (spec.rank() != 2 || (spec.name != "input_ids" && spec.name != "attention_mask" &&
                              spec.name != "position_ids"))
       return Error("the model's input '" + spec.name + "' " + formatSpecShape(spec) +
                    " is not one a causal LM window feeds (input_ids, attention_mask, "
-                   "position_ids: [batch, sequence])");
+                   "position_ids: [batch, sequence]; past_key_values.*: [batch, heads, "
+                   "past, head_dim], fed empty)");
     Expected<Tensor> t = Tensor::create(spec.dtype, {1, length}, spec.name);
     if (!t)
       return t.takeError();

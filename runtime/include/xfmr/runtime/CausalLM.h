@@ -28,7 +28,9 @@ Expected<std::vector<int64_t>> readTokenIds(const std::string &path);
 /// A forward artifact's inputs for tokens ids[begin, begin + length) as one
 /// batch-1 sequence, in manifest order: input_ids, and where the model has
 /// them attention_mask (ones) and position_ids (0..length-1), each [1,
-/// length]; or why the model takes an input this cannot feed.
+/// length], and past keys and values (past_key_values.*, [1, heads, 0,
+/// head_dim]: an empty cache); or why the model takes an input this cannot
+/// feed.
 Expected<std::vector<Tensor>> causalLMInputs(const Manifest &m, const std::vector<int64_t> &ids,
                                              int64_t begin, int64_t length);
 
