@@ -120,7 +120,8 @@ def CalibrationOutputsPass : Pass<"xfmr-calibration-outputs", "mlir::ModuleOp"> 
     gets three more results over all of A's rows: max |a_k|, mean |a_k| and
     mean a_k^2, each `[K]` f32, and A itself as `[rows, K]`, named
     `xfmr_calibration.<i>.max`, `.mean_abs`, `.mean_square`, `.rows` (the
-    host keeps a sample of the rows) where i is the MatMul's index among the
+    host keeps a sample of the rows; only the first of the products that
+    share an input returns them) where i is the MatMul's index among the
     module's onnx.MatMul ops in walk order. Runs where xfmr-quantize-weights
     would (after onnx-simplify-shapes), so the indices name the same ops.
   }];

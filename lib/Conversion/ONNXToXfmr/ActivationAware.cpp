@@ -53,33 +53,43 @@ constexpr int64_t kSearchColumns = 128;
 
 /// sum over sampled rows x and (a subset of) columns n of
 /// (x . (W_n - Q(W_n s) / s))^2: the products' output error on the
-/// calibration rows AWQ measures.
+/// calibration rows AWQ measures. The rows times the weight errors is a
+/// [rows, K] x [K, columns] product, looped so the innermost loop runs
+/// along the columns (vectorizable without reassociating a sum).
 double sampledError(llvm::ArrayRef<ProductWeight> products, int64_t k, int64_t group,
                     const std::vector<float> &s, const ChannelStats &stats) {
   const float *x = stats.samples.data();
-  std::vector<float> delta(k);
   double error = 0;
+  std::vector<float> delta, out;
   for (const ProductWeight &p : products) {
     int64_t stride = std::max<int64_t>(1, p.n / kSearchColumns);
-    for (int64_t col = 0; col < p.n; col += stride) {
+    int64_t cols = (p.n + stride - 1) / stride;
+    delta.assign(k * cols, 0.0f); // [K, cols]
+    for (int64_t c = 0; c < cols; ++c) {
+      const float *w = p.w + c * stride;
       for (int64_t b = 0; b + group <= k; b += group) {
-        const float *w = p.w + b * p.n + col;
         float lo = 0.0f, hi = 0.0f;
-        for (int64_t i = 0; i < group; ++i) {
-          lo = std::min(lo, w[i * p.n] * s[b + i]);
-          hi = std::max(hi, w[i * p.n] * s[b + i]);
+        for (int64_t i = b; i < b + group; ++i) {
+          lo = std::min(lo, w[i * p.n] * s[i]);
+          hi = std::max(hi, w[i * p.n] * s[i]);
         }
         Int4Params q = Int4Params::of(lo, hi);
-        for (int64_t i = 0; i < group; ++i)
-          delta[b + i] = w[i * p.n] - q.roundTrip(w[i * p.n] * s[b + i]) / s[b + i];
+        for (int64_t i = b; i < b + group; ++i)
+          delta[i * cols + c] = w[i * p.n] - q.roundTrip(w[i * p.n] * s[i]) / s[i];
       }
-      for (int64_t r = 0; r < stats.sampleRows; ++r) {
-        const float *row = x + r * k;
-        float dot = 0.0f;
-        for (int64_t i = 0; i < k; ++i)
-          dot += row[i] * delta[i];
-        error += static_cast<double>(dot) * dot;
+    }
+    out.assign(cols, 0.0f);
+    for (int64_t r = 0; r < stats.sampleRows; ++r) {
+      std::fill(out.begin(), out.end(), 0.0f);
+      const float *row = x + r * k;
+      for (int64_t i = 0; i < k; ++i) {
+        float xi = row[i];
+        const float *d = delta.data() + i * cols;
+        for (int64_t c = 0; c < cols; ++c)
+          out[c] += xi * d[c];
       }
+      for (float e : out)
+        error += static_cast<double>(e) * e;
     }
   }
   return error;
@@ -128,19 +138,35 @@ std::vector<float> smoothQuantScales(llvm::ArrayRef<ProductWeight> products, int
   return s;
 }
 
+/// x rounded to nearest, ties to even, for |x| < 2^22 (the quantizer's
+/// nearbyint in the default rounding mode), in plain arithmetic the
+/// compiler vectorizes.
+static inline float roundEven(float x) {
+  constexpr float kMagic = 0x1.8p23f;
+  return (x + kMagic) - kMagic;
+}
+
 float bestClip(const float *w, int64_t stride, int64_t group, const float *importance) {
-  static const std::vector<float> ones(4096, 1.0f);
-  std::vector<float> unit;
-  const float *s = ones.data();
-  if (group > static_cast<int64_t>(ones.size())) {
-    unit.assign(group, 1.0f);
-    s = unit.data();
+  std::vector<float> x(group);
+  float lo = 0.0f, hi = 0.0f;
+  for (int64_t i = 0; i < group; ++i) {
+    x[i] = w[i * stride];
+    lo = std::min(lo, x[i]);
+    hi = std::max(hi, x[i]);
   }
+  if (!std::isfinite(lo) || !std::isfinite(hi))
+    return 1.0f;
   float best = 1.0f;
   double bestError = std::numeric_limits<double>::infinity();
   for (int step = 0; step <= 10; ++step) {
     float clip = 1.0f - step * 0.05f;
-    double error = blockError(w, stride, group, s, importance, clip);
+    Int4Params p = Int4Params::of(lo, hi, clip);
+    float error = 0.0f; // codes are within [0, 15]: x / scale stays far below 2^22
+    for (int64_t i = 0; i < group; ++i) {
+      float q = std::min(std::max(roundEven(x[i] / p.scale) + p.zp, 0.0f), 15.0f);
+      float d = x[i] - (q - p.zp) * p.scale;
+      error += importance[i] * d * d;
+    }
     if (error < bestError) {
       bestError = error;
       best = clip;

@@ -36,7 +36,8 @@ struct ChannelOutput {
 
 /// max |a|, mean |a| and mean a^2 of `a` ([..., K]) over every axis but
 /// the last, and `a` as [rows, K] (the host samples rows), built after `mm`.
-SmallVector<ChannelOutput, 4> channelStatistics(onnx::MatMulOp mm, int64_t index) {
+SmallVector<ChannelOutput, 4> channelStatistics(onnx::MatMulOp mm, int64_t index,
+                                                bool withRows) {
   OpBuilder b(mm);
   b.setInsertionPointAfter(mm);
   Location loc = mm.getLoc();
@@ -50,30 +51,39 @@ SmallVector<ChannelOutput, 4> channelStatistics(onnx::MatMulOp mm, int64_t index
   IntegerAttr drop = b.getI64IntegerAttr(0), noop = b.getI64IntegerAttr(0);
   Value abs = onnx::AbsOp::create(b, loc, a.getType(), a);
   Value square = onnx::MulOp::create(b, loc, a.getType(), a, a);
-  auto rowsType = RankedTensorType::get({ShapedType::kDynamic, k}, b.getF32Type());
-  Value rows = onnx::ReshapeOp::create(b, loc, rowsType, a, i64Constant(b, loc, {-1, k}),
-                                       b.getI64IntegerAttr(0));
-  return {
+  Value rows;
+  if (withRows) {
+    auto rowsType = RankedTensorType::get({ShapedType::kDynamic, k}, b.getF32Type());
+    rows = onnx::ReshapeOp::create(b, loc, rowsType, a, i64Constant(b, loc, {-1, k}),
+                                   b.getI64IntegerAttr(0));
+  }
+  SmallVector<ChannelOutput, 4> outputs = {
       {onnx::ReduceMaxOp::create(b, loc, type, abs, axes, drop, noop),
        calibrationOutputName(index, "max")},
       {onnx::ReduceMeanOp::create(b, loc, type, abs, axes, drop, noop),
        calibrationOutputName(index, "mean_abs")},
       {onnx::ReduceMeanOp::create(b, loc, type, square, axes, drop, noop),
        calibrationOutputName(index, "mean_square")},
-      {rows, calibrationOutputName(index, "rows")},
   };
+  if (withRows)
+    outputs.push_back({rows, calibrationOutputName(index, "rows")});
+  return outputs;
 }
 
 struct CalibrationOutputsPass : impl::CalibrationOutputsPassBase<CalibrationOutputsPass> {
   void runOnOperation() override {
     ModuleOp module = getOperation();
     DenseMap<func::FuncOp, SmallVector<ChannelOutput>> added;
+    DenseSet<Value> sampled; // inputs whose rows are returned already
     forEachProduct(module, [&](onnx::MatMulOp mm, int64_t index) {
       auto f = dyn_cast<func::FuncOp>(mm->getParentOp());
       if (!f || !constantWeight(mm, 1) || rankOf(mm.getA()) < 2)
         return; // in a nested region, not quantized, or a single row
       ++numMeasured;
-      added[f].append(channelStatistics(mm, index));
+      // Products that share an input (q/k/v) share its rows: the first one
+      // returns them, and xfmr-quantize-weights reads a group's statistics
+      // from its first product.
+      added[f].append(channelStatistics(mm, index, sampled.insert(mm.getA()).second));
     });
     for (auto &[f, stats] : added) {
       auto ret = cast<func::ReturnOp>(f.getBody().back().getTerminator());

@@ -44,6 +44,7 @@
 
 #include "mlir/IR/DialectResourceBlobManager.h"
 #include "mlir/IR/Matchers.h"
+#include "mlir/IR/Threading.h"
 
 #include "llvm/ADT/MapVector.h"
 #include "llvm/Support/MathExtras.h"
@@ -196,7 +197,9 @@ struct QuantizeWeightsPass : impl::QuantizeWeightsPassBase<QuantizeWeightsPass> 
     // The products to quantize, grouped by the input they share (q/k/v,
     // gate/up): activation-aware scales are per input channel.
     llvm::MapVector<Value, SmallVector<Member>> groups;
+    DenseMap<Value, SmallVector<int64_t>> productsOf; // every product of an input
     forEachProduct(getOperation(), [&](onnx::MatMulOp mm, int64_t index) {
+      productsOf[mm.getA()].push_back(index);
       if (named(mm))
         ++numNamed;
       else if (!constantWeight(mm, bits == 4 ? group : 1))
@@ -204,68 +207,102 @@ struct QuantizeWeightsPass : impl::QuantizeWeightsPassBase<QuantizeWeightsPass> 
       else
         groups[mm.getA()].push_back({mm, index});
     });
+    SmallVector<Group> plan;
     for (auto &[input, members] : groups) {
-      const ChannelStats *calibrated = stats ? statsOf(*stats, members) : nullptr;
-      if (stats && !calibrated)
+      Group g{input, members};
+      g.stats = stats ? statsOf(*stats, productsOf[input]) : nullptr;
+      if (stats && !g.stats)
         numUncalibrated += members.size();
-      if (calibrated) {
-        if (failed(quantizeCalibrated(input, members, *calibrated)))
-          return signalPassFailure();
-        continue;
+      if (g.stats && failed(checkChannels(g)))
+        return signalPassFailure();
+      plan.push_back(std::move(g));
+    }
+    // The numbers, group by group on the context's threads (scale searches
+    // and packing are most of a large model's quantization time); then the
+    // IR, in order.
+    mlir::parallelForEach(&getContext(), plan, [&](Group &g) { prepare(g); });
+    for (Group &g : plan) {
+      if (g.stats)
+        divideInput(g.input, g.members, g.scales);
+      for (auto [i, member] : llvm::enumerate(g.members)) {
+        onnx::MatMulOp mm = member.first;
+        if (bits == 16)
+          rewriteBF16(mm, *constantWeight(mm, 1));
+        else if (float8)
+          rewriteFP8(mm, *constantWeight(mm, 1));
+        else
+          emitBlockwise(mm, g.packed[i]);
+        ++numQuantized;
       }
-      for (auto [mm, index] : members)
-        quantize(mm, *constantWeight(mm, 1), nullptr);
     }
   }
 
-  static const ChannelStats *statsOf(const CalibrationStats &stats, ArrayRef<Member> members) {
-    for (auto [mm, index] : members)
-      if (const ChannelStats *s = stats.find(index))
-        return s;
-    return nullptr;
+  /// The products that share one input, and what quantizing them takes.
+  struct Group {
+    Value input;
+    SmallVector<Member> members;
+    const ChannelStats *stats = nullptr; // AWQ / SmoothQuant; else round to nearest
+    std::vector<float> scales;           // s per input channel (calibrated)
+    std::vector<Blockwise> packed;       // per member (integer modes)
+  };
+
+  /// The statistics of an input read by `products`: one of them carries
+  /// the sampled rows (xfmr-calibration-outputs), whichever is quantized.
+  static const ChannelStats *statsOf(const CalibrationStats &stats, ArrayRef<int64_t> products) {
+    const ChannelStats *found = nullptr;
+    for (int64_t index : products)
+      if (const ChannelStats *s = stats.find(index)) {
+        if (s->sampleRows > 0)
+          return s;
+        found = found ? found : s;
+      }
+    return found;
   }
 
-  void quantize(onnx::MatMulOp mm, ArrayRef<float> w, const float *importance) {
-    if (bits == 16)
-      rewriteBF16(mm, w);
-    else if (float8)
-      rewriteFP8(mm, w);
-    else
-      rewrite(mm, w, importance);
-    ++numQuantized;
-  }
-
-  /// AWQ or SmoothQuant for the products that share `input`: weights times
-  /// s along K, the input divided by s.
-  LogicalResult quantizeCalibrated(Value input, ArrayRef<Member> members,
-                                   const ChannelStats &stats) {
-    onnx::MatMulOp first = members.front().first;
+  LogicalResult checkChannels(const Group &g) {
+    onnx::MatMulOp first = g.members.front().first;
     int64_t k = dimOf(first.getB(), 0);
-    if (static_cast<int64_t>(stats.maxAbs.size()) != k)
-      return first.emitError() << "xfmr-quantize-weights: " << calibration << ": product "
-                               << stats.product << " has " << stats.maxAbs.size()
-                               << " input channels there, " << k
-                               << " in this model (statistics of another model?)";
+    if (static_cast<int64_t>(g.stats->maxAbs.size()) == k)
+      return success();
+    return first.emitError() << "xfmr-quantize-weights: " << calibration << ": product "
+                             << g.stats->product << " has " << g.stats->maxAbs.size()
+                             << " input channels there, " << k
+                             << " in this model (statistics of another model?)";
+  }
+
+  /// The group's scales (AWQ or SmoothQuant: weights times s along K, the
+  /// input divided by s) and packed blocks. Reads the IR, changes nothing:
+  /// groups run in parallel.
+  void prepare(Group &g) {
+    if (bits == 16 || float8)
+      return; // rewritten in place, in order
     SmallVector<quant::ProductWeight> weights;
-    for (auto [mm, index] : members)
+    for (auto [mm, index] : g.members)
       weights.push_back({constantWeight(mm, 1)->data(), dimOf(mm.getB(), 1)});
+    int64_t k = dimOf(g.members.front().first.getB(), 0);
+    if (!g.stats) {
+      for (const quant::ProductWeight &w : weights)
+        g.packed.push_back(pack(w.w, k, w.n, nullptr));
+      return;
+    }
     float chosen = static_cast<float>(alpha);
-    std::vector<float> s = method == "awq"
-                               ? quant::awqScales(weights, k, stats, group, chosen)
-                               : quant::smoothQuantScales(weights, k, stats, chosen);
-    divideInput(input, members, s);
+    g.scales = method == "awq" ? quant::awqScales(weights, k, *g.stats, group, chosen)
+                               : quant::smoothQuantScales(weights, k, *g.stats, chosen);
     // E[x_k^2] of the divided input: what each scaled weight row multiplies.
     std::vector<float> importance(k);
     for (int64_t i = 0; i < k; ++i)
-      importance[i] = stats.meanSquare[i] / (s[i] * s[i]);
-    for (auto [member, w] : llvm::zip(members, weights)) {
+      importance[i] = g.stats->meanSquare[i] / (g.scales[i] * g.scales[i]);
+    for (const quant::ProductWeight &w : weights) {
       std::vector<float> scaled(k * w.n);
       for (int64_t i = 0; i < k; ++i)
         for (int64_t col = 0; col < w.n; ++col)
-          scaled[i * w.n + col] = w.w[i * w.n + col] * s[i];
-      quantize(member.first, scaled, method == "awq" ? importance.data() : nullptr);
+          scaled[i * w.n + col] = w.w[i * w.n + col] * g.scales[i];
+      g.packed.push_back(pack(scaled.data(), k, w.n, method == "awq" ? importance.data() : nullptr));
     }
-    return success();
+  }
+
+  Blockwise pack(const float *w, int64_t k, int64_t n, const float *importance) const {
+    return bits == 8 ? quantizeInt8(w, k, n) : quantizeInt4(w, k, n, group, importance);
   }
 
   /// Divides the products' shared input `a` by `s`: into the constant
@@ -388,11 +425,10 @@ struct QuantizeWeightsPass : impl::QuantizeWeightsPassBase<QuantizeWeightsPass> 
     mm.erase();
   }
 
-  void rewrite(onnx::MatMulOp mm, ArrayRef<float> w, const float *importance) {
+  /// MatMul(A, W) -> MatMulNBits(A, q.packed, q.scales, q.zeros).
+  void emitBlockwise(onnx::MatMulOp mm, const Blockwise &q) {
     auto type = cast<RankedTensorType>(mm.getB().getType());
     int64_t k = type.getDimSize(0), n = type.getDimSize(1);
-    Blockwise q = bits == 8 ? quantizeInt8(w.data(), k, n)
-                            : quantizeInt4(w.data(), k, n, group, importance);
     OpBuilder b(mm);
     Location loc = mm.getLoc();
     Type u8 = IntegerType::get(b.getContext(), 8, IntegerType::Unsigned);

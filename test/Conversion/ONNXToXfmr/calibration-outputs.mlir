@@ -5,11 +5,13 @@
 // input over every axis but the last, and the input as [rows, K] (the host
 // keeps a sample of rows for AWQ's error measurements), named by the product's index among
 // the module's onnx.MatMul ops. Product 1 (a weight known at run time) is
-// not measured.
+// not measured; product 3 shares product 0's input, whose rows product 0
+// returns already.
 // CHECK-LABEL: func.func @model(
 // CHECK-SAME: -> (tensor<?x?x4xf32> {onnx.name = "y"}, tensor<?x?x3xf32> {onnx.name = "z"},
 // CHECK-SAME: tensor<8xf32> {onnx.name = "xfmr_calibration.0.max"}, tensor<8xf32> {onnx.name = "xfmr_calibration.0.mean_abs"}, tensor<8xf32> {onnx.name = "xfmr_calibration.0.mean_square"}, tensor<?x8xf32> {onnx.name = "xfmr_calibration.0.rows"},
-// CHECK-SAME: tensor<4xf32> {onnx.name = "xfmr_calibration.2.max"}, tensor<4xf32> {onnx.name = "xfmr_calibration.2.mean_abs"}, tensor<4xf32> {onnx.name = "xfmr_calibration.2.mean_square"}, tensor<?x4xf32> {onnx.name = "xfmr_calibration.2.rows"})
+// CHECK-SAME: tensor<4xf32> {onnx.name = "xfmr_calibration.2.max"}, tensor<4xf32> {onnx.name = "xfmr_calibration.2.mean_abs"}, tensor<4xf32> {onnx.name = "xfmr_calibration.2.mean_square"}, tensor<?x4xf32> {onnx.name = "xfmr_calibration.2.rows"},
+// CHECK-SAME: tensor<8xf32> {onnx.name = "xfmr_calibration.3.max"}, tensor<8xf32> {onnx.name = "xfmr_calibration.3.mean_abs"}, tensor<8xf32> {onnx.name = "xfmr_calibration.3.mean_square"})
 // CHECK: %[[Y:.*]] = onnx.MatMul(%arg0,
 // CHECK: %[[AXES:.*]] = onnx.Constant() {value = dense<[0, 1]> : tensor<2xi64>}
 // CHECK: %[[ABS:.*]] = onnx.Abs(%arg0)
@@ -18,12 +20,13 @@
 // CHECK: %[[MAX:.*]] = onnx.ReduceMax(%[[ABS]], %[[AXES]]) {keepdims = 0 : i64}
 // CHECK: %[[MEAN:.*]] = onnx.ReduceMean(%[[ABS]], %[[AXES]]) {keepdims = 0 : i64
 // CHECK: %[[MS:.*]] = onnx.ReduceMean(%[[SQ]], %[[AXES]]) {keepdims = 0 : i64
-// CHECK: return %{{.*}}, %{{.*}}, %[[MAX]], %[[MEAN]], %[[MS]], %[[ROWS]], %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}} :
+// CHECK: return %{{.*}}, %{{.*}}, %[[MAX]], %[[MEAN]], %[[MS]], %[[ROWS]], %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}} :
 func.func @model(%x: tensor<?x?x8xf32>, %v: tensor<?x?x8xf32>, %wv: tensor<8x3xf32>) -> (tensor<?x?x4xf32> {onnx.name = "y"}, tensor<?x?x3xf32> {onnx.name = "z"}) {
   %w = onnx.Constant() {value = dense<[[1.0, 2.0, 3.0, 4.0], [1.0, 2.0, 3.0, 4.0], [1.0, 2.0, 3.0, 4.0], [1.0, 2.0, 3.0, 4.0], [1.0, 2.0, 3.0, 4.0], [1.0, 2.0, 3.0, 4.0], [1.0, 2.0, 3.0, 4.0], [1.0, 2.0, 3.0, 5.0]]> : tensor<8x4xf32>} : () -> tensor<8x4xf32>
   %y = onnx.MatMul(%x, %w) : (tensor<?x?x8xf32>, tensor<8x4xf32>) -> tensor<?x?x4xf32>
   %z = onnx.MatMul(%v, %wv) : (tensor<?x?x8xf32>, tensor<8x3xf32>) -> tensor<?x?x3xf32>
   %w2 = onnx.Constant() {value = dense<[[1.0], [2.0], [3.0], [4.5]]> : tensor<4x1xf32>} : () -> tensor<4x1xf32>
   %u = onnx.MatMul(%y, %w2) : (tensor<?x?x4xf32>, tensor<4x1xf32>) -> tensor<?x?x1xf32>
+  %t = onnx.MatMul(%x, %w) : (tensor<?x?x8xf32>, tensor<8x4xf32>) -> tensor<?x?x4xf32>
   return %y, %z : tensor<?x?x4xf32>, tensor<?x?x3xf32>
 }
