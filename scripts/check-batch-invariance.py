@@ -14,6 +14,7 @@ that does not depend on the batch.
       [--modes none,bf16,fp8-e4m3,int8,int4-g32,kv-int8,kv-fp8-e4m3] MODEL.onnx
 
 A mode kv-DTYPE compiles with --kv-dtype=DTYPE (f32 weights) instead of --quant.
+The calibrated modes (int4-awq, w8a8) take --calibration TOKENS.npy.
 
 Prints one `PASS|FAIL MODEL MODE: detail` line per mode and `N passed, M
 failed, K skipped`.
@@ -47,7 +48,7 @@ def generate(build, art, prompts, dump):
     return r.stdout.strip().splitlines()
 
 
-def check(build, model, mode, work, vocab):
+def check(build, model, mode, work, vocab, calibration=None):
     art = os.path.join(work, mode + ".xfa")
     cmd = [os.path.join(build, "bin", "xfmr-compile"), model, "--kv-cache=paged", "--quiet",
            "-o", art]
@@ -55,6 +56,10 @@ def check(build, model, mode, work, vocab):
         cmd.append("--kv-dtype=" + mode[len("kv-"):])
     elif mode != "none":
         cmd.append("--quant=" + mode)
+    if mode in ("int4-awq", "w8a8"):
+        if not calibration:
+            return False, "--quant=%s needs --calibration" % mode
+        cmd += ["--calibration", calibration, "--calibration-context", "128"]
     r = subprocess.run(cmd, capture_output=True, text=True)
     if r.returncode != 0:
         return False, "compile failed: " + (r.stderr.strip().splitlines() or ["?"])[0]
@@ -88,11 +93,12 @@ def main():
     ap.add_argument("--build-dir", default="build")
     ap.add_argument("--modes", default="none,bf16,fp8-e4m3,int8,int4-g32")
     ap.add_argument("--vocab", type=int, default=128, help="prompt ids are drawn below this")
+    ap.add_argument("--calibration", help="token ids for the calibrated modes (int4-awq, w8a8)")
     a = ap.parse_args()
     tally = Tally()
     with tempfile.TemporaryDirectory(prefix="xfmr-invariance-") as work:
         for mode in a.modes.split(","):
-            ok, detail = check(a.build_dir, a.model, mode, work, a.vocab)
+            ok, detail = check(a.build_dir, a.model, mode, work, a.vocab, a.calibration)
             tally.add(os.path.basename(a.model), [("PASS" if ok else "FAIL", mode, detail)])
     return tally.finish()
 

@@ -702,6 +702,13 @@ int lowerAndWrite(ModuleOp module, const xfmr::cpu::HostTarget &host, Progress &
   };
   if (kvSpec)
     manifest["kv_cache"] = std::move(*kvSpec);
+  if (!calibrationArtifact && !calibration.empty()) {
+    // Where the calibrated modes' statistics came from (docs/quantization.md).
+    llvm::json::Object *options = manifest.getObject("options");
+    (*options)["calibration"] = llvm::sys::path::filename(calibration).str();
+    if (quantMode == "w8a8")
+      (*options)["smooth_alpha"] = smoothAlpha.getValue();
+  }
   if (!generation.empty())
     manifest["generation"] = std::move(generation);
   {
