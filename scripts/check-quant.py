@@ -33,6 +33,10 @@ activations on both sides):
            multiplies each weight's rows by s and puts Mul(x, 1/s) in
            front (xfmr folds 1/s into the norm weight instead)
 
+Token embedding tables (constant f32 [V, H] read only by Gathers of
+input_ids) are replaced by what xfmr reads: bf16-rounded values in bf16
+mode, int8 rows (scale max |row| / 127) times their scale in every other.
+
 (f32, ties to even). onnxruntime runs that model, xfmr compiles the fp32
 model with --quant and runs it, on the same seeded inputs. The logits must
 agree within 1e-4 of max|logit| (within 1e-2 with a note: an activation's
@@ -128,6 +132,42 @@ def fp8_rounded(w):
     scale = np.where((scale > 0) & np.isfinite(scale), scale, np.float32(1))
     q = np.clip(w / scale, -448, 448).astype(ml_dtypes.float8_e4m3fn)
     return (q.astype(np.float32) * scale).astype(np.float32)
+
+
+def int8_rows(t):
+    """An embedding table through int8 rows (scale max |row| / 127) and back, as f32."""
+    t = t.astype(np.float32)
+    scale = (np.abs(t).max(axis=1) / np.float32(127)).astype(np.float32)
+    scale = np.where((scale > 0) & np.isfinite(scale), scale, np.float32(1)).astype(np.float32)
+    q = np.clip(np.rint(t / scale[:, None]), -127, 127).astype(np.float32)
+    return (q * scale[:, None]).astype(np.float32)
+
+
+def quantize_embeddings(model, mode):
+    """In place: the token embedding tables xfmr quantizes (constant f32 [V,
+    H] read only by Gathers of input_ids) replaced by what xfmr reads from
+    them: bf16-rounded values (bf16), int8 rows times their scale (every
+    other mode). Returns how many."""
+    ids = {"input_ids"} | {n.output[0] for n in model.graph.node
+                           if n.op_type == "Cast" and n.input[0] == "input_ids"}
+    readers = {}
+    for n in model.graph.node:
+        for i, x in enumerate(n.input):
+            readers.setdefault(x, []).append((n, i))
+    tables = set()
+    for n in model.graph.node:
+        if n.op_type == "Gather" and n.input[1] in ids and all(
+                r.op_type == "Gather" and i == 0 and
+                all(a.i == 0 for a in r.attribute if a.name == "axis")
+                for r, i in readers[n.input[0]]):
+            tables.add(n.input[0])
+    fn = bf16_rounded if mode == "bf16" else int8_rows
+    count = 0
+    for t in model.graph.initializer:
+        if t.name in tables and t.data_type == onnx.TensorProto.FLOAT and len(t.dims) == 2:
+            t.CopyFrom(numpy_helper.from_array(fn(numpy_helper.to_array(t)), t.name))
+            count += 1
+    return count
 
 
 def rounded_model(model, fn):
@@ -324,6 +364,7 @@ def check(path, build, work, mode):
     if mode in ("int8", "w8a8") and largest > ORT_MAX_INT8_BLOCK:
         return "SKIP", "block_size %d: onnxruntime computes 8-bit blocks of at most %d" % (
             largest, ORT_MAX_INT8_BLOCK)
+    quantize_embeddings(qmodel, mode)
     qpath = os.path.join(work, name + ".q.onnx")
     onnx.save(qmodel, qpath)
     rng = np.random.default_rng(0)

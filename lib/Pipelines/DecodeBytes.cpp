@@ -23,11 +23,12 @@ int64_t storedBytes(ShapedType type) {
   return (type.getNumElements() * type.getElementTypeBitWidth() + 7) / 8;
 }
 
-/// Whether every user of `v` reads it as an embedding table.
+/// Whether every user of `v` reads it as an embedding table (or a
+/// quantized table's row scales): a row per token.
 bool onlyEmbeddingTable(Value v) {
   return !v.use_empty() && llvm::all_of(v.getUses(), [](OpOperand &use) {
     auto e = dyn_cast<EmbeddingOp>(use.getOwner());
-    return e && use.getOperandNumber() == 0;
+    return e && use.getOperandNumber() != 1;
   });
 }
 
@@ -77,7 +78,7 @@ DecodeBytes measureDecodeBytes(ModuleOp module, int64_t minBytes) {
     bytes = nbitsWeightBytes(op->getResult(0)).value_or(bytes);
     b.weights += bytes;
     ++b.weightTensors;
-    if (type.getRank() == 2 && onlyEmbeddingTable(op->getResult(0))) {
+    if ((type.getRank() == 2 || type.getRank() == 1) && onlyEmbeddingTable(op->getResult(0))) {
       b.embeddingTables += bytes;
       b.embeddingRow += bytes / std::max<int64_t>(1, type.getDimSize(0));
     }

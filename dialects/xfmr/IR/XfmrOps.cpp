@@ -393,6 +393,23 @@ LogicalResult EmbeddingOp::verify() {
   if (failed(verifySameDim(op, "result shape mismatch", "result", resultType,
                            idsRank, "table", tableType, 1)))
     return failure();
+  Type table = tableType.getElementType(), result = resultType.getElementType();
+  if (Value scales = getScales()) {
+    auto scalesType = cast<RankedTensorType>(scales.getType());
+    if (!table.isInteger(8) || !result.isF32())
+      return emitOpError() << "scales go with an i8 table and an f32 result, got "
+                           << tableType << " -> " << resultType;
+    if (failed(verifyRank(op, "scales", scalesType, 1, "[V]")) ||
+        failed(verifySameDim(op, "scales shape mismatch", "scales", scalesType, 0, "table",
+                             tableType, 0)))
+      return failure();
+    return success();
+  }
+  if (table.isInteger(8))
+    return emitOpError() << "an i8 table needs scales (one per row)";
+  // A narrow float table may be widened to f32 as it is read.
+  if (result.isF32() && (table.isBF16() || table.isF16()))
+    return success();
   return verifySameElementType(op, "result", resultType, "table", tableType);
 }
 

@@ -309,24 +309,38 @@ def Xfmr_EmbeddingOp : Xfmr_Op<"embedding"> {
   let description = [{
     Gathers rows of `table` (`[V, H]`) for every id in `ids` (any rank, any
     signless integer type); the result is `[..., H]` with the ids' shape
-    followed by H and the table's element type. Out-of-range ids are
-    undefined behaviour.
+    followed by H and the table's element type. An id outside [-V, V)
+    fails the call (a negative id counts from the end).
+
+    Quantized tables (`xfmr-compile --quant`): a bf16 (or f16) table may
+    give an f32 result, each value widened as it is read; an i8 table comes
+    with `scales` (`[V]` f32, one per row) and gives f32 rows q * scale.
+    Decode reads one row of either per token.
 
     ```mlir
     %h = xfmr.embedding %table, %ids
         : tensor<32000x64xf16>, tensor<2x16xi64> -> tensor<2x16x64xf16>
+    %h = xfmr.embedding %q, %ids scales(%s : tensor<32000xf32>)
+        : tensor<32000x64xi8>, tensor<2x16xi64> -> tensor<2x16x64xf32>
     ```
   }];
 
   let arguments = (ins
-    Xfmr_FloatTensor:$table,
-    Xfmr_IdsTensor:$ids
+    RankedTensorOf<[AnyFloat, I8]>:$table,
+    Xfmr_IdsTensor:$ids,
+    Optional<Xfmr_ScaleTensor>:$scales
   );
   let results = (outs Xfmr_FloatTensor:$result);
 
+  let builders = [
+    OpBuilder<(ins "mlir::Type":$result, "mlir::Value":$table, "mlir::Value":$ids), [{
+      build($_builder, $_state, result, table, ids, mlir::Value());
+    }]>,
+  ];
+
   let assemblyFormat = [{
-    $table `,` $ids attr-dict `:` type($table) `,` type($ids) `->`
-    type($result)
+    $table `,` $ids (`scales` `(` $scales^ `:` type($scales) `)`)? attr-dict `:`
+    type($table) `,` type($ids) `->` type($result)
   }];
 }
 

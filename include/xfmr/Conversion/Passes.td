@@ -77,6 +77,11 @@ def QuantizeWeightsPass : Pass<"xfmr-quantize-weights", "mlir::ModuleOp"> {
     RMS or layer norm's weight) where that is its only use, else an
     onnx.Mul. AWQ then clips each block's range to the ratio of least
     expected error.
+
+    Token embedding tables (a constant f32 [V, H] read only by Gathers of
+    the model's input_ids) become `xfmr.embedding` on bf16 (bits=16) or on
+    int8 rows with an f32 scale per row (every 8- and 4-bit mode); `skip`
+    names them too (e.g. embed_tokens). Tables tied to lm_head stay f32.
   }];
   let options = [
     Option<"group", "group", "int64_t", /*default=*/"32",
@@ -107,6 +112,7 @@ def QuantizeWeightsPass : Pass<"xfmr-quantize-weights", "mlir::ModuleOp"> {
     Statistic<"numSkipped", "skipped", "MatMuls left in f32 (B not a constant f32 [K, N] or K not a multiple of the group)">,
     Statistic<"numFolded", "folded", "Inputs whose 1/s went into a constant multiplier (a norm's weight)">,
     Statistic<"numDivided", "divided", "Inputs divided by s with an onnx.Mul before the products">,
+    Statistic<"numEmbeddings", "embeddings", "Token embedding tables quantized (bf16, or int8 rows)">,
     Statistic<"numUncalibrated", "uncalibrated", "MatMuls the calibration file has no statistics for (round to nearest)">,
   ];
 }

@@ -220,14 +220,12 @@ Value squeeze(OpBuilder &b, Location loc, Value v, int64_t axis) {
 }
 
 /// The f32 [K, N] weight of `mm` with K a multiple of `group`, or nothing.
-std::optional<ArrayRef<float>> constantWeight(onnx::MatMulOp mm, int64_t group) {
+std::optional<ArrayRef<float>> constantMatrix(Value v) {
   ElementsAttr w;
-  if (rankOf(mm.getB()) != 2 || !matchPattern(mm.getB(), m_Constant(&w)))
+  if (rankOf(v) != 2 || !matchPattern(v, m_Constant(&w)))
     return std::nullopt;
   auto type = cast<RankedTensorType>(w.getType());
-  if (!type.hasStaticShape() || !type.getElementType().isF32() ||
-      !elementTypeOf(mm.getA()).isF32() || type.getDimSize(0) % group ||
-      type.getDimSize(0) < group)
+  if (!type.hasStaticShape() || !type.getElementType().isF32())
     return std::nullopt;
   ArrayRef<char> raw;
   if (auto dense = dyn_cast<DenseElementsAttr>(w); dense && !dense.isSplat())
@@ -238,6 +236,13 @@ std::optional<ArrayRef<float>> constantWeight(onnx::MatMulOp mm, int64_t group) 
   if (raw.size() != static_cast<size_t>(type.getNumElements()) * sizeof(float))
     return std::nullopt;
   return ArrayRef<float>(reinterpret_cast<const float *>(raw.data()), type.getNumElements());
+}
+
+std::optional<ArrayRef<float>> constantWeight(onnx::MatMulOp mm, int64_t group) {
+  int64_t k = dimOf(mm.getB(), 0);
+  if (!elementTypeOf(mm.getA()).isF32() || k < group || k % group)
+    return std::nullopt;
+  return constantMatrix(mm.getB());
 }
 
 /// The ONNX node name of `op` and the resource name of its weight `w`.

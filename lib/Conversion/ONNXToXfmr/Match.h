@@ -129,6 +129,10 @@ bool isLastAxis(int64_t axis, int64_t rank);
 /// Human-readable name of the node an op came from.
 std::string nodeName(mlir::Operation *op);
 
+/// The values of `v` if it is a constant f32 matrix with a static shape
+/// (dense and not a splat, or a resource blob).
+std::optional<llvm::ArrayRef<float>> constantMatrix(mlir::Value v);
+
 /// The f32 [K, N] constant weight of `mm` (A f32 too) with K a multiple of
 /// `group`, or nothing: the products xfmr-quantize-weights rewrites.
 std::optional<llvm::ArrayRef<float>> constantWeight(onnx::MatMulOp mm, int64_t group);

@@ -42,6 +42,7 @@
 #include "xfmr/Conversion/Passes.h"
 #include "xfmr/runtime/Tensor.h"
 
+#include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/DialectResourceBlobManager.h"
 #include "mlir/IR/Matchers.h"
 #include "mlir/IR/Threading.h"
@@ -200,7 +201,7 @@ struct QuantizeWeightsPass : impl::QuantizeWeightsPassBase<QuantizeWeightsPass> 
     DenseMap<Value, SmallVector<int64_t>> productsOf; // every product of an input
     forEachProduct(getOperation(), [&](onnx::MatMulOp mm, int64_t index) {
       productsOf[mm.getA()].push_back(index);
-      if (named(mm))
+      if (named(mm, mm.getB()))
         ++numNamed;
       else if (!constantWeight(mm, bits == 4 ? group : 1))
         ++numSkipped;
@@ -235,6 +236,78 @@ struct QuantizeWeightsPass : impl::QuantizeWeightsPassBase<QuantizeWeightsPass> 
         ++numQuantized;
       }
     }
+    quantizeEmbeddings();
+  }
+
+  /// Token embedding tables in the mode's storage: bf16 for bits=16, else
+  /// int8 rows with an f32 scale each (scale = max |row| / 127, symmetric,
+  /// round to nearest even): the 8- and 4-bit modes all take int8 rows, since
+  /// decode reads one row per token and the saving is in memory. A table is
+  /// a constant f32 [V, H] that only Gathers along axis 0 read, indexed by
+  /// the model's input_ids; a table tied to lm_head (also read by a MatMul)
+  /// stays f32, since a second copy would cost more than it saves.
+  void quantizeEmbeddings() {
+    SmallVector<onnx::GatherOp> gathers;
+    getOperation().walk([&](onnx::GatherOp g) { gathers.push_back(g); });
+    for (onnx::GatherOp g : gathers) {
+      Value table = g.getData();
+      if (g.getAxis() != 0 || !isTokenIds(g.getIndices()) ||
+          !llvm::all_of(table.getUsers(), [](Operation *u) { return isa<onnx::GatherOp>(u); }))
+        continue;
+      std::optional<ArrayRef<float>> w = constantMatrix(table);
+      if (!w || !elementTypeOf(g.getOutput()).isF32())
+        continue;
+      if (named(g, table)) {
+        ++numNamed;
+        continue;
+      }
+      auto type = cast<RankedTensorType>(table.getType());
+      int64_t v = type.getDimSize(0), h = type.getDimSize(1);
+      OpBuilder b(g);
+      Location loc = g.getLoc();
+      Type result = g.getOutput().getType();
+      Value embedding;
+      if (bits == 16) {
+        std::vector<char> bytes(w->size() * sizeof(uint16_t));
+        for (auto [i, x] : llvm::enumerate(*w)) {
+          uint16_t bf = rt::floatToBf16(x);
+          std::memcpy(&bytes[i * sizeof(bf)], &bf, sizeof(bf));
+        }
+        Value narrow = constant(b, loc, {v, h}, b.getBF16Type(), bytes, "xfmr_bf16_embedding");
+        embedding = EmbeddingOp::create(b, loc, result, narrow, g.getIndices());
+      } else {
+        std::vector<char> q(v * h);
+        std::vector<char> scales(v * sizeof(float));
+        for (int64_t row = 0; row < v; ++row) {
+          const float *x = w->data() + row * h;
+          float amax = 0.0f;
+          for (int64_t i = 0; i < h; ++i)
+            amax = std::max(amax, std::fabs(x[i]));
+          float scale = usableScale(amax / 127.0f);
+          std::memcpy(&scales[row * sizeof(float)], &scale, sizeof(float));
+          for (int64_t i = 0; i < h; ++i) {
+            float r = std::clamp(std::nearbyint(x[i] / scale), -127.0f, 127.0f);
+            q[row * h + i] = static_cast<char>(static_cast<int>(std::isfinite(r) ? r : 0.0f));
+          }
+        }
+        Value table8 = constant(b, loc, {v, h}, b.getIntegerType(8), q, "xfmr_int8_embedding");
+        Value s = constant(b, loc, {v}, b.getF32Type(), scales, "xfmr_int8_embedding_scales");
+        embedding = EmbeddingOp::create(b, loc, result, table8, g.getIndices(), s);
+      }
+      g.getOutput().replaceAllUsesWith(embedding);
+      g.erase();
+      ++numEmbeddings;
+    }
+  }
+
+  /// Whether `ids` is the model's input_ids (perhaps through a Cast).
+  static bool isTokenIds(Value ids) {
+    if (auto cast = ids.getDefiningOp<onnx::CastOp>())
+      ids = cast.getInput();
+    auto arg = dyn_cast<BlockArgument>(ids);
+    auto f = arg ? dyn_cast<func::FuncOp>(arg.getOwner()->getParentOp()) : func::FuncOp();
+    auto name = f ? f.getArgAttrOfType<StringAttr>(arg.getArgNumber(), "onnx.name") : nullptr;
+    return name && name.getValue() == "input_ids";
   }
 
   /// The products that share one input, and what quantizing them takes.
@@ -372,9 +445,9 @@ struct QuantizeWeightsPass : impl::QuantizeWeightsPassBase<QuantizeWeightsPass> 
     return std::nullopt;
   }
 
-  /// Whether `skip` names `mm` (its node or its weight).
-  bool named(onnx::MatMulOp mm) {
-    for (const std::string &name : namesOf(mm, mm.getB()))
+  /// Whether `skip` names `op` (its node or its weight `w`).
+  bool named(Operation *op, Value w) {
+    for (const std::string &name : namesOf(op, w))
       for (const std::string &s : skip)
         if (!s.empty() && StringRef(name).contains(s))
           return true;

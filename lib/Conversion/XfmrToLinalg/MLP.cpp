@@ -389,7 +389,8 @@ struct EmbeddingLowering : public OpRewritePattern<EmbeddingOp> {
     MLIRContext *ctx = rewriter.getContext();
     Value table = op.getTable(), ids = op.getIds();
     int64_t rank = op.getIds().getType().getRank();
-    Type elem = op.getTable().getType().getElementType();
+    Type elem = op.getResult().getType().getElementType();
+    Value scales = op.getScales();
 
     SmallVector<OpFoldResult> sizes = tensor::getMixedSizes(rewriter, loc, ids);
     sizes.push_back(tensor::getMixedSize(rewriter, loc, table, 1));
@@ -411,6 +412,12 @@ struct EmbeddingLowering : public OpRewritePattern<EmbeddingOp> {
               Value col = linalg::IndexOp::create(b, l, rank);
               Value v =
                   tensor::ExtractOp::create(b, l, table, ValueRange{row, col});
+              if (scales) // an i8 row times its scale
+                v = arith::MulFOp::create(
+                    b, l, arith::SIToFPOp::create(b, l, elem, v),
+                    tensor::ExtractOp::create(b, l, scales, ValueRange{row}));
+              else if (v.getType() != elem) // a bf16/f16 table read as f32
+                v = arith::ExtFOp::create(b, l, elem, v);
               linalg::YieldOp::create(b, l, v);
             })
             .getResult(0);

@@ -31,3 +31,29 @@ func.func @kept(%x: tensor<?x48xf32>, %v: tensor<?x64xf32>, %wv: tensor<64x4xf32
   %z = onnx.MatMul(%v, %wv) : (tensor<?x64xf32>, tensor<64x4xf32>) -> tensor<?x4xf32>
   return %y, %z : tensor<?x4xf32>, tensor<?x4xf32>
 }
+
+// -----
+
+// Token embeddings: the table input_ids index becomes int8 rows with a
+// scale each (max |row| / 127: row 0 [1, -2] -> scale 2/127, [64, -127]:
+// bytes 40 81);
+// a table the position ids index stays f32, as does a table tied to a
+// MatMul (lm_head).
+// CHECK-LABEL: func.func @embeddings(
+// CHECK-DAG: %[[Q:.*]] = onnx.Constant() {value = dense_resource<xfmr_int8_embedding> : tensor<3x2xi8>}
+// CHECK-DAG: %[[S:.*]] = onnx.Constant() {value = dense_resource<xfmr_int8_embedding_scales> : tensor<3xf32>}
+// CHECK: xfmr.embedding %[[Q]], %arg0 scales(%[[S]] : tensor<3xf32>) : tensor<3x2xi8>, tensor<?xi64> -> tensor<?x2xf32>
+// CHECK: onnx.Gather(%{{.*}}, %arg1)
+// CHECK: onnx.Gather(%{{.*}}, %arg0)
+// CHECK: xfmr_int8_embedding: "0x4000000040817F407F2A"
+func.func @embeddings(%ids: tensor<?xi64> {onnx.name = "input_ids"}, %pos: tensor<?xi64> {onnx.name = "position_ids"}, %h: tensor<?x2xf32>) -> (tensor<?x2xf32>, tensor<?x2xf32>, tensor<?x2xf32>, tensor<?x3xf32>) {
+  %t = onnx.Constant() {value = dense<[[1.0, -2.0], [0.5, 0.25], [3.0, 1.0]]> : tensor<3x2xf32>} : () -> tensor<3x2xf32>
+  %p = onnx.Constant() {value = dense<[[0.0, 1.0], [1.0, 0.0], [0.5, 0.5]]> : tensor<3x2xf32>} : () -> tensor<3x2xf32>
+  %tied = onnx.Constant() {value = dense<[[1.0, 2.0], [3.0, 4.0], [5.0, 6.0]]> : tensor<3x2xf32>} : () -> tensor<3x2xf32>
+  %e = onnx.Gather(%t, %ids) {axis = 0 : i64} : (tensor<3x2xf32>, tensor<?xi64>) -> tensor<?x2xf32>
+  %q = onnx.Gather(%p, %pos) {axis = 0 : i64} : (tensor<3x2xf32>, tensor<?xi64>) -> tensor<?x2xf32>
+  %f = onnx.Gather(%tied, %ids) {axis = 0 : i64} : (tensor<3x2xf32>, tensor<?xi64>) -> tensor<?x2xf32>
+  %tt = onnx.Transpose(%tied) {perm = [1, 0]} : (tensor<3x2xf32>) -> tensor<2x3xf32>
+  %logits = onnx.MatMul(%h, %tt) : (tensor<?x2xf32>, tensor<2x3xf32>) -> tensor<?x3xf32>
+  return %e, %q, %f, %logits : tensor<?x2xf32>, tensor<?x2xf32>, tensor<?x2xf32>, tensor<?x3xf32>
+}

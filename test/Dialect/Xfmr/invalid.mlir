@@ -774,10 +774,35 @@ func.func @embedding_result_hidden(%table: tensor<100x64xf16>, %ids: tensor<2x16
 
 // -----
 
-// Rows are copied, not converted.
-func.func @embedding_result_element_type(%table: tensor<100x64xf16>, %ids: tensor<2x16xi64>) {
-  // expected-error @+1 {{'xfmr.embedding' op result element type 'f32' must match table element type 'f16'}}
-  %0 = xfmr.embedding %table, %ids : tensor<100x64xf16>, tensor<2x16xi64> -> tensor<2x16x64xf32>
+// Rows are copied, or a 16-bit table widened to f32; nothing narrower.
+func.func @embedding_result_element_type(%table: tensor<100x64xf32>, %ids: tensor<2x16xi64>) {
+  // expected-error @+1 {{'xfmr.embedding' op result element type 'f16' must match table element type 'f32'}}
+  %0 = xfmr.embedding %table, %ids : tensor<100x64xf32>, tensor<2x16xi64> -> tensor<2x16x64xf16>
+  return
+}
+
+// -----
+
+// An int8 table is scaled row by row.
+func.func @embedding_int8_without_scales(%table: tensor<100x64xi8>, %ids: tensor<2x16xi64>) {
+  // expected-error @+1 {{'xfmr.embedding' op an i8 table needs scales (one per row)}}
+  %0 = xfmr.embedding %table, %ids : tensor<100x64xi8>, tensor<2x16xi64> -> tensor<2x16x64xf32>
+  return
+}
+
+// -----
+
+func.func @embedding_scales_of_float_table(%table: tensor<100x64xf32>, %ids: tensor<2x16xi64>, %s: tensor<100xf32>) {
+  // expected-error @+1 {{'xfmr.embedding' op scales go with an i8 table and an f32 result, got 'tensor<100x64xf32>' -> 'tensor<2x16x64xf32>'}}
+  %0 = xfmr.embedding %table, %ids scales(%s : tensor<100xf32>) : tensor<100x64xf32>, tensor<2x16xi64> -> tensor<2x16x64xf32>
+  return
+}
+
+// -----
+
+func.func @embedding_scales_per_row(%table: tensor<100x64xi8>, %ids: tensor<2x16xi64>, %s: tensor<64xf32>) {
+  // expected-error @+1 {{'xfmr.embedding' op scales shape mismatch: scales dim 0 is 64 but table dim 0 is 100}}
+  %0 = xfmr.embedding %table, %ids scales(%s : tensor<64xf32>) : tensor<100x64xi8>, tensor<2x16xi64> -> tensor<2x16x64xf32>
   return
 }
 
