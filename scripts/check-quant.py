@@ -197,32 +197,38 @@ def quantized_model(model, mode):
         return rounded_model(model, bf16_rounded)
     if mode == "fp8-e4m3":
         return rounded_model(model, fp8_rounded)
-    graph = model.graph
-    consts = {t.name: numpy_helper.to_array(t) for t in graph.initializer}
-    for node in graph.node:
-        if node.op_type == "Constant" and node.attribute and node.attribute[0].name == "value":
-            consts[node.output[0]] = numpy_helper.to_array(node.attribute[0].t)
+    consts = constants_of(model.graph)
     nodes, inits, count, largest = [], [], 0, 0
-    for node in graph.node:
+    for node in model.graph.node:
         w = consts.get(node.input[1]) if node.op_type == "MatMul" and len(node.input) == 2 else None
         q = quantize(w, mode) if w is not None and w.dtype == np.float32 and w.ndim == 2 else None
         if q is None:
             nodes.append(node)
             continue
-        k, n = w.shape
-        packed, scales, zeros, bits, block = q
-        base = "xfmr_q%d_" % count
-        inputs = [node.input[0], base + "B", base + "scales"]
-        inits += [numpy_helper.from_array(packed, base + "B"),
-                  numpy_helper.from_array(scales, base + "scales")]
-        if zeros is not None:
-            inputs.append(base + "zp")
-            inits.append(numpy_helper.from_array(zeros, base + "zp"))
-        nodes.append(helper.make_node(
-            "MatMulNBits", inputs, list(node.output), name=node.name, domain="com.microsoft",
-            K=k, N=n, bits=bits, block_size=block, accuracy_level=4))
+        nodes.append(nbits_node(node, node.input[0], w.shape, q, "xfmr_q%d_" % count, inits))
         count += 1
-        largest = max(largest, block)
+        largest = max(largest, q[4])
+    return with_nodes(model, nodes, inits), count, largest
+
+
+def nbits_node(node, a, shape, q, base, inits):
+    """MatMulNBits computing `node`'s output from input `a` and the quantized
+    weight q = (packed, scales, zero points or None, bits, block_size) of a
+    [K, N] `shape`; its constants go to `inits` named after `base`."""
+    packed, scales, zeros, bits, block = q
+    inputs = [a, base + "B", base + "scales"]
+    inits += [numpy_helper.from_array(packed, base + "B"),
+              numpy_helper.from_array(scales, base + "scales")]
+    if zeros is not None:
+        inputs.append(base + "zp")
+        inits.append(numpy_helper.from_array(zeros, base + "zp"))
+    return helper.make_node("MatMulNBits", inputs, list(node.output), name=node.name,
+                            domain="com.microsoft", K=shape[0], N=shape[1], bits=bits,
+                            block_size=block, accuracy_level=4)
+
+
+def with_nodes(model, nodes, inits):
+    """A copy of `model` with `nodes` for its nodes and `inits` added."""
     out = onnx.ModelProto()
     out.CopyFrom(model)
     del out.graph.node[:]
@@ -230,7 +236,7 @@ def quantized_model(model, mode):
     out.graph.initializer.extend(inits)
     if not any(o.domain == "com.microsoft" for o in out.opset_import):
         out.opset_import.append(helper.make_opsetid("com.microsoft", 1))
-    return out, count, largest
+    return out
 
 
 CALIBRATION_WINDOW = 32
@@ -302,14 +308,14 @@ def smoothed_model(model, ort_stats, alpha=0.5):
     MatMulNBits (see the module doc); the count and largest block_size."""
     f32 = np.float32
     consts = constants_of(model.graph)
-    groups = {}
+    groups, xmax = {}, {}
     for node, st in ort_stats:
         groups.setdefault(node.input[0], []).append(node)
+        xmax[node.input[0]] = st[0].astype(f32)
     scales = {}
     for name, nodes in groups.items():
         wmax = np.max(np.stack([np.abs(consts[n.input[1]]).max(axis=1) for n in nodes]), axis=0)
-        xmax = dict((n.input[0], st) for n, st in ort_stats)[name][0].astype(f32)
-        s = np.power(xmax, f32(alpha)) / np.power(np.maximum(wmax, f32(1e-5)), f32(1 - alpha))
+        s = np.power(xmax[name], f32(alpha)) / np.power(np.maximum(wmax, f32(1e-5)), f32(1 - alpha))
         scales[name] = np.where(np.isfinite(s), np.maximum(s, f32(1e-5)), f32(1)).astype(f32)
     nodes, inits, count, largest = [], [], 0, 0
     divided = set()
@@ -324,26 +330,11 @@ def smoothed_model(model, ort_stats, alpha=0.5):
             inits.append(numpy_helper.from_array((f32(1) / s).astype(f32), x + ".xfmr_inv_s"))
             nodes.append(helper.make_node("Mul", [x, x + ".xfmr_inv_s"], [x + ".xfmr_smoothed"]))
         w = (consts[node.input[1]] * s[:, None]).astype(f32)
-        k, n = w.shape
-        packed, qs, _ = quantize_int8(w)
-        base = "xfmr_q%d_" % count
-        inits += [numpy_helper.from_array(packed, base + "B"), numpy_helper.from_array(qs, base + "scales")]
-        block = int8_block(k)
-        nodes.append(helper.make_node(
-            "MatMulNBits", [x + ".xfmr_smoothed", base + "B", base + "scales"], list(node.output),
-            name=node.name, domain="com.microsoft", K=k, N=n, bits=8, block_size=block,
-            accuracy_level=4))
+        q = quantize_int8(w) + (8, int8_block(w.shape[0]))
+        nodes.append(nbits_node(node, x + ".xfmr_smoothed", w.shape, q, "xfmr_q%d_" % count, inits))
         count += 1
-        largest = max(largest, block)
-    out = onnx.ModelProto()
-    out.CopyFrom(model)
-    del out.graph.node[:]
-    out.graph.node.extend(nodes)
-    out.graph.initializer.extend(inits)
-    if not any(o.domain == "com.microsoft" for o in out.opset_import):
-        out.opset_import.append(helper.make_opsetid("com.microsoft", 1))
-    return out, count, largest
-
+        largest = max(largest, q[4])
+    return with_nodes(model, nodes, inits), count, largest
 
 
 def check(path, build, work, mode):
