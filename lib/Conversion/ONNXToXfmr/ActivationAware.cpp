@@ -16,34 +16,34 @@ namespace xfmr::quant {
 
 namespace {
 
-/// sum_k importance_k (w_k - Q(w_k s_k) / s_k)^2 over one column's block.
-double blockError(const float *w, int64_t stride, int64_t group, const float *s,
-                  const float *importance, float clip) {
+/// delta_i = w_i - Q(w_i s_i) / s_i for one column's block of `group`
+/// weights `stride` apart (Q: the int4 round trip of the scaled block),
+/// written `outStride` apart.
+void blockDelta(const float *w, int64_t stride, int64_t group, const float *s, float *delta,
+                int64_t outStride) {
   float lo = 0.0f, hi = 0.0f;
   for (int64_t i = 0; i < group; ++i) {
-    float x = w[i * stride] * s[i];
-    lo = std::min(lo, x);
-    hi = std::max(hi, x);
+    lo = std::min(lo, w[i * stride] * s[i]);
+    hi = std::max(hi, w[i * stride] * s[i]);
   }
-  Int4Params p = Int4Params::of(lo, hi, clip);
-  double error = 0;
-  for (int64_t i = 0; i < group; ++i) {
-    float x = w[i * stride];
-    double d = static_cast<double>(x) - p.roundTrip(x * s[i]) / s[i];
-    error += importance[i] * d * d;
-  }
-  return error;
+  Int4Params q = Int4Params::of(lo, hi);
+  for (int64_t i = 0; i < group; ++i)
+    delta[i * outStride] = w[i * stride] - q.roundTrip(w[i * stride] * s[i]) / s[i];
 }
 
-/// The group's error for scales `s` (every column, every block).
+/// The group's error for scales `s` without sampled rows: sum over every
+/// column and k of E[x_k^2] delta_k^2.
 double groupError(llvm::ArrayRef<ProductWeight> products, int64_t k, int64_t group,
                   const std::vector<float> &s, const std::vector<float> &importance) {
   double error = 0;
+  std::vector<float> delta(k);
   for (const ProductWeight &p : products)
-    for (int64_t col = 0; col < p.n; ++col)
+    for (int64_t col = 0; col < p.n; ++col) {
       for (int64_t b = 0; b + group <= k; b += group)
-        error += blockError(p.w + b * p.n + col, p.n, group, s.data() + b,
-                            importance.data() + b, 1.0f);
+        blockDelta(p.w + b * p.n + col, p.n, group, s.data() + b, delta.data() + b, 1);
+      for (int64_t i = 0; i < k; ++i)
+        error += static_cast<double>(importance[i]) * delta[i] * delta[i];
+    }
   return error;
 }
 
@@ -65,19 +65,10 @@ double sampledError(llvm::ArrayRef<ProductWeight> products, int64_t k, int64_t g
     int64_t stride = std::max<int64_t>(1, p.n / kSearchColumns);
     int64_t cols = (p.n + stride - 1) / stride;
     delta.assign(k * cols, 0.0f); // [K, cols]
-    for (int64_t c = 0; c < cols; ++c) {
-      const float *w = p.w + c * stride;
-      for (int64_t b = 0; b + group <= k; b += group) {
-        float lo = 0.0f, hi = 0.0f;
-        for (int64_t i = b; i < b + group; ++i) {
-          lo = std::min(lo, w[i * p.n] * s[i]);
-          hi = std::max(hi, w[i * p.n] * s[i]);
-        }
-        Int4Params q = Int4Params::of(lo, hi);
-        for (int64_t i = b; i < b + group; ++i)
-          delta[i * cols + c] = w[i * p.n] - q.roundTrip(w[i * p.n] * s[i]) / s[i];
-      }
-    }
+    for (int64_t c = 0; c < cols; ++c)
+      for (int64_t b = 0; b + group <= k; b += group)
+        blockDelta(p.w + b * p.n + c * stride, p.n, group, s.data() + b,
+                   delta.data() + b * cols + c, cols);
     out.assign(cols, 0.0f);
     for (int64_t r = 0; r < stats.sampleRows; ++r) {
       std::fill(out.begin(), out.end(), 0.0f);
@@ -98,10 +89,9 @@ double sampledError(llvm::ArrayRef<ProductWeight> products, int64_t k, int64_t g
 } // namespace
 
 std::vector<float> awqScales(llvm::ArrayRef<ProductWeight> products, int64_t k,
-                             const ChannelStats &stats, int64_t group, float &alpha) {
+                             const ChannelStats &stats, int64_t group) {
   std::vector<float> best(k, 1.0f), s(k);
   double bestError = std::numeric_limits<double>::infinity();
-  alpha = 0.0f;
   for (int step = 0; step <= 20; ++step) {
     float a = step / 20.0f;
     float lo = std::numeric_limits<float>::infinity(), hi = 0.0f;
@@ -118,7 +108,6 @@ std::vector<float> awqScales(llvm::ArrayRef<ProductWeight> products, int64_t k,
     if (error < bestError) {
       bestError = error;
       best = s;
-      alpha = a;
     }
   }
   return best;

@@ -36,9 +36,9 @@ struct ProductWeight {
 /// expectation for uncorrelated channels, sum_k E[x_k^2] sum_n (W_kn -
 /// Q(W_kn s_k) / s_k)^2 (a poor guide: channels are correlated). alpha = 0
 /// is s = 1, plain round to nearest, so the chosen scales are never worse
-/// by the measure. `alpha` receives the choice.
+/// by the measure.
 std::vector<float> awqScales(llvm::ArrayRef<ProductWeight> products, int64_t k,
-                             const ChannelStats &stats, int64_t group, float &alpha);
+                             const ChannelStats &stats, int64_t group);
 
 /// SmoothQuant (Xiao et al., 2023): s_k = max|x_k|^alpha / max_n |W_kn|^(1 -
 /// alpha) (maxima over the group), at least 1e-5.

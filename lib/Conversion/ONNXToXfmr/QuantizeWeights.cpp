@@ -112,23 +112,43 @@ Blockwise quantizeInt4(const float *w, int64_t k, int64_t n, int64_t group,
 
 /// int8: round to nearest, symmetric, per column, in one block spanning K
 /// (see the file comment); f32 arithmetic, ties to even.
+/// Symmetric int8 of `count` values `stride` apart: scale = max |x| / 127,
+/// q = clamp(round(x / scale), -127, 127) (f32, ties to even; a non-finite
+/// value gives 0), each passed to `store(i, q)`; returns the scale.
+template <typename Store>
+float quantizeSymmetric8(const float *x, int64_t count, int64_t stride, Store store) {
+  float amax = 0.0f;
+  for (int64_t i = 0; i < count; ++i)
+    amax = std::max(amax, std::fabs(x[i * stride]));
+  float scale = usableScale(amax / 127.0f);
+  for (int64_t i = 0; i < count; ++i) {
+    float v = std::clamp(std::nearbyint(x[i * stride] / scale), -127.0f, 127.0f);
+    store(i, static_cast<int>(std::isfinite(v) ? v : 0.0f));
+  }
+  return scale;
+}
+
 Blockwise quantizeInt8(const float *w, int64_t k, int64_t n) {
   Blockwise q{8, std::max<int64_t>(16, llvm::PowerOf2Ceil(k)), 1};
   q.packed.assign(n * q.blockSize, static_cast<char>(128)); // padding: q = 0
   q.scales.resize(n * sizeof(float));
   for (int64_t col = 0; col < n; ++col) {
-    float amax = 0.0f;
-    for (int64_t i = 0; i < k; ++i)
-      amax = std::max(amax, std::fabs(w[i * n + col]));
-    float scale = usableScale(amax / 127.0f);
+    float scale = quantizeSymmetric8(w + col, k, n, [&](int64_t i, int v) {
+      q.packed[col * q.blockSize + i] = static_cast<char>(v + 128);
+    });
     std::memcpy(&q.scales[col * sizeof(float)], &scale, sizeof(float));
-    for (int64_t i = 0; i < k; ++i) {
-      float v = std::clamp(std::nearbyint(w[i * n + col] / scale), -127.0f, 127.0f);
-      q.packed[col * q.blockSize + i] =
-          static_cast<char>(static_cast<int>(std::isfinite(v) ? v : 0.0f) + 128);
-    }
   }
   return q;
+}
+
+/// `w` rounded to bfloat16 (to nearest, ties to even), as bytes.
+std::vector<char> bf16Bytes(ArrayRef<float> w) {
+  std::vector<char> bytes(w.size() * sizeof(uint16_t));
+  for (auto [i, x] : llvm::enumerate(w)) {
+    uint16_t h = rt::floatToBf16(x);
+    std::memcpy(&bytes[i * sizeof(h)], &h, sizeof(h));
+  }
+  return bytes;
 }
 
 /// f32 `x` as float8 e4m3fn bits, to nearest (ties to even), saturated at
@@ -261,43 +281,34 @@ struct QuantizeWeightsPass : impl::QuantizeWeightsPassBase<QuantizeWeightsPass> 
         ++numNamed;
         continue;
       }
-      auto type = cast<RankedTensorType>(table.getType());
-      int64_t v = type.getDimSize(0), h = type.getDimSize(1);
       OpBuilder b(g);
-      Location loc = g.getLoc();
-      Type result = g.getOutput().getType();
-      Value embedding;
-      if (bits == 16) {
-        std::vector<char> bytes(w->size() * sizeof(uint16_t));
-        for (auto [i, x] : llvm::enumerate(*w)) {
-          uint16_t bf = rt::floatToBf16(x);
-          std::memcpy(&bytes[i * sizeof(bf)], &bf, sizeof(bf));
-        }
-        Value narrow = constant(b, loc, {v, h}, b.getBF16Type(), bytes, "xfmr_bf16_embedding");
-        embedding = EmbeddingOp::create(b, loc, result, narrow, g.getIndices());
-      } else {
-        std::vector<char> q(v * h);
-        std::vector<char> scales(v * sizeof(float));
-        for (int64_t row = 0; row < v; ++row) {
-          const float *x = w->data() + row * h;
-          float amax = 0.0f;
-          for (int64_t i = 0; i < h; ++i)
-            amax = std::max(amax, std::fabs(x[i]));
-          float scale = usableScale(amax / 127.0f);
-          std::memcpy(&scales[row * sizeof(float)], &scale, sizeof(float));
-          for (int64_t i = 0; i < h; ++i) {
-            float r = std::clamp(std::nearbyint(x[i] / scale), -127.0f, 127.0f);
-            q[row * h + i] = static_cast<char>(static_cast<int>(std::isfinite(r) ? r : 0.0f));
-          }
-        }
-        Value table8 = constant(b, loc, {v, h}, b.getIntegerType(8), q, "xfmr_int8_embedding");
-        Value s = constant(b, loc, {v}, b.getF32Type(), scales, "xfmr_int8_embedding_scales");
-        embedding = EmbeddingOp::create(b, loc, result, table8, g.getIndices(), s);
-      }
-      g.getOutput().replaceAllUsesWith(embedding);
+      g.getOutput().replaceAllUsesWith(quantizedEmbedding(b, g, *w));
       g.erase();
       ++numEmbeddings;
     }
+  }
+
+  /// xfmr.embedding for the Gather `g` of the table `w`: bf16 (bits=16) or
+  /// int8 rows with their scales.
+  Value quantizedEmbedding(OpBuilder &b, onnx::GatherOp g, ArrayRef<float> w) {
+    auto type = cast<RankedTensorType>(g.getData().getType());
+    int64_t v = type.getDimSize(0), h = type.getDimSize(1);
+    Location loc = g.getLoc();
+    Type result = g.getOutput().getType();
+    if (bits == 16) {
+      Value narrow = constant(b, loc, {v, h}, b.getBF16Type(), bf16Bytes(w), "xfmr_bf16_embedding");
+      return EmbeddingOp::create(b, loc, result, narrow, g.getIndices());
+    }
+    std::vector<char> q(v * h), scales(v * sizeof(float));
+    for (int64_t row = 0; row < v; ++row) {
+      float scale = quantizeSymmetric8(w.data() + row * h, h, 1, [&](int64_t i, int x) {
+        q[row * h + i] = static_cast<char>(x);
+      });
+      std::memcpy(&scales[row * sizeof(float)], &scale, sizeof(float));
+    }
+    Value table = constant(b, loc, {v, h}, b.getIntegerType(8), q, "xfmr_int8_embedding");
+    Value s = constant(b, loc, {v}, b.getF32Type(), scales, "xfmr_int8_embedding_scales");
+    return EmbeddingOp::create(b, loc, result, table, g.getIndices(), s);
   }
 
   /// Whether `ids` is the model's input_ids (perhaps through a Cast).
@@ -358,9 +369,9 @@ struct QuantizeWeightsPass : impl::QuantizeWeightsPassBase<QuantizeWeightsPass> 
         g.packed.push_back(pack(w.w, k, w.n, nullptr));
       return;
     }
-    float chosen = static_cast<float>(alpha);
-    g.scales = method == "awq" ? quant::awqScales(weights, k, *g.stats, group, chosen)
-                               : quant::smoothQuantScales(weights, k, *g.stats, chosen);
+    g.scales = method == "awq"
+                   ? quant::awqScales(weights, k, *g.stats, group)
+                   : quant::smoothQuantScales(weights, k, *g.stats, static_cast<float>(alpha));
     // E[x_k^2] of the divided input: what each scaled weight row multiplies.
     std::vector<float> importance(k);
     for (int64_t i = 0; i < k; ++i)
@@ -457,14 +468,10 @@ struct QuantizeWeightsPass : impl::QuantizeWeightsPassBase<QuantizeWeightsPass> 
   /// MatMul(A, W) -> xfmr.linear(A, W as bf16).
   void rewriteBF16(onnx::MatMulOp mm, ArrayRef<float> w) {
     auto type = cast<RankedTensorType>(mm.getB().getType());
-    std::vector<char> bytes(w.size() * sizeof(uint16_t));
-    for (auto [i, x] : llvm::enumerate(w)) {
-      uint16_t h = rt::floatToBf16(x); // to nearest, ties to even
-      std::memcpy(&bytes[i * sizeof(h)], &h, sizeof(h));
-    }
     OpBuilder b(mm);
     Location loc = mm.getLoc();
-    Value narrow = constant(b, loc, type.getShape(), b.getBF16Type(), bytes, "xfmr_bf16_weights");
+    Value narrow =
+        constant(b, loc, type.getShape(), b.getBF16Type(), bf16Bytes(w), "xfmr_bf16_weights");
     Value y = LinearOp::create(b, loc, mm.getY().getType(), mm.getA(), narrow, Value());
     mm.getY().replaceAllUsesWith(y);
     mm.erase();
