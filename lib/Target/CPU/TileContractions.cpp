@@ -9,8 +9,9 @@
 // The kernel here keeps a 6x16 block of C in twelve 8-wide vector registers
 // for the whole k loop (the classic AVX2 register block: 12 accumulators,
 // 2 loads of B, one broadcast of A), panel by panel of 16 columns so the
-// panel of B stays in cache across all row blocks; on AVX-512 a 12x16 block
-// in twelve 16-wide registers (one load of B per k).
+// panel of B stays in cache across all row blocks; on AVX-512 a 12x32 block
+// of two panels in 24 16-wide registers (two loads of B and twelve
+// broadcasts per 24 multiply-adds; MLAS's AVX-512 SGEMM block).
 //
 // It computes every element with the same operations in the same order as
 // the loop it replaces, so results are bit-identical for any number of rows:
@@ -71,28 +72,32 @@ public:
     return indices;
   }
 
-  /// Rows [m0, m0 + rows) x columns [n0, n0 + 16): C's values loaded into
-  /// registers, one multiply-add per k, stored back.
-  void microTile(OpBuilder &ob, int64_t rows, Value m0, Value n0, Value K) {
+  /// Rows [m0, m0 + rows) x columns [n0, n0 + 16 * panels): C's values
+  /// loaded into registers, one multiply-add per k, stored back.
+  void microTile(OpBuilder &ob, int64_t rows, int64_t panels, Value m0, Value n0, Value K) {
     OpBuilder::InsertionGuard guard(b);
     b.setInsertionPoint(ob.getInsertionBlock(), ob.getInsertionPoint());
     SmallVector<Value> rowIdx, colIdx;
     for (int64_t i = 0; i < rows; ++i)
       rowIdx.push_back(i ? arith::AddIOp::create(b, loc, m0, idx(i)).getResult() : m0);
-    for (int64_t h = 0; h < kCols / kLanes; ++h)
+    for (int64_t h = 0; h < panels * kCols / kLanes; ++h)
       colIdx.push_back(h ? arith::AddIOp::create(b, loc, n0, idx(h * kLanes)).getResult() : n0);
-    // B's k-th row of this panel: Bp[n0 / 16, k, 8h] when packed, else
-    // B[.., k, n0 + 8h]; everything but k is computed once, here.
-    SmallVector<Value> lanes;
-    Value panel;
+    // B's k-th row of this tile's h-th register: Bp[n0 / 16 + panel, k,
+    // lane] when packed, else B[.., k, n0 + h * lanes]; everything but k is
+    // computed once, here.
+    SmallVector<Value> panelIdx, laneIdx;
     if (p.packedB) {
-      panel = arith::DivUIOp::create(b, loc, n0, idx(kPanelWidth));
-      for (int64_t h = 0; h < kCols / kLanes; ++h)
-        lanes.push_back(idx(h * kLanes));
+      Value first = arith::DivUIOp::create(b, loc, n0, idx(kPanelWidth));
+      for (int64_t h = 0; h < (int64_t)colIdx.size(); ++h) {
+        int64_t panel = h * kLanes / kPanelWidth;
+        panelIdx.push_back(panel ? arith::AddIOp::create(b, loc, first, idx(panel)).getResult()
+                                 : first);
+        laneIdx.push_back(idx(h * kLanes % kPanelWidth));
+      }
     }
     auto bRowAt = [&](Value k, unsigned h) -> SmallVector<Value> {
       if (p.packedB)
-        return {panel, k, lanes[h]};
+        return {panelIdx[h], k, laneIdx[h]};
       return at(p.b, bm, k, colIdx[h]);
     };
     SmallVector<Value> init;
@@ -124,10 +129,11 @@ public:
         vector::StoreOp::create(b, loc, loop.getResult(r++), c, at(p.c, c, m, n));
   }
 
-  /// For every outer index and panel of columns [0, nEnd): blocks of kRows
-  /// rows, then one block of the remaining rows, while the panel of B is in
+  /// For every outer index and tile of `panels` panels of columns
+  /// [0, nEnd) (nEnd a multiple of 16 * panels): blocks of kRows rows, then
+  /// one block of the remaining rows, while the tile's panels of B are in
   /// cache.
-  void kernels(Value M, Value nEnd, Value K) {
+  void kernels(Value M, Value nEnd, Value K, int64_t panels) {
     OpBuilder::InsertionGuard guard(b);
     Value mFull = arith::SubIOp::create(b, loc, M, arith::RemUIOp::create(b, loc, M, idx(kRows)));
     for (unsigned i = 0; i < p.outer.size(); ++i) {
@@ -135,16 +141,16 @@ public:
       b.setInsertionPointToStart(loop.getBody());
       ivs.push_back(loop.getInductionVar());
     }
-    // Panels are independent: with xfmr-compile --parallel each core takes
-    // a share (convert-scf-to-openmp); a panel is computed by one thread, so
+    // Tiles are independent: with xfmr-compile --parallel each core takes
+    // a share (convert-scf-to-openmp); a tile is computed by one thread, so
     // results do not depend on the number of threads either.
-    auto panels = scf::ParallelOp::create(b, loc, ValueRange{idx(0)}, ValueRange{nEnd},
-                                          ValueRange{idx(kCols)});
-    b.setInsertionPointToStart(panels.getBody());
-    Value n0 = panels.getInductionVars()[0];
+    auto tiles = scf::ParallelOp::create(b, loc, ValueRange{idx(0)}, ValueRange{nEnd},
+                                         ValueRange{idx(kCols * panels)});
+    b.setInsertionPointToStart(tiles.getBody());
+    Value n0 = tiles.getInductionVars()[0];
     scf::ForOp::create(b, loc, idx(0), mFull, idx(kRows), ValueRange{},
                        [&](OpBuilder &rb, Location, Value m0, ValueRange) {
-                         microTile(rb, kRows, m0, n0, K);
+                         microTile(rb, kRows, panels, m0, n0, K);
                          scf::YieldOp::create(rb, loc);
                        });
     // The last M % kRows rows as one block of that many rows: a single-row
@@ -157,11 +163,19 @@ public:
     for (auto [i, r] : llvm::enumerate(cases)) {
       Block &block = sw.getCaseRegions()[i].emplaceBlock();
       OpBuilder cb = OpBuilder::atBlockEnd(&block);
-      microTile(cb, r, mFull, n0, K);
+      microTile(cb, r, panels, mFull, n0, K);
       scf::YieldOp::create(cb, loc);
     }
     OpBuilder db = OpBuilder::atBlockEnd(&sw.getDefaultRegion().emplaceBlock());
     scf::YieldOp::create(db, loc);
+  }
+
+  /// Panels per tile: two on AVX-512 when the columns are a static multiple
+  /// of 32 (twelve rows by 32 columns in 24 zmm accumulators: two loads of B
+  /// and twelve broadcasts per 24 multiply-adds, where one panel needs 13
+  /// loads per 12), else one.
+  int64_t panelsPerTile(int64_t n) const {
+    return kLanes == 16 && !ShapedType::isDynamic(n) && n % (2 * kCols) == 0 ? 2 : 1;
   }
 
   /// Replaces `g`. A packed B: the kernels for every row (its N is a
@@ -172,8 +186,9 @@ public:
     unsigned ra = rank(a), rc = rank(c);
     Value M = dim(c, rc - 2), N = dim(c, rc - 1);
     Value K = dim(a, p.a.transposed ? ra - 2 : ra - 1);
+    int64_t staticN = cast<MemRefType>(c.getType()).getShape()[rc - 1];
     if (p.packedB) {
-      kernels(M, N, K);
+      kernels(M, N, K, panelsPerTile(staticN));
       g.erase();
       return;
     }
@@ -184,7 +199,7 @@ public:
 
     b.setInsertionPointToStart(ifOp.thenBlock());
     Value nFull = arith::SubIOp::create(b, loc, N, arith::RemUIOp::create(b, loc, N, idx(kCols)));
-    kernels(M, nFull, K);
+    kernels(M, nFull, K, panelsPerTile(staticN));
     // Columns past the last full panel: the loop on those columns.
     Value rest = arith::CmpIOp::create(b, loc, arith::CmpIPredicate::ult, nFull, N);
     auto restIf = scf::IfOp::create(b, loc, rest, /*withElseRegion=*/false);

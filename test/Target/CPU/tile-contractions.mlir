@@ -7,7 +7,8 @@
 // row's 16 columns in two 8-wide accumulators, one multiply-add per k
 // (contract, in increasing k: the loop's own arithmetic); the M mod 6 rows
 // left take one block of that many rows. With lanes=16 (AVX-512) the
-// blocks are 12 rows of one 16-wide accumulator each.
+// blocks are 12 rows by two panels (32 columns) in 24 16-wide accumulators:
+// two loads of B and twelve broadcasts per 24 multiply-adds.
 #a = affine_map<(b, k, m, n) -> (b, m, k)>
 #w = affine_map<(b, k, m, n) -> (k, n)>
 #c = affine_map<(b, k, m, n) -> (b, m, n)>
@@ -29,9 +30,11 @@
 // AVX512-LABEL: func.func @projection
 //   AVX512-DAG:   %[[C12:.*]] = arith.constant 12 : index
 //       AVX512:   arith.cmpi sge, %{{.*}}, %[[C12]]
+//       AVX512:   scf.parallel (%{{.*}}) = (%{{.*}}) to (%{{.*}}) step (%c32{{(_[0-9]+)?}})
 //       AVX512:   scf.for %{{.*}} = %{{.*}} to %{{.*}} step %[[C12]]
-// AVX512-COUNT-12: vector.load %{{.*}} : memref<1x?x32xf32>, vector<16xf32>
-//       AVX512:   vector.load %{{.*}} : memref<64x32xf32>, vector<16xf32>
+// AVX512-COUNT-24: vector.load %{{.*}} : memref<1x?x32xf32>, vector<16xf32>
+//       AVX512:   scf.for {{.*}} iter_args
+//  AVX512-COUNT-2:   vector.load %{{.*}} : memref<64x32xf32>, vector<16xf32>
 //       AVX512:   vector.broadcast %{{.*}} : f32 to vector<16xf32>
 //       AVX512:   arith.mulf %{{.*}}, %{{.*}} fastmath<contract> : vector<16xf32>
 //       AVX512:   scf.index_switch
@@ -42,6 +45,25 @@
 func.func @projection(%x: memref<1x?x64xf32>, %w: memref<64x32xf32>, %y: memref<1x?x32xf32>) {
   linalg.generic {indexing_maps = [#a, #w, #c], iterator_types = ["parallel", "reduction", "parallel", "parallel"]}
       ins(%x, %w : memref<1x?x64xf32>, memref<64x32xf32>) outs(%y : memref<1x?x32xf32>) {
+  ^bb0(%i: f32, %j: f32, %o: f32):
+    %p = arith.mulf %i, %j : f32
+    %s = arith.addf %o, %p : f32
+    linalg.yield %s : f32
+  }
+  return
+}
+
+// 48 columns (an odd number of panels): one panel per tile on AVX-512 too.
+// AVX512-LABEL: func.func @odd_panels
+//       AVX512:   scf.parallel (%{{.*}}) = (%{{.*}}) to (%{{.*}}) step (%c16{{(_[0-9]+)?}})
+// AVX512-COUNT-12: vector.load %{{.*}} : memref<1x?x48xf32>, vector<16xf32>
+//       AVX512:   scf.for {{.*}} iter_args
+//       AVX512:   vector.load %{{.*}} : memref<64x48xf32>, vector<16xf32>
+//   AVX512-NOT:   vector.load %{{.*}} : memref<64x48xf32>, vector<16xf32>
+//       AVX512:   vector.broadcast
+func.func @odd_panels(%x: memref<1x?x64xf32>, %w: memref<64x48xf32>, %y: memref<1x?x48xf32>) {
+  linalg.generic {indexing_maps = [#a, #w, #c], iterator_types = ["parallel", "reduction", "parallel", "parallel"]}
+      ins(%x, %w : memref<1x?x64xf32>, memref<64x48xf32>) outs(%y : memref<1x?x48xf32>) {
   ^bb0(%i: f32, %j: f32, %o: f32):
     %p = arith.mulf %i, %j : f32
     %s = arith.addf %o, %p : f32

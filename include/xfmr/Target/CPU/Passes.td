@@ -169,11 +169,11 @@ def TileContractionsPass : Pass<"xfmr-tile-contractions", "mlir::ModuleOp"> {
     serving relies on for reproducible greedy outputs). BLAS cannot promise
     this (xfmr-contractions-to-blas is opt-in for that reason).
 
-    With `lanes=16` (AVX-512 targets) the block is 12 rows by one 16-wide
-    accumulator each (twelve zmm registers, one load of B and twelve
-    broadcast multiply-adds per k: twice the work per instruction); the
-    arithmetic of every element is the same, so artifacts for AVX2 and
-    AVX-512 compute identical results.
+    With `lanes=16` (AVX-512 targets) the block is 12 rows by two panels
+    (32 columns) when N is a static multiple of 32, else one panel: 24 (or
+    12) zmm accumulators, two loads of B and twelve broadcasts per 24
+    multiply-adds; the arithmetic of every element is the same, so
+    artifacts for AVX2 and AVX-512 compute identical results.
   }];
   let options = [
     Option<"lanes", "lanes", "int64_t", /*default=*/"8",
