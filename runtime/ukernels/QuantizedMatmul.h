@@ -29,16 +29,22 @@ void xfmr_uk_matmul_q4q8(const int8_t *aq, const float *sa, const int32_t *suma,
                          int64_t k, int64_t blk, const uint8_t *w, const float *sw,
                          const uint8_t *zw, int64_t n0, int64_t n1, float *c, int64_t ldc);
 
-/// Columns per packed group of the 8-bit kernel; N is rounded up to a
-/// multiple.
-enum { XFMR_UK_Q8_COLUMNS = 4 };
+/// Columns per panel of the 8-bit kernel (16 columns x 4 k per 64-byte
+/// line, VNNI's operand); N is rounded up to a multiple.
+enum { XFMR_UK_Q8_COLUMNS = 16 };
 
 int64_t xfmr_uk_packed_q8_bytes(int64_t n, int64_t k, int64_t blk);
 void xfmr_uk_pack_q8(const uint8_t *src, int64_t ld, const float *scales, const uint8_t *zeros,
-                     int64_t n, int64_t k, int64_t blk, int8_t *w, float *sw, uint8_t *zw);
+                     int64_t n, int64_t k, int64_t blk, uint8_t *w, float *sw, uint8_t *zw);
 void xfmr_uk_matmul_q8q8(const int8_t *aq, const float *sa, const int32_t *suma, int64_t rows,
-                         int64_t k, int64_t blk, const int8_t *w, const float *sw,
+                         int64_t k, int64_t blk, const uint8_t *w, const float *sw,
                          const uint8_t *zw, int64_t n0, int64_t n1, float *c, int64_t ldc);
+/// xfmr_uk_matmul_q8q8 on a given path, capped by what the CPU has (tests
+/// compare them): 0 scalar, 1 AVX2, 2 AVX512-VNNI.
+void xfmr_uk_matmul_q8q8_at(int level, const int8_t *aq, const float *sa, const int32_t *suma,
+                            int64_t rows, int64_t k, int64_t blk, const uint8_t *w,
+                            const float *sw, const uint8_t *zw, int64_t n0, int64_t n1, float *c,
+                            int64_t ldc);
 
 #ifdef __cplusplus
 }

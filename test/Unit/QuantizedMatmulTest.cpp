@@ -170,7 +170,7 @@ TEST(QuantizedMatmul, MatchesIntegerReference) {
   }
 }
 
-/// All rows at once, each row alone, and in column tiles of 8: the same
+/// All rows at once, each row alone, and in column tiles of 16: the same
 /// bits (`K` is QuantizedMatmul or QuantizedMatmul8).
 template <typename K> void expectIndependentOfBatchAndTiling(const K &q) {
   int64_t rows = q.p.rows, n = q.p.n;
@@ -178,8 +178,8 @@ template <typename K> void expectIndependentOfBatchAndTiling(const K &q) {
   q.run(0, rows, 0, n, batched);
   for (int64_t m = 0; m < rows; ++m)
     q.run(m, 1, 0, n, alone);
-  for (int64_t n0 = 0; n0 < n; n0 += 8)
-    q.run(0, rows, n0, std::min<int64_t>(n0 + 8, n), tiled);
+  for (int64_t n0 = 0; n0 < n; n0 += 16)
+    q.run(0, rows, n0, std::min<int64_t>(n0 + 16, n), tiled);
   EXPECT_EQ(0, std::memcmp(batched.data(), alone.data(), batched.size() * sizeof(float)));
   EXPECT_EQ(0, std::memcmp(batched.data(), tiled.data(), batched.size() * sizeof(float)));
 }
@@ -230,9 +230,11 @@ public:
     quantizeRows(a.data(), p.rows, p.k, p.blk, aq.data(), sa.data(), suma.data());
   }
 
-  /// C for rows [r0, r0 + rows), columns [n0, n1).
-  void run(int64_t r0, int64_t rows, int64_t n0, int64_t n1, std::vector<float> &c) const {
-    xfmr_uk_matmul_q8q8(aq.data() + r0 * p.k, sa.data() + r0 * blocks, suma.data() + r0 * blocks,
+  /// C for rows [r0, r0 + rows), columns [n0, n1), on the best path the CPU
+  /// has or on `level` (0 scalar, 1 AVX2, 2 AVX512-VNNI).
+  void run(int64_t r0, int64_t rows, int64_t n0, int64_t n1, std::vector<float> &c,
+           int level = 2) const {
+    xfmr_uk_matmul_q8q8_at(level, aq.data() + r0 * p.k, sa.data() + r0 * blocks, suma.data() + r0 * blocks,
                         rows, p.k, p.blk, w.data(), sw.data(), p.zeros ? zw.data() : nullptr, n0,
                         n1, c.data() + r0 * p.n, p.n);
   }
@@ -267,7 +269,7 @@ public:
   int64_t blocks;
   std::vector<float> a, scales;
   std::vector<uint8_t> src, zp;
-  std::vector<int8_t> w;
+  std::vector<uint8_t> w;
   std::vector<float> sw;
   std::vector<uint8_t> zw;
   std::vector<int8_t> aq;
@@ -298,6 +300,25 @@ TEST(QuantizedMatmul8, IndependentOfBatchAndTiling) {
   for (Problem8 p : {Problem8{200, 70, 200, 5, 256, false}, Problem8{256, 37, 64, 11, 256, true},
                      Problem8{2816, 6, 256, 8, 2816, true}})
     expectIndependentOfBatchAndTiling(QuantizedMatmul8(p));
+}
+
+TEST(QuantizedMatmul8, PathsGiveTheSameBits) {
+  // Scalar, AVX2 and AVX512-VNNI (as far as this CPU has them): the same
+  // integers and the same float epilogue, so the same bits; with zero
+  // points, a block size not a multiple of 4 and rows past a 12-row tile.
+  for (Problem8 p : {Problem8{200, 70, 200, 13, 256, false}, Problem8{96, 37, 32, 5, 96, true},
+                     Problem8{102, 33, 102, 3, 128, false}, Problem8{2816, 20, 2816, 25, 2816, false}}) {
+    QuantizedMatmul8 q(p, /*extreme=*/p.zeros);
+    std::vector<float> scalar(p.rows * p.n), avx2(p.rows * p.n), best(p.rows * p.n);
+    q.run(0, p.rows, 0, p.n, scalar, 0);
+    q.run(0, p.rows, 0, p.n, avx2, 1);
+    q.run(0, p.rows, 0, p.n, best, 2);
+    EXPECT_EQ(0, std::memcmp(scalar.data(), avx2.data(), scalar.size() * sizeof(float)))
+        << "k " << p.k << " n " << p.n;
+    EXPECT_EQ(0, std::memcmp(scalar.data(), best.data(), scalar.size() * sizeof(float)))
+        << "k " << p.k << " n " << p.n;
+    q.expectMatches();
+  }
 }
 
 } // namespace

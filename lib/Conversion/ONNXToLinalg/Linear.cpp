@@ -799,7 +799,7 @@ std::optional<KernelWeights> packQ8(const NBits &q, ArrayRef<char> bBytes, Array
   xfmr_uk_pack_q8(reinterpret_cast<const uint8_t *>(bBytes.data()), q.blocks * q.blob,
                   reinterpret_cast<const float *>(scales.data()),
                   zBytes.empty() ? nullptr : reinterpret_cast<const uint8_t *>(zBytes.data()), q.n,
-                  q.k, blk, reinterpret_cast<int8_t *>(kw.w.data()),
+                  q.k, blk, reinterpret_cast<uint8_t *>(kw.w.data()),
                   reinterpret_cast<float *>(kw.sw.data()),
                   kw.zw.empty() ? nullptr : reinterpret_cast<uint8_t *>(kw.zw.data()));
   return kw;
