@@ -40,7 +40,8 @@ bench = import_module("bench-genai-int4")
 
 
 def xfmr_run(art, spec, threads):
-    cmd = [os.path.join(bench.BIN, "xfmr-bench"), art, "--synthetic", spec, "--json"]
+    cmd = [os.path.join(bench.BIN, "xfmr-bench"), art, "--synthetic", spec, "--json",
+           "--warmup", "1"]
     r = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                        env=bench.xfmr_env(threads))
     if r.returncode != 0:

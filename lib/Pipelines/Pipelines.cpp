@@ -81,7 +81,7 @@ LogicalResult buildCPUToLLVMPipeline(OpPassManager &pm,
     os << "xfmr-tile-contractions{lanes=" << options.vectorLanes << "},";
   os
      << "buffer-deallocation-pipeline,canonicalize,xfmr-lower-strided-copies,"
-     << "convert-linalg-to-loops,"
+     << (options.threads ? "xfmr-split-rows," : "") << "convert-linalg-to-loops,"
      << "func.func(math-extend-to-supported-types{target-type=f32}),"
      << "arith-emulate-unsupported-floats{source-types=bf16,f16 target-type=f32},"
      << "expand-strided-metadata,lower-affine,"
@@ -91,7 +91,7 @@ LogicalResult buildCPUToLLVMPipeline(OpPassManager &pm,
      << (options.threads ? "xfmr-parallelize-loops,convert-scf-to-openmp,canonicalize," : "")
      << "convert-scf-to-cf,xfmr-checks-to-status,"
      << "arith-expand{include-bf16=true},convert-math-to-libm,"
-     << "finalize-memref-to-llvm,convert-to-llvm,"
+     << "finalize-memref-to-llvm{use-aligned-alloc=true},convert-to-llvm,"
      << (options.threads ? "convert-openmp-to-llvm," : "") << "reconcile-unrealized-casts";
   return parsePassPipeline(p, pm, llvm::errs());
 }

@@ -4,9 +4,9 @@
 //
 // The micro-kernels generated code calls for MatMulNBits at accuracy_level 4
 // (4-bit weights: QuantizedMatmul.c, 8-bit: QuantizedMatmul8.c, which
-// describe the layouts), and the packing the compiler runs on the constant
-// weights. The activations' int8 quantization is generated code
-// (quantizeRows in lib/Conversion/ONNXToLinalg/Linear.cpp).
+// describe the layouts), the activations' int8 quantization they read
+// (QuantizeRows.c), and the packing the compiler runs on the constant
+// weights.
 //
 //===----------------------------------------------------------------------===//
 
@@ -18,6 +18,12 @@
 #ifdef __cplusplus
 extern "C" {
 #endif
+
+/// Rows [rows, K] of f32 activations quantized to int8 per block of `blk`
+/// (k a multiple) as onnxruntime's MLAS does: q [rows, K], scale and sum
+/// [rows, K / blk] (QuantizeRows.c).
+void xfmr_uk_quantize_rows(const float *a, int64_t rows, int64_t k, int64_t blk, int8_t *aq,
+                           float *scale, int32_t *sum);
 
 /// Columns per packed group; N is rounded up to a multiple.
 enum { XFMR_UK_Q4_COLUMNS = 4 };

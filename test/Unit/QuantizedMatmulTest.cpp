@@ -302,6 +302,33 @@ TEST(QuantizedMatmul8, IndependentOfBatchAndTiling) {
     expectIndependentOfBatchAndTiling(QuantizedMatmul8(p));
 }
 
+TEST(QuantizeRows, MatchesReference) {
+  // Blocks of 16 and 32, one block spanning K with a masked tail (100,
+  // 1030), zeros, ties at .5 and a row of one repeated value.
+  struct Case {
+    int64_t rows, k, blk;
+  };
+  for (Case c : {Case{3, 64, 16}, Case{5, 96, 32}, Case{2, 100, 100}, Case{4, 1030, 1030}}) {
+    std::mt19937 rng(static_cast<uint32_t>(c.k * 31 + c.blk));
+    std::uniform_real_distribution<float> val(-3.0f, 3.0f);
+    std::vector<float> a(c.rows * c.k);
+    for (float &x : a)
+      x = val(rng);
+    for (int64_t i = 0; i < c.k; ++i) // row 0: exact multiples of amax / 127 / 2
+      a[i] = (i % 5 == 0) ? 0.0f : static_cast<float>(static_cast<int>(i % 255) - 127) * 0.5f;
+    int64_t blocks = c.k / c.blk;
+    std::vector<int8_t> want(a.size()), got(a.size(), 99);
+    std::vector<float> wantScale(c.rows * blocks), gotScale(c.rows * blocks);
+    std::vector<int32_t> wantSum(c.rows * blocks), gotSum(c.rows * blocks);
+    quantizeRows(a.data(), c.rows, c.k, c.blk, want.data(), wantScale.data(), wantSum.data());
+    xfmr_uk_quantize_rows(a.data(), c.rows, c.k, c.blk, got.data(), gotScale.data(),
+                          gotSum.data());
+    EXPECT_EQ(want, got) << "k " << c.k << " blk " << c.blk;
+    EXPECT_EQ(0, std::memcmp(wantScale.data(), gotScale.data(), gotScale.size() * sizeof(float)));
+    EXPECT_EQ(wantSum, gotSum);
+  }
+}
+
 TEST(QuantizedMatmul8, PathsGiveTheSameBits) {
   // Scalar, AVX2 and AVX512-VNNI (as far as this CPU has them): the same
   // integers and the same float epilogue, so the same bits; with zero

@@ -2,7 +2,7 @@
 //
 // Part of xfmr.
 //
-//   xfmr-bench STEP.xfa (--synthetic SPEC | --trace FILE) [--baseline sequential]
+//   xfmr-bench STEP.xfa (--synthetic SPEC | --trace FILE) [--baseline sequential] [--warmup N]
 //              [--json] [--trace-decisions] [engine options]
 //
 // Replays requests (arrival step, prompt and output lengths, shared
@@ -68,7 +68,11 @@ const char *const kHelp =
     "                      back on a hit instead of being recomputed\n"
     "  --batch-aging N     steps a batch-class request waits before it is\n"
     "                      scheduled as interactive (default 64)\n"
-    "  --preempt-every N   test hook: preempt the newest sequence every N steps\n";
+    "  --preempt-every N   test hook: preempt the newest sequence every N steps\n"
+    "  --warmup N          replay the requests N times first, untimed, on engines\n"
+    "                      of their own (default 0): the measured run then finds\n"
+    "                      the process's memory warm, as a serving process does\n"
+    "                      after its first requests\n";
 
 int usage(const std::string &m) {
   std::fprintf(stderr, "xfmr-bench: error: %s (run 'xfmr-bench --help')\n", m.c_str());
@@ -345,6 +349,7 @@ int main(int argc, char **argv) {
   bool json = false, decisions = false;
   EngineConfig config;
   uint64_t kvCacheBytes = 0; // 0: the default budget
+  int64_t warmup = 0;
   for (int i = 1; i < argc; ++i) {
     std::string arg = argv[i];
     if (arg == "--help" || arg == "-h") {
@@ -399,6 +404,8 @@ int main(int argc, char **argv) {
       config.preemptEvery = n;
     else if (name == "--batch-aging" && parseInt(value, 0, 1 << 30, n))
       config.batchAgingSteps = n;
+    else if (name == "--warmup" && parseInt(value, 0, 100, n))
+      warmup = n;
     else
       return usage("bad option or value '" + arg + "'");
   }
@@ -429,6 +436,9 @@ int main(int argc, char **argv) {
   std::fprintf(stderr, "%s\n", budget.describe().c_str());
   config.kvCacheBytes = budget.bytes;
 
+  for (int64_t i = 0; i < warmup; ++i)
+    if (RunStats w = replay(**artifact, config, *trace, false, vocab); !w.error.empty())
+      return fail(w.error);
   RunStats run = replay(**artifact, config, *trace, decisions, vocab);
   if (!run.error.empty())
     return fail(run.error);

@@ -668,84 +668,80 @@ std::optional<std::vector<char>> scalesAsF32(ArrayRef<char> bytes, Type type, in
   return out;
 }
 
-/// A's rows quantized to int8 per block of `blk` on tensors, as
-/// onnxruntime's MLAS does (QuantizeARow_CompInt8): amax = max |a|,
-/// q = roundeven(a * (127 / amax)) (0 when amax is 0), scale = amax / 127,
-/// sum = sum q. On tensors, so bufferization sees every read of A (a
-/// to_buffer of A handed to a call would not keep later in-place writes
-/// from reusing A's buffer). Returns {q [rows, K] i8, scale, sum [rows,
-/// blocks]}.
+constexpr llvm::StringLiteral kQuantizeRows = "xfmr_uk_quantize_rows";
+/// Rows of A per call of kQuantizeRows, and the fewest rows for which the
+/// calls run on several cores (fewer, as in decode steps, is one call).
+constexpr int64_t kQuantizeRowTile = 32, kQuantizeParallelRows = 64;
+
+/// A's rows quantized to int8 per block of `blk`, as onnxruntime's MLAS
+/// does (QuantizeARow_CompInt8; runtime/ukernels/QuantizeRows.c):
+/// {q [rows, K] i8, scale, sum [rows, blocks]} as buffers. The kernel reads
+/// a copy of A (a to_buffer of A itself would let a later in-place write
+/// reuse A's buffer, see narrowProduct in XfmrToLinalg/MLP.cpp); from
+/// kQuantizeParallelRows rows on, blocks of kQuantizeRowTile rows in a loop
+/// xfmr-parallelize-loops splits across threads.
 struct QuantizedRows {
   Value q, scale, sum;
 };
-QuantizedRows quantizeRows(OpBuilder &b, Location loc, Value a2, int64_t k, int64_t blk) {
+QuantizedRows quantizeRows(OpBuilder &b, Location loc, Operation *anchor, Value a2, int64_t k,
+                           int64_t blk) {
   MLIRContext *ctx = b.getContext();
   auto aType = cast<RankedTensorType>(a2.getType());
-  int64_t rowsStatic = aType.getDimSize(0), blocks = k / blk;
-  Type f32 = b.getF32Type(), i8 = b.getI8Type(), i32 = b.getI32Type();
-  SmallVector<OpFoldResult> rowsSize{tensor::getMixedSize(b, loc, a2, 0)};
-  // [rows, K] -> [rows, blocks, blk]
-  auto blockedType = RankedTensorType::get({rowsStatic, blocks, blk}, f32);
-  SmallVector<OpFoldResult> blockedSizes{rowsSize[0], b.getIndexAttr(blocks), b.getIndexAttr(blk)};
-  Value blocked = tensor::ExpandShapeOp::create(
-      b, loc, blockedType, a2, ArrayRef<ReassociationIndices>{{0}, {1, 2}}, blockedSizes);
-  auto d = [&](unsigned i) { return getAffineDimExpr(i, ctx); };
-  AffineMap id3 = AffineMap::get(3, 0, {d(0), d(1), d(2)}, ctx);
-  AffineMap row3 = AffineMap::get(3, 0, {d(0), d(1)}, ctx);
-  AffineMap id2 = AffineMap::get(2, 0, {d(0), d(1)}, ctx);
-  using IT = utils::IteratorType;
-  SmallVector<IT> reduce{IT::parallel, IT::parallel, IT::reduction};
-  SmallVector<IT> par3(3, IT::parallel), par2(2, IT::parallel);
-  auto rowType = [&](Type e) { return RankedTensorType::get({rowsStatic, blocks}, e); };
-  SmallVector<OpFoldResult> rowSizes{rowsSize[0], b.getIndexAttr(blocks)};
-  // acc[r, b] = combine(acc, x[r, b, i]) over i, from `init`.
-  auto reduceBlocks = [&](Value in, Type elem, double init,
-                          function_ref<Value(OpBuilder &, Location, Value, Value)> combine) {
-    return linalg::GenericOp::create(
-               b, loc, TypeRange{rowType(elem)}, ValueRange{in},
-               ValueRange{filledTensor(b, loc, rowType(elem), rowSizes,
-                                       scalarConstant(b, loc, elem, init))},
-               ArrayRef<AffineMap>{id3, row3}, reduce,
-               [&](OpBuilder &nb, Location l, ValueRange args) {
-                 linalg::YieldOp::create(nb, l, combine(nb, l, args[0], args[1]));
-               })
-        .getResult(0);
+  int64_t blocks = k / blk;
+  Type f32 = b.getF32Type(), i8 = b.getI8Type(), i32 = b.getI32Type(), i64 = b.getI64Type();
+  Type ptr = LLVM::LLVMPointerType::get(ctx);
+  declareKernel(b, anchor, kQuantizeRows, {ptr, i64, i64, i64, ptr, ptr, ptr});
+  Value rows = tensor::DimOp::create(b, loc, a2, 0);
+  SmallVector<Value> dyn;
+  if (aType.isDynamicDim(0))
+    dyn.push_back(rows);
+  Value empty = tensor::EmptyOp::create(b, loc, aType.getShape(), f32, dyn);
+  Value copy = linalg::CopyOp::create(b, loc, a2, empty).getResult(0);
+  Value a = bufferization::ToBufferOp::create(
+      b, loc, MemRefType::get(aType.getShape(), f32), copy, /*read_only=*/true);
+  auto alloc = [&](int64_t cols, Type e) -> Value {
+    return memref::AllocOp::create(b, loc, MemRefType::get({aType.getDimSize(0), cols}, e), dyn);
   };
-  Value amax = reduceBlocks(blocked, f32, 0, [](OpBuilder &nb, Location l, Value x, Value acc) {
-    return Value(arith::MaximumFOp::create(nb, l, acc, math::AbsFOp::create(nb, l, x)));
-  });
-  Value c127 = scalarConstant(b, loc, f32, 127);
-  Value zero = scalarConstant(b, loc, f32, 0);
-  Value q = linalg::GenericOp::create(
-                b, loc, TypeRange{blockedType.clone(i8)}, ValueRange{blocked, amax},
-                ValueRange{tensor::EmptyOp::create(b, loc, blockedSizes, i8)},
-                ArrayRef<AffineMap>{id3, row3, id3}, par3,
-                [&](OpBuilder &nb, Location l, ValueRange args) {
-                  Value nonzero = arith::CmpFOp::create(nb, l, arith::CmpFPredicate::ONE,
-                                                        args[1], zero);
-                  Value inv = arith::SelectOp::create(
-                      nb, l, nonzero, arith::DivFOp::create(nb, l, c127, args[1]), zero);
-                  Value r = math::RoundEvenOp::create(nb, l,
-                                                      arith::MulFOp::create(nb, l, args[0], inv));
-                  Value v = arith::FPToSIOp::create(nb, l, i32, r);
-                  linalg::YieldOp::create(nb, l, Value(arith::TruncIOp::create(nb, l, i8, v)));
-                })
-                .getResult(0);
-  Value scale = linalg::GenericOp::create(
-                    b, loc, TypeRange{rowType(f32)}, ValueRange{amax},
-                    ValueRange{tensor::EmptyOp::create(b, loc, rowSizes, f32)},
-                    ArrayRef<AffineMap>{id2, id2}, par2,
-                    [&](OpBuilder &nb, Location l, ValueRange args) {
-                      linalg::YieldOp::create(nb, l,
-                                              Value(arith::DivFOp::create(nb, l, args[0], c127)));
-                    })
-                    .getResult(0);
-  Value sum = reduceBlocks(q, i32, 0, [&](OpBuilder &nb, Location l, Value x, Value acc) {
-    return Value(arith::AddIOp::create(nb, l, acc, arith::ExtSIOp::create(nb, l, i32, x)));
-  });
-  Value flat = tensor::CollapseShapeOp::create(b, loc, q,
-                                               ArrayRef<ReassociationIndices>{{0}, {1, 2}});
-  return {flat, scale, sum};
+  QuantizedRows out{alloc(k, i8), alloc(blocks, f32), alloc(blocks, i32)};
+  auto c64 = [&](int64_t v) -> Value { return arith::ConstantIntOp::create(b, loc, i64, v); };
+  Value aP = addressOf(b, loc, a), qP = addressOf(b, loc, out.q);
+  Value sP = addressOf(b, loc, out.scale), sumP = addressOf(b, loc, out.sum);
+  // Rows [r0, r0 + count) of A into the outputs.
+  auto call = [&](OpBuilder &cb, Value r0, Value count) {
+    Value aRow = LLVM::GEPOp::create(cb, loc, ptr, f32, aP,
+                                     ValueRange{arith::MulIOp::create(cb, loc, r0, c64(k))});
+    Value qRow = LLVM::GEPOp::create(cb, loc, ptr, i8, qP,
+                                     ValueRange{arith::MulIOp::create(cb, loc, r0, c64(k))});
+    Value bRow = arith::MulIOp::create(cb, loc, r0, c64(blocks));
+    Value sRow = LLVM::GEPOp::create(cb, loc, ptr, f32, sP, ValueRange{bRow});
+    Value sumRow = LLVM::GEPOp::create(cb, loc, ptr, i32, sumP, ValueRange{bRow});
+    func::CallOp::create(cb, loc, kQuantizeRows, TypeRange{},
+                         ValueRange{aRow, count, c64(k), c64(blk), qRow, sRow, sumRow});
+  };
+  Value rows64 = arith::IndexCastOp::create(b, loc, i64, rows);
+  Value many = arith::CmpIOp::create(b, loc, arith::CmpIPredicate::sge, rows64,
+                                     c64(kQuantizeParallelRows));
+  auto ifOp = scf::IfOp::create(b, loc, many, /*withElseRegion=*/true);
+  {
+    OpBuilder::InsertionGuard guard(b);
+    b.setInsertionPointToStart(ifOp.thenBlock());
+    Value tiles = arith::DivUIOp::create(
+        b, loc, arith::AddIOp::create(b, loc, rows, indexConstant(b, loc, kQuantizeRowTile - 1)),
+        indexConstant(b, loc, kQuantizeRowTile));
+    auto loop = scf::ForOp::create(b, loc, indexConstant(b, loc, 0), tiles,
+                                   indexConstant(b, loc, 1));
+    loop->setAttr("xfmr.independent_iterations", b.getUnitAttr());
+    b.setInsertionPointToStart(loop.getBody());
+    Value r0 = arith::MulIOp::create(
+        b, loc, arith::IndexCastOp::create(b, loc, i64, loop.getInductionVar()),
+        c64(kQuantizeRowTile));
+    Value count = arith::MinSIOp::create(b, loc, c64(kQuantizeRowTile),
+                                         arith::SubIOp::create(b, loc, rows64, r0));
+    call(b, r0, count);
+    b.setInsertionPointToStart(ifOp.elseBlock());
+    call(b, c64(0), rows64);
+  }
+  return out;
 }
 
 /// A MatMulNBits' constant weights repacked for one micro-kernel.
@@ -852,7 +848,7 @@ Value int8ActivationNBits(OpBuilder &b, Location loc, Operation *op, const NBits
         b, loc, MemRefType::get(type.getShape(), type.getElementType()), t, /*read_only=*/true);
   };
 
-  QuantizedRows rowsQ = quantizeRows(b, loc, a2, q.k, kw->blk);
+  QuantizedRows rowsQ = quantizeRows(b, loc, op, a2, q.k, kw->blk);
   std::string name = q.bits == 4 ? "xfmr_q4" : "xfmr_q8";
   // A packed array as a 1-D constant buffer of `element`.
   auto packed = [&](const std::vector<char> &bytes, Type element, const char *suffix) -> Value {
@@ -861,7 +857,7 @@ Value int8ActivationNBits(OpBuilder &b, Location loc, Operation *op, const NBits
   };
   Value w = packed(kw->w, i8, "_weights"), sw = packed(kw->sw, f32, "_scales");
   Value zp = kw->zw.empty() ? Value() : packed(kw->zw, i8, "_zeros");
-  Value aq = buffer(rowsQ.q), sa = buffer(rowsQ.scale), suma = buffer(rowsQ.sum);
+  Value aq = rowsQ.q, sa = rowsQ.scale, suma = rowsQ.sum;
   // The product [..., N] (identity layout: row m of [rows, N] at m * N).
   SmallVector<Value> outDims;
   for (auto [d, size] : llvm::enumerate(sizes))

@@ -256,6 +256,42 @@ def OutlineLayersPass : Pass<"xfmr-outline-layers", "mlir::ModuleOp"> {
   ];
 }
 
+def SplitRowsPass : Pass<"xfmr-split-rows", "mlir::ModuleOp"> {
+  let summary = "Row-parallel loops for top-level elementwise and row-wise ops";
+  let description = [{
+    After bufferization, before `convert-linalg-to-loops` (with xfmr-compile
+    --parallel): a top-level `linalg.generic` (directly in a function: not
+    an attention tile inside a sequence loop) whose outermost loop that is
+    not statically 1 is parallel, used by every output and only as a plain
+    dimension by every operand (norms, RoPE, activations, residual adds,
+    the int8 quantization of activations) becomes
+
+      scf.if rows >= min-rows
+        scf.for blocks of `rows-per-task` rows {xfmr.independent_iterations}
+          the same generic on subviews of the block's rows
+      else
+        the generic as it was
+
+    and `xfmr-parallelize-loops` turns the marked loop into an
+    `scf.parallel` (OpenMP). `linalg.index` of the split loop is offset by
+    the block's first row. Only which thread computes a row changes: every
+    element's operations and their order are the same, so results are
+    bit-identical, and steps of fewer than `min-rows` rows (decode) do not
+    wake threads.
+  }];
+  let options = [
+    Option<"minRows", "min-rows", "int64_t", /*default=*/"64",
+           "Fewer rows than this run as before, on one core">,
+    Option<"rowsPerTask", "rows-per-task", "int64_t", /*default=*/"16",
+           "Rows per iteration of the parallel loop">,
+  ];
+  let dependentDialects = ["::mlir::scf::SCFDialect", "::mlir::memref::MemRefDialect",
+                           "::mlir::arith::ArithDialect"];
+  let statistics = [
+    Statistic<"numSplit", "split-ops", "Ops given a row-parallel loop">,
+  ];
+}
+
 def ParallelizeLoopsPass : Pass<"xfmr-parallelize-loops", "mlir::ModuleOp"> {
   let summary = "Turn loops marked independent into scf.parallel";
   let description = [{
