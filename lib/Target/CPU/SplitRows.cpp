@@ -76,6 +76,21 @@ SmallVector<unsigned> rowLoops(linalg::GenericOp g) {
   return loops;
 }
 
+/// Whether `g`'s body may be reassociated (a sum ONNX's ReduceSum/Mean
+/// lowering lets LLVM vectorize): LLVM may then vectorize the split and the
+/// unsplit copy differently, and a row's result would depend on the number
+/// of rows. Such ops stay as they are.
+bool reassociates(linalg::GenericOp g) {
+  return g.getBody()
+      ->walk([](arith::ArithFastMathInterface op) {
+        arith::FastMathFlagsAttr flags = op.getFastMathFlagsAttr();
+        return flags && bitEnumContainsAny(flags.getValue(), arith::FastMathFlags::reassoc)
+                   ? WalkResult::interrupt()
+                   : WalkResult::advance();
+      })
+      .wasInterrupted();
+}
+
 class RowSplitter {
 public:
   RowSplitter(linalg::GenericOp g, ArrayRef<unsigned> loops, int64_t minRows, int64_t rowsPerTask)
@@ -192,6 +207,8 @@ struct SplitRowsPass : impl::SplitRowsPassBase<SplitRowsPass> {
     getOperation().walk([&](linalg::GenericOp g) {
       if (!isa<func::FuncOp>(g->getParentOp()) || !g.hasPureBufferSemantics())
         return; // inside a loop (an attention tile, a sequence) or on tensors
+      if (reassociates(g))
+        return;
       SmallVector<int64_t> ranges = g.getStaticLoopRanges();
       if (llvm::none_of(ranges, ShapedType::isDynamic)) {
         int64_t work = 1;

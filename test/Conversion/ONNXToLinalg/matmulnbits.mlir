@@ -8,17 +8,23 @@
 // split across threads.
 // CHECK-LABEL: func.func @nbits_int8_activations(
 // CHECK: %[[A:.*]] = tensor.collapse_shape %{{.*}} {{\[}}[0, 1], [2]] : tensor<?x?x32xf32> into tensor<?x32xf32>
-// A's rows quantized to int8 per block on tensors (max |a|, round half to
-// even, block sums), then handed to the kernel:
-// CHECK: math.absf
-// CHECK: arith.maximumf
-// CHECK: math.roundeven
-// CHECK: arith.fptosi
+// A's rows quantized to int8 per block by xfmr_uk_quantize_rows (max |a|,
+// round half to even, block sums; runtime/ukernels/QuantizeRows.c) from a
+// copy of A, in blocks of 32 rows across threads from 64 rows on, then
+// handed to the kernel:
+// CHECK: %[[COPY:.*]] = linalg.copy ins(%[[A]] : tensor<?x32xf32>)
+// CHECK: bufferization.to_buffer %[[COPY]] read_only : tensor<?x32xf32> to memref<?x32xf32>
+// CHECK: %[[AQ:.*]] = memref.alloc(%{{.*}}) : memref<?x32xi8>
+// CHECK: arith.cmpi sge, %{{.*}}, %c64_i64
+// CHECK: scf.for
+// CHECK:   func.call @xfmr_uk_quantize_rows(
+// CHECK: } {{[{]}}xfmr.independent_iterations}
+// CHECK: } else {
+// CHECK:   func.call @xfmr_uk_quantize_rows(
 // CHECK: %[[W:.*]] = arith.constant dense_resource<xfmr_q4_weights{{[_0-9]*}}> : tensor<128xi8>
 // CHECK: bufferization.to_buffer %[[W]] read_only
 // CHECK: %[[S:.*]] = arith.constant dense_resource<xfmr_q4_scales{{[_0-9]*}}> : tensor<8xf32>
 // CHECK: bufferization.to_buffer %[[S]] read_only
-// CHECK: bufferization.to_buffer %{{.*}} read_only : tensor<?x32xi8> to memref<?x32xi8>
 // CHECK: %[[OUT:.*]] = memref.alloc(%{{.*}}, %{{.*}}) : memref<?x?x6xf32>
 // CHECK: scf.for
 // CHECK:   func.call @xfmr_uk_matmul_q4q8(
