@@ -245,50 +245,73 @@ widen16x512(const uint8_t *p, enum Format fmt) {
   return _mm512_cvtph_ps(h);
 }
 
-/// Twelve rows over one panel with AVX-512 (prefill, batched steps): one
-/// 16-wide accumulator per row, each widened panel row serving twelve
-/// broadcast FMAs. Each C[m, n] is the same FMA chain as in rowsPanel.
+/// Twelve rows over P (1 or 2) panels with AVX-512 (prefill, batched
+/// steps): one 16-wide accumulator per row and panel, each widened panel row
+/// serving twelve broadcast FMAs (two panels: 24 accumulators, two loads and
+/// twelve broadcasts per 24 FMAs, like the f32 kernels). Each C[m, n] is the
+/// same FMA chain as in rowsPanel.
 __attribute__((target("avx2,fma,f16c,avx512f,avx512bw,avx512vl"), always_inline)) static inline void
-rowsPanel512(const float *a, int64_t lda, int64_t k, const uint8_t *w, enum Format fmt, float *c,
-             int64_t ldc, int64_t cols) {
-  __m512 acc[kRows512];
+rowsPanels512(const int P, const float *a, int64_t lda, int64_t k, const uint8_t *w,
+              int64_t panelBytes, enum Format fmt, float *c, int64_t ldc, int64_t cols) {
+  __m512 acc[kRows512][2];
   for (int r = 0; r < kRows512; ++r)
-    acc[r] = _mm512_setzero_ps();
+    for (int p = 0; p < P; ++p)
+      acc[r][p] = _mm512_setzero_ps();
   for (int64_t i = 0; i < k; ++i) {
-    const uint8_t *wi = w + i * kPanel * bytesOf(fmt);
-    _mm_prefetch((const char *)wi + kPrefetchBytes, _MM_HINT_T0);
-    __m512 v = widen16x512(wi, fmt);
-    for (int r = 0; r < kRows512; ++r)
-      acc[r] = _mm512_fmadd_ps(_mm512_set1_ps(a[r * lda + i]), v, acc[r]);
+    __m512 v[2];
+    for (int p = 0; p < P; ++p) {
+      const uint8_t *wi = w + p * panelBytes + i * kPanel * bytesOf(fmt);
+      _mm_prefetch((const char *)wi + kPrefetchBytes, _MM_HINT_T0);
+      v[p] = widen16x512(wi, fmt);
+    }
+    for (int r = 0; r < kRows512; ++r) {
+      __m512 x = _mm512_set1_ps(a[r * lda + i]);
+      for (int p = 0; p < P; ++p)
+        acc[r][p] = _mm512_fmadd_ps(x, v[p], acc[r][p]);
+    }
   }
   __m512 u = _mm512_set1_ps(unscale(fmt));
-  for (int r = 0; r < kRows512; ++r) {
-    float sums[kPanel];
-    _mm512_storeu_ps(sums, _mm512_mul_ps(acc[r], u));
-    storeRow(c + r * ldc, sums, cols);
-  }
+  for (int r = 0; r < kRows512; ++r)
+    for (int p = 0; p < P; ++p) {
+      float sums[kPanel];
+      int64_t left = cols - p * kPanel;
+      _mm512_storeu_ps(sums, _mm512_mul_ps(acc[r][p], u));
+      storeRow(c + r * ldc + p * kPanel, sums, left < kPanel ? left : kPanel);
+    }
 }
 
-/// Whole groups of twelve rows of C[:, n0:n1]; returns the rows done.
+/// rowsPanels512 for `fmt` and P, each compiled with its own constants.
+__attribute__((target("avx2,fma,f16c,avx512f,avx512bw,avx512vl"))) static void
+rowsPanels512For(enum Format fmt, int P, const float *a, int64_t lda, int64_t k,
+                 const uint8_t *w, int64_t panelBytes, float *c, int64_t ldc, int64_t cols) {
+#define XFMR_NARROW_TILE(F)                                                                        \
+  case F:                                                                                          \
+    if (P == 2)                                                                                    \
+      rowsPanels512(2, a, lda, k, w, panelBytes, F, c, ldc, cols);                                 \
+    else                                                                                           \
+      rowsPanels512(1, a, lda, k, w, panelBytes, F, c, ldc, cols);                                 \
+    return;
+  switch (fmt) {
+    XFMR_NARROW_TILE(kBF16)
+    XFMR_NARROW_TILE(kFP8)
+    XFMR_NARROW_TILE(kI8)
+  }
+#undef XFMR_NARROW_TILE
+}
+
+/// Whole groups of twelve rows of C[:, n0:n1], two panels at a time;
+/// returns the rows done.
 __attribute__((target("avx2,fma,f16c,avx512f,avx512bw,avx512vl"))) static int64_t
 rows512(enum Format fmt, const float *a, int64_t rows, int64_t k, const uint8_t *w, int64_t n0,
         int64_t n1, float *c, int64_t ldc) {
   int64_t panelBytes = k * kPanel * bytesOf(fmt), m = 0;
   for (; m + kRows512 <= rows; m += kRows512)
-    for (int64_t n = n0; n < n1; n += kPanel) {
-      int64_t cols = n1 - n < kPanel ? n1 - n : kPanel;
-      const uint8_t *wp = w + (n / kPanel) * panelBytes;
-      switch (fmt) { // one copy of the loop per format
-      case kBF16:
-        rowsPanel512(a + m * k, k, k, wp, kBF16, c + m * ldc + n, ldc, cols);
-        break;
-      case kFP8:
-        rowsPanel512(a + m * k, k, k, wp, kFP8, c + m * ldc + n, ldc, cols);
-        break;
-      case kI8:
-        rowsPanel512(a + m * k, k, k, wp, kI8, c + m * ldc + n, ldc, cols);
-        break;
-      }
+    for (int64_t n = n0; n < n1;) {
+      int P = n + kPanel < n1 ? 2 : 1;
+      int64_t cols = n1 - n < P * kPanel ? n1 - n : P * kPanel;
+      rowsPanels512For(fmt, P, a + m * k, k, k, w + (n / kPanel) * panelBytes, panelBytes,
+                       c + m * ldc + n, ldc, cols);
+      n += cols;
     }
   return m;
 }
