@@ -24,8 +24,8 @@
 // int32 lanes, each the sum of 4 u8 x s8 products). A row's 4 activations
 // of a quad are broadcast to all 16 lanes, so a tile of R rows x P panels
 // needs P weight loads and R broadcasts for R * P vpdpbusd (64 multiply-adds
-// each): 12 x 32 for prefill and batched steps, 1-4 rows x up to 64 columns
-// for decode, which streams each panel once. The weights are the unsigned
+// each): 12 x 32 for prefill and batched steps, 1-4 rows x 16 columns for
+// decode, which streams the panels in order, once. The weights are the unsigned
 // operand as stored (no sign flip of the activations, no column sums: the
 // zero point is taken off with quantizeRows' row sums).
 //
@@ -256,9 +256,11 @@ XFMR_Q8_WIDE(12)
 #undef XFMR_Q8_ROWS
 #undef XFMR_Q8_TILE
 
-/// Tiles of up to four rows take up to four panels (decode: more
-/// independent vpdpbusd chains and streams), larger ones two (24 of the 32
-/// registers as accumulators for twelve rows).
+/// Tiles of up to four rows take one panel at a time (decode: the call's
+/// panels are one contiguous stream, which the prefetch 8 KB ahead keeps
+/// going; four panels at once were four streams 16 KB apart and decoded
+/// 40% slower), larger ones two (24 of the 32 registers as accumulators for
+/// twelve rows).
 static const TileFn kTiles[kMaxRows][kMaxPanels] = {
     {tile_1_1, tile_1_2, tile_1_3, tile_1_4},   {tile_2_1, tile_2_2, tile_2_3, tile_2_4},
     {tile_3_1, tile_3_2, tile_3_3, tile_3_4},   {tile_4_1, tile_4_2, tile_4_3, tile_4_4},
@@ -293,7 +295,7 @@ void xfmr_uk_matmul_q8q8_at(int level, const int8_t *aq, const float *sa, const 
     // while the call's columns (64: 64 * K bytes) stay in L2.
     for (int64_t m = 0; m < rows; m += kTileRows) {
       int R = rows - m < kTileRows ? (int)(rows - m) : kTileRows;
-      int widest = R <= 6 ? 4 : 2;
+      int widest = R <= 4 ? 1 : 2;
       for (int64_t n = n0; n < n1;) {
         int64_t left = panelsOf(n1 - n);
         int P = left < widest ? (int)left : widest;
