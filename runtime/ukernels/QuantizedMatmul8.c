@@ -162,7 +162,7 @@ panelAVX2(const int8_t *qa, const float *sa, const int32_t *suma, int64_t blocks
   _mm256_storeu_ps(out + 8, f1);
 }
 
-enum { kMaxRows = 12, kMaxPanels = 4, kTileRows = 12 };
+enum { kMaxRows = 12, kMaxPanels = 2 };
 
 /// An int32 at any address (a quad of activations).
 typedef int32_t __attribute__((aligned(1), may_alias)) UnalignedQuad;
@@ -238,21 +238,19 @@ typedef void (*TileFn)(const int8_t *, int64_t, const float *, const int32_t *, 
     tileVNNI(R, P, qa, lda, sa, suma, ldsa, blocks, blk, w, panelBytes, sw, zw, panelMeta, out,    \
              ldo);                                                                                 \
   }
-#define XFMR_Q8_ROWS(R) XFMR_Q8_TILE(R, 1) XFMR_Q8_TILE(R, 2) XFMR_Q8_TILE(R, 3) XFMR_Q8_TILE(R, 4)
+#define XFMR_Q8_ROWS(R) XFMR_Q8_TILE(R, 1) XFMR_Q8_TILE(R, 2)
 XFMR_Q8_ROWS(1)
 XFMR_Q8_ROWS(2)
 XFMR_Q8_ROWS(3)
 XFMR_Q8_ROWS(4)
 XFMR_Q8_ROWS(5)
 XFMR_Q8_ROWS(6)
-#define XFMR_Q8_WIDE(R) XFMR_Q8_TILE(R, 1) XFMR_Q8_TILE(R, 2)
-XFMR_Q8_WIDE(7)
-XFMR_Q8_WIDE(8)
-XFMR_Q8_WIDE(9)
-XFMR_Q8_WIDE(10)
-XFMR_Q8_WIDE(11)
-XFMR_Q8_WIDE(12)
-#undef XFMR_Q8_WIDE
+XFMR_Q8_ROWS(7)
+XFMR_Q8_ROWS(8)
+XFMR_Q8_ROWS(9)
+XFMR_Q8_ROWS(10)
+XFMR_Q8_ROWS(11)
+XFMR_Q8_ROWS(12)
 #undef XFMR_Q8_ROWS
 #undef XFMR_Q8_TILE
 
@@ -262,12 +260,9 @@ XFMR_Q8_WIDE(12)
 /// 40% slower), larger ones two (24 of the 32 registers as accumulators for
 /// twelve rows).
 static const TileFn kTiles[kMaxRows][kMaxPanels] = {
-    {tile_1_1, tile_1_2, tile_1_3, tile_1_4},   {tile_2_1, tile_2_2, tile_2_3, tile_2_4},
-    {tile_3_1, tile_3_2, tile_3_3, tile_3_4},   {tile_4_1, tile_4_2, tile_4_3, tile_4_4},
-    {tile_5_1, tile_5_2, tile_5_3, tile_5_4},   {tile_6_1, tile_6_2, tile_6_3, tile_6_4},
-    {tile_7_1, tile_7_2, 0, 0},                 {tile_8_1, tile_8_2, 0, 0},
-    {tile_9_1, tile_9_2, 0, 0},                 {tile_10_1, tile_10_2, 0, 0},
-    {tile_11_1, tile_11_2, 0, 0},               {tile_12_1, tile_12_2, 0, 0}};
+    {tile_1_1, tile_1_2},   {tile_2_1, tile_2_2},   {tile_3_1, tile_3_2},   {tile_4_1, tile_4_2},
+    {tile_5_1, tile_5_2},   {tile_6_1, tile_6_2},   {tile_7_1, tile_7_2},   {tile_8_1, tile_8_2},
+    {tile_9_1, tile_9_2},   {tile_10_1, tile_10_2}, {tile_11_1, tile_11_2}, {tile_12_1, tile_12_2}};
 #endif
 
 /// The best path this CPU has: 2 AVX512-VNNI, 1 AVX2, 0 scalar.
@@ -293,8 +288,8 @@ void xfmr_uk_matmul_q8q8_at(int level, const int8_t *aq, const float *sa, const 
   if (level == 2) {
     // Row tiles outside, panels inside: a tile's activations stay in L1
     // while the call's columns (64: 64 * K bytes) stay in L2.
-    for (int64_t m = 0; m < rows; m += kTileRows) {
-      int R = rows - m < kTileRows ? (int)(rows - m) : kTileRows;
+    for (int64_t m = 0; m < rows; m += kMaxRows) {
+      int R = rows - m < kMaxRows ? (int)(rows - m) : kMaxRows;
       int widest = R <= 4 ? 1 : 2;
       for (int64_t n = n0; n < n1;) {
         int64_t left = panelsOf(n1 - n);
