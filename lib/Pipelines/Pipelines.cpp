@@ -91,7 +91,7 @@ LogicalResult buildCPUToLLVMPipeline(OpPassManager &pm,
      << (options.threads ? "xfmr-parallelize-loops,convert-scf-to-openmp,canonicalize," : "")
      << "convert-scf-to-cf,xfmr-checks-to-status,"
      << "arith-expand{include-bf16=true},convert-math-to-libm,"
-     << "finalize-memref-to-llvm{use-aligned-alloc=true},convert-to-llvm,"
+     << "finalize-memref-to-llvm,convert-to-llvm,"
      << (options.threads ? "convert-openmp-to-llvm," : "") << "reconcile-unrealized-casts";
   return parsePassPipeline(p, pm, llvm::errs());
 }
