@@ -186,10 +186,11 @@ quadVNNI(const int R, const int P, __m512i acc[][kMaxPanels], const uint8_t *lin
 }
 
 /// R rows x P consecutive panels with AVX512-VNNI (row r's activations at
-/// qa + r * lda), row r's P * 16 results at out + r * ldo. The weights are vpdpbusd's unsigned operand as stored, each
-/// row's quad the signed one, broadcast; per block sum qw x - zp sum x and
-/// the float epilogue of the other paths, accumulated in `out` (so only the
-/// R * P integer sums live in registers).
+/// qa + r * lda), row r's P * 16 results at out + r * ldo. The weights are
+/// vpdpbusd's unsigned operand as stored, each row's quad the signed one,
+/// broadcast; per block sum qw x - zp sum x and the float epilogue of the
+/// other paths, accumulated in `out` (so only the R * P integer sums live
+/// in registers).
 __attribute__((target("avx2,fma,avx512f,avx512bw,avx512vl,avx512vnni"), always_inline)) static inline void
 tileVNNI(const int R, const int P, const int8_t *qa, int64_t lda, const float *sa,
          const int32_t *suma, int64_t ldsa, int64_t blocks, int64_t blk, const uint8_t *w,
