@@ -1,0 +1,358 @@
+//===- MoE.c - mixture-of-experts layer over routed tokens only ------------===//
+//
+// Part of xfmr.
+//
+// One call runs a block of tokens through an xfmr.moe layer:
+//   1. router logits x . router, softmax over the experts, the top_k
+//      highest (lowest index first on ties), optionally renormalised;
+//   2. the (token, slot) pairs grouped by expert (counting sort, token
+//      order kept inside a group);
+//   3. per expert with tokens: its rows of x gathered, gate and up
+//      products, act(gate) * up, the down product: only the selected
+//      experts' weights are read (decode: top_k of E);
+//   4. out[t] = sum over slots j, in slot order, of score_j * y_j.
+// Products run on weights packed at compile time into panels of 16 columns
+// ([K][16] each, contiguous: one stream per panel) in tiles of up to 6 rows
+// x 2 panels (AVX-512), 4 rows x 1 panel (AVX2) or one element at a time
+// (any CPU). Every element is one FMA chain over k = 0..K-1 from 0, on
+// every path and whatever the other rows of the call: a token's result
+// depends on that token alone (batch invariance), and the paths give the
+// same bits.
+//
+//===----------------------------------------------------------------------===//
+
+#include "MoE.h"
+#include "CPUCheck.h"
+
+#include <math.h>
+#include <stdint.h>
+#include <stdlib.h>
+
+#if defined(__x86_64__)
+#include <immintrin.h>
+#endif
+
+enum { kPanel = XFMR_UK_MOE_COLUMNS };
+
+static uint64_t gStats[4];
+
+static int64_t panelsOf(int64_t n) { return (n + kPanel - 1) / kPanel; }
+
+int64_t xfmr_uk_moe_packed_floats(int64_t count, int64_t k, int64_t n) {
+  return count * panelsOf(n) * k * kPanel;
+}
+
+void xfmr_uk_moe_pack(const float *src, int64_t count, int64_t k, int64_t n, float *dst) {
+  int64_t panels = panelsOf(n);
+  for (int64_t m = 0; m < count; ++m) {
+    const float *s = src + m * k * n;
+    float *d = dst + m * panels * k * kPanel;
+    for (int64_t p = 0; p < panels; ++p)
+      for (int64_t kk = 0; kk < k; ++kk)
+        for (int64_t j = 0; j < kPanel; ++j) {
+          int64_t col = p * kPanel + j;
+          d[(p * k + kk) * kPanel + j] = col < n ? s[kk * n + col] : 0.0f;
+        }
+  }
+}
+
+void xfmr_uk_moe_stats(uint64_t out[4]) {
+  for (int i = 0; i < 4; ++i)
+    out[i] = __atomic_load_n(&gStats[i], __ATOMIC_RELAXED);
+}
+
+void xfmr_uk_moe_reset_stats(void) {
+  for (int i = 0; i < 4; ++i)
+    __atomic_store_n(&gStats[i], 0, __ATOMIC_RELAXED);
+}
+
+//===----------------------------------------------------------------------===//
+// Products: c[m, n] = a[m, k] . W[k, n], W packed
+//===----------------------------------------------------------------------===//
+
+/// One panel of one row on any CPU.
+static void panelScalar(const float *a, int64_t k, const float *w, float *c, int64_t cols) {
+  float acc[kPanel] = {0};
+  for (int64_t kk = 0; kk < k; ++kk)
+    for (int j = 0; j < kPanel; ++j)
+      acc[j] = fmaf(a[kk], w[kk * kPanel + j], acc[j]);
+  for (int64_t j = 0; j < cols; ++j)
+    c[j] = acc[j];
+}
+
+#if defined(__x86_64__)
+/// R rows x P panels (R <= 6, P <= 2) with 512-bit FMAs.
+__attribute__((target("avx2,fma,avx512f"), always_inline)) static inline void
+tile512(const float *a, int64_t lda, int64_t k, const float *w0, const float *w1, float *c,
+        int64_t ldc, int64_t cols, const int R, const int P) {
+  __m512 acc[6][2];
+  for (int r = 0; r < R; ++r)
+    for (int q = 0; q < P; ++q)
+      acc[r][q] = _mm512_setzero_ps();
+  for (int64_t kk = 0; kk < k; ++kk) {
+    __m512 b0 = _mm512_loadu_ps(w0 + kk * kPanel);
+    __m512 b1 = P > 1 ? _mm512_loadu_ps(w1 + kk * kPanel) : b0;
+    for (int r = 0; r < R; ++r) {
+      __m512 av = _mm512_set1_ps(a[r * lda + kk]);
+      acc[r][0] = _mm512_fmadd_ps(av, b0, acc[r][0]);
+      if (P > 1)
+        acc[r][1] = _mm512_fmadd_ps(av, b1, acc[r][1]);
+    }
+  }
+  for (int r = 0; r < R; ++r)
+    for (int q = 0; q < P; ++q) {
+      int64_t left = cols - q * kPanel;
+      __mmask16 mask = left >= kPanel ? (__mmask16)0xffff : (__mmask16)((1u << left) - 1);
+      _mm512_mask_storeu_ps(c + r * ldc + q * kPanel, mask, acc[r][q]);
+    }
+}
+
+__attribute__((target("avx2,fma,avx512f"))) static void
+product512(const float *a, int64_t lda, int64_t m, int64_t k, const float *w, int64_t n,
+           float *c, int64_t ldc) {
+  int64_t panels = panelsOf(n);
+  for (int64_t p = 0; p < panels; p += 2) {
+    int P = panels - p >= 2 ? 2 : 1;
+    const float *w0 = w + p * k * kPanel, *w1 = w0 + k * kPanel;
+    int64_t cols = n - p * kPanel < P * kPanel ? n - p * kPanel : P * kPanel;
+    for (int64_t r0 = 0; r0 < m; r0 += 6) {
+      int R = m - r0 >= 6 ? 6 : (int)(m - r0);
+      const float *ar = a + r0 * lda;
+      float *cr = c + r0 * ldc + p * kPanel;
+#define XFMR_MOE_TILE(r)                                                                    \
+  case r:                                                                                   \
+    if (P == 2)                                                                             \
+      tile512(ar, lda, k, w0, w1, cr, ldc, cols, r, 2);                                     \
+    else                                                                                    \
+      tile512(ar, lda, k, w0, w1, cr, ldc, cols, r, 1);                                     \
+    break;
+      switch (R) {
+        XFMR_MOE_TILE(1)
+        XFMR_MOE_TILE(2)
+        XFMR_MOE_TILE(3)
+        XFMR_MOE_TILE(4)
+        XFMR_MOE_TILE(5)
+        XFMR_MOE_TILE(6)
+      }
+#undef XFMR_MOE_TILE
+    }
+  }
+}
+
+/// R rows (R <= 4) x one panel with 256-bit FMAs (two registers a row).
+__attribute__((target("avx2,fma"), always_inline)) static inline void
+tile256(const float *a, int64_t lda, int64_t k, const float *w, float *c, int64_t ldc,
+        int64_t cols, const int R) {
+  __m256 acc[4][2];
+  for (int r = 0; r < R; ++r)
+    acc[r][0] = acc[r][1] = _mm256_setzero_ps();
+  for (int64_t kk = 0; kk < k; ++kk) {
+    __m256 b0 = _mm256_loadu_ps(w + kk * kPanel), b1 = _mm256_loadu_ps(w + kk * kPanel + 8);
+    for (int r = 0; r < R; ++r) {
+      __m256 av = _mm256_broadcast_ss(a + r * lda + kk);
+      acc[r][0] = _mm256_fmadd_ps(av, b0, acc[r][0]);
+      acc[r][1] = _mm256_fmadd_ps(av, b1, acc[r][1]);
+    }
+  }
+  for (int r = 0; r < R; ++r) {
+    float tmp[kPanel];
+    _mm256_storeu_ps(tmp, acc[r][0]);
+    _mm256_storeu_ps(tmp + 8, acc[r][1]);
+    for (int64_t j = 0; j < cols; ++j)
+      c[r * ldc + j] = tmp[j];
+  }
+}
+
+__attribute__((target("avx2,fma"))) static void product256(const float *a, int64_t lda, int64_t m,
+                                                           int64_t k, const float *w, int64_t n,
+                                                           float *c, int64_t ldc) {
+  int64_t panels = panelsOf(n);
+  for (int64_t p = 0; p < panels; ++p) {
+    const float *wp = w + p * k * kPanel;
+    int64_t cols = n - p * kPanel < kPanel ? n - p * kPanel : kPanel;
+    for (int64_t r0 = 0; r0 < m; r0 += 4) {
+      int R = m - r0 >= 4 ? 4 : (int)(m - r0);
+      const float *ar = a + r0 * lda;
+      float *cr = c + r0 * ldc + p * kPanel;
+      switch (R) {
+      case 1: tile256(ar, lda, k, wp, cr, ldc, cols, 1); break;
+      case 2: tile256(ar, lda, k, wp, cr, ldc, cols, 2); break;
+      case 3: tile256(ar, lda, k, wp, cr, ldc, cols, 3); break;
+      default: tile256(ar, lda, k, wp, cr, ldc, cols, 4); break;
+      }
+    }
+  }
+}
+#endif
+
+/// The product on the widest path this CPU has (`level` caps it for tests:
+/// 2 AVX-512, 1 AVX2, 0 scalar).
+static void product(int level, const float *a, int64_t lda, int64_t m, int64_t k,
+                    const float *w, int64_t n, float *c, int64_t ldc) {
+#if defined(__x86_64__)
+  if (level >= 2 && xfmr_uk_has_avx512()) {
+    product512(a, lda, m, k, w, n, c, ldc);
+    return;
+  }
+  if (level >= 1 && xfmr_uk_has_avx2()) {
+    product256(a, lda, m, k, w, n, c, ldc);
+    return;
+  }
+#endif
+  int64_t panels = panelsOf(n);
+  for (int64_t p = 0; p < panels; ++p) {
+    int64_t cols = n - p * kPanel < kPanel ? n - p * kPanel : kPanel;
+    for (int64_t r = 0; r < m; ++r)
+      panelScalar(a + r * lda, k, w + p * k * kPanel, c + r * ldc + p * kPanel, cols);
+  }
+}
+
+//===----------------------------------------------------------------------===//
+// The layer
+//===----------------------------------------------------------------------===//
+
+static float activate(float g, int act) {
+  switch (act) {
+  case 1: return 0.5f * g * (1.0f + erff(g * 0.70710678118654752f));
+  case 2:
+    return 0.5f * g * (1.0f + tanhf(0.79788456080286536f * (g + 0.044715f * g * g * g)));
+  case 3: return g > 0.0f ? g : 0.0f;
+  default: return g / (1.0f + expf(-g));
+  }
+}
+
+/// Softmax of `logits` ([E]) and its top_k: ids[j], scores[j], highest
+/// first, lowest index on ties; renormalised with `normalize`.
+static void route(const float *logits, int64_t experts, int64_t topK, int normalize,
+                  float *probs, int32_t *ids, float *scores) {
+  float mx = logits[0];
+  for (int64_t e = 1; e < experts; ++e)
+    mx = logits[e] > mx ? logits[e] : mx;
+  float sum = 0.0f;
+  for (int64_t e = 0; e < experts; ++e) {
+    probs[e] = expf(logits[e] - mx);
+    sum += probs[e];
+  }
+  for (int64_t e = 0; e < experts; ++e)
+    probs[e] /= sum;
+  for (int64_t j = 0; j < topK; ++j) {
+    int64_t best = -1;
+    for (int64_t e = 0; e < experts; ++e) {
+      int taken = 0;
+      for (int64_t i = 0; i < j; ++i)
+        taken |= ids[i] == e;
+      if (!taken && (best < 0 || probs[e] > probs[best]))
+        best = e;
+    }
+    ids[j] = (int32_t)best;
+    scores[j] = probs[best];
+  }
+  if (normalize) {
+    float total = 0.0f;
+    for (int64_t j = 0; j < topK; ++j)
+      total += scores[j];
+    for (int64_t j = 0; j < topK; ++j)
+      scores[j] /= total;
+  }
+}
+
+static void moe(int level, const float *x, int64_t rows, int64_t h, int64_t inter,
+                int64_t experts, int64_t topK, int64_t flags, const float *router,
+                const float *wg, const float *wu, const float *wd, float *out) {
+  if (rows <= 0)
+    return;
+  int64_t slots = rows * topK;
+  // logits + probs [rows, E], scores [slots], gathered rows [rows, H],
+  // gate and up [rows, I], per-slot outputs [slots, H].
+  size_t floats = (size_t)(2 * rows * experts + slots + rows * h + 2 * rows * inter + slots * h);
+  size_t ints = (size_t)(slots + slots + experts + 1);
+  float *f = malloc(floats * sizeof(float));
+  int32_t *iv = malloc(ints * sizeof(int32_t));
+  if (!f || !iv) {
+    free(f);
+    free(iv);
+    for (int64_t i = 0; i < rows * h; ++i)
+      out[i] = NAN;
+    return;
+  }
+  float *logits = f, *probs = logits + rows * experts, *scores = probs + rows * experts;
+  float *xs = scores + slots, *gate = xs + rows * h, *up = gate + rows * inter;
+  float *ys = up + rows * inter;
+  int32_t *ids = iv, *order = ids + slots, *start = order + slots;
+
+  product(level, x, h, rows, h, router, experts, logits, experts);
+  for (int64_t t = 0; t < rows; ++t)
+    route(logits + t * experts, experts, topK, (int)(flags & XFMR_UK_MOE_NORMALIZE),
+          probs + t * experts, ids + t * topK, scores + t * topK);
+
+  // Slots grouped by expert, in token order within a group.
+  for (int64_t e = 0; e <= experts; ++e)
+    start[e] = 0;
+  for (int64_t s = 0; s < slots; ++s)
+    ++start[ids[s] + 1];
+  for (int64_t e = 0; e < experts; ++e)
+    start[e + 1] += start[e];
+  for (int64_t s = 0; s < slots; ++s)
+    order[start[ids[s]]++] = (int32_t)s;
+  for (int64_t e = experts; e > 0; --e)
+    start[e] = start[e - 1];
+  start[0] = 0;
+
+  int act = (int)((flags >> XFMR_UK_MOE_ACTIVATION_SHIFT) & 0xff);
+  int64_t gateFloats = xfmr_uk_moe_packed_floats(1, h, inter);
+  int64_t downFloats = xfmr_uk_moe_packed_floats(1, inter, h);
+  uint64_t used = 0;
+  for (int64_t e = 0; e < experts; ++e) {
+    int64_t n = start[e + 1] - start[e];
+    if (n == 0)
+      continue;
+    ++used;
+    const int32_t *group = order + start[e];
+    for (int64_t i = 0; i < n; ++i) {
+      const float *src = x + (group[i] / topK) * h;
+      for (int64_t c = 0; c < h; ++c)
+        xs[i * h + c] = src[c];
+    }
+    product(level, xs, h, n, h, wg + e * gateFloats, inter, gate, inter);
+    product(level, xs, h, n, h, wu + e * gateFloats, inter, up, inter);
+    for (int64_t i = 0; i < n * inter; ++i)
+      gate[i] = activate(gate[i], act) * up[i];
+    product(level, gate, inter, n, inter, wd + e * downFloats, h, xs, h);
+    for (int64_t i = 0; i < n; ++i) {
+      float *dst = ys + (int64_t)group[i] * h;
+      for (int64_t c = 0; c < h; ++c)
+        dst[c] = xs[i * h + c];
+    }
+  }
+
+  for (int64_t t = 0; t < rows; ++t)
+    for (int64_t c = 0; c < h; ++c) {
+      float acc = 0.0f;
+      for (int64_t j = 0; j < topK; ++j) {
+        float term = ys[(t * topK + j) * h + c] * scores[t * topK + j];
+        acc += term;
+      }
+      out[t * h + c] = acc;
+    }
+
+  __atomic_fetch_add(&gStats[0], 1, __ATOMIC_RELAXED);
+  __atomic_fetch_add(&gStats[1], (uint64_t)rows, __ATOMIC_RELAXED);
+  __atomic_fetch_add(&gStats[2], (uint64_t)slots, __ATOMIC_RELAXED);
+  __atomic_fetch_add(&gStats[3], used * (uint64_t)(3 * h * inter * sizeof(float)),
+                     __ATOMIC_RELAXED);
+  free(f);
+  free(iv);
+}
+
+void xfmr_uk_moe_f32(const float *x, int64_t rows, int64_t h, int64_t inter, int64_t experts,
+                     int64_t topK, int64_t flags, const float *router, const float *wg,
+                     const float *wu, const float *wd, float *out) {
+  moe(2, x, rows, h, inter, experts, topK, flags, router, wg, wu, wd, out);
+}
+
+/// For tests: the same layer with the paths capped at `level`.
+void xfmr_uk_moe_f32_at(int level, const float *x, int64_t rows, int64_t h, int64_t inter,
+                        int64_t experts, int64_t topK, int64_t flags, const float *router,
+                        const float *wg, const float *wu, const float *wd, float *out) {
+  moe(level, x, rows, h, inter, experts, topK, flags, router, wg, wu, wd, out);
+}
