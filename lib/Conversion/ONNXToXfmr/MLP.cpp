@@ -72,7 +72,8 @@ std::optional<std::pair<Value, Value>> halfTimesOnePlus(Value v) {
   return std::nullopt;
 }
 
-/// Returns g and the activation if `v` is act(g).
+} // namespace
+
 std::optional<std::pair<Value, Activation>> matchActivation(Value v) {
   if (auto relu = def<onnx::ReluOp>(v))
     return std::make_pair(relu.getX(), Activation::relu);
@@ -121,6 +122,8 @@ std::optional<std::pair<Value, Activation>> matchActivation(Value v) {
   }
   return std::nullopt;
 }
+
+namespace {
 
 bool isWeight(Value w) { return rankOf(w) == 2; }
 

@@ -220,6 +220,15 @@ Value squeeze(OpBuilder &b, Location loc, Value v, int64_t axis) {
 }
 
 /// The f32 [K, N] weight of `mm` with K a multiple of `group`, or nothing.
+std::optional<ArrayRef<char>> rawBytes(ElementsAttr attr) {
+  if (auto dense = dyn_cast<DenseElementsAttr>(attr))
+    return dense.isSplat() ? std::nullopt : std::optional(dense.getRawData());
+  if (auto resource = dyn_cast<DenseResourceElementsAttr>(attr))
+    if (AsmResourceBlob *blob = resource.getRawHandle().getBlob())
+      return blob->getData();
+  return std::nullopt;
+}
+
 std::optional<ArrayRef<float>> constantMatrix(Value v) {
   ElementsAttr w;
   if (rankOf(v) != 2 || !matchPattern(v, m_Constant(&w)))

@@ -52,6 +52,8 @@ bool raiseDecomposedLayerNorm(mlir::Operation *, mlir::IRRewriter &, RaiseLog &)
 bool raiseRMSNorm(mlir::Operation *, mlir::IRRewriter &, RaiseLog &);
 bool raiseRope(mlir::Operation *, mlir::IRRewriter &, RaiseLog &);
 bool raiseGatedMLP(mlir::Operation *, mlir::IRRewriter &, RaiseLog &);
+/// Hugging Face's batched-experts MoE block -> xfmr.moe (MoE.cpp).
+bool raiseMoE(mlir::Operation *, mlir::IRRewriter &, RaiseLog &);
 bool raiseAttention(mlir::Operation *, mlir::IRRewriter &, RaiseLog &);
 bool raiseAttention23(mlir::Operation *, mlir::IRRewriter &, RaiseLog &);
 /// onnxruntime's SimplifiedLayerNormalization and com.microsoft
@@ -128,6 +130,13 @@ bool isLastAxis(int64_t axis, int64_t rank);
 
 /// Human-readable name of the node an op came from.
 std::string nodeName(mlir::Operation *op);
+
+/// Returns g and the activation if `v` is act(g): SiLU, GELU (erf or
+/// tanh, as Gelu or spelled out) or ReLU (MLP.cpp).
+std::optional<std::pair<mlir::Value, Activation>> matchActivation(mlir::Value v);
+
+/// The raw bytes of a constant (dense or resource blob), if not a splat.
+std::optional<llvm::ArrayRef<char>> rawBytes(mlir::ElementsAttr attr);
 
 /// The values of `v` if it is a constant f32 matrix with a static shape
 /// (dense and not a splat, or a resource blob).

@@ -33,16 +33,6 @@ struct Cut {
   int64_t begin, end;
 };
 
-/// The raw bytes of a constant (dense or resource), if it is not a splat.
-std::optional<ArrayRef<char>> rawBytes(ElementsAttr attr) {
-  if (auto dense = dyn_cast<DenseElementsAttr>(attr))
-    return dense.isSplat() ? std::nullopt : std::optional(dense.getRawData());
-  if (auto resource = dyn_cast<DenseResourceElementsAttr>(attr))
-    if (AsmResourceBlob *blob = resource.getRawHandle().getBlob())
-      return blob->getData();
-  return std::nullopt;
-}
-
 /// Columns [begin, end) of a [rows, cols] constant as a new constant.
 Value columnsOf(OpBuilder &b, Location loc, ElementsAttr w, StringRef name, int64_t begin,
                 int64_t end) {

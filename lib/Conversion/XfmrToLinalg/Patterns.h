@@ -23,6 +23,8 @@ void populateNormLoweringPatterns(mlir::RewritePatternSet &patterns);
 void populateRopeLoweringPatterns(mlir::RewritePatternSet &patterns);
 /// xfmr.linear, xfmr.gated_mlp, xfmr.embedding (MLP.cpp).
 void populateMLPLoweringPatterns(mlir::RewritePatternSet &patterns);
+/// xfmr.moe (MoE.cpp).
+void populateMoELoweringPatterns(mlir::RewritePatternSet &patterns);
 /// xfmr.attention (Attention.cpp).
 void populateAttentionLoweringPatterns(mlir::RewritePatternSet &patterns,
                                        AttentionTiling tiling);

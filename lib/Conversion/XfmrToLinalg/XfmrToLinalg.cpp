@@ -36,6 +36,7 @@ struct ConvertXfmrToLinalgPass
     lowering::populateNormLoweringPatterns(patterns);
     lowering::populateRopeLoweringPatterns(patterns);
     lowering::populateMLPLoweringPatterns(patterns);
+    lowering::populateMoELoweringPatterns(patterns);
     lowering::populateAttentionLoweringPatterns(patterns, tiling);
     lowering::populatePagedLoweringPatterns(patterns, tiling);
 

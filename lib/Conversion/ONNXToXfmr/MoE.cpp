@@ -1,0 +1,307 @@
+//===- MoE.cpp - raise mixture-of-experts blocks to xfmr.moe --------------===//
+//
+// Part of xfmr.
+//
+// The block as Hugging Face's batched experts export it (transformers'
+// `batched_mm` experts, the form its ONNX exporter and onnxruntime's MoE
+// fusion use; Mixtral, Qwen-MoE, ...), with T tokens, E experts, top k:
+//
+//   p        = Softmax(Gemm(x, Wr, transB) | MatMul(x, Wr))        [T, E]
+//   v, idx   = TopK(p, k)                                          [T, k]
+//   w        = v | v / ReduceSum(v, -1, keepdims)    (renormalised)
+//   ids      = Unsqueeze(Reshape(idx, [-1]), -1)                   [T*k, 1]
+//   xr       = Reshape(Expand(Unsqueeze(x, 1), [T, k, H]), [-1, H]) (repeat)
+//   proj(W, a) = Squeeze(MatMul(GatherND(W, ids), Unsqueeze(a, -1)), -1)
+//   g, u     = Split(proj(Wgu, xr), 2, axis 1)  |  proj(Wg, xr), proj(Wu, xr)
+//   y        = proj(Wd, act(g) * u)                                [T*k, H]
+//   out      = ReduceSum(Reshape(y * Unsqueeze(Reshape(w, [-1]), -1),
+//                                [T, k, H]), axis 1)               [T, H]
+//
+// with the expert weights in torch's [E, out, in] layout. The graph gathers
+// T*k copies of expert matrices; xfmr.moe reads each selected expert once.
+// Weights are re-laid out at compile time into xfmr.moe's [E, H, I] /
+// [E, I, H] (and the router into [H, E]). A shared expert (Qwen-MoE) stays
+// a gated MLP beside it.
+//
+//===----------------------------------------------------------------------===//
+
+#include "Match.h"
+
+#include "mlir/Dialect/Tensor/IR/Tensor.h"
+#include "mlir/IR/AsmState.h"
+#include "mlir/IR/DialectResourceBlobManager.h"
+#include "mlir/IR/Matchers.h"
+
+#include <cstring>
+
+using namespace mlir;
+
+namespace xfmr::raise {
+namespace {
+
+/// Looks through Reshapes between rank-2 tensors (re-flattenings of the
+/// tokens) and Casts to the same element type.
+Value stripFlattening(Value v) {
+  while (true) {
+    if (auto r = def<onnx::ReshapeOp>(v); r && rankOf(r.getData()) == 2 && rankOf(v) == 2) {
+      v = r.getData();
+      continue;
+    }
+    return v;
+  }
+}
+
+/// Whether `axes` is the single constant axis `axis` of a rank-`rank` value.
+bool isAxis(Value axes, int64_t axis, int64_t rank) {
+  auto a = constantInts(axes);
+  if (!a || a->size() != 1)
+    return false;
+  int64_t got = (*a)[0] < 0 ? (*a)[0] + rank : (*a)[0];
+  return got == (axis < 0 ? axis + rank : axis);
+}
+
+/// ids: Unsqueeze(Reshape(TopK.indices, [-1]), -1) -> the TopK.
+onnx::TopKOp topKOfIds(Value ids) {
+  auto unsq = def<onnx::UnsqueezeOp>(ids);
+  if (!unsq || rankOf(ids) != 2 || !isAxis(unsq.getAxes(), -1, 2))
+    return {};
+  auto flat = def<onnx::ReshapeOp>(unsq.getData());
+  if (!flat || rankOf(flat.getReshaped()) != 1)
+    return {};
+  auto topk = def<onnx::TopKOp>(flat.getData());
+  return topk && flat.getData() == topk.getIndices() ? topk : onnx::TopKOp();
+}
+
+/// One expert product proj(W, a): the constant [E, out, in] W, the
+/// per-slot input a [T*k, in] and the TopK of the routing ids.
+struct ExpertProduct {
+  Value weight, input;
+  onnx::TopKOp topk;
+};
+
+std::optional<ExpertProduct> expertProduct(Value v) {
+  auto sq = def<onnx::SqueezeOp>(v);
+  if (!sq || rankOf(sq.getData()) != 3 || !isAxis(sq.getAxes(), -1, 3))
+    return std::nullopt;
+  auto mm = def<onnx::MatMulOp>(sq.getData());
+  if (!mm)
+    return std::nullopt;
+  auto gather = def<onnx::GatherNDOp>(mm.getA());
+  auto col = def<onnx::UnsqueezeOp>(mm.getB());
+  if (!gather || !col || gather.getBatchDims() != 0 || rankOf(gather.getData()) != 3 ||
+      !isConstant(gather.getData()) || !isAxis(col.getAxes(), -1, 3))
+    return std::nullopt;
+  onnx::TopKOp topk = topKOfIds(gather.getIndices());
+  if (!topk)
+    return std::nullopt;
+  return ExpertProduct{gather.getData(), col.getData(), topk};
+}
+
+/// xr = Reshape(Expand(Unsqueeze(x, 1), [T, k, H]), [-1, H]) -> x.
+Value repeatedTokens(Value xr, int64_t k) {
+  auto flat = def<onnx::ReshapeOp>(xr);
+  auto expand = flat ? def<onnx::ExpandOp>(flat.getData()) : onnx::ExpandOp();
+  auto unsq = expand ? def<onnx::UnsqueezeOp>(expand.getInput()) : onnx::UnsqueezeOp();
+  if (!unsq || rankOf(expand.getOutput()) != 3 || dimOf(expand.getOutput(), 1) != k ||
+      rankOf(unsq.getData()) != 2 || !isAxis(unsq.getAxes(), 1, 3))
+    return nullptr;
+  return unsq.getData();
+}
+
+/// Router: Softmax over the last axis of x . Wr -> (x, Wr as [H, E] or
+/// [E, H] with `transposed`).
+struct Router {
+  Value x, weight;
+  bool transposed;
+};
+
+std::optional<Router> router(onnx::TopKOp topk) {
+  auto sm = def<onnx::SoftmaxOp>(topk.getX());
+  if (!sm || rankOf(sm.getOutput()) != 2 || !isLastAxis(sm.getAxis(), 2))
+    return std::nullopt;
+  Value logits = sm.getInput();
+  if (auto gemm = def<onnx::GemmOp>(logits)) {
+    if (gemm.getTransA() || !isa<NoneType>(gemm.getC().getType()) ||
+        gemm.getAlpha().convertToDouble() != 1.0 || !isConstant(gemm.getB()))
+      return std::nullopt;
+    return Router{gemm.getA(), gemm.getB(), gemm.getTransB() != 0};
+  }
+  if (auto mm = def<onnx::MatMulOp>(logits); mm && rankOf(mm.getB()) == 2 && isConstant(mm.getB()))
+    return Router{mm.getA(), mm.getB(), false};
+  return std::nullopt;
+}
+
+/// w: TopK.values, or values / ReduceSum(values, -1, keepdims) -> normalised.
+std::optional<bool> scoreNormalization(Value w, onnx::TopKOp topk) {
+  if (w == topk.getValues())
+    return false;
+  auto div = def<onnx::DivOp>(w);
+  if (!div || div.getA() != topk.getValues())
+    return std::nullopt;
+  auto sum = def<onnx::ReduceSumOp>(div.getB());
+  if (!sum || sum.getData() != topk.getValues() || sum.getKeepdims() != 1 ||
+      !isAxis(sum.getAxes(), -1, 2))
+    return std::nullopt;
+  return true;
+}
+
+/// The raw bytes of a constant operand, if it is not a splat.
+std::optional<ArrayRef<char>> rawBytes(Value v) {
+  ElementsAttr attr;
+  if (!matchPattern(v, m_Constant(&attr)))
+    return std::nullopt;
+  return raise::rawBytes(attr);
+}
+
+/// Rows [r0, r1) of each matrix of the constant [M, R, C] `w`, transposed:
+/// a new [M, C, r1 - r0] constant.
+Value transposedRows(OpBuilder &b, Location loc, Value w, int64_t r0, int64_t r1,
+                     StringRef name) {
+  auto type = cast<RankedTensorType>(w.getType());
+  int64_t m = type.getRank() == 3 ? type.getDimSize(0) : 1;
+  int64_t r = type.getDimSize(type.getRank() - 2), c = type.getDimSize(type.getRank() - 1);
+  unsigned bytes = type.getElementTypeBitWidth() / 8;
+  ArrayRef<char> raw = *rawBytes(w);
+  std::vector<char> out(m * c * (r1 - r0) * bytes);
+  for (int64_t e = 0; e < m; ++e)
+    for (int64_t i = r0; i < r1; ++i)
+      for (int64_t j = 0; j < c; ++j)
+        std::memcpy(&out[((e * c + j) * (r1 - r0) + (i - r0)) * bytes],
+                    &raw[((e * r + i) * c + j) * bytes], bytes);
+  SmallVector<int64_t> shape;
+  if (type.getRank() == 3)
+    shape.push_back(m);
+  shape.append({c, r1 - r0});
+  auto outType = RankedTensorType::get(shape, type.getElementType());
+  auto attr = DenseResourceElementsAttr::get(
+      outType, name, HeapAsmResourceBlob::allocateAndCopyWithAlign(ArrayRef<char>(out), bytes));
+  return makeConstant(b, loc, attr);
+}
+
+bool hasStaticBytes(Value w) {
+  auto type = dyn_cast<RankedTensorType>(w.getType());
+  return type && type.hasStaticShape() && type.getElementTypeBitWidth() % 8 == 0 &&
+         rawBytes(w).has_value();
+}
+
+} // namespace
+
+bool raiseMoE(Operation *anchor, IRRewriter &rewriter, RaiseLog &log) {
+  auto combine = cast<onnx::ReduceSumOp>(anchor);
+  Value perToken = combine.getData();
+  auto split = def<onnx::ReshapeOp>(perToken);
+  if (!split || rankOf(perToken) != 3 || combine.getKeepdims() != 0 ||
+      !isAxis(combine.getAxes(), 1, 3))
+    return false;
+  auto weighted = def<onnx::MulOp>(split.getData());
+  if (!weighted)
+    return false;
+  // One side is the down projection of the experts, the other the scores.
+  std::optional<ExpertProduct> down;
+  Value scoreCol;
+  for (auto [y, s] : {std::pair(weighted.getA(), weighted.getB()),
+                      std::pair(weighted.getB(), weighted.getA())})
+    if (auto p = expertProduct(y)) {
+      down = p;
+      scoreCol = s;
+    }
+  if (!down)
+    return false;
+  // From here on it is a mixture of experts: say why if it stays unraised.
+  auto fail = [&](const Twine &why) {
+    log.unfused(anchor, "moe", why);
+    return false;
+  };
+  onnx::TopKOp topk = down->topk;
+  auto k = constantInts(topk.getK());
+  int64_t topK = k && k->size() == 1 ? (*k)[0] : -1;
+  if (topK < 1 || dimOf(perToken, 1) != topK || !isLastAxis(topk.getAxis(), 2) ||
+      topk.getLargest() != 1)
+    return fail("the routing is not a TopK of the largest scores over the experts");
+  auto scoreUnsq = def<onnx::UnsqueezeOp>(scoreCol);
+  auto scoreFlat = scoreUnsq ? def<onnx::ReshapeOp>(scoreUnsq.getData()) : onnx::ReshapeOp();
+  std::optional<bool> normalize =
+      scoreFlat ? scoreNormalization(scoreFlat.getData(), topk) : std::nullopt;
+  if (!normalize)
+    return fail("the expert outputs are not weighted by the TopK scores (or their "
+                "renormalisation)");
+  auto r = router(topk);
+  if (!r)
+    return fail("the scores are not a softmax of the tokens times a constant router");
+
+  // act(g) * u, g and u from one fused product or two.
+  auto gateTimesUp = def<onnx::MulOp>(down->input);
+  if (!gateTimesUp)
+    return fail("the down projection's input is not act(gate) * up");
+  Value gateW, upW, xr;
+  int64_t inter = dimOf(down->weight, 2);
+  int64_t gateBegin = 0, upBegin = 0;
+  std::optional<std::pair<Value, Activation>> act;
+  for (auto [a, u] : {std::pair(gateTimesUp.getA(), gateTimesUp.getB()),
+                      std::pair(gateTimesUp.getB(), gateTimesUp.getA())}) {
+    auto candidate = matchActivation(a);
+    if (!candidate)
+      continue;
+    auto gSplit = def<onnx::SplitOp>(candidate->first);
+    auto uSplit = def<onnx::SplitOp>(u);
+    if (gSplit && gSplit == uSplit && gSplit->getNumResults() == 2 &&
+        candidate->first == gSplit->getResult(0) && u == gSplit->getResult(1) &&
+        isLastAxis(gSplit.getAxis(), 2)) {
+      auto fused = expertProduct(gSplit.getInput());
+      if (!fused || fused->topk != topk || dimOf(fused->weight, 1) != 2 * inter)
+        continue;
+      gateW = upW = fused->weight;
+      upBegin = inter;
+      xr = fused->input;
+      act = candidate;
+      break;
+    }
+    auto g = expertProduct(candidate->first), up = expertProduct(u);
+    if (g && up && g->topk == topk && up->topk == topk && g->input == up->input &&
+        dimOf(g->weight, 1) == inter && dimOf(up->weight, 1) == inter) {
+      gateW = g->weight;
+      upW = up->weight;
+      xr = g->input;
+      act = candidate;
+      break;
+    }
+  }
+  if (!act)
+    return fail("gate and up are not expert products of the same tokens with a SiLU, GELU "
+                "or ReLU gate");
+  Value x = repeatedTokens(xr, topK);
+  if (!x || stripFlattening(x) != stripFlattening(r->x))
+    return fail("the experts and the router do not read the same tokens");
+  int64_t h = dimOf(x, 1), experts = dimOf(down->weight, 0);
+  if (ShapedType::isDynamic(h) || dimOf(down->weight, 1) != h || dimOf(gateW, 0) != experts ||
+      dimOf(upW, 0) != experts || dimOf(gateW, 2) != h || dimOf(upW, 2) != h ||
+      dimOf(r->weight, r->transposed ? 0 : 1) != experts ||
+      dimOf(r->weight, r->transposed ? 1 : 0) != h)
+    return fail("expert or router weight shapes do not agree");
+  if (!hasStaticBytes(gateW) || !hasStaticBytes(upW) || !hasStaticBytes(down->weight) ||
+      !hasStaticBytes(r->weight) || elementTypeOf(gateW) != elementTypeOf(x))
+    return fail("expert weights are not constants of the tokens' type");
+  if (combine.getReduced().getType() != x.getType() &&
+      !tensor::CastOp::areCastCompatible(x.getType(), combine.getReduced().getType()))
+    return fail("the result's type differs from the tokens'");
+
+  rewriter.setInsertionPoint(combine);
+  Location loc = combine.getLoc();
+  std::string base = nodeName(combine);
+  Value routerHE = r->transposed ? transposedRows(rewriter, loc, r->weight, 0, experts,
+                                                  base + ".router")
+                                 : r->weight;
+  Value wg = transposedRows(rewriter, loc, gateW, gateBegin, gateBegin + inter, base + ".w_gate");
+  Value wu = transposedRows(rewriter, loc, upW, upBegin, upBegin + inter, base + ".w_up");
+  Value wd = transposedRows(rewriter, loc, down->weight, 0, h, base + ".w_down");
+  auto op = MoEOp::create(rewriter, loc, act->second, x, routerHE, wg, wu, wd,
+                          rewriter.getI64IntegerAttr(topK), rewriter.getBoolAttr(*normalize));
+  Value result = op.getResult();
+  if (result.getType() != combine.getReduced().getType())
+    result = tensor::CastOp::create(rewriter, loc, combine.getReduced().getType(), result);
+  rewriter.replaceAllUsesWith(combine.getReduced(), result);
+  log.formed("moe");
+  return true;
+}
+
+} // namespace xfmr::raise

@@ -1,0 +1,154 @@
+//===- MoE.cpp - xfmr.moe to the routed-experts micro-kernel --------------===//
+//
+// Part of xfmr.
+//
+// xfmr.moe with constant f32 weights becomes calls of xfmr_uk_moe_f32
+// (runtime/ukernels/MoE.c): the router, gate, up and down weights are
+// packed at compile time into the kernel's 16-column panels; each call
+// routes a block of tokens, groups them by expert and runs only the
+// selected experts' products, so a decode step reads top_k of E experts.
+// From kMoEParallelRows tokens on, blocks of kMoERowTile tokens are calls
+// in a loop xfmr-parallelize-loops splits across threads; fewer (decode)
+// are one call. A token's result depends on that token alone, so the
+// blocking keeps batch invariance.
+//
+//===----------------------------------------------------------------------===//
+
+#include "Patterns.h"
+#include "xfmr/Conversion/LoweringUtils.h"
+
+#include "runtime/ukernels/MoE.h"
+
+#include "dialects/xfmr/IR/XfmrOps.h"
+
+#include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/Bufferization/IR/Bufferization.h"
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/Dialect/LLVMIR/LLVMDialect.h"
+#include "mlir/Dialect/Linalg/IR/Linalg.h"
+#include "mlir/Dialect/MemRef/IR/MemRef.h"
+#include "mlir/Dialect/SCF/IR/SCF.h"
+#include "mlir/Dialect/Tensor/IR/Tensor.h"
+
+#include <cstring>
+
+using namespace mlir;
+
+namespace xfmr::lowering {
+namespace {
+
+constexpr llvm::StringLiteral kMoEKernel = "xfmr_uk_moe_f32";
+/// Tokens per call, and the fewest tokens for which calls run on several
+/// cores.
+constexpr int64_t kMoERowTile = 32, kMoEParallelRows = 64;
+
+/// `count` row-major [k, n] f32 matrices (`w`) packed for the kernel, as a
+/// read-only buffer; null unless `w` is a constant of that size.
+Value packedWeights(OpBuilder &b, Location loc, Value w, int64_t count, int64_t k, int64_t n) {
+  std::optional<ArrayRef<char>> bytes = constantBytes(w);
+  if (!bytes || bytes->size() != static_cast<size_t>(count * k * n) * sizeof(float))
+    return nullptr;
+  std::vector<float> src(count * k * n);
+  std::memcpy(src.data(), bytes->data(), bytes->size());
+  int64_t floats = xfmr_uk_moe_packed_floats(count, k, n);
+  std::vector<char> packed(floats * sizeof(float));
+  xfmr_uk_moe_pack(src.data(), count, k, n, reinterpret_cast<float *>(packed.data()));
+  Value t = constantTensor(b, loc, packed, {floats}, b.getF32Type(), "xfmr_moe_panels");
+  return bufferization::ToBufferOp::create(
+      b, loc, MemRefType::get({floats}, b.getF32Type()), t, /*read_only=*/true);
+}
+
+bool isStaticF32(Value v) {
+  auto type = cast<RankedTensorType>(v.getType());
+  return type.hasStaticShape() && type.getElementType().isF32();
+}
+
+struct MoELowering : public OpRewritePattern<MoEOp> {
+  using Base::Base;
+
+  LogicalResult matchAndRewrite(MoEOp op, PatternRewriter &b) const override {
+    auto xType = op.getInput().getType();
+    if (!xType.getElementType().isF32() || xType.isDynamicDim(1) ||
+        !isStaticF32(op.getRouter()) || !isStaticF32(op.getWGate()) ||
+        !isStaticF32(op.getWUp()) || !isStaticF32(op.getWDown()))
+      return b.notifyMatchFailure(op, "needs f32 tokens and constant f32 weights of static "
+                                      "shapes");
+    Location loc = op.getLoc();
+    auto gType = op.getWGate().getType();
+    int64_t experts = gType.getDimSize(0), h = gType.getDimSize(1), inter = gType.getDimSize(2);
+    Value router = packedWeights(b, loc, op.getRouter(), 1, h, experts);
+    Value wg = packedWeights(b, loc, op.getWGate(), experts, h, inter);
+    Value wu = packedWeights(b, loc, op.getWUp(), experts, h, inter);
+    Value wd = packedWeights(b, loc, op.getWDown(), experts, inter, h);
+    if (!router || !wg || !wu || !wd)
+      return b.notifyMatchFailure(op, "weights are not constants");
+
+    MLIRContext *ctx = b.getContext();
+    Type i64 = b.getI64Type(), f32 = b.getF32Type();
+    Type ptr = LLVM::LLVMPointerType::get(ctx);
+    declareKernel(b, op, kMoEKernel, {ptr, i64, i64, i64, i64, i64, i64, ptr, ptr, ptr, ptr, ptr});
+    Value x = op.getInput();
+    Value rows = tensor::DimOp::create(b, loc, x, 0);
+    SmallVector<Value> dyn;
+    if (xType.isDynamicDim(0))
+      dyn.push_back(rows);
+    // The kernel reads the tokens through a pointer the tensor analysis
+    // cannot see: a copy of their own (see narrowProduct in MLP.cpp).
+    Value init = tensor::EmptyOp::create(b, loc, xType.getShape(), f32, dyn);
+    Value copy = linalg::CopyOp::create(b, loc, x, init).getResult(0);
+    auto memType = MemRefType::get(xType.getShape(), f32);
+    Value in = bufferization::ToBufferOp::create(b, loc, memType, copy, /*read_only=*/true);
+    Value out = memref::AllocOp::create(b, loc, memType, dyn);
+
+    auto c64 = [&](int64_t v) -> Value { return arith::ConstantIntOp::create(b, loc, i64, v); };
+    int64_t flags = (op.getNormalizeTopK() ? XFMR_UK_MOE_NORMALIZE : 0) |
+                    (static_cast<int64_t>(op.getActivation()) << XFMR_UK_MOE_ACTIVATION_SHIFT);
+    Value inP = addressOf(b, loc, in), outP = addressOf(b, loc, out);
+    Value rP = addressOf(b, loc, router), gP = addressOf(b, loc, wg);
+    Value uP = addressOf(b, loc, wu), dP = addressOf(b, loc, wd);
+    // Tokens [r0, r0 + count).
+    auto call = [&](OpBuilder &cb, Value r0, Value count) {
+      Value offset = arith::MulIOp::create(cb, loc, r0, c64(h));
+      Value xRow = LLVM::GEPOp::create(cb, loc, ptr, f32, inP, ValueRange{offset});
+      Value outRow = LLVM::GEPOp::create(cb, loc, ptr, f32, outP, ValueRange{offset});
+      func::CallOp::create(cb, loc, kMoEKernel, TypeRange{},
+                           ValueRange{xRow, count, c64(h), c64(inter), c64(experts),
+                                      c64(op.getTopK()), c64(flags), rP, gP, uP, dP, outRow});
+    };
+    Value rows64 = arith::IndexCastOp::create(b, loc, i64, rows);
+    Value many =
+        arith::CmpIOp::create(b, loc, arith::CmpIPredicate::sge, rows64, c64(kMoEParallelRows));
+    auto ifOp = scf::IfOp::create(b, loc, many, /*withElseRegion=*/true);
+    {
+      OpBuilder::InsertionGuard guard(b);
+      b.setInsertionPointToStart(ifOp.thenBlock());
+      Value tiles = arith::DivUIOp::create(
+          b, loc, arith::AddIOp::create(b, loc, rows, indexConstant(b, loc, kMoERowTile - 1)),
+          indexConstant(b, loc, kMoERowTile));
+      auto loop =
+          scf::ForOp::create(b, loc, indexConstant(b, loc, 0), tiles, indexConstant(b, loc, 1));
+      loop->setAttr("xfmr.independent_iterations", b.getUnitAttr());
+      b.setInsertionPointToStart(loop.getBody());
+      Value r0 = arith::MulIOp::create(
+          b, loc, arith::IndexCastOp::create(b, loc, i64, loop.getInductionVar()),
+          c64(kMoERowTile));
+      Value count = arith::MinSIOp::create(b, loc, c64(kMoERowTile),
+                                           arith::SubIOp::create(b, loc, rows64, r0));
+      call(b, r0, count);
+      b.setInsertionPointToStart(ifOp.elseBlock());
+      call(b, c64(0), rows64);
+    }
+    Value result = bufferization::ToTensorOp::create(b, loc, xType, out, b.getUnitAttr(),
+                                                     b.getUnitAttr());
+    b.replaceOp(op, result);
+    return success();
+  }
+};
+
+} // namespace
+
+void populateMoELoweringPatterns(RewritePatternSet &patterns) {
+  patterns.add<MoELowering>(patterns.getContext());
+}
+
+} // namespace xfmr::lowering
