@@ -152,6 +152,26 @@ def build_gpt_neox():  # partial rotary (half of each head), parallel residual
         use_parallel_residual=True, attn_implementation="eager", use_cache=True, **_tokens()))
 
 
+def _batched_experts(model):
+    """transformers' `batched_mm` experts: the form its own ONNX exporter and
+    onnxruntime's MoE fusion use (GatherND of the selected experts' weights,
+    batched MatMuls). The default (`grouped_mm`) has no ONNX translation and
+    `eager` loops over the experts hit while tracing."""
+    model.set_experts_implementation("batched_mm")
+    return model
+
+
+def build_mixtral():  # 8 experts, top 2, renormalised scores
+    return _batched_experts(transformers.MixtralForCausalLM(transformers.MixtralConfig(
+        **_decoder_common(num_local_experts=8, num_experts_per_tok=2))))
+
+
+def build_qwen2_moe():  # 8 experts, top 2, no renormalisation, a gated shared expert
+    return _batched_experts(transformers.Qwen2MoeForCausalLM(transformers.Qwen2MoeConfig(
+        **_decoder_common(num_experts=8, num_experts_per_tok=2, moe_intermediate_size=32,
+                          shared_expert_intermediate_size=64, norm_topk_prob=False))))
+
+
 def build_bert():
     return transformers.BertModel(transformers.BertConfig(
         vocab_size=VOCAB, hidden_size=HIDDEN, num_hidden_layers=LAYERS, num_attention_heads=HEADS,
@@ -170,7 +190,13 @@ ARCHS = collections.OrderedDict([
     ("gpt2", build_gpt2),
     ("gpt_neox", build_gpt_neox),
     ("bert", build_bert),
+    ("mixtral", build_mixtral),
+    ("qwen2_moe", build_qwen2_moe),
 ])
+# The TorchScript exports of the MoE blocks repeat the tokens with a Tile
+# whose repeats come from a OneHot of constants, which onnx-simplify-shapes
+# does not fold yet: dynamo exports only.
+ARCH_EXPORTERS = {"mixtral": ("dynamo",), "qwen2_moe": ("dynamo",)}
 ENCODERS = {"bert"}
 
 
@@ -429,7 +455,7 @@ def run_arch(arch, out_dir, wanted, log):
     results = []
     for kind in kinds:
         wrap = {"encoder": Encoder, "forward": Forward, "past": Past}[kind](model).eval()
-        for exporter in EXPORTERS:
+        for exporter in ARCH_EXPORTERS.get(arch, EXPORTERS):
             stem = "%s%s_%s" % (arch, "_past" if kind == "past" else "", exporter)
             if not wanted(arch, stem):
                 continue

@@ -184,7 +184,8 @@ def ConvertXfmrToLinalgPass : Pass<"convert-xfmr-to-linalg", "mlir::ModuleOp"> {
     "::mlir::arith::ArithDialect", "::mlir::linalg::LinalgDialect",
     "::mlir::math::MathDialect", "::mlir::tensor::TensorDialect",
     "::mlir::scf::SCFDialect", "::mlir::bufferization::BufferizationDialect",
-    "::mlir::cf::ControlFlowDialect",
+    "::mlir::cf::ControlFlowDialect", "::mlir::func::FuncDialect",
+    "::mlir::memref::MemRefDialect", "::mlir::LLVM::LLVMDialect",
   ];
 }
 
