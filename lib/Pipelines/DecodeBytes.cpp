@@ -44,6 +44,22 @@ std::optional<int64_t> nbitsWeightBytes(Value v) {
   return static_cast<int64_t>((nbits.getK() * nbits.getN() * nbits.getBits() + 7) / 8);
 }
 
+/// If every user of `v` reads it as xfmr.moe expert weights: the fraction
+/// of them one token reads (top_k / E), and the op.
+std::optional<std::pair<double, MoEOp>> expertFraction(Value v) {
+  MoEOp first;
+  for (OpOperand &use : v.getUses()) {
+    auto moe = dyn_cast<MoEOp>(use.getOwner());
+    if (!moe || use.getOperandNumber() < 2)
+      return std::nullopt;
+    first = first ? first : moe;
+  }
+  if (!first)
+    return std::nullopt;
+  int64_t experts = first.getWGate().getType().getDimSize(0);
+  return std::make_pair(static_cast<double>(first.getTopK()) / experts, first);
+}
+
 std::string human(double bytes) {
   const char *units[] = {"B", "KB", "MB", "GB", "TB"};
   int u = 0;
@@ -78,6 +94,12 @@ DecodeBytes measureDecodeBytes(ModuleOp module, int64_t minBytes) {
     bytes = nbitsWeightBytes(op->getResult(0)).value_or(bytes);
     b.weights += bytes;
     ++b.weightTensors;
+    if (auto expert = expertFraction(op->getResult(0))) {
+      b.expertWeights += bytes;
+      b.expertPerToken += expert->first * bytes;
+      b.experts = expert->second.getWGate().getType().getDimSize(0);
+      b.topK = expert->second.getTopK();
+    }
     if ((type.getRank() == 2 || type.getRank() == 1) && onlyEmbeddingTable(op->getResult(0))) {
       b.embeddingTables += bytes;
       b.embeddingRow += bytes / std::max<int64_t>(1, type.getDimSize(0));
@@ -119,6 +141,24 @@ void printDecodeBytes(const DecodeBytes &b, llvm::raw_ostream &os) {
   if (b.embeddingTables)
     os << " (embedding tables " << human(b.embeddingTables) << ", read a row per token)";
   os << "\n";
+  if (b.expertWeights) {
+    os << "xfmr-compile: experts " << human(b.expertWeights) << " of the weights ("
+       << b.experts << " experts, top " << b.topK << "): a decode token reads "
+       << human(b.expertPerToken) << " of them, the dense graph "
+       << human(b.expertWeights) << "\n";
+    // Expert parallel over N ranks: E / N experts each; a token's top_k
+    // experts land on k / N ranks' worth on average, at most min(k, E / N)
+    // on one rank.
+    double perExpert = static_cast<double>(b.expertWeights) / b.experts;
+    for (int64_t n : {1, 2, 4, 8}) {
+      if (b.experts % n)
+        continue;
+      os << "xfmr-compile:   EP=" << n << ": " << b.experts / n << " experts ("
+         << human(perExpert * (b.experts / n)) << ") per rank; expert bytes per rank per "
+         << "decode token: " << human(perExpert * b.topK / n) << " on average, at most "
+         << human(perExpert * std::min(b.topK, b.experts / n)) << "\n";
+    }
+  }
   if (b.kvPerToken) {
     os << "xfmr-compile: KV cache " << human(b.kvPerToken) << " per token (" << b.kvLayers
        << " layers x 2 x " << b.kvHeads << " KV heads x " << b.headDim << " x "

@@ -26,6 +26,12 @@ struct DecodeBytes {
   /// Of those, tables only xfmr.embedding reads (a row per token).
   int64_t embeddingTables = 0;
   int64_t embeddingRow = 0;
+  /// Of those, expert weights only xfmr.moe reads, and the bytes of them
+  /// one token reads (its top_k of E experts per layer).
+  int64_t expertWeights = 0;
+  double expertPerToken = 0;
+  /// The MoE layers' experts and top_k (the first layer's; 0: no MoE).
+  int64_t experts = 0, topK = 0;
   /// Bytes of K and V one token adds to the paged cache over all layers
   /// (0: not a step function).
   int64_t kvPerToken = 0;
@@ -37,7 +43,8 @@ struct DecodeBytes {
 
   /// Bytes one sequence's decode step reads with `context` cached tokens.
   int64_t perToken(int64_t context) const {
-    return weights - embeddingTables + embeddingRow + context * kvPerToken;
+    return weights - embeddingTables + embeddingRow - expertWeights +
+           static_cast<int64_t>(expertPerToken) + context * kvPerToken;
   }
 };
 
