@@ -584,6 +584,8 @@ def write_readme(out_dir, results):
              "| `gpt2` | learned positions, Conv1D, layer norm, GeLU MLP |",
              "| `gpt_neox` | partial rotary (rotary_pct 0.5), parallel residual |",
              "| `bert` | encoder: input_ids, attention_mask, token_type_ids -> last_hidden_state |",
+             "| `mixtral` | 8 experts, top 2, renormalised scores (batched experts; dynamo only) |",
+             "| `qwen2_moe` | 8 experts, top 2, sigmoid-gated shared expert (batched experts; dynamo only) |",
              "",
              "Files: `ARCH_ts.onnx` (TorchScript exporter, `dynamo=False`, opset %d) and" % TS_OPSET,
              "`ARCH_dynamo.onnx` (`dynamo=True`, opset %d, dynamic batch/sequence/past)." % DYNAMO_OPSET,
