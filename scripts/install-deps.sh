@@ -11,6 +11,7 @@ PKGS=(
   libonnx-dev libprotobuf-dev protobuf-compiler libonnx-testdata
   nlohmann-json3-dev libopenblas-dev libomp-22-dev libssl-dev
   python3-venv
+  libopenmpi-dev openmpi-bin
 )
 if [[ "${XFMR_WITH_PYTHON_MODELS:-0}" == 1 ]]; then
   PKGS+=(python3-torch libopenblas0-pthread)

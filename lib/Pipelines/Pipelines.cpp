@@ -33,7 +33,10 @@ LogicalResult buildRaisePipeline(OpPassManager &pm, const RaiseOptions &options)
   }
   if (options.calibrationOutputs)
     os << "xfmr-calibration-outputs,";
-  os << "xfmr-raise{report=" << (options.report ? "true" : "false") << "}";
+  os << "xfmr-raise{report=" << (options.report ? "true" : "false");
+  if (!options.skip.empty())
+    os << " skip=" << llvm::join(options.skip, ",");
+  os << "}";
   if (options.pagedKV)
     os << ",xfmr-paged-kv{block-size=" << options.blockSize << " kv-dtype=" << options.kvDtype
        << "}";

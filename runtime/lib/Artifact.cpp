@@ -578,6 +578,20 @@ Artifact::run(const std::map<std::string, Tensor> &named) const {
   return run(ordered);
 }
 
+void *Artifact::librarySymbol(const char *name) const {
+  return library ? ::dlsym(library, name) : nullptr;
+}
+
+std::optional<Artifact::MoEStats> Artifact::moeStats() const {
+  using StatsFn = void (*)(uint64_t *);
+  auto fn = reinterpret_cast<StatsFn>(librarySymbol("xfmr_uk_moe_stats"));
+  if (!fn)
+    return std::nullopt;
+  uint64_t v[5];
+  fn(v);
+  return MoEStats{v[0], v[1], v[2], v[3], v[4]};
+}
+
 std::string Artifact::checkFailure(int64_t status) const {
   if (status > 0 && static_cast<uint64_t>(status) <= info.checks.size())
     return "run-time check failed: " + info.checks[static_cast<size_t>(status - 1)];

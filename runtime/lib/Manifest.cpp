@@ -295,6 +295,29 @@ private:
     return {};
   }
 
+  /// "expert_parallel" (optional): {"ranks": 1..1024, "experts": E >= ranks,
+  /// a multiple of ranks}.
+  Status getExpertParallel(const json &root, Manifest &m) const {
+    Expected<const json *> ep = getObject(root, "", "expert_parallel", false);
+    if (!ep)
+      return ep.takeError();
+    if (!*ep)
+      return {};
+    Expected<int64_t> ranks = getNonNegativeInt(**ep, "expert_parallel", "ranks");
+    if (!ranks)
+      return ranks.takeError();
+    Expected<int64_t> experts = getNonNegativeInt(**ep, "expert_parallel", "experts");
+    if (!experts)
+      return experts.takeError();
+    if (*ranks < 1 || *ranks > 1024)
+      return fail("expert_parallel.ranks", "must be 1 to 1024");
+    if (*experts < *ranks || *experts % *ranks)
+      return fail("expert_parallel.experts", "must be a positive multiple of the ranks");
+    m.expertParallelRanks = *ranks;
+    m.expertParallelExperts = *experts;
+    return {};
+  }
+
   /// files.<name>: {"size": N, "sha256": "<64 hex digits>"}.
   Expected<FileIntegrity> getFileIntegrity(const json &files, const std::string &name) const {
     std::string field = "files." + name;
@@ -586,6 +609,8 @@ Expected<Manifest> ManifestParser::parse(const json &root) {
   if (Expected<const json *> options = getObject(root, "", "options", false);
       !options)
     return options.takeError();
+  if (Status s = getExpertParallel(root, m); !s)
+    return s.takeError();
   if (Status s = getGeneration(root, m); !s)
     return s.takeError();
 

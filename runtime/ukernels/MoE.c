@@ -11,6 +11,9 @@
 //      products, act(gate) * up, the down product: only the selected
 //      experts' weights are read (decode: top_k of E);
 //   4. out[t] = sum over slots j, in slot order, of score_j * y_j.
+// Under expert parallelism (xfmr_uk_moe_set_partition) step 3 runs only
+// this rank's experts and step 4 sums only their slots; the generated code
+// then all-reduces the partial outputs (xfmr_uk_moe_combine).
 // Products run on weights packed at compile time into panels of 16 columns
 // ([K][16] each, contiguous: one stream per panel) in tiles of up to 6 rows
 // x 2 panels (AVX-512), 4 rows x 1 panel (AVX2) or one element at a time
@@ -34,7 +37,28 @@
 
 enum { kPanel = XFMR_UK_MOE_COLUMNS };
 
-static uint64_t gStats[4];
+static uint64_t gStats[5];
+static int64_t gRank = 0, gRanks = 1;
+static xfmr_uk_moe_combine_fn gCombine;
+static void *gCombineContext;
+
+void xfmr_uk_moe_set_partition(int64_t rank, int64_t ranks, xfmr_uk_moe_combine_fn combine,
+                               void *context) {
+  gRank = rank;
+  gRanks = ranks < 1 ? 1 : ranks;
+  gCombine = combine;
+  gCombineContext = context;
+}
+
+void xfmr_uk_moe_combine(float *out, int64_t count) {
+  if (gRanks > 1 && gCombine)
+    gCombine(out, count, gCombineContext);
+}
+
+/// Whether this rank computes expert `e` of `experts`.
+static int owns(int64_t e, int64_t experts) {
+  return gRanks <= 1 || (e * gRanks) / experts == gRank;
+}
 
 static int64_t panelsOf(int64_t n) { return (n + kPanel - 1) / kPanel; }
 
@@ -56,13 +80,13 @@ void xfmr_uk_moe_pack(const float *src, int64_t count, int64_t k, int64_t n, flo
   }
 }
 
-void xfmr_uk_moe_stats(uint64_t out[4]) {
-  for (int i = 0; i < 4; ++i)
+void xfmr_uk_moe_stats(uint64_t out[5]) {
+  for (int i = 0; i < 5; ++i)
     out[i] = __atomic_load_n(&gStats[i], __ATOMIC_RELAXED);
 }
 
 void xfmr_uk_moe_reset_stats(void) {
-  for (int i = 0; i < 4; ++i)
+  for (int i = 0; i < 5; ++i)
     __atomic_store_n(&gStats[i], 0, __ATOMIC_RELAXED);
 }
 
@@ -304,7 +328,7 @@ static void moe(int level, const float *x, int64_t rows, int64_t h, int64_t inte
   uint64_t used = 0;
   for (int64_t e = 0; e < experts; ++e) {
     int64_t n = start[e + 1] - start[e];
-    if (n == 0)
+    if (n == 0 || !owns(e, experts))
       continue;
     ++used;
     const int32_t *group = order + start[e];
@@ -329,6 +353,8 @@ static void moe(int level, const float *x, int64_t rows, int64_t h, int64_t inte
     for (int64_t c = 0; c < h; ++c) {
       float acc = 0.0f;
       for (int64_t j = 0; j < topK; ++j) {
+        if (!owns(ids[t * topK + j], experts))
+          continue; // another rank's term
         float term = ys[(t * topK + j) * h + c] * scores[t * topK + j];
         acc += term;
       }
@@ -338,8 +364,9 @@ static void moe(int level, const float *x, int64_t rows, int64_t h, int64_t inte
   __atomic_fetch_add(&gStats[0], 1, __ATOMIC_RELAXED);
   __atomic_fetch_add(&gStats[1], (uint64_t)rows, __ATOMIC_RELAXED);
   __atomic_fetch_add(&gStats[2], (uint64_t)slots, __ATOMIC_RELAXED);
-  __atomic_fetch_add(&gStats[3], used * (uint64_t)(3 * h * inter * sizeof(float)),
-                     __ATOMIC_RELAXED);
+  uint64_t expertBytes = (uint64_t)(3 * h * inter * sizeof(float));
+  __atomic_fetch_add(&gStats[3], used * expertBytes, __ATOMIC_RELAXED);
+  __atomic_fetch_add(&gStats[4], (uint64_t)experts * expertBytes, __ATOMIC_RELAXED);
   free(f);
   free(iv);
 }

@@ -48,10 +48,26 @@ void xfmr_uk_moe_f32_at(int level, const float *x, int64_t rows, int64_t h, int6
                         int64_t experts, int64_t topK, int64_t flags, const float *router,
                         const float *wg, const float *wu, const float *wd, float *out);
 
+/// Expert parallelism (xfmr-compile --expert-parallel=N): the runtime tells
+/// the model library which rank it is. Rank r of N owns experts
+/// [r * E / N, (r + 1) * E / N) of every layer; a call then computes only
+/// the owned experts' terms of each token (every rank routes every token)
+/// and xfmr_uk_moe_combine sums the ranks' partial outputs with `combine`
+/// (an all-reduce; the runtime's, over MPI). With top_k <= 2 the sum has
+/// at most two non-zero terms, so the result has the bits of one process.
+/// Rank 0 of 1 (the default) computes everything and combines nothing.
+typedef void (*xfmr_uk_moe_combine_fn)(float *data, int64_t count, void *context);
+void xfmr_uk_moe_set_partition(int64_t rank, int64_t ranks, xfmr_uk_moe_combine_fn combine,
+                               void *context);
+/// Called by generated code once per layer after its calls: all-reduces
+/// `count` floats of `out` across the ranks (nothing with one rank).
+void xfmr_uk_moe_combine(float *out, int64_t count);
+
 /// Counters over every call in the process: [0] calls, [1] tokens,
 /// [2] token-expert assignments, [3] expert weight bytes read (each
-/// selected expert's three matrices once per call).
-void xfmr_uk_moe_stats(uint64_t out[4]);
+/// selected expert's three matrices once per call), [4] the bytes of all
+/// experts of those calls' layers (what a dense lowering reads).
+void xfmr_uk_moe_stats(uint64_t out[5]);
 void xfmr_uk_moe_reset_stats(void);
 
 #ifdef __cplusplus

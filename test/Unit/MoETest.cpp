@@ -154,17 +154,36 @@ TEST(MoE, TokenAloneEqualsTokenInABatch) {
   }
 }
 
+TEST(MoE, PartitionedRanksSumToTheSameBits) {
+  Layer l = makeLayer(/*h=*/40, /*inter=*/48, /*experts=*/8, /*topK=*/2, true, 19);
+  std::vector<float> x = tokens(21, l.h, 4);
+  std::vector<float> whole = run(l, x, 2);
+  for (int64_t ranks : {2, 4, 8}) {
+    std::vector<float> sum(whole.size(), 0.0f);
+    for (int64_t r = 0; r < ranks; ++r) {
+      xfmr_uk_moe_set_partition(r, ranks, nullptr, nullptr);
+      std::vector<float> part = run(l, x, 2);
+      for (size_t i = 0; i < sum.size(); ++i)
+        sum[i] += part[i];
+    }
+    xfmr_uk_moe_set_partition(0, 1, nullptr, nullptr);
+    EXPECT_EQ(0, std::memcmp(sum.data(), whole.data(), sum.size() * sizeof(float)))
+        << ranks << " ranks";
+  }
+}
+
 TEST(MoE, CountsOnlySelectedExperts) {
   Layer l = makeLayer(/*h=*/32, /*inter=*/64, /*experts=*/8, /*topK=*/2, true, 17);
   std::vector<float> x = tokens(1, l.h, 1);
   xfmr_uk_moe_reset_stats();
   run(l, x, 2);
-  uint64_t s[4];
+  uint64_t s[5];
   xfmr_uk_moe_stats(s);
   EXPECT_EQ(s[0], 1u);
   EXPECT_EQ(s[1], 1u);
   EXPECT_EQ(s[2], 2u);
   EXPECT_EQ(s[3], 2u * 3 * 32 * 64 * sizeof(float)); // two of eight experts
+  EXPECT_EQ(s[4], 8u * 3 * 32 * 64 * sizeof(float));
 }
 
 } // namespace

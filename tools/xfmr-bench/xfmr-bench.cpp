@@ -15,6 +15,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "xfmr/runtime/Engine.h"
+#include "xfmr/runtime/ExpertParallel.h"
 #include "xfmr/runtime/KVCacheBudget.h"
 #include "xfmr/runtime/Text.h"
 
@@ -421,6 +422,17 @@ int main(int argc, char **argv) {
   Expected<std::unique_ptr<Artifact>> artifact = Artifact::load(artifactDir);
   if (!artifact)
     return fail(artifact.error());
+  // Under mpirun (--expert-parallel artifacts) every rank replays the same
+  // trace; rank 0 reports. Arrival times are replayed by step, not by the
+  // clock, so the ranks take the same steps.
+  Expected<ExpertParallelRank> rank = joinExpertParallel(**artifact);
+  if (!rank)
+    return fail(rank.error());
+  struct Leave {
+    ~Leave() { leaveExpertParallel(); }
+  } leave;
+  if (!rank->isRoot() && !std::freopen("/dev/null", "w", stdout))
+    return fail("cannot silence rank " + std::to_string(rank->rank));
   int64_t vocab = 0;
   for (const TensorSpec &out : (*artifact)->manifest().outputs)
     if (out.rank() == 2 && out.shape[1].isStatic())

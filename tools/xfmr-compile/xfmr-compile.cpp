@@ -128,6 +128,19 @@ cl::opt<bool> raise("raise",
                     cl::desc("Recover attention, norms, RoPE, MLPs and embeddings as "
                              "xfmr ops (--raise=false keeps the plain ONNX lowering)"),
                     cl::init(true), cl::cat(category));
+cl::opt<int64_t> expertParallel(
+    "expert-parallel",
+    cl::desc("Partition every mixture-of-experts layer's experts over N MPI ranks (rank r owns "
+             "experts [r E / N, (r + 1) E / N)); the artifact then runs as `mpirun -np N "
+             "xfmr-run ...` (docs/moe.md). N must divide the experts. Default 1"),
+    cl::value_desc("N"), cl::init(1), cl::cat(category));
+/// The experts per layer that --expert-parallel partitions (set after raising).
+int64_t partitionedExperts = 0;
+cl::list<std::string> raiseSkip(
+    "raise-skip",
+    cl::desc("Ops raising does not form (comma-separated): moe keeps the exported "
+             "mixture-of-experts graph (to measure it against xfmr.moe), likewise gated_mlp"),
+    cl::CommaSeparated, cl::cat(category));
 cl::opt<bool> report("report",
                      cl::desc("Print what raising formed and every candidate left "
                               "unfused, with the reason, and the bytes a decode step reads: "
@@ -384,6 +397,39 @@ LogicalResult checkLoweredResults(ModuleOp module, unsigned expected) {
              failure();
     }
   return fail("internal: no lowered entry function"), failure();
+}
+
+/// --expert-parallel=N: every xfmr.moe's experts must split evenly over N
+/// ranks, all layers alike; records the expert count for the manifest.
+LogicalResult checkExpertParallel(ModuleOp module) {
+  int64_t n = expertParallel;
+  if (n < 1 || n > 1024)
+    return fail("--expert-parallel must be 1 to 1024, got " + llvm::Twine(n)), failure();
+  if (!raise)
+    return fail("--expert-parallel needs raising (--raise=false keeps no xfmr.moe)"), failure();
+  bool bad = false;
+  module.walk([&](xfmr::MoEOp op) {
+    int64_t experts = op.getWGate().getType().getDimSize(0);
+    if (bad)
+      return;
+    if (experts % n || (partitionedExperts && partitionedExperts != experts)) {
+      op.emitError() << "--expert-parallel=" << n << ": this layer has " << experts
+                     << " experts"
+                     << (partitionedExperts && partitionedExperts != experts
+                             ? ", others " + std::to_string(partitionedExperts)
+                             : std::string(", not a multiple of the ranks"));
+      bad = true;
+    }
+    partitionedExperts = experts;
+  });
+  if (bad)
+    return failure();
+  if (!partitionedExperts)
+    return fail("--expert-parallel=" + llvm::Twine(n) +
+                ": the model has no mixture-of-experts block raised to xfmr.moe (--report "
+                "says why)"),
+           failure();
+  return success();
 }
 
 LogicalResult runPipeline(ModuleOp module,
@@ -702,6 +748,9 @@ int lowerAndWrite(ModuleOp module, const xfmr::cpu::HostTarget &host, Progress &
   };
   if (kvSpec)
     manifest["kv_cache"] = std::move(*kvSpec);
+  if (expertParallel > 1)
+    manifest["expert_parallel"] =
+        llvm::json::Object{{"ranks", expertParallel.getValue()}, {"experts", partitionedExperts}};
   if (!calibrationArtifact && !calibration.empty()) {
     // Where the calibrated modes' statistics came from (docs/quantization.md).
     llvm::json::Object *options = manifest.getObject("options");
@@ -895,6 +944,7 @@ int compile() {
                                      : "raised to xfmr ops");
     xfmr::RaiseOptions raiseOptions;
     raiseOptions.report = report;
+    raiseOptions.skip.assign(raiseSkip.begin(), raiseSkip.end());
     raiseOptions.pagedKV = kvCache == "paged";
     raiseOptions.blockSize = blockSize;
     raiseOptions.kvDtype = kvDtype;
@@ -910,6 +960,8 @@ int compile() {
         })))
       return 1;
     f = *module->getOps<func::FuncOp>().begin();
+    if (expertParallel != 1 && failed(checkExpertParallel(*module)))
+      return 1;
     if (report) {
       xfmr::printDecodeBytes(xfmr::measureDecodeBytes(*module, minWeightBytes), llvm::outs());
     }

@@ -15,6 +15,7 @@
 #include "CommandLine.h"
 
 #include "xfmr/runtime/Engine.h"
+#include "xfmr/runtime/ExpertParallel.h"
 #include "xfmr/runtime/KVCacheBudget.h"
 #include "xfmr/runtime/Text.h"
 #include "xfmr/runtime/TensorIO.h"
@@ -171,6 +172,18 @@ int generateMain(int argc, char **argv) {
   const Artifact &artifact = **loaded;
   if (!artifact.manifest().kvCache)
     return fail(artifactDir + ": not a step function (compile with xfmr-compile --kv-cache=paged)");
+  // Under mpirun (--expert-parallel artifacts) every rank generates the
+  // same tokens in the same steps; rank 0 prints them.
+  Expected<ExpertParallelRank> rank = joinExpertParallel(artifact);
+  if (!rank)
+    return fail(rank.error());
+  struct Leave {
+    ~Leave() { leaveExpertParallel(); }
+  } leave;
+  if (!rank->isRoot()) {
+    quiet = true;
+    dumpDir.clear();
+  }
   const std::vector<int64_t> &eos = artifact.manifest().eosTokenIds;
   if (!stopGiven && !ignoreEos && !eos.empty()) {
     sampling.stopTokens = eos;
@@ -239,15 +252,22 @@ int generateMain(int argc, char **argv) {
       return fail(s.error());
   }
   std::map<int64_t, RequestResult> results;
+  // MoE counters after the first step (the prefill of every prompt) and at
+  // the end: what the decode steps read of the expert weights.
+  std::optional<Artifact::MoEStats> moeAfterPrefill;
   while (!(*engine)->idle()) {
     if (Status s = (*engine)->step(); !s)
       return fail(s.error());
+    if (!moeAfterPrefill)
+      moeAfterPrefill = artifact.moeStats();
     if (!dumpError.empty())
       return fail(dumpError);
     for (RequestResult &r : (*engine)->takeFinished())
       results[r.id] = std::move(r);
   }
   for (const auto &[id, r] : results) {
+    if (!rank->isRoot())
+      break;
     for (size_t k = 0; k < r.tokens.size(); ++k)
       std::printf("%s%lld", k ? "," : "", static_cast<long long>(r.tokens[k]));
     std::printf("\n");
@@ -261,6 +281,29 @@ int generateMain(int argc, char **argv) {
                    static_cast<long long>(id), prompts[static_cast<size_t>(id)].size(),
                    r.tokens.size(), finishReasonName(r.finishReason),
                    1e3 * (r.firstToken - r.arrival), 1e3 * decode);
+    }
+    if (auto end = artifact.moeStats(); end && moeAfterPrefill) {
+      uint64_t tokens = end->tokens - moeAfterPrefill->tokens;
+      uint64_t read = end->expertBytesRead - moeAfterPrefill->expertBytesRead;
+      uint64_t dense = end->expertBytesDense - moeAfterPrefill->expertBytesDense;
+      if (tokens && dense) {
+        // Every layer's call counts the step's tokens once: per token and
+        // layer, then times the layers (calls per step).
+        uint64_t calls = end->calls - moeAfterPrefill->calls;
+        uint64_t steps = static_cast<uint64_t>((*engine)->steps()) - 1;
+        double perStep = steps ? static_cast<double>(read) / steps : 0;
+        double densePerStep = steps ? static_cast<double>(dense) / steps : 0;
+        double others = static_cast<double>(artifact.weightsBytes()) - densePerStep;
+        std::fprintf(stderr,
+                     "moe: decode steps read %.2f MB of expert weights per step (%.3f of all "
+                     "experts, %llu layer calls, %.2f tokens per call); weights read per step "
+                     "%.2f MB of %.2f MB (%.3f)\n",
+                     perStep / 1e6, static_cast<double>(read) / dense,
+                     static_cast<unsigned long long>(calls),
+                     static_cast<double>(tokens) / std::max<uint64_t>(1, calls), (others + perStep) / 1e6,
+                     static_cast<double>(artifact.weightsBytes()) / 1e6,
+                     (others + perStep) / static_cast<double>(artifact.weightsBytes()));
+      }
     }
     std::fprintf(stderr, "%lld steps, %lld preemptions\n",
                  static_cast<long long>((*engine)->steps()),

@@ -11,6 +11,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "xfmr/runtime/Artifact.h"
+#include "xfmr/runtime/ExpertParallel.h"
 #include "xfmr/runtime/Manifest.h"
 #include "xfmr/runtime/Tensor.h"
 #include "xfmr/runtime/TensorIO.h"
@@ -212,13 +213,29 @@ __attribute__((format(printf, 2, 3))) void note(const Options &opts,
   va_end(args);
 }
 
-int run(const Options &opts) {
+/// Finalises MPI when a run of an expert-parallel artifact ends.
+struct LeaveExpertParallel {
+  ~LeaveExpertParallel() { leaveExpertParallel(); }
+};
+
+int run(const Options &given) {
+  Options opts = given;
   auto loadStart = std::chrono::steady_clock::now();
   Expected<std::unique_ptr<Artifact>> loaded = Artifact::load(opts.artifact);
   if (!loaded)
     return fail(loaded.error());
   const Artifact &artifact = **loaded;
   const Manifest &manifest = artifact.manifest();
+  // Under mpirun (--expert-parallel artifacts): every rank runs, rank 0
+  // reports and writes the outputs.
+  Expected<ExpertParallelRank> rank = joinExpertParallel(artifact);
+  if (!rank)
+    return fail(rank.error());
+  LeaveExpertParallel leave;
+  if (!rank->isRoot()) {
+    opts.quiet = true;
+    opts.outputDir.clear();
+  }
   note(opts, "loaded %s in %.2f ms (weights %llu bytes mapped)\n",
        opts.artifact.c_str(), millisecondsSince(loadStart),
        static_cast<unsigned long long>(artifact.weightsBytes()));

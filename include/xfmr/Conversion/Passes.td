@@ -142,14 +142,18 @@ def RaiseONNXToXfmrPass : Pass<"xfmr-raise", "mlir::ModuleOp"> {
   let description = [{
     Matches the subgraphs exporters emit for attention (scaled Q·Kᵀ, masks,
     softmax, ·V, GQA's repeat_kv), RMS and layer norm, rotary embedding,
-    gated MLPs and token embeddings, and replaces each with one xfmr op.
-    One pattern per idea; a candidate that does not match completely is
-    left as it is. `report` prints, per function, how many of each op were
-    formed and every candidate left unfused with the reason.
+    gated MLPs, mixture-of-experts blocks and token embeddings, and replaces
+    each with one xfmr op. One pattern per idea; a candidate that does not
+    match completely is left as it is. `report` prints, per function, how
+    many of each op were formed and every candidate left unfused with the
+    reason. `skip` names ops not to form (e.g. `moe`, to measure the graph's
+    own lowering).
   }];
   let options = [
     Option<"report", "report", "bool", /*default=*/"false",
            "Print what was formed and which candidates were left and why">,
+    ListOption<"skip", "skip", "std::string",
+               "Ops not to form: moe, gated_mlp">,
   ];
   let dependentDialects = ["::xfmr::XfmrDialect", "::xfmr::onnx::ONNXDialect",
                            "::mlir::arith::ArithDialect", "::mlir::cf::ControlFlowDialect",

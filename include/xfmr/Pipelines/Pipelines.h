@@ -53,6 +53,8 @@ struct CPUPipelineOptions {
 struct RaiseOptions {
   /// Print what xfmr-raise formed and left.
   bool report = false;
+  /// Ops xfmr-raise does not form (its `skip` option).
+  std::vector<std::string> skip;
   /// Rewrite into a step function over a paged KV cache (xfmr-paged-kv).
   bool pagedKV = false;
   int64_t blockSize = 16;

@@ -63,8 +63,10 @@ struct RaiseONNXToXfmrPass : impl::RaiseONNXToXfmrPassBase<RaiseONNXToXfmrPass> 
       runRaiser<onnx::ReduceMeanOp>(func, raiseRMSNorm, rewriter, log);
       runRaiser<onnx::ConcatOp>(func, raiseRope, rewriter, log);
       runRaiser<onnx::GatherOp>(func, raiseEmbedding, rewriter, log);
-      runRaiser<onnx::ReduceSumOp>(func, raiseMoE, rewriter, log);
-      runRaiser<onnx::MatMulOp>(func, raiseGatedMLP, rewriter, log);
+      if (!llvm::is_contained(skip, "moe"))
+        runRaiser<onnx::ReduceSumOp>(func, raiseMoE, rewriter, log);
+      if (!llvm::is_contained(skip, "gated_mlp"))
+        runRaiser<onnx::MatMulOp>(func, raiseGatedMLP, rewriter, log);
       runRaiser<onnx::SoftmaxOp>(func, raiseAttention, rewriter, log);
       runRaiser<onnx::AttentionOp>(func, raiseAttention23, rewriter, log);
       runRaiser<onnx::MsGroupQueryAttentionOp>(func, raiseGroupQueryAttention, rewriter, log);

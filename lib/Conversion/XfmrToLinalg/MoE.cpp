@@ -10,7 +10,8 @@
 // From kMoEParallelRows tokens on, blocks of kMoERowTile tokens are calls
 // in a loop xfmr-parallelize-loops splits across threads; fewer (decode)
 // are one call. A token's result depends on that token alone, so the
-// blocking keeps batch invariance.
+// blocking keeps batch invariance. Then xfmr_uk_moe_combine sums the
+// ranks' partial outputs under expert parallelism (nothing otherwise).
 //
 //===----------------------------------------------------------------------===//
 
@@ -38,6 +39,7 @@ namespace xfmr::lowering {
 namespace {
 
 constexpr llvm::StringLiteral kMoEKernel = "xfmr_uk_moe_f32";
+constexpr llvm::StringLiteral kMoECombine = "xfmr_uk_moe_combine";
 /// Tokens per call, and the fewest tokens for which calls run on several
 /// cores.
 constexpr int64_t kMoERowTile = 32, kMoEParallelRows = 64;
@@ -87,6 +89,7 @@ struct MoELowering : public OpRewritePattern<MoEOp> {
     Type i64 = b.getI64Type(), f32 = b.getF32Type();
     Type ptr = LLVM::LLVMPointerType::get(ctx);
     declareKernel(b, op, kMoEKernel, {ptr, i64, i64, i64, i64, i64, i64, ptr, ptr, ptr, ptr, ptr});
+    declareKernel(b, op, kMoECombine, {ptr, i64});
     Value x = op.getInput();
     Value rows = tensor::DimOp::create(b, loc, x, 0);
     SmallVector<Value> dyn;
@@ -138,6 +141,10 @@ struct MoELowering : public OpRewritePattern<MoEOp> {
       b.setInsertionPointToStart(ifOp.elseBlock());
       call(b, c64(0), rows64);
     }
+    // Expert parallel: the ranks' partial outputs summed (a no-op in one
+    // process), once per layer, outside the threaded loop.
+    func::CallOp::create(b, loc, kMoECombine, TypeRange{},
+                         ValueRange{outP, arith::MulIOp::create(b, loc, rows64, c64(h))});
     Value result = bufferization::ToTensorOp::create(b, loc, xType, out, b.getUnitAttr(),
                                                      b.getUnitAttr());
     b.replaceOp(op, result);

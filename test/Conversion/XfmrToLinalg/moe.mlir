@@ -5,7 +5,7 @@
 // 4 rows x 16; gate/up [4][4, 2] -> 4 x 4 x 16 each; down [4][2, 4] -> 4 x 2
 // x 16), the tokens copied into a buffer of their own, and one kernel call
 // below 64 tokens or a loop of 32-token calls marked independent (split
-// across threads) from 64 on.
+// across threads) from 64 on; then the combine of expert parallelism.
 
 // CHECK-LABEL: func.func @moe(
 // CHECK-SAME: %[[X:[a-z0-9]+]]: tensor<?x4xf32>
@@ -22,6 +22,7 @@
 // CHECK: } {xfmr.independent_iterations}
 // CHECK: } else {
 // CHECK: func.call @xfmr_uk_moe_f32(
+// CHECK: func.call @xfmr_uk_moe_combine(
 // CHECK: bufferization.to_tensor %[[OUT]] restrict writable
 // CHECK: func.func private @xfmr_uk_moe_f32(!llvm.ptr, i64, i64, i64, i64, i64, i64, !llvm.ptr, !llvm.ptr, !llvm.ptr, !llvm.ptr, !llvm.ptr)
 func.func @moe(%x: tensor<?x4xf32>) -> tensor<?x4xf32> {

@@ -21,6 +21,7 @@
 #include <initializer_list>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -78,6 +79,19 @@ public:
   /// unknown names.
   Expected<std::vector<Tensor>>
   run(const std::map<std::string, Tensor> &named) const;
+
+  /// The mixture-of-experts counters of the model library
+  /// (runtime/ukernels/MoE.h, over every call in the process): calls,
+  /// tokens, token-expert assignments, expert weight bytes read, and the
+  /// bytes the same calls would have read over all experts. Nothing when
+  /// the model has no xfmr.moe.
+  struct MoEStats {
+    uint64_t calls = 0, tokens = 0, assignments = 0, expertBytesRead = 0, expertBytesDense = 0;
+  };
+  std::optional<MoEStats> moeStats() const;
+  /// A symbol of the model library (a micro-kernel's entry the runtime
+  /// configures), or null.
+  void *librarySymbol(const char *name) const;
 
 private:
   Artifact() = default;

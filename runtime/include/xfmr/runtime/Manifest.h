@@ -166,6 +166,11 @@ struct Manifest {
   /// stop ids) and the context length it was built for (0: not stated).
   std::vector<int64_t> eosTokenIds;
   int64_t contextLength = 0;
+  /// "expert_parallel" (optional): {"ranks": N (1..1024), "experts": E}:
+  /// the MPI processes the artifact runs as (xfmr-compile
+  /// --expert-parallel=N; rank r owns experts [r E / N, (r + 1) E / N)).
+  int64_t expertParallelRanks = 1;
+  int64_t expertParallelExperts = 0;
 };
 
 /// Parses and validates manifest text; `pathForErrors` prefixes every

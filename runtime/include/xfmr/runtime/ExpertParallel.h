@@ -1,0 +1,44 @@
+//===- ExpertParallel.h - MPI ranks of an expert-parallel artifact -*- C++ -*-===//
+//
+// Part of xfmr. An artifact compiled with `xfmr-compile --expert-parallel=N`
+// runs as N processes under `mpirun -np N`: every rank runs the whole model
+// on the same inputs (attention, norms and routing replicated), computes
+// the experts it owns, and the ranks' partial MoE outputs are summed with
+// an all-reduce after every MoE layer (runtime/ukernels/MoE.h). Rank 0
+// writes the outputs. See docs/moe.md.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef XFMR_RUNTIME_EXPERTPARALLEL_H
+#define XFMR_RUNTIME_EXPERTPARALLEL_H
+
+#include "xfmr/runtime/Artifact.h"
+#include "xfmr/runtime/Error.h"
+
+namespace xfmr::rt {
+
+/// This process's place in the run.
+struct ExpertParallelRank {
+  int rank = 0, ranks = 1;
+  bool isRoot() const { return rank == 0; }
+};
+
+/// Joins the run `artifact` was compiled for. Without --expert-parallel:
+/// rank 0 of 1 (an error if mpirun started several processes). With N:
+/// requires a launch by mpirun with N processes (MPI is initialised here),
+/// then gives the model library its rank and the all-reduce. Every error
+/// names the rank and says what to run instead; every rank sees it (no
+/// collective is entered before the checks). A combine that waits longer
+/// than XFMR_EP_TIMEOUT_S seconds (default 120) for the other ranks (one
+/// died or stalled) prints which rank and aborts the job.
+Expected<ExpertParallelRank> joinExpertParallel(const Artifact &artifact);
+
+/// Finalises MPI if joinExpertParallel initialised it (idempotent).
+void leaveExpertParallel();
+
+/// Whether this build can run expert-parallel artifacts (MPI found).
+bool expertParallelAvailable();
+
+} // namespace xfmr::rt
+
+#endif // XFMR_RUNTIME_EXPERTPARALLEL_H
