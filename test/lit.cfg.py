@@ -53,6 +53,14 @@ if config.xfmr_fuzzer:
     config.available_features.add("fuzzer")
 if config.xfmr_sanitizers:
     config.available_features.add("asan")
+# Expert-parallel runs: xfmr built with MPI and an mpirun to start the ranks
+# (as root, OpenMPI wants to be told it is allowed).
+import shutil
+if getattr(config, "xfmr_with_mpi", False) and shutil.which("mpirun"):
+    config.available_features.add("mpi")
+    config.substitutions.append(
+        ("%mpirun", "env OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 "
+                    "OMPI_MCA_rmaps_base_oversubscribe=1 mpirun --oversubscribe"))
 # The node-test smoke also prints and re-parses every imported module, except
 # under the sanitizers where it would take too long.
 config.substitutions.append(

@@ -82,6 +82,33 @@ Error rankError(int rank, const std::string &what) {
   return Error("rank " + std::to_string(rank) + ": " + what);
 }
 
+#ifdef XFMR_WITH_MPI
+bool initialiseMPI() {
+  if (initialised)
+    return true;
+  int provided = 0;
+  if (MPI_Init_thread(nullptr, nullptr, MPI_THREAD_SERIALIZED, &provided) != MPI_SUCCESS)
+    return false;
+  initialised = true;
+  return true;
+}
+
+/// Waits for every rank (polled, bounded like the combine), so that none
+/// exits, and makes mpirun kill the others, before all have reported.
+void waitForAll() {
+  MPI_Request request;
+  MPI_Ibarrier(MPI_COMM_WORLD, &request);
+  auto deadline = std::chrono::steady_clock::now() +
+                  std::chrono::duration<double>(combineContext.timeoutSeconds);
+  int done = 0;
+  while (!done && std::chrono::steady_clock::now() < deadline) {
+    MPI_Test(&request, &done, MPI_STATUS_IGNORE);
+    if (!done)
+      std::this_thread::sleep_for(std::chrono::microseconds(200));
+  }
+}
+#endif
+
 } // namespace
 
 bool expertParallelAvailable() {
@@ -96,6 +123,12 @@ Expected<ExpertParallelRank> joinExpertParallel(const Artifact &artifact) {
   const int64_t wanted = artifact.manifest().expertParallelRanks;
   const int size = launcherSize(), rank = launcherRank();
   const std::string art = artifact.directory();
+#ifdef XFMR_WITH_MPI
+  // Under mpirun MPI starts first, refusals included: leaveExpertParallel
+  // then lets every rank report before any exits.
+  if (size > 1 && !initialiseMPI())
+    return rankError(rank, "MPI_Init_thread failed");
+#endif
   if (wanted <= 1) {
     if (size > 1)
       return rankError(rank, art + " was not compiled for expert parallelism "
@@ -120,12 +153,8 @@ Expected<ExpertParallelRank> joinExpertParallel(const Artifact &artifact) {
       reinterpret_cast<SetPartition>(artifact.librarySymbol("xfmr_uk_moe_set_partition"));
   if (!setPartition)
     return rankError(rank, art + ": model.so has no mixture-of-experts kernel to partition");
-  if (!initialised) {
-    int provided = 0;
-    if (MPI_Init_thread(nullptr, nullptr, MPI_THREAD_SERIALIZED, &provided) != MPI_SUCCESS)
-      return rankError(rank, "MPI_Init_thread failed");
-    initialised = true;
-  }
+  if (!initialiseMPI())
+    return rankError(rank, "MPI_Init_thread failed");
   int mpiRank = 0, mpiSize = 0;
   MPI_Comm_rank(MPI_COMM_WORLD, &mpiRank);
   MPI_Comm_size(MPI_COMM_WORLD, &mpiSize);
@@ -143,6 +172,7 @@ Expected<ExpertParallelRank> joinExpertParallel(const Artifact &artifact) {
 void leaveExpertParallel() {
 #ifdef XFMR_WITH_MPI
   if (initialised) {
+    waitForAll();
     MPI_Finalize();
     initialised = false;
   }

@@ -426,8 +426,11 @@ int main(int argc, char **argv) {
   // trace; rank 0 reports. Arrival times are replayed by step, not by the
   // clock, so the ranks take the same steps.
   Expected<ExpertParallelRank> rank = joinExpertParallel(**artifact);
-  if (!rank)
-    return fail(rank.error());
+  if (!rank) {
+    int status = fail(rank.error());
+    leaveExpertParallel(); // after every rank has said why
+    return status;
+  }
   struct Leave {
     ~Leave() { leaveExpertParallel(); }
   } leave;

@@ -175,8 +175,11 @@ int generateMain(int argc, char **argv) {
   // Under mpirun (--expert-parallel artifacts) every rank generates the
   // same tokens in the same steps; rank 0 prints them.
   Expected<ExpertParallelRank> rank = joinExpertParallel(artifact);
-  if (!rank)
-    return fail(rank.error());
+  if (!rank) {
+    int status = fail(rank.error());
+    leaveExpertParallel(); // after every rank has said why
+    return status;
+  }
   struct Leave {
     ~Leave() { leaveExpertParallel(); }
   } leave;

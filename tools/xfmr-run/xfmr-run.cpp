@@ -229,8 +229,11 @@ int run(const Options &given) {
   // Under mpirun (--expert-parallel artifacts): every rank runs, rank 0
   // reports and writes the outputs.
   Expected<ExpertParallelRank> rank = joinExpertParallel(artifact);
-  if (!rank)
-    return fail(rank.error());
+  if (!rank) {
+    int status = fail(rank.error());
+    leaveExpertParallel(); // after every rank has said why
+    return status;
+  }
   LeaveExpertParallel leave;
   if (!rank->isRoot()) {
     opts.quiet = true;

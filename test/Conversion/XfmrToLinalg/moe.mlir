@@ -22,9 +22,10 @@
 // CHECK: } {xfmr.independent_iterations}
 // CHECK: } else {
 // CHECK: func.call @xfmr_uk_moe_f32(
-// CHECK: func.call @xfmr_uk_moe_combine(
+// CHECK: call @xfmr_uk_moe_combine(
 // CHECK: bufferization.to_tensor %[[OUT]] restrict writable
 // CHECK: func.func private @xfmr_uk_moe_f32(!llvm.ptr, i64, i64, i64, i64, i64, i64, !llvm.ptr, !llvm.ptr, !llvm.ptr, !llvm.ptr, !llvm.ptr)
+// CHECK: func.func private @xfmr_uk_moe_combine(!llvm.ptr, i64)
 func.func @moe(%x: tensor<?x4xf32>) -> tensor<?x4xf32> {
   %r = arith.constant dense<[[0.1, 0.2, 0.3, 0.4], [0.5, 0.6, 0.7, 0.8], [0.9, 1.0, 1.1, 1.2], [1.3, 1.4, 1.5, 1.6]]> : tensor<4x4xf32>
   %g = arith.constant dense<[[[0.1, 0.2], [0.3, 0.4], [0.5, 0.6], [0.7, 0.8]], [[0.9, 1.0], [1.1, 1.2], [1.3, 1.4], [1.5, 1.6]], [[0.1, 0.2], [0.3, 0.4], [0.5, 0.6], [0.7, 0.8]], [[0.9, 1.0], [1.1, 1.2], [1.3, 1.4], [1.5, 1.6]]]> : tensor<4x4x2xf32>
