@@ -10,6 +10,8 @@
 
 #include <algorithm>
 #include <chrono>
+#include <condition_variable>
+#include <mutex>
 #include <cstdio>
 #include <cstdlib>
 #include <string>
@@ -83,14 +85,38 @@ Error rankError(int rank, const std::string &what) {
 }
 
 #ifdef XFMR_WITH_MPI
-bool initialiseMPI() {
+/// MPI_Init_thread waits for every rank to start; a rank that never does
+/// (it died before, or hangs) would block it forever: a watchdog ends the
+/// process with a message after the combine's timeout.
+bool initialiseMPI(int rank) {
   if (initialised)
     return true;
+  if (const char *t = std::getenv("XFMR_EP_TIMEOUT_S"))
+    combineContext.timeoutSeconds = std::max(1.0, std::atof(t));
+  std::mutex m;
+  std::condition_variable cv;
+  bool started = false;
+  std::thread watchdog([&] {
+    std::unique_lock<std::mutex> lock(m);
+    if (!cv.wait_for(lock, std::chrono::duration<double>(combineContext.timeoutSeconds),
+                     [&] { return started; })) {
+      std::fprintf(stderr,
+                   "xfmr: rank %d: the other MPI ranks did not start within %.0f s (one died "
+                   "or hangs; XFMR_EP_TIMEOUT_S sets the limit)\n",
+                   rank, combineContext.timeoutSeconds);
+      std::_Exit(1);
+    }
+  });
   int provided = 0;
-  if (MPI_Init_thread(nullptr, nullptr, MPI_THREAD_SERIALIZED, &provided) != MPI_SUCCESS)
-    return false;
-  initialised = true;
-  return true;
+  bool ok = MPI_Init_thread(nullptr, nullptr, MPI_THREAD_SERIALIZED, &provided) == MPI_SUCCESS;
+  {
+    std::lock_guard<std::mutex> lock(m);
+    started = true;
+  }
+  cv.notify_one();
+  watchdog.join();
+  initialised = ok;
+  return ok;
 }
 
 /// Waits for every rank (polled, bounded like the combine), so that none
@@ -126,7 +152,7 @@ Expected<ExpertParallelRank> joinExpertParallel(const Artifact &artifact) {
 #ifdef XFMR_WITH_MPI
   // Under mpirun MPI starts first, refusals included: leaveExpertParallel
   // then lets every rank report before any exits.
-  if (size > 1 && !initialiseMPI())
+  if (size > 1 && !initialiseMPI(rank))
     return rankError(rank, "MPI_Init_thread failed");
 #endif
   if (wanted <= 1) {
@@ -153,7 +179,7 @@ Expected<ExpertParallelRank> joinExpertParallel(const Artifact &artifact) {
       reinterpret_cast<SetPartition>(artifact.librarySymbol("xfmr_uk_moe_set_partition"));
   if (!setPartition)
     return rankError(rank, art + ": model.so has no mixture-of-experts kernel to partition");
-  if (!initialiseMPI())
+  if (!initialiseMPI(rank))
     return rankError(rank, "MPI_Init_thread failed");
   int mpiRank = 0, mpiSize = 0;
   MPI_Comm_rank(MPI_COMM_WORLD, &mpiRank);
@@ -162,8 +188,6 @@ Expected<ExpertParallelRank> joinExpertParallel(const Artifact &artifact) {
     return rankError(mpiRank, "MPI reports " + std::to_string(mpiSize) + " ranks, the artifact "
                               "wants " + std::to_string(wanted));
   combineContext.rank = mpiRank;
-  if (const char *t = std::getenv("XFMR_EP_TIMEOUT_S"))
-    combineContext.timeoutSeconds = std::max(1.0, std::atof(t));
   setPartition(mpiRank, mpiSize, allReduce, &combineContext);
   return ExpertParallelRank{mpiRank, mpiSize};
 #endif
