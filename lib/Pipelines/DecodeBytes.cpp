@@ -50,7 +50,8 @@ std::optional<std::pair<double, MoEOp>> expertFraction(Value v) {
   MoEOp first;
   for (OpOperand &use : v.getUses()) {
     auto moe = dyn_cast<MoEOp>(use.getOwner());
-    if (!moe || use.getOperandNumber() < 2)
+    // Routed experts only (operands 2-4); a shared expert is read whole.
+    if (!moe || use.getOperandNumber() < 2 || use.getOperandNumber() > 4)
       return std::nullopt;
     first = first ? first : moe;
   }

@@ -377,6 +377,37 @@ void xfmr_uk_moe_f32(const float *x, int64_t rows, int64_t h, int64_t inter, int
   moe(2, x, rows, h, inter, experts, topK, flags, router, wg, wu, wd, out);
 }
 
+void xfmr_uk_moe_shared_f32(const float *x, int64_t rows, int64_t h, int64_t inter,
+                            int64_t activation, const float *wg, const float *wu,
+                            const float *wd, const float *scale, float *out) {
+  if (rows <= 0)
+    return;
+  size_t floats = (size_t)(2 * rows * inter + rows * h + rows);
+  float *f = malloc(floats * sizeof(float));
+  if (!f) {
+    for (int64_t i = 0; i < rows * h; ++i)
+      out[i] = NAN;
+    return;
+  }
+  float *gate = f, *up = gate + rows * inter, *y = up + rows * inter, *s = y + rows * h;
+  product(2, x, h, rows, h, wg, inter, gate, inter);
+  product(2, x, h, rows, h, wu, inter, up, inter);
+  for (int64_t i = 0; i < rows * inter; ++i)
+    gate[i] = activate(gate[i], (int)activation) * up[i];
+  product(2, gate, inter, rows, inter, wd, h, y, h);
+  if (scale) {
+    product(2, x, h, rows, h, scale, 1, s, 1);
+    for (int64_t t = 0; t < rows; ++t)
+      s[t] = 1.0f / (1.0f + expf(-s[t]));
+  }
+  for (int64_t t = 0; t < rows; ++t)
+    for (int64_t c = 0; c < h; ++c) {
+      float term = scale ? s[t] * y[t * h + c] : y[t * h + c];
+      out[t * h + c] += term;
+    }
+  free(f);
+}
+
 /// For tests: the same layer with the paths capped at `level`.
 void xfmr_uk_moe_f32_at(int level, const float *x, int64_t rows, int64_t h, int64_t inter,
                         int64_t experts, int64_t topK, int64_t flags, const float *router,

@@ -48,6 +48,14 @@ void xfmr_uk_moe_f32_at(int level, const float *x, int64_t rows, int64_t h, int6
                         int64_t experts, int64_t topK, int64_t flags, const float *router,
                         const float *wg, const float *wu, const float *wd, float *out);
 
+/// The shared expert of an xfmr.moe, added to `out` (the routed sum) for
+/// t < rows: out[t] += s_t * down(act(x[t] . gate) * (x[t] . up)) with
+/// s_t = sigmoid(x[t] . scale) (`scale` packed [H, 1]) or 1 (null). `wg`,
+/// `wu` packed [H, I], `wd` packed [I, H]. Per-token results as above.
+void xfmr_uk_moe_shared_f32(const float *x, int64_t rows, int64_t h, int64_t inter,
+                            int64_t activation, const float *wg, const float *wu,
+                            const float *wd, const float *scale, float *out);
+
 /// Expert parallelism (xfmr-compile --expert-parallel=N): the runtime tells
 /// the model library which rank it is. Rank r of N owns experts
 /// [r * E / N, (r + 1) * E / N) of every layer; a call then computes only

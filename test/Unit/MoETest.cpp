@@ -172,6 +172,51 @@ TEST(MoE, PartitionedRanksSumToTheSameBits) {
   }
 }
 
+TEST(MoE, SharedExpertMatchesReference) {
+  const int64_t h = 24, inter = 40, rows = 9;
+  std::mt19937 rng(23);
+  std::normal_distribution<float> dist(0.0f, 0.5f);
+  auto random = [&](size_t n) {
+    std::vector<float> v(n);
+    for (float &x : v)
+      x = dist(rng);
+    return v;
+  };
+  std::vector<float> g = random(h * inter), u = random(h * inter), d = random(inter * h);
+  std::vector<float> scale = random(h), x = tokens(rows, h, 2), routed = random(rows * h);
+  auto pack = [](const std::vector<float> &src, int64_t k, int64_t n) {
+    std::vector<float> out(xfmr_uk_moe_packed_floats(1, k, n));
+    xfmr_uk_moe_pack(src.data(), 1, k, n, out.data());
+    return out;
+  };
+  std::vector<float> pg = pack(g, h, inter), pu = pack(u, h, inter), pd = pack(d, inter, h),
+                     ps = pack(scale, h, 1);
+  std::vector<float> out = routed;
+  xfmr_uk_moe_shared_f32(x.data(), rows, h, inter, /*silu*/ 0, pg.data(), pu.data(), pd.data(),
+                         ps.data(), out.data());
+  for (int64_t t = 0; t < rows; ++t) {
+    double s = 0;
+    for (int64_t c = 0; c < h; ++c)
+      s += double(x[t * h + c]) * scale[c];
+    s = 1 / (1 + std::exp(-s));
+    std::vector<double> a(inter);
+    for (int64_t i = 0; i < inter; ++i) {
+      double gv = 0, uv = 0;
+      for (int64_t c = 0; c < h; ++c) {
+        gv += double(x[t * h + c]) * g[c * inter + i];
+        uv += double(x[t * h + c]) * u[c * inter + i];
+      }
+      a[i] = gv / (1 + std::exp(-gv)) * uv;
+    }
+    for (int64_t c = 0; c < h; ++c) {
+      double y = 0;
+      for (int64_t i = 0; i < inter; ++i)
+        y += a[i] * d[i * h + c];
+      ASSERT_NEAR(out[t * h + c], routed[t * h + c] + s * y, 1e-4) << t << "," << c;
+    }
+  }
+}
+
 TEST(MoE, CountsOnlySelectedExperts) {
   Layer l = makeLayer(/*h=*/32, /*inter=*/64, /*experts=*/8, /*topK=*/2, true, 17);
   std::vector<float> x = tokens(1, l.h, 1);

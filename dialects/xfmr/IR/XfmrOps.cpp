@@ -417,6 +417,38 @@ LogicalResult EmbeddingOp::verify() {
 // MoEOp
 //===----------------------------------------------------------------------===//
 
+/// The shared expert of an xfmr.moe: none, or all three weights (a gated
+/// MLP on the hidden size), and an optional [H, 1] gate.
+static LogicalResult verifySharedExpert(MoEOp moe, RankedTensorType inputType) {
+  Operation *op = moe.getOperation();
+  Value g = moe.getSharedWGate(), u = moe.getSharedWUp(), d = moe.getSharedWDown();
+  if (!g && !u && !d) {
+    if (moe.getSharedGate())
+      return moe.emitOpError() << "shared_gate without a shared expert";
+    return success();
+  }
+  if (!g || !u || !d)
+    return moe.emitOpError() << "a shared expert needs shared_w_gate, shared_w_up and "
+                                "shared_w_down";
+  auto gType = cast<RankedTensorType>(g.getType()), uType = cast<RankedTensorType>(u.getType());
+  auto dType = cast<RankedTensorType>(d.getType());
+  if (failed(verifyRank(op, "shared_w_gate", gType, 2, "[H, Is]")) ||
+      failed(verifyRank(op, "shared_w_up", uType, 2, "[H, Is]")) ||
+      failed(verifyRank(op, "shared_w_down", dType, 2, "[Is, H]")) ||
+      failed(verifyGatedWeights(op, inputType, 1, gType, uType, dType, /*expertDims=*/0)))
+    return failure();
+  if (Value gate = moe.getSharedGate()) {
+    auto type = cast<RankedTensorType>(gate.getType());
+    if (failed(verifyRank(op, "shared_gate", type, 2, "[H, 1]")) ||
+        failed(verifySameDim(op, "hidden size mismatch", "shared_gate", type, 0, "input",
+                             inputType, 1)))
+      return failure();
+    if (!ShapedType::isDynamic(type.getDimSize(1)) && type.getDimSize(1) != 1)
+      return moe.emitOpError() << "shared_gate must be [H, 1], got " << type;
+  }
+  return success();
+}
+
 LogicalResult MoEOp::verify() {
   Operation *op = getOperation();
   RankedTensorType inputType = getInput().getType();
@@ -450,8 +482,10 @@ LogicalResult MoEOp::verify() {
       failed(verifySameDim(op, "expert count mismatch", "w_down", downType, 0,
                            "router", routerType, 1)))
     return failure();
-  return verifyGatedWeights(op, inputType, 1, gateType, upType, downType,
-                            /*expertDims=*/1);
+  if (failed(verifyGatedWeights(op, inputType, 1, gateType, upType, downType,
+                                /*expertDims=*/1)))
+    return failure();
+  return verifySharedExpert(*this, inputType);
 }
 
 //===----------------------------------------------------------------------===//

@@ -344,7 +344,8 @@ def Xfmr_EmbeddingOp : Xfmr_Op<"embedding"> {
   }];
 }
 
-def Xfmr_MoEOp : Xfmr_Op<"moe", [AllTypesMatch<["input", "result"]>]> {
+def Xfmr_MoEOp : Xfmr_Op<"moe", [AllTypesMatch<["input", "result"]>,
+                                 AttrSizedOperandSegments]> {
   let summary = "Mixture of experts with top-k routing";
   let description = [{
     Routes every token of `input` (`[T, H]`) to `top_k` of E gated-MLP
@@ -355,11 +356,23 @@ def Xfmr_MoEOp : Xfmr_Op<"moe", [AllTypesMatch<["input", "result"]>]> {
     Expert `e` is a gated MLP with `w_gate[e]`, `w_up[e]` (`[E, H, I]`) and
     `w_down[e]` (`[E, I, H]`) and the given `activation`.
 
+    An optional shared expert (Qwen-MoE, DeepSeek) runs on every token and
+    is added to the routed sum: a gated MLP with `shared_w_gate`,
+    `shared_w_up` (`[H, Is]`) and `shared_w_down` (`[Is, H]`), scaled by
+    `sigmoid(x · shared_gate)` when `shared_gate` (`[H, 1]`) is given:
+    `result = routed + sigmoid(x · shared_gate) * shared(x)`.
+
     ```mlir
     %y = xfmr.moe silu %x, %router, %wg, %wu, %wd
         {normalize_top_k = true, top_k = 2 : i64}
         : tensor<16x64xbf16>, tensor<64x8xbf16>, tensor<8x64x128xbf16>,
           tensor<8x64x128xbf16>, tensor<8x128x64xbf16>
+    %z = xfmr.moe silu %x, %router, %wg, %wu, %wd
+        shared(%sg, %su, %sd : tensor<64x256xf32>, tensor<64x256xf32>,
+               tensor<256x64xf32>)
+        shared_gate(%g : tensor<64x1xf32>) {top_k = 2 : i64}
+        : tensor<16x64xf32>, tensor<64x8xf32>, tensor<8x64x128xf32>,
+          tensor<8x64x128xf32>, tensor<8x128x64xf32>
     ```
   }];
 
@@ -370,6 +383,10 @@ def Xfmr_MoEOp : Xfmr_Op<"moe", [AllTypesMatch<["input", "result"]>]> {
     Xfmr_WeightTensor:$w_gate,
     Xfmr_WeightTensor:$w_up,
     Xfmr_WeightTensor:$w_down,
+    Optional<Xfmr_WeightTensor>:$shared_w_gate,
+    Optional<Xfmr_WeightTensor>:$shared_w_up,
+    Optional<Xfmr_WeightTensor>:$shared_w_down,
+    Optional<Xfmr_FloatTensor>:$shared_gate,
     I64Attr:$top_k,
     DefaultValuedAttr<BoolAttr, "false">:$normalize_top_k
   );
@@ -377,6 +394,9 @@ def Xfmr_MoEOp : Xfmr_Op<"moe", [AllTypesMatch<["input", "result"]>]> {
 
   let assemblyFormat = [{
     $activation $input `,` $router `,` $w_gate `,` $w_up `,` $w_down
+    (`shared` `(` $shared_w_gate^ `,` $shared_w_up `,` $shared_w_down `:`
+      type($shared_w_gate) `,` type($shared_w_up) `,` type($shared_w_down) `)`)?
+    (`shared_gate` `(` $shared_gate^ `:` type($shared_gate) `)`)?
     attr-dict `:` type($input) `,` type($router) `,` type($w_gate) `,`
     type($w_up) `,` type($w_down)
   }];

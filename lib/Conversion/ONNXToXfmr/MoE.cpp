@@ -20,8 +20,9 @@
 // with the expert weights in torch's [E, out, in] layout. The graph gathers
 // T*k copies of expert matrices; xfmr.moe reads each selected expert once.
 // Weights are re-laid out at compile time into xfmr.moe's [E, H, I] /
-// [E, I, H] (and the router into [H, E]). A shared expert (Qwen-MoE) stays
-// a gated MLP beside it.
+// [E, I, H] (and the router into [H, E]). A shared expert added to the
+// result (Qwen-MoE: Sigmoid(x . Wsg) * down(act(x . Wg) * (x . Wu)), as
+// MatMul or Gemm products of the same tokens) joins the op.
 //
 //===----------------------------------------------------------------------===//
 
@@ -178,6 +179,77 @@ Value transposedRows(OpBuilder &b, Location loc, Value w, int64_t r0, int64_t r1
   return makeConstant(b, loc, attr);
 }
 
+/// x . W as MatMul(x, W [K, N]) or Gemm(x, W [N, K], transB) without bias:
+/// the constant weight and whether it is stored transposed.
+struct Projection {
+  Value input, weight;
+  bool transposed;
+};
+
+std::optional<Projection> projection(Value v) {
+  if (auto mm = def<onnx::MatMulOp>(v); mm && rankOf(mm.getB()) == 2 && isConstant(mm.getB()))
+    return Projection{mm.getA(), mm.getB(), false};
+  if (auto gemm = def<onnx::GemmOp>(v); gemm && !gemm.getTransA() &&
+                                         isa<NoneType>(gemm.getC().getType()) &&
+                                         gemm.getAlpha().convertToDouble() == 1.0 &&
+                                         isConstant(gemm.getB()))
+    return Projection{gemm.getA(), gemm.getB(), gemm.getTransB() != 0};
+  return std::nullopt;
+}
+
+/// A shared expert (Qwen-MoE) added to the routed sum `routed`:
+/// Add(routed, [Sigmoid(x . Wsg) *] down(act(x . Wg) * (x . Wu))).
+struct SharedExpert {
+  onnx::AddOp add;
+  Projection gate, up, down;
+  std::optional<Projection> scale;
+  Activation act;
+};
+
+std::optional<SharedExpert> sharedExpert(Value routed, Value x) {
+  if (!routed.hasOneUse())
+    return std::nullopt;
+  auto add = dyn_cast<onnx::AddOp>(*routed.getUsers().begin());
+  if (!add || add.getC().getType() != routed.getType())
+    return std::nullopt;
+  Value other = add.getA() == routed ? add.getB() : add.getA();
+  std::optional<Projection> scale;
+  if (auto mul = def<onnx::MulOp>(other)) {
+    for (auto [s, y] : {std::pair(mul.getA(), mul.getB()), std::pair(mul.getB(), mul.getA())})
+      if (auto sig = def<onnx::SigmoidOp>(s))
+        if (auto p = projection(sig.getX()); p && dimOf(sig.getX(), -1) == 1) {
+          scale = p;
+          other = y;
+          break;
+        }
+  }
+  auto down = projection(other);
+  auto gateTimesUp = down ? def<onnx::MulOp>(down->input) : onnx::MulOp();
+  if (!gateTimesUp)
+    return std::nullopt;
+  for (auto [a, u] : {std::pair(gateTimesUp.getA(), gateTimesUp.getB()),
+                      std::pair(gateTimesUp.getB(), gateTimesUp.getA())}) {
+    auto act = matchActivation(a);
+    auto g = act ? projection(act->first) : std::nullopt;
+    auto up = projection(u);
+    if (!g || !up)
+      continue;
+    Value root = stripFlattening(x);
+    if (stripFlattening(g->input) != root || stripFlattening(up->input) != root ||
+        (scale && stripFlattening(scale->input) != root))
+      return std::nullopt;
+    return SharedExpert{add, *g, *up, *down, scale, act->second};
+  }
+  return std::nullopt;
+}
+
+/// A projection's weight as a [K, N] constant (transposing a Gemm's).
+Value asKN(OpBuilder &b, Location loc, const Projection &p, const std::string &name) {
+  if (!p.transposed)
+    return p.weight;
+  return transposedRows(b, loc, p.weight, 0, dimOf(p.weight, 0), name);
+}
+
 bool hasStaticBytes(Value w) {
   auto type = dyn_cast<RankedTensorType>(w.getType());
   return type && type.hasStaticShape() && type.getElementTypeBitWidth() % 8 == 0 &&
@@ -285,7 +357,17 @@ bool raiseMoE(Operation *anchor, IRRewriter &rewriter, RaiseLog &log) {
       !tensor::CastOp::areCastCompatible(x.getType(), combine.getReduced().getType()))
     return fail("the result's type differs from the tokens'");
 
-  rewriter.setInsertionPoint(combine);
+  // A shared expert beside it (same activation, constant weights of the
+  // tokens' type) joins the op; otherwise it stays as it is.
+  std::optional<SharedExpert> shared = sharedExpert(combine.getReduced(), x);
+  if (shared && (shared->act != act->second || !hasStaticBytes(shared->gate.weight) ||
+                 !hasStaticBytes(shared->up.weight) || !hasStaticBytes(shared->down.weight) ||
+                 (shared->scale && !hasStaticBytes(shared->scale->weight)) ||
+                 shared->add.getC().getType() != combine.getReduced().getType()))
+    shared.reset();
+
+  Operation *replaced = shared ? shared->add.getOperation() : combine.getOperation();
+  rewriter.setInsertionPoint(replaced);
   Location loc = combine.getLoc();
   std::string base = nodeName(combine);
   Value routerHE = r->transposed ? transposedRows(rewriter, loc, r->weight, 0, experts,
@@ -294,12 +376,21 @@ bool raiseMoE(Operation *anchor, IRRewriter &rewriter, RaiseLog &log) {
   Value wg = transposedRows(rewriter, loc, gateW, gateBegin, gateBegin + inter, base + ".w_gate");
   Value wu = transposedRows(rewriter, loc, upW, upBegin, upBegin + inter, base + ".w_up");
   Value wd = transposedRows(rewriter, loc, down->weight, 0, h, base + ".w_down");
-  auto op = MoEOp::create(rewriter, loc, act->second, x, routerHE, wg, wu, wd,
+  Value sg, su, sd, sgate;
+  if (shared) {
+    sg = asKN(rewriter, loc, shared->gate, base + ".shared_w_gate");
+    su = asKN(rewriter, loc, shared->up, base + ".shared_w_up");
+    sd = asKN(rewriter, loc, shared->down, base + ".shared_w_down");
+    if (shared->scale)
+      sgate = asKN(rewriter, loc, *shared->scale, base + ".shared_gate");
+  }
+  auto op = MoEOp::create(rewriter, loc, act->second, x, routerHE, wg, wu, wd, sg, su, sd, sgate,
                           rewriter.getI64IntegerAttr(topK), rewriter.getBoolAttr(*normalize));
+  Value old = replaced->getResult(0);
   Value result = op.getResult();
-  if (result.getType() != combine.getReduced().getType())
-    result = tensor::CastOp::create(rewriter, loc, combine.getReduced().getType(), result);
-  rewriter.replaceAllUsesWith(combine.getReduced(), result);
+  if (result.getType() != old.getType())
+    result = tensor::CastOp::create(rewriter, loc, old.getType(), result);
+  rewriter.replaceAllUsesWith(old, result);
   log.formed("moe");
   return true;
 }

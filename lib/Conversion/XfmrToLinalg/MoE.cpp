@@ -40,6 +40,7 @@ namespace {
 
 constexpr llvm::StringLiteral kMoEKernel = "xfmr_uk_moe_f32";
 constexpr llvm::StringLiteral kMoECombine = "xfmr_uk_moe_combine";
+constexpr llvm::StringLiteral kMoEShared = "xfmr_uk_moe_shared_f32";
 /// Tokens per call, and the fewest tokens for which calls run on several
 /// cores.
 constexpr int64_t kMoERowTile = 32, kMoEParallelRows = 64;
@@ -60,6 +61,34 @@ Value packedWeights(OpBuilder &b, Location loc, Value w, int64_t count, int64_t 
       b, loc, MemRefType::get({floats}, b.getF32Type()), t, /*read_only=*/true);
 }
 
+/// `call(r0, count)` over all `rows` tokens: one call below
+/// kMoEParallelRows, else blocks of kMoERowTile in a loop marked for
+/// xfmr-parallelize-loops.
+void forTokenBlocks(OpBuilder &b, Location loc, Value rows, Value rows64,
+                    llvm::function_ref<void(OpBuilder &, Value, Value)> call) {
+  Type i64 = b.getI64Type();
+  auto c64 = [&](int64_t v) -> Value { return arith::ConstantIntOp::create(b, loc, i64, v); };
+  Value many =
+      arith::CmpIOp::create(b, loc, arith::CmpIPredicate::sge, rows64, c64(kMoEParallelRows));
+  auto ifOp = scf::IfOp::create(b, loc, many, /*withElseRegion=*/true);
+  OpBuilder::InsertionGuard guard(b);
+  b.setInsertionPointToStart(ifOp.thenBlock());
+  Value tiles = arith::DivUIOp::create(
+      b, loc, arith::AddIOp::create(b, loc, rows, indexConstant(b, loc, kMoERowTile - 1)),
+      indexConstant(b, loc, kMoERowTile));
+  auto loop =
+      scf::ForOp::create(b, loc, indexConstant(b, loc, 0), tiles, indexConstant(b, loc, 1));
+  loop->setAttr("xfmr.independent_iterations", b.getUnitAttr());
+  b.setInsertionPointToStart(loop.getBody());
+  Value r0 = arith::MulIOp::create(
+      b, loc, arith::IndexCastOp::create(b, loc, i64, loop.getInductionVar()), c64(kMoERowTile));
+  Value count = arith::MinSIOp::create(b, loc, c64(kMoERowTile),
+                                       arith::SubIOp::create(b, loc, rows64, r0));
+  call(b, r0, count);
+  b.setInsertionPointToStart(ifOp.elseBlock());
+  call(b, c64(0), rows64);
+}
+
 bool isStaticF32(Value v) {
   auto type = cast<RankedTensorType>(v.getType());
   return type.hasStaticShape() && type.getElementType().isF32();
@@ -70,11 +99,13 @@ struct MoELowering : public OpRewritePattern<MoEOp> {
 
   LogicalResult matchAndRewrite(MoEOp op, PatternRewriter &b) const override {
     auto xType = op.getInput().getType();
-    if (!xType.getElementType().isF32() || xType.isDynamicDim(1) ||
-        !isStaticF32(op.getRouter()) || !isStaticF32(op.getWGate()) ||
-        !isStaticF32(op.getWUp()) || !isStaticF32(op.getWDown()))
-      return b.notifyMatchFailure(op, "needs f32 tokens and constant f32 weights of static "
-                                      "shapes");
+    if (!xType.getElementType().isF32() || xType.isDynamicDim(1))
+      return b.notifyMatchFailure(op, "needs f32 tokens with a static hidden size");
+    // Every weight a constant (checked before any IR is created: the
+    // conversion does not roll back).
+    for (Value w : op->getOperands().drop_front())
+      if (!isStaticF32(w) || !constantBytes(w))
+        return b.notifyMatchFailure(op, "weights are not constant f32 tensors");
     Location loc = op.getLoc();
     auto gType = op.getWGate().getType();
     int64_t experts = gType.getDimSize(0), h = gType.getDimSize(1), inter = gType.getDimSize(2);
@@ -82,8 +113,6 @@ struct MoELowering : public OpRewritePattern<MoEOp> {
     Value wg = packedWeights(b, loc, op.getWGate(), experts, h, inter);
     Value wu = packedWeights(b, loc, op.getWUp(), experts, h, inter);
     Value wd = packedWeights(b, loc, op.getWDown(), experts, inter, h);
-    if (!router || !wg || !wu || !wd)
-      return b.notifyMatchFailure(op, "weights are not constants");
 
     MLIRContext *ctx = b.getContext();
     Type i64 = b.getI64Type(), f32 = b.getF32Type();
@@ -119,32 +148,36 @@ struct MoELowering : public OpRewritePattern<MoEOp> {
                                       c64(op.getTopK()), c64(flags), rP, gP, uP, dP, outRow});
     };
     Value rows64 = arith::IndexCastOp::create(b, loc, i64, rows);
-    Value many =
-        arith::CmpIOp::create(b, loc, arith::CmpIPredicate::sge, rows64, c64(kMoEParallelRows));
-    auto ifOp = scf::IfOp::create(b, loc, many, /*withElseRegion=*/true);
-    {
-      OpBuilder::InsertionGuard guard(b);
-      b.setInsertionPointToStart(ifOp.thenBlock());
-      Value tiles = arith::DivUIOp::create(
-          b, loc, arith::AddIOp::create(b, loc, rows, indexConstant(b, loc, kMoERowTile - 1)),
-          indexConstant(b, loc, kMoERowTile));
-      auto loop =
-          scf::ForOp::create(b, loc, indexConstant(b, loc, 0), tiles, indexConstant(b, loc, 1));
-      loop->setAttr("xfmr.independent_iterations", b.getUnitAttr());
-      b.setInsertionPointToStart(loop.getBody());
-      Value r0 = arith::MulIOp::create(
-          b, loc, arith::IndexCastOp::create(b, loc, i64, loop.getInductionVar()),
-          c64(kMoERowTile));
-      Value count = arith::MinSIOp::create(b, loc, c64(kMoERowTile),
-                                           arith::SubIOp::create(b, loc, rows64, r0));
-      call(b, r0, count);
-      b.setInsertionPointToStart(ifOp.elseBlock());
-      call(b, c64(0), rows64);
-    }
+    forTokenBlocks(b, loc, rows, rows64, call);
     // Expert parallel: the ranks' partial outputs summed (a no-op in one
     // process), once per layer, outside the threaded loop.
     func::CallOp::create(b, loc, kMoECombine, TypeRange{},
                          ValueRange{outP, arith::MulIOp::create(b, loc, rows64, c64(h))});
+    // The shared expert, on every rank after the combine (so that the sum
+    // is the one of a single process), added to the routed result.
+    if (op.getSharedWGate()) {
+      int64_t sharedInter = cast<RankedTensorType>(op.getSharedWGate().getType()).getDimSize(1);
+      Value sg = packedWeights(b, loc, op.getSharedWGate(), 1, h, sharedInter);
+      Value su = packedWeights(b, loc, op.getSharedWUp(), 1, h, sharedInter);
+      Value sd = packedWeights(b, loc, op.getSharedWDown(), 1, sharedInter, h);
+      Value sgate = op.getSharedGate() ? packedWeights(b, loc, op.getSharedGate(), 1, h, 1)
+                                       : Value();
+      declareKernel(b, op, kMoEShared, {ptr, i64, i64, i64, i64, ptr, ptr, ptr, ptr, ptr});
+      Value sgP = addressOf(b, loc, sg), suP = addressOf(b, loc, su), sdP = addressOf(b, loc, sd);
+      Value scaleP = sgate ? addressOf(b, loc, sgate)
+                           : LLVM::ZeroOp::create(b, loc, ptr).getResult();
+      auto shared = [&](OpBuilder &cb, Value r0, Value count) {
+        Value offset = arith::MulIOp::create(cb, loc, r0, c64(h));
+        Value xRow = LLVM::GEPOp::create(cb, loc, ptr, f32, inP, ValueRange{offset});
+        Value outRow = LLVM::GEPOp::create(cb, loc, ptr, f32, outP, ValueRange{offset});
+        func::CallOp::create(
+            cb, loc, kMoEShared, TypeRange{},
+            ValueRange{xRow, count, c64(h), c64(sharedInter),
+                       c64(static_cast<int64_t>(op.getActivation())), sgP, suP, sdP, scaleP,
+                       outRow});
+      };
+      forTokenBlocks(b, loc, rows, rows64, shared);
+    }
     Value result = bufferization::ToTensorOp::create(b, loc, xType, out, b.getUnitAttr(),
                                                      b.getUnitAttr());
     b.replaceOp(op, result);

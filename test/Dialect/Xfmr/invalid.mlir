@@ -1030,7 +1030,8 @@ func.func @moe_result_type(%x: tensor<16x64xf32>, %router: tensor<64x8xf32>,
                            %wg: tensor<8x64x128xf32>, %wu: tensor<8x64x128xf32>,
                            %wd: tensor<8x128x64xf32>) {
   // expected-error @+1 {{'xfmr.moe' op failed to verify that all of {input, result} have same type}}
-  %0 = "xfmr.moe"(%x, %router, %wg, %wu, %wd) <{activation = 0 : i32, top_k = 2 : i64}>
+  %0 = "xfmr.moe"(%x, %router, %wg, %wu, %wd) <{activation = 0 : i32, top_k = 2 : i64,
+                                                operandSegmentSizes = array<i32: 1, 1, 1, 1, 1, 0, 0, 0, 0>}>
       : (tensor<16x64xf32>, tensor<64x8xf32>, tensor<8x64x128xf32>, tensor<8x64x128xf32>,
          tensor<8x128x64xf32>) -> tensor<16x32xf32>
   return
@@ -1669,5 +1670,36 @@ func.func @paged_attention_one_scale(%q: tensor<4x4x64xf32>, %kp: tensor<128x16x
       {block_size = 16 : i64, num_heads = 4 : i64, num_kv_heads = 2 : i64, scale = 0.125 : f32}
       : tensor<4x4x64xf32>, tensor<128x16x2x64xf8E4M3FN>, tensor<128x16x2x64xf8E4M3FN>,
         tensor<1x8xi32>, tensor<1xi32>, tensor<2xi32>
+  return
+}
+
+// -----
+
+// A shared expert needs all three weights.
+func.func @moe_shared_incomplete(%x: tensor<16x64xf32>, %router: tensor<64x8xf32>,
+                                 %wg: tensor<8x64x128xf32>, %wu: tensor<8x64x128xf32>,
+                                 %wd: tensor<8x128x64xf32>, %sg: tensor<64x32xf32>) {
+  // expected-error @+1 {{'xfmr.moe' op a shared expert needs shared_w_gate, shared_w_up and shared_w_down}}
+  %0 = "xfmr.moe"(%x, %router, %wg, %wu, %wd, %sg) <{activation = 0 : i32, top_k = 2 : i64,
+                                                     operandSegmentSizes = array<i32: 1, 1, 1, 1, 1, 1, 0, 0, 0>}>
+      : (tensor<16x64xf32>, tensor<64x8xf32>, tensor<8x64x128xf32>, tensor<8x64x128xf32>,
+         tensor<8x128x64xf32>, tensor<64x32xf32>) -> tensor<16x64xf32>
+  return
+}
+
+// -----
+
+// The shared gate is [H, 1].
+func.func @moe_shared_gate_shape(%x: tensor<16x64xf32>, %router: tensor<64x8xf32>,
+                                 %wg: tensor<8x64x128xf32>, %wu: tensor<8x64x128xf32>,
+                                 %wd: tensor<8x128x64xf32>, %sg: tensor<64x32xf32>,
+                                 %su: tensor<64x32xf32>, %sd: tensor<32x64xf32>,
+                                 %g: tensor<64x2xf32>) {
+  // expected-error @+1 {{'xfmr.moe' op shared_gate must be [H, 1], got 'tensor<64x2xf32>'}}
+  %0 = xfmr.moe silu %x, %router, %wg, %wu, %wd
+      shared(%sg, %su, %sd : tensor<64x32xf32>, tensor<64x32xf32>, tensor<32x64xf32>)
+      shared_gate(%g : tensor<64x2xf32>) {top_k = 2 : i64}
+      : tensor<16x64xf32>, tensor<64x8xf32>, tensor<8x64x128xf32>, tensor<8x64x128xf32>,
+        tensor<8x128x64xf32>
   return
 }

@@ -260,6 +260,23 @@ func.func @moe_top2(%x: tensor<16x64xbf16>, %router: tensor<64x8xbf16>, %wg: ten
 
 // -----
 
+// Qwen-MoE style: a shared expert with a sigmoid gate beside the routed ones.
+// CHECK-LABEL: func.func @moe_shared(
+// CHECK: xfmr.moe silu %{{.*}} shared(%{{.*}}, %{{.*}}, %{{.*}} : tensor<64x96xf32>, tensor<64x96xf32>, tensor<96x64xf32>) shared_gate(%{{.*}} : tensor<64x1xf32>) {top_k = 2 : i64} : tensor<?x64xf32>, tensor<64x8xf32>
+func.func @moe_shared(%x: tensor<?x64xf32>, %router: tensor<64x8xf32>, %wg: tensor<8x64x32xf32>,
+                      %wu: tensor<8x64x32xf32>, %wd: tensor<8x32x64xf32>, %sg: tensor<64x96xf32>,
+                      %su: tensor<64x96xf32>, %sd: tensor<96x64xf32>,
+                      %g: tensor<64x1xf32>) -> tensor<?x64xf32> {
+  %y = xfmr.moe silu %x, %router, %wg, %wu, %wd
+      shared(%sg, %su, %sd : tensor<64x96xf32>, tensor<64x96xf32>, tensor<96x64xf32>)
+      shared_gate(%g : tensor<64x1xf32>) {top_k = 2 : i64}
+      : tensor<?x64xf32>, tensor<64x8xf32>, tensor<8x64x32xf32>, tensor<8x64x32xf32>,
+        tensor<8x32x64xf32>
+  return %y : tensor<?x64xf32>
+}
+
+// -----
+
 // MoE with dynamic tokens and experts; normalize_top_k = false is the
 // default and is not printed.
 // CHECK-LABEL: func.func @moe_dynamic(
