@@ -245,6 +245,18 @@ static float activate(float g, int act) {
   }
 }
 
+/// y[n, H] = down(act(x . gate) * (x . up)) for the n rows of `x`
+/// ([n, H]); `gate`, `up` are [n, I] scratch.
+static void gatedMLP(int level, const float *x, int64_t n, int64_t h, int64_t inter, int act,
+                     const float *wg, const float *wu, const float *wd, float *gate, float *up,
+                     float *y) {
+  product(level, x, h, n, h, wg, inter, gate, inter);
+  product(level, x, h, n, h, wu, inter, up, inter);
+  for (int64_t i = 0; i < n * inter; ++i)
+    gate[i] = activate(gate[i], act) * up[i];
+  product(level, gate, inter, n, inter, wd, h, y, h);
+}
+
 /// Softmax of `logits` ([E]) and its top_k: ids[j], scores[j], highest
 /// first, lowest index on ties; renormalised with `normalize`.
 static void route(const float *logits, int64_t experts, int64_t topK, int normalize,
@@ -337,11 +349,8 @@ static void moe(int level, const float *x, int64_t rows, int64_t h, int64_t inte
       for (int64_t c = 0; c < h; ++c)
         xs[i * h + c] = src[c];
     }
-    product(level, xs, h, n, h, wg + e * gateFloats, inter, gate, inter);
-    product(level, xs, h, n, h, wu + e * gateFloats, inter, up, inter);
-    for (int64_t i = 0; i < n * inter; ++i)
-      gate[i] = activate(gate[i], act) * up[i];
-    product(level, gate, inter, n, inter, wd + e * downFloats, h, xs, h);
+    gatedMLP(level, xs, n, h, inter, act, wg + e * gateFloats, wu + e * gateFloats,
+             wd + e * downFloats, gate, up, xs);
     for (int64_t i = 0; i < n; ++i) {
       float *dst = ys + (int64_t)group[i] * h;
       for (int64_t c = 0; c < h; ++c)
@@ -349,17 +358,23 @@ static void moe(int level, const float *x, int64_t rows, int64_t h, int64_t inte
     }
   }
 
-  for (int64_t t = 0; t < rows; ++t)
-    for (int64_t c = 0; c < h; ++c) {
-      float acc = 0.0f;
-      for (int64_t j = 0; j < topK; ++j) {
-        if (!owns(ids[t * topK + j], experts))
-          continue; // another rank's term
-        float term = ys[(t * topK + j) * h + c] * scores[t * topK + j];
-        acc += term;
+  // out[t] = 0 + term_0 + term_1 ... in slot order, per element; slots of
+  // another rank's experts are left out.
+  for (int64_t t = 0; t < rows; ++t) {
+    float *o = out + t * h;
+    for (int64_t c = 0; c < h; ++c)
+      o[c] = 0.0f;
+    for (int64_t j = 0; j < topK; ++j) {
+      int64_t s = t * topK + j;
+      if (!owns(ids[s], experts))
+        continue;
+      const float *y = ys + s * h;
+      for (int64_t c = 0; c < h; ++c) {
+        float term = y[c] * scores[s];
+        o[c] += term;
       }
-      out[t * h + c] = acc;
     }
+  }
 
   __atomic_fetch_add(&gStats[0], 1, __ATOMIC_RELAXED);
   __atomic_fetch_add(&gStats[1], (uint64_t)rows, __ATOMIC_RELAXED);
@@ -390,11 +405,7 @@ void xfmr_uk_moe_shared_f32(const float *x, int64_t rows, int64_t h, int64_t int
     return;
   }
   float *gate = f, *up = gate + rows * inter, *y = up + rows * inter, *s = y + rows * h;
-  product(2, x, h, rows, h, wg, inter, gate, inter);
-  product(2, x, h, rows, h, wu, inter, up, inter);
-  for (int64_t i = 0; i < rows * inter; ++i)
-    gate[i] = activate(gate[i], (int)activation) * up[i];
-  product(2, gate, inter, rows, inter, wd, h, y, h);
+  gatedMLP(2, x, rows, h, inter, (int)activation, wg, wu, wd, gate, up, y);
   if (scale) {
     product(2, x, h, rows, h, scale, 1, s, 1);
     for (int64_t t = 0; t < rows; ++t)

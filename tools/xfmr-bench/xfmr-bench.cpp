@@ -425,15 +425,10 @@ int main(int argc, char **argv) {
   // Under mpirun (--expert-parallel artifacts) every rank replays the same
   // trace; rank 0 reports. Arrival times are replayed by step, not by the
   // clock, so the ranks take the same steps.
+  ExpertParallelScope scope;
   Expected<ExpertParallelRank> rank = joinExpertParallel(**artifact);
-  if (!rank) {
-    int status = fail(rank.error());
-    leaveExpertParallel(); // after every rank has said why
-    return status;
-  }
-  struct Leave {
-    ~Leave() { leaveExpertParallel(); }
-  } leave;
+  if (!rank)
+    return fail(rank.error());
   if (!rank->isRoot() && !std::freopen("/dev/null", "w", stdout))
     return fail("cannot silence rank " + std::to_string(rank->rank));
   int64_t vocab = 0;

@@ -174,15 +174,10 @@ int generateMain(int argc, char **argv) {
     return fail(artifactDir + ": not a step function (compile with xfmr-compile --kv-cache=paged)");
   // Under mpirun (--expert-parallel artifacts) every rank generates the
   // same tokens in the same steps; rank 0 prints them.
+  ExpertParallelScope scope;
   Expected<ExpertParallelRank> rank = joinExpertParallel(artifact);
-  if (!rank) {
-    int status = fail(rank.error());
-    leaveExpertParallel(); // after every rank has said why
-    return status;
-  }
-  struct Leave {
-    ~Leave() { leaveExpertParallel(); }
-  } leave;
+  if (!rank)
+    return fail(rank.error());
   if (!rank->isRoot()) {
     quiet = true;
     dumpDir.clear();

@@ -213,11 +213,6 @@ __attribute__((format(printf, 2, 3))) void note(const Options &opts,
   va_end(args);
 }
 
-/// Finalises MPI when a run of an expert-parallel artifact ends.
-struct LeaveExpertParallel {
-  ~LeaveExpertParallel() { leaveExpertParallel(); }
-};
-
 int run(const Options &given) {
   Options opts = given;
   auto loadStart = std::chrono::steady_clock::now();
@@ -228,13 +223,10 @@ int run(const Options &given) {
   const Manifest &manifest = artifact.manifest();
   // Under mpirun (--expert-parallel artifacts): every rank runs, rank 0
   // reports and writes the outputs.
+  ExpertParallelScope scope;
   Expected<ExpertParallelRank> rank = joinExpertParallel(artifact);
-  if (!rank) {
-    int status = fail(rank.error());
-    leaveExpertParallel(); // after every rank has said why
-    return status;
-  }
-  LeaveExpertParallel leave;
+  if (!rank)
+    return fail(rank.error());
   if (!rank->isRoot()) {
     opts.quiet = true;
     opts.outputDir.clear();

@@ -56,6 +56,15 @@ mlir::Value constantTensor(mlir::OpBuilder &b, mlir::Location loc, llvm::ArrayRe
 void declareKernel(mlir::OpBuilder &b, mlir::Operation *anchor, llvm::StringRef name,
                    mlir::TypeRange args);
 
+/// Micro-kernel calls over `rows` (index) rows, `rows64` the same as i64:
+/// one call(b, 0, rows64) below `parallelRows` rows, else call(b, r0,
+/// count) per block of `tile` rows in an scf.for marked
+/// `xfmr.independent_iterations` (xfmr-parallelize-loops splits it across
+/// threads). r0 and count are i64.
+void forRowBlocks(mlir::OpBuilder &b, mlir::Location loc, mlir::Value rows, mlir::Value rows64,
+                  int64_t tile, int64_t parallelRows,
+                  llvm::function_ref<void(mlir::OpBuilder &, mlir::Value, mlir::Value)> call);
+
 /// The address of an identity-layout memref's first element, as an LLVM
 /// pointer for a micro-kernel call.
 mlir::Value addressOf(mlir::OpBuilder &b, mlir::Location loc, mlir::Value memref);

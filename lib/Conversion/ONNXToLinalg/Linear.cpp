@@ -719,28 +719,7 @@ QuantizedRows quantizeRows(OpBuilder &b, Location loc, Operation *anchor, Value 
                          ValueRange{aRow, count, c64(k), c64(blk), qRow, sRow, sumRow});
   };
   Value rows64 = arith::IndexCastOp::create(b, loc, i64, rows);
-  Value many = arith::CmpIOp::create(b, loc, arith::CmpIPredicate::sge, rows64,
-                                     c64(kQuantizeParallelRows));
-  auto ifOp = scf::IfOp::create(b, loc, many, /*withElseRegion=*/true);
-  {
-    OpBuilder::InsertionGuard guard(b);
-    b.setInsertionPointToStart(ifOp.thenBlock());
-    Value tiles = arith::DivUIOp::create(
-        b, loc, arith::AddIOp::create(b, loc, rows, indexConstant(b, loc, kQuantizeRowTile - 1)),
-        indexConstant(b, loc, kQuantizeRowTile));
-    auto loop = scf::ForOp::create(b, loc, indexConstant(b, loc, 0), tiles,
-                                   indexConstant(b, loc, 1));
-    loop->setAttr("xfmr.independent_iterations", b.getUnitAttr());
-    b.setInsertionPointToStart(loop.getBody());
-    Value r0 = arith::MulIOp::create(
-        b, loc, arith::IndexCastOp::create(b, loc, i64, loop.getInductionVar()),
-        c64(kQuantizeRowTile));
-    Value count = arith::MinSIOp::create(b, loc, c64(kQuantizeRowTile),
-                                         arith::SubIOp::create(b, loc, rows64, r0));
-    call(b, r0, count);
-    b.setInsertionPointToStart(ifOp.elseBlock());
-    call(b, c64(0), rows64);
-  }
+  forRowBlocks(b, loc, rows, rows64, kQuantizeRowTile, kQuantizeParallelRows, call);
   return out;
 }
 

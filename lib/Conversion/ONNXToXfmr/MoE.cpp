@@ -43,13 +43,12 @@ namespace {
 /// Looks through Reshapes between rank-2 tensors (re-flattenings of the
 /// tokens) and Casts to the same element type.
 Value stripFlattening(Value v) {
-  while (true) {
-    if (auto r = def<onnx::ReshapeOp>(v); r && rankOf(r.getData()) == 2 && rankOf(v) == 2) {
-      v = r.getData();
-      continue;
-    }
-    return v;
+  while (auto r = def<onnx::ReshapeOp>(v)) {
+    if (rankOf(r.getData()) != 2 || rankOf(v) != 2)
+      break;
+    v = r.getData();
   }
+  return v;
 }
 
 /// Whether `axes` is the single constant axis `axis` of a rank-`rank` value.
@@ -109,27 +108,31 @@ Value repeatedTokens(Value xr, int64_t k) {
   return unsq.getData();
 }
 
-/// Router: Softmax over the last axis of x . Wr -> (x, Wr as [H, E] or
-/// [E, H] with `transposed`).
-struct Router {
-  Value x, weight;
+/// x . W as MatMul(x, W [K, N]) or Gemm(x, W [N, K], transB) without bias:
+/// the constant weight and whether it is stored transposed.
+struct Projection {
+  Value input, weight;
   bool transposed;
 };
 
-std::optional<Router> router(onnx::TopKOp topk) {
+std::optional<Projection> projection(Value v) {
+  if (auto mm = def<onnx::MatMulOp>(v); mm && rankOf(mm.getB()) == 2 && isConstant(mm.getB()))
+    return Projection{mm.getA(), mm.getB(), false};
+  if (auto gemm = def<onnx::GemmOp>(v); gemm && !gemm.getTransA() &&
+                                         isa<NoneType>(gemm.getC().getType()) &&
+                                         gemm.getAlpha().convertToDouble() == 1.0 &&
+                                         isConstant(gemm.getB()))
+    return Projection{gemm.getA(), gemm.getB(), gemm.getTransB() != 0};
+  return std::nullopt;
+}
+
+/// Router: the projection (of the tokens, by a constant [H, E] or, from a
+/// Gemm, [E, H]) that the TopK's Softmax over the experts reads.
+std::optional<Projection> router(onnx::TopKOp topk) {
   auto sm = def<onnx::SoftmaxOp>(topk.getX());
   if (!sm || rankOf(sm.getOutput()) != 2 || !isLastAxis(sm.getAxis(), 2))
     return std::nullopt;
-  Value logits = sm.getInput();
-  if (auto gemm = def<onnx::GemmOp>(logits)) {
-    if (gemm.getTransA() || !isa<NoneType>(gemm.getC().getType()) ||
-        gemm.getAlpha().convertToDouble() != 1.0 || !isConstant(gemm.getB()))
-      return std::nullopt;
-    return Router{gemm.getA(), gemm.getB(), gemm.getTransB() != 0};
-  }
-  if (auto mm = def<onnx::MatMulOp>(logits); mm && rankOf(mm.getB()) == 2 && isConstant(mm.getB()))
-    return Router{mm.getA(), mm.getB(), false};
-  return std::nullopt;
+  return projection(sm.getInput());
 }
 
 /// w: TopK.values, or values / ReduceSum(values, -1, keepdims) -> normalised.
@@ -177,24 +180,6 @@ Value transposedRows(OpBuilder &b, Location loc, Value w, int64_t r0, int64_t r1
   auto attr = DenseResourceElementsAttr::get(
       outType, name, HeapAsmResourceBlob::allocateAndCopyWithAlign(ArrayRef<char>(out), bytes));
   return makeConstant(b, loc, attr);
-}
-
-/// x . W as MatMul(x, W [K, N]) or Gemm(x, W [N, K], transB) without bias:
-/// the constant weight and whether it is stored transposed.
-struct Projection {
-  Value input, weight;
-  bool transposed;
-};
-
-std::optional<Projection> projection(Value v) {
-  if (auto mm = def<onnx::MatMulOp>(v); mm && rankOf(mm.getB()) == 2 && isConstant(mm.getB()))
-    return Projection{mm.getA(), mm.getB(), false};
-  if (auto gemm = def<onnx::GemmOp>(v); gemm && !gemm.getTransA() &&
-                                         isa<NoneType>(gemm.getC().getType()) &&
-                                         gemm.getAlpha().convertToDouble() == 1.0 &&
-                                         isConstant(gemm.getB()))
-    return Projection{gemm.getA(), gemm.getB(), gemm.getTransB() != 0};
-  return std::nullopt;
 }
 
 /// A shared expert (Qwen-MoE) added to the routed sum `routed`:
@@ -342,7 +327,7 @@ bool raiseMoE(Operation *anchor, IRRewriter &rewriter, RaiseLog &log) {
     return fail("gate and up are not expert products of the same tokens with a SiLU, GELU "
                 "or ReLU gate");
   Value x = repeatedTokens(xr, topK);
-  if (!x || stripFlattening(x) != stripFlattening(r->x))
+  if (!x || stripFlattening(x) != stripFlattening(r->input))
     return fail("the experts and the router do not read the same tokens");
   int64_t h = dimOf(x, 1), experts = dimOf(down->weight, 0);
   if (ShapedType::isDynamic(h) || dimOf(down->weight, 1) != h || dimOf(gateW, 0) != experts ||
@@ -370,9 +355,7 @@ bool raiseMoE(Operation *anchor, IRRewriter &rewriter, RaiseLog &log) {
   rewriter.setInsertionPoint(replaced);
   Location loc = combine.getLoc();
   std::string base = nodeName(combine);
-  Value routerHE = r->transposed ? transposedRows(rewriter, loc, r->weight, 0, experts,
-                                                  base + ".router")
-                                 : r->weight;
+  Value routerHE = asKN(rewriter, loc, *r, base + ".router");
   Value wg = transposedRows(rewriter, loc, gateW, gateBegin, gateBegin + inter, base + ".w_gate");
   Value wu = transposedRows(rewriter, loc, upW, upBegin, upBegin + inter, base + ".w_up");
   Value wd = transposedRows(rewriter, loc, down->weight, 0, h, base + ".w_down");

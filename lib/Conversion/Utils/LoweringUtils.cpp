@@ -13,6 +13,7 @@
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Dialect/LLVMIR/LLVMDialect.h"
 #include "mlir/Dialect/MemRef/IR/MemRef.h"
+#include "mlir/Dialect/SCF/IR/SCF.h"
 #include "mlir/Dialect/Tensor/IR/Tensor.h"
 #include "mlir/IR/BuiltinOps.h"
 #include "mlir/IR/DialectResourceBlobManager.h"
@@ -117,6 +118,30 @@ void declareKernel(OpBuilder &b, Operation *anchor, StringRef name, TypeRange ar
   auto f = func::FuncOp::create(b, module.getLoc(), name,
                                 FunctionType::get(b.getContext(), args, {}));
   f.setPrivate();
+}
+
+void forRowBlocks(OpBuilder &b, Location loc, Value rows, Value rows64, int64_t tile,
+                  int64_t parallelRows, llvm::function_ref<void(OpBuilder &, Value, Value)> call) {
+  Type i64 = b.getI64Type();
+  auto c64 = [&](int64_t v) -> Value { return arith::ConstantIntOp::create(b, loc, i64, v); };
+  Value many = arith::CmpIOp::create(b, loc, arith::CmpIPredicate::sge, rows64, c64(parallelRows));
+  auto ifOp = scf::IfOp::create(b, loc, many, /*withElseRegion=*/true);
+  OpBuilder::InsertionGuard guard(b);
+  b.setInsertionPointToStart(ifOp.thenBlock());
+  Value tiles = arith::DivUIOp::create(
+      b, loc, arith::AddIOp::create(b, loc, rows, indexConstant(b, loc, tile - 1)),
+      indexConstant(b, loc, tile));
+  auto loop =
+      scf::ForOp::create(b, loc, indexConstant(b, loc, 0), tiles, indexConstant(b, loc, 1));
+  loop->setAttr("xfmr.independent_iterations", b.getUnitAttr());
+  b.setInsertionPointToStart(loop.getBody());
+  Value r0 = arith::MulIOp::create(
+      b, loc, arith::IndexCastOp::create(b, loc, i64, loop.getInductionVar()), c64(tile));
+  Value count =
+      arith::MinSIOp::create(b, loc, c64(tile), arith::SubIOp::create(b, loc, rows64, r0));
+  call(b, r0, count);
+  b.setInsertionPointToStart(ifOp.elseBlock());
+  call(b, c64(0), rows64);
 }
 
 Value addressOf(OpBuilder &b, Location loc, Value memref) {

@@ -61,34 +61,6 @@ Value packedWeights(OpBuilder &b, Location loc, Value w, int64_t count, int64_t 
       b, loc, MemRefType::get({floats}, b.getF32Type()), t, /*read_only=*/true);
 }
 
-/// `call(r0, count)` over all `rows` tokens: one call below
-/// kMoEParallelRows, else blocks of kMoERowTile in a loop marked for
-/// xfmr-parallelize-loops.
-void forTokenBlocks(OpBuilder &b, Location loc, Value rows, Value rows64,
-                    llvm::function_ref<void(OpBuilder &, Value, Value)> call) {
-  Type i64 = b.getI64Type();
-  auto c64 = [&](int64_t v) -> Value { return arith::ConstantIntOp::create(b, loc, i64, v); };
-  Value many =
-      arith::CmpIOp::create(b, loc, arith::CmpIPredicate::sge, rows64, c64(kMoEParallelRows));
-  auto ifOp = scf::IfOp::create(b, loc, many, /*withElseRegion=*/true);
-  OpBuilder::InsertionGuard guard(b);
-  b.setInsertionPointToStart(ifOp.thenBlock());
-  Value tiles = arith::DivUIOp::create(
-      b, loc, arith::AddIOp::create(b, loc, rows, indexConstant(b, loc, kMoERowTile - 1)),
-      indexConstant(b, loc, kMoERowTile));
-  auto loop =
-      scf::ForOp::create(b, loc, indexConstant(b, loc, 0), tiles, indexConstant(b, loc, 1));
-  loop->setAttr("xfmr.independent_iterations", b.getUnitAttr());
-  b.setInsertionPointToStart(loop.getBody());
-  Value r0 = arith::MulIOp::create(
-      b, loc, arith::IndexCastOp::create(b, loc, i64, loop.getInductionVar()), c64(kMoERowTile));
-  Value count = arith::MinSIOp::create(b, loc, c64(kMoERowTile),
-                                       arith::SubIOp::create(b, loc, rows64, r0));
-  call(b, r0, count);
-  b.setInsertionPointToStart(ifOp.elseBlock());
-  call(b, c64(0), rows64);
-}
-
 bool isStaticF32(Value v) {
   auto type = cast<RankedTensorType>(v.getType());
   return type.hasStaticShape() && type.getElementType().isF32();
@@ -148,7 +120,7 @@ struct MoELowering : public OpRewritePattern<MoEOp> {
                                       c64(op.getTopK()), c64(flags), rP, gP, uP, dP, outRow});
     };
     Value rows64 = arith::IndexCastOp::create(b, loc, i64, rows);
-    forTokenBlocks(b, loc, rows, rows64, call);
+    forRowBlocks(b, loc, rows, rows64, kMoERowTile, kMoEParallelRows, call);
     // Expert parallel: the ranks' partial outputs summed (a no-op in one
     // process), once per layer, outside the threaded loop.
     func::CallOp::create(b, loc, kMoECombine, TypeRange{},
@@ -176,7 +148,7 @@ struct MoELowering : public OpRewritePattern<MoEOp> {
                        c64(static_cast<int64_t>(op.getActivation())), sgP, suP, sdP, scaleP,
                        outRow});
       };
-      forTokenBlocks(b, loc, rows, rows64, shared);
+      forRowBlocks(b, loc, rows, rows64, kMoERowTile, kMoEParallelRows, shared);
     }
     Value result = bufferization::ToTensorOp::create(b, loc, xType, out, b.getUnitAttr(),
                                                      b.getUnitAttr());

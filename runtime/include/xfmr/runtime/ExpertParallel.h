@@ -33,8 +33,18 @@ struct ExpertParallelRank {
 /// died or stalled) prints which rank and aborts the job.
 Expected<ExpertParallelRank> joinExpertParallel(const Artifact &artifact);
 
-/// Finalises MPI if joinExpertParallel initialised it (idempotent).
+/// Finalises MPI if joinExpertParallel initialised it (idempotent), after
+/// every rank got there (bounded), so that a refusal reaches every rank.
 void leaveExpertParallel();
+
+/// Calls leaveExpertParallel when the scope ends: declared before
+/// joinExpertParallel, it covers the refusals and the normal end alike.
+struct ExpertParallelScope {
+  ExpertParallelScope() = default;
+  ExpertParallelScope(const ExpertParallelScope &) = delete;
+  ExpertParallelScope &operator=(const ExpertParallelScope &) = delete;
+  ~ExpertParallelScope() { leaveExpertParallel(); }
+};
 
 /// Whether this build can run expert-parallel artifacts (MPI found).
 bool expertParallelAvailable();
