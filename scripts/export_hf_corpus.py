@@ -193,10 +193,6 @@ ARCHS = collections.OrderedDict([
     ("mixtral", build_mixtral),
     ("qwen2_moe", build_qwen2_moe),
 ])
-# The TorchScript exports of the MoE blocks repeat the tokens with a Tile
-# whose repeats come from a OneHot of constants, which onnx-simplify-shapes
-# does not fold yet: dynamo exports only.
-ARCH_EXPORTERS = {"mixtral": ("dynamo",), "qwen2_moe": ("dynamo",)}
 ENCODERS = {"bert"}
 
 
@@ -455,7 +451,7 @@ def run_arch(arch, out_dir, wanted, log):
     results = []
     for kind in kinds:
         wrap = {"encoder": Encoder, "forward": Forward, "past": Past}[kind](model).eval()
-        for exporter in ARCH_EXPORTERS.get(arch, EXPORTERS):
+        for exporter in EXPORTERS:
             stem = "%s%s_%s" % (arch, "_past" if kind == "past" else "", exporter)
             if not wanted(arch, stem):
                 continue

@@ -515,6 +515,43 @@ std::optional<Literal> evaluate(Operation *op,
       out.ints.assign(n, Literal::saturatingInt(fill));
     return out;
   }
+  if (name == "OneHot") {
+    // TorchScript's repeat_interleave builds its Tile repeats this way.
+    if (!all(3) || in[0]->isFloat() || in[1]->size() != 1 ||
+        in[2]->size() != 2)
+      return std::nullopt;
+    const Literal &idx = *in[0];
+    double depthValue = in[1]->at(0);
+    if (!(depthValue >= 1 && depthValue <= double(maxElements)))
+      return std::nullopt;
+    int64_t depth = static_cast<int64_t>(depthValue);
+    int64_t rank = idx.shape.size() + 1;
+    int64_t axis = *attrInt(op, "axis", -1);
+    axis = axis < 0 ? axis + rank : axis;
+    if (axis < 0 || axis >= rank)
+      return std::nullopt;
+    Shape shape(idx.shape.begin(), idx.shape.begin() + axis);
+    shape.push_back(depth);
+    shape.append(idx.shape.begin() + axis, idx.shape.end());
+    int64_t n = numElements(shape);
+    if (n > maxElements)
+      return std::nullopt;
+    int64_t outer = numElements(ArrayRef<int64_t>(idx.shape).take_front(axis));
+    int64_t inner = numElements(ArrayRef<int64_t>(idx.shape).drop_front(axis));
+    Literal out{shape, resultElem, {}, {}};
+    for (int64_t o = 0; o < outer; ++o)
+      for (int64_t d = 0; d < depth; ++d)
+        for (int64_t i = 0; i < inner; ++i) {
+          int64_t v = idx.ints[o * inner + i];
+          // Out of [-depth, depth) the whole one-hot row is off.
+          bool on = v == d || (v < 0 && v + depth == d);
+          if (out.isFloat())
+            out.fps.push_back(in[2]->at(on ? 1 : 0));
+          else
+            out.ints.push_back(in[2]->intAt(on ? 1 : 0));
+        }
+    return out;
+  }
   if (name == "ReduceProd" || name == "ReduceSum" || name == "ReduceMax" ||
       name == "ReduceMin") {
     // Full reductions of 1-D tensors (element counts of shapes).

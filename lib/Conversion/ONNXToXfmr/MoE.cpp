@@ -60,16 +60,39 @@ bool isAxis(Value axes, int64_t axis, int64_t rank) {
   return got == (axis < 0 ? axis + rank : axis);
 }
 
-/// ids: Unsqueeze(Reshape(TopK.indices, [-1]), -1) -> the TopK.
-onnx::TopKOp topKOfIds(Value ids) {
-  auto unsq = def<onnx::UnsqueezeOp>(ids);
-  if (!unsq || rankOf(ids) != 2 || !isAxis(unsq.getAxes(), -1, 2))
-    return {};
-  auto flat = def<onnx::ReshapeOp>(unsq.getData());
+/// The TopK whose indices, flattened to [T*k], `v` is.
+onnx::TopKOp topKOfFlatIds(Value v) {
+  auto flat = def<onnx::ReshapeOp>(v);
   if (!flat || rankOf(flat.getReshaped()) != 1)
     return {};
   auto topk = def<onnx::TopKOp>(flat.getData());
   return topk && flat.getData() == topk.getIndices() ? topk : onnx::TopKOp();
+}
+
+/// The per-slot expert matrices [T*k, out, in] of a constant [E, out, in]
+/// `W`, as the exporters gather them: GatherND(W, Unsqueeze(ids, -1))
+/// (dynamo) or Gather(W, ids, axis 0) (TorchScript), ids =
+/// Reshape(TopK.indices, [-1]). Returns W and the TopK.
+std::optional<std::pair<Value, onnx::TopKOp>> gatheredExperts(Value v) {
+  Value data, ids;
+  if (auto nd = def<onnx::GatherNDOp>(v); nd && nd.getBatchDims() == 0) {
+    auto unsq = def<onnx::UnsqueezeOp>(nd.getIndices());
+    if (!unsq || rankOf(nd.getIndices()) != 2 || !isAxis(unsq.getAxes(), -1, 2))
+      return std::nullopt;
+    data = nd.getData();
+    ids = unsq.getData();
+  } else if (auto g = def<onnx::GatherOp>(v); g && g.getAxis() == 0) {
+    data = g.getData();
+    ids = g.getIndices();
+  } else {
+    return std::nullopt;
+  }
+  if (rankOf(data) != 3 || !isConstant(data))
+    return std::nullopt;
+  onnx::TopKOp topk = topKOfFlatIds(ids);
+  if (!topk)
+    return std::nullopt;
+  return std::pair(data, topk);
 }
 
 /// One expert product proj(W, a): the constant [E, out, in] W, the
@@ -86,26 +109,63 @@ std::optional<ExpertProduct> expertProduct(Value v) {
   auto mm = def<onnx::MatMulOp>(sq.getData());
   if (!mm)
     return std::nullopt;
-  auto gather = def<onnx::GatherNDOp>(mm.getA());
+  auto gathered = gatheredExperts(mm.getA());
   auto col = def<onnx::UnsqueezeOp>(mm.getB());
-  if (!gather || !col || gather.getBatchDims() != 0 || rankOf(gather.getData()) != 3 ||
-      !isConstant(gather.getData()) || !isAxis(col.getAxes(), -1, 3))
+  if (!gathered || !col || !isAxis(col.getAxes(), -1, 3))
     return std::nullopt;
-  onnx::TopKOp topk = topKOfIds(gather.getIndices());
-  if (!topk)
-    return std::nullopt;
-  return ExpertProduct{gather.getData(), col.getData(), topk};
+  return ExpertProduct{gathered->first, col.getData(), gathered->second};
 }
 
-/// xr = Reshape(Expand(Unsqueeze(x, 1), [T, k, H]), [-1, H]) -> x.
+/// The tokens x [T, H] repeated k times each (repeat_interleave):
+/// Reshape(Expand(Unsqueeze(x, 1), [T, k, H]), [-1, H]) (dynamo) or
+/// Flatten(Tile(Unsqueeze(x, 1), [1, k, 1]), 2) (TorchScript) -> x.
 Value repeatedTokens(Value xr, int64_t k) {
-  auto flat = def<onnx::ReshapeOp>(xr);
-  auto expand = flat ? def<onnx::ExpandOp>(flat.getData()) : onnx::ExpandOp();
-  auto unsq = expand ? def<onnx::UnsqueezeOp>(expand.getInput()) : onnx::UnsqueezeOp();
-  if (!unsq || rankOf(expand.getOutput()) != 3 || dimOf(expand.getOutput(), 1) != k ||
-      rankOf(unsq.getData()) != 2 || !isAxis(unsq.getAxes(), 1, 3))
+  Value repeated;
+  if (auto flat = def<onnx::ReshapeOp>(xr)) {
+    if (auto expand = def<onnx::ExpandOp>(flat.getData()))
+      repeated = expand.getOutput();
+  } else if (auto flat = def<onnx::FlattenOp>(xr); flat && flat.getAxis() == 2) {
+    auto tile = def<onnx::TileOp>(flat.getInput());
+    auto reps = tile ? constantInts(tile.getRepeats()) : std::nullopt;
+    if (reps && *reps == SmallVector<int64_t>{1, k, 1})
+      repeated = tile.getOutput();
+  }
+  if (!repeated || rankOf(repeated) != 3 || dimOf(repeated, 1) != k || rankOf(xr) != 2)
+    return nullptr;
+  auto unsq = def<onnx::UnsqueezeOp>(repeated.getDefiningOp()->getOperand(0));
+  if (!unsq || rankOf(unsq.getData()) != 2 || !isAxis(unsq.getAxes(), 1, 3))
     return nullptr;
   return unsq.getData();
+}
+
+/// The [T*k, 2I] product whose first and second halves along the last axis
+/// `g` and `u` are: Split(p, 2, axis -1) (dynamo) or two Slices of p,
+/// [0, I) and [I, 2I) (TorchScript's chunk). Null otherwise.
+Value fusedHalves(Value g, Value u, int64_t inter) {
+  auto gSplit = def<onnx::SplitOp>(g);
+  if (gSplit && gSplit == def<onnx::SplitOp>(u) && gSplit->getNumResults() == 2 &&
+      g == gSplit->getResult(0) && u == gSplit->getResult(1) && isLastAxis(gSplit.getAxis(), 2))
+    return gSplit.getInput();
+  // Slice(p, [begin], [end], [last axis] (, [1])) -> p, when it is [begin, end).
+  auto sliceOf = [](Value v, int64_t begin, int64_t end) -> Value {
+    auto slice = def<onnx::SliceOp>(v);
+    if (!slice || rankOf(v) != 2 || !isAxis(slice.getAxes(), -1, 2))
+      return nullptr;
+    auto starts = constantInts(slice.getStarts()), ends = constantInts(slice.getEnds());
+    if (!isa<NoneType>(slice.getSteps().getType())) {
+      auto steps = constantInts(slice.getSteps());
+      if (!steps || *steps != SmallVector<int64_t>{1})
+        return nullptr;
+    }
+    int64_t dim = dimOf(slice.getData(), 1);
+    if (!starts || !ends || starts->size() != 1 || ends->size() != 1 ||
+        ShapedType::isDynamic(dim) || (*starts)[0] != begin ||
+        std::min((*ends)[0], dim) != end)
+      return nullptr;
+    return slice.getData();
+  };
+  Value p = sliceOf(g, 0, inter);
+  return p && sliceOf(u, inter, 2 * inter) == p ? p : nullptr;
 }
 
 /// x . W as MatMul(x, W [K, N]) or Gemm(x, W [N, K], transB) without bias:
@@ -299,12 +359,8 @@ bool raiseMoE(Operation *anchor, IRRewriter &rewriter, RaiseLog &log) {
     auto candidate = matchActivation(a);
     if (!candidate)
       continue;
-    auto gSplit = def<onnx::SplitOp>(candidate->first);
-    auto uSplit = def<onnx::SplitOp>(u);
-    if (gSplit && gSplit == uSplit && gSplit->getNumResults() == 2 &&
-        candidate->first == gSplit->getResult(0) && u == gSplit->getResult(1) &&
-        isLastAxis(gSplit.getAxis(), 2)) {
-      auto fused = expertProduct(gSplit.getInput());
+    if (Value gu = fusedHalves(candidate->first, u, inter)) {
+      auto fused = expertProduct(gu);
       if (!fused || fused->topk != topk || dimOf(fused->weight, 1) != 2 * inter)
         continue;
       gateW = upW = fused->weight;

@@ -101,6 +101,106 @@ func.func @matmul_router_unnormalized(%x: tensor<?x4xf32>) -> tensor<?x4xf32> {
 
 // -----
 
+// The same block as the TorchScript exporter writes it: repeat_interleave as
+// Flatten(Tile(Unsqueeze(x, 1), [1, k, 1]), 2), expert weights gathered with
+// Gather(W, ids) (axis 0), gate and up cut by two Slices (chunk).
+// CHECK-LABEL: xfmr-raise @torchscript_form: formed 1 moe; 0 candidate(s) left unfused
+// CHECK-NOT: onnx.Tile
+// CHECK: xfmr.moe silu %{{.*}} {top_k = 2 : i64} : tensor<?x4xf32>, tensor<4x4xf32>, tensor<4x4x2xf32>, tensor<4x4x2xf32>, tensor<4x2x4xf32>
+// CHECK-NOT: onnx.Gather
+func.func @torchscript_form(%x: tensor<?x4xf32>) -> tensor<?x4xf32> {
+  %none = onnx.NoValue : none
+  %wr = onnx.Constant() {value = dense<[[-0.861, 1.910, -0.268, 0.802], [0.947, -0.155, 0.614, 0.922], [0.376, -1.099, 0.298, 1.326], [-0.695, -0.150, -0.435, 1.849]]> : tensor<4x4xf32>} : () -> tensor<4x4xf32>
+  %logits = onnx.MatMul(%x, %wr) : (tensor<?x4xf32>, tensor<4x4xf32>) -> tensor<?x4xf32>
+  %p = onnx.Softmax(%logits) : (tensor<?x4xf32>) -> tensor<?x4xf32>
+  %k = onnx.Constant() {value = dense<2> : tensor<1xi64>} : () -> tensor<1xi64>
+  %m1 = onnx.Constant() {value = dense<-1> : tensor<1xi64>} : () -> tensor<1xi64>
+  %one = onnx.Constant() {value = dense<1> : tensor<1xi64>} : () -> tensor<1xi64>
+  %v, %idx = onnx.TopK(%p, %k) : (tensor<?x4xf32>, tensor<1xi64>) -> (tensor<?x2xf32>, tensor<?x2xi64>)
+  %rshape = onnx.Constant() {value = dense<[-1, 2, 4]> : tensor<3xi64>} : () -> tensor<3xi64>
+  %fshape = onnx.Constant() {value = dense<[-1, 4]> : tensor<2xi64>} : () -> tensor<2xi64>
+  %xu = onnx.Unsqueeze(%x, %one) : (tensor<?x4xf32>, tensor<1xi64>) -> tensor<?x1x4xf32>
+  %reps = onnx.Constant() {value = dense<[1, 2, 1]> : tensor<3xi64>} : () -> tensor<3xi64>
+  %xt = onnx.Tile(%xu, %reps) : (tensor<?x1x4xf32>, tensor<3xi64>) -> tensor<?x2x4xf32>
+  %xr = onnx.Flatten(%xt) {axis = 2 : i64} : (tensor<?x2x4xf32>) -> tensor<?x4xf32>
+  %ids1 = onnx.Reshape(%idx, %m1) : (tensor<?x2xi64>, tensor<1xi64>) -> tensor<?xi64>
+  %wgu = onnx.Constant() {value = dense<[[[0.672, 0.407, -0.770, 0.539], [-0.674, 0.032, -0.636, 0.676], [0.577, -0.208, 0.396, -1.093], [-1.491, 0.439, 0.167, 0.635]], [[2.383, 0.944, -0.913, 1.117], [-1.316, -0.462, -0.068, 1.713], [-0.745, -0.826, -0.098, -0.663], [1.127, -1.080, -1.147, -0.438]], [[-0.498, 1.930, 0.949, 0.088], [-1.225, 0.844, -1.000, -1.545], [1.188, 0.317, 0.921, 0.319], [0.857, -0.651, -1.034, 0.682]], [[-0.803, -0.690, -0.456, 0.017], [-0.354, -1.375, -0.644, -2.223], [0.625, -1.602, -1.104, 0.052], [-0.740, 1.543, -1.293, 0.267]]]> : tensor<4x4x4xf32>} : () -> tensor<4x4x4xf32>
+  %wd = onnx.Constant() {value = dense<[[[-0.039, -1.168], [0.523, -0.172], [0.772, 0.824], [2.163, 1.337]], [[-0.369, -0.239], [1.100, 0.655], [0.640, -1.617], [-0.024, -0.738]], [[0.280, -0.098], [0.910, 0.317], [0.786, -0.466], [-0.944, -0.410]], [[-0.017, 0.379], [2.259, -0.042], [-0.956, -0.346], [-0.464, 0.481]]]> : tensor<4x4x2xf32>} : () -> tensor<4x4x2xf32>
+  %g1 = onnx.Gather(%wgu, %ids1) : (tensor<4x4x4xf32>, tensor<?xi64>) -> tensor<?x4x4xf32>
+  %xc = onnx.Unsqueeze(%xr, %m1) : (tensor<?x4xf32>, tensor<1xi64>) -> tensor<?x4x1xf32>
+  %gu3 = onnx.MatMul(%g1, %xc) : (tensor<?x4x4xf32>, tensor<?x4x1xf32>) -> tensor<?x4x1xf32>
+  %gu = onnx.Squeeze(%gu3, %m1) : (tensor<?x4x1xf32>, tensor<1xi64>) -> tensor<?x4xf32>
+  %zero = onnx.Constant() {value = dense<0> : tensor<1xi64>} : () -> tensor<1xi64>
+  %half = onnx.Constant() {value = dense<2> : tensor<1xi64>} : () -> tensor<1xi64>
+  %end = onnx.Constant() {value = dense<9223372036854775807> : tensor<1xi64>} : () -> tensor<1xi64>
+  %g = onnx.Slice(%gu, %zero, %half, %one, %none) : (tensor<?x4xf32>, tensor<1xi64>, tensor<1xi64>, tensor<1xi64>, none) -> tensor<?x2xf32>
+  %u = onnx.Slice(%gu, %half, %end, %one, %none) : (tensor<?x4xf32>, tensor<1xi64>, tensor<1xi64>, tensor<1xi64>, none) -> tensor<?x2xf32>
+  %sg = onnx.Sigmoid(%g) : (tensor<?x2xf32>) -> tensor<?x2xf32>
+  %silu = onnx.Mul(%g, %sg) : (tensor<?x2xf32>, tensor<?x2xf32>) -> tensor<?x2xf32>
+  %a = onnx.Mul(%silu, %u) : (tensor<?x2xf32>, tensor<?x2xf32>) -> tensor<?x2xf32>
+  %d1 = onnx.Gather(%wd, %ids1) : (tensor<4x4x2xf32>, tensor<?xi64>) -> tensor<?x4x2xf32>
+  %ac = onnx.Unsqueeze(%a, %m1) : (tensor<?x2xf32>, tensor<1xi64>) -> tensor<?x2x1xf32>
+  %y3 = onnx.MatMul(%d1, %ac) : (tensor<?x4x2xf32>, tensor<?x2x1xf32>) -> tensor<?x4x1xf32>
+  %y = onnx.Squeeze(%y3, %m1) : (tensor<?x4x1xf32>, tensor<1xi64>) -> tensor<?x4xf32>
+  %wf = onnx.Reshape(%v, %m1) : (tensor<?x2xf32>, tensor<1xi64>) -> tensor<?xf32>
+  %wc = onnx.Unsqueeze(%wf, %m1) : (tensor<?xf32>, tensor<1xi64>) -> tensor<?x1xf32>
+  %yw = onnx.Mul(%y, %wc) : (tensor<?x4xf32>, tensor<?x1xf32>) -> tensor<?x4xf32>
+  %y3k = onnx.Reshape(%yw, %rshape) : (tensor<?x4xf32>, tensor<3xi64>) -> tensor<?x2x4xf32>
+  %out = onnx.ReduceSum(%y3k, %one) {keepdims = 0 : i64} : (tensor<?x2x4xf32>, tensor<1xi64>) -> tensor<?x4xf32>
+  return %out : tensor<?x4xf32>
+}
+
+// -----
+
+// Slices that do not cut the product into its two halves are not gate and up.
+// CHECK-LABEL: xfmr-raise @torchscript_overlapping_slices: formed nothing; 1 candidate(s) left unfused
+// CHECK-NEXT: unfused moe at {{.*}}: gate and up are not expert products of the same tokens
+// CHECK-NOT: xfmr.moe
+func.func @torchscript_overlapping_slices(%x: tensor<?x4xf32>) -> tensor<?x4xf32> {
+  %none = onnx.NoValue : none
+  %wr = onnx.Constant() {value = dense<[[-0.861, 1.910, -0.268, 0.802], [0.947, -0.155, 0.614, 0.922], [0.376, -1.099, 0.298, 1.326], [-0.695, -0.150, -0.435, 1.849]]> : tensor<4x4xf32>} : () -> tensor<4x4xf32>
+  %logits = onnx.MatMul(%x, %wr) : (tensor<?x4xf32>, tensor<4x4xf32>) -> tensor<?x4xf32>
+  %p = onnx.Softmax(%logits) : (tensor<?x4xf32>) -> tensor<?x4xf32>
+  %k = onnx.Constant() {value = dense<2> : tensor<1xi64>} : () -> tensor<1xi64>
+  %m1 = onnx.Constant() {value = dense<-1> : tensor<1xi64>} : () -> tensor<1xi64>
+  %one = onnx.Constant() {value = dense<1> : tensor<1xi64>} : () -> tensor<1xi64>
+  %v, %idx = onnx.TopK(%p, %k) : (tensor<?x4xf32>, tensor<1xi64>) -> (tensor<?x2xf32>, tensor<?x2xi64>)
+  %rshape = onnx.Constant() {value = dense<[-1, 2, 4]> : tensor<3xi64>} : () -> tensor<3xi64>
+  %fshape = onnx.Constant() {value = dense<[-1, 4]> : tensor<2xi64>} : () -> tensor<2xi64>
+  %xu = onnx.Unsqueeze(%x, %one) : (tensor<?x4xf32>, tensor<1xi64>) -> tensor<?x1x4xf32>
+  %reps = onnx.Constant() {value = dense<[1, 2, 1]> : tensor<3xi64>} : () -> tensor<3xi64>
+  %xt = onnx.Tile(%xu, %reps) : (tensor<?x1x4xf32>, tensor<3xi64>) -> tensor<?x2x4xf32>
+  %xr = onnx.Flatten(%xt) {axis = 2 : i64} : (tensor<?x2x4xf32>) -> tensor<?x4xf32>
+  %ids1 = onnx.Reshape(%idx, %m1) : (tensor<?x2xi64>, tensor<1xi64>) -> tensor<?xi64>
+  %wgu = onnx.Constant() {value = dense<[[[0.672, 0.407, -0.770, 0.539], [-0.674, 0.032, -0.636, 0.676], [0.577, -0.208, 0.396, -1.093], [-1.491, 0.439, 0.167, 0.635]], [[2.383, 0.944, -0.913, 1.117], [-1.316, -0.462, -0.068, 1.713], [-0.745, -0.826, -0.098, -0.663], [1.127, -1.080, -1.147, -0.438]], [[-0.498, 1.930, 0.949, 0.088], [-1.225, 0.844, -1.000, -1.545], [1.188, 0.317, 0.921, 0.319], [0.857, -0.651, -1.034, 0.682]], [[-0.803, -0.690, -0.456, 0.017], [-0.354, -1.375, -0.644, -2.223], [0.625, -1.602, -1.104, 0.052], [-0.740, 1.543, -1.293, 0.267]]]> : tensor<4x4x4xf32>} : () -> tensor<4x4x4xf32>
+  %wd = onnx.Constant() {value = dense<[[[-0.039, -1.168], [0.523, -0.172], [0.772, 0.824], [2.163, 1.337]], [[-0.369, -0.239], [1.100, 0.655], [0.640, -1.617], [-0.024, -0.738]], [[0.280, -0.098], [0.910, 0.317], [0.786, -0.466], [-0.944, -0.410]], [[-0.017, 0.379], [2.259, -0.042], [-0.956, -0.346], [-0.464, 0.481]]]> : tensor<4x4x2xf32>} : () -> tensor<4x4x2xf32>
+  %g1 = onnx.Gather(%wgu, %ids1) : (tensor<4x4x4xf32>, tensor<?xi64>) -> tensor<?x4x4xf32>
+  %xc = onnx.Unsqueeze(%xr, %m1) : (tensor<?x4xf32>, tensor<1xi64>) -> tensor<?x4x1xf32>
+  %gu3 = onnx.MatMul(%g1, %xc) : (tensor<?x4x4xf32>, tensor<?x4x1xf32>) -> tensor<?x4x1xf32>
+  %gu = onnx.Squeeze(%gu3, %m1) : (tensor<?x4x1xf32>, tensor<1xi64>) -> tensor<?x4xf32>
+  %zero = onnx.Constant() {value = dense<0> : tensor<1xi64>} : () -> tensor<1xi64>
+  %half = onnx.Constant() {value = dense<2> : tensor<1xi64>} : () -> tensor<1xi64>
+  %end = onnx.Constant() {value = dense<9223372036854775807> : tensor<1xi64>} : () -> tensor<1xi64>
+  %g = onnx.Slice(%gu, %zero, %half, %one, %none) : (tensor<?x4xf32>, tensor<1xi64>, tensor<1xi64>, tensor<1xi64>, none) -> tensor<?x2xf32>
+  %three = onnx.Constant() {value = dense<3> : tensor<1xi64>} : () -> tensor<1xi64>
+  %u = onnx.Slice(%gu, %one, %three, %one, %none) : (tensor<?x4xf32>, tensor<1xi64>, tensor<1xi64>, tensor<1xi64>, none) -> tensor<?x2xf32>
+  %sg = onnx.Sigmoid(%g) : (tensor<?x2xf32>) -> tensor<?x2xf32>
+  %silu = onnx.Mul(%g, %sg) : (tensor<?x2xf32>, tensor<?x2xf32>) -> tensor<?x2xf32>
+  %a = onnx.Mul(%silu, %u) : (tensor<?x2xf32>, tensor<?x2xf32>) -> tensor<?x2xf32>
+  %d1 = onnx.Gather(%wd, %ids1) : (tensor<4x4x2xf32>, tensor<?xi64>) -> tensor<?x4x2xf32>
+  %ac = onnx.Unsqueeze(%a, %m1) : (tensor<?x2xf32>, tensor<1xi64>) -> tensor<?x2x1xf32>
+  %y3 = onnx.MatMul(%d1, %ac) : (tensor<?x4x2xf32>, tensor<?x2x1xf32>) -> tensor<?x4x1xf32>
+  %y = onnx.Squeeze(%y3, %m1) : (tensor<?x4x1xf32>, tensor<1xi64>) -> tensor<?x4xf32>
+  %wf = onnx.Reshape(%v, %m1) : (tensor<?x2xf32>, tensor<1xi64>) -> tensor<?xf32>
+  %wc = onnx.Unsqueeze(%wf, %m1) : (tensor<?xf32>, tensor<1xi64>) -> tensor<?x1xf32>
+  %yw = onnx.Mul(%y, %wc) : (tensor<?x4xf32>, tensor<?x1xf32>) -> tensor<?x4xf32>
+  %y3k = onnx.Reshape(%yw, %rshape) : (tensor<?x4xf32>, tensor<3xi64>) -> tensor<?x2x4xf32>
+  %out = onnx.ReduceSum(%y3k, %one) {keepdims = 0 : i64} : (tensor<?x2x4xf32>, tensor<1xi64>) -> tensor<?x4xf32>
+  return %out : tensor<?x4xf32>
+}
+
+// -----
+
 // Sigmoid scores (DeepSeek-V3 style) are not xfmr.moe's softmax routing.
 // CHECK-LABEL: xfmr-raise @sigmoid_router: formed nothing; 1 candidate(s) left unfused
 // CHECK: moe at {{.*}}: the scores are not a softmax of the tokens times a constant router

@@ -156,6 +156,32 @@ func.func @range_float() -> tensor<?xf32> {
 
 // -----
 
+// OneHot of constants folds (TorchScript's repeat_interleave builds Tile
+// repeats this way); the Tile behind it gets a static shape. Negative
+// indices count from the end; out-of-range ones give an all-off row.
+// CHECK-LABEL: func.func @one_hot_tile_repeats(
+// CHECK-SAME: -> (tensor<?x2x4xf32>, tensor<3x4xi64>)
+// CHECK-DAG: onnx.Constant() {value = dense<[1, 2, 1]> : tensor<3xi64>}
+// CHECK-DAG: onnx.Constant() {value = dense<{{\[}}[0, 0, 0, 7], [7, 0, 0, 0], [0, 0, 0, 0]]> : tensor<3x4xi64>}
+// CHECK-NOT: onnx.OneHot
+// CHECK: onnx.Tile
+func.func @one_hot_tile_repeats(%x: tensor<?x1x4xf32>) -> (tensor<*xf32>, tensor<?x?xi64>) {
+  %idx = onnx.Constant() {value = dense<1> : tensor<1xi64>} : () -> tensor<1xi64>
+  %depth = onnx.Constant() {value = dense<3> : tensor<i64>} : () -> tensor<i64>
+  %vals = onnx.Constant() {value = dense<[1, 2]> : tensor<2xi64>} : () -> tensor<2xi64>
+  %oh = onnx.OneHot(%idx, %depth, %vals) : (tensor<1xi64>, tensor<i64>, tensor<2xi64>) -> tensor<1x3xi64>
+  %flat = onnx.Constant() {value = dense<-1> : tensor<1xi64>} : () -> tensor<1xi64>
+  %reps = onnx.Reshape(%oh, %flat) : (tensor<1x3xi64>, tensor<1xi64>) -> tensor<3xi64>
+  %t = onnx.Tile(%x, %reps) : (tensor<?x1x4xf32>, tensor<3xi64>) -> tensor<*xf32>
+  %idx2 = onnx.Constant() {value = dense<[3, -4, 9]> : tensor<3xi64>} : () -> tensor<3xi64>
+  %depth2 = onnx.Constant() {value = dense<4> : tensor<1xi64>} : () -> tensor<1xi64>
+  %vals2 = onnx.Constant() {value = dense<[0, 7]> : tensor<2xi64>} : () -> tensor<2xi64>
+  %oh2 = onnx.OneHot(%idx2, %depth2, %vals2) : (tensor<3xi64>, tensor<1xi64>, tensor<2xi64>) -> tensor<?x?xi64>
+  return %t, %oh2 : tensor<*xf32>, tensor<?x?xi64>
+}
+
+// -----
+
 // ConstantOfShape of a constant shape is a splat of its value; without a
 // value attribute the fill is 0.
 // CHECK-LABEL: func.func @constant_of_shape(
