@@ -54,6 +54,9 @@ bool raiseRope(mlir::Operation *, mlir::IRRewriter &, RaiseLog &);
 bool raiseGatedMLP(mlir::Operation *, mlir::IRRewriter &, RaiseLog &);
 /// Hugging Face's batched-experts MoE block -> xfmr.moe (MoE.cpp).
 bool raiseMoE(mlir::Operation *, mlir::IRRewriter &, RaiseLog &);
+/// A loop over the experts (transformers 4.x, unrolled) -> xfmr.moe
+/// (MoELoop.cpp).
+bool raiseMoELoop(mlir::Operation *, mlir::IRRewriter &, RaiseLog &);
 bool raiseAttention(mlir::Operation *, mlir::IRRewriter &, RaiseLog &);
 bool raiseAttention23(mlir::Operation *, mlir::IRRewriter &, RaiseLog &);
 /// onnxruntime's SimplifiedLayerNormalization and com.microsoft

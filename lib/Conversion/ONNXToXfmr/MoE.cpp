@@ -26,7 +26,7 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "Match.h"
+#include "MoE.h"
 
 #include "mlir/Dialect/Tensor/IR/Tensor.h"
 #include "mlir/IR/AsmState.h"
@@ -40,25 +40,7 @@ using namespace mlir;
 namespace xfmr::raise {
 namespace {
 
-/// Looks through Reshapes between rank-2 tensors (re-flattenings of the
-/// tokens) and Casts to the same element type.
-Value stripFlattening(Value v) {
-  while (auto r = def<onnx::ReshapeOp>(v)) {
-    if (rankOf(r.getData()) != 2 || rankOf(v) != 2)
-      break;
-    v = r.getData();
-  }
-  return v;
-}
-
-/// Whether `axes` is the single constant axis `axis` of a rank-`rank` value.
-bool isAxis(Value axes, int64_t axis, int64_t rank) {
-  auto a = constantInts(axes);
-  if (!a || a->size() != 1)
-    return false;
-  int64_t got = (*a)[0] < 0 ? (*a)[0] + rank : (*a)[0];
-  return got == (axis < 0 ? axis + rank : axis);
-}
+using namespace moe;
 
 /// The TopK whose indices, flattened to [T*k], `v` is.
 onnx::TopKOp topKOfFlatIds(Value v) {
@@ -168,12 +150,26 @@ Value fusedHalves(Value g, Value u, int64_t inter) {
   return p && sliceOf(u, inter, 2 * inter) == p ? p : nullptr;
 }
 
-/// x . W as MatMul(x, W [K, N]) or Gemm(x, W [N, K], transB) without bias:
-/// the constant weight and whether it is stored transposed.
-struct Projection {
-  Value input, weight;
-  bool transposed;
-};
+} // namespace
+
+namespace moe {
+
+Value stripFlattening(Value v) {
+  while (auto r = def<onnx::ReshapeOp>(v)) {
+    if (rankOf(r.getData()) != 2 || rankOf(v) != 2)
+      break;
+    v = r.getData();
+  }
+  return v;
+}
+
+bool isAxis(Value axes, int64_t axis, int64_t rank) {
+  auto a = constantInts(axes);
+  if (!a || a->size() != 1)
+    return false;
+  int64_t got = (*a)[0] < 0 ? (*a)[0] + rank : (*a)[0];
+  return got == (axis < 0 ? axis + rank : axis);
+}
 
 std::optional<Projection> projection(Value v) {
   if (auto mm = def<onnx::MatMulOp>(v); mm && rankOf(mm.getB()) == 2 && isConstant(mm.getB()))
@@ -186,8 +182,6 @@ std::optional<Projection> projection(Value v) {
   return std::nullopt;
 }
 
-/// Router: the projection (of the tokens, by a constant [H, E] or, from a
-/// Gemm, [E, H]) that the TopK's Softmax over the experts reads.
 std::optional<Projection> router(onnx::TopKOp topk) {
   auto sm = def<onnx::SoftmaxOp>(topk.getX());
   if (!sm || rankOf(sm.getOutput()) != 2 || !isLastAxis(sm.getAxis(), 2))
@@ -195,7 +189,6 @@ std::optional<Projection> router(onnx::TopKOp topk) {
   return projection(sm.getInput());
 }
 
-/// w: TopK.values, or values / ReduceSum(values, -1, keepdims) -> normalised.
 std::optional<bool> scoreNormalization(Value w, onnx::TopKOp topk) {
   if (w == topk.getValues())
     return false;
@@ -209,23 +202,20 @@ std::optional<bool> scoreNormalization(Value w, onnx::TopKOp topk) {
   return true;
 }
 
-/// The raw bytes of a constant operand, if it is not a splat.
-std::optional<ArrayRef<char>> rawBytes(Value v) {
+std::optional<ArrayRef<char>> constantBytes(Value v) {
   ElementsAttr attr;
   if (!matchPattern(v, m_Constant(&attr)))
     return std::nullopt;
   return raise::rawBytes(attr);
 }
 
-/// Rows [r0, r1) of each matrix of the constant [M, R, C] `w`, transposed:
-/// a new [M, C, r1 - r0] constant.
 Value transposedRows(OpBuilder &b, Location loc, Value w, int64_t r0, int64_t r1,
                      StringRef name) {
   auto type = cast<RankedTensorType>(w.getType());
   int64_t m = type.getRank() == 3 ? type.getDimSize(0) : 1;
   int64_t r = type.getDimSize(type.getRank() - 2), c = type.getDimSize(type.getRank() - 1);
   unsigned bytes = type.getElementTypeBitWidth() / 8;
-  ArrayRef<char> raw = *rawBytes(w);
+  ArrayRef<char> raw = *constantBytes(w);
   std::vector<char> out(m * c * (r1 - r0) * bytes);
   for (int64_t e = 0; e < m; ++e)
     for (int64_t i = r0; i < r1; ++i)
@@ -241,15 +231,6 @@ Value transposedRows(OpBuilder &b, Location loc, Value w, int64_t r0, int64_t r1
       outType, name, HeapAsmResourceBlob::allocateAndCopyWithAlign(ArrayRef<char>(out), bytes));
   return makeConstant(b, loc, attr);
 }
-
-/// A shared expert (Qwen-MoE) added to the routed sum `routed`:
-/// Add(routed, [Sigmoid(x . Wsg) *] down(act(x . Wg) * (x . Wu))).
-struct SharedExpert {
-  onnx::AddOp add;
-  Projection gate, up, down;
-  std::optional<Projection> scale;
-  Activation act;
-};
 
 std::optional<SharedExpert> sharedExpert(Value routed, Value x) {
   if (!routed.hasOneUse())
@@ -288,7 +269,6 @@ std::optional<SharedExpert> sharedExpert(Value routed, Value x) {
   return std::nullopt;
 }
 
-/// A projection's weight as a [K, N] constant (transposing a Gemm's).
 Value asKN(OpBuilder &b, Location loc, const Projection &p, const std::string &name) {
   if (!p.transposed)
     return p.weight;
@@ -298,10 +278,70 @@ Value asKN(OpBuilder &b, Location loc, const Projection &p, const std::string &n
 bool hasStaticBytes(Value w) {
   auto type = dyn_cast<RankedTensorType>(w.getType());
   return type && type.hasStaticShape() && type.getElementTypeBitWidth() % 8 == 0 &&
-         rawBytes(w).has_value();
+         constantBytes(w).has_value();
 }
 
-} // namespace
+Value stackedKN(OpBuilder &b, Location loc, ArrayRef<Projection> ps, StringRef name) {
+  auto first = cast<RankedTensorType>(ps.front().weight.getType());
+  int64_t k = first.getDimSize(ps.front().transposed ? 1 : 0);
+  int64_t n = first.getDimSize(ps.front().transposed ? 0 : 1);
+  unsigned bytes = first.getElementTypeBitWidth() / 8;
+  std::vector<char> out(ps.size() * k * n * bytes);
+  for (auto [e, p] : llvm::enumerate(ps)) {
+    ArrayRef<char> raw = *constantBytes(p.weight);
+    char *dst = &out[e * k * n * bytes];
+    if (!p.transposed) {
+      std::memcpy(dst, raw.data(), k * n * bytes);
+      continue;
+    }
+    for (int64_t i = 0; i < k; ++i)
+      for (int64_t j = 0; j < n; ++j)
+        std::memcpy(&dst[(i * n + j) * bytes], &raw[(j * k + i) * bytes], bytes);
+  }
+  auto type = RankedTensorType::get({int64_t(ps.size()), k, n}, first.getElementType());
+  auto attr = DenseResourceElementsAttr::get(
+      type, name, HeapAsmResourceBlob::allocateAndCopyWithAlign(ArrayRef<char>(out), bytes));
+  return makeConstant(b, loc, attr);
+}
+
+void formMoE(IRRewriter &rewriter, Operation *combine, const Routing &routing,
+             function_ref<std::array<Value, 3>(OpBuilder &, Location, const std::string &)>
+                 expertWeights) {
+  Value routed = combine->getResult(0);
+  // A shared expert beside it (same activation, constant weights of the
+  // tokens' type) joins the op; otherwise it stays as it is.
+  std::optional<SharedExpert> shared = sharedExpert(routed, routing.x);
+  if (shared && (shared->act != routing.act || !hasStaticBytes(shared->gate.weight) ||
+                 !hasStaticBytes(shared->up.weight) || !hasStaticBytes(shared->down.weight) ||
+                 (shared->scale && !hasStaticBytes(shared->scale->weight)) ||
+                 shared->add.getC().getType() != routed.getType()))
+    shared.reset();
+
+  Operation *replaced = shared ? shared->add.getOperation() : combine;
+  rewriter.setInsertionPoint(replaced);
+  Location loc = combine->getLoc();
+  std::string base = nodeName(combine);
+  Value routerHE = asKN(rewriter, loc, routing.router, base + ".router");
+  auto [wg, wu, wd] = expertWeights(rewriter, loc, base);
+  Value sg, su, sd, sgate;
+  if (shared) {
+    sg = asKN(rewriter, loc, shared->gate, base + ".shared_w_gate");
+    su = asKN(rewriter, loc, shared->up, base + ".shared_w_up");
+    sd = asKN(rewriter, loc, shared->down, base + ".shared_w_down");
+    if (shared->scale)
+      sgate = asKN(rewriter, loc, *shared->scale, base + ".shared_gate");
+  }
+  auto op = MoEOp::create(rewriter, loc, routing.act, routing.x, routerHE, wg, wu, wd, sg, su, sd,
+                          sgate, rewriter.getI64IntegerAttr(routing.topK),
+                          rewriter.getBoolAttr(routing.normalize));
+  Value old = replaced->getResult(0);
+  Value result = op.getResult();
+  if (result.getType() != old.getType())
+    result = tensor::CastOp::create(rewriter, loc, old.getType(), result);
+  rewriter.replaceAllUsesWith(old, result);
+}
+
+} // namespace moe
 
 bool raiseMoE(Operation *anchor, IRRewriter &rewriter, RaiseLog &log) {
   auto combine = cast<onnx::ReduceSumOp>(anchor);
@@ -398,38 +438,13 @@ bool raiseMoE(Operation *anchor, IRRewriter &rewriter, RaiseLog &log) {
       !tensor::CastOp::areCastCompatible(x.getType(), combine.getReduced().getType()))
     return fail("the result's type differs from the tokens'");
 
-  // A shared expert beside it (same activation, constant weights of the
-  // tokens' type) joins the op; otherwise it stays as it is.
-  std::optional<SharedExpert> shared = sharedExpert(combine.getReduced(), x);
-  if (shared && (shared->act != act->second || !hasStaticBytes(shared->gate.weight) ||
-                 !hasStaticBytes(shared->up.weight) || !hasStaticBytes(shared->down.weight) ||
-                 (shared->scale && !hasStaticBytes(shared->scale->weight)) ||
-                 shared->add.getC().getType() != combine.getReduced().getType()))
-    shared.reset();
-
-  Operation *replaced = shared ? shared->add.getOperation() : combine.getOperation();
-  rewriter.setInsertionPoint(replaced);
-  Location loc = combine.getLoc();
-  std::string base = nodeName(combine);
-  Value routerHE = asKN(rewriter, loc, *r, base + ".router");
-  Value wg = transposedRows(rewriter, loc, gateW, gateBegin, gateBegin + inter, base + ".w_gate");
-  Value wu = transposedRows(rewriter, loc, upW, upBegin, upBegin + inter, base + ".w_up");
-  Value wd = transposedRows(rewriter, loc, down->weight, 0, h, base + ".w_down");
-  Value sg, su, sd, sgate;
-  if (shared) {
-    sg = asKN(rewriter, loc, shared->gate, base + ".shared_w_gate");
-    su = asKN(rewriter, loc, shared->up, base + ".shared_w_up");
-    sd = asKN(rewriter, loc, shared->down, base + ".shared_w_down");
-    if (shared->scale)
-      sgate = asKN(rewriter, loc, *shared->scale, base + ".shared_gate");
-  }
-  auto op = MoEOp::create(rewriter, loc, act->second, x, routerHE, wg, wu, wd, sg, su, sd, sgate,
-                          rewriter.getI64IntegerAttr(topK), rewriter.getBoolAttr(*normalize));
-  Value old = replaced->getResult(0);
-  Value result = op.getResult();
-  if (result.getType() != old.getType())
-    result = tensor::CastOp::create(rewriter, loc, old.getType(), result);
-  rewriter.replaceAllUsesWith(old, result);
+  formMoE(rewriter, combine, Routing{x, *r, act->second, topK, *normalize},
+          [&](OpBuilder &b, Location loc, const std::string &base) {
+            return std::array<Value, 3>{
+                transposedRows(b, loc, gateW, gateBegin, gateBegin + inter, base + ".w_gate"),
+                transposedRows(b, loc, upW, upBegin, upBegin + inter, base + ".w_up"),
+                transposedRows(b, loc, down->weight, 0, h, base + ".w_down")};
+          });
   log.formed("moe");
   return true;
 }

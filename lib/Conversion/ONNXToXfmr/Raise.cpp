@@ -63,8 +63,11 @@ struct RaiseONNXToXfmrPass : impl::RaiseONNXToXfmrPassBase<RaiseONNXToXfmrPass> 
       runRaiser<onnx::ReduceMeanOp>(func, raiseRMSNorm, rewriter, log);
       runRaiser<onnx::ConcatOp>(func, raiseRope, rewriter, log);
       runRaiser<onnx::GatherOp>(func, raiseEmbedding, rewriter, log);
-      if (!llvm::is_contained(skip, "moe"))
+      if (!llvm::is_contained(skip, "moe")) {
         runRaiser<onnx::ReduceSumOp>(func, raiseMoE, rewriter, log);
+        runRaiser<onnx::AddOp>(func, raiseMoELoop, rewriter, log);
+        runRaiser<onnx::ScatterElementsOp>(func, raiseMoELoop, rewriter, log);
+      }
       if (!llvm::is_contained(skip, "gated_mlp"))
         runRaiser<onnx::MatMulOp>(func, raiseGatedMLP, rewriter, log);
       runRaiser<onnx::SoftmaxOp>(func, raiseAttention, rewriter, log);

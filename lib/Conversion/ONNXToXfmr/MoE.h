@@ -1,0 +1,92 @@
+//===- MoE.h - shared pieces of the mixture-of-experts raisings -*- C++ -*-===//
+//
+// Part of xfmr. The exporters write a mixture-of-experts block in several
+// forms (batched experts in MoE.cpp, a loop over the experts in
+// MoELoop.cpp); the router, the score normalisation, the shared expert and
+// building the xfmr.moe op are the same for all of them.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef XFMR_LIB_CONVERSION_ONNXTOXFMR_MOE_H
+#define XFMR_LIB_CONVERSION_ONNXTOXFMR_MOE_H
+
+#include "Match.h"
+
+#include <array>
+
+namespace xfmr::raise::moe {
+
+/// Looks through Reshapes between rank-2 tensors (re-flattenings of the
+/// tokens).
+mlir::Value stripFlattening(mlir::Value v);
+
+/// Whether `axes` is the single constant axis `axis` of a rank-`rank` value.
+bool isAxis(mlir::Value axes, int64_t axis, int64_t rank);
+
+/// x . W as MatMul(x, W [K, N]) or Gemm(x, W [N, K], transB) without bias:
+/// the constant weight and whether it is stored transposed.
+struct Projection {
+  mlir::Value input, weight;
+  bool transposed;
+};
+std::optional<Projection> projection(mlir::Value v);
+
+/// Router: the projection (of the tokens, by a constant [H, E] or, from a
+/// Gemm, [E, H]) that the TopK's Softmax over the experts reads.
+std::optional<Projection> router(onnx::TopKOp topk);
+
+/// w: TopK.values (false), or values / ReduceSum(values, -1, keepdims)
+/// (true, renormalised); nullopt for anything else.
+std::optional<bool> scoreNormalization(mlir::Value w, onnx::TopKOp topk);
+
+/// The raw bytes of a constant operand, if it is not a splat.
+std::optional<llvm::ArrayRef<char>> constantBytes(mlir::Value v);
+
+/// Whether `w` is a constant of static shape whose bytes can be re-laid out.
+bool hasStaticBytes(mlir::Value w);
+
+/// Rows [r0, r1) of each matrix of the constant [M, R, C] (or [R, C]) `w`,
+/// transposed: a new [M, C, r1 - r0] (or [C, r1 - r0]) constant.
+mlir::Value transposedRows(mlir::OpBuilder &b, mlir::Location loc, mlir::Value w, int64_t r0,
+                           int64_t r1, llvm::StringRef name);
+
+/// A projection's weight as a [K, N] constant (transposing a Gemm's).
+mlir::Value asKN(mlir::OpBuilder &b, mlir::Location loc, const Projection &p,
+                 const std::string &name);
+
+/// The [K, N] weights of `ps` stacked into one [E, K, N] constant.
+mlir::Value stackedKN(mlir::OpBuilder &b, mlir::Location loc, llvm::ArrayRef<Projection> ps,
+                      llvm::StringRef name);
+
+/// A shared expert (Qwen-MoE) added to the routed sum `routed`:
+/// Add(routed, [Sigmoid(x . Wsg) *] down(act(x . Wg) * (x . Wu))).
+struct SharedExpert {
+  onnx::AddOp add;
+  Projection gate, up, down;
+  std::optional<Projection> scale;
+  Activation act;
+};
+std::optional<SharedExpert> sharedExpert(mlir::Value routed, mlir::Value x);
+
+/// What every form agrees on once matched: the tokens [T, H], the router,
+/// the experts' activation, k and whether the top-k scores are renormalised.
+struct Routing {
+  mlir::Value x;
+  Projection router;
+  Activation act;
+  int64_t topK;
+  bool normalize;
+};
+
+/// Replaces `combine` (the op whose result is the routed sum, [T, H]) and a
+/// shared expert added to it by one xfmr.moe. `expertWeights` builds the
+/// [E, H, I] gate, [E, H, I] up and [E, I, H] down constants at the
+/// insertion point; `base` names them.
+void formMoE(mlir::IRRewriter &rewriter, mlir::Operation *combine, const Routing &routing,
+             llvm::function_ref<std::array<mlir::Value, 3>(mlir::OpBuilder &, mlir::Location,
+                                                           const std::string &base)>
+                 expertWeights);
+
+} // namespace xfmr::raise::moe
+
+#endif // XFMR_LIB_CONVERSION_ONNXTOXFMR_MOE_H

@@ -1,0 +1,371 @@
+//===- MoELoop.cpp - raise a loop over the experts to xfmr.moe -----------===//
+//
+// Part of xfmr.
+//
+// The sparse MoE block as transformers 4.x's MixtralSparseMoeBlock (and the
+// Qwen2-MoE, OLMoE, ... blocks written like it) traces: a loop over every
+// expert, unrolled by the exporter, with T tokens, E experts, top k:
+//
+//   p       = Softmax(x . Wr);  v, I = TopK(p, k);  w = v | v / sum(v)
+//   mask    = Transpose(OneHot(I, E, [0, 1]), [2, 1, 0])           [E, k, T]
+//   for e in 0..E-1:
+//     slot, tok = NonZero(Cast(Gather(mask, e)))       (Transpose, Split, Squeeze)
+//     xe   = Reshape(Gather(Unsqueeze(x, 0), tok, axis 1), [-1, H])
+//     ye   = down_e(act(gate_e(xe)) * up_e(xe)) * Gather(Flatten(w), tok * k + slot)
+//     acc  = acc + ScatterElements(zeros, Expand(Unsqueeze(tok, 1)), Expand(ye))
+//            (or ScatterElements(acc, ..., reduction = add))
+//
+// starting from zeros. Every expert runs over the tokens routed to it, but
+// through dynamic shapes (NonZero) that the lowering cannot keep on packed
+// kernels, and with one product per expert. The chain becomes one xfmr.moe
+// whose [E, H, I] / [E, I, H] weights are the experts' matrices stacked.
+// A token's terms are added in expert order here and in slot order by
+// xfmr.moe: with k = 2 both sums are the same two-term addition.
+//
+//===----------------------------------------------------------------------===//
+
+#include "MoE.h"
+
+#include "mlir/Dialect/Tensor/IR/Tensor.h"
+
+using namespace mlir;
+
+namespace xfmr::raise {
+namespace {
+
+using namespace moe;
+
+/// Whether `v` is all zeros: ConstantOfShape of 0 (the default fill), a
+/// zero splat, or a constant whose bytes are all 0 (static exports store
+/// the folded zeros as initializers).
+bool isZeros(Value v) {
+  if (auto cos = def<onnx::ConstantOfShapeOp>(v)) {
+    auto value = cos.getValueAttr();
+    if (!value)
+      return true;
+    auto fill = dyn_cast<DenseElementsAttr>(value);
+    return fill && fill.isSplat() && isa<FloatType>(fill.getElementType()) &&
+           fill.getSplatValue<APFloat>().isZero();
+  }
+  if (isScalar(v, 0.0))
+    return true;
+  auto bytes = constantBytes(v);
+  return bytes && llvm::all_of(*bytes, [](char c) { return c == 0; });
+}
+
+/// Looks through Expand (the exporter broadcasts index_add's operands to
+/// the accumulator's shape) and Reshapes.
+Value stripBroadcast(Value v) {
+  while (true) {
+    if (auto e = def<onnx::ExpandOp>(v))
+      v = e.getInput();
+    else if (auto r = def<onnx::ReshapeOp>(v); r && rankOf(r.getData()) == rankOf(v))
+      v = r.getData();
+    else
+      return v;
+  }
+}
+
+/// One `acc + scatter(tok, ye)` of the chain.
+struct Step {
+  Value acc, tokens, update;
+};
+
+/// acc' = Add(acc, ScatterElements(zeros, idx, upd)) or
+/// acc' = ScatterElements(acc, idx, upd, reduction = add), rows (axis 0).
+std::optional<Step> accumulation(Value v) {
+  auto rows = [](onnx::ScatterElementsOp s) -> Value {
+    if (s.getAxis() != 0 || rankOf(s.getOutput()) != 2)
+      return nullptr;
+    auto unsq = def<onnx::UnsqueezeOp>(stripBroadcast(s.getIndices()));
+    if (!unsq || rankOf(unsq.getData()) != 1 || !isAxis(unsq.getAxes(), 1, 2))
+      return nullptr;
+    return unsq.getData();
+  };
+  if (auto s = def<onnx::ScatterElementsOp>(v); s && s.getReduction() == "add") {
+    if (Value tok = rows(s))
+      return Step{s.getData(), tok, stripBroadcast(s.getUpdates())};
+    return std::nullopt;
+  }
+  auto add = def<onnx::AddOp>(v);
+  if (!add || rankOf(add.getC()) != 2)
+    return std::nullopt;
+  for (auto [acc, other] :
+       {std::pair(add.getA(), add.getB()), std::pair(add.getB(), add.getA())}) {
+    auto s = def<onnx::ScatterElementsOp>(other);
+    if (!s || s.getReduction() != "none" || !isZeros(s.getData()))
+      continue;
+    if (Value tok = rows(s))
+      return Step{acc, tok, stripBroadcast(s.getUpdates())};
+  }
+  return std::nullopt;
+}
+
+/// Whether `v` is the accumulator of a further step (then it is not the end
+/// of the chain).
+bool feedsAnotherStep(Value v) {
+  for (Operation *user : v.getUsers()) {
+    if (user->getNumResults() != 1)
+      continue;
+    if (auto step = accumulation(user->getResult(0)); step && step->acc == v)
+      return true;
+  }
+  return false;
+}
+
+/// Row `row` of NonZero(mask) [2, n] as a [n] vector: Squeeze(Split(
+/// Transpose(nz, [1, 0]), axis 1)#row, 1) or Gather(nz, row, axis 0).
+std::optional<std::pair<onnx::NonZeroOp, int64_t>> nonZeroRow(Value v) {
+  if (auto g = def<onnx::GatherOp>(v); g && g.getAxis() == 0) {
+    auto nz = def<onnx::NonZeroOp>(g.getData());
+    auto row = constantInts(g.getIndices());
+    if (nz && row && row->size() == 1 && rankOf(g.getIndices()) == 0)
+      return std::pair(nz, (*row)[0]);
+    return std::nullopt;
+  }
+  auto sq = def<onnx::SqueezeOp>(v);
+  auto split = sq ? def<onnx::SplitOp>(sq.getData()) : onnx::SplitOp();
+  if (!split || split->getNumResults() != 2 || split.getAxis() != 1 ||
+      !isAxis(sq.getAxes(), 1, 2))
+    return std::nullopt;
+  auto tr = def<onnx::TransposeOp>(split.getInput());
+  auto nz = tr ? def<onnx::NonZeroOp>(tr.getData()) : onnx::NonZeroOp();
+  auto perm = tr ? tr.getPerm() : std::nullopt;
+  if (!nz || !perm || perm->size() != 2 || cast<IntegerAttr>((*perm)[0]).getInt() != 1)
+    return std::nullopt;
+  return std::pair(nz, int64_t(cast<OpResult>(sq.getData()).getResultNumber()));
+}
+
+/// The expert a NonZero selects: NonZero([Cast](Gather(Transpose(OneHot(
+/// TopK.indices, E, [0, 1]), [2, 1, 0]), e))) -> (TopK, E, e).
+struct ExpertMask {
+  onnx::TopKOp topk;
+  int64_t experts, expert;
+};
+
+std::optional<ExpertMask> expertMask(onnx::NonZeroOp nz) {
+  Value m = nz.getX();
+  if (auto cast = def<onnx::CastOp>(m))
+    m = cast.getInput();
+  auto g = def<onnx::GatherOp>(m);
+  auto e = g ? constantInts(g.getIndices()) : std::nullopt;
+  if (!g || g.getAxis() != 0 || !e || e->size() != 1 || rankOf(g.getIndices()) != 0)
+    return std::nullopt;
+  auto tr = def<onnx::TransposeOp>(g.getData());
+  auto perm = tr ? tr.getPerm() : std::nullopt;
+  if (!perm || perm->size() != 3 || cast<IntegerAttr>((*perm)[0]).getInt() != 2 ||
+      cast<IntegerAttr>((*perm)[1]).getInt() != 1)
+    return std::nullopt;
+  auto oneHot = def<onnx::OneHotOp>(tr.getData());
+  if (!oneHot || (int64_t(oneHot.getAxis()) != -1 && int64_t(oneHot.getAxis()) != 2))
+    return std::nullopt;
+  auto depth = constantInts(oneHot.getDepth());
+  auto values = constantInts(oneHot.getValues());
+  auto topk = def<onnx::TopKOp>(oneHot.getIndices());
+  if (!depth || depth->size() != 1 || !values || *values != SmallVector<int64_t>{0, 1} || !topk ||
+      oneHot.getIndices() != topk.getIndices())
+    return std::nullopt;
+  return ExpertMask{topk, (*depth)[0], (*e)[0]};
+}
+
+/// The tokens the expert reads: Reshape(Gather(Unsqueeze(x, 0), tok, axis 1),
+/// [-1, H]) or Gather(x, tok) -> x.
+Value gatheredTokens(Value xe, Value tok) {
+  if (auto r = def<onnx::ReshapeOp>(xe); r && rankOf(r.getData()) == 3)
+    xe = r.getData();
+  auto g = def<onnx::GatherOp>(xe);
+  if (!g || g.getIndices() != tok)
+    return nullptr;
+  if (g.getAxis() == 0 && rankOf(g.getData()) == 2)
+    return g.getData();
+  auto unsq = def<onnx::UnsqueezeOp>(g.getData());
+  if (g.getAxis() != 1 || !unsq || !isAxis(unsq.getAxes(), 0, 3) || rankOf(unsq.getData()) != 2)
+    return nullptr;
+  return unsq.getData();
+}
+
+/// The routing weight column of (tok, slot), slot and tok the two rows of
+/// `nz`: Gather(Flatten(Unsqueeze(w, 2), 2) | Reshape(w, [-1, 1]),
+/// tok * k + slot) -> w [T, k].
+Value gatheredScores(Value col, Value tok, onnx::NonZeroOp nz, int64_t k) {
+  auto g = def<onnx::GatherOp>(stripBroadcast(col));
+  if (!g || g.getAxis() != 0 || rankOf(g.getData()) != 2 || dimOf(g.getData(), 1) != 1)
+    return nullptr;
+  auto add = def<onnx::AddOp>(g.getIndices());
+  if (!add)
+    return nullptr;
+  auto isTokTimesK = [&](Value v) {
+    auto mul = def<onnx::MulOp>(v);
+    return mul && ((mul.getA() == tok && isScalar(mul.getB(), double(k))) ||
+                   (mul.getB() == tok && isScalar(mul.getA(), double(k))));
+  };
+  auto isSlot = [&](Value v) {
+    auto row = nonZeroRow(v);
+    return row && row->first == nz && row->second == 0;
+  };
+  if (!((isSlot(add.getA()) && isTokTimesK(add.getB())) ||
+        (isSlot(add.getB()) && isTokTimesK(add.getA()))))
+    return nullptr;
+  Value flat = g.getData();
+  if (auto f = def<onnx::FlattenOp>(flat); f && f.getAxis() == 2) {
+    auto unsq = def<onnx::UnsqueezeOp>(f.getInput());
+    return unsq && isAxis(unsq.getAxes(), 2, 3) ? unsq.getData() : nullptr;
+  }
+  if (auto r = def<onnx::ReshapeOp>(flat); r && rankOf(r.getData()) == 2)
+    return r.getData();
+  return nullptr;
+}
+
+/// One expert of the loop, decoded from its step.
+struct LoopExpert {
+  int64_t index;
+  Projection gate, up, down;
+  Activation act;
+  Value x, scores;
+  onnx::TopKOp topk;
+  int64_t experts;
+};
+
+/// ye = down(act(gate(xe)) * up(xe)) * score, with everything traced back.
+std::optional<LoopExpert> loopExpert(const Step &step, std::string &why) {
+  auto tokRow = nonZeroRow(step.tokens);
+  if (!tokRow || tokRow->second != 1) {
+    why = "the scattered rows are not the tokens of a NonZero over an expert's mask";
+    return std::nullopt;
+  }
+  auto mask = expertMask(tokRow->first);
+  if (!mask) {
+    why = "the NonZero is not over one expert of a OneHot of the TopK indices";
+    return std::nullopt;
+  }
+  auto mul = def<onnx::MulOp>(step.update);
+  if (!mul) {
+    why = "an expert's output is not weighted by its routing score";
+    return std::nullopt;
+  }
+  auto k = constantInts(mask->topk.getK());
+  int64_t topK = k && k->size() == 1 ? (*k)[0] : -1;
+  for (auto [y, col] : {std::pair(mul.getA(), mul.getB()), std::pair(mul.getB(), mul.getA())}) {
+    auto down = projection(y);
+    auto gateTimesUp = down ? def<onnx::MulOp>(down->input) : onnx::MulOp();
+    if (!gateTimesUp)
+      continue;
+    Value scores = gatheredScores(col, step.tokens, tokRow->first, topK);
+    if (!scores)
+      continue;
+    for (auto [a, u] : {std::pair(gateTimesUp.getA(), gateTimesUp.getB()),
+                        std::pair(gateTimesUp.getB(), gateTimesUp.getA())}) {
+      auto act = matchActivation(a);
+      auto g = act ? projection(act->first) : std::nullopt;
+      auto up = projection(u);
+      if (!g || !up || g->input != up->input)
+        continue;
+      Value x = gatheredTokens(g->input, step.tokens);
+      if (!x) {
+        why = "an expert does not read the tokens routed to it";
+        return std::nullopt;
+      }
+      return LoopExpert{mask->expert, *g, *up, *down, act->second, x, scores, mask->topk,
+                        mask->experts};
+    }
+  }
+  why = "an expert is not down(act(gate(x)) * up(x)) times its routing score";
+  return std::nullopt;
+}
+
+/// [K, N] of a projection's weight.
+std::pair<int64_t, int64_t> kn(const Projection &p) {
+  int64_t r = dimOf(p.weight, 0), c = dimOf(p.weight, 1);
+  return p.transposed ? std::pair(c, r) : std::pair(r, c);
+}
+
+} // namespace
+
+bool raiseMoELoop(Operation *anchor, IRRewriter &rewriter, RaiseLog &log) {
+  Value result = anchor->getResult(0);
+  if (!accumulation(result) || feedsAnotherStep(result))
+    return false;
+  SmallVector<Step> steps;
+  Value acc = result;
+  for (std::optional<Step> step; (step = accumulation(acc)); acc = step->acc)
+    steps.push_back(*step);
+  if (!isZeros(acc))
+    return false;
+  // Scatter-adds into zeros of rows NonZero picked: a loop over experts (or
+  // some other index_add). Only report it once it looks like experts.
+  auto first = nonZeroRow(steps.front().tokens);
+  if (!first || !expertMask(first->first))
+    return false;
+  auto fail = [&](const Twine &why) {
+    log.unfused(anchor, "moe", why);
+    return false;
+  };
+  SmallVector<std::optional<LoopExpert>> byIndex;
+  std::optional<LoopExpert> any;
+  for (const Step &step : steps) {
+    std::string why;
+    std::optional<LoopExpert> e = loopExpert(step, why);
+    if (!e)
+      return fail(why);
+    if (any && (e->topk != any->topk || e->x != any->x || e->scores != any->scores ||
+                e->act != any->act || e->experts != any->experts))
+      return fail("the experts do not share the routing, the tokens and the activation");
+    if (e->experts < 1 || e->experts > 4096 || e->index < 0 || e->index >= e->experts)
+      return fail("an expert index is outside the one-hot depth");
+    byIndex.resize(e->experts);
+    if (byIndex[e->index])
+      return fail("an expert appears twice in the loop");
+    byIndex[e->index] = e;
+    any = e;
+  }
+  int64_t experts = any->experts;
+  if (int64_t(steps.size()) != experts)
+    return fail(Twine("the loop covers ") + Twine(steps.size()) + " of " + Twine(experts) +
+                " experts (an export traced with only the experts some input hit)");
+  onnx::TopKOp topk = any->topk;
+  auto k = constantInts(topk.getK());
+  int64_t topK = k && k->size() == 1 ? (*k)[0] : -1;
+  if (topK < 1 || topK > experts || !isLastAxis(topk.getAxis(), 2) || topk.getLargest() != 1)
+    return fail("the routing is not a TopK of the largest scores over the experts");
+  std::optional<bool> normalize = scoreNormalization(any->scores, topk);
+  if (!normalize)
+    return fail("the expert outputs are not weighted by the TopK scores (or their "
+                "renormalisation)");
+  auto r = router(topk);
+  if (!r)
+    return fail("the scores are not a softmax of the tokens times a constant router");
+  Value x = any->x;
+  if (stripFlattening(x) != stripFlattening(r->input))
+    return fail("the experts and the router do not read the same tokens");
+
+  SmallVector<Projection> gates, ups, downs;
+  int64_t h = dimOf(x, 1), inter = kn(any->gate).second;
+  for (const std::optional<LoopExpert> &e : byIndex) {
+    if (kn(e->gate) != std::pair(h, inter) || kn(e->up) != std::pair(h, inter) ||
+        kn(e->down) != std::pair(inter, h))
+      return fail("expert weight shapes do not agree");
+    for (const Projection &p : {e->gate, e->up, e->down})
+      if (!hasStaticBytes(p.weight) || elementTypeOf(p.weight) != elementTypeOf(x))
+        return fail("expert weights are not constants of the tokens' type");
+    gates.push_back(e->gate);
+    ups.push_back(e->up);
+    downs.push_back(e->down);
+  }
+  if (ShapedType::isDynamic(h) || kn(*r) != std::pair(h, experts) ||
+      !hasStaticBytes(r->weight))
+    return fail("the router's weight is not a constant [hidden, experts]");
+  if (result.getType() != x.getType() &&
+      !tensor::CastOp::areCastCompatible(x.getType(), result.getType()))
+    return fail("the result's type differs from the tokens'");
+
+  formMoE(rewriter, anchor, Routing{x, *r, any->act, topK, *normalize},
+          [&](OpBuilder &b, Location loc, const std::string &base) {
+            return std::array<Value, 3>{stackedKN(b, loc, gates, base + ".w_gate"),
+                                        stackedKN(b, loc, ups, base + ".w_up"),
+                                        stackedKN(b, loc, downs, base + ".w_down")};
+          });
+  log.formed("moe");
+  return true;
+}
+
+} // namespace xfmr::raise
