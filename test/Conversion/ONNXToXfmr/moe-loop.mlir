@@ -189,7 +189,7 @@ func.func @experts_in_another_order(%x: tensor<?x4xf32>) -> tensor<?x4xf32> {
 
 // transformers 5's eager loop visits only the experts some token of the
 // tracing input hit: the graph misses the others and is not an MoE block.
-// CHECK-LABEL: xfmr-raise @only_the_experts_hit: formed nothing; 1 candidate(s) left unfused
+// CHECK-LABEL: xfmr-raise @only_the_experts_hit: formed 1 gated_mlp; 1 candidate(s) left unfused
 // CHECK-NEXT: unfused moe at {{.*}}: the loop covers 1 of 2 experts
 // CHECK-NOT: xfmr.moe
 func.func @only_the_experts_hit(%x: tensor<?x4xf32>) -> tensor<?x4xf32> {
@@ -250,7 +250,7 @@ func.func @only_the_experts_hit(%x: tensor<?x4xf32>) -> tensor<?x4xf32> {
 // -----
 
 // The same expert twice is not a loop over the experts.
-// CHECK-LABEL: xfmr-raise @expert_twice: formed nothing; 1 candidate(s) left unfused
+// CHECK-LABEL: xfmr-raise @expert_twice: formed 2 gated_mlp; 1 candidate(s) left unfused
 // CHECK-NEXT: unfused moe at {{.*}}: an expert appears twice in the loop
 // CHECK-NOT: xfmr.moe
 func.func @expert_twice(%x: tensor<?x4xf32>) -> tensor<?x4xf32> {
