@@ -592,6 +592,27 @@ std::optional<Artifact::MoEStats> Artifact::moeStats() const {
   return MoEStats{v[0], v[1], v[2], v[3], v[4]};
 }
 
+std::vector<std::vector<uint64_t>> Artifact::moeExpertTokens() const {
+  using LayersFn = int64_t (*)();
+  using TokensFn = int64_t (*)(int64_t, uint64_t *, int64_t);
+  auto layers = reinterpret_cast<LayersFn>(librarySymbol("xfmr_uk_moe_load_layers"));
+  auto tokens = reinterpret_cast<TokensFn>(librarySymbol("xfmr_uk_moe_expert_tokens"));
+  std::vector<std::vector<uint64_t>> load;
+  if (!layers || !tokens)
+    return load;
+  for (int64_t layer = 0, n = layers(); layer < n; ++layer) {
+    std::vector<uint64_t> counts(static_cast<size_t>(std::max<int64_t>(tokens(layer, nullptr, 0), 0)));
+    tokens(layer, counts.data(), static_cast<int64_t>(counts.size()));
+    load.push_back(std::move(counts));
+  }
+  return load;
+}
+
+void Artifact::resetMoEStats() const {
+  if (auto reset = reinterpret_cast<void (*)()>(librarySymbol("xfmr_uk_moe_reset_stats")))
+    reset();
+}
+
 std::string Artifact::checkFailure(int64_t status) const {
   if (status > 0 && static_cast<uint64_t>(status) <= info.checks.size())
     return "run-time check failed: " + info.checks[static_cast<size_t>(status - 1)];

@@ -28,6 +28,7 @@
 #include "CPUCheck.h"
 
 #include <math.h>
+#include <pthread.h>
 #include <stdint.h>
 #include <stdlib.h>
 
@@ -38,6 +39,54 @@
 enum { kPanel = XFMR_UK_MOE_COLUMNS };
 
 static uint64_t gStats[5];
+
+/// Load statistics: tokens routed to each expert of each layer. A layer is
+/// known by its packed router (one per xfmr.moe); layers are numbered in
+/// the order they first ran. Entries are published with a release store of
+/// the count and never removed.
+enum { kMaxLoadLayers = 1024 };
+typedef struct {
+  const float *router;
+  int64_t experts;
+  uint64_t *tokens;
+} LayerLoad;
+static LayerLoad gLoad[kMaxLoadLayers];
+static int64_t gLoadLayers;
+static pthread_mutex_t gLoadMutex = PTHREAD_MUTEX_INITIALIZER;
+
+/// The counters of the layer with `router`, registered on first use; null
+/// past kMaxLoadLayers layers or if the allocation fails.
+static uint64_t *layerLoad(const float *router, int64_t experts) {
+  int64_t n = __atomic_load_n(&gLoadLayers, __ATOMIC_ACQUIRE);
+  for (int64_t i = 0; i < n; ++i)
+    if (gLoad[i].router == router && gLoad[i].experts == experts)
+      return gLoad[i].tokens;
+  pthread_mutex_lock(&gLoadMutex);
+  uint64_t *tokens = NULL;
+  n = gLoadLayers;
+  for (int64_t i = 0; i < n && !tokens; ++i)
+    if (gLoad[i].router == router && gLoad[i].experts == experts)
+      tokens = gLoad[i].tokens;
+  if (!tokens && n < kMaxLoadLayers && (tokens = calloc((size_t)experts, sizeof(uint64_t)))) {
+    gLoad[n] = (LayerLoad){router, experts, tokens};
+    __atomic_store_n(&gLoadLayers, n + 1, __ATOMIC_RELEASE);
+  }
+  pthread_mutex_unlock(&gLoadMutex);
+  return tokens;
+}
+
+int64_t xfmr_uk_moe_load_layers(void) {
+  return __atomic_load_n(&gLoadLayers, __ATOMIC_ACQUIRE);
+}
+
+int64_t xfmr_uk_moe_expert_tokens(int64_t layer, uint64_t *out, int64_t capacity) {
+  if (layer < 0 || layer >= xfmr_uk_moe_load_layers())
+    return 0;
+  const LayerLoad *l = &gLoad[layer];
+  for (int64_t e = 0; e < l->experts && e < capacity; ++e)
+    out[e] = __atomic_load_n(&l->tokens[e], __ATOMIC_RELAXED);
+  return l->experts;
+}
 static int64_t gRank = 0, gRanks = 1;
 static xfmr_uk_moe_combine_fn gCombine;
 static void *gCombineContext;
@@ -88,6 +137,10 @@ void xfmr_uk_moe_stats(uint64_t out[5]) {
 void xfmr_uk_moe_reset_stats(void) {
   for (int i = 0; i < 5; ++i)
     __atomic_store_n(&gStats[i], 0, __ATOMIC_RELAXED);
+  int64_t layers = xfmr_uk_moe_load_layers();
+  for (int64_t i = 0; i < layers; ++i)
+    for (int64_t e = 0; e < gLoad[i].experts; ++e)
+      __atomic_store_n(&gLoad[i].tokens[e], 0, __ATOMIC_RELAXED);
 }
 
 //===----------------------------------------------------------------------===//
@@ -333,6 +386,11 @@ static void moe(int level, const float *x, int64_t rows, int64_t h, int64_t inte
   for (int64_t e = experts; e > 0; --e)
     start[e] = start[e - 1];
   start[0] = 0;
+
+  // Every rank routes every token: each counts all experts' tokens.
+  uint64_t *load = layerLoad(router, experts);
+  for (int64_t e = 0; load && e < experts; ++e)
+    __atomic_fetch_add(&load[e], (uint64_t)(start[e + 1] - start[e]), __ATOMIC_RELAXED);
 
   int act = (int)((flags >> XFMR_UK_MOE_ACTIVATION_SHIFT) & 0xff);
   int64_t gateFloats = xfmr_uk_moe_packed_floats(1, h, inter);

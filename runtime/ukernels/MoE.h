@@ -76,6 +76,14 @@ void xfmr_uk_moe_combine(float *out, int64_t count);
 /// selected expert's three matrices once per call), [4] the bytes of all
 /// experts of those calls' layers (what a dense lowering reads).
 void xfmr_uk_moe_stats(uint64_t out[5]);
+/// Load statistics: the tokens routed to each expert of each MoE layer
+/// (the (token, slot) pairs, so top_k per token), over every call since the
+/// last reset. Layers are numbered in the order they first ran (up to 1024);
+/// xfmr_uk_moe_expert_tokens fills up to `capacity` counts of `layer` and
+/// returns its number of experts (0 for no such layer).
+int64_t xfmr_uk_moe_load_layers(void);
+int64_t xfmr_uk_moe_expert_tokens(int64_t layer, uint64_t *out, int64_t capacity);
+/// Zeroes the counters above and the load statistics.
 void xfmr_uk_moe_reset_stats(void);
 
 #ifdef __cplusplus

@@ -231,4 +231,49 @@ TEST(MoE, CountsOnlySelectedExperts) {
   EXPECT_EQ(s[4], 8u * 3 * 32 * 64 * sizeof(float));
 }
 
+TEST(MoE, CountsTokensPerExpertPerLayer) {
+  // Two layers; per expert of each, the tokens a double-precision router
+  // sends it (top 2 of 8 by probability; near-ties are unlikely with these
+  // random weights and would show as a mismatch of one).
+  Layer a = makeLayer(/*h=*/16, /*inter=*/8, /*experts=*/8, /*topK=*/2, true, 3);
+  Layer b = makeLayer(/*h=*/16, /*inter=*/8, /*experts=*/4, /*topK=*/1, false, 4);
+  std::vector<float> x = tokens(40, 16, 5);
+  xfmr_uk_moe_reset_stats();
+  run(a, x, 2);
+  run(b, x, 1);
+  run(a, std::vector<float>(x.begin(), x.begin() + 10 * 16), 0);
+  auto expected = [&](const Layer &l, int64_t rows) {
+    std::vector<uint64_t> counts(l.experts, 0);
+    for (int64_t t = 0; t < rows; ++t) {
+      std::vector<double> p(l.experts, 0.0);
+      for (int64_t e = 0; e < l.experts; ++e)
+        for (int64_t c = 0; c < l.h; ++c)
+          p[e] += double(x[t * l.h + c]) * l.router[c * l.experts + e];
+      std::vector<int64_t> idx(l.experts);
+      std::iota(idx.begin(), idx.end(), 0);
+      std::stable_sort(idx.begin(), idx.end(), [&](int64_t i, int64_t j) { return p[i] > p[j]; });
+      for (int64_t j = 0; j < l.topK; ++j)
+        ++counts[idx[j]];
+    }
+    return counts;
+  };
+  std::vector<uint64_t> wantA = expected(a, 40), moreA = expected(a, 10), wantB = expected(b, 40);
+  for (size_t e = 0; e < wantA.size(); ++e)
+    wantA[e] += moreA[e];
+  // Layers of earlier tests stay registered (zeroed): find these two by
+  // their expert counts and totals.
+  std::vector<std::vector<uint64_t>> seen;
+  for (int64_t layer = 0; layer < xfmr_uk_moe_load_layers(); ++layer) {
+    std::vector<uint64_t> counts(16, 0);
+    int64_t experts = xfmr_uk_moe_expert_tokens(layer, counts.data(), 16);
+    counts.resize(experts);
+    if (std::accumulate(counts.begin(), counts.end(), uint64_t(0)) != 0)
+      seen.push_back(counts);
+  }
+  ASSERT_EQ(seen.size(), 2u);
+  EXPECT_EQ(seen[0], wantA); // a ran first
+  EXPECT_EQ(seen[1], wantB);
+  EXPECT_EQ(xfmr_uk_moe_expert_tokens(xfmr_uk_moe_load_layers(), nullptr, 0), 0);
+}
+
 } // namespace

@@ -343,6 +343,18 @@ RunStats replay(const Artifact &artifact, EngineConfig config,
   return s;
 }
 
+/// Tokens per expert per MoE layer as a JSON array of arrays.
+std::string loadJSON(const std::vector<std::vector<uint64_t>> &load) {
+  std::string out = "[";
+  for (size_t layer = 0; layer < load.size(); ++layer) {
+    out += layer ? ", [" : "[";
+    for (size_t e = 0; e < load[layer].size(); ++e)
+      out += (e ? ", " : "") + std::to_string(load[layer][e]);
+    out += "]";
+  }
+  return out + "]";
+}
+
 } // namespace
 
 int main(int argc, char **argv) {
@@ -449,7 +461,9 @@ int main(int argc, char **argv) {
   for (int64_t i = 0; i < warmup; ++i)
     if (RunStats w = replay(**artifact, config, *trace, false, vocab); !w.error.empty())
       return fail(w.error);
+  (*artifact)->resetMoEStats(); // load statistics of the timed replay only
   RunStats run = replay(**artifact, config, *trace, decisions, vocab);
+  std::vector<std::vector<uint64_t>> expertLoad = (*artifact)->moeExpertTokens();
   if (!run.error.empty())
     return fail(run.error);
   RunStats base;
@@ -469,14 +483,16 @@ int main(int argc, char **argv) {
                 "\"ttft_p99_ms\": %.3f, \"tpot_p50_ms\": %.3f, \"tpot_p99_ms\": %.3f, "
                 "\"prefix_hit_rate\": %.4f, \"preemptions\": %lld, \"peak_kv_usage\": %.4f, "
                 "\"steps\": %lld, \"host_blocks\": %lld, \"host_offloads\": %lld, "
-                "\"host_loads\": %lld, \"free_blocks_after\": %lld, \"total_blocks\": %lld}\n",
+                "\"host_loads\": %lld, \"free_blocks_after\": %lld, \"total_blocks\": %lld, "
+                "\"moe_expert_tokens\": %s}\n",
                 trace->size(), static_cast<long long>(run.generated), run.seconds, run.throughput,
                 base.throughput, base.throughput > 0 ? run.throughput / base.throughput : 0.0,
                 identical ? "true" : "false", run.ttftP50, run.ttftP99, run.tpotP50, run.tpotP99,
                 run.hitRate, static_cast<long long>(run.preemptions), run.peakUsage,
                 static_cast<long long>(run.steps), static_cast<long long>(run.hostBlocks),
                 static_cast<long long>(run.hostOffloads), static_cast<long long>(run.hostLoads),
-                static_cast<long long>(run.freeAfter), static_cast<long long>(run.total));
+                static_cast<long long>(run.freeAfter), static_cast<long long>(run.total),
+                loadJSON(expertLoad).c_str());
   } else if (!decisions) {
     std::printf("requests %zu, generated %lld tokens in %.3f s: %.1f tok/s\n", trace->size(),
                 static_cast<long long>(run.generated), run.seconds, run.throughput);

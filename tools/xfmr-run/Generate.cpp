@@ -303,6 +303,21 @@ int generateMain(int argc, char **argv) {
                      (others + perStep) / static_cast<double>(artifact.weightsBytes()));
       }
     }
+    // Load statistics over the whole run (prefill and decode): tokens per
+    // expert, and the busiest expert against the mean (1.00 = balanced).
+    std::vector<std::vector<uint64_t>> load = artifact.moeExpertTokens();
+    for (size_t layer = 0; layer < load.size(); ++layer) {
+      uint64_t total = 0, most = 0;
+      std::string counts;
+      for (uint64_t n : load[layer]) {
+        total += n;
+        most = std::max(most, n);
+        counts += (counts.empty() ? "" : " ") + std::to_string(n);
+      }
+      double mean = load[layer].empty() ? 0 : static_cast<double>(total) / load[layer].size();
+      std::fprintf(stderr, "moe: layer %zu tokens per expert: %s (busiest %.2fx the mean)\n",
+                   layer, counts.c_str(), mean > 0 ? static_cast<double>(most) / mean : 0.0);
+    }
     std::fprintf(stderr, "%lld steps, %lld preemptions\n",
                  static_cast<long long>((*engine)->steps()),
                  static_cast<long long>((*engine)->preemptions()));

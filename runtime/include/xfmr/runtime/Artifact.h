@@ -89,6 +89,12 @@ public:
     uint64_t calls = 0, tokens = 0, assignments = 0, expertBytesRead = 0, expertBytesDense = 0;
   };
   std::optional<MoEStats> moeStats() const;
+  /// Load statistics: per MoE layer (in the order the layers first ran),
+  /// the tokens routed to each expert since the last reset. Empty when the
+  /// model has no xfmr.moe.
+  std::vector<std::vector<uint64_t>> moeExpertTokens() const;
+  /// Zeroes the MoE counters and load statistics.
+  void resetMoEStats() const;
   /// A symbol of the model library (a micro-kernel's entry the runtime
   /// configures), or null.
   void *librarySymbol(const char *name) const;
