@@ -20,7 +20,7 @@
 // Decode reads every weight once per token, so the layout is the order a
 // step reads them: panels of 16 columns, [N / 16][K][16] elements (N rounded
 // up with zero columns), one contiguous stream of K * 16 elements per
-// panel. A
+// panel (bf16 stores columns j and j + 8 side by side, see slotOf). A
 // tile of rows x panels keeps its sums in registers for the whole K:
 //   - up to 4 rows over one panel (prefill, batched decode: each weight
 //     load serves 4 rows),
@@ -60,13 +60,23 @@ int64_t xfmr_uk_packed_narrow_bytes(int64_t n, int64_t k, int64_t elemBytes) {
   return panelsOf(n) * kPanel * k * elemBytes;
 }
 
+/// Where column j of a panel row is stored. bf16 pairs column j with column
+/// j + 8 in one 32-bit word (j low, j + 8 high): a word shifted left by 16
+/// is column j's f32, the word with its low half cleared column j + 8's, so
+/// eight columns widen with one shift or one and, no shuffle.
+static int64_t slotOf(int64_t j, int64_t elemBytes) {
+  if (elemBytes != 2)
+    return j;
+  return j < kPanel / 2 ? 2 * j : 2 * (j - kPanel / 2) + 1;
+}
+
 void xfmr_uk_pack_narrow(const uint8_t *src, int64_t k, int64_t n, int64_t elemBytes,
                          uint8_t *w) {
   for (int64_t p = 0; p < panelsOf(n); ++p)
     for (int64_t i = 0; i < k; ++i)
       for (int64_t j = 0; j < kPanel; ++j) {
         int64_t col = p * kPanel + j;
-        uint8_t *out = w + ((p * k + i) * kPanel + j) * elemBytes;
+        uint8_t *out = w + ((p * k + i) * kPanel + slotOf(j, elemBytes)) * elemBytes;
         if (col < n)
           memcpy(out, src + (i * n + col) * elemBytes, (size_t)elemBytes);
         else
@@ -100,7 +110,7 @@ static void panelScalar(const float *a, int64_t k, const uint8_t *w, enum Format
   for (int j = 0; j < kPanel; ++j) {
     float acc = 0.0f;
     for (int64_t i = 0; i < k; ++i)
-      acc = fmaf(a[i], widen(w, i * kPanel + j, fmt), acc);
+      acc = fmaf(a[i], widen(w, i * kPanel + slotOf(j, bytesOf(fmt)), fmt), acc);
     out[j] = acc;
   }
 }
@@ -122,12 +132,10 @@ enum { kPrefetchBytes = 4096 };
 /// commutes with every rounding of the FMA chain).
 __attribute__((target("avx2,f16c"), always_inline)) static inline void
 widen16(const uint8_t *p, int64_t i, enum Format fmt, __m256 *lo, __m256 *hi) {
-  if (fmt == kBF16) {
+  if (fmt == kBF16) { // columns j and j + 8 share a word (see slotOf)
     __m256i h = _mm256_loadu_si256((const __m256i *)(p + 2 * i));
-    *lo = _mm256_castsi256_ps(_mm256_slli_epi32(
-        _mm256_cvtepu16_epi32(_mm256_castsi256_si128(h)), 16));
-    *hi = _mm256_castsi256_ps(_mm256_slli_epi32(
-        _mm256_cvtepu16_epi32(_mm256_extracti128_si256(h, 1)), 16));
+    *lo = _mm256_castsi256_ps(_mm256_slli_epi32(h, 16));
+    *hi = _mm256_castsi256_ps(_mm256_and_si256(h, _mm256_set1_epi32((int)0xFFFF0000u)));
     return;
   }
   if (fmt == kI8) {
@@ -235,9 +243,12 @@ enum { kRows512 = 12 };
 /// widen16 into one zmm (elements 0..15 of the panel row at `p`).
 __attribute__((target("avx512f,avx512bw,avx512vl,f16c"), always_inline)) static inline __m512
 widen16x512(const uint8_t *p, enum Format fmt) {
-  if (fmt == kBF16)
-    return _mm512_castsi512_ps(_mm512_slli_epi32(
-        _mm512_cvtepu16_epi32(_mm256_loadu_si256((const __m256i *)p)), 16));
+  if (fmt == kBF16) {
+    __m256i h = _mm256_loadu_si256((const __m256i *)p);
+    __m256i lo = _mm256_slli_epi32(h, 16);
+    __m256i hi = _mm256_and_si256(h, _mm256_set1_epi32((int)0xFFFF0000u));
+    return _mm512_castsi512_ps(_mm512_inserti64x4(_mm512_castsi256_si512(lo), hi, 1));
+  }
   if (fmt == kI8)
     return _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)p)));
   __m256i h = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)p));
