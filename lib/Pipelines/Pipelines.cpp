@@ -37,6 +37,15 @@ LogicalResult buildRaisePipeline(OpPassManager &pm, const RaiseOptions &options)
   if (!options.skip.empty())
     os << " skip=" << llvm::join(options.skip, ",");
   os << "}";
+  // The experts exist once raised: bf16 and fp8 as asked, int8 for the
+  // int8 and int4 modes (the MoE kernel has no 4-bit path).
+  if (options.quantBits > 0) {
+    os << ",xfmr-quantize-experts{mode="
+       << (options.quantBits == 16 ? "bf16" : options.quantFloat8 ? "fp8-e4m3" : "int8");
+    if (!options.quantSkip.empty())
+      os << " skip=" << llvm::join(options.quantSkip, ",");
+    os << "}";
+  }
   if (options.pagedKV)
     os << ",xfmr-paged-kv{block-size=" << options.blockSize << " kv-dtype=" << options.kvDtype
        << "}";

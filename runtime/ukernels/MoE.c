@@ -26,6 +26,7 @@
 
 #include "MoE.h"
 #include "CPUCheck.h"
+#include "MatmulNarrow.h"
 
 #include <math.h>
 #include <pthread.h>
@@ -298,16 +299,56 @@ static float activate(float g, int act) {
   }
 }
 
+/// The experts' weights of a layer: f32 panels (xfmr_uk_moe_pack) or
+/// narrow panels (xfmr_uk_pack_narrow, one matrix after the other) with
+/// per-output-column f32 scales (int8, fp8; none for bf16).
+typedef struct {
+  int format; // XFMR_UK_MOE_F32, _BF16, _I8, _FP8
+  const void *wg, *wu, *wd;
+  const float *sg, *su, *sd; // [E][I], [E][I], [E][H]
+  int64_t h, inter;
+} Experts;
+
+static int64_t elementBytes(int format) {
+  return format == XFMR_UK_MOE_F32 ? 4 : format == XFMR_UK_MOE_BF16 ? 2 : 1;
+}
+
+/// Bytes of one expert's matrix [k, n] as packed in `format`.
+static int64_t matrixBytes(int format, int64_t k, int64_t n) {
+  if (format == XFMR_UK_MOE_F32)
+    return xfmr_uk_moe_packed_floats(1, k, n) * (int64_t)sizeof(float);
+  return xfmr_uk_packed_narrow_bytes(n, k, elementBytes(format));
+}
+
+/// c[m, n] = a[m, k] . W (expert matrix `w` in `format`), times the column
+/// scales `s` if any: each element one FMA chain over k, then one multiply.
+static void expertProduct(int level, int format, const float *a, int64_t m, int64_t k,
+                          const void *w, const float *s, int64_t n, float *c) {
+  switch (format) {
+  case XFMR_UK_MOE_BF16: xfmr_uk_matmul_f32bf16(a, m, k, w, 0, n, c, n); break;
+  case XFMR_UK_MOE_I8: xfmr_uk_matmul_f32i8(a, m, k, w, 0, n, c, n); break;
+  case XFMR_UK_MOE_FP8: xfmr_uk_matmul_f32fp8(a, m, k, w, 0, n, c, n); break;
+  default: product(level, a, k, m, k, w, n, c, n); break;
+  }
+  if (s)
+    for (int64_t r = 0; r < m; ++r)
+      for (int64_t j = 0; j < n; ++j)
+        c[r * n + j] *= s[j];
+}
+
 /// y[n, H] = down(act(x . gate) * (x . up)) for the n rows of `x`
-/// ([n, H]); `gate`, `up` are [n, I] scratch.
-static void gatedMLP(int level, const float *x, int64_t n, int64_t h, int64_t inter, int act,
-                     const float *wg, const float *wu, const float *wd, float *gate, float *up,
-                     float *y) {
-  product(level, x, h, n, h, wg, inter, gate, inter);
-  product(level, x, h, n, h, wu, inter, up, inter);
+/// ([n, H]) through expert `e`; `gate`, `up` are [n, I] scratch.
+static void gatedMLP(int level, const Experts *w, int64_t e, const float *x, int64_t n, int act,
+                     float *gate, float *up, float *y) {
+  int64_t h = w->h, inter = w->inter;
+  int64_t gateBytes = matrixBytes(w->format, h, inter), downBytes = matrixBytes(w->format, inter, h);
+  const char *wg = (const char *)w->wg + e * gateBytes, *wu = (const char *)w->wu + e * gateBytes;
+  const char *wd = (const char *)w->wd + e * downBytes;
+  expertProduct(level, w->format, x, n, h, wg, w->sg ? w->sg + e * inter : 0, inter, gate);
+  expertProduct(level, w->format, x, n, h, wu, w->su ? w->su + e * inter : 0, inter, up);
   for (int64_t i = 0; i < n * inter; ++i)
     gate[i] = activate(gate[i], act) * up[i];
-  product(level, gate, inter, n, inter, wd, h, y, h);
+  expertProduct(level, w->format, gate, n, inter, wd, w->sd ? w->sd + e * h : 0, h, y);
 }
 
 /// Softmax of `logits` ([E]) and its top_k: ids[j], scores[j], highest
@@ -345,9 +386,9 @@ static void route(const float *logits, int64_t experts, int64_t topK, int normal
   }
 }
 
-static void moe(int level, const float *x, int64_t rows, int64_t h, int64_t inter,
-                int64_t experts, int64_t topK, int64_t flags, const float *router,
-                const float *wg, const float *wu, const float *wd, float *out) {
+static void moe(int level, const float *x, int64_t rows, int64_t experts, int64_t topK,
+                int64_t flags, const float *router, const Experts *w, float *out) {
+  int64_t h = w->h, inter = w->inter;
   if (rows <= 0)
     return;
   int64_t slots = rows * topK;
@@ -393,8 +434,6 @@ static void moe(int level, const float *x, int64_t rows, int64_t h, int64_t inte
     __atomic_fetch_add(&load[e], (uint64_t)(start[e + 1] - start[e]), __ATOMIC_RELAXED);
 
   int act = (int)((flags >> XFMR_UK_MOE_ACTIVATION_SHIFT) & 0xff);
-  int64_t gateFloats = xfmr_uk_moe_packed_floats(1, h, inter);
-  int64_t downFloats = xfmr_uk_moe_packed_floats(1, inter, h);
   uint64_t used = 0;
   for (int64_t e = 0; e < experts; ++e) {
     int64_t n = start[e + 1] - start[e];
@@ -407,8 +446,7 @@ static void moe(int level, const float *x, int64_t rows, int64_t h, int64_t inte
       for (int64_t c = 0; c < h; ++c)
         xs[i * h + c] = src[c];
     }
-    gatedMLP(level, xs, n, h, inter, act, wg + e * gateFloats, wu + e * gateFloats,
-             wd + e * downFloats, gate, up, xs);
+    gatedMLP(level, w, e, xs, n, act, gate, up, xs);
     for (int64_t i = 0; i < n; ++i) {
       float *dst = ys + (int64_t)group[i] * h;
       for (int64_t c = 0; c < h; ++c)
@@ -437,7 +475,8 @@ static void moe(int level, const float *x, int64_t rows, int64_t h, int64_t inte
   __atomic_fetch_add(&gStats[0], 1, __ATOMIC_RELAXED);
   __atomic_fetch_add(&gStats[1], (uint64_t)rows, __ATOMIC_RELAXED);
   __atomic_fetch_add(&gStats[2], (uint64_t)slots, __ATOMIC_RELAXED);
-  uint64_t expertBytes = (uint64_t)(3 * h * inter * sizeof(float));
+  uint64_t expertBytes = (uint64_t)(2 * matrixBytes(w->format, h, inter) +
+                                    matrixBytes(w->format, inter, h));
   __atomic_fetch_add(&gStats[3], used * expertBytes, __ATOMIC_RELAXED);
   __atomic_fetch_add(&gStats[4], (uint64_t)experts * expertBytes, __ATOMIC_RELAXED);
   free(f);
@@ -447,7 +486,17 @@ static void moe(int level, const float *x, int64_t rows, int64_t h, int64_t inte
 void xfmr_uk_moe_f32(const float *x, int64_t rows, int64_t h, int64_t inter, int64_t experts,
                      int64_t topK, int64_t flags, const float *router, const float *wg,
                      const float *wu, const float *wd, float *out) {
-  moe(2, x, rows, h, inter, experts, topK, flags, router, wg, wu, wd, out);
+  Experts w = {XFMR_UK_MOE_F32, wg, wu, wd, 0, 0, 0, h, inter};
+  moe(2, x, rows, experts, topK, flags, router, &w, out);
+}
+
+void xfmr_uk_moe_narrow(const float *x, int64_t rows, int64_t h, int64_t inter,
+                        int64_t experts, int64_t topK, int64_t flags, int64_t format,
+                        const float *router, const uint8_t *wg, const uint8_t *wu,
+                        const uint8_t *wd, const float *sg, const float *su, const float *sd,
+                        float *out) {
+  Experts w = {(int)format, wg, wu, wd, sg, su, sd, h, inter};
+  moe(2, x, rows, experts, topK, flags, router, &w, out);
 }
 
 void xfmr_uk_moe_shared_f32(const float *x, int64_t rows, int64_t h, int64_t inter,
@@ -463,7 +512,8 @@ void xfmr_uk_moe_shared_f32(const float *x, int64_t rows, int64_t h, int64_t int
     return;
   }
   float *gate = f, *up = gate + rows * inter, *y = up + rows * inter, *s = y + rows * h;
-  gatedMLP(2, x, rows, h, inter, (int)activation, wg, wu, wd, gate, up, y);
+  Experts shared = {XFMR_UK_MOE_F32, wg, wu, wd, 0, 0, 0, h, inter};
+  gatedMLP(2, &shared, 0, x, rows, (int)activation, gate, up, y);
   if (scale) {
     product(2, x, h, rows, h, scale, 1, s, 1);
     for (int64_t t = 0; t < rows; ++t)
@@ -481,5 +531,6 @@ void xfmr_uk_moe_shared_f32(const float *x, int64_t rows, int64_t h, int64_t int
 void xfmr_uk_moe_f32_at(int level, const float *x, int64_t rows, int64_t h, int64_t inter,
                         int64_t experts, int64_t topK, int64_t flags, const float *router,
                         const float *wg, const float *wu, const float *wd, float *out) {
-  moe(level, x, rows, h, inter, experts, topK, flags, router, wg, wu, wd, out);
+  Experts w = {XFMR_UK_MOE_F32, wg, wu, wd, 0, 0, 0, h, inter};
+  moe(level, x, rows, experts, topK, flags, router, &w, out);
 }

@@ -42,6 +42,20 @@ void xfmr_uk_moe_f32(const float *x, int64_t rows, int64_t h, int64_t inter, int
                      int64_t topK, int64_t flags, const float *router, const float *wg,
                      const float *wu, const float *wd, float *out);
 
+/// Expert weight formats of xfmr_uk_moe_narrow.
+enum { XFMR_UK_MOE_F32 = 0, XFMR_UK_MOE_BF16 = 1, XFMR_UK_MOE_I8 = 2, XFMR_UK_MOE_FP8 = 3 };
+/// xfmr_uk_moe_f32 with quantized experts (xfmr-compile --quant): `wg`,
+/// `wu`, `wd` hold the E matrices one after the other, each packed by
+/// xfmr_uk_pack_narrow (MatmulNarrow.h) in `format` (bf16, int8 or fp8
+/// e4m3), widened exactly inside the products; `sg`, `su` ([E][I]) and `sd`
+/// ([E][H]) scale the products' columns (int8, fp8; null for bf16). The
+/// router stays f32. The same routing, order of additions and per-token
+/// independence as xfmr_uk_moe_f32.
+void xfmr_uk_moe_narrow(const float *x, int64_t rows, int64_t h, int64_t inter,
+                        int64_t experts, int64_t topK, int64_t flags, int64_t format,
+                        const float *router, const uint8_t *wg, const uint8_t *wu,
+                        const uint8_t *wd, const float *sg, const float *su, const float *sd,
+                        float *out);
 /// The same with the paths capped at `level` (2 AVX-512, 1 AVX2, 0 any
 /// CPU), for tests that compare them bit for bit.
 void xfmr_uk_moe_f32_at(int level, const float *x, int64_t rows, int64_t h, int64_t inter,

@@ -10,6 +10,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "runtime/ukernels/MatmulNarrow.h"
 #include "runtime/ukernels/MoE.h"
 
 #include <gtest/gtest.h>
@@ -229,6 +230,101 @@ TEST(MoE, CountsOnlySelectedExperts) {
   EXPECT_EQ(s[2], 2u);
   EXPECT_EQ(s[3], 2u * 3 * 32 * 64 * sizeof(float)); // two of eight experts
   EXPECT_EQ(s[4], 8u * 3 * 32 * 64 * sizeof(float));
+}
+
+/// `l` with its expert weights quantized as --quant does: bf16 (rounded to
+/// nearest even) or int8 (per output column of each expert matrix,
+/// symmetric, scale max|w| / 127); `l`'s f32 weights replaced by the
+/// dequantized values (what the reference multiplies by) and the narrow
+/// packing and scales returned.
+struct NarrowExperts {
+  int64_t format;
+  std::vector<uint8_t> wg, wu, wd;
+  std::vector<float> sg, su, sd;
+};
+
+NarrowExperts quantizeExperts(Layer &l, int64_t format) {
+  NarrowExperts q{format, {}, {}, {}, {}, {}, {}};
+  auto one = [&](std::vector<float> &w, int64_t k, int64_t n, std::vector<uint8_t> &packed,
+                 std::vector<float> &scales) {
+    int64_t bytes = format == XFMR_UK_MOE_BF16 ? 2 : 1;
+    int64_t matrix = xfmr_uk_packed_narrow_bytes(n, k, bytes);
+    packed.resize(l.experts * matrix);
+    for (int64_t e = 0; e < l.experts; ++e) {
+      float *m = &w[e * k * n];
+      std::vector<uint8_t> raw(k * n * bytes);
+      for (int64_t j = 0; j < n; ++j) {
+        float mx = 0;
+        for (int64_t i = 0; i < k; ++i)
+          mx = std::max(mx, std::fabs(m[i * n + j]));
+        float scale = mx / 127.0f;
+        if (format == XFMR_UK_MOE_I8)
+          scales.push_back(scale);
+        for (int64_t i = 0; i < k; ++i) {
+          float &v = m[i * n + j];
+          if (format == XFMR_UK_MOE_BF16) {
+            uint32_t bits;
+            std::memcpy(&bits, &v, 4);
+            bits = (bits + 0x7FFF + ((bits >> 16) & 1)) & 0xFFFF0000u;
+            std::memcpy(&v, &bits, 4);
+            uint16_t top = static_cast<uint16_t>(bits >> 16);
+            std::memcpy(&raw[(i * n + j) * 2], &top, 2);
+          } else {
+            float r = std::nearbyint(v / scale);
+            int8_t c = static_cast<int8_t>(std::clamp(r, -127.0f, 127.0f));
+            raw[i * n + j] = static_cast<uint8_t>(c);
+            v = c * scale;
+          }
+        }
+      }
+      xfmr_uk_pack_narrow(raw.data(), k, n, bytes, &packed[e * matrix]);
+    }
+  };
+  one(l.wg, l.h, l.inter, q.wg, q.sg);
+  one(l.wu, l.h, l.inter, q.wu, q.su);
+  one(l.wd, l.inter, l.h, q.wd, q.sd);
+  return q;
+}
+
+std::vector<float> runNarrow(const Layer &l, const NarrowExperts &q, const std::vector<float> &x) {
+  int64_t rows = static_cast<int64_t>(x.size()) / l.h;
+  std::vector<float> out(rows * l.h);
+  auto scales = [](const std::vector<float> &s) { return s.empty() ? nullptr : s.data(); };
+  xfmr_uk_moe_narrow(x.data(), rows, l.h, l.inter, l.experts, l.topK,
+                     l.normalize ? XFMR_UK_MOE_NORMALIZE : 0, q.format, l.pRouter.data(),
+                     q.wg.data(), q.wu.data(), q.wd.data(), scales(q.sg), scales(q.su),
+                     scales(q.sd), out.data());
+  return out;
+}
+
+TEST(MoE, QuantizedExpertsMatchReference) {
+  for (int64_t format : {int64_t(XFMR_UK_MOE_BF16), int64_t(XFMR_UK_MOE_I8)}) {
+    Layer l = makeLayer(/*h=*/32, /*inter=*/40, /*experts=*/6, /*topK=*/2, true, 21);
+    NarrowExperts q = quantizeExperts(l, format);
+    std::vector<float> x = tokens(15, l.h, 22);
+    std::vector<float> got = runNarrow(l, q, x);
+    std::vector<double> want = reference(l, x); // dequantized weights
+    for (size_t i = 0; i < got.size(); ++i)
+      ASSERT_NEAR(got[i], want[i], 1e-4 * (1 + std::fabs(want[i]))) << format << " " << i;
+    // A token alone gives the bits it gets among the others.
+    for (int64_t t : {0, 7, 14}) {
+      std::vector<float> one(x.begin() + t * l.h, x.begin() + (t + 1) * l.h);
+      std::vector<float> alone = runNarrow(l, q, one);
+      ASSERT_EQ(0, std::memcmp(alone.data(), &got[t * l.h], l.h * sizeof(float))) << t;
+    }
+  }
+}
+
+TEST(MoE, QuantizedExpertsReadFewerBytes) {
+  Layer l = makeLayer(/*h=*/32, /*inter=*/64, /*experts=*/8, /*topK=*/2, true, 17);
+  NarrowExperts q = quantizeExperts(l, XFMR_UK_MOE_I8);
+  std::vector<float> x = tokens(1, l.h, 1);
+  xfmr_uk_moe_reset_stats();
+  runNarrow(l, q, x);
+  uint64_t s[5];
+  xfmr_uk_moe_stats(s);
+  EXPECT_EQ(s[3], 2u * 3 * 32 * 64); // two of eight experts, one byte a weight
+  EXPECT_EQ(s[4], 8u * 3 * 32 * 64);
 }
 
 TEST(MoE, CountsTokensPerExpertPerLayer) {

@@ -449,6 +449,39 @@ static LogicalResult verifySharedExpert(MoEOp moe, RankedTensorType inputType) {
   return success();
 }
 
+/// Expert weights: all of the input's type, all bf16 (f32 input), or all
+/// i8 / f8E4M3FN with per-column f32 scales [E, I], [E, I], [E, H].
+static LogicalResult verifyExpertQuantization(MoEOp moe, RankedTensorType inputType) {
+  Type elem = moe.getWGate().getType().getElementType();
+  if (moe.getWUp().getType().getElementType() != elem ||
+      moe.getWDown().getType().getElementType() != elem)
+    return moe.emitOpError() << "w_gate, w_up and w_down have different element types";
+  bool scaled = elem.isInteger(8) || isa<Float8E4M3FNType>(elem);
+  bool hasScales = static_cast<bool>(moe.getWGateScales());
+  if (elem != inputType.getElementType() && !elem.isBF16() && !scaled)
+    return moe.emitOpError() << "expert weights of type " << elem
+                             << " are neither the input's type, bf16, i8 nor f8E4M3FN";
+  if (scaled != hasScales)
+    return moe.emitOpError() << (scaled ? "i8 and f8E4M3FN expert weights need scales"
+                                        : "scales need i8 or f8E4M3FN expert weights");
+  if (!hasScales)
+    return success();
+  auto gate = moe.getWGate().getType(), down = moe.getWDown().getType();
+  auto check = [&](StringRef name, Value s, int64_t experts, int64_t columns) -> LogicalResult {
+    auto type = cast<RankedTensorType>(s.getType());
+    if (type.getRank() != 2 || type.getDimSize(0) != experts || type.getDimSize(1) != columns)
+      return moe.emitOpError() << name << " must be [" << experts << ", " << columns
+                               << "] (one per expert and output column), got " << type;
+    return success();
+  };
+  return failure(failed(check("w_gate scales", moe.getWGateScales(), gate.getDimSize(0),
+                              gate.getDimSize(2))) ||
+                 failed(check("w_up scales", moe.getWUpScales(), gate.getDimSize(0),
+                              gate.getDimSize(2))) ||
+                 failed(check("w_down scales", moe.getWDownScales(), down.getDimSize(0),
+                              down.getDimSize(2))));
+}
+
 LogicalResult MoEOp::verify() {
   Operation *op = getOperation();
   RankedTensorType inputType = getInput().getType();
@@ -483,7 +516,8 @@ LogicalResult MoEOp::verify() {
                            "router", routerType, 1)))
     return failure();
   if (failed(verifyGatedWeights(op, inputType, 1, gateType, upType, downType,
-                                /*expertDims=*/1)))
+                                /*expertDims=*/1)) ||
+      failed(verifyExpertQuantization(*this, inputType)))
     return failure();
   return verifySharedExpert(*this, inputType);
 }

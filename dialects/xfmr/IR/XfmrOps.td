@@ -362,6 +362,12 @@ def Xfmr_MoEOp : Xfmr_Op<"moe", [AllTypesMatch<["input", "result"]>,
     `sigmoid(x · shared_gate)` when `shared_gate` (`[H, 1]`) is given:
     `result = routed + sigmoid(x · shared_gate) * shared(x)`.
 
+    Quantized experts (`xfmr-quantize-experts`): the expert weights may be
+    bf16 (rounded, no scales) or i8 / f8E4M3FN with `scales(sg, su, sd)`,
+    f32 per output column of each expert (`[E, I]`, `[E, I]`, `[E, H]`):
+    expert `e`'s gate product is `(x · w_gate[e]) * sg[e]`, and so on. The
+    router and a shared expert keep the input's type.
+
     ```mlir
     %y = xfmr.moe silu %x, %router, %wg, %wu, %wd
         {normalize_top_k = true, top_k = 2 : i64}
@@ -373,6 +379,11 @@ def Xfmr_MoEOp : Xfmr_Op<"moe", [AllTypesMatch<["input", "result"]>,
         shared_gate(%g : tensor<64x1xf32>) {top_k = 2 : i64}
         : tensor<16x64xf32>, tensor<64x8xf32>, tensor<8x64x128xf32>,
           tensor<8x64x128xf32>, tensor<8x128x64xf32>
+    %q = xfmr.moe silu %x, %router, %qg, %qu, %qd
+        scales(%s1, %s2, %s3 : tensor<8x128xf32>, tensor<8x128xf32>,
+               tensor<8x64xf32>) {top_k = 2 : i64}
+        : tensor<16x64xf32>, tensor<64x8xf32>, tensor<8x64x128xi8>,
+          tensor<8x64x128xi8>, tensor<8x128x64xi8>
     ```
   }];
 
@@ -387,6 +398,9 @@ def Xfmr_MoEOp : Xfmr_Op<"moe", [AllTypesMatch<["input", "result"]>,
     Optional<Xfmr_WeightTensor>:$shared_w_up,
     Optional<Xfmr_WeightTensor>:$shared_w_down,
     Optional<Xfmr_FloatTensor>:$shared_gate,
+    Optional<Xfmr_ScaleTensor>:$w_gate_scales,
+    Optional<Xfmr_ScaleTensor>:$w_up_scales,
+    Optional<Xfmr_ScaleTensor>:$w_down_scales,
     I64Attr:$top_k,
     DefaultValuedAttr<BoolAttr, "false">:$normalize_top_k
   );
@@ -397,6 +411,8 @@ def Xfmr_MoEOp : Xfmr_Op<"moe", [AllTypesMatch<["input", "result"]>,
     (`shared` `(` $shared_w_gate^ `,` $shared_w_up `,` $shared_w_down `:`
       type($shared_w_gate) `,` type($shared_w_up) `,` type($shared_w_down) `)`)?
     (`shared_gate` `(` $shared_gate^ `:` type($shared_gate) `)`)?
+    (`scales` `(` $w_gate_scales^ `,` $w_up_scales `,` $w_down_scales `:`
+      type($w_gate_scales) `,` type($w_up_scales) `,` type($w_down_scales) `)`)?
     attr-dict `:` type($input) `,` type($router) `,` type($w_gate) `,`
     type($w_up) `,` type($w_down)
   }];

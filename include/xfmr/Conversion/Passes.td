@@ -117,6 +117,28 @@ def QuantizeWeightsPass : Pass<"xfmr-quantize-weights", "mlir::ModuleOp"> {
   ];
 }
 
+def QuantizeExpertsPass : Pass<"xfmr-quantize-experts", "mlir::ModuleOp"> {
+  let summary = "Quantize xfmr.moe expert weights to bf16, int8 or fp8 e4m3 (after raising)";
+  let description = [{
+    The experts of a mixture-of-experts model exist as such only once
+    raised, so `--quant` quantizes them here, after xfmr-raise, in the same
+    modes as xfmr-quantize-weights: `bf16` (rounded to nearest even),
+    `int8` (per expert and output column, symmetric, scale = max |w| / 127)
+    or `fp8-e4m3` (per expert and output column, scale = max |w| / 448).
+    int8 and fp8 add the op's `scales`. The router and a shared expert
+    stay f32; an op whose node name contains a `skip` entry is left alone.
+  }];
+  let options = [
+    Option<"mode", "mode", "std::string", "\"int8\"", "bf16, int8 or fp8-e4m3">,
+    ListOption<"skip", "skip", "std::string",
+               "Leave the experts of ops whose node name contains one of these">,
+  ];
+  let dependentDialects = ["::xfmr::XfmrDialect", "::xfmr::onnx::ONNXDialect"];
+  let statistics = [
+    Statistic<"numQuantized", "quantized", "xfmr.moe ops whose experts were quantized">,
+  ];
+}
+
 def CalibrationOutputsPass : Pass<"xfmr-calibration-outputs", "mlir::ModuleOp"> {
   let summary = "Return per-channel statistics of every quantizable product's input";
   let description = [{

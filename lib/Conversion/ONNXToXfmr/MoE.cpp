@@ -332,7 +332,7 @@ void formMoE(IRRewriter &rewriter, Operation *combine, const Routing &routing,
       sgate = asKN(rewriter, loc, *shared->scale, base + ".shared_gate");
   }
   auto op = MoEOp::create(rewriter, loc, routing.act, routing.x, routerHE, wg, wu, wd, sg, su, sd,
-                          sgate, rewriter.getI64IntegerAttr(routing.topK),
+                          sgate, Value(), Value(), Value(), rewriter.getI64IntegerAttr(routing.topK),
                           rewriter.getBoolAttr(routing.normalize));
   Value old = replaced->getResult(0);
   Value result = op.getResult();

@@ -36,6 +36,7 @@
 
 #include "ActivationAware.h"
 #include "Int4Block.h"
+#include "NarrowFloat.h"
 #include "Match.h"
 
 #include "xfmr/Conversion/Calibration.h"
@@ -75,6 +76,7 @@ struct Blockwise {
 };
 
 using quant::Int4Params;
+using quant::toE4M3;
 using quant::usableScale;
 
 /// int4: round to nearest, asymmetric, per block of `group` along K (see
@@ -149,25 +151,6 @@ std::vector<char> bf16Bytes(ArrayRef<float> w) {
     std::memcpy(&bytes[i * sizeof(h)], &h, sizeof(h));
   }
   return bytes;
-}
-
-/// f32 `x` as float8 e4m3fn bits, to nearest (ties to even), saturated at
-/// +-448 (the same bits as APFloat's conversion, checked over a sweep of
-/// the f32 range; this is ~50x faster on a model's weights).
-uint8_t toE4M3(float x) {
-  x = std::clamp(std::isfinite(x) ? x : 0.0f, -448.0f, 448.0f);
-  uint32_t bits;
-  std::memcpy(&bits, &x, sizeof(bits));
-  auto sign = static_cast<uint8_t>((bits >> 24) & 0x80);
-  bits &= 0x7FFFFFFF;
-  float a;
-  std::memcpy(&a, &bits, sizeof(a));
-  if (a < 0x1p-6f) // subnormal: a multiple of 2^-9 (8 * 2^-9 is the least normal)
-    return sign | static_cast<uint8_t>(std::nearbyint(a * 0x1p9f));
-  // Round the mantissa to 3 bits (ties to even; a carry moves the exponent),
-  // then rebias the exponent from 127 to 7.
-  uint32_t r = bits + 0x7FFFF + ((bits >> 20) & 1);
-  return sign | static_cast<uint8_t>((((r >> 23) - 120) << 3) | ((r >> 20) & 7));
 }
 
 Value constant(OpBuilder &b, Location loc, ArrayRef<int64_t> shape, Type element,

@@ -12,12 +12,16 @@
 // are one call. A token's result depends on that token alone, so the
 // blocking keeps batch invariance. Then xfmr_uk_moe_combine sums the
 // ranks' partial outputs under expert parallelism (nothing otherwise).
+// Quantized experts (bf16, i8 or f8E4M3FN, xfmr-quantize-experts) are
+// packed by xfmr_uk_pack_narrow, one matrix after the other, and called
+// through xfmr_uk_moe_narrow with their column scales.
 //
 //===----------------------------------------------------------------------===//
 
 #include "Patterns.h"
 #include "xfmr/Conversion/LoweringUtils.h"
 
+#include "runtime/ukernels/MatmulNarrow.h"
 #include "runtime/ukernels/MoE.h"
 
 #include "dialects/xfmr/IR/XfmrOps.h"
@@ -39,6 +43,7 @@ namespace xfmr::lowering {
 namespace {
 
 constexpr llvm::StringLiteral kMoEKernel = "xfmr_uk_moe_f32";
+constexpr llvm::StringLiteral kMoENarrowKernel = "xfmr_uk_moe_narrow";
 constexpr llvm::StringLiteral kMoECombine = "xfmr_uk_moe_combine";
 constexpr llvm::StringLiteral kMoEShared = "xfmr_uk_moe_shared_f32";
 /// Tokens per call, and the fewest tokens for which calls run on several
@@ -61,9 +66,51 @@ Value packedWeights(OpBuilder &b, Location loc, Value w, int64_t count, int64_t 
       b, loc, MemRefType::get({floats}, b.getF32Type()), t, /*read_only=*/true);
 }
 
+/// `count` row-major [k, n] matrices of `elemBytes`-byte narrow values
+/// (`w`), each packed by xfmr_uk_pack_narrow, one after the other, as a
+/// read-only byte buffer; null unless `w` is a constant of that size.
+Value packedNarrowWeights(OpBuilder &b, Location loc, Value w, int64_t count, int64_t k,
+                          int64_t n, int64_t elemBytes) {
+  std::optional<ArrayRef<char>> bytes = constantBytes(w);
+  if (!bytes || bytes->size() != static_cast<size_t>(count * k * n * elemBytes))
+    return nullptr;
+  int64_t matrix = xfmr_uk_packed_narrow_bytes(n, k, elemBytes);
+  std::vector<char> packed(count * matrix);
+  for (int64_t m = 0; m < count; ++m)
+    xfmr_uk_pack_narrow(reinterpret_cast<const uint8_t *>(bytes->data()) + m * k * n * elemBytes,
+                        k, n, elemBytes, reinterpret_cast<uint8_t *>(&packed[m * matrix]));
+  int64_t size = static_cast<int64_t>(packed.size());
+  Value t = constantTensor(b, loc, packed, {size}, b.getI8Type(), "xfmr_moe_narrow_panels");
+  return bufferization::ToBufferOp::create(
+      b, loc, MemRefType::get({size}, b.getI8Type()), t, /*read_only=*/true);
+}
+
+/// A constant f32 tensor as a read-only buffer of its row-major values.
+Value scaleBuffer(OpBuilder &b, Location loc, Value s) {
+  auto type = cast<RankedTensorType>(s.getType());
+  auto flat = MemRefType::get({type.getNumElements()}, b.getF32Type());
+  Value t = constantTensor(b, loc, std::vector<char>(constantBytes(s)->begin(),
+                                                     constantBytes(s)->end()),
+                           {type.getNumElements()}, b.getF32Type(), "xfmr_moe_scales");
+  return bufferization::ToBufferOp::create(b, loc, flat, t, /*read_only=*/true);
+}
+
 bool isStaticF32(Value v) {
   auto type = cast<RankedTensorType>(v.getType());
   return type.hasStaticShape() && type.getElementType().isF32();
+}
+
+/// The kernel's format of the expert weights' element type, if it has one.
+std::optional<int64_t> expertFormat(Type elem) {
+  if (elem.isF32())
+    return XFMR_UK_MOE_F32;
+  if (elem.isBF16())
+    return XFMR_UK_MOE_BF16;
+  if (elem.isInteger(8))
+    return XFMR_UK_MOE_I8;
+  if (isa<Float8E4M3FNType>(elem))
+    return XFMR_UK_MOE_FP8;
+  return std::nullopt;
 }
 
 struct MoELowering : public OpRewritePattern<MoEOp> {
@@ -75,21 +122,44 @@ struct MoELowering : public OpRewritePattern<MoEOp> {
       return b.notifyMatchFailure(op, "needs f32 tokens with a static hidden size");
     // Every weight a constant (checked before any IR is created: the
     // conversion does not roll back).
-    for (Value w : op->getOperands().drop_front())
-      if (!isStaticF32(w) || !constantBytes(w))
-        return b.notifyMatchFailure(op, "weights are not constant f32 tensors");
+    // Expert weights f32 or narrow (with f32 scales), the rest f32.
+    std::optional<int64_t> format = expertFormat(op.getWGate().getType().getElementType());
+    if (!format)
+      return b.notifyMatchFailure(op, "expert weights of a type the kernel does not read");
+    for (Value w : op->getOperands().drop_front()) {
+      auto type = cast<RankedTensorType>(w.getType());
+      bool expert = w == op.getWGate() || w == op.getWUp() || w == op.getWDown();
+      if (!type.hasStaticShape() || !constantBytes(w) || (!expert && !isStaticF32(w)))
+        return b.notifyMatchFailure(op, "weights are not constant tensors");
+    }
     Location loc = op.getLoc();
     auto gType = op.getWGate().getType();
     int64_t experts = gType.getDimSize(0), h = gType.getDimSize(1), inter = gType.getDimSize(2);
+    bool narrow = *format != XFMR_UK_MOE_F32;
+    int64_t elemBytes = gType.getElementTypeBitWidth() / 8;
+    auto expertWeights = [&](Value w, int64_t k, int64_t n) {
+      return narrow ? packedNarrowWeights(b, loc, w, experts, k, n, elemBytes)
+                    : packedWeights(b, loc, w, experts, k, n);
+    };
     Value router = packedWeights(b, loc, op.getRouter(), 1, h, experts);
-    Value wg = packedWeights(b, loc, op.getWGate(), experts, h, inter);
-    Value wu = packedWeights(b, loc, op.getWUp(), experts, h, inter);
-    Value wd = packedWeights(b, loc, op.getWDown(), experts, inter, h);
+    Value wg = expertWeights(op.getWGate(), h, inter);
+    Value wu = expertWeights(op.getWUp(), h, inter);
+    Value wd = expertWeights(op.getWDown(), inter, h);
 
     MLIRContext *ctx = b.getContext();
     Type i64 = b.getI64Type(), f32 = b.getF32Type();
     Type ptr = LLVM::LLVMPointerType::get(ctx);
-    declareKernel(b, op, kMoEKernel, {ptr, i64, i64, i64, i64, i64, i64, ptr, ptr, ptr, ptr, ptr});
+    if (narrow)
+      declareKernel(b, op, kMoENarrowKernel, {ptr, i64, i64, i64, i64, i64, i64, i64, ptr, ptr,
+                                              ptr, ptr, ptr, ptr, ptr, ptr});
+    else
+      declareKernel(b, op, kMoEKernel,
+                    {ptr, i64, i64, i64, i64, i64, i64, ptr, ptr, ptr, ptr, ptr});
+    // Column scales (int8, fp8), or null pointers.
+    SmallVector<Value> scaleP;
+    for (Value s : {op.getWGateScales(), op.getWUpScales(), op.getWDownScales()})
+      scaleP.push_back(s ? addressOf(b, loc, scaleBuffer(b, loc, s))
+                         : LLVM::ZeroOp::create(b, loc, ptr).getResult());
     declareKernel(b, op, kMoECombine, {ptr, i64});
     Value x = op.getInput();
     Value rows = tensor::DimOp::create(b, loc, x, 0);
@@ -115,9 +185,15 @@ struct MoELowering : public OpRewritePattern<MoEOp> {
       Value offset = arith::MulIOp::create(cb, loc, r0, c64(h));
       Value xRow = LLVM::GEPOp::create(cb, loc, ptr, f32, inP, ValueRange{offset});
       Value outRow = LLVM::GEPOp::create(cb, loc, ptr, f32, outP, ValueRange{offset});
-      func::CallOp::create(cb, loc, kMoEKernel, TypeRange{},
-                           ValueRange{xRow, count, c64(h), c64(inter), c64(experts),
-                                      c64(op.getTopK()), c64(flags), rP, gP, uP, dP, outRow});
+      if (narrow)
+        func::CallOp::create(cb, loc, kMoENarrowKernel, TypeRange{},
+                             ValueRange{xRow, count, c64(h), c64(inter), c64(experts),
+                                        c64(op.getTopK()), c64(flags), c64(*format), rP, gP, uP,
+                                        dP, scaleP[0], scaleP[1], scaleP[2], outRow});
+      else
+        func::CallOp::create(cb, loc, kMoEKernel, TypeRange{},
+                             ValueRange{xRow, count, c64(h), c64(inter), c64(experts),
+                                        c64(op.getTopK()), c64(flags), rP, gP, uP, dP, outRow});
     };
     Value rows64 = arith::IndexCastOp::create(b, loc, i64, rows);
     forRowBlocks(b, loc, rows, rows64, kMoERowTile, kMoEParallelRows, call);

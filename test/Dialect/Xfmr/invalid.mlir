@@ -830,6 +830,47 @@ func.func @moe_input_rank(%x: tensor<2x16x64xf32>, %router: tensor<64x8xf32>,
 
 // -----
 
+// int8 experts carry their scales.
+func.func @moe_i8_without_scales(%x: tensor<16x64xf32>, %router: tensor<64x8xf32>,
+                                 %wg: tensor<8x64x128xi8>, %wu: tensor<8x64x128xi8>,
+                                 %wd: tensor<8x128x64xi8>) {
+  // expected-error @+1 {{'xfmr.moe' op i8 and f8E4M3FN expert weights need scales}}
+  %0 = xfmr.moe silu %x, %router, %wg, %wu, %wd {top_k = 2 : i64}
+      : tensor<16x64xf32>, tensor<64x8xf32>, tensor<8x64x128xi8>, tensor<8x64x128xi8>,
+        tensor<8x128x64xi8>
+  return
+}
+
+// -----
+
+// One scale per expert and output column.
+func.func @moe_scale_shape(%x: tensor<16x64xf32>, %router: tensor<64x8xf32>,
+                           %wg: tensor<8x64x128xi8>, %wu: tensor<8x64x128xi8>,
+                           %wd: tensor<8x128x64xi8>, %s1: tensor<8x128xf32>,
+                           %s3: tensor<8x128xf32>) {
+  // expected-error @+1 {{'xfmr.moe' op w_down scales must be [8, 64] (one per expert and output column), got 'tensor<8x128xf32>'}}
+  %0 = xfmr.moe silu %x, %router, %wg, %wu, %wd
+      scales(%s1, %s1, %s3 : tensor<8x128xf32>, tensor<8x128xf32>, tensor<8x128xf32>) {top_k = 2 : i64}
+      : tensor<16x64xf32>, tensor<64x8xf32>, tensor<8x64x128xi8>, tensor<8x64x128xi8>,
+        tensor<8x128x64xi8>
+  return
+}
+
+// -----
+
+// All three expert weights share one element type.
+func.func @moe_mixed_types(%x: tensor<16x64xf32>, %router: tensor<64x8xf32>,
+                           %wg: tensor<8x64x128xbf16>, %wu: tensor<8x64x128xf32>,
+                           %wd: tensor<8x128x64xf32>) {
+  // expected-error @+1 {{'xfmr.moe' op w_gate, w_up and w_down have different element types}}
+  %0 = xfmr.moe silu %x, %router, %wg, %wu, %wd {top_k = 2 : i64}
+      : tensor<16x64xf32>, tensor<64x8xf32>, tensor<8x64x128xbf16>, tensor<8x64x128xf32>,
+        tensor<8x128x64xf32>
+  return
+}
+
+// -----
+
 // The router is an [H, E] matrix.
 func.func @moe_router_rank(%x: tensor<16x64xf32>, %router: tensor<64xf32>,
                            %wg: tensor<8x64x128xf32>, %wu: tensor<8x64x128xf32>,
@@ -1031,7 +1072,7 @@ func.func @moe_result_type(%x: tensor<16x64xf32>, %router: tensor<64x8xf32>,
                            %wd: tensor<8x128x64xf32>) {
   // expected-error @+1 {{'xfmr.moe' op failed to verify that all of {input, result} have same type}}
   %0 = "xfmr.moe"(%x, %router, %wg, %wu, %wd) <{activation = 0 : i32, top_k = 2 : i64,
-                                                operandSegmentSizes = array<i32: 1, 1, 1, 1, 1, 0, 0, 0, 0>}>
+                                                operandSegmentSizes = array<i32: 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0, 0>}>
       : (tensor<16x64xf32>, tensor<64x8xf32>, tensor<8x64x128xf32>, tensor<8x64x128xf32>,
          tensor<8x128x64xf32>) -> tensor<16x32xf32>
   return
@@ -1681,7 +1722,7 @@ func.func @moe_shared_incomplete(%x: tensor<16x64xf32>, %router: tensor<64x8xf32
                                  %wd: tensor<8x128x64xf32>, %sg: tensor<64x32xf32>) {
   // expected-error @+1 {{'xfmr.moe' op a shared expert needs shared_w_gate, shared_w_up and shared_w_down}}
   %0 = "xfmr.moe"(%x, %router, %wg, %wu, %wd, %sg) <{activation = 0 : i32, top_k = 2 : i64,
-                                                     operandSegmentSizes = array<i32: 1, 1, 1, 1, 1, 1, 0, 0, 0>}>
+                                                     operandSegmentSizes = array<i32: 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0>}>
       : (tensor<16x64xf32>, tensor<64x8xf32>, tensor<8x64x128xf32>, tensor<8x64x128xf32>,
          tensor<8x128x64xf32>, tensor<64x32xf32>) -> tensor<16x64xf32>
   return

@@ -277,6 +277,27 @@ func.func @moe_shared(%x: tensor<?x64xf32>, %router: tensor<64x8xf32>, %wg: tens
 
 // -----
 
+// Quantized experts: int8 with per-column scales, bf16 without.
+// CHECK-LABEL: func.func @moe_quantized(
+// CHECK: xfmr.moe silu %{{.*}} scales(%{{.*}}, %{{.*}}, %{{.*}} : tensor<8x32xf32>, tensor<8x32xf32>, tensor<8x64xf32>) {top_k = 2 : i64} : tensor<?x64xf32>, tensor<64x8xf32>, tensor<8x64x32xi8>, tensor<8x64x32xi8>, tensor<8x32x64xi8>
+// CHECK: xfmr.moe silu %{{[a-z0-9_]+}}, %{{[a-z0-9_]+}}, %{{[a-z0-9_]+}}, %{{[a-z0-9_]+}}, %{{[a-z0-9_]+}} {top_k = 2 : i64} : tensor<?x64xf32>, tensor<64x8xf32>, tensor<8x64x32xbf16>
+func.func @moe_quantized(%x: tensor<?x64xf32>, %router: tensor<64x8xf32>, %qg: tensor<8x64x32xi8>,
+                         %qu: tensor<8x64x32xi8>, %qd: tensor<8x32x64xi8>, %s1: tensor<8x32xf32>,
+                         %s2: tensor<8x32xf32>, %s3: tensor<8x64xf32>, %bg: tensor<8x64x32xbf16>,
+                         %bu: tensor<8x64x32xbf16>, %bd: tensor<8x32x64xbf16>)
+    -> (tensor<?x64xf32>, tensor<?x64xf32>) {
+  %y = xfmr.moe silu %x, %router, %qg, %qu, %qd
+      scales(%s1, %s2, %s3 : tensor<8x32xf32>, tensor<8x32xf32>, tensor<8x64xf32>) {top_k = 2 : i64}
+      : tensor<?x64xf32>, tensor<64x8xf32>, tensor<8x64x32xi8>, tensor<8x64x32xi8>,
+        tensor<8x32x64xi8>
+  %z = xfmr.moe silu %x, %router, %bg, %bu, %bd {top_k = 2 : i64}
+      : tensor<?x64xf32>, tensor<64x8xf32>, tensor<8x64x32xbf16>, tensor<8x64x32xbf16>,
+        tensor<8x32x64xbf16>
+  return %y, %z : tensor<?x64xf32>, tensor<?x64xf32>
+}
+
+// -----
+
 // MoE with dynamic tokens and experts; normalize_top_k = false is the
 // default and is not printed.
 // CHECK-LABEL: func.func @moe_dynamic(
