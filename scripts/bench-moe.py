@@ -18,8 +18,13 @@ tokens must be equal; reported are the best ms/token of the decode steps,
 their ratio, and from the runtime's counters the expert and total weight
 bytes a decode step reads against reading every weight (dense).
 
+With --quant MODE[,MODE...] (bf16, int8, fp8-e4m3) each mode is compiled
+too (`moe-MODE`: quantized experts, xfmr-quantize-experts, and the other
+products in the same mode) and reported in the same rounds, against the f32
+xfmr.moe; its greedy tokens are not required to equal f32's.
+
   .venv/bin/python scripts/bench-moe.py [--rounds 3] [--tokens 64] [--threads 1]
-      [--work build/bench-moe] [--skip-build]
+      [--quant int8,bf16] [--work build/bench-moe] [--skip-build]
 """
 
 import argparse
@@ -63,11 +68,15 @@ def main():
     ap.add_argument("--tokens", type=int, default=64)
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--skip-build", action="store_true", help="reuse the model and artifacts")
+    ap.add_argument("--quant", default="", help="comma-separated --quant modes to compare")
     a = ap.parse_args()
     os.makedirs(a.work, exist_ok=True)
     onnx_path = os.path.join(a.work, "mixtral_bench.onnx")
     bin_dir = os.path.join(a.build_dir, "bin")
     arts = {"moe": os.path.join(a.work, "moe.xfa"), "graph": os.path.join(a.work, "graph.xfa")}
+    modes = [m for m in a.quant.split(",") if m]
+    for m in modes:
+        arts["moe-" + m] = os.path.join(a.work, "moe-%s.xfa" % m)
     if not a.skip_build or not os.path.exists(onnx_path):
         print("exporting %s" % onnx_path, flush=True)
         export(onnx_path)
@@ -78,6 +87,8 @@ def main():
                "-o", art]
         if name == "graph":
             cmd.append("--raise-skip=moe")
+        if name.startswith("moe-"):
+            cmd.append("--quant=" + name[len("moe-"):])
         print("compiling %s" % name, flush=True)
         run(cmd)
     os.sync()
@@ -94,19 +105,22 @@ def main():
             m = re.search(r"then ([0-9.]+) ms/token", out.stderr)
             ms = float(m.group(1))
             best[name] = min(best.get(name, ms), ms)
-            moe = re.search(r"^moe: .*$", out.stderr, re.M)
+            moe = re.search(r"^moe: decode.*$", out.stderr, re.M)
             if moe:
                 info[name] = moe.group(0)
             print("round %d %-5s %.2f ms/token" % (r, name, ms), flush=True)
     if tokens["moe"] != tokens["graph"]:
         sys.exit("FAIL: greedy tokens differ between xfmr.moe and the graph's lowering")
     print("greedy tokens equal (%d)" % a.tokens)
-    print(info.get("moe", "moe: no counters"))
-    print("| lowering | ms/token | tok/s | vs graph |")
-    print("|---|---|---|---|")
     for name in arts:
-        print("| %s | %.2f | %.1f | %.2fx |" % (name, best[name], 1e3 / best[name],
-                                              best["graph"] / best[name]))
+        if name != "graph":
+            print("%-9s %s" % (name + ":", info.get(name, "moe: no counters")[len("moe: "):]))
+    print("| lowering | ms/token | tok/s | vs graph | vs f32 xfmr.moe |")
+    print("|---|---|---|---|---|")
+    for name in arts:
+        print("| %s | %.2f | %.1f | %.2fx | %.2fx |" % (
+            name, best[name], 1e3 / best[name], best["graph"] / best[name],
+            best["moe"] / best[name]))
 
 
 if __name__ == "__main__":
