@@ -100,6 +100,11 @@ DecodeBytes measureDecodeBytes(ModuleOp module, int64_t minBytes) {
       b.expertPerToken += expert->first * bytes;
       b.experts = expert->second.getWGate().getType().getDimSize(0);
       b.topK = expert->second.getTopK();
+      Type elem = expert->second.getWGate().getType().getElementType();
+      if (elem != expert->second.getInput().getType().getElementType()) {
+        b.expertType.clear();
+        llvm::raw_string_ostream(b.expertType) << elem;
+      }
     }
     if ((type.getRank() == 2 || type.getRank() == 1) && onlyEmbeddingTable(op->getResult(0))) {
       b.embeddingTables += bytes;
@@ -144,7 +149,10 @@ void printDecodeBytes(const DecodeBytes &b, llvm::raw_ostream &os) {
   os << "\n";
   if (b.expertWeights) {
     os << "xfmr-compile: experts " << human(b.expertWeights) << " of the weights ("
-       << b.experts << " experts, top " << b.topK << "): a decode token reads "
+       << b.experts << " experts, top " << b.topK
+       << (b.expertType.empty() ? "" : ", " + b.expertType +
+                                            (b.expertType == "bf16" ? "" : " with column scales"))
+       << "): a decode token reads "
        << human(b.expertPerToken) << " of them, the dense graph "
        << human(b.expertWeights) << "\n";
     // Expert parallel over N ranks: E / N experts each; a token's top_k

@@ -32,6 +32,9 @@ struct DecodeBytes {
   double expertPerToken = 0;
   /// The MoE layers' experts and top_k (the first layer's; 0: no MoE).
   int64_t experts = 0, topK = 0;
+  /// The experts' element type when quantized (bf16, i8, f8E4M3FN), else
+  /// empty.
+  std::string expertType;
   /// Bytes of K and V one token adds to the paged cache over all layers
   /// (0: not a step function).
   int64_t kvPerToken = 0;
