@@ -180,6 +180,14 @@ Value makeConstant(OpBuilder &b, Location loc, ElementsAttr value) {
                                   nullptr, nullptr, nullptr);
 }
 
+Value blobConstant(OpBuilder &b, Location loc, ArrayRef<int64_t> shape, Type element,
+                   ArrayRef<char> bytes, StringRef name) {
+  auto type = RankedTensorType::get(shape, element);
+  auto attr = DenseResourceElementsAttr::get(
+      type, name, HeapAsmResourceBlob::allocateAndCopyWithAlign(bytes, 64));
+  return makeConstant(b, loc, attr);
+}
+
 Value i64Constant(OpBuilder &b, Location loc, ArrayRef<int64_t> values) {
   auto type = RankedTensorType::get({static_cast<int64_t>(values.size())},
                                     b.getI64Type());

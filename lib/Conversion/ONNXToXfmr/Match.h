@@ -159,6 +159,10 @@ llvm::SmallVector<std::string> namesOf(mlir::Operation *op, mlir::Value w);
 /// An onnx.Constant holding `value` (dense or a resource blob).
 mlir::Value makeConstant(mlir::OpBuilder &b, mlir::Location loc,
                          mlir::ElementsAttr value);
+/// An onnx.Constant of `shape` x `element` holding a copy of `bytes`
+/// (row-major) as a resource blob named `name`, 64-byte aligned.
+mlir::Value blobConstant(mlir::OpBuilder &b, mlir::Location loc, llvm::ArrayRef<int64_t> shape,
+                         mlir::Type element, llvm::ArrayRef<char> bytes, llvm::StringRef name);
 mlir::Value i64Constant(mlir::OpBuilder &b, mlir::Location loc,
                         llvm::ArrayRef<int64_t> values);
 mlir::Value floatConstant(mlir::OpBuilder &b, mlir::Location loc,

@@ -29,8 +29,6 @@
 #include "MoE.h"
 
 #include "mlir/Dialect/Tensor/IR/Tensor.h"
-#include "mlir/IR/AsmState.h"
-#include "mlir/IR/DialectResourceBlobManager.h"
 #include "mlir/IR/Matchers.h"
 
 #include <cstring>
@@ -150,6 +148,30 @@ Value fusedHalves(Value g, Value u, int64_t inter) {
   return p && sliceOf(u, inter, 2 * inter) == p ? p : nullptr;
 }
 
+/// Router: the projection (of the tokens, by a constant [H, E] or, from a
+/// Gemm, [E, H]) that the TopK's Softmax over the experts reads.
+std::optional<Projection> router(onnx::TopKOp topk) {
+  auto sm = def<onnx::SoftmaxOp>(topk.getX());
+  if (!sm || rankOf(sm.getOutput()) != 2 || !isLastAxis(sm.getAxis(), 2))
+    return std::nullopt;
+  return projection(sm.getInput());
+}
+
+/// w: TopK.values (false), or values / ReduceSum(values, -1, keepdims)
+/// (true, renormalised); nullopt for anything else.
+std::optional<bool> scoreNormalization(Value w, onnx::TopKOp topk) {
+  if (w == topk.getValues())
+    return false;
+  auto div = def<onnx::DivOp>(w);
+  if (!div || div.getA() != topk.getValues())
+    return std::nullopt;
+  auto sum = def<onnx::ReduceSumOp>(div.getB());
+  if (!sum || sum.getData() != topk.getValues() || sum.getKeepdims() != 1 ||
+      !isAxis(sum.getAxes(), -1, 2))
+    return std::nullopt;
+  return true;
+}
+
 } // namespace
 
 namespace moe {
@@ -182,26 +204,6 @@ std::optional<Projection> projection(Value v) {
   return std::nullopt;
 }
 
-std::optional<Projection> router(onnx::TopKOp topk) {
-  auto sm = def<onnx::SoftmaxOp>(topk.getX());
-  if (!sm || rankOf(sm.getOutput()) != 2 || !isLastAxis(sm.getAxis(), 2))
-    return std::nullopt;
-  return projection(sm.getInput());
-}
-
-std::optional<bool> scoreNormalization(Value w, onnx::TopKOp topk) {
-  if (w == topk.getValues())
-    return false;
-  auto div = def<onnx::DivOp>(w);
-  if (!div || div.getA() != topk.getValues())
-    return std::nullopt;
-  auto sum = def<onnx::ReduceSumOp>(div.getB());
-  if (!sum || sum.getData() != topk.getValues() || sum.getKeepdims() != 1 ||
-      !isAxis(sum.getAxes(), -1, 2))
-    return std::nullopt;
-  return true;
-}
-
 std::optional<ArrayRef<char>> constantBytes(Value v) {
   ElementsAttr attr;
   if (!matchPattern(v, m_Constant(&attr)))
@@ -226,10 +228,7 @@ Value transposedRows(OpBuilder &b, Location loc, Value w, int64_t r0, int64_t r1
   if (type.getRank() == 3)
     shape.push_back(m);
   shape.append({c, r1 - r0});
-  auto outType = RankedTensorType::get(shape, type.getElementType());
-  auto attr = DenseResourceElementsAttr::get(
-      outType, name, HeapAsmResourceBlob::allocateAndCopyWithAlign(ArrayRef<char>(out), bytes));
-  return makeConstant(b, loc, attr);
+  return blobConstant(b, loc, shape, type.getElementType(), out, name);
 }
 
 std::optional<SharedExpert> sharedExpert(Value routed, Value x) {
@@ -281,6 +280,31 @@ bool hasStaticBytes(Value w) {
          constantBytes(w).has_value();
 }
 
+int64_t constantK(onnx::TopKOp topk) {
+  auto k = constantInts(topk.getK());
+  return k && k->size() == 1 ? (*k)[0] : -1;
+}
+
+std::optional<Routing> matchRouting(onnx::TopKOp topk, Value scores, std::string &why) {
+  int64_t topK = constantK(topk), experts = dimOf(topk.getX(), -1);
+  if (topK < 1 || (!ShapedType::isDynamic(experts) && topK > experts) ||
+      !isLastAxis(topk.getAxis(), 2) || topk.getLargest() != 1) {
+    why = "the routing is not a TopK of the largest scores over the experts";
+    return std::nullopt;
+  }
+  std::optional<bool> normalize = scores ? scoreNormalization(scores, topk) : std::nullopt;
+  if (!normalize) {
+    why = "the expert outputs are not weighted by the TopK scores (or their renormalisation)";
+    return std::nullopt;
+  }
+  std::optional<Projection> r = router(topk);
+  if (!r) {
+    why = "the scores are not a softmax of the tokens times a constant router";
+    return std::nullopt;
+  }
+  return Routing{Value(), *r, Activation(), topK, *normalize};
+}
+
 Value stackedKN(OpBuilder &b, Location loc, ArrayRef<Projection> ps, StringRef name) {
   auto first = cast<RankedTensorType>(ps.front().weight.getType());
   int64_t k = first.getDimSize(ps.front().transposed ? 1 : 0);
@@ -298,10 +322,7 @@ Value stackedKN(OpBuilder &b, Location loc, ArrayRef<Projection> ps, StringRef n
       for (int64_t j = 0; j < n; ++j)
         std::memcpy(&dst[(i * n + j) * bytes], &raw[(j * k + i) * bytes], bytes);
   }
-  auto type = RankedTensorType::get({int64_t(ps.size()), k, n}, first.getElementType());
-  auto attr = DenseResourceElementsAttr::get(
-      type, name, HeapAsmResourceBlob::allocateAndCopyWithAlign(ArrayRef<char>(out), bytes));
-  return makeConstant(b, loc, attr);
+  return blobConstant(b, loc, {int64_t(ps.size()), k, n}, first.getElementType(), out, name);
 }
 
 void formMoE(IRRewriter &rewriter, Operation *combine, const Routing &routing,
@@ -370,21 +391,16 @@ bool raiseMoE(Operation *anchor, IRRewriter &rewriter, RaiseLog &log) {
     return false;
   };
   onnx::TopKOp topk = down->topk;
-  auto k = constantInts(topk.getK());
-  int64_t topK = k && k->size() == 1 ? (*k)[0] : -1;
-  if (topK < 1 || dimOf(perToken, 1) != topK || !isLastAxis(topk.getAxis(), 2) ||
-      topk.getLargest() != 1)
-    return fail("the routing is not a TopK of the largest scores over the experts");
   auto scoreUnsq = def<onnx::UnsqueezeOp>(scoreCol);
   auto scoreFlat = scoreUnsq ? def<onnx::ReshapeOp>(scoreUnsq.getData()) : onnx::ReshapeOp();
-  std::optional<bool> normalize =
-      scoreFlat ? scoreNormalization(scoreFlat.getData(), topk) : std::nullopt;
-  if (!normalize)
-    return fail("the expert outputs are not weighted by the TopK scores (or their "
-                "renormalisation)");
-  auto r = router(topk);
-  if (!r)
-    return fail("the scores are not a softmax of the tokens times a constant router");
+  std::string why;
+  std::optional<Routing> routing =
+      matchRouting(topk, scoreFlat ? scoreFlat.getData() : Value(), why);
+  if (!routing)
+    return fail(why);
+  int64_t topK = routing->topK;
+  if (dimOf(perToken, 1) != topK)
+    return fail("the expert outputs are not summed over the TopK slots");
 
   // act(g) * u, g and u from one fused product or two.
   auto gateTimesUp = def<onnx::MulOp>(down->input);
@@ -423,22 +439,24 @@ bool raiseMoE(Operation *anchor, IRRewriter &rewriter, RaiseLog &log) {
     return fail("gate and up are not expert products of the same tokens with a SiLU, GELU "
                 "or ReLU gate");
   Value x = repeatedTokens(xr, topK);
-  if (!x || stripFlattening(x) != stripFlattening(r->input))
+  if (!x || stripFlattening(x) != stripFlattening(routing->router.input))
     return fail("the experts and the router do not read the same tokens");
   int64_t h = dimOf(x, 1), experts = dimOf(down->weight, 0);
   if (ShapedType::isDynamic(h) || dimOf(down->weight, 1) != h || dimOf(gateW, 0) != experts ||
       dimOf(upW, 0) != experts || dimOf(gateW, 2) != h || dimOf(upW, 2) != h ||
-      dimOf(r->weight, r->transposed ? 0 : 1) != experts ||
-      dimOf(r->weight, r->transposed ? 1 : 0) != h)
+      dimOf(routing->router.weight, routing->router.transposed ? 0 : 1) != experts ||
+      dimOf(routing->router.weight, routing->router.transposed ? 1 : 0) != h)
     return fail("expert or router weight shapes do not agree");
   if (!hasStaticBytes(gateW) || !hasStaticBytes(upW) || !hasStaticBytes(down->weight) ||
-      !hasStaticBytes(r->weight) || elementTypeOf(gateW) != elementTypeOf(x))
+      !hasStaticBytes(routing->router.weight) || elementTypeOf(gateW) != elementTypeOf(x))
     return fail("expert weights are not constants of the tokens' type");
   if (combine.getReduced().getType() != x.getType() &&
       !tensor::CastOp::areCastCompatible(x.getType(), combine.getReduced().getType()))
     return fail("the result's type differs from the tokens'");
 
-  formMoE(rewriter, combine, Routing{x, *r, act->second, topK, *normalize},
+  routing->x = x;
+  routing->act = act->second;
+  formMoE(rewriter, combine, *routing,
           [&](OpBuilder &b, Location loc, const std::string &base) {
             return std::array<Value, 3>{
                 transposedRows(b, loc, gateW, gateBegin, gateBegin + inter, base + ".w_gate"),

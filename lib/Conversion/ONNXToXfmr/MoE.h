@@ -31,14 +31,6 @@ struct Projection {
 };
 std::optional<Projection> projection(mlir::Value v);
 
-/// Router: the projection (of the tokens, by a constant [H, E] or, from a
-/// Gemm, [E, H]) that the TopK's Softmax over the experts reads.
-std::optional<Projection> router(onnx::TopKOp topk);
-
-/// w: TopK.values (false), or values / ReduceSum(values, -1, keepdims)
-/// (true, renormalised); nullopt for anything else.
-std::optional<bool> scoreNormalization(mlir::Value w, onnx::TopKOp topk);
-
 /// The raw bytes of a constant operand, if it is not a splat.
 std::optional<llvm::ArrayRef<char>> constantBytes(mlir::Value v);
 
@@ -77,6 +69,17 @@ struct Routing {
   int64_t topK;
   bool normalize;
 };
+
+/// The k of `topk` if it is one constant, else -1.
+int64_t constantK(onnx::TopKOp topk);
+
+/// The routing of the experts chosen by `topk` and weighted by `scores`,
+/// the same in every form: a constant k (at most the experts) of the
+/// largest over the last axis, `scores` TopK's values or renormalised
+/// (values / ReduceSum(values, -1, keepdims)), and TopK's input a softmax
+/// of the tokens times a constant router (MatMul [H, E] or Gemm [E, H]).
+/// Fills all but `x` and `act`; on failure `why` says which part differs.
+std::optional<Routing> matchRouting(onnx::TopKOp topk, mlir::Value scores, std::string &why);
 
 /// Replaces `combine` (the op whose result is the routed sum, [T, H]) and a
 /// shared expert added to it by one xfmr.moe. `expertWeights` builds the

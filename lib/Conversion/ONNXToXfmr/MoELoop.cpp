@@ -243,8 +243,7 @@ std::optional<LoopExpert> loopExpert(const Step &step, std::string &why) {
     why = "an expert's output is not weighted by its routing score";
     return std::nullopt;
   }
-  auto k = constantInts(mask->topk.getK());
-  int64_t topK = k && k->size() == 1 ? (*k)[0] : -1;
+  int64_t topK = constantK(mask->topk);
   for (auto [y, col] : {std::pair(mul.getA(), mul.getB()), std::pair(mul.getB(), mul.getA())}) {
     auto down = projection(y);
     auto gateTimesUp = down ? def<onnx::MulOp>(down->input) : onnx::MulOp();
@@ -302,8 +301,8 @@ bool raiseMoELoop(Operation *anchor, IRRewriter &rewriter, RaiseLog &log) {
   };
   SmallVector<std::optional<LoopExpert>> byIndex;
   std::optional<LoopExpert> any;
+  std::string why;
   for (const Step &step : steps) {
-    std::string why;
     std::optional<LoopExpert> e = loopExpert(step, why);
     if (!e)
       return fail(why);
@@ -322,20 +321,11 @@ bool raiseMoELoop(Operation *anchor, IRRewriter &rewriter, RaiseLog &log) {
   if (int64_t(steps.size()) != experts)
     return fail(Twine("the loop covers ") + Twine(steps.size()) + " of " + Twine(experts) +
                 " experts (an export traced with only the experts some input hit)");
-  onnx::TopKOp topk = any->topk;
-  auto k = constantInts(topk.getK());
-  int64_t topK = k && k->size() == 1 ? (*k)[0] : -1;
-  if (topK < 1 || topK > experts || !isLastAxis(topk.getAxis(), 2) || topk.getLargest() != 1)
-    return fail("the routing is not a TopK of the largest scores over the experts");
-  std::optional<bool> normalize = scoreNormalization(any->scores, topk);
-  if (!normalize)
-    return fail("the expert outputs are not weighted by the TopK scores (or their "
-                "renormalisation)");
-  auto r = router(topk);
-  if (!r)
-    return fail("the scores are not a softmax of the tokens times a constant router");
+  std::optional<Routing> routing = matchRouting(any->topk, any->scores, why);
+  if (!routing)
+    return fail(why);
   Value x = any->x;
-  if (stripFlattening(x) != stripFlattening(r->input))
+  if (stripFlattening(x) != stripFlattening(routing->router.input))
     return fail("the experts and the router do not read the same tokens");
 
   SmallVector<Projection> gates, ups, downs;
@@ -351,14 +341,16 @@ bool raiseMoELoop(Operation *anchor, IRRewriter &rewriter, RaiseLog &log) {
     ups.push_back(e->up);
     downs.push_back(e->down);
   }
-  if (ShapedType::isDynamic(h) || kn(*r) != std::pair(h, experts) ||
-      !hasStaticBytes(r->weight))
+  if (ShapedType::isDynamic(h) || kn(routing->router) != std::pair(h, experts) ||
+      !hasStaticBytes(routing->router.weight))
     return fail("the router's weight is not a constant [hidden, experts]");
   if (result.getType() != x.getType() &&
       !tensor::CastOp::areCastCompatible(x.getType(), result.getType()))
     return fail("the result's type differs from the tokens'");
 
-  formMoE(rewriter, anchor, Routing{x, *r, any->act, topK, *normalize},
+  routing->x = x;
+  routing->act = any->act;
+  formMoE(rewriter, anchor, *routing,
           [&](OpBuilder &b, Location loc, const std::string &base) {
             return std::array<Value, 3>{stackedKN(b, loc, gates, base + ".w_gate"),
                                         stackedKN(b, loc, ups, base + ".w_up"),

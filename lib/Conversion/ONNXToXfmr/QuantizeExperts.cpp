@@ -31,8 +31,6 @@
 #include "xfmr/Conversion/Passes.h"
 #include "xfmr/runtime/Tensor.h"
 
-#include "mlir/IR/DialectResourceBlobManager.h"
-
 #include <cmath>
 #include <cstring>
 
@@ -89,14 +87,6 @@ Quantized quantize(ArrayRef<float> w, int64_t experts, int64_t k, int64_t n, Str
   return q;
 }
 
-Value constant(OpBuilder &b, Location loc, ArrayRef<int64_t> shape, Type element,
-               const std::vector<char> &bytes, const std::string &name) {
-  auto type = RankedTensorType::get(shape, element);
-  auto attr = DenseResourceElementsAttr::get(
-      type, name, HeapAsmResourceBlob::allocateAndCopyWithAlign(ArrayRef<char>(bytes), 64));
-  return makeConstant(b, loc, attr);
-}
-
 struct QuantizeExpertsPass : impl::QuantizeExpertsPassBase<QuantizeExpertsPass> {
   using Base::Base;
 
@@ -141,9 +131,9 @@ struct QuantizeExpertsPass : impl::QuantizeExpertsPassBase<QuantizeExpertsPass> 
       ArrayRef<float> values(reinterpret_cast<const float *>(raw.data()),
                              raw.size() / sizeof(float));
       Quantized q = quantize(values, shape[0], shape[1], shape[2], mode);
-      weights.push_back(constant(b, loc, shape, narrow, q.values, base + "." + what));
+      weights.push_back(blobConstant(b, loc, shape, narrow, q.values, base + "." + what));
       if (!q.scales.empty())
-        scales.push_back(constant(b, loc, {shape[0], shape[2]}, b.getF32Type(), q.scales,
+        scales.push_back(blobConstant(b, loc, {shape[0], shape[2]}, b.getF32Type(), q.scales,
                                   base + "." + what + "_scales"));
     }
     op.getWGateMutable().assign(weights[0]);

@@ -153,14 +153,6 @@ std::vector<char> bf16Bytes(ArrayRef<float> w) {
   return bytes;
 }
 
-Value constant(OpBuilder &b, Location loc, ArrayRef<int64_t> shape, Type element,
-               const std::vector<char> &bytes, StringRef name) {
-  auto type = RankedTensorType::get(shape, element);
-  auto attr = DenseResourceElementsAttr::get(
-      type, name, HeapAsmResourceBlob::allocateAndCopyWithAlign(ArrayRef<char>(bytes), 64));
-  return makeConstant(b, loc, attr);
-}
-
 struct QuantizeWeightsPass : impl::QuantizeWeightsPassBase<QuantizeWeightsPass> {
   using Base::Base;
 
@@ -279,7 +271,7 @@ struct QuantizeWeightsPass : impl::QuantizeWeightsPassBase<QuantizeWeightsPass> 
     Location loc = g.getLoc();
     Type result = g.getOutput().getType();
     if (bits == 16) {
-      Value narrow = constant(b, loc, {v, h}, b.getBF16Type(), bf16Bytes(w), "xfmr_bf16_embedding");
+      Value narrow = blobConstant(b, loc, {v, h}, b.getBF16Type(), bf16Bytes(w), "xfmr_bf16_embedding");
       return EmbeddingOp::create(b, loc, result, narrow, g.getIndices());
     }
     std::vector<char> q(v * h), scales(v * sizeof(float));
@@ -289,8 +281,8 @@ struct QuantizeWeightsPass : impl::QuantizeWeightsPassBase<QuantizeWeightsPass> 
       });
       std::memcpy(&scales[row * sizeof(float)], &scale, sizeof(float));
     }
-    Value table = constant(b, loc, {v, h}, b.getIntegerType(8), q, "xfmr_int8_embedding");
-    Value s = constant(b, loc, {v}, b.getF32Type(), scales, "xfmr_int8_embedding_scales");
+    Value table = blobConstant(b, loc, {v, h}, b.getIntegerType(8), q, "xfmr_int8_embedding");
+    Value s = blobConstant(b, loc, {v}, b.getF32Type(), scales, "xfmr_int8_embedding_scales");
     return EmbeddingOp::create(b, loc, result, table, g.getIndices(), s);
   }
 
@@ -394,7 +386,7 @@ struct QuantizeWeightsPass : impl::QuantizeWeightsPassBase<QuantizeWeightsPass> 
         }
         OpBuilder b(mul);
         auto type = cast<RankedTensorType>(c.getType());
-        mul->setOperand(i, constant(b, c.getLoc(), type.getShape(), b.getF32Type(), bytes,
+        mul->setOperand(i, blobConstant(b, c.getLoc(), type.getShape(), b.getF32Type(), bytes,
                                     "xfmr_smoothed_scale"));
         ++numFolded;
         return;
@@ -410,7 +402,7 @@ struct QuantizeWeightsPass : impl::QuantizeWeightsPassBase<QuantizeWeightsPass> 
       float v = 1.0f / s[j];
       std::memcpy(&bytes[j * sizeof(float)], &v, sizeof(float));
     }
-    Value inverse = constant(b, a.getLoc(), {k}, b.getF32Type(), bytes, "xfmr_smoothing");
+    Value inverse = blobConstant(b, a.getLoc(), {k}, b.getF32Type(), bytes, "xfmr_smoothing");
     Value divided = onnx::MulOp::create(b, a.getLoc(), a.getType(), a, inverse);
     for (const Member &m : members)
       m.first->setOperand(0, divided);
@@ -454,7 +446,7 @@ struct QuantizeWeightsPass : impl::QuantizeWeightsPassBase<QuantizeWeightsPass> 
     OpBuilder b(mm);
     Location loc = mm.getLoc();
     Value narrow =
-        constant(b, loc, type.getShape(), b.getBF16Type(), bf16Bytes(w), "xfmr_bf16_weights");
+        blobConstant(b, loc, type.getShape(), b.getBF16Type(), bf16Bytes(w), "xfmr_bf16_weights");
     Value y = LinearOp::create(b, loc, mm.getY().getType(), mm.getA(), narrow, Value());
     mm.getY().replaceAllUsesWith(y);
     mm.erase();
@@ -477,11 +469,11 @@ struct QuantizeWeightsPass : impl::QuantizeWeightsPassBase<QuantizeWeightsPass> 
         q[i * n + col] = static_cast<char>(toE4M3(w[i * n + col] / scales[col]));
     OpBuilder b(mm);
     Location loc = mm.getLoc();
-    Value narrow = constant(b, loc, type.getShape(), b.getType<Float8E4M3FNType>(), q,
+    Value narrow = blobConstant(b, loc, type.getShape(), b.getType<Float8E4M3FNType>(), q,
                             "xfmr_fp8_weights");
     std::vector<char> scaleBytes(n * sizeof(float));
     std::memcpy(scaleBytes.data(), scales.data(), scaleBytes.size());
-    Value s = constant(b, loc, {n}, b.getF32Type(), scaleBytes, "xfmr_fp8_scales");
+    Value s = blobConstant(b, loc, {n}, b.getF32Type(), scaleBytes, "xfmr_fp8_scales");
     Value y = LinearOp::create(b, loc, mm.getY().getType(), mm.getA(), narrow, Value());
     Value scaled = onnx::MulOp::create(b, loc, mm.getY().getType(), y, s);
     mm.getY().replaceAllUsesWith(scaled);
@@ -497,12 +489,12 @@ struct QuantizeWeightsPass : impl::QuantizeWeightsPassBase<QuantizeWeightsPass> 
     Type u8 = IntegerType::get(b.getContext(), 8, IntegerType::Unsigned);
     std::string name = "xfmr_int" + std::to_string(q.bits);
     Value packed =
-        constant(b, loc, {n, q.blocks, q.blockSize * q.bits / 8}, u8, q.packed, name + "_weights");
-    Value scales = constant(b, loc, {n * q.blocks}, b.getF32Type(), q.scales, name + "_scales");
+        blobConstant(b, loc, {n, q.blocks, q.blockSize * q.bits / 8}, u8, q.packed, name + "_weights");
+    Value scales = blobConstant(b, loc, {n * q.blocks}, b.getF32Type(), q.scales, name + "_scales");
     Value none = onnx::NoValueOp::create(b, loc, b.getNoneType());
     Value zeros = q.zeros.empty()
                       ? none
-                      : constant(b, loc, {n * ((q.blocks + 1) / 2)}, u8, q.zeros, name + "_zeros");
+                      : blobConstant(b, loc, {n * ((q.blocks + 1) / 2)}, u8, q.zeros, name + "_zeros");
     auto i64 = [&](int64_t v) { return b.getI64IntegerAttr(v); };
     Value y = onnx::MsMatMulNBitsOp::create(
         b, loc, mm.getY().getType(), mm.getA(), packed, scales, zeros, none, none, i64(k), i64(n),

@@ -49,12 +49,8 @@ Value columnsOf(OpBuilder &b, Location loc, ElementsAttr w, StringRef name, int6
     const char *row = raw.data() + (r * cols + begin) * bytes;
     piece.insert(piece.end(), row, row + (end - begin) * bytes);
   }
-  std::string blobName =
-      (name + ".cols" + Twine(begin) + "_" + Twine(end)).str();
-  auto attr = DenseResourceElementsAttr::get(
-      pieceType, blobName,
-      HeapAsmResourceBlob::allocateAndCopyWithAlign(ArrayRef<char>(piece), bytes));
-  return makeConstant(b, loc, attr);
+  return blobConstant(b, loc, pieceType.getShape(), type.getElementType(), piece,
+                      (name + ".cols" + Twine(begin) + "_" + Twine(end)).str());
 }
 
 /// The column range a user cuts from the product, or failure.

@@ -87,12 +87,10 @@ Value packedNarrowWeights(OpBuilder &b, Location loc, Value w, int64_t count, in
 
 /// A constant f32 tensor as a read-only buffer of its row-major values.
 Value scaleBuffer(OpBuilder &b, Location loc, Value s) {
-  auto type = cast<RankedTensorType>(s.getType());
-  auto flat = MemRefType::get({type.getNumElements()}, b.getF32Type());
-  Value t = constantTensor(b, loc, std::vector<char>(constantBytes(s)->begin(),
-                                                     constantBytes(s)->end()),
-                           {type.getNumElements()}, b.getF32Type(), "xfmr_moe_scales");
-  return bufferization::ToBufferOp::create(b, loc, flat, t, /*read_only=*/true);
+  int64_t n = cast<RankedTensorType>(s.getType()).getNumElements();
+  Value t = constantTensor(b, loc, *constantBytes(s), {n}, b.getF32Type(), "xfmr_moe_scales");
+  return bufferization::ToBufferOp::create(b, loc, MemRefType::get({n}, b.getF32Type()), t,
+                                           /*read_only=*/true);
 }
 
 bool isStaticF32(Value v) {
