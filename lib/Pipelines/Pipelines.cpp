@@ -14,6 +14,17 @@ using namespace mlir;
 
 namespace xfmr {
 
+/// Shared by the CPU and GPU pipelines: the entry's calling convention,
+/// bufferization across function boundaries, KV pools updated in place.
+static void addBufferization(llvm::raw_ostream &os) {
+  os << "xfmr-prepare-entry,"
+     << "one-shot-bufferize{bufferize-function-boundaries "
+        "function-boundary-type-conversion=identity-layout-map "
+        "allow-return-allocs-from-loops},"
+     << "canonicalize,drop-equivalent-buffer-results,"
+     << "canonicalize,xfmr-drop-pool-results,";
+}
+
 LogicalResult buildRaisePipeline(OpPassManager &pm, const RaiseOptions &options) {
   std::string p;
   llvm::raw_string_ostream os(p);
@@ -78,15 +89,11 @@ LogicalResult buildCPUToLLVMPipeline(OpPassManager &pm,
     os << " reference-sources=true";
   if (options.keepBlobs)
     os << " keep-blobs=true";
-  os << "},xfmr-prepare-entry,"
-     << "one-shot-bufferize{bufferize-function-boundaries "
-        "function-boundary-type-conversion=identity-layout-map "
-        "allow-return-allocs-from-loops},"
-     // A layer function (xfmr-outline-layers) returns the KV pools it
-     // updated in place: its callers use their own buffers instead (once
-     // canonicalize has folded the casts in between).
-     << "canonicalize,drop-equivalent-buffer-results,"
-     << "canonicalize,xfmr-drop-pool-results,";
+  os << "},";
+  // A layer function (xfmr-outline-layers) returns the KV pools it updated
+  // in place: its callers use their own buffers instead (once canonicalize
+  // has folded the casts in between).
+  addBufferization(os);
   if (options.blasMinRows > 0)
     os << "xfmr-contractions-to-blas{min-rows=" << options.blasMinRows << "},";
   if (options.tileContractions)
@@ -106,6 +113,40 @@ LogicalResult buildCPUToLLVMPipeline(OpPassManager &pm,
      << "finalize-memref-to-llvm,convert-to-llvm,"
      << (options.threads ? "convert-openmp-to-llvm," : "") << "reconcile-unrealized-casts";
   return parsePassPipeline(p, pm, llvm::errs());
+}
+
+LogicalResult buildGPUKernelsPipeline(OpPassManager &pm, const GPUPipelineOptions &options) {
+  std::string p;
+  llvm::raw_string_ostream os(p);
+  os << "xfmr-externalize-weights{min-bytes=" << options.minWeightBytes;
+  if (!options.weightsFile.empty())
+    os << " weights-file=" << options.weightsFile;
+  os << "},";
+  addBufferization(os);
+  os << "buffer-deallocation-pipeline,canonicalize,"
+     << "func.func(convert-linalg-to-parallel-loops),canonicalize,"
+     << "xfmr-gpu-map-loops{block-size=" << options.blockSize << "},"
+     << "gpu-kernel-outlining,xfmr-gpu-merge-modules,canonicalize,cse,"
+     << "func.func(math-extend-to-supported-types{target-type=f32}),"
+     << "arith-emulate-unsupported-floats{source-types=bf16,f16 target-type=f32},"
+     << "expand-strided-metadata,lower-affine,"
+     << "nvvm-attach-target{chip=" << options.chip << " features=" << options.features
+     << " O=3},"
+     << "gpu.module(convert-scf-to-cf,convert-gpu-to-nvvm{index-bitwidth=64},"
+     << "convert-nvvm-to-llvm,canonicalize,cse,reconcile-unrealized-casts),"
+     << "gpu-module-to-binary{format=isa";
+  if (!options.toolkit.empty())
+    os << " toolkit=" << options.toolkit;
+  os << "}";
+  return parsePassPipeline(p, pm, llvm::errs());
+}
+
+LogicalResult buildGPUHostPipeline(OpPassManager &pm) {
+  return parsePassPipeline("convert-scf-to-cf,xfmr-checks-to-status,"
+                           "arith-expand{include-bf16=true},convert-math-to-libm,"
+                           "gpu-to-llvm,finalize-memref-to-llvm,convert-to-llvm,"
+                           "reconcile-unrealized-casts",
+                           pm, llvm::errs());
 }
 
 namespace {
@@ -132,9 +173,29 @@ struct CPUOptions : public PassPipelineOptions<CPUOptions> {
                        llvm::cl::desc("One function per repeated decoder layer"),
                        llvm::cl::init(true)};
 };
+struct GPUOptions : public PassPipelineOptions<GPUOptions> {
+  Option<std::string> chip{*this, "chip", llvm::cl::desc("sm_80 or sm_90a"),
+                           llvm::cl::init("sm_90a")};
+  Option<std::string> features{*this, "features", llvm::cl::desc("PTX features (+ptx80)"),
+                               llvm::cl::init("+ptx80")};
+  Option<std::string> toolkit{*this, "toolkit",
+                              llvm::cl::desc("CUDA toolkit (libdevice for math functions)")};
+  Option<int64_t> blockSize{*this, "block-size", llvm::cl::desc("Threads per block"),
+                            llvm::cl::init(256)};
+};
 } // namespace
 
 void registerPipelines() {
+  PassPipelineRegistration<GPUOptions>(
+      "xfmr-gpu-kernels", "linalg on tensors to a gpu.binary of PTX and its host code",
+      [](OpPassManager &pm, const GPUOptions &o) {
+        GPUPipelineOptions options;
+        options.chip = o.chip;
+        options.features = o.features;
+        options.toolkit = o.toolkit;
+        options.blockSize = o.blockSize;
+        (void)buildGPUKernelsPipeline(pm, options);
+      });
   PassPipelineRegistration<>(
       "xfmr-onnx-to-linalg",
       "onnx dialect to linalg/tensor/arith/math on tensors",

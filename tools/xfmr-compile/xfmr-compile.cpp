@@ -24,6 +24,8 @@
 #include "xfmr/Target/CPU/WeightsWriter.h"
 #include "xfmr/Target/CPU/ObjectEmitter.h"
 #include "xfmr/Target/CPU/Passes.h"
+#include "xfmr/Target/GPU/GPUTarget.h"
+#include "xfmr/Target/GPU/Passes.h"
 #include "xfmr/runtime/Digest.h"
 #include "xfmr/runtime/Manifest.h"
 #include "xfmr/runtime/TensorIO.h"
@@ -38,6 +40,7 @@
 #include "mlir/InitAllPasses.h"
 #include "mlir/Pass/PassManager.h"
 #include "mlir/Support/FileUtilities.h"
+#include "mlir/Target/LLVMIR/Dialect/All.h"
 #include "llvm/ADT/ScopeExit.h"
 #include "llvm/Support/CommandLine.h"
 #include "llvm/Support/FileSystem.h"
@@ -75,7 +78,9 @@ cl::opt<std::string> outputFilename(
     "o", cl::desc("Artifact directory to write (with --emit: the IR file, "
                   "default stdout)"),
     cl::value_desc("path"), cl::cat(category));
-cl::opt<std::string> target("target", cl::desc("Target: cpu (the host)"),
+cl::opt<std::string> target("target",
+                            cl::desc("Target: cpu (the host), or a GPU: sm_90a (Hopper), sm_80 (Ampere): "
+                                     "NVPTX kernels in the artifact (docs/gpu-backend.md)"),
                             cl::init("cpu"), cl::cat(category));
 cl::opt<std::string> cpu("cpu",
                          cl::desc("CPU to generate code for: native (default), "
@@ -589,10 +594,133 @@ LogicalResult resolveModelFolder() {
   return success();
 }
 
+/// The CPU pipeline (docs/cpu-backend.md) to the LLVM dialect.
+LogicalResult lowerForCPU(ModuleOp module, const xfmr::cpu::HostTarget &host, Progress &progress,
+                          const std::string &tmp, bool calibrationArtifact) {
+  progress.step("lowered to LLVM");
+  xfmr::CPUPipelineOptions cpuOptions;
+  cpuOptions.minWeightBytes = minWeightBytes;
+  cpuOptions.blasMinRows = blasMinRows;
+  cpuOptions.threads = parallel;
+  // AVX-512 targets get the 16-lane product kernels (same results).
+  cpuOptions.vectorLanes = llvm::is_contained(host.required, "avx512f") ? 16 : 8;
+  // The calibration artifact returns values from inside every layer, which
+  // outlined layer functions do not lower (LLVM translation meets an
+  // unrealized cast of a returned [rows, K] view): it is compiled inline.
+  cpuOptions.outlineLayers = outlineLayers && !calibrationArtifact;
+  cpuOptions.referenceWeights = weightsMode == "reference" && !calibrationArtifact;
+  // The calibration artifact shares the model's weight blobs: keep them.
+  cpuOptions.keepBlobs = calibrationArtifact;
+  // weights.bin is written (and hashed as it is written) on a thread while
+  // LLVM generates code where a core is spare for it: writing is CPU-bound
+  // too (the kernel's page-cache copy), and on 2 cores the overlap measured
+  // slower for an 8B model (90 s against 73 s).
+  cpuOptions.backgroundWeights = std::thread::hardware_concurrency() >= 4;
+  if (!tmp.empty())
+    cpuOptions.weightsFile = tmp + "/weights.bin";
+  if (failed(runPipeline(module, [&](OpPassManager &pm) {
+        return xfmr::buildCPUToLLVMPipeline(pm, cpuOptions);
+      })))
+    return failure();
+  return success();
+}
+
+/// The GPU pipeline (docs/gpu-backend.md): kernels to PTX (and a cubin where
+/// the toolkit has ptxas) in `tmp`, then the host code to the LLVM dialect.
+FailureOr<std::vector<xfmr::gpu::KernelReport>>
+lowerForGPU(ModuleOp module, const xfmr::gpu::GPUTarget &gpuTarget, Progress &progress,
+            const std::string &tmp, bool emitOnly) {
+  std::optional<std::string> toolkit = xfmr::gpu::findCUDAToolkit();
+  if (!toolkit)
+    return fail("--target=" + gpuTarget.chip + ": no CUDA toolkit found (bin/ptxas and "
+                "nvvm/libdevice; looked in $CUDA_HOME, $CUDA_PATH, $CUDA_ROOT, the ptxas on "
+                "$PATH and /usr/local/cuda)"),
+           failure();
+  progress.step("kernels for " + gpuTarget.chip.str());
+  xfmr::GPUPipelineOptions options;
+  options.minWeightBytes = minWeightBytes;
+  options.chip = gpuTarget.chip.str();
+  options.features = gpuTarget.ptxFeatures.str();
+  options.toolkit = *toolkit;
+  if (!tmp.empty())
+    options.weightsFile = tmp + "/weights.bin";
+  if (failed(runPipeline(module, [&](OpPassManager &pm) {
+        return xfmr::buildGPUKernelsPipeline(pm, options);
+      })))
+    return failure();
+  std::vector<xfmr::gpu::KernelReport> kernels;
+  if (!emitOnly) {
+    progress.step("assembled the kernels (ptxas -arch=" + gpuTarget.chip.str() + ")");
+    std::string error;
+    FailureOr<std::vector<xfmr::gpu::KernelReport>> k =
+        xfmr::gpu::assembleKernels(module, gpuTarget, toolkit, tmp, error);
+    if (failed(k))
+      return fail(error), failure();
+    kernels = std::move(*k);
+  }
+  progress.step("lowered the host code to LLVM");
+  if (failed(runPipeline(module, xfmr::buildGPUHostPipeline)))
+    return failure();
+  return kernels;
+}
+
+/// The manifest's target of a GPU artifact: the device, and the host code
+/// that launches its kernels.
+llvm::json::Object gpuTargetSpec(const xfmr::gpu::GPUTarget &t, llvm::json::Object host) {
+  return llvm::json::Object{{"kind", "cuda"},
+                            {"chip", t.chip.str()},
+                            {"compute_capability", t.computeCapability},
+                            {"ptx_features", t.ptxFeatures.str()},
+                            {"kernels_ptx", "kernels.ptx"},
+                            {"host", std::move(host)}};
+}
+
+llvm::json::Array kernelsSpec(const std::vector<xfmr::gpu::KernelReport> &kernels) {
+  llvm::json::Array list;
+  for (const xfmr::gpu::KernelReport &k : kernels) {
+    llvm::json::Array uses;
+    for (auto [used, name] : {std::pair{k.mmaSync, "mma.sync"}, {k.wgmma, "wgmma"},
+                              {k.cpAsync, "cp.async"}, {k.tma, "tma"}})
+      if (used)
+        uses.push_back(name);
+    list.push_back(llvm::json::Object{{"name", k.name},
+                                      {"registers", k.registers},
+                                      {"spill_bytes", k.spillStores + k.spillLoads},
+                                      {"stack_bytes", k.stackBytes},
+                                      {"shared_bytes", k.sharedBytes},
+                                      {"uses", std::move(uses)}});
+  }
+  return list;
+}
+
+/// --report for a GPU target: one line per kernel from ptxas -v and the PTX.
+void printKernelReport(const xfmr::gpu::GPUTarget &t,
+                       const std::vector<xfmr::gpu::KernelReport> &kernels,
+                       llvm::raw_ostream &os) {
+  int64_t spilling = 0, tensorCore = 0;
+  for (const xfmr::gpu::KernelReport &k : kernels) {
+    spilling += (k.spillStores + k.spillLoads) > 0;
+    tensorCore += k.mmaSync || k.wgmma;
+  }
+  os << "kernels (" << t.chip << "): " << kernels.size() << ", " << spilling
+     << " spilling, " << tensorCore << " on tensor cores\n";
+  for (const xfmr::gpu::KernelReport &k : kernels) {
+    os << llvm::formatv("  {0,-28} regs {1,3}  spill {2,4} B  stack {3,4} B  smem {4,6} B", k.name,
+                        k.registers, k.spillStores + k.spillLoads, k.stackBytes, k.sharedBytes);
+    std::string uses;
+    for (auto [used, name] : {std::pair{k.mmaSync, "mma.sync"}, {k.wgmma, "wgmma"},
+                              {k.cpAsync, "cp.async"}, {k.tma, "tma"}})
+      if (used)
+        uses += (uses.empty() ? "" : ", ") + std::string(name);
+    os << "  " << (uses.empty() ? "scalar" : uses) << "\n";
+  }
+}
+
 /// Lowers the raised `module` and writes the artifact directory `out`, or
 /// prints the stage `emitStage` (linalg, llvm). `quantMode` is the
 /// manifest's options.quant.
-int lowerAndWrite(ModuleOp module, const xfmr::cpu::HostTarget &host, Progress &progress,
+int lowerAndWrite(ModuleOp module, const xfmr::cpu::HostTarget &host,
+                  const xfmr::gpu::GPUTarget *gpuTarget, Progress &progress,
                   llvm::StringRef emitStage,
                   const std::string &out, llvm::StringRef quantMode,
                   bool calibrationArtifact = false) {
@@ -648,31 +776,16 @@ int lowerAndWrite(ModuleOp module, const xfmr::cpu::HostTarget &host, Progress &
     if (!tmp.empty())
       (void)llvm::sys::fs::remove_directories(tmp);
   });
-  progress.step("lowered to LLVM");
-  xfmr::CPUPipelineOptions cpuOptions;
-  cpuOptions.minWeightBytes = minWeightBytes;
-  cpuOptions.blasMinRows = blasMinRows;
-  cpuOptions.threads = parallel;
-  // AVX-512 targets get the 16-lane product kernels (same results).
-  cpuOptions.vectorLanes = llvm::is_contained(host.required, "avx512f") ? 16 : 8;
-  // The calibration artifact returns values from inside every layer, which
-  // outlined layer functions do not lower (LLVM translation meets an
-  // unrealized cast of a returned [rows, K] view): it is compiled inline.
-  cpuOptions.outlineLayers = outlineLayers && !calibrationArtifact;
-  cpuOptions.referenceWeights = weightsMode == "reference" && !calibrationArtifact;
-  // The calibration artifact shares the model's weight blobs: keep them.
-  cpuOptions.keepBlobs = calibrationArtifact;
-  // weights.bin is written (and hashed as it is written) on a thread while
-  // LLVM generates code where a core is spare for it: writing is CPU-bound
-  // too (the kernel's page-cache copy), and on 2 cores the overlap measured
-  // slower for an 8B model (90 s against 73 s).
-  cpuOptions.backgroundWeights = std::thread::hardware_concurrency() >= 4;
-  if (!tmp.empty())
-    cpuOptions.weightsFile = tmp + "/weights.bin";
-  if (failed(runPipeline(module, [&](OpPassManager &pm) {
-        return xfmr::buildCPUToLLVMPipeline(pm, cpuOptions);
-      })))
+  std::vector<xfmr::gpu::KernelReport> kernels;
+  if (gpuTarget) {
+    FailureOr<std::vector<xfmr::gpu::KernelReport>> k =
+        lowerForGPU(module, *gpuTarget, progress, tmp, emitStage == "llvm");
+    if (failed(k))
+      return 1;
+    kernels = std::move(*k);
+  } else if (failed(lowerForCPU(module, host, progress, tmp, calibrationArtifact))) {
     return 1;
+  }
   if (failed(checkLoweredResults(module, expectedResults)))
     return 1;
   if (emitStage == "llvm") {
@@ -689,8 +802,15 @@ int lowerAndWrite(ModuleOp module, const xfmr::cpu::HostTarget &host, Progress &
   if (!written)
     return fail(llvm::toString(written.takeError()));
   llvm::json::Object files;
-  for (const char *name : {"model.so", "weights.bin"}) {
-    if (*written && llvm::StringRef(name) == "weights.bin") {
+  std::vector<std::string> fileNames = {"model.so", "weights.bin"};
+  if (gpuTarget) {
+    fileNames.push_back("kernels.ptx");
+    std::string cubin = ("kernels." + gpuTarget->chip + ".cubin").str();
+    if (llvm::sys::fs::exists(tmp + "/" + cubin))
+      fileNames.push_back(cubin);
+  }
+  for (const std::string &name : fileNames) {
+    if (*written && name == "weights.bin") {
       files[name] = llvm::json::Object{{"size", (*written)->size}, {"sha256", (*written)->sha256}};
       continue;
     }
@@ -707,6 +827,11 @@ int lowerAndWrite(ModuleOp module, const xfmr::cpu::HostTarget &host, Progress &
   for (const std::string &f : host.required)
     requires_.push_back(f);
 
+  llvm::json::Object hostSpec{{"kind", "cpu"},
+                              {"triple", host.triple},
+                              {"cpu", host.cpu},
+                              {"features", host.features},
+                              {"requires", std::move(requires_)}};
   auto weights = module.getOperation()->getAttrOfType<DictionaryAttr>("xfmr.weights");
   int64_t weightsCount = 0, weightsSize = 0;
   if (weights) {
@@ -725,11 +850,8 @@ int lowerAndWrite(ModuleOp module, const xfmr::cpu::HostTarget &host, Progress &
       {"abi_version", xfmr::rt::kArtifactABIVersion},
       {"compiler", "xfmr 0.1 (LLVM " LLVM_VERSION_STRING ")"},
       {"source", llvm::sys::path::filename(inputFilename).str()},
-      {"target", llvm::json::Object{{"kind", "cpu"},
-                                    {"triple", host.triple},
-                                    {"cpu", host.cpu},
-                                    {"features", host.features},
-                                    {"requires", std::move(requires_)}}},
+      {"target", gpuTarget ? gpuTargetSpec(*gpuTarget, std::move(hostSpec))
+                           : std::move(hostSpec)},
       {"options", llvm::json::Object{{"opt_level", static_cast<int64_t>(optLevel)},
                                      {"weights", weightsMode.getValue()},
                                      {"min_weight_bytes", minWeightBytes.getValue()},
@@ -748,6 +870,11 @@ int lowerAndWrite(ModuleOp module, const xfmr::cpu::HostTarget &host, Progress &
   };
   if (kvSpec)
     manifest["kv_cache"] = std::move(*kvSpec);
+  if (gpuTarget) {
+    manifest["kernels"] = kernelsSpec(kernels);
+    if (report)
+      printKernelReport(*gpuTarget, kernels, llvm::outs());
+  }
   if (expertParallel > 1)
     manifest["expert_parallel"] =
         llvm::json::Object{{"ranks", expertParallel.getValue()}, {"experts", partitionedExperts}};
@@ -801,7 +928,7 @@ FailureOr<std::string> calibrationFile(ModuleOp module, const xfmr::cpu::HostTar
       })))
     return failure();
   std::string art = scratch + "/calibration.xfa";
-  if (lowerAndWrite(*clone, host, progress, "", art, "none", /*calibrationArtifact=*/true) != 0)
+  if (lowerAndWrite(*clone, host, nullptr, progress, "", art, "none", /*calibrationArtifact=*/true) != 0)
     return failure();
   int64_t context = calibrationContext;
   if (context == 0)
@@ -827,8 +954,16 @@ FailureOr<std::string> calibrationFile(ModuleOp module, const xfmr::cpu::HostTar
 int compile() {
   if (failed(resolveModelFolder()))
     return 1;
-  if (target != "cpu")
-    return fail("target '" + target + "' is not supported yet (supported: cpu)");
+  const xfmr::gpu::GPUTarget *gpuTarget = nullptr;
+  if (target != "cpu") {
+    gpuTarget = xfmr::gpu::lookupGPUTarget(target);
+    if (!gpuTarget)
+      return fail("--target must be cpu or a GPU (" + xfmr::gpu::knownGPUTargetNames() +
+                  "), not '" + target + "'");
+    if (quant != "none" || expertParallel != 1 || weightsMode != "embed" || blasMinRows > 0)
+      return fail("--target=" + target + ": --quant, --expert-parallel, --weights=reference and "
+                  "--blas-min-rows are CPU-only so far (docs/gpu-backend.md)");
+  }
   if (!emit.empty() && !llvm::is_contained({"onnx", "xfmr", "linalg", "llvm"}, emit))
     return fail("--emit must be one of onnx, xfmr, linalg, llvm");
   if (emit.empty() && outputFilename.empty())
@@ -906,6 +1041,8 @@ int compile() {
   registerAllExtensions(registry);
   xfmr::registerONNXImportDialects(registry);
   registry.insert<xfmr::XfmrDialect>();
+  // GPU targets: kernels to NVPTX, the host's gpu.binary and launches.
+  registerAllGPUToLLVMIRTranslations(registry);
   MLIRContext context(registry);
   llvm::SourceMgr sourceMgr;
   SourceMgrDiagnosticHandler diagHandler(sourceMgr, &context);
@@ -970,7 +1107,7 @@ int compile() {
     progress.finish();
     return failed(printModule(*module));
   }
-  return lowerAndWrite(*module, *host, progress, emit, outputFilename, quant);
+  return lowerAndWrite(*module, *host, gpuTarget, progress, emit, outputFilename, quant);
 }
 
 } // namespace
@@ -981,6 +1118,7 @@ int main(int argc, char **argv) {
   xfmr::onnx::registerONNXTransformsPasses();
   xfmr::registerXfmrConversionPasses();
   xfmr::cpu::registerXfmrCPUPasses();
+  xfmr::gpu::registerXfmrGPUPasses();
   xfmr::registerPipelines();
   registerAsmPrinterCLOptions();
   registerMLIRContextCLOptions();

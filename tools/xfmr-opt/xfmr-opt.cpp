@@ -10,12 +10,14 @@
 #include "xfmr/Conversion/Passes.h"
 #include "xfmr/Pipelines/Pipelines.h"
 #include "xfmr/Target/CPU/Passes.h"
+#include "xfmr/Target/GPU/Passes.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/DialectRegistry.h"
 #include "mlir/InitAllDialects.h"
 #include "mlir/InitAllExtensions.h"
 #include "mlir/InitAllPasses.h"
+#include "mlir/Target/LLVMIR/Dialect/All.h"
 #include "mlir/Tools/mlir-opt/MlirOptMain.h"
 #include "mlir/Transforms/Passes.h"
 
@@ -25,11 +27,14 @@ int main(int argc, char **argv) {
   // (linalg on tensors, buffers, LLVM) can be parsed, run and tested.
   mlir::registerAllDialects(registry);
   mlir::registerAllExtensions(registry);
+  // gpu-module-to-binary translates kernels to LLVM IR (NVPTX).
+  mlir::registerAllToLLVMIRTranslations(registry);
   registry.insert<xfmr::onnx::ONNXDialect, xfmr::XfmrDialect>();
   mlir::registerAllPasses();
   xfmr::onnx::registerONNXTransformsPasses();
   xfmr::registerXfmrConversionPasses();
   xfmr::cpu::registerXfmrCPUPasses();
+  xfmr::gpu::registerXfmrGPUPasses();
   xfmr::registerPipelines();
   return mlir::asMainReturnCode(
       mlir::MlirOptMain(argc, argv, "xfmr optimizer driver\n", registry));

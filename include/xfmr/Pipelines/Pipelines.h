@@ -50,6 +50,19 @@ struct CPUPipelineOptions {
 };
 
 /// Appends onnx -> linalg on tensors (with elementwise fusion).
+struct GPUPipelineOptions {
+  /// Where xfmr-externalize-weights writes the weights ("" = nowhere).
+  std::string weightsFile;
+  int64_t minWeightBytes = 256;
+  /// Threads per block of the loop-nest kernels (xfmr-gpu-map-loops).
+  int64_t blockSize = 256;
+  /// The NVVM target: chip (sm_80, sm_90a) and PTX features (+ptx80).
+  std::string chip = "sm_90a";
+  std::string features = "+ptx80";
+  /// The CUDA toolkit whose libdevice the kernels link ("" = none).
+  std::string toolkit;
+};
+
 struct RaiseOptions {
   /// Print what xfmr-raise formed and left.
   bool report = false;
@@ -91,6 +104,17 @@ mlir::LogicalResult buildONNXToLinalgPipeline(mlir::OpPassManager &pm);
 /// Appends linalg on tensors -> LLVM dialect for the host CPU.
 mlir::LogicalResult buildCPUToLLVMPipeline(mlir::OpPassManager &pm,
                                            const CPUPipelineOptions &options);
+
+/// Linalg on tensors to kernels: weights out, bufferization, one kernel per
+/// parallel loop nest (xfmr-gpu-map-loops), outlined into one gpu.module
+/// lowered to NVVM and serialized to PTX (a gpu.binary of assembly).
+mlir::LogicalResult buildGPUKernelsPipeline(mlir::OpPassManager &pm,
+                                            const GPUPipelineOptions &options);
+
+/// The host side of a GPU module (after buildGPUKernelsPipeline): loops,
+/// run-time checks, launches and allocations to the LLVM dialect
+/// (mgpu* calls the runtime's CUDA backend implements).
+mlir::LogicalResult buildGPUHostPipeline(mlir::OpPassManager &pm);
 
 /// Registers both pipelines under the names above.
 void registerPipelines();

@@ -1,0 +1,219 @@
+//===- MapLoopsToGPU.cpp - parallel loop nests to gpu.launch --------------===//
+//
+// Part of xfmr.
+//
+// The GPU-independent program (linalg on buffers, lowered to scf.parallel
+// loop nests with sequential reductions inside) runs on the device one loop
+// nest per kernel. Each point of a nest is one thread: the nest's
+// dimensions are linearised over a 1-D grid of `block-size` threads, which
+// keeps a kernel's shape independent of the rank of the op it came from and
+// makes neighbouring threads touch neighbouring innermost elements
+// (coalesced loads and stores for row-major buffers).
+//
+//===----------------------------------------------------------------------===//
+
+#include "xfmr/Target/GPU/Passes.h"
+
+#include "mlir/IR/IRMapping.h"
+#include "mlir/Transforms/RegionUtils.h"
+
+using namespace mlir;
+
+namespace xfmr::gpu {
+#define GEN_PASS_DEF_MAPLOOPSTOGPUPASS
+#include "xfmr/Target/GPU/Passes.h.inc"
+} // namespace xfmr::gpu
+
+namespace xfmr::gpu {
+namespace {
+
+bool insideKernel(Operation *op) {
+  return op->getParentOfType<mlir::gpu::LaunchOp>() ||
+         op->getParentOfType<mlir::gpu::GPUModuleOp>();
+}
+
+/// memref.copy(src, dst) as an scf.parallel nest of loads and stores.
+void copyToLoops(memref::CopyOp copy) {
+  OpBuilder b(copy);
+  Location loc = copy.getLoc();
+  auto dstType = cast<MemRefType>(copy.getTarget().getType());
+  Value zero = arith::ConstantIndexOp::create(b, loc, 0);
+  Value one = arith::ConstantIndexOp::create(b, loc, 1);
+  if (dstType.getRank() == 0) {
+    Value v = memref::LoadOp::create(b, loc, copy.getSource(), ValueRange{});
+    memref::StoreOp::create(b, loc, v, copy.getTarget(), ValueRange{});
+    copy.erase();
+    return;
+  }
+  SmallVector<Value> lbs, ubs, steps;
+  for (int64_t d = 0; d < dstType.getRank(); ++d) {
+    lbs.push_back(zero);
+    ubs.push_back(memref::DimOp::create(b, loc, copy.getTarget(), d));
+    steps.push_back(one);
+  }
+  Value src = copy.getSource(), dst = copy.getTarget();
+  scf::ParallelOp::create(b, loc, lbs, ubs, steps,
+                          [&](OpBuilder &nb, Location l, ValueRange ivs) {
+                            Value v = memref::LoadOp::create(nb, l, src, ivs);
+                            memref::StoreOp::create(nb, l, v, dst, ivs);
+                          });
+  copy.erase();
+}
+
+/// Host buffers become unified memory the device and the host both read.
+void allocToGPU(memref::AllocOp alloc) {
+  OpBuilder b(alloc);
+  auto g = mlir::gpu::AllocOp::create(b, alloc.getLoc(), alloc.getType(), /*asyncToken=*/Type(),
+                                      ValueRange{}, alloc.getDynamicSizes(),
+                                      alloc.getSymbolOperands(), /*hostShared=*/true);
+  alloc.replaceAllUsesWith(g.getMemref());
+  alloc.erase();
+}
+
+/// Frees a unified buffer through the runtime (`xfmr_gpu_free(pointer)`):
+/// upstream lowers only the asynchronous form of gpu.dealloc.
+void deallocToGPU(memref::DeallocOp dealloc, func::FuncOp freeFn) {
+  OpBuilder b(dealloc);
+  Location loc = dealloc.getLoc();
+  Value ptr = memref::ExtractAlignedPointerAsIndexOp::create(b, loc, dealloc.getMemref());
+  Value i64 = arith::IndexCastOp::create(b, loc, b.getI64Type(), ptr);
+  func::CallOp::create(b, loc, freeFn, ValueRange{i64});
+  dealloc.erase();
+}
+
+func::FuncOp declareFree(ModuleOp module) {
+  constexpr llvm::StringLiteral name = "xfmr_gpu_free";
+  if (auto f = module.lookupSymbol<func::FuncOp>(name))
+    return f;
+  OpBuilder b = OpBuilder::atBlockBegin(module.getBody());
+  auto f = func::FuncOp::create(b, module.getLoc(), name,
+                                b.getFunctionType({b.getI64Type()}, {}));
+  f.setPrivate();
+  return f;
+}
+
+/// Iterations of one dimension: ceil((ub - lb) / step).
+Value tripCount(OpBuilder &b, Location loc, Value lb, Value ub, Value step) {
+  Value span = arith::SubIOp::create(b, loc, ub, lb);
+  return arith::CeilDivSIOp::create(b, loc, span, step);
+}
+
+/// One nest, one kernel: thread t of the linearised space runs the body at
+/// the point whose row-major index is t.
+void nestToLaunch(scf::ParallelOp par, int64_t blockSize) {
+  OpBuilder b(par);
+  Location loc = par.getLoc();
+  Value zero = arith::ConstantIndexOp::create(b, loc, 0);
+  Value one = arith::ConstantIndexOp::create(b, loc, 1);
+  Value bs = arith::ConstantIndexOp::create(b, loc, blockSize);
+  SmallVector<Value> counts;
+  Value total = one;
+  for (auto [lb, ub, step] :
+       llvm::zip(par.getLowerBound(), par.getUpperBound(), par.getStep())) {
+    Value n = tripCount(b, loc, lb, ub, step);
+    n = arith::MaxSIOp::create(b, loc, n, zero);
+    counts.push_back(n);
+    total = arith::MulIOp::create(b, loc, total, n);
+  }
+  // An empty nest still launches one block (a zero grid is a launch error);
+  // its threads all fail the bound check.
+  Value blocks = arith::CeilDivSIOp::create(b, loc, total, bs);
+  blocks = arith::MaxSIOp::create(b, loc, blocks, one);
+  auto launch = mlir::gpu::LaunchOp::create(b, loc, blocks, one, one, bs, one, one);
+
+  Block &body = launch.getBody().front();
+  b.setInsertionPointToStart(&body);
+  Value bid = launch.getBlockIds().x, tid = launch.getThreadIds().x;
+  Value gid = arith::AddIOp::create(b, loc, arith::MulIOp::create(b, loc, bid, bs), tid);
+  Value inRange = arith::CmpIOp::create(b, loc, arith::CmpIPredicate::slt, gid, total);
+  auto guard = scf::IfOp::create(b, loc, inRange, /*withElseRegion=*/false);
+  mlir::gpu::TerminatorOp::create(b, loc);
+
+  b.setInsertionPointToStart(guard.thenBlock());
+  IRMapping map;
+  Value rest = gid;
+  int64_t rank = par.getNumLoops();
+  SmallVector<Value> ivs(rank);
+  for (int64_t d = rank - 1; d >= 0; --d) {
+    Value idx = d == 0 ? rest : arith::RemSIOp::create(b, loc, rest, counts[d]);
+    if (d > 0)
+      rest = arith::DivSIOp::create(b, loc, rest, counts[d]);
+    Value scaled = arith::MulIOp::create(b, loc, idx, par.getStep()[d]);
+    ivs[d] = arith::AddIOp::create(b, loc, par.getLowerBound()[d], scaled);
+  }
+  for (int64_t d = 0; d < rank; ++d)
+    map.map(par.getInductionVars()[d], ivs[d]);
+  for (Operation &op : par.getBody()->without_terminator())
+    b.clone(op, map);
+  par.erase();
+}
+
+/// Clones into the kernel the constant globals it reads, so that outlining
+/// copies the globals into the gpu.module (device memory) instead of passing
+/// host addresses.
+void sinkGlobals(mlir::gpu::LaunchOp launch) {
+  llvm::SetVector<Value> above;
+  getUsedValuesDefinedAbove(launch.getBody(), above);
+  for (Value v : above) {
+    auto get = v.getDefiningOp<memref::GetGlobalOp>();
+    if (!get)
+      continue;
+    OpBuilder b(&launch.getBody().front(), launch.getBody().front().begin());
+    Operation *clone = b.clone(*get);
+    replaceAllUsesInRegionWith(v, clone->getResult(0), launch.getBody());
+  }
+}
+
+struct MapLoopsToGPUPass : impl::MapLoopsToGPUPassBase<MapLoopsToGPUPass> {
+  using Base::Base;
+
+  void runOnOperation() override {
+    ModuleOp module = getOperation();
+    SmallVector<memref::CopyOp> copies;
+    module.walk([&](memref::CopyOp c) {
+      if (!insideKernel(c))
+        copies.push_back(c);
+    });
+    for (memref::CopyOp c : copies)
+      copyToLoops(c);
+    numCopies += copies.size();
+
+    SmallVector<scf::ParallelOp> nests;
+    module.walk([&](scf::ParallelOp p) {
+      if (!p->getParentOfType<scf::ParallelOp>() && !insideKernel(p))
+        nests.push_back(p);
+    });
+    for (scf::ParallelOp p : nests) {
+      if (llvm::any_of(p.getInitVals(), [](Value) { return true; })) {
+        p.emitError("a parallel loop with reductions has no GPU mapping");
+        return signalPassFailure();
+      }
+      nestToLaunch(p, blockSize);
+    }
+    numKernels += nests.size();
+
+    SmallVector<memref::AllocOp> allocs;
+    SmallVector<memref::DeallocOp> deallocs;
+    module.walk([&](Operation *op) {
+      if (insideKernel(op))
+        return;
+      if (auto a = dyn_cast<memref::AllocOp>(op))
+        allocs.push_back(a);
+      else if (auto d = dyn_cast<memref::DeallocOp>(op))
+        deallocs.push_back(d);
+    });
+    for (memref::AllocOp a : allocs)
+      allocToGPU(a);
+    if (!deallocs.empty()) {
+      func::FuncOp freeFn = declareFree(module);
+      for (memref::DeallocOp d : deallocs)
+        deallocToGPU(d, freeFn);
+    }
+    module.walk([](mlir::gpu::LaunchOp l) { sinkGlobals(l); });
+    module->setAttr(mlir::gpu::GPUDialect::getContainerModuleAttrName(),
+                    UnitAttr::get(module.getContext()));
+  }
+};
+
+} // namespace
+} // namespace xfmr::gpu
