@@ -5,6 +5,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "xfmr/runtime/Artifact.h"
+#include "xfmr/runtime/CUDA.h"
 #include "xfmr/runtime/CPUFeatures.h"
 #include "xfmr/runtime/Digest.h"
 #include "xfmr/runtime/WeightLayout.h"
@@ -210,6 +211,7 @@ Artifact::~Artifact() {
     ::dlclose(library);
   if (weightsMapping)
     ::munmap(weightsMapping, static_cast<size_t>(info.weightsSize));
+  cuda::freeDevice(deviceWeights);
 }
 
 namespace {
@@ -470,10 +472,23 @@ Expected<std::unique_ptr<Artifact>> Artifact::load(const std::string &path) {
   Expected<Manifest> manifest = readManifest(manifestPath);
   if (!manifest)
     return manifest.takeError();
-  if (manifest->targetKind != "cpu")
+  if (manifest->targetKind != "cpu" && manifest->targetKind != "cuda")
     return Error(manifestPath +
                  ": target.kind: " + quoted(manifest->targetKind) +
-                 " is not supported (this runtime runs 'cpu' artifacts)");
+                 " is not supported (this runtime runs 'cpu' and 'cuda' artifacts)");
+  bool gpu = manifest->targetKind == "cuda";
+  if (gpu) {
+    // Before model.so is loaded: its constructor loads the kernels.
+    Expected<cuda::DeviceInfo> device = cuda::openDevice();
+    if (!device)
+      return Error(dir + ": a GPU artifact (" + manifest->targetChip +
+                   "); no GPU to run it here: " + device.error());
+    if (device->computeCapability != manifest->targetComputeCapability)
+      return Error(dir + ": compiled for " + manifest->targetChip + " (compute capability " +
+                   std::to_string(manifest->targetComputeCapability) + "), the device is " +
+                   device->name + " (compute capability " +
+                   std::to_string(device->computeCapability) + ")");
+  }
 
   std::unique_ptr<Artifact> a(new Artifact());
   a->dir = dir;
@@ -495,6 +510,12 @@ Expected<std::unique_ptr<Artifact>> Artifact::load(const std::string &path) {
   if (!weights)
     return weights.takeError();
   a->weightsMapping = *weights;
+  if (gpu) {
+    Expected<void *> onDevice = cuda::uploadToDevice(*weights, m.weightsSize);
+    if (!onDevice)
+      return Error(weightsPath + ": " + onDevice.error());
+    a->deviceWeights = *onDevice;
+  }
 
   // model.so: hashed through an open descriptor, then loaded by path; the
   // path must still name the file that was hashed (a file swapped in between
@@ -676,8 +697,19 @@ Artifact::run(const std::vector<const Tensor *> &inputs) const {
   for (const TensorSpec &spec : info.outputs)
     resultWords += 3 + 2 * spec.rank();
   std::vector<int64_t> results(std::max<size_t>(resultWords, 1), 0);
-  const void *weightsBase =
-      weightsMapping ? static_cast<const void *>(weightsMapping) : kEmptyBuffer;
+  const bool gpu = info.targetKind == "cuda";
+  const void *weightsBase = gpu              ? static_cast<const void *>(deviceWeights)
+                            : weightsMapping ? static_cast<const void *>(weightsMapping)
+                                             : kEmptyBuffer;
+  // GPU artifacts: kernels read the inputs, so they go to unified memory.
+  std::vector<void *> unifiedInputs;
+  struct FreeUnified {
+    std::vector<void *> &pointers;
+    ~FreeUnified() {
+      for (void *p : pointers)
+        cuda::freeDevice(p);
+    }
+  } freeUnified{unifiedInputs};
   int64_t weightsDesc[5] = {pointerWord(weightsBase), pointerWord(weightsBase),
                             0, static_cast<int64_t>(info.weightsSize), 1};
   std::vector<std::vector<int64_t>> inputDescs;
@@ -689,6 +721,14 @@ Artifact::run(const std::vector<const Tensor *> &inputs) const {
   for (const Tensor *t : inputs) {
     const void *data =
         t->numel() > 0 ? static_cast<const void *>(t->bytes()) : kEmptyBuffer;
+    if (gpu) {
+      Expected<void *> u = cuda::allocateUnified(t->byteSize());
+      if (!u)
+        return fail(u.error());
+      std::memcpy(*u, t->bytes(), t->byteSize());
+      unifiedInputs.push_back(*u);
+      data = *u;
+    }
     inputDescs.push_back(contiguousDescriptor(data, t->shape()));
     args.push_back(inputDescs.back().data());
   }
@@ -699,6 +739,10 @@ Artifact::run(const std::vector<const Tensor *> &inputs) const {
   args.push_back(statusDesc);
 
   entry(args.data());
+  std::optional<Error> deviceError;
+  if (gpu)
+    if (Status synced = cuda::synchronize(); !synced)
+      deviceError = fail("on the GPU: " + synced.error());
 
   // Read the outputs back. Every distinct allocation is freed exactly once
   // whatever happens; memory that is not a fresh allocation (the weights,
@@ -747,11 +791,14 @@ Artifact::run(const std::vector<const Tensor *> &inputs) const {
   }
   struct FreeAll {
     std::vector<void *> &pointers;
+    bool gpu;
     ~FreeAll() {
       for (void *p : pointers)
-        std::free(p);
+        gpu ? cuda::freeDevice(p) : std::free(p);
     }
-  } freeAll{toFree};
+  } freeAll{toFree, gpu};
+  if (deviceError)
+    return std::move(*deviceError);
   if (status[0] != 0)
     return fail(checkFailure(status[0]));
   if (firstError)

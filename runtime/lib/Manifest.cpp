@@ -600,6 +600,16 @@ Expected<Manifest> ManifestParser::parse(const json &root) {
   }
   if (m.targetKind.empty())
     return fail("target.kind", "must not be empty");
+  if (m.targetKind == "cuda") {
+    Expected<std::string> chip = getString(**target, "target", "chip", true);
+    if (!chip)
+      return chip.takeError();
+    m.targetChip = chip.take();
+    Expected<int64_t> cc = getNonNegativeInt(**target, "target", "compute_capability");
+    if (!cc)
+      return cc.takeError();
+    m.targetComputeCapability = *cc;
+  }
   Expected<std::vector<std::string>> requires_ =
       getStrings(**target, "target", "requires", 256, 64);
   if (!requires_)

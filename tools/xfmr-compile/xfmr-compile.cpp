@@ -667,11 +667,17 @@ lowerForGPU(ModuleOp module, const xfmr::gpu::GPUTarget &gpuTarget, Progress &pr
 /// The manifest's target of a GPU artifact: the device, and the host code
 /// that launches its kernels.
 llvm::json::Object gpuTargetSpec(const xfmr::gpu::GPUTarget &t, llvm::json::Object host) {
+  // The host code's CPU features, checked like a CPU artifact's.
+  llvm::json::Value requires_ = *host.get("requires");
   return llvm::json::Object{{"kind", "cuda"},
+                            {"requires", std::move(requires_)},
                             {"chip", t.chip.str()},
                             {"compute_capability", t.computeCapability},
                             {"ptx_features", t.ptxFeatures.str()},
+                            // For inspection: model.so embeds the cubin
+                            // (or, without ptxas, the PTX).
                             {"kernels_ptx", "kernels.ptx"},
+                            {"kernels_cubin", ("kernels." + t.chip + ".cubin").str()},
                             {"host", std::move(host)}};
 }
 
@@ -802,14 +808,7 @@ int lowerAndWrite(ModuleOp module, const xfmr::cpu::HostTarget &host,
   if (!written)
     return fail(llvm::toString(written.takeError()));
   llvm::json::Object files;
-  std::vector<std::string> fileNames = {"model.so", "weights.bin"};
-  if (gpuTarget) {
-    fileNames.push_back("kernels.ptx");
-    std::string cubin = ("kernels." + gpuTarget->chip + ".cubin").str();
-    if (llvm::sys::fs::exists(tmp + "/" + cubin))
-      fileNames.push_back(cubin);
-  }
-  for (const std::string &name : fileNames) {
+  for (const std::string name : {"model.so", "weights.bin"}) {
     if (*written && name == "weights.bin") {
       files[name] = llvm::json::Object{{"size", (*written)->size}, {"sha256", (*written)->sha256}};
       continue;

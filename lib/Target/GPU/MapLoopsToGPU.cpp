@@ -15,6 +15,7 @@
 #include "xfmr/Target/GPU/Passes.h"
 
 #include "mlir/IR/IRMapping.h"
+#include "llvm/ADT/StringExtras.h"
 #include "mlir/Transforms/RegionUtils.h"
 
 using namespace mlir;
@@ -98,9 +99,32 @@ Value tripCount(OpBuilder &b, Location loc, Value lb, Value ub, Value step) {
   return arith::CeilDivSIOp::create(b, loc, span, step);
 }
 
+/// "k12_model_layers_0_mlp_down_proj_MatMul": the kernel's number and the
+/// ONNX node it computes, as a PTX identifier.
+std::string kernelName(Location loc, unsigned index) {
+  std::string node;
+  loc->walk([&](Location l) {
+    if (auto name = dyn_cast<NameLoc>(l)) {
+      node = name.getName().str();
+      return WalkResult::interrupt();
+    }
+    return WalkResult::advance();
+  });
+  std::string name = "k" + std::to_string(index);
+  for (char c : node) {
+    bool ok = llvm::isAlnum(c);
+    if (!ok && !name.empty() && name.back() == '_')
+      continue;
+    name += ok ? c : '_';
+  }
+  while (name.size() > 1 && name.back() == '_')
+    name.pop_back();
+  return name.substr(0, 96);
+}
+
 /// One nest, one kernel: thread t of the linearised space runs the body at
 /// the point whose row-major index is t.
-void nestToLaunch(scf::ParallelOp par, int64_t blockSize) {
+void nestToLaunch(scf::ParallelOp par, int64_t blockSize, unsigned index) {
   OpBuilder b(par);
   Location loc = par.getLoc();
   Value zero = arith::ConstantIndexOp::create(b, loc, 0);
@@ -119,7 +143,13 @@ void nestToLaunch(scf::ParallelOp par, int64_t blockSize) {
   // its threads all fail the bound check.
   Value blocks = arith::CeilDivSIOp::create(b, loc, total, bs);
   blocks = arith::MaxSIOp::create(b, loc, blocks, one);
-  auto launch = mlir::gpu::LaunchOp::create(b, loc, blocks, one, one, bs, one, one);
+  // Every kernel goes into one gpu.module, named after what it computes.
+  auto launch = mlir::gpu::LaunchOp::create(
+      b, loc, blocks, one, one, bs, one, one, /*dynamicSharedMemorySize=*/nullptr,
+      /*asyncTokenType=*/nullptr, /*asyncDependencies=*/{}, /*workgroupAttributions=*/{},
+      /*privateAttributions=*/{}, nullptr, nullptr, nullptr,
+      FlatSymbolRefAttr::get(b.getContext(), "xfmr_kernels"),
+      FlatSymbolRefAttr::get(b.getContext(), kernelName(loc, index)));
 
   Block &body = launch.getBody().front();
   b.setInsertionPointToStart(&body);
@@ -183,12 +213,13 @@ struct MapLoopsToGPUPass : impl::MapLoopsToGPUPassBase<MapLoopsToGPUPass> {
       if (!p->getParentOfType<scf::ParallelOp>() && !insideKernel(p))
         nests.push_back(p);
     });
+    unsigned index = 0;
     for (scf::ParallelOp p : nests) {
       if (llvm::any_of(p.getInitVals(), [](Value) { return true; })) {
         p.emitError("a parallel loop with reductions has no GPU mapping");
         return signalPassFailure();
       }
-      nestToLaunch(p, blockSize);
+      nestToLaunch(p, blockSize, index++);
     }
     numKernels += nests.size();
 

@@ -108,6 +108,8 @@ private:
   Manifest info;
   /// The mapping of weights.bin; null when it is empty.
   void *weightsMapping = nullptr;
+  /// GPU artifacts: the weights in device memory (the mapping is released).
+  void *deviceWeights = nullptr;
   void *library = nullptr;
   ModelEntryFn entry = nullptr;
 };

@@ -123,6 +123,10 @@ struct Manifest {
   std::string targetTriple;
   std::string targetCPU;
   std::string targetFeatures;
+  /// kind "cuda" (GPU artifacts): target.chip (sm_90a) and
+  /// target.compute_capability (90); the loader needs that device.
+  std::string targetChip;
+  int64_t targetComputeCapability = 0;
   /// target.requires: the CPU features model.so may use, in LLVM's names
   /// (CPUFeatures.h); the loader refuses a host without one of them.
   std::vector<std::string> requiredCPUFeatures;
