@@ -34,9 +34,13 @@ def main():
     ap.add_argument("--ref-dir", help="default: MODELS_DIR/ref")
     ap.add_argument("--jobs", type=int, help="parallel models (default: CPU count)")
     ap.add_argument("--keep", metavar="DIR", help="keep artifacts and outputs in DIR")
+    ap.add_argument("--compile-args", default="--target=cpu",
+                    help="xfmr-compile's arguments (default: --target=cpu; e.g. "
+                         "'--target=sm_90a --gpu-emulate' runs the GPU program's grid on the CPU)")
     a = ap.parse_args()
     p, f, s = xfmr_refs.check_refs(a.models_dir, a.ref_dir or os.path.join(a.models_dir, "ref"),
-                                   a.build_dir, a.only, a.jobs, a.keep)
+                                   a.build_dir, a.only, a.jobs, a.keep,
+                                   compile_args=a.compile_args.split())
     print("%d passed, %d failed, %d skipped" % (p, f, s))
     return 1 if f else 0
 

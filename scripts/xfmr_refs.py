@@ -160,7 +160,7 @@ def _first_error(text):
     return ([l for l in lines if "error:" in l] or lines or ["no message"])[0][:300]
 
 
-def check_one(model_name, models_dir, ref_root, tools, work):
+def check_one(model_name, models_dir, ref_root, tools, work, compile_args=("--target=cpu",)):
     """(status, [lines]) for one reference set; status 'pass'|'fail'|'skip'."""
     ref_dir = os.path.join(ref_root, model_name)
     with open(os.path.join(ref_dir, "ref.json")) as f:
@@ -173,7 +173,7 @@ def check_one(model_name, models_dir, ref_root, tools, work):
                         "(rerun scripts/gen_reference_outputs.py)" % (model_name, meta["model"])]
     art, out_dir = os.path.join(work, "model.xfa"), os.path.join(work, "out")
     os.makedirs(out_dir, exist_ok=True)
-    steps = [("compile", [tools["xfmr-compile"], model_path, "--target=cpu", "-o", art],
+    steps = [("compile", [tools["xfmr-compile"], model_path] + list(compile_args) + ["-o", art],
               COMPILE_TIMEOUT),
              ("run", [tools["xfmr-run"], art, "--output-dir", out_dir, "--quiet"] +
               [a for t in meta["inputs"]
@@ -220,7 +220,8 @@ def compare_output(head, ref, got):
     return "%s %s: max_abs_diff=%.3g, tol=%.3g" % ("PASS" if ok else "FAIL", head, diff, tol)
 
 
-def check_refs(models_dir, ref_root, build_dir, only=None, jobs=None, keep=None, log=print):
+def check_refs(models_dir, ref_root, build_dir, only=None, jobs=None, keep=None, log=print,
+               compile_args=("--target=cpu",)):
     """Checks every REF/<model>/ (or those named in `only`); returns the
     counts (passed, failed, skipped), one per model."""
     tools = {t: os.path.join(build_dir, "bin", t) for t in ("xfmr-compile", "xfmr-run")}
@@ -238,7 +239,8 @@ def check_refs(models_dir, ref_root, build_dir, only=None, jobs=None, keep=None,
     try:
         with concurrent.futures.ThreadPoolExecutor(max_workers=jobs or os.cpu_count() or 2) as pool:
             results = list(pool.map(
-                lambda n: check_one(n, models_dir, ref_root, tools, os.path.join(base, n)), names))
+                lambda n: check_one(n, models_dir, ref_root, tools, os.path.join(base, n),
+                                    compile_args), names))
     finally:
         if not keep:
             shutil.rmtree(base, ignore_errors=True)

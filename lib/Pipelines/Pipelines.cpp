@@ -125,12 +125,21 @@ LogicalResult buildGPUKernelsPipeline(OpPassManager &pm, const GPUPipelineOption
   addBufferization(os);
   os << "buffer-deallocation-pipeline,canonicalize,"
      << "func.func(convert-linalg-to-parallel-loops),canonicalize,"
-     << "xfmr-gpu-map-loops{block-size=" << options.blockSize << "},"
-     << "gpu-kernel-outlining,xfmr-gpu-merge-modules,canonicalize,cse,"
-     << "func.func(math-extend-to-supported-types{target-type=f32}),"
+     << "xfmr-gpu-map-loops{block-size=" << options.blockSize
+     << (options.emulate ? " emulate=true" : "") << "},";
+  if (!options.emulate)
+    os << "gpu-kernel-outlining,xfmr-gpu-merge-modules,canonicalize,cse,";
+  os << "func.func(math-extend-to-supported-types{target-type=f32}),"
      << "arith-emulate-unsupported-floats{source-types=bf16,f16 target-type=f32},"
-     << "expand-strided-metadata,lower-affine,"
-     << "nvvm-attach-target{chip=" << options.chip << " features=" << options.features
+     << "expand-strided-metadata,lower-affine,";
+  if (options.emulate) {
+    // The CPU pipeline's tail (buildCPUToLLVMPipeline).
+    os << "convert-scf-to-cf,xfmr-checks-to-status,arith-expand{include-bf16=true},"
+       << "convert-math-to-libm,finalize-memref-to-llvm,convert-to-llvm,"
+       << "reconcile-unrealized-casts";
+    return parsePassPipeline(p, pm, llvm::errs());
+  }
+  os << "nvvm-attach-target{chip=" << options.chip << " features=" << options.features
      << " O=3},"
      << "gpu.module(convert-scf-to-cf,convert-gpu-to-nvvm{index-bitwidth=64},"
      << "convert-nvvm-to-llvm,canonicalize,cse,reconcile-unrealized-casts),"

@@ -82,6 +82,12 @@ cl::opt<std::string> target("target",
                             cl::desc("Target: cpu (the host), or a GPU: sm_90a (Hopper), sm_80 (Ampere): "
                                      "NVPTX kernels in the artifact (docs/gpu-backend.md)"),
                             cl::init("cpu"), cl::cat(category));
+cl::opt<bool> gpuEmulate(
+    "gpu-emulate",
+    cl::desc("With a GPU --target: write a CPU artifact that runs the GPU program's grid as loops "
+             "over blocks and threads (the kernels' index arithmetic and guards, checked "
+             "against onnxruntime without a GPU)"),
+    cl::init(false), cl::cat(category));
 cl::opt<std::string> cpu("cpu",
                          cl::desc("CPU to generate code for: native (default), "
                                   "x86-64, x86-64-v3 (AVX2), x86-64-v4 (AVX-512), "
@@ -636,8 +642,10 @@ lowerForGPU(ModuleOp module, const xfmr::gpu::GPUTarget &gpuTarget, Progress &pr
                 "nvvm/libdevice; looked in $CUDA_HOME, $CUDA_PATH, $CUDA_ROOT, the ptxas on "
                 "$PATH and /usr/local/cuda)"),
            failure();
-  progress.step("kernels for " + gpuTarget.chip.str());
+  progress.step((gpuEmulate ? "grid emulated on the CPU for " : "kernels for ") +
+                gpuTarget.chip.str());
   xfmr::GPUPipelineOptions options;
+  options.emulate = gpuEmulate;
   options.minWeightBytes = minWeightBytes;
   options.chip = gpuTarget.chip.str();
   options.features = gpuTarget.ptxFeatures.str();
@@ -649,6 +657,8 @@ lowerForGPU(ModuleOp module, const xfmr::gpu::GPUTarget &gpuTarget, Progress &pr
       })))
     return failure();
   std::vector<xfmr::gpu::KernelReport> kernels;
+  if (gpuEmulate)
+    return kernels;
   if (!emitOnly) {
     progress.step("assembled the kernels (ptxas -arch=" + gpuTarget.chip.str() + ")");
     std::string error;
@@ -789,6 +799,8 @@ int lowerAndWrite(ModuleOp module, const xfmr::cpu::HostTarget &host,
     if (failed(k))
       return 1;
     kernels = std::move(*k);
+    if (gpuEmulate)
+      gpuTarget = nullptr; // a CPU artifact
   } else if (failed(lowerForCPU(module, host, progress, tmp, calibrationArtifact))) {
     return 1;
   }
@@ -954,6 +966,8 @@ int compile() {
   if (failed(resolveModelFolder()))
     return 1;
   const xfmr::gpu::GPUTarget *gpuTarget = nullptr;
+  if (gpuEmulate && target == "cpu")
+    return fail("--gpu-emulate needs a GPU --target (" + xfmr::gpu::knownGPUTargetNames() + ")");
   if (target != "cpu") {
     gpuTarget = xfmr::gpu::lookupGPUTarget(target);
     if (!gpuTarget)

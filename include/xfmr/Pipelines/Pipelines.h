@@ -61,6 +61,9 @@ struct GPUPipelineOptions {
   std::string features = "+ptx80";
   /// The CUDA toolkit whose libdevice the kernels link ("" = none).
   std::string toolkit;
+  /// Instead of kernels: the same grid as host loops over blocks and
+  /// threads, lowered for the CPU (tests the GPU program without a GPU).
+  bool emulate = false;
 };
 
 struct RaiseOptions {

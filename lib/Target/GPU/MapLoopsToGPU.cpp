@@ -122,9 +122,35 @@ std::string kernelName(Location loc, unsigned index) {
   return name.substr(0, 96);
 }
 
+/// The body of thread `tid` of block `bid`: the point of the nest whose
+/// row-major index is bid * bs + tid, if there is one.
+void emitThread(OpBuilder &b, scf::ParallelOp par, Value bid, Value tid, Value bs, Value total,
+                ArrayRef<Value> counts) {
+  Location loc = par.getLoc();
+  Value gid = arith::AddIOp::create(b, loc, arith::MulIOp::create(b, loc, bid, bs), tid);
+  Value inRange = arith::CmpIOp::create(b, loc, arith::CmpIPredicate::slt, gid, total);
+  auto guard = scf::IfOp::create(b, loc, inRange, /*withElseRegion=*/false);
+  b.setInsertionPointToStart(guard.thenBlock());
+  IRMapping map;
+  Value rest = gid;
+  int64_t rank = par.getNumLoops();
+  for (int64_t d = rank - 1; d >= 0; --d) {
+    Value idx = d == 0 ? rest : arith::RemSIOp::create(b, loc, rest, counts[d]);
+    if (d > 0)
+      rest = arith::DivSIOp::create(b, loc, rest, counts[d]);
+    Value scaled = arith::MulIOp::create(b, loc, idx, par.getStep()[d]);
+    map.map(par.getInductionVars()[d],
+            arith::AddIOp::create(b, loc, par.getLowerBound()[d], scaled).getResult());
+  }
+  for (Operation &op : par.getBody()->without_terminator())
+    b.clone(op, map);
+}
+
 /// One nest, one kernel: thread t of the linearised space runs the body at
-/// the point whose row-major index is t.
-void nestToLaunch(scf::ParallelOp par, int64_t blockSize, unsigned index) {
+/// the point whose row-major index is t. With `emulate`, the grid is a loop
+/// nest over blocks and threads on the host instead (the same index
+/// arithmetic, guard and body, run by the CPU lowering in tests).
+void nestToLaunch(scf::ParallelOp par, int64_t blockSize, unsigned index, bool emulate) {
   OpBuilder b(par);
   Location loc = par.getLoc();
   Value zero = arith::ConstantIndexOp::create(b, loc, 0);
@@ -143,6 +169,16 @@ void nestToLaunch(scf::ParallelOp par, int64_t blockSize, unsigned index) {
   // its threads all fail the bound check.
   Value blocks = arith::CeilDivSIOp::create(b, loc, total, bs);
   blocks = arith::MaxSIOp::create(b, loc, blocks, one);
+  if (emulate) {
+    auto blockLoop = scf::ForOp::create(b, loc, zero, blocks, one);
+    b.setInsertionPointToStart(blockLoop.getBody());
+    auto threadLoop = scf::ForOp::create(b, loc, zero, bs, one);
+    b.setInsertionPointToStart(threadLoop.getBody());
+    emitThread(b, par, blockLoop.getInductionVar(), threadLoop.getInductionVar(), bs, total,
+               counts);
+    par.erase();
+    return;
+  }
   // Every kernel goes into one gpu.module, named after what it computes.
   auto launch = mlir::gpu::LaunchOp::create(
       b, loc, blocks, one, one, bs, one, one, /*dynamicSharedMemorySize=*/nullptr,
@@ -150,31 +186,11 @@ void nestToLaunch(scf::ParallelOp par, int64_t blockSize, unsigned index) {
       /*privateAttributions=*/{}, nullptr, nullptr, nullptr,
       FlatSymbolRefAttr::get(b.getContext(), "xfmr_kernels"),
       FlatSymbolRefAttr::get(b.getContext(), kernelName(loc, index)));
-
   Block &body = launch.getBody().front();
   b.setInsertionPointToStart(&body);
-  Value bid = launch.getBlockIds().x, tid = launch.getThreadIds().x;
-  Value gid = arith::AddIOp::create(b, loc, arith::MulIOp::create(b, loc, bid, bs), tid);
-  Value inRange = arith::CmpIOp::create(b, loc, arith::CmpIPredicate::slt, gid, total);
-  auto guard = scf::IfOp::create(b, loc, inRange, /*withElseRegion=*/false);
   mlir::gpu::TerminatorOp::create(b, loc);
-
-  b.setInsertionPointToStart(guard.thenBlock());
-  IRMapping map;
-  Value rest = gid;
-  int64_t rank = par.getNumLoops();
-  SmallVector<Value> ivs(rank);
-  for (int64_t d = rank - 1; d >= 0; --d) {
-    Value idx = d == 0 ? rest : arith::RemSIOp::create(b, loc, rest, counts[d]);
-    if (d > 0)
-      rest = arith::DivSIOp::create(b, loc, rest, counts[d]);
-    Value scaled = arith::MulIOp::create(b, loc, idx, par.getStep()[d]);
-    ivs[d] = arith::AddIOp::create(b, loc, par.getLowerBound()[d], scaled);
-  }
-  for (int64_t d = 0; d < rank; ++d)
-    map.map(par.getInductionVars()[d], ivs[d]);
-  for (Operation &op : par.getBody()->without_terminator())
-    b.clone(op, map);
+  b.setInsertionPointToStart(&body);
+  emitThread(b, par, launch.getBlockIds().x, launch.getThreadIds().x, bs, total, counts);
   par.erase();
 }
 
@@ -219,9 +235,11 @@ struct MapLoopsToGPUPass : impl::MapLoopsToGPUPassBase<MapLoopsToGPUPass> {
         p.emitError("a parallel loop with reductions has no GPU mapping");
         return signalPassFailure();
       }
-      nestToLaunch(p, blockSize, index++);
+      nestToLaunch(p, blockSize, index++, emulate);
     }
     numKernels += nests.size();
+    if (emulate)
+      return;
 
     SmallVector<memref::AllocOp> allocs;
     SmallVector<memref::DeallocOp> deallocs;

@@ -28,6 +28,9 @@ def MapLoopsToGPUPass : Pass<"xfmr-gpu-map-loops", "mlir::ModuleOp"> {
   let options = [
     Option<"blockSize", "block-size", "int64_t", /*default=*/"256",
            "Threads per block">,
+    Option<"emulate", "emulate", "bool", /*default=*/"false",
+           "Run the grid as a host loop nest over blocks and threads (the same "
+           "index arithmetic and guards; for testing the mapping on the CPU)">,
   ];
   let dependentDialects = ["::mlir::gpu::GPUDialect", "::mlir::scf::SCFDialect",
                            "::mlir::arith::ArithDialect", "::mlir::func::FuncDialect"];
