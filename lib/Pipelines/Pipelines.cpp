@@ -124,6 +124,7 @@ LogicalResult buildGPUKernelsPipeline(OpPassManager &pm, const GPUPipelineOption
   os << "},";
   addBufferization(os);
   os << "buffer-deallocation-pipeline,canonicalize,"
+     << "xfmr-gpu-products" << (options.emulate ? "{emulate=true}," : ",")
      << "func.func(convert-linalg-to-parallel-loops),canonicalize,"
      << "xfmr-gpu-map-loops{block-size=" << options.blockSize
      << (options.emulate ? " emulate=true" : "") << "},";

@@ -14,6 +14,8 @@
 
 #include "xfmr/Target/GPU/Passes.h"
 
+#include "KernelName.h"
+
 #include "mlir/IR/IRMapping.h"
 #include "llvm/ADT/StringExtras.h"
 #include "mlir/Transforms/RegionUtils.h"
@@ -99,29 +101,6 @@ Value tripCount(OpBuilder &b, Location loc, Value lb, Value ub, Value step) {
   return arith::CeilDivSIOp::create(b, loc, span, step);
 }
 
-/// "k12_model_layers_0_mlp_down_proj_MatMul": the kernel's number and the
-/// ONNX node it computes, as a PTX identifier.
-std::string kernelName(Location loc, unsigned index) {
-  std::string node;
-  loc->walk([&](Location l) {
-    if (auto name = dyn_cast<NameLoc>(l)) {
-      node = name.getName().str();
-      return WalkResult::interrupt();
-    }
-    return WalkResult::advance();
-  });
-  std::string name = "k" + std::to_string(index);
-  for (char c : node) {
-    bool ok = llvm::isAlnum(c);
-    if (!ok && !name.empty() && name.back() == '_')
-      continue;
-    name += ok ? c : '_';
-  }
-  while (name.size() > 1 && name.back() == '_')
-    name.pop_back();
-  return name.substr(0, 96);
-}
-
 /// The body of thread `tid` of block `bid`: the point of the nest whose
 /// row-major index is bid * bs + tid, if there is one.
 void emitThread(OpBuilder &b, scf::ParallelOp par, Value bid, Value tid, Value bs, Value total,
@@ -185,7 +164,7 @@ void nestToLaunch(scf::ParallelOp par, int64_t blockSize, unsigned index, bool e
       /*asyncTokenType=*/nullptr, /*asyncDependencies=*/{}, /*workgroupAttributions=*/{},
       /*privateAttributions=*/{}, nullptr, nullptr, nullptr,
       FlatSymbolRefAttr::get(b.getContext(), "xfmr_kernels"),
-      FlatSymbolRefAttr::get(b.getContext(), kernelName(loc, index)));
+      FlatSymbolRefAttr::get(b.getContext(), kernelName(loc, "k", index)));
   Block &body = launch.getBody().front();
   b.setInsertionPointToStart(&body);
   mlir::gpu::TerminatorOp::create(b, loc);

@@ -40,6 +40,33 @@ def MapLoopsToGPUPass : Pass<"xfmr-gpu-map-loops", "mlir::ModuleOp"> {
   ];
 }
 
+def TensorCoreProductsPass : Pass<"xfmr-gpu-products", "mlir::ModuleOp"> {
+  let summary = "Run every f32 matrix product as a tensor-core kernel";
+  let description = [{
+    After bufferization, each f32 product `C[.., m, n] += A[.., m, k] *
+    B[.., k, n]` (A or B possibly transposed, outer dims shared or
+    broadcast) becomes one `gpu.launch`: 32 x 64 tiles of C per block of 4
+    warps, A and B staged in shared memory per 32-wide step of K and split
+    into tf32 high and low parts, each warp accumulating with WMMA
+    m16n16k8 tf32 (`gpu.subgroup_mma_*`, `wmma.mma.sync` in PTX) the three
+    products lo*hi, hi*lo, hi*hi (3xTF32: near-f32 accuracy on tensor
+    cores). Steps of K are the same for every row: a row's result does not
+    depend on the batch. With `emulate`, the same tiles, guards and staging
+    run as host loops (the warp's WMMA as scalar loops), for testing on the
+    CPU.
+  }];
+  let options = [
+    Option<"emulate", "emulate", "bool", /*default=*/"false",
+           "Host loops instead of a kernel (tests on the CPU)">,
+  ];
+  let dependentDialects = ["::mlir::gpu::GPUDialect", "::mlir::scf::SCFDialect",
+                           "::mlir::arith::ArithDialect", "::mlir::memref::MemRefDialect",
+                           "::mlir::linalg::LinalgDialect"];
+  let statistics = [
+    Statistic<"numProducts", "products", "Products turned into tensor-core kernels">,
+  ];
+}
+
 def MergeKernelModulesPass : Pass<"xfmr-gpu-merge-modules", "mlir::ModuleOp"> {
   let summary = "Put every outlined kernel into one gpu.module";
   let description = [{

@@ -1,0 +1,384 @@
+//===- TensorCoreProducts.cpp - f32 products on tensor cores --------------===//
+//
+// Part of xfmr.
+//
+// Every f32 product C[.., m, n] += A[.., m, k] * B[.., k, n] of the
+// bufferized program (xfmr::cpu::matchProduct: A or B possibly transposed,
+// outer dims shared or broadcast) becomes one kernel on tensor cores:
+//
+//   grid (ceil(N / 64), ceil(M / 32), outer), 128 threads = 4 warps;
+//   per 32-wide step of K, the block stages A [32, 32] and B [32, 64] in
+//   shared memory, split into tf32 high and low parts (x = hi + lo), and
+//   each warp accumulates a 16 x 32 piece of the 32 x 64 tile with
+//   WMMA m16n16k8 (wmma.mma.sync ... tf32): lo*hi + hi*lo + hi*hi, the
+//   3xTF32 scheme that keeps products near f32 accuracy; finally C += tile.
+//
+// A step of K is the same for every row, and no split of K depends on M: a
+// row's result does not depend on how many rows are computed with it (the
+// batch invariance the CPU kernels keep).
+//
+// With `emulate`, the same tiles, guards and shared-memory layout run as
+// host loops (threads and warps one after another, the warp's WMMA as
+// scalar loops), so that everything but the tensor-core instruction itself
+// is tested through the CPU lowering against onnxruntime.
+//
+//===----------------------------------------------------------------------===//
+
+#include "xfmr/Target/GPU/Passes.h"
+
+#include "../CPU/Contraction.h"
+#include "KernelName.h"
+
+#include "mlir/Dialect/Linalg/IR/Linalg.h"
+
+using namespace mlir;
+
+namespace xfmr::gpu {
+#define GEN_PASS_DEF_TENSORCOREPRODUCTSPASS
+#include "xfmr/Target/GPU/Passes.h.inc"
+} // namespace xfmr::gpu
+
+namespace xfmr::gpu {
+namespace {
+
+constexpr int64_t kBM = 32, kBN = 64, kBK = 32;
+constexpr int64_t kWarps = 4, kThreads = 32 * kWarps;
+constexpr int64_t kFrag = 16, kFragK = 8;
+
+class ProductKernel {
+public:
+  ProductKernel(OpBuilder &b, linalg::GenericOp g, const cpu::Product &p, bool emulate)
+      : b(b), loc(g.getLoc()), p(p), emulate(emulate), a(g.getDpsInputOperand(0)->get()),
+        bm(g.getDpsInputOperand(1)->get()), c(g.getDpsInitOperand(0)->get()) {}
+
+  void build(StringRef name);
+
+private:
+  OpBuilder &b;
+  Location loc;
+  const cpu::Product &p;
+  bool emulate;
+  Value a, bm, c;
+  Value M, N, K;
+  SmallVector<Value> ivs; // C's outer dims, for this block
+  Value ahi, alo, bhi, blo, tile;
+
+  Value idx(int64_t v) { return arith::ConstantIndexOp::create(b, loc, v); }
+  Value dim(Value v, int64_t i) { return memref::DimOp::create(b, loc, v, i); }
+  unsigned rank(Value v) { return cast<MemRefType>(v.getType()).getRank(); }
+  Value add(Value x, Value y) { return arith::AddIOp::create(b, loc, x, y); }
+  Value mul(Value x, Value y) { return arith::MulIOp::create(b, loc, x, y); }
+  Value lt(Value x, Value y) {
+    return arith::CmpIOp::create(b, loc, arith::CmpIPredicate::slt, x, y);
+  }
+
+  /// Indices of element (first, second) of operand `v` in the product's
+  /// terms (m, k for A; k, n for B; m, n for C).
+  SmallVector<Value> at(const cpu::OperandLayout &l, Value v, Value first, Value second) {
+    unsigned r = rank(v);
+    SmallVector<Value> indices(r);
+    for (auto [loopDim, memDim] : l.outer)
+      indices[memDim] = ivs[llvm::find(p.outer, loopDim) - p.outer.begin()];
+    indices[r - 2] = l.transposed ? second : first;
+    indices[r - 1] = l.transposed ? first : second;
+    return indices;
+  }
+
+  /// `operand`[first, second], or 0 outside [0, firstEnd) x [0, secondEnd).
+  Value loadOrZero(const cpu::OperandLayout &l, Value v, Value first, Value firstEnd,
+                   Value second, Value secondEnd) {
+    Value ok = arith::AndIOp::create(b, loc, lt(first, firstEnd), lt(second, secondEnd));
+    auto ifOp = scf::IfOp::create(b, loc, TypeRange{b.getF32Type()}, ok, true);
+    {
+      OpBuilder::InsertionGuard guard(b);
+      b.setInsertionPointToStart(ifOp.thenBlock());
+      Value x = memref::LoadOp::create(b, loc, v, at(l, v, first, second));
+      scf::YieldOp::create(b, loc, x);
+      b.setInsertionPointToStart(ifOp.elseBlock());
+      Value zero = arith::ConstantFloatOp::create(b, loc, b.getF32Type(), APFloat(0.0f));
+      scf::YieldOp::create(b, loc, zero);
+    }
+    return ifOp.getResult(0);
+  }
+
+  /// x = hi + lo with hi x's tf32 value (the low 13 mantissa bits cleared).
+  std::pair<Value, Value> splitTF32(Value x) {
+    Value bits = arith::BitcastOp::create(b, loc, b.getI32Type(), x);
+    Value mask = arith::ConstantIntOp::create(b, loc, b.getI32Type(), 0xFFFFE000);
+    Value hi = arith::BitcastOp::create(b, loc, b.getF32Type(),
+                                        arith::AndIOp::create(b, loc, bits, mask));
+    Value lo = arith::SubFOp::create(b, loc, x, hi);
+    return {hi, lo};
+  }
+
+  /// Runs `body(i)` for i = tid, tid + kThreads, ... below `count` (each
+  /// thread's share of a tile's elements; consecutive threads take
+  /// consecutive elements: coalesced reads along a row).
+  void forShare(Value tid, int64_t count, function_ref<void(Value)> body) {
+    auto loop = scf::ForOp::create(b, loc, idx(0), idx(count / kThreads), idx(1));
+    OpBuilder::InsertionGuard guard(b);
+    b.setInsertionPointToStart(loop.getBody());
+    body(add(mul(loop.getInductionVar(), idx(kThreads)), tid));
+  }
+
+  void stageTiles(Value tid, Value m0, Value n0, Value k0);
+  void storeTile(Value tid, Value m0, Value n0);
+  /// Every thread of the block runs `body(tid)`, then the block waits.
+  void forEachThread(Value gpuTid, function_ref<void(Value)> body);
+  void buildBlock(Value bx, Value by, Value bz, Value tid);
+  void emulatedMma(Value warp);
+};
+
+void ProductKernel::forEachThread(Value gpuTid, function_ref<void(Value)> body) {
+  if (!emulate) {
+    body(gpuTid);
+    mlir::gpu::BarrierOp::create(b, loc);
+    return;
+  }
+  auto loop = scf::ForOp::create(b, loc, idx(0), idx(kThreads), idx(1));
+  OpBuilder::InsertionGuard guard(b);
+  b.setInsertionPointToStart(loop.getBody());
+  body(loop.getInductionVar());
+}
+
+/// A [32, 32] and B [32, 64] of this K step into shared memory, hi and lo.
+void ProductKernel::stageTiles(Value tid, Value m0, Value n0, Value k0) {
+  forShare(tid, kBM * kBK, [&](Value i) {
+    Value r = arith::DivUIOp::create(b, loc, i, idx(kBK));
+    Value col = arith::RemUIOp::create(b, loc, i, idx(kBK));
+    Value x = loadOrZero(p.a, a, add(m0, r), M, add(k0, col), K);
+    auto [hi, lo] = splitTF32(x);
+    memref::StoreOp::create(b, loc, hi, ahi, ValueRange{r, col});
+    memref::StoreOp::create(b, loc, lo, alo, ValueRange{r, col});
+  });
+  forShare(tid, kBK * kBN, [&](Value i) {
+    Value r = arith::DivUIOp::create(b, loc, i, idx(kBN));
+    Value col = arith::RemUIOp::create(b, loc, i, idx(kBN));
+    Value x = loadOrZero(p.b, bm, add(k0, r), K, add(n0, col), N);
+    auto [hi, lo] = splitTF32(x);
+    memref::StoreOp::create(b, loc, hi, bhi, ValueRange{r, col});
+    memref::StoreOp::create(b, loc, lo, blo, ValueRange{r, col});
+  });
+}
+
+/// C[m0 + r, n0 + c] += tile[r, c] inside C.
+void ProductKernel::storeTile(Value tid, Value m0, Value n0) {
+  forShare(tid, kBM * kBN, [&](Value i) {
+    Value r = arith::DivUIOp::create(b, loc, i, idx(kBN));
+    Value col = arith::RemUIOp::create(b, loc, i, idx(kBN));
+    Value m = add(m0, r), n = add(n0, col);
+    Value ok = arith::AndIOp::create(b, loc, lt(m, M), lt(n, N));
+    auto ifOp = scf::IfOp::create(b, loc, ok, false);
+    OpBuilder::InsertionGuard guard(b);
+    b.setInsertionPointToStart(ifOp.thenBlock());
+    SmallVector<Value> where = at(p.c, c, m, n);
+    Value sum = arith::AddFOp::create(b, loc, memref::LoadOp::create(b, loc, c, where),
+                                      memref::LoadOp::create(b, loc, tile, ValueRange{r, col}));
+    memref::StoreOp::create(b, loc, sum, c, where);
+  });
+}
+
+/// The warp's rows and columns of the block tile: warps 0 and 1 the two
+/// 16-row halves of columns [0, 32), warps 2 and 3 of [32, 64).
+static std::pair<Value, Value> warpOrigin(OpBuilder &b, Location loc, Value warp) {
+  Value sixteen = arith::ConstantIndexOp::create(b, loc, kFrag);
+  Value two = arith::ConstantIndexOp::create(b, loc, 2);
+  Value row = arith::MulIOp::create(b, loc, arith::RemUIOp::create(b, loc, warp, two), sixteen);
+  Value col = arith::MulIOp::create(
+      b, loc, arith::DivUIOp::create(b, loc, warp, two),
+      arith::ConstantIndexOp::create(b, loc, 2 * kFrag));
+  return {row, col};
+}
+
+/// The warp's K step as scalar loops, in the same order of the three
+/// products per fragment (lo*hi, hi*lo, hi*hi), into `tile`.
+void ProductKernel::emulatedMma(Value warp) {
+  auto [wr, wc] = warpOrigin(b, loc, warp);
+  auto range = [&](int64_t n, function_ref<void(Value)> f) {
+    auto loop = scf::ForOp::create(b, loc, idx(0), idx(n), idx(1));
+    OpBuilder::InsertionGuard guard(b);
+    b.setInsertionPointToStart(loop.getBody());
+    f(loop.getInductionVar());
+  };
+  range(kBK, [&](Value kk) {
+    range(kFrag, [&](Value r) {
+      range(2 * kFrag, [&](Value col) {
+        Value tr = add(wr, r), tc = add(wc, col);
+        Value acc = memref::LoadOp::create(b, loc, tile, ValueRange{tr, tc});
+        auto term = [&](Value x, Value y) {
+          Value av = memref::LoadOp::create(b, loc, x, ValueRange{tr, kk});
+          Value bv = memref::LoadOp::create(b, loc, y, ValueRange{kk, tc});
+          acc = arith::AddFOp::create(b, loc, acc, arith::MulFOp::create(b, loc, av, bv));
+        };
+        term(alo, bhi);
+        term(ahi, blo);
+        term(ahi, bhi);
+        memref::StoreOp::create(b, loc, acc, tile, ValueRange{tr, tc});
+      });
+    });
+  });
+}
+
+void ProductKernel::buildBlock(Value bx, Value by, Value bz, Value tid) {
+  // C's outer indices of this block (row-major over C's outer dims).
+  Value rest = bz;
+  ivs.assign(p.outer.size(), Value());
+  for (int64_t i = static_cast<int64_t>(p.outer.size()) - 1; i >= 0; --i) {
+    Value extent = dim(c, i);
+    ivs[i] = i == 0 ? rest : arith::RemUIOp::create(b, loc, rest, extent).getResult();
+    if (i > 0)
+      rest = arith::DivUIOp::create(b, loc, rest, extent);
+  }
+  Value m0 = mul(by, idx(kBM)), n0 = mul(bx, idx(kBN));
+  Type f32 = b.getF32Type();
+  Value zero = arith::ConstantFloatOp::create(b, loc, cast<FloatType>(f32), APFloat(0.0f));
+
+  if (emulate) {
+    linalg::FillOp::create(b, loc, zero, tile);
+    scf::ForOp::create(b, loc, idx(0), K, idx(kBK), ValueRange{},
+                       [&](OpBuilder &, Location, Value k0, ValueRange) {
+                         forEachThread(tid, [&](Value t) { stageTiles(t, m0, n0, k0); });
+                         auto warps = scf::ForOp::create(b, loc, idx(0), idx(kWarps), idx(1));
+                         {
+                           OpBuilder::InsertionGuard guard(b);
+                           b.setInsertionPointToStart(warps.getBody());
+                           emulatedMma(warps.getInductionVar());
+                         }
+                         scf::YieldOp::create(b, loc);
+                       });
+    forEachThread(tid, [&](Value t) { storeTile(t, m0, n0); });
+    return;
+  }
+
+  auto cType = mlir::gpu::MMAMatrixType::get({kFrag, kFrag}, f32, "COp");
+  auto aType = mlir::gpu::MMAMatrixType::get({kFrag, kFragK}, f32, "AOp");
+  auto bType = mlir::gpu::MMAMatrixType::get({kFragK, kFrag}, f32, "BOp");
+  Value warp = arith::DivUIOp::create(b, loc, tid, idx(32));
+  auto [wr, wc] = warpOrigin(b, loc, warp);
+  Value init = mlir::gpu::SubgroupMmaConstantMatrixOp::create(b, loc, cType, zero);
+  auto kLoop = scf::ForOp::create(b, loc, idx(0), K, idx(kBK), ValueRange{init, init});
+  {
+    OpBuilder::InsertionGuard guard(b);
+    b.setInsertionPointToStart(kLoop.getBody());
+    Value k0 = kLoop.getInductionVar();
+    forEachThread(tid, [&](Value t) { stageTiles(t, m0, n0, k0); });
+    auto steps = scf::ForOp::create(b, loc, idx(0), idx(kBK), idx(kFragK),
+                                    kLoop.getRegionIterArgs());
+    {
+      OpBuilder::InsertionGuard inner(b);
+      b.setInsertionPointToStart(steps.getBody());
+      Value kk = steps.getInductionVar();
+      auto load = [&](Value buf, Type t, Value r, Value col, int64_t lead) -> Value {
+        return mlir::gpu::SubgroupMmaLoadMatrixOp::create(b, loc, t, buf, ValueRange{r, col},
+                                                          b.getIndexAttr(lead), UnitAttr());
+      };
+      Value aHi = load(ahi, aType, wr, kk, kBK), aLo = load(alo, aType, wr, kk, kBK);
+      SmallVector<Value> accs;
+      for (int64_t j = 0; j < 2; ++j) {
+        Value col = add(wc, idx(j * kFrag));
+        Value bHi = load(bhi, bType, kk, col, kBN), bLo = load(blo, bType, kk, col, kBN);
+        Value acc = steps.getRegionIterArgs()[j];
+        for (auto [x, y] : {std::pair{aLo, bHi}, {aHi, bLo}, {aHi, bHi}})
+          acc = mlir::gpu::SubgroupMmaComputeOp::create(b, loc, x, y, acc, UnitAttr(),
+                                                        UnitAttr());
+        accs.push_back(acc);
+      }
+      scf::YieldOp::create(b, loc, accs);
+    }
+    mlir::gpu::BarrierOp::create(b, loc);
+    scf::YieldOp::create(b, loc, steps.getResults());
+  }
+  for (int64_t j = 0; j < 2; ++j)
+    mlir::gpu::SubgroupMmaStoreMatrixOp::create(b, loc, kLoop.getResult(j), tile,
+                                                ValueRange{wr, add(wc, idx(j * kFrag))},
+                                                b.getIndexAttr(kBN), UnitAttr());
+  mlir::gpu::BarrierOp::create(b, loc);
+  storeTile(tid, m0, n0);
+}
+
+void ProductKernel::build(StringRef name) {
+  unsigned ra = rank(a), rc = rank(c);
+  M = dim(c, rc - 2);
+  N = dim(c, rc - 1);
+  K = dim(a, p.a.transposed ? ra - 2 : ra - 1);
+  Value one = idx(1);
+  Value outer = one;
+  for (unsigned i = 0; i < p.outer.size(); ++i)
+    outer = mul(outer, dim(c, i));
+  auto blocksOf = [&](Value extent, int64_t tileSize) {
+    Value n = arith::CeilDivUIOp::create(b, loc, extent, idx(tileSize));
+    return arith::MaxUIOp::create(b, loc, n, one).getResult();
+  };
+  Value gx = blocksOf(N, kBN), gy = blocksOf(M, kBM), gz = arith::MaxUIOp::create(b, loc, outer, one);
+  MLIRContext *ctx = b.getContext();
+  Type f32 = b.getF32Type();
+
+  if (emulate) {
+    // Heap buffers freed after the grid (the product may sit in a loop).
+    SmallVector<Value> buffers;
+    auto smem = [&](int64_t r, int64_t cols) {
+      buffers.push_back(memref::AllocOp::create(b, loc, MemRefType::get({r, cols}, f32)));
+      return buffers.back();
+    };
+    ahi = smem(kBM, kBK), alo = smem(kBM, kBK), bhi = smem(kBK, kBN), blo = smem(kBK, kBN);
+    tile = smem(kBM, kBN);
+    OpBuilder::InsertionGuard guard(b);
+    for (Value buf : buffers)
+      memref::DeallocOp::create(b, loc, buf);
+    b.setInsertionPoint(buffers.back().getDefiningOp()->getNextNode());
+    // The blocks one after another: they share the staging buffers.
+    SmallVector<Value> iv;
+    for (Value extent : {gz, gy, gx}) {
+      auto loop = scf::ForOp::create(b, loc, idx(0), extent, one);
+      b.setInsertionPointToStart(loop.getBody());
+      iv.push_back(loop.getInductionVar());
+    }
+    buildBlock(iv[2], iv[1], iv[0], Value());
+    return;
+  }
+
+  auto wg = mlir::gpu::AddressSpaceAttr::get(ctx, mlir::gpu::AddressSpace::Workgroup);
+  auto smemType = [&](int64_t r, int64_t cols) {
+    return MemRefType::get({r, cols}, f32, MemRefLayoutAttrInterface(), wg);
+  };
+  SmallVector<Type> shared = {smemType(kBM, kBK), smemType(kBM, kBK), smemType(kBK, kBN),
+                              smemType(kBK, kBN), smemType(kBM, kBN)};
+  auto launch = mlir::gpu::LaunchOp::create(
+      b, loc, gx, gy, gz, idx(kThreads), one, one, nullptr, nullptr, {}, shared, {}, nullptr,
+      nullptr, nullptr, FlatSymbolRefAttr::get(ctx, "xfmr_kernels"),
+      FlatSymbolRefAttr::get(ctx, name));
+  Block &body = launch.getBody().front();
+  OpBuilder::InsertionGuard guard(b);
+  b.setInsertionPointToStart(&body);
+  mlir::gpu::TerminatorOp::create(b, loc);
+  b.setInsertionPointToStart(&body);
+  ArrayRef<BlockArgument> attributions = launch.getWorkgroupAttributions();
+  ahi = attributions[0], alo = attributions[1], bhi = attributions[2], blo = attributions[3];
+  tile = attributions[4];
+  buildBlock(launch.getBlockIds().x, launch.getBlockIds().y, launch.getBlockIds().z,
+             launch.getThreadIds().x);
+}
+
+struct TensorCoreProductsPass : impl::TensorCoreProductsPassBase<TensorCoreProductsPass> {
+  using Base::Base;
+
+  void runOnOperation() override {
+    std::vector<std::pair<linalg::GenericOp, cpu::Product>> products;
+    getOperation().walk([&](linalg::GenericOp g) {
+      if (!g.hasPureBufferSemantics())
+        return;
+      if (std::optional<cpu::Product> p = cpu::matchProduct(g); p && !p->packedB)
+        products.push_back({g, *p});
+    });
+    unsigned index = 0;
+    for (auto &[g, p] : products) {
+      OpBuilder b(g);
+      ProductKernel(b, g, p, emulate).build(kernelName(g.getLoc(), "mma", index++));
+      g.erase();
+    }
+    numProducts += products.size();
+  }
+};
+
+} // namespace
+} // namespace xfmr::gpu
