@@ -547,6 +547,12 @@ Expected<std::unique_ptr<Artifact>> Artifact::load(const std::string &path) {
     return Error(libraryPath + ": cannot load the model library: " +
                  (why ? why : "unknown dlopen error"));
   }
+  if (gpu) {
+    a->kernelModule = cuda::lastLoadedModule();
+    if (Status loaded = cuda::synchronize(); !loaded || !a->kernelModule)
+      return Error(libraryPath + ": cannot load the kernels: " +
+                   (loaded ? std::string("no module") : loaded.error()));
+  }
   struct stat hashed, loaded;
   if (::fstat((*library)->fd, &hashed) != 0 || ::lstat(libraryPath.c_str(), &loaded) != 0 ||
       hashed.st_dev != loaded.st_dev || hashed.st_ino != loaded.st_ino)
@@ -740,9 +746,20 @@ Artifact::run(const std::vector<const Tensor *> &inputs) const {
 
   entry(args.data());
   std::optional<Error> deviceError;
-  if (gpu)
-    if (Status synced = cuda::synchronize(); !synced)
+  if (gpu) {
+    if (Status synced = cuda::synchronize(); !synced) {
       deviceError = fail("on the GPU: " + synced.error());
+    } else if (Expected<int64_t> check = cuda::takeKernelCheck(kernelModule); !check) {
+      deviceError = fail("on the GPU: " + check.error());
+    } else if (*check != 0) {
+      size_t n = static_cast<size_t>(*check);
+      deviceError = fail("run-time check failed (in a kernel): " +
+                         (*check > 0 && n <= info.kernelChecks.size()
+                              ? info.kernelChecks[n - 1]
+                              : "number " + std::to_string(*check) + " of " +
+                                    std::to_string(info.kernelChecks.size())));
+    }
+  }
 
   // Read the outputs back. Every distinct allocation is freed exactly once
   // whatever happens; memory that is not a fresh allocation (the weights,

@@ -60,11 +60,14 @@ struct Driver {
   CUresult (*memAllocManaged)(CUdeviceptr *, size_t, unsigned) = nullptr;
   CUresult (*memFree)(CUdeviceptr) = nullptr;
   CUresult (*memcpyHtoD)(CUdeviceptr, const void *, size_t) = nullptr;
+  CUresult (*memcpyDtoH)(void *, CUdeviceptr, size_t) = nullptr;
+  CUresult (*moduleGetGlobal)(CUdeviceptr *, size_t *, CUmodule, const char *) = nullptr;
   CUresult (*streamCreate)(CUstream *, unsigned) = nullptr;
   CUresult (*streamSynchronize)(CUstream) = nullptr;
   CUresult (*getErrorString)(CUresult, const char **) = nullptr;
 
   CUcontext context = nullptr;
+  CUmodule lastModule = nullptr;
   CUstream stream = nullptr;
   DeviceInfo device;
   std::string openError; // non-empty: openDevice failed (for good)
@@ -132,6 +135,8 @@ std::string loadDriver(Driver &d) {
             resolve(d, "cuMemAllocManaged", d.memAllocManaged, error) &&
             resolve(d, "cuMemFree", d.memFree, error) &&
             resolve(d, "cuMemcpyHtoD", d.memcpyHtoD, error) &&
+            resolve(d, "cuMemcpyDtoH", d.memcpyDtoH, error) &&
+            resolve(d, "cuModuleGetGlobal", d.moduleGetGlobal, error) &&
             resolve(d, "cuStreamCreate", d.streamCreate, error) &&
             resolve(d, "cuStreamSynchronize", d.streamSynchronize, error) &&
             resolve(d, "cuGetErrorString", d.getErrorString, error);
@@ -230,6 +235,26 @@ Status synchronize() {
   return Error(e);
 }
 
+void *lastLoadedModule() { return driver().lastModule; }
+
+Expected<int64_t> takeKernelCheck(void *module) {
+  Driver &d = driver();
+  CUdeviceptr word = 0;
+  size_t bytes = 0;
+  if (!module || d.moduleGetGlobal(&word, &bytes, module, "xfmr_kernel_check") != CUDA_SUCCESS ||
+      bytes != sizeof(int64_t))
+    return int64_t{0}; // no checks inside kernels
+  int64_t code = 0;
+  if (CUresult r = d.memcpyDtoH(&code, word, sizeof(code)); r != CUDA_SUCCESS)
+    return Error("reading xfmr_kernel_check: " + describe(r));
+  if (code != 0) {
+    int64_t zero = 0;
+    if (CUresult r = d.memcpyHtoD(word, &zero, sizeof(zero)); r != CUDA_SUCCESS)
+      return Error("clearing xfmr_kernel_check: " + describe(r));
+  }
+  return code;
+}
+
 } // namespace xfmr::rt::cuda
 
 // The host code of a GPU artifact calls these (MLIR 22's gpu-to-llvm ABI:
@@ -249,6 +274,7 @@ __attribute__((visibility("default"))) void *mgpuModuleLoad(void *data, uint64_t
     return nullptr;
   if (CUresult r = driver().moduleLoadData(&module, data); r != CUDA_SUCCESS)
     recordError("cuModuleLoadData", r);
+  driver().lastModule = module;
   return module;
 }
 

@@ -609,6 +609,11 @@ Expected<Manifest> ManifestParser::parse(const json &root) {
     if (!cc)
       return cc.takeError();
     m.targetComputeCapability = *cc;
+    Expected<std::vector<std::string>> kernelChecks =
+        getStrings(**target, "target", "kernel_checks", 1 << 20, 1 << 16);
+    if (!kernelChecks)
+      return kernelChecks.takeError();
+    m.kernelChecks = kernelChecks.take();
   }
   Expected<std::vector<std::string>> requires_ =
       getStrings(**target, "target", "requires", 256, 64);

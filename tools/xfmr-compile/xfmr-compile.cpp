@@ -676,7 +676,14 @@ lowerForGPU(ModuleOp module, const xfmr::gpu::GPUTarget &gpuTarget, Progress &pr
 
 /// The manifest's target of a GPU artifact: the device, and the host code
 /// that launches its kernels.
-llvm::json::Object gpuTargetSpec(const xfmr::gpu::GPUTarget &t, llvm::json::Object host) {
+llvm::json::Object gpuTargetSpec(const xfmr::gpu::GPUTarget &t, llvm::json::Object host,
+                                 ModuleOp module) {
+  // Checks inside kernels report through the device word xfmr_kernel_check
+  // (xfmr-gpu-map-loops): their messages, by number.
+  llvm::json::Array kernelChecks;
+  if (auto messages = module->getAttrOfType<ArrayAttr>("xfmr.kernel_checks"))
+    for (auto m : messages.getAsValueRange<StringAttr>())
+      kernelChecks.push_back(m.str());
   // The host code's CPU features, checked like a CPU artifact's.
   llvm::json::Value requires_ = *host.get("requires");
   return llvm::json::Object{{"kind", "cuda"},
@@ -688,6 +695,7 @@ llvm::json::Object gpuTargetSpec(const xfmr::gpu::GPUTarget &t, llvm::json::Obje
                             // (or, without ptxas, the PTX).
                             {"kernels_ptx", "kernels.ptx"},
                             {"kernels_cubin", ("kernels." + t.chip + ".cubin").str()},
+                            {"kernel_checks", std::move(kernelChecks)},
                             {"host", std::move(host)}};
 }
 
@@ -861,7 +869,7 @@ int lowerAndWrite(ModuleOp module, const xfmr::cpu::HostTarget &host,
       {"abi_version", xfmr::rt::kArtifactABIVersion},
       {"compiler", "xfmr 0.1 (LLVM " LLVM_VERSION_STRING ")"},
       {"source", llvm::sys::path::filename(inputFilename).str()},
-      {"target", gpuTarget ? gpuTargetSpec(*gpuTarget, std::move(hostSpec))
+      {"target", gpuTarget ? gpuTargetSpec(*gpuTarget, std::move(hostSpec), module)
                            : std::move(hostSpec)},
       {"options", llvm::json::Object{{"opt_level", static_cast<int64_t>(optLevel)},
                                      {"weights", weightsMode.getValue()},

@@ -16,6 +16,7 @@
 
 #include "KernelName.h"
 
+#include "mlir/Dialect/ControlFlow/IR/ControlFlowOps.h"
 #include "mlir/IR/IRMapping.h"
 #include "llvm/ADT/StringExtras.h"
 #include "mlir/Transforms/RegionUtils.h"
@@ -189,6 +190,47 @@ void sinkGlobals(mlir::gpu::LaunchOp launch) {
   }
 }
 
+constexpr llvm::StringLiteral kCheckWord = "xfmr_kernel_check";
+
+/// A run-time check inside a kernel cannot return an error status (and a
+/// trap would poison the CUDA context): the kernel stores the check's number
+/// (1-based, in module attribute `xfmr.kernel_checks`) into the device word
+/// `xfmr_kernel_check`, which the runtime reads and clears after each call.
+/// The lowerings clamp what their checks guard, so the kernel stays in
+/// bounds.
+void checksToDeviceWord(ModuleOp module, ArrayRef<mlir::gpu::LaunchOp> launches) {
+  SmallVector<cf::AssertOp> asserts;
+  for (mlir::gpu::LaunchOp l : launches)
+    l.walk([&](cf::AssertOp a) { asserts.push_back(a); });
+  if (asserts.empty())
+    return;
+  MLIRContext *ctx = module.getContext();
+  auto wordType = MemRefType::get({1}, IntegerType::get(ctx, 64));
+  OpBuilder mb = OpBuilder::atBlockBegin(module.getBody());
+  if (!module.lookupSymbol(kCheckWord))
+    memref::GlobalOp::create(mb, module.getLoc(), kCheckWord, mb.getStringAttr("public"),
+                             wordType, mb.getZeroAttr(RankedTensorType::get({1}, mb.getI64Type())),
+                             /*constant=*/false, /*alignment=*/IntegerAttr());
+  SmallVector<Attribute> messages;
+  if (auto old = module->getAttrOfType<ArrayAttr>("xfmr.kernel_checks"))
+    messages.assign(old.begin(), old.end());
+  for (cf::AssertOp a : asserts) {
+    messages.push_back(a.getMsgAttr());
+    OpBuilder b(a);
+    Location loc = a.getLoc();
+    Value failed = arith::XOrIOp::create(
+        b, loc, a.getArg(), arith::ConstantIntOp::create(b, loc, b.getI1Type(), 1));
+    auto ifOp = scf::IfOp::create(b, loc, failed, /*withElseRegion=*/false);
+    b.setInsertionPointToStart(ifOp.thenBlock());
+    Value word = memref::GetGlobalOp::create(b, loc, wordType, kCheckWord);
+    Value code = arith::ConstantIntOp::create(b, loc, b.getI64Type(), messages.size());
+    memref::StoreOp::create(b, loc, code, word,
+                            ValueRange{arith::ConstantIndexOp::create(b, loc, 0)});
+    a.erase();
+  }
+  module->setAttr("xfmr.kernel_checks", ArrayAttr::get(ctx, messages));
+}
+
 struct MapLoopsToGPUPass : impl::MapLoopsToGPUPassBase<MapLoopsToGPUPass> {
   using Base::Base;
 
@@ -237,7 +279,11 @@ struct MapLoopsToGPUPass : impl::MapLoopsToGPUPassBase<MapLoopsToGPUPass> {
       for (memref::DeallocOp d : deallocs)
         deallocToGPU(d, freeFn);
     }
-    module.walk([](mlir::gpu::LaunchOp l) { sinkGlobals(l); });
+    SmallVector<mlir::gpu::LaunchOp> launches;
+    module.walk([&](mlir::gpu::LaunchOp l) { launches.push_back(l); });
+    checksToDeviceWord(module, launches);
+    for (mlir::gpu::LaunchOp l : launches)
+      sinkGlobals(l);
     module->setAttr(mlir::gpu::GPUDialect::getContainerModuleAttrName(),
                     UnitAttr::get(module.getContext()));
   }

@@ -24,6 +24,11 @@ def MapLoopsToGPUPass : Pass<"xfmr-gpu-map-loops", "mlir::ModuleOp"> {
     stay readable) and `memref.dealloc` a call of the runtime's
     `xfmr_gpu_free`. Constant globals a kernel reads are cloned into the
     kernel's body so that outlining copies them into the `gpu.module`.
+    A run-time check (`cf.assert`) inside a kernel stores its number
+    (1-based, messages in module attribute `xfmr.kernel_checks`) into the
+    device word `@xfmr_kernel_check`, which the runtime reads and clears
+    after each call: a trap would poison the CUDA context, and the lowerings
+    clamp what their checks guard.
   }];
   let options = [
     Option<"blockSize", "block-size", "int64_t", /*default=*/"256",
@@ -33,7 +38,8 @@ def MapLoopsToGPUPass : Pass<"xfmr-gpu-map-loops", "mlir::ModuleOp"> {
            "index arithmetic and guards; for testing the mapping on the CPU)">,
   ];
   let dependentDialects = ["::mlir::gpu::GPUDialect", "::mlir::scf::SCFDialect",
-                           "::mlir::arith::ArithDialect", "::mlir::func::FuncDialect"];
+                           "::mlir::arith::ArithDialect", "::mlir::func::FuncDialect",
+                           "::mlir::memref::MemRefDialect"];
   let statistics = [
     Statistic<"numKernels", "kernels", "Loop nests turned into gpu.launch">,
     Statistic<"numCopies", "copies", "memref.copy turned into loops">,

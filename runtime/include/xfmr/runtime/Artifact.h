@@ -110,6 +110,8 @@ private:
   void *weightsMapping = nullptr;
   /// GPU artifacts: the weights in device memory (the mapping is released).
   void *deviceWeights = nullptr;
+  /// GPU artifacts: the kernels' module (model.so loaded it).
+  void *kernelModule = nullptr;
   void *library = nullptr;
   ModelEntryFn entry = nullptr;
 };

@@ -49,6 +49,14 @@ void freeDevice(void *p);
 /// last call, or success.
 Status synchronize();
 
+/// The module the last mgpuModuleLoad loaded (a GPU artifact's model.so
+/// loads its kernels when it is opened), or null.
+void *lastLoadedModule();
+
+/// The device word `xfmr_kernel_check` of `module` (the number + 1 of a
+/// failed run-time check inside a kernel, or 0), cleared.
+Expected<int64_t> takeKernelCheck(void *module);
+
 } // namespace xfmr::rt::cuda
 
 #endif // XFMR_RUNTIME_CUDA_H

@@ -127,6 +127,9 @@ struct Manifest {
   /// target.compute_capability (90); the loader needs that device.
   std::string targetChip;
   int64_t targetComputeCapability = 0;
+  /// target.kernel_checks: the messages of the run-time checks inside
+  /// kernels, by number (the device word xfmr_kernel_check holds N + 1).
+  std::vector<std::string> kernelChecks;
   /// target.requires: the CPU features model.so may use, in LLVM's names
   /// (CPUFeatures.h); the loader refuses a host without one of them.
   std::vector<std::string> requiredCPUFeatures;
