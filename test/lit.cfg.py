@@ -85,3 +85,24 @@ config.environment["UBSAN_OPTIONS"] = "print_stacktrace=1:halt_on_error=1"
 # Artifacts split products across cores with OpenMP; lit already runs one
 # test per core, and spinning worker threads would make them fight.
 config.environment["OMP_NUM_THREADS"] = "1"
+# GPU targets (docs/gpu-backend.md): "ptxas" where a CUDA toolkit can
+# assemble the kernels (looked up as xfmr-compile does), "cuda" where a
+# driver and a device run them (GPU tests; UNSUPPORTED elsewhere).
+def _cuda_toolkit():
+    dirs = [os.environ.get(v) for v in ("CUDA_HOME", "CUDA_PATH", "CUDA_ROOT")]
+    if shutil.which("ptxas"):
+        dirs.append(os.path.dirname(os.path.dirname(shutil.which("ptxas"))))
+    dirs.append("/usr/local/cuda")
+    for d in dirs:
+        if d and os.access(os.path.join(d, "bin", "ptxas"), os.X_OK):
+            return d
+    return None
+if _cuda_toolkit():
+    config.available_features.add("ptxas")
+    config.substitutions.append(("%ptxas", os.path.join(_cuda_toolkit(), "bin", "ptxas")))
+try:
+    if shutil.which("nvidia-smi") and "GPU" in subprocess.run(
+            ["nvidia-smi", "-L"], capture_output=True, text=True, timeout=30).stdout:
+        config.available_features.add("cuda")
+except (OSError, subprocess.SubprocessError):
+    pass
