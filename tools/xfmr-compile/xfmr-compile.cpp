@@ -730,7 +730,7 @@ void printKernelReport(const xfmr::gpu::GPUTarget &t,
   os << "kernels (" << t.chip << "): " << kernels.size() << ", " << spilling
      << " spilling, " << tensorCore << " on tensor cores\n";
   for (const xfmr::gpu::KernelReport &k : kernels) {
-    os << llvm::formatv("  {0,-28} regs {1,3}  spill {2,4} B  stack {3,4} B  smem {4,6} B", k.name,
+    os << llvm::formatv("  {0,-48} regs {1,3}  spill {2,4} B  stack {3,4} B  smem {4,6} B", k.name,
                         k.registers, k.spillStores + k.spillLoads, k.stackBytes, k.sharedBytes);
     std::string uses;
     for (auto [used, name] : {std::pair{k.mmaSync, "mma.sync"}, {k.wgmma, "wgmma"},
