@@ -669,6 +669,16 @@ lowerForGPU(ModuleOp module, const xfmr::gpu::GPUTarget &gpuTarget, Progress &pr
       return fail(error), failure();
     kernels = std::move(*k);
   }
+  // Micro-kernels the host code still calls (the CPU's, on unified memory):
+  // named in the manifest and --report, never hidden.
+  llvm::SetVector<StringRef> hostCalls;
+  module.walk([&](func::CallOp call) {
+    auto callee = module.lookupSymbol<func::FuncOp>(call.getCalleeAttr());
+    if (callee && callee.isDeclaration() && call.getCallee() != "xfmr_gpu_free")
+      hostCalls.insert(call.getCallee());
+  });
+  Builder builder(module.getContext());
+  module->setAttr("xfmr.host_calls", builder.getStrArrayAttr(hostCalls.getArrayRef()));
   progress.step("lowered the host code to LLVM");
   if (failed(runPipeline(module, xfmr::buildGPUHostPipeline)))
     return failure();
@@ -681,7 +691,10 @@ llvm::json::Object gpuTargetSpec(const xfmr::gpu::GPUTarget &t, llvm::json::Obje
                                  ModuleOp module) {
   // Checks inside kernels report through the device word xfmr_kernel_check
   // (xfmr-gpu-map-loops): their messages, by number.
-  llvm::json::Array kernelChecks;
+  llvm::json::Array kernelChecks, hostCalls;
+  if (auto calls = module->getAttrOfType<ArrayAttr>("xfmr.host_calls"))
+    for (auto c : calls.getAsValueRange<StringAttr>())
+      hostCalls.push_back(c.str());
   if (auto messages = module->getAttrOfType<ArrayAttr>("xfmr.kernel_checks"))
     for (auto m : messages.getAsValueRange<StringAttr>())
       kernelChecks.push_back(m.str());
@@ -697,6 +710,8 @@ llvm::json::Object gpuTargetSpec(const xfmr::gpu::GPUTarget &t, llvm::json::Obje
                             {"kernels_ptx", "kernels.ptx"},
                             {"kernels_cubin", ("kernels." + t.chip + ".cubin").str()},
                             {"kernel_checks", std::move(kernelChecks)},
+                            // Run on the host CPU, on unified memory.
+                            {"host_calls", std::move(hostCalls)},
                             {"host", std::move(host)}};
 }
 
@@ -892,8 +907,15 @@ int lowerAndWrite(ModuleOp module, const xfmr::cpu::HostTarget &host,
     manifest["kv_cache"] = std::move(*kvSpec);
   if (gpuTarget) {
     manifest["kernels"] = kernelsSpec(kernels);
-    if (report)
+    if (report) {
       printKernelReport(*gpuTarget, kernels, llvm::outs());
+      if (auto calls = module->getAttrOfType<ArrayAttr>("xfmr.host_calls"); calls && !calls.empty()) {
+        llvm::outs() << "on the host CPU (no GPU kernel yet, unified memory):";
+        for (auto c : calls.getAsValueRange<StringAttr>())
+          llvm::outs() << " " << c;
+        llvm::outs() << "\n";
+      }
+    }
   }
   if (expertParallel > 1)
     manifest["expert_parallel"] =

@@ -1,0 +1,149 @@
+#!/usr/bin/env bash
+# The GPU backend's check (docs/gpu-backend.md), in two halves.
+#
+#   scripts/gpu-check.sh           On the build machine: builds xfmr, compiles
+#                                  the example models and a GEMM model for
+#                                  sm_90a, and packs .gpu-check/ (artifacts,
+#                                  onnxruntime's reference inputs and outputs,
+#                                  xfmr-run and the libraries it needs, the
+#                                  baseline benchmark's source). With a CUDA
+#                                  device here, runs the device half at once;
+#                                  else says so and how to run it.
+#   scripts/gpu-check.sh --device  On the GPU machine, over a copy of the tree
+#                                  with .gpu-check/ (it needs no LLVM, MLIR or
+#                                  build there: nvcc, python3 with numpy and a
+#                                  driver): every artifact against onnxruntime's
+#                                  outputs, then a table of xfmr's products
+#                                  beside cuBLAS and the copy bandwidth, all
+#                                  measured in this run. At most a few minutes
+#                                  on an H200; writes $OUT/gpu-check.txt when
+#                                  OUT is set.
+set -euo pipefail
+root=$(cd "$(dirname "$0")/.." && pwd)
+cd "$root"
+pack=.gpu-check
+peak=4.8e12 # H200 HBM3e bytes/s
+
+have_gpu() { command -v nvidia-smi >/dev/null && nvidia-smi -L 2>/dev/null | grep -q GPU; }
+
+prepare() {
+  bash scripts/build.sh
+  rm -rf "$pack" && mkdir -p "$pack/models" "$pack/lib" "$pack/bin"
+  echo "== compiling the example models for sm_90a"
+  for ref in examples/models/ref/*/; do
+    name=$(basename "$ref")
+    model=$(.venv/bin/python -c "import json,sys; print(json.load(open(sys.argv[1]))['model'])" "$ref/ref.json")
+    build/bin/xfmr-compile "examples/models/$model" --target=sm_90a --quiet \
+      -o "$pack/models/$name/model.xfa"
+    cp -r "$ref"/. "$pack/models/$name/"
+  done
+  echo "== the GEMM model: X[M, 2048] x W[2048, 2048] (16 MiB of f32 weights)"
+  .venv/bin/python - "$pack/gemm.onnx" <<'EOF'
+import sys
+import numpy as np
+import onnx
+from onnx import TensorProto, helper, numpy_helper
+w = numpy_helper.from_array(np.random.default_rng(0).standard_normal((2048, 2048), dtype=np.float32) * 0.02, "w")
+g = helper.make_graph([helper.make_node("MatMul", ["x", "w"], ["y"], name="gemm")], "gemm",
+                      [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["m", 2048])],
+                      [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["m", 2048])], [w])
+onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)]), sys.argv[1])
+EOF
+  build/bin/xfmr-compile "$pack/gemm.onnx" --target=sm_90a --report --quiet -o "$pack/gemm.xfa" |
+    grep -A3 'kernels ('
+  rm "$pack/gemm.onnx"
+  cp build/bin/xfmr-run "$pack/bin/"
+  # Libraries of this build machine the device image may not have (glibc,
+  # libstdc++ and libgcc are newer there).
+  ldd build/bin/xfmr-run | awk '$3 ~ /^\// {print $3}' |
+    grep -v -E '/(libc|libm|libstdc\+\+|libgcc_s|ld-linux[^/]*)\.so' |
+    xargs -r -I{} cp -L {} "$pack/lib/"
+  cp scripts/gpu-bench.cu "$pack/"
+  echo "== packed $pack/ ($(du -sh "$pack" | cut -f1))"
+  if have_gpu; then
+    device
+  else
+    echo "gpu-check: no CUDA device here: the device half is skipped."
+    echo "gpu-check: on a GPU machine, with $pack/ beside the tree: bash scripts/gpu-check.sh --device"
+  fi
+}
+
+# min of xfmr-run's "run: X ms" lines
+best_ms() { awk '/^run: / {v = $2 + 0; if (best == "" || v < best) best = v} END {print best}'; }
+
+device() {
+  [[ -d "$pack" ]] || { echo "gpu-check: no $pack/ (run scripts/gpu-check.sh on the build machine first)" >&2; exit 1; }
+  have_gpu || { echo "gpu-check: no CUDA device (nvidia-smi -L lists none)" >&2; exit 1; }
+  nvidia-smi -L
+  export LD_LIBRARY_PATH="$root/$pack/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+  run="$root/$pack/bin/xfmr-run"
+  report=$(mktemp)
+  fails=0
+  echo "== example models on the GPU against onnxruntime (1e-4 x max|reference|)" | tee -a "$report"
+  for dir in "$pack"/models/*/; do
+    name=$(basename "$dir")
+    args=()
+    for f in "$dir"inputs/*.npy; do args+=(--input "$(basename "$f" .npy)=$f"); done
+    rm -rf "$dir/out"
+    if ! timeout 120 "$run" "$dir/model.xfa" "${args[@]}" --output-dir "$dir/out" --quiet 2>"$dir/err"; then
+      echo "FAIL $name: $(head -c 300 "$dir/err")" | tee -a "$report"
+      fails=$((fails + 1))
+      continue
+    fi
+    python3 - "$dir" "$name" <<'EOF' | tee -a "$report" || fails=$((fails + 1))
+import json, os, sys
+import numpy as np
+d, name = sys.argv[1], sys.argv[2]
+meta = json.load(open(os.path.join(d, "ref.json")))
+bad = 0
+for t in meta["outputs"]:
+    ref = np.load(os.path.join(d, t["file"])).astype(np.float64)
+    got = np.load(os.path.join(d, "out", "".join(c if c.isalnum() or c in "._-" else "_" for c in t["name"]) + ".npy")).astype(np.float64)
+    tol = 1e-4 * float(np.abs(ref).max())
+    diff = float(np.abs(got - ref).max()) if got.shape == ref.shape else float("inf")
+    ok = diff <= tol
+    bad += not ok
+    print("%s %s %s: max_abs_diff=%.3g tol=%.3g" % ("PASS" if ok else "FAIL", name, t["name"], diff, tol))
+sys.exit(1 if bad else 0)
+EOF
+  done
+
+  echo "== products and baselines, this run" | tee -a "$report"
+  python3 -c "
+import numpy as np
+np.save('$pack/x_prefill.npy', np.random.default_rng(1).standard_normal((4096, 2048), dtype=np.float32))
+np.save('$pack/x_decode.npy', np.random.default_rng(2).standard_normal((1, 2048), dtype=np.float32))"
+  pre=$(timeout 120 "$run" "$pack/gemm.xfa" --input "x=$pack/x_prefill.npy" --repeat 20 | best_ms)
+  dec=$(timeout 120 "$run" "$pack/gemm.xfa" --input "x=$pack/x_decode.npy" --repeat 200 | best_ms)
+  nvcc -O2 -std=c++17 -o "$pack/gpu-bench" "$pack/gpu-bench.cu" -lcublas
+  base=$("$pack/gpu-bench")
+  python3 - "$pre" "$dec" "$peak" "$base" <<'EOF' | tee -a "$report"
+import sys
+pre, dec, peak = float(sys.argv[1]), float(sys.argv[2]), float(sys.argv[3])
+base = {l.split()[0]: float(l.split()[1]) for l in sys.argv[4].splitlines() if l.strip()}
+flop = 2.0 * 4096 * 2048 * 2048
+weights = 2048 * 2048 * 4
+rows = [
+    ("GEMM 4096x2048x2048 (xfmr, 3xTF32, one call)", "%.1f TFLOP/s" % (flop / (pre * 1e-3) / 1e12)),
+    ("GEMM 4096^3 cuBLAS f32", "%.1f TFLOP/s" % base["cublas_sgemm_f32"]),
+    ("GEMM 4096^3 cuBLAS TF32", "%.1f TFLOP/s" % base["cublas_sgemm_tf32"]),
+    ("decode product, 16 MiB of weights (xfmr, one call)", "%.3g B/s = %.3f of HBM peak" % (weights / (dec * 1e-3), weights / (dec * 1e-3) / peak)),
+    ("device copy (cudaMemcpy, read + write)", "%.3g B/s = %.3f of HBM peak" % (base["copy_bytes_per_s"], base["copy_bytes_per_s"] / peak)),
+    ("paged decode attention", "not measured: no fused attention kernel yet"),
+    ("prefill attention", "not measured: no fused attention kernel yet"),
+]
+for k, v in rows:
+    print("%-52s %s" % (k, v))
+print("(xfmr times are whole xfmr-run calls: host launches, unified-memory inputs and the sync included)")
+EOF
+  if [[ -n "${OUT:-}" ]]; then cp "$report" "$OUT/gpu-check.txt"; fi
+  if ((fails)); then echo "gpu-check: $fails model(s) failed" >&2; exit 1; fi
+  echo "gpu-check: all models passed"
+}
+
+case "${1:-}" in
+  --device) device ;;
+  "") prepare ;;
+  -h|--help) sed -n '2,20p' "$0" ;;
+  *) echo "usage: scripts/gpu-check.sh [--device]" >&2; exit 2 ;;
+esac
