@@ -26,6 +26,7 @@ using CUcontext = void *;
 using CUmodule = void *;
 using CUfunction = void *;
 using CUstream = void *;
+using CUevent = void *;
 
 constexpr CUresult CUDA_SUCCESS = 0;
 constexpr CUresult CUDA_ERROR_STUB_LIBRARY = 34;
@@ -65,9 +66,17 @@ struct Driver {
   CUresult (*streamCreate)(CUstream *, unsigned) = nullptr;
   CUresult (*streamSynchronize)(CUstream) = nullptr;
   CUresult (*getErrorString)(CUresult, const char **) = nullptr;
+  CUresult (*eventCreate)(CUevent *, unsigned) = nullptr;
+  CUresult (*eventRecord)(CUevent, CUstream) = nullptr;
+  CUresult (*eventElapsedTime)(float *, CUevent, CUevent) = nullptr;
 
   CUcontext context = nullptr;
   CUmodule lastModule = nullptr;
+  // Kernel time: an event before and after each launch (the launches are
+  // synchronous, so each pair is read at the following synchronisation).
+  CUevent before = nullptr, after = nullptr;
+  bool timing = false;
+  double kernelMs = 0;
   CUstream stream = nullptr;
   DeviceInfo device;
   std::string openError; // non-empty: openDevice failed (for good)
@@ -139,7 +148,10 @@ std::string loadDriver(Driver &d) {
             resolve(d, "cuModuleGetGlobal", d.moduleGetGlobal, error) &&
             resolve(d, "cuStreamCreate", d.streamCreate, error) &&
             resolve(d, "cuStreamSynchronize", d.streamSynchronize, error) &&
-            resolve(d, "cuGetErrorString", d.getErrorString, error);
+            resolve(d, "cuGetErrorString", d.getErrorString, error) &&
+            resolve(d, "cuEventCreate", d.eventCreate, error) &&
+            resolve(d, "cuEventRecord", d.eventRecord, error) &&
+            resolve(d, "cuEventElapsedTime", d.eventElapsedTime, error);
   if (!ok)
     return error;
   if (CUresult r = d.init(0); r != CUDA_SUCCESS)
@@ -166,6 +178,9 @@ std::string loadDriver(Driver &d) {
     return "cuCtxSetCurrent: " + describe(r);
   if (CUresult r = d.streamCreate(&d.stream, CU_STREAM_NON_BLOCKING); r != CUDA_SUCCESS)
     return "cuStreamCreate: " + describe(r);
+  // Without the events nothing is timed (kernelMilliseconds stays 0).
+  if (d.eventCreate(&d.before, 0) != CUDA_SUCCESS || d.eventCreate(&d.after, 0) != CUDA_SUCCESS)
+    d.before = d.after = nullptr;
   return "";
 }
 
@@ -237,6 +252,12 @@ Status synchronize() {
 
 void *lastLoadedModule() { return driver().lastModule; }
 
+double takeKernelMilliseconds() {
+  double ms = driver().kernelMs;
+  driver().kernelMs = 0;
+  return ms;
+}
+
 Expected<int64_t> takeKernelCheck(void *module) {
   Driver &d = driver();
   CUdeviceptr word = 0;
@@ -303,9 +324,17 @@ __attribute__((visibility("default"))) void mgpuStreamDestroy(void *) {}
 __attribute__((visibility("default"))) void mgpuStreamSynchronize(void *) {
   // The host reads what kernels wrote (unified memory) right after the
   // launch: wait for them.
-  if (driver().opened)
-    if (CUresult r = driver().streamSynchronize(driver().stream); r != CUDA_SUCCESS)
-      recordError("cuStreamSynchronize", r);
+  Driver &d = driver();
+  if (!d.opened)
+    return;
+  if (CUresult r = d.streamSynchronize(d.stream); r != CUDA_SUCCESS)
+    recordError("cuStreamSynchronize", r);
+  if (d.timing) {
+    float ms = 0;
+    if (d.eventElapsedTime(&ms, d.before, d.after) == CUDA_SUCCESS)
+      d.kernelMs += ms;
+    d.timing = false;
+  }
 }
 
 __attribute__((visibility("default"))) void
@@ -318,9 +347,11 @@ mgpuLaunchKernel(void *function, int64_t gx, int64_t gy, int64_t gz, int64_t bx,
     return;
   if (smem > 48 * 1024)
     d.funcSetAttribute(function, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, smem);
+  bool timed = d.before && d.eventRecord(d.before, stream) == CUDA_SUCCESS;
   if (CUresult r = d.launchKernel(function, gx, gy, gz, bx, by, bz, smem, stream, params, extra);
       r != CUDA_SUCCESS)
     recordError("cuLaunchKernel", r);
+  d.timing = timed && d.eventRecord(d.after, stream) == CUDA_SUCCESS;
 }
 
 __attribute__((visibility("default"))) void *mgpuMemAlloc(uint64_t bytes, void *stream,

@@ -10,6 +10,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "xfmr/runtime/Artifact.h"
+#include "xfmr/runtime/CUDA.h"
 
 #include "TestArtifacts.h"
 
@@ -179,9 +180,34 @@ TEST_F(ArtifactTest, UnsupportedTargetKind) {
   write("model.so", "x");
   write("weights.bin", "");
   write("manifest.json",
-        test::sealManifest(fakeManifest(0, kInputN, kOutputN, "xfmr_entry", "cuda"), dir));
+        test::sealManifest(fakeManifest(0, kInputN, kOutputN, "xfmr_entry", "rocm"), dir));
   EXPECT_TRUE(failsWith(Artifact::load(dir),
-                        {dir + "/manifest.json: target.kind: 'cuda'"}));
+                        {dir + "/manifest.json: target.kind: 'rocm'"}));
+}
+
+// A GPU artifact names its chip; without a CUDA driver (these tests run
+// without one) loading fails with one line, before model.so is opened.
+TEST_F(ArtifactTest, GPUArtifactNeedsChip) {
+  write("model.so", "x");
+  write("weights.bin", "");
+  write("manifest.json",
+        test::sealManifest(fakeManifest(0, kInputN, kOutputN, "xfmr_entry", "cuda"), dir));
+  EXPECT_TRUE(failsWith(Artifact::load(dir), {"target.chip", "missing"}));
+}
+
+TEST_F(ArtifactTest, GPUArtifactWithoutDriver) {
+  if (cuda::openDevice())
+    GTEST_SKIP() << "a CUDA device is here";
+  write("model.so", "x");
+  write("weights.bin", "");
+  std::string m = fakeManifest(0, kInputN, kOutputN, "xfmr_entry", "cuda");
+  size_t at = m.find(R"("kind": "cuda")");
+  ASSERT_NE(at, std::string::npos);
+  m.insert(at + std::string(R"("kind": "cuda")").size(),
+           R"(, "chip": "sm_90a", "compute_capability": 90, "kernel_checks": [])");
+  write("manifest.json", test::sealManifest(m, dir));
+  EXPECT_TRUE(failsWith(Artifact::load(dir),
+                        {dir + ": a GPU artifact (sm_90a); no GPU to run it here: "}));
 }
 
 TEST_F(ArtifactTest, MissingWeights) {

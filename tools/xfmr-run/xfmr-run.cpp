@@ -11,6 +11,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "xfmr/runtime/Artifact.h"
+#include "xfmr/runtime/CUDA.h"
 #include "xfmr/runtime/ExpertParallel.h"
 #include "xfmr/runtime/Manifest.h"
 #include "xfmr/runtime/Tensor.h"
@@ -275,7 +276,10 @@ int run(const Options &given) {
     if (!result)
       return fail(result.error());
     outputs = result.take();
-    note(opts, "run: %.2f ms\n", ms);
+    if (artifact.manifest().targetKind == "cuda")
+      note(opts, "run: %.2f ms (kernels %.3f ms)\n", ms, cuda::takeKernelMilliseconds());
+    else
+      note(opts, "run: %.2f ms\n", ms);
   }
 
   for (size_t k = 0; k < outputs.size(); ++k) {

@@ -26,7 +26,7 @@ inline std::string kernelName(mlir::Location loc, llvm::StringRef prefix, unsign
     }
     return mlir::WalkResult::advance();
   });
-  std::string name = prefix.str() + std::to_string(index);
+  std::string name = prefix.str() + std::to_string(index) + "_";
   for (char c : node) {
     bool ok = llvm::isAlnum(c);
     if (!ok && name.back() == '_')

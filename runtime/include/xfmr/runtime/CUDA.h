@@ -49,6 +49,10 @@ void freeDevice(void *p);
 /// last call, or success.
 Status synchronize();
 
+/// Milliseconds the device spent in kernels since the last call (CUDA
+/// events around every launch), reset.
+double takeKernelMilliseconds();
+
 /// The module the last mgpuModuleLoad loaded (a GPU artifact's model.so
 /// loads its kernels when it is opened), or null.
 void *lastLoadedModule();
