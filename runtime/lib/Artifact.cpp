@@ -731,7 +731,8 @@ Artifact::run(const std::vector<const Tensor *> &inputs) const {
       Expected<void *> u = cuda::allocateUnified(t->byteSize());
       if (!u)
         return fail(u.error());
-      std::memcpy(*u, t->bytes(), t->byteSize());
+      if (t->byteSize() > 0)
+        std::memcpy(*u, t->bytes(), t->byteSize());
       unifiedInputs.push_back(*u);
       data = *u;
     }
@@ -759,6 +760,14 @@ Artifact::run(const std::vector<const Tensor *> &inputs) const {
                               : "number " + std::to_string(*check) + " of " +
                                     std::to_string(info.kernelChecks.size())));
     }
+    // A step function updates its KV pools in place: the pools went to the
+    // device as copies, so the updates come back (a whole pool per call
+    // until the engine keeps its pools in device memory).
+    if (!deviceError)
+      for (size_t i = 0; i < inputs.size(); ++i)
+        if (info.inputs[i].kvPool && inputs[i]->byteSize() > 0)
+          std::memcpy(const_cast<void *>(static_cast<const void *>(inputs[i]->bytes())),
+                      unifiedInputs[i], inputs[i]->byteSize());
   }
 
   // Read the outputs back. Every distinct allocation is freed exactly once
