@@ -64,13 +64,48 @@ void copyToLoops(memref::CopyOp copy) {
   copy.erase();
 }
 
-/// Host buffers become unified memory the device and the host both read.
+/// Whether only kernels touch the buffer `v` (or views of it): every use is
+/// inside a gpu.launch, a deallocation, a size query, or a view whose own
+/// uses are such. Anything else (a host load, a call, a return, a loop's
+/// carried value, a reshape's shape operand) needs host access.
+bool onlyKernelsTouch(Value v) {
+  for (OpOperand &use : v.getUses()) {
+    Operation *user = use.getOwner();
+    if (user->getParentOfType<mlir::gpu::LaunchOp>() ||
+        isa<memref::DeallocOp, memref::DimOp>(user))
+      continue;
+    bool view = isa<memref::SubViewOp, memref::ExpandShapeOp, memref::CollapseShapeOp,
+                    memref::CastOp, memref::ReinterpretCastOp>(user) ||
+                (isa<memref::ReshapeOp>(user) && use.getOperandNumber() == 0);
+    if (view && onlyKernelsTouch(user->getResult(0)))
+      continue;
+    return false;
+  }
+  return true;
+}
+
+/// Buffers only kernels touch go to device memory (an asynchronous
+/// gpu.alloc on the runtime's stream, the form gpu-to-llvm lowers); the rest
+/// become unified memory the host reads too.
 void allocToGPU(memref::AllocOp alloc) {
   OpBuilder b(alloc);
-  auto g = mlir::gpu::AllocOp::create(b, alloc.getLoc(), alloc.getType(), /*asyncToken=*/Type(),
-                                      ValueRange{}, alloc.getDynamicSizes(),
-                                      alloc.getSymbolOperands(), /*hostShared=*/true);
-  alloc.replaceAllUsesWith(g.getMemref());
+  Location loc = alloc.getLoc();
+  Value memory;
+  if (onlyKernelsTouch(alloc.getResult())) {
+    Type token = mlir::gpu::AsyncTokenType::get(b.getContext());
+    Value ready = mlir::gpu::WaitOp::create(b, loc, token, ValueRange{}).getAsyncToken();
+    auto g = mlir::gpu::AllocOp::create(b, loc, alloc.getType(), token, ValueRange{ready},
+                                        alloc.getDynamicSizes(), alloc.getSymbolOperands(),
+                                        /*hostShared=*/false);
+    mlir::gpu::WaitOp::create(b, loc, Type(), ValueRange{g.getAsyncToken()});
+    memory = g.getMemref();
+  } else {
+    memory = mlir::gpu::AllocOp::create(b, loc, alloc.getType(), /*asyncToken=*/Type(),
+                                        ValueRange{}, alloc.getDynamicSizes(),
+                                        alloc.getSymbolOperands(), /*hostShared=*/true)
+                 .getMemref();
+  }
+  alloc.replaceAllUsesWith(memory);
   alloc.erase();
 }
 

@@ -43,11 +43,14 @@ func.func @nest(%out: memref<3x?xf32>, %n: index) {
 
 // -----
 
-// Copies run on the device; buffers the host allocates are unified memory,
-// freed through the runtime; reductions stay sequential inside the thread.
+// Copies run on the device; a buffer only kernels touch is device memory
+// (an asynchronous allocation on the runtime's stream), freed through the
+// runtime; reductions stay sequential inside the thread.
 // CHECK-LABEL: func.func private @xfmr_gpu_free(i64)
 // CHECK-LABEL: func.func @copy_alloc
-//       CHECK:   %[[BUF:.*]] = gpu.alloc  host_shared (%{{.*}}) : memref<?xf32>
+//       CHECK:   %[[READY:.*]] = gpu.wait async
+//       CHECK:   %[[BUF:.*]], %[[DONE:.*]] = gpu.alloc async [%[[READY]]] (%{{.*}}) : memref<?xf32>
+//       CHECK:   gpu.wait [%[[DONE]]]
 //       CHECK:   gpu.launch
 //       CHECK:     memref.load %{{.*}}[%{{.*}}] : memref<?xf32>
 //       CHECK:     memref.store %{{.*}}, %[[BUF]][%{{.*}}] : memref<?xf32>
@@ -75,6 +78,28 @@ func.func @copy_alloc(%in: memref<?xf32>, %out: memref<?xf32>, %n: index) {
   }
   memref.dealloc %buf : memref<?xf32>
   return
+}
+
+// -----
+
+// A buffer the host reads (here a scalar, through a view) is unified memory.
+// CHECK-LABEL: func.func @host_read
+//       CHECK:   %[[BUF:.*]] = gpu.alloc  host_shared (%{{.*}}) : memref<?xf32>
+//       CHECK:   gpu.launch
+//       CHECK:   memref.load %{{.*}}[%c0] : memref<?xf32, strided<[1]>>
+func.func @host_read(%n: index) -> f32 {
+  %c0 = arith.constant 0 : index
+  %c1 = arith.constant 1 : index
+  %v = arith.constant 2.0 : f32
+  %buf = memref.alloc(%n) : memref<?xf32>
+  scf.parallel (%i) = (%c0) to (%n) step (%c1) {
+    memref.store %v, %buf[%i] : memref<?xf32>
+    scf.reduce
+  }
+  %view = memref.subview %buf[0] [%n] [1] : memref<?xf32> to memref<?xf32, strided<[1]>>
+  %x = memref.load %view[%c0] : memref<?xf32, strided<[1]>>
+  memref.dealloc %buf : memref<?xf32>
+  return %x : f32
 }
 
 // -----

@@ -18,11 +18,13 @@ def MapLoopsToGPUPass : Pass<"xfmr-gpu-map-loops", "mlir::ModuleOp"> {
     thread owns one point (`blockIdx.x * block-size + threadIdx.x`, guarded
     against the end), reductions stay sequential `scf.for` loops inside the
     thread, in the order the CPU path adds. Before that, every `memref.copy`
-    becomes a loop nest (so copies run on the device too), and the buffers
-    the host function allocates become `gpu.alloc host_shared` (unified
-    memory: the scalars the host still reads, such as sequence lengths,
-    stay readable) and `memref.dealloc` a call of the runtime's
-    `xfmr_gpu_free`. Constant globals a kernel reads are cloned into the
+    becomes a loop nest (so copies run on the device too). A buffer the
+    host function allocates that only kernels touch (uses inside launches,
+    deallocation, size queries, views of the same) becomes device memory
+    (an asynchronous `gpu.alloc` on the runtime's stream); any other (the
+    host reads a scalar of it, returns it, passes it to a call) becomes
+    `gpu.alloc host_shared` (unified memory). `memref.dealloc` becomes a
+    call of the runtime's `xfmr_gpu_free`. Constant globals a kernel reads are cloned into the
     kernel's body so that outlining copies them into the `gpu.module`.
     A run-time check (`cf.assert`) inside a kernel stores its number
     (1-based, messages in module attribute `xfmr.kernel_checks`) into the
