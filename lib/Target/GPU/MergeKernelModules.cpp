@@ -6,6 +6,8 @@
 
 #include "xfmr/Target/GPU/Passes.h"
 
+#include "mlir/Dialect/LLVMIR/LLVMDialect.h"
+
 using namespace mlir;
 
 namespace xfmr::gpu {
@@ -16,11 +18,23 @@ namespace xfmr::gpu {
 namespace xfmr::gpu {
 namespace {
 
+/// Shared-memory buffers start on 128 bytes: WMMA loads and stores need
+/// 256-bit aligned tile rows, and the default alignment is the element's.
+void alignWorkgroupBuffers(ModuleOp module) {
+  module.walk([](mlir::gpu::GPUFuncOp f) {
+    Builder b(f.getContext());
+    for (unsigned i = 0; i < f.getNumWorkgroupAttributions(); ++i)
+      f.setWorkgroupAttributionAttr(i, LLVM::LLVMDialect::getAlignAttrName(),
+                                    b.getI64IntegerAttr(128));
+  });
+}
+
 struct MergeKernelModulesPass : impl::MergeKernelModulesPassBase<MergeKernelModulesPass> {
   using Base::Base;
 
   void runOnOperation() override {
     ModuleOp module = getOperation();
+    alignWorkgroupBuffers(module);
     auto modules = llvm::to_vector(module.getOps<mlir::gpu::GPUModuleOp>());
     if (modules.size() < 2)
       return;

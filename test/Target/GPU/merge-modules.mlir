@@ -2,10 +2,11 @@
 
 // Outlining's one module per kernel, every kernel named alike: one module,
 // each kernel named after its old module, launches pointed at it; a global
-// both modules cloned from the host is kept once.
+// both modules cloned from the host is kept once; shared buffers aligned to
+// 128 bytes (WMMA rows need 32).
 // CHECK: gpu.module @a {
 // CHECK:   memref.global "private" constant @table
-// CHECK:   gpu.func @a() kernel
+// CHECK:   gpu.func @a() workgroup(%{{.*}} : memref<32x32xf32, #gpu.address_space<workgroup>> {llvm.align = 128 : i64}) kernel
 // CHECK:   gpu.func @b() kernel
 // CHECK-NOT: gpu.module @b
 // CHECK: gpu.launch_func @a::@a
@@ -13,7 +14,7 @@
 module attributes {gpu.container_module} {
   gpu.module @a {
     memref.global "private" constant @table : memref<2xf32> = dense<[1.0, 2.0]>
-    gpu.func @k() kernel {
+    gpu.func @k() workgroup(%tile : memref<32x32xf32, #gpu.address_space<workgroup>>) kernel {
       %t = memref.get_global @table : memref<2xf32>
       gpu.return
     }

@@ -76,16 +76,18 @@ def TensorCoreProductsPass : Pass<"xfmr-gpu-products", "mlir::ModuleOp"> {
 }
 
 def MergeKernelModulesPass : Pass<"xfmr-gpu-merge-modules", "mlir::ModuleOp"> {
-  let summary = "Put every outlined kernel into one gpu.module";
+  let summary = "Put every outlined kernel into one gpu.module, shared buffers aligned";
   let description = [{
     `gpu-kernel-outlining` makes one `gpu.module` per kernel. The artifact
     carries one PTX file and one cubin per target, loaded once: this pass
     moves every `gpu.func` into the first module (globals with the same
     name and the same contents are kept once, others renamed) and points
     each `gpu.launch_func` at it. A kernel takes its old module's (unique)
-    name.
+    name. Every kernel's workgroup (shared-memory) buffers get `llvm.align`
+    128: WMMA loads and stores need 256-bit aligned rows, and the lowering
+    otherwise aligns a buffer to its element only.
   }];
-  let dependentDialects = ["::mlir::gpu::GPUDialect"];
+  let dependentDialects = ["::mlir::gpu::GPUDialect", "::mlir::LLVM::LLVMDialect"];
 }
 
 #endif // XFMR_TARGET_GPU_PASSES
