@@ -22,6 +22,9 @@ def weights():
 
 
 def main():
+    if len(sys.argv) != 3 or sys.argv[1] not in ("model", "weights"):
+        print(__doc__, file=sys.stderr if len(sys.argv) != 2 else sys.stdout)
+        return 0 if sys.argv[1:] in (["-h"], ["--help"]) else 2
     what, path = sys.argv[1], sys.argv[2]
     if what == "weights":
         weights().tofile(path)
