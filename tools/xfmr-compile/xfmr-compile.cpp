@@ -719,10 +719,8 @@ llvm::json::Array kernelsSpec(const std::vector<xfmr::gpu::KernelReport> &kernel
   llvm::json::Array list;
   for (const xfmr::gpu::KernelReport &k : kernels) {
     llvm::json::Array uses;
-    for (auto [used, name] : {std::pair{k.mmaSync, "mma.sync"}, {k.wgmma, "wgmma"},
-                              {k.cpAsync, "cp.async"}, {k.tma, "tma"}})
-      if (used)
-        uses.push_back(name);
+    for (llvm::StringRef name : xfmr::gpu::usedInstructions(k))
+      uses.push_back(name);
     list.push_back(llvm::json::Object{{"name", k.name},
                                       {"registers", k.registers},
                                       {"spill_bytes", k.spillStores + k.spillLoads},
@@ -747,12 +745,8 @@ void printKernelReport(const xfmr::gpu::GPUTarget &t,
   for (const xfmr::gpu::KernelReport &k : kernels) {
     os << llvm::formatv("  {0,-48} regs {1,3}  spill {2,4} B  stack {3,4} B  smem {4,6} B", k.name,
                         k.registers, k.spillStores + k.spillLoads, k.stackBytes, k.sharedBytes);
-    std::string uses;
-    for (auto [used, name] : {std::pair{k.mmaSync, "mma.sync"}, {k.wgmma, "wgmma"},
-                              {k.cpAsync, "cp.async"}, {k.tma, "tma"}})
-      if (used)
-        uses += (uses.empty() ? "" : ", ") + std::string(name);
-    os << "  " << (uses.empty() ? "scalar" : uses) << "\n";
+    std::vector<llvm::StringRef> uses = xfmr::gpu::usedInstructions(k);
+    os << "  " << (uses.empty() ? std::string("scalar") : llvm::join(uses, ", ")) << "\n";
   }
 }
 

@@ -106,6 +106,16 @@ bool isPanelPack(linalg::PackOp pack) {
          pack.getOuterDimsPerm() == ArrayRef<int64_t>{1, 0};
 }
 
+SmallVector<Value> operandIndices(const Product &p, const OperandLayout &l, unsigned rank,
+                                  ValueRange outerIvs, Value first, Value second) {
+  SmallVector<Value> indices(rank);
+  for (auto [loopDim, memDim] : l.outer)
+    indices[memDim] = outerIvs[llvm::find(p.outer, loopDim) - p.outer.begin()];
+  indices[rank - 2] = l.transposed ? second : first;
+  indices[rank - 1] = l.transposed ? first : second;
+  return indices;
+}
+
 std::optional<Product> matchProduct(linalg::GenericOp g) {
   bool buffers = g.hasPureBufferSemantics();
   if ((!buffers && !g.hasPureTensorSemantics()) || g.getNumDpsInputs() != 2 ||

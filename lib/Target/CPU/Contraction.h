@@ -52,6 +52,14 @@ void forEachPanelChunk(llvm::ArrayRef<char> b, int64_t k, int64_t n, int64_t ele
 /// xfmr-externalize-weights to write: [K, N] -> [N / 16, K, 16], no padding.
 bool isPanelPack(mlir::linalg::PackOp pack);
 
+/// Indices of element (first, second) of an unpacked operand laid out as
+/// `l` (rank `rank`), `first` being its row in the product's terms (m for A
+/// and C, k for B) and `outerIvs` the values of `p.outer`'s loop dims.
+/// Creates no ops.
+llvm::SmallVector<mlir::Value> operandIndices(const Product &p, const OperandLayout &l,
+                                              unsigned rank, mlir::ValueRange outerIvs,
+                                              mlir::Value first, mlir::Value second);
+
 /// The product `g` computes, if it is an f32 generic (on tensors or on
 /// memrefs) whose body is exactly `out + in0 * in1` and whose result is not
 /// transposed.

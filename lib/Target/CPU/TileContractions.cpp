@@ -63,13 +63,7 @@ public:
   /// being its row in the product's terms (m for A and C, k for B). Creates
   /// no ops, so it may be called inside the k loop.
   SmallVector<Value> at(const OperandLayout &l, Value v, Value first, Value second) {
-    unsigned r = rank(v);
-    SmallVector<Value> indices(r);
-    for (auto [loopDim, memDim] : l.outer)
-      indices[memDim] = ivs[llvm::find(p.outer, loopDim) - p.outer.begin()];
-    indices[r - 2] = l.transposed ? second : first;
-    indices[r - 1] = l.transposed ? first : second;
-    return indices;
+    return operandIndices(p, l, rank(v), ivs, first, second);
   }
 
   /// Rows [m0, m0 + rows) x columns [n0, n0 + 16 * panels): C's values

@@ -66,6 +66,15 @@ std::optional<std::string> findCUDAToolkit() {
   return std::nullopt;
 }
 
+std::vector<llvm::StringRef> usedInstructions(const KernelReport &k) {
+  std::vector<llvm::StringRef> uses;
+  for (auto [used, name] : {std::pair{k.mmaSync, "mma.sync"}, {k.wgmma, "wgmma"},
+                            {k.cpAsync, "cp.async"}, {k.tma, "tma"}})
+    if (used)
+      uses.push_back(name);
+  return uses;
+}
+
 std::vector<KernelReport> scanPTX(llvm::StringRef ptx) {
   std::vector<KernelReport> kernels;
   size_t at = 0;

@@ -75,13 +75,7 @@ private:
   /// Indices of element (first, second) of operand `v` in the product's
   /// terms (m, k for A; k, n for B; m, n for C).
   SmallVector<Value> at(const cpu::OperandLayout &l, Value v, Value first, Value second) {
-    unsigned r = rank(v);
-    SmallVector<Value> indices(r);
-    for (auto [loopDim, memDim] : l.outer)
-      indices[memDim] = ivs[llvm::find(p.outer, loopDim) - p.outer.begin()];
-    indices[r - 2] = l.transposed ? second : first;
-    indices[r - 1] = l.transposed ? first : second;
-    return indices;
+    return cpu::operandIndices(p, l, rank(v), ivs, first, second);
   }
 
   /// `operand`[first, second], or 0 outside [0, firstEnd) x [0, secondEnd).
@@ -121,6 +115,9 @@ private:
     body(add(mul(loop.getInductionVar(), idx(kThreads)), tid));
   }
 
+  void stageOperand(Value tid, const cpu::OperandLayout &l, Value v, int64_t rows, int64_t cols,
+                    Value row0, Value rowEnd, Value col0, Value colEnd, Value hiBuf,
+                    Value loBuf);
   void stageTiles(Value tid, Value m0, Value n0, Value k0);
   void storeTile(Value tid, Value m0, Value n0);
   /// Every thread of the block runs `body(tid)`, then the block waits.
@@ -141,24 +138,25 @@ void ProductKernel::forEachThread(Value gpuTid, function_ref<void(Value)> body) 
   body(loop.getInductionVar());
 }
 
+/// The [rows, cols] tile of operand `v` at (row0, col0) into shared memory
+/// as tf32 hi and lo parts, zeros outside [0, rowEnd) x [0, colEnd).
+void ProductKernel::stageOperand(Value tid, const cpu::OperandLayout &l, Value v, int64_t rows,
+                                 int64_t cols, Value row0, Value rowEnd, Value col0,
+                                 Value colEnd, Value hiBuf, Value loBuf) {
+  forShare(tid, rows * cols, [&](Value i) {
+    Value r = arith::DivUIOp::create(b, loc, i, idx(cols));
+    Value col = arith::RemUIOp::create(b, loc, i, idx(cols));
+    Value x = loadOrZero(l, v, add(row0, r), rowEnd, add(col0, col), colEnd);
+    auto [hi, lo] = splitTF32(x);
+    memref::StoreOp::create(b, loc, hi, hiBuf, ValueRange{r, col});
+    memref::StoreOp::create(b, loc, lo, loBuf, ValueRange{r, col});
+  });
+}
+
 /// A [32, 32] and B [32, 64] of this K step into shared memory, hi and lo.
 void ProductKernel::stageTiles(Value tid, Value m0, Value n0, Value k0) {
-  forShare(tid, kBM * kBK, [&](Value i) {
-    Value r = arith::DivUIOp::create(b, loc, i, idx(kBK));
-    Value col = arith::RemUIOp::create(b, loc, i, idx(kBK));
-    Value x = loadOrZero(p.a, a, add(m0, r), M, add(k0, col), K);
-    auto [hi, lo] = splitTF32(x);
-    memref::StoreOp::create(b, loc, hi, ahi, ValueRange{r, col});
-    memref::StoreOp::create(b, loc, lo, alo, ValueRange{r, col});
-  });
-  forShare(tid, kBK * kBN, [&](Value i) {
-    Value r = arith::DivUIOp::create(b, loc, i, idx(kBN));
-    Value col = arith::RemUIOp::create(b, loc, i, idx(kBN));
-    Value x = loadOrZero(p.b, bm, add(k0, r), K, add(n0, col), N);
-    auto [hi, lo] = splitTF32(x);
-    memref::StoreOp::create(b, loc, hi, bhi, ValueRange{r, col});
-    memref::StoreOp::create(b, loc, lo, blo, ValueRange{r, col});
-  });
+  stageOperand(tid, p.a, a, kBM, kBK, m0, M, k0, K, ahi, alo);
+  stageOperand(tid, p.b, bm, kBK, kBN, k0, K, n0, N, bhi, blo);
 }
 
 /// C[m0 + r, n0 + c] += tile[r, c] inside C.

@@ -65,6 +65,10 @@ struct KernelReport {
   bool tma = false;
 };
 
+/// The notable instructions `k` uses, in report order: "mma.sync",
+/// "wgmma", "cp.async", "tma".
+std::vector<llvm::StringRef> usedInstructions(const KernelReport &k);
+
 /// Every `.entry` of `ptx`, with the instructions it uses.
 std::vector<KernelReport> scanPTX(llvm::StringRef ptx);
 
