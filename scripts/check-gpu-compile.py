@@ -2,7 +2,8 @@
 """Compiles models for GPU targets and checks every kernel with ptxas.
 
 For each model (default: examples/models/*.onnx; --corpus adds the Hugging
-Face corpus examples/hf/*.onnx; --model adds a file or model folder) and each
+Face corpus examples/hf/*.onnx, --genai the onnxruntime-genai builder folders
+examples/genai/*/; --model adds a file or model folder) and each
 target (default sm_90a and sm_80), `xfmr-compile MODEL --target=T --report`
 once as exported and once with --kv-cache=paged. A compile passes when it
 succeeds, every kernel assembles (ptxas -v, run by the compiler) with 0 bytes
@@ -68,6 +69,8 @@ def main():
     ap.add_argument("--build-dir", default=os.path.join(ROOT, "build"))
     ap.add_argument("--targets", default="sm_90a,sm_80")
     ap.add_argument("--corpus", action="store_true", help="also examples/hf/*.onnx")
+    ap.add_argument("--genai", action="store_true",
+                    help="also the onnxruntime-genai builder folders examples/genai/*/")
     ap.add_argument("--model", action="append", default=[], help="another model (file or folder)")
     ap.add_argument("--no-examples", action="store_true", help="skip examples/models")
     ap.add_argument("--only", nargs="+", metavar="NAME", help="only models whose name contains one")
@@ -81,6 +84,9 @@ def main():
     models = [] if a.no_examples else sorted(glob.glob(os.path.join(ROOT, "examples", "models", "*.onnx")))
     if a.corpus:
         models += sorted(glob.glob(os.path.join(ROOT, "examples", "hf", "*.onnx")))
+    if a.genai:
+        models += sorted(d.rstrip("/") for d in glob.glob(os.path.join(ROOT, "examples", "genai", "*/"))
+                         if os.path.isfile(os.path.join(d, "genai_config.json")))
     models += a.model
     if a.only:
         models = [m for m in models if any(o in os.path.basename(m.rstrip("/")) for o in a.only)]
