@@ -32,6 +32,7 @@ import concurrent.futures
 import json
 import os
 import re
+import shlex
 import subprocess
 import sys
 import tempfile
@@ -68,11 +69,12 @@ def run(cmd, timeout=900):
 
 
 class Checker:
-    def __init__(self, build_dir, tmp, opt):
+    def __init__(self, build_dir, tmp, opt, compile_args=()):
         self.compile = os.path.join(build_dir, "bin", "xfmr-compile")
         self.xrun = os.path.join(build_dir, "bin", "xfmr-run")
         self.tmp = tmp
         self.opt = opt
+        self.compile_args = list(compile_args)
 
     def report(self, r, err, attention):
         """Checks the --report of the compile that produced `r`."""
@@ -96,7 +98,7 @@ class Checker:
 
     def build(self, path, name, extra=(), with_report=False):
         xfa = os.path.join(self.tmp, name + ".xfa")
-        opt = [self.opt] if self.opt else []
+        opt = ([self.opt] if self.opt else []) + self.compile_args
         r, err, secs = run([self.compile, path, "-o", xfa, "--quiet", *opt, *extra])
         if with_report:
             return r, err
@@ -270,6 +272,9 @@ def main():
                     help="fail MiniLM's compile-time check above S seconds (issue 11: %.0f; "
                          "off by default: wall time under load is not a test)" % MINILM_COMPILE_LIMIT_S)
     ap.add_argument("--opt", default="", help="an optimization flag for xfmr-compile (-O1...; default: its own)")
+    ap.add_argument("--compile-args", default="",
+                    help="more xfmr-compile arguments for every build (e.g. '--target=sm_90a "
+                         "--gpu-emulate': the GPU program's grids run on the CPU)")
     a = ap.parse_args()
     only = set(a.only or [])
 
@@ -284,7 +289,7 @@ def main():
     minilm = [s for s in ("minilm_ts", "minilm_dynamo") if wanted(s)]
     tally = Tally()
     with tempfile.TemporaryDirectory(prefix="xfmr-hf-") as tmp:
-        ck = Checker(a.build_dir, tmp, a.opt)
+        ck = Checker(a.build_dir, tmp, a.opt, shlex.split(a.compile_args))
         ck.compile_time_limit = a.compile_time_limit
         jobs = []
         with concurrent.futures.ThreadPoolExecutor(max(1, a.jobs)) as pool:

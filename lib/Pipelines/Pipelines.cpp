@@ -63,12 +63,13 @@ LogicalResult buildRaisePipeline(OpPassManager &pm, const RaiseOptions &options)
   return parsePassPipeline(p, pm, llvm::errs());
 }
 
-LogicalResult buildONNXToLinalgPipeline(OpPassManager &pm) {
-  return parsePassPipeline("onnx-simplify-shapes,convert-onnx-to-linalg,"
-                           "convert-xfmr-to-linalg,"
-                           "canonicalize,cse,xfmr-fuse-elementwise,"
-                           "canonicalize,cse",
-                           pm, llvm::errs());
+LogicalResult buildONNXToLinalgPipeline(OpPassManager &pm, int64_t fusedAttentionMaxHeadDim) {
+  std::string p;
+  llvm::raw_string_ostream os(p);
+  os << "onnx-simplify-shapes,convert-onnx-to-linalg,"
+     << "convert-xfmr-to-linalg{fused-attention=" << fusedAttentionMaxHeadDim << "},"
+     << "canonicalize,cse,xfmr-fuse-elementwise,canonicalize,cse";
+  return parsePassPipeline(p, pm, llvm::errs());
 }
 
 LogicalResult buildCPUToLLVMPipeline(OpPassManager &pm,
@@ -124,6 +125,7 @@ LogicalResult buildGPUKernelsPipeline(OpPassManager &pm, const GPUPipelineOption
   os << "},";
   addBufferization(os);
   os << "buffer-deallocation-pipeline,canonicalize,"
+     << "xfmr-gpu-attention" << (options.emulate ? "{emulate=true}," : ",")
      << "xfmr-gpu-products" << (options.emulate ? "{emulate=true}," : ",")
      << "func.func(convert-linalg-to-parallel-loops),canonicalize,"
      << "xfmr-gpu-map-loops{block-size=" << options.blockSize

@@ -791,7 +791,10 @@ int lowerAndWrite(ModuleOp module, const xfmr::cpu::HostTarget &host,
     return fail(inputFilename + ": " + error);
 
   progress.step("lowered to linalg");
-  if (failed(runPipeline(module, xfmr::buildONNXToLinalgPipeline)))
+  if (failed(runPipeline(module, [&](OpPassManager &pm) {
+        return xfmr::buildONNXToLinalgPipeline(
+            pm, gpuTarget ? xfmr::gpu::kFusedAttentionMaxHeadDim : 0);
+      })))
     return 1;
   if (emitStage == "linalg") {
     progress.finish();

@@ -29,7 +29,7 @@ static bool dimsCompatible(int64_t lhs, int64_t rhs) {
 
 /// "<name> must have rank <rank> <layout>, got rank <actual>".
 static LogicalResult verifyRank(Operation *op, StringRef name,
-                                RankedTensorType type, int64_t rank,
+                                ShapedType type, int64_t rank,
                                 StringRef layout) {
   if (type.getRank() == rank)
     return success();
@@ -39,7 +39,7 @@ static LogicalResult verifyRank(Operation *op, StringRef name,
 
 /// "<name> must have rank >= 1, got rank 0": ops that work on the last dim.
 static LogicalResult verifyHasLastDim(Operation *op, StringRef name,
-                                      RankedTensorType type) {
+                                      ShapedType type) {
   if (type.getRank() >= 1)
     return success();
   return op->emitOpError() << name << " must have rank >= 1, got rank 0";
@@ -48,9 +48,9 @@ static LogicalResult verifyHasLastDim(Operation *op, StringRef name,
 /// "<what>: <lhs> dim <i> is <m> but <rhs> dim <j> is <n>", unless the dims
 /// agree or one is dynamic.
 static LogicalResult verifySameDim(Operation *op, StringRef what,
-                                   StringRef lhsName, RankedTensorType lhs,
+                                   StringRef lhsName, ShapedType lhs,
                                    int64_t lhsDim, StringRef rhsName,
-                                   RankedTensorType rhs, int64_t rhsDim) {
+                                   ShapedType rhs, int64_t rhsDim) {
   int64_t lhsSize = lhs.getDimSize(lhsDim);
   int64_t rhsSize = rhs.getDimSize(rhsDim);
   if (dimsCompatible(lhsSize, rhsSize))
@@ -63,7 +63,7 @@ static LogicalResult verifySameDim(Operation *op, StringRef what,
 /// "<name> dim <i> is <m> but <attrName> is <n>", unless the dim is dynamic
 /// or equals the attribute.
 static LogicalResult verifyDimIsAttr(Operation *op, StringRef name,
-                                     RankedTensorType type, int64_t dim,
+                                     ShapedType type, int64_t dim,
                                      StringRef attrName, int64_t value) {
   int64_t size = type.getDimSize(dim);
   if (dimsCompatible(size, value))
@@ -96,9 +96,9 @@ static LogicalResult verifyHeadCounts(Operation *op, int64_t numHeads,
 
 /// "<lhs> element type 'a' must match <rhs> element type 'b'".
 static LogicalResult verifySameElementType(Operation *op, StringRef lhsName,
-                                           RankedTensorType lhs,
+                                           ShapedType lhs,
                                            StringRef rhsName,
-                                           RankedTensorType rhs) {
+                                           ShapedType rhs) {
   if (lhs.getElementType() == rhs.getElementType())
     return success();
   return op->emitOpError() << lhsName << " element type "
@@ -131,9 +131,9 @@ static LogicalResult verifyNormParameter(Operation *op, RankedTensorType input,
 
 /// The mask broadcasts numpy-style (right-aligned) to [B, Hq, Sq, Skv].
 static LogicalResult verifyAttentionMask(Operation *op,
-                                         RankedTensorType queryType,
-                                         RankedTensorType keyType,
-                                         RankedTensorType maskType) {
+                                         ShapedType queryType,
+                                         ShapedType keyType,
+                                         ShapedType maskType) {
   int64_t rank = maskType.getRank();
   if (rank < 2 || rank > 4)
     return op->emitOpError()
@@ -143,7 +143,7 @@ static LogicalResult verifyAttentionMask(Operation *op,
 
   struct Target {
     StringRef name;
-    RankedTensorType type;
+    ShapedType type;
     int64_t dim;
   };
   const Target targets[4] = {{"query", queryType, 0},
@@ -164,12 +164,11 @@ static LogicalResult verifyAttentionMask(Operation *op,
   return success();
 }
 
-LogicalResult AttentionOp::verify() {
-  Operation *op = getOperation();
-  RankedTensorType queryType = getQuery().getType();
-  RankedTensorType keyType = getKey().getType();
-  RankedTensorType valueType = getValue().getType();
-  RankedTensorType resultType = getResult().getType();
+/// The shape rules of xfmr.attention, shared by its buffer form.
+static LogicalResult verifyAttention(Operation *op, ShapedType queryType, ShapedType keyType,
+                                     ShapedType valueType, ShapedType resultType,
+                                     ShapedType maskType, int64_t numHeads,
+                                     int64_t numKvHeads) {
 
   if (failed(verifyRank(op, "query", queryType, 4, "[B, Hq, Sq, D]")) ||
       failed(verifyRank(op, "key", keyType, 4, "[B, Hkv, Skv, D]")) ||
@@ -177,8 +176,6 @@ LogicalResult AttentionOp::verify() {
       failed(verifyRank(op, "result", resultType, 4, "[B, Hq, Sq, Dv]")))
     return failure();
 
-  int64_t numHeads = getNumHeadsAttr().getInt();
-  int64_t numKvHeads = getNumKvHeadsAttr().getInt();
   if (failed(verifyHeadCounts(op, numHeads, numKvHeads)) ||
       failed(
           verifyDimIsAttr(op, "query", queryType, 1, "num_heads", numHeads)) ||
@@ -209,9 +206,24 @@ LogicalResult AttentionOp::verify() {
           verifySameElementType(op, "result", resultType, "query", queryType)))
     return failure();
 
-  if (TypedValue<RankedTensorType> mask = getMask())
-    return verifyAttentionMask(op, queryType, keyType, mask.getType());
+  if (maskType)
+    return verifyAttentionMask(op, queryType, keyType, maskType);
   return success();
+}
+
+LogicalResult AttentionOp::verify() {
+  TypedValue<RankedTensorType> mask = getMask();
+  return verifyAttention(getOperation(), getQuery().getType(), getKey().getType(),
+                         getValue().getType(), getResult().getType(),
+                         mask ? mask.getType() : ShapedType(), getNumHeads(), getNumKvHeads());
+}
+
+LogicalResult AttentionBuffersOp::verify() {
+  Value mask = getMask();
+  auto shaped = [](Value v) { return cast<ShapedType>(v.getType()); };
+  return verifyAttention(getOperation(), shaped(getQuery()), shaped(getKey()),
+                         shaped(getValue()), shaped(getOut()),
+                         mask ? shaped(mask) : ShapedType(), getNumHeads(), getNumKvHeads());
 }
 
 //===----------------------------------------------------------------------===//

@@ -141,6 +141,47 @@ def Xfmr_AttentionOp : Xfmr_Op<"attention"> {
   }];
 }
 
+/// Memory effects are declared per operand (not Pure): this op writes.
+def Xfmr_AttentionBuffersOp
+    : Op<Xfmr_Dialect, "attention_buffers"> {
+  let summary = "xfmr.attention on buffers, for a target's fused kernel";
+  let description = [{
+    `xfmr.attention` with the same operands, attributes and semantics, on
+    strided memrefs, writing its result into `out` (`[B, Hq, Sq, Dv]`).
+    `convert-xfmr-to-linalg{fused-attention=true}` creates it (between
+    `bufferization.to_buffer` and `to_tensor`) for targets with a fused
+    attention kernel; such a target's pass (`xfmr-gpu-attention`) replaces
+    it after bufferization. Nothing lowers it otherwise.
+
+    ```mlir
+    xfmr.attention_buffers %q, %k, %v into %out
+        {causal = true, num_heads = 8 : i64, num_kv_heads = 2 : i64,
+         scale = 0.125 : f32}
+        : memref<1x8x16x64xf32>, memref<1x2x16x64xf32>,
+          memref<1x2x16x64xf32> into memref<1x8x16x64xf32>
+    ```
+  }];
+
+  let arguments = (ins
+    Arg<AnyStridedMemRef, "query", [MemRead]>:$query,
+    Arg<AnyStridedMemRef, "key", [MemRead]>:$key,
+    Arg<AnyStridedMemRef, "value", [MemRead]>:$value,
+    Arg<Optional<AnyStridedMemRef>, "mask", [MemRead]>:$mask,
+    Arg<AnyStridedMemRef, "result", [MemWrite]>:$out,
+    I64Attr:$num_heads,
+    I64Attr:$num_kv_heads,
+    F32Attr:$scale,
+    DefaultValuedAttr<BoolAttr, "false">:$causal
+  );
+
+  let assemblyFormat = [{
+    $query `,` $key `,` $value (`mask` $mask^)? `into` $out attr-dict `:`
+    type($query) `,` type($key) `,` type($value) (`,` type($mask)^)? `into`
+    type($out)
+  }];
+  let hasVerifier = 1;
+}
+
 //===----------------------------------------------------------------------===//
 // Normalization
 //===----------------------------------------------------------------------===//

@@ -199,12 +199,20 @@ def ConvertXfmrToLinalgPass : Pass<"convert-xfmr-to-linalg", "mlir::ModuleOp"> {
     key blocks with an online softmax, never a sequence x sequence tensor,
     causal blocks above the diagonal skipped, grouped KV heads read in
     place. Norms compute in f32; `xfmr.kv_write` inserts into the pools.
+    With `fused-attention=N` (GPU targets), f32 `xfmr.attention` whose value
+    head dim is static and at most N becomes `xfmr.attention_buffers`
+    between `bufferization.to_buffer` (read-only, any strides) and
+    `to_tensor` of a new buffer, for the target's fused kernel.
   }];
   let options = [
     Option<"queryBlock", "query-block", "int64_t", /*default=*/"16",
            "Query rows per attention tile">,
     Option<"keyBlock", "key-block", "int64_t", /*default=*/"64",
            "Keys per attention tile">,
+    Option<"fusedAttention", "fused-attention", "int64_t", /*default=*/"0",
+           "For a target with a fused attention kernel: xfmr.attention on f32 "
+           "with a static value head dim up to this becomes "
+           "xfmr.attention_buffers (0: none)">,
   ];
   let dependentDialects = [
     "::mlir::arith::ArithDialect", "::mlir::linalg::LinalgDialect",

@@ -101,8 +101,12 @@ struct RaiseOptions {
 /// onnx (imported) -> onnx + xfmr ops [-> paged step function].
 mlir::LogicalResult buildRaisePipeline(mlir::OpPassManager &pm, const RaiseOptions &options);
 
-/// onnx + xfmr ops -> linalg/tensor/scf on tensors.
-mlir::LogicalResult buildONNXToLinalgPipeline(mlir::OpPassManager &pm);
+/// onnx + xfmr ops -> linalg/tensor/scf on tensors. With
+/// `fusedAttentionMaxHeadDim` > 0 (a target with a fused attention kernel),
+/// f32 attention with a value head dim up to it stays one op on buffers
+/// (xfmr.attention_buffers) for the target to replace.
+mlir::LogicalResult buildONNXToLinalgPipeline(mlir::OpPassManager &pm,
+                                              int64_t fusedAttentionMaxHeadDim = 0);
 
 /// Appends linalg on tensors -> LLVM dialect for the host CPU.
 mlir::LogicalResult buildCPUToLLVMPipeline(mlir::OpPassManager &pm,

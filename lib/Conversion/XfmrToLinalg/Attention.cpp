@@ -18,6 +18,8 @@
 #include "dialects/xfmr/IR/XfmrOps.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/Bufferization/IR/Bufferization.h"
+#include "mlir/Dialect/MemRef/IR/MemRef.h"
 #include "mlir/Dialect/SCF/IR/SCF.h"
 #include "mlir/Dialect/Tensor/IR/Tensor.h"
 
@@ -167,10 +169,60 @@ struct LowerAttention : OpRewritePattern<AttentionOp> {
   AttentionTiling tiling;
 };
 
+/// For a target with a fused attention kernel: xfmr.attention on f32 with
+/// a static value head dim of at most `maxHeadDim` becomes
+/// xfmr.attention_buffers on the operands' buffers (any strides: views are
+/// read in place) into a new buffer, which the target's pass replaces with
+/// its kernel after bufferization.
+struct AttentionToBuffers : OpRewritePattern<AttentionOp> {
+  AttentionToBuffers(MLIRContext *ctx, int64_t maxHeadDim)
+      : OpRewritePattern(ctx, /*benefit=*/2), maxHeadDim(maxHeadDim) {}
+
+  LogicalResult matchAndRewrite(AttentionOp op, PatternRewriter &rewriter) const override {
+    auto resultType = op.getResult().getType();
+    int64_t dv = resultType.getDimSize(3);
+    auto isF32 = [](Value v) { return cast<ShapedType>(v.getType()).getElementType().isF32(); };
+    if (!isF32(op.getQuery()) || !isF32(op.getKey()) || !isF32(op.getValue()) ||
+        ShapedType::isDynamic(dv) || dv > maxHeadDim)
+      return rewriter.notifyMatchFailure(op, "not f32 with a static head dim the kernel takes");
+    Location loc = op.getLoc();
+    auto buffer = [&](Value t) -> Value {
+      auto type = cast<RankedTensorType>(t.getType());
+      SmallVector<int64_t> strides(type.getRank(), ShapedType::kDynamic);
+      auto layout = StridedLayoutAttr::get(rewriter.getContext(), ShapedType::kDynamic, strides);
+      auto memref = MemRefType::get(type.getShape(), type.getElementType(), layout);
+      return bufferization::ToBufferOp::create(rewriter, loc, memref, t, /*read_only=*/true);
+    };
+    // One statement each: the IR's order must not depend on the compiler's
+    // order of evaluating arguments.
+    Value q = buffer(op.getQuery());
+    Value k = buffer(op.getKey());
+    Value v = buffer(op.getValue());
+    Value mask = op.getMask() ? buffer(op.getMask()) : Value();
+    SmallVector<Value> sizes;
+    for (int64_t d = 0; d < 4; ++d)
+      if (resultType.isDynamicDim(d))
+        sizes.push_back(dimValue(rewriter, loc, op.getQuery(), d));
+    auto outType = MemRefType::get(resultType.getShape(), resultType.getElementType());
+    Value out = memref::AllocOp::create(rewriter, loc, outType, sizes);
+    AttentionBuffersOp::create(rewriter, loc, q, k, v, mask, out, op.getNumHeadsAttr(),
+                               op.getNumKvHeadsAttr(), op.getScaleAttr(), op.getCausalAttr());
+    rewriter.replaceOpWithNewOp<bufferization::ToTensorOp>(op, resultType, out,
+                                                           /*restrict=*/true,
+                                                           /*writable=*/true);
+    return success();
+  }
+
+  int64_t maxHeadDim;
+};
+
 } // namespace
 
-void populateAttentionLoweringPatterns(RewritePatternSet &patterns, AttentionTiling tiling) {
+void populateAttentionLoweringPatterns(RewritePatternSet &patterns, AttentionTiling tiling,
+                                       int64_t fusedMaxHeadDim) {
   patterns.add<LowerAttention>(patterns.getContext(), tiling);
+  if (fusedMaxHeadDim > 0)
+    patterns.add<AttentionToBuffers>(patterns.getContext(), fusedMaxHeadDim);
 }
 
 } // namespace xfmr::lowering

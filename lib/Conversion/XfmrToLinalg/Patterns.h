@@ -25,9 +25,10 @@ void populateRopeLoweringPatterns(mlir::RewritePatternSet &patterns);
 void populateMLPLoweringPatterns(mlir::RewritePatternSet &patterns);
 /// xfmr.moe (MoE.cpp).
 void populateMoELoweringPatterns(mlir::RewritePatternSet &patterns);
-/// xfmr.attention (Attention.cpp).
+/// xfmr.attention (Attention.cpp); with `fusedMaxHeadDim` > 0, f32 attention
+/// with a static value head dim up to it becomes xfmr.attention_buffers.
 void populateAttentionLoweringPatterns(mlir::RewritePatternSet &patterns,
-                                       AttentionTiling tiling);
+                                       AttentionTiling tiling, int64_t fusedMaxHeadDim = 0);
 /// xfmr.paged_attention, xfmr.kv_write (PagedAttention.cpp).
 void populatePagedLoweringPatterns(mlir::RewritePatternSet &patterns,
                                    AttentionTiling tiling);

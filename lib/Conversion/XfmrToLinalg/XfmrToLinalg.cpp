@@ -37,11 +37,12 @@ struct ConvertXfmrToLinalgPass
     lowering::populateRopeLoweringPatterns(patterns);
     lowering::populateMLPLoweringPatterns(patterns);
     lowering::populateMoELoweringPatterns(patterns);
-    lowering::populateAttentionLoweringPatterns(patterns, tiling);
+    lowering::populateAttentionLoweringPatterns(patterns, tiling, fusedAttention);
     lowering::populatePagedLoweringPatterns(patterns, tiling);
 
     ConversionTarget target(*ctx);
     target.addIllegalDialect<XfmrDialect>();
+    target.addLegalOp<AttentionBuffersOp>();
     target.markUnknownOpDynamicallyLegal([](Operation *) { return true; });
     ConversionConfig config;
     config.allowPatternRollback = false;

@@ -27,6 +27,7 @@
 #include "xfmr/Target/GPU/Passes.h"
 
 #include "../CPU/Contraction.h"
+#include "KernelBuilder.h"
 #include "KernelName.h"
 
 #include "mlir/Dialect/Linalg/IR/Linalg.h"
@@ -43,34 +44,25 @@ namespace {
 
 constexpr int64_t kBM = 32, kBN = 64, kBK = 32;
 constexpr int64_t kWarps = 4, kThreads = 32 * kWarps;
-constexpr int64_t kFrag = 16, kFragK = 8;
 
-class ProductKernel {
+class ProductKernel : KernelBuilder {
 public:
   ProductKernel(OpBuilder &b, linalg::GenericOp g, const cpu::Product &p, bool emulate)
-      : b(b), loc(g.getLoc()), p(p), emulate(emulate), a(g.getDpsInputOperand(0)->get()),
-        bm(g.getDpsInputOperand(1)->get()), c(g.getDpsInitOperand(0)->get()) {}
+      : KernelBuilder(b, g.getLoc(), kThreads, emulate), p(p),
+        a(g.getDpsInputOperand(0)->get()), bm(g.getDpsInputOperand(1)->get()),
+        c(g.getDpsInitOperand(0)->get()) {}
 
   void build(StringRef name);
 
 private:
-  OpBuilder &b;
-  Location loc;
   const cpu::Product &p;
-  bool emulate;
   Value a, bm, c;
   Value M, N, K;
   SmallVector<Value> ivs; // C's outer dims, for this block
   Value ahi, alo, bhi, blo, tile;
 
-  Value idx(int64_t v) { return arith::ConstantIndexOp::create(b, loc, v); }
   Value dim(Value v, int64_t i) { return memref::DimOp::create(b, loc, v, i); }
   unsigned rank(Value v) { return cast<MemRefType>(v.getType()).getRank(); }
-  Value add(Value x, Value y) { return arith::AddIOp::create(b, loc, x, y); }
-  Value mul(Value x, Value y) { return arith::MulIOp::create(b, loc, x, y); }
-  Value lt(Value x, Value y) {
-    return arith::CmpIOp::create(b, loc, arith::CmpIPredicate::slt, x, y);
-  }
 
   /// Indices of element (first, second) of operand `v` in the product's
   /// terms (m, k for A; k, n for B; m, n for C).
@@ -81,38 +73,8 @@ private:
   /// `operand`[first, second], or 0 outside [0, firstEnd) x [0, secondEnd).
   Value loadOrZero(const cpu::OperandLayout &l, Value v, Value first, Value firstEnd,
                    Value second, Value secondEnd) {
-    Value ok = arith::AndIOp::create(b, loc, lt(first, firstEnd), lt(second, secondEnd));
-    auto ifOp = scf::IfOp::create(b, loc, TypeRange{b.getF32Type()}, ok, true);
-    {
-      OpBuilder::InsertionGuard guard(b);
-      b.setInsertionPointToStart(ifOp.thenBlock());
-      Value x = memref::LoadOp::create(b, loc, v, at(l, v, first, second));
-      scf::YieldOp::create(b, loc, x);
-      b.setInsertionPointToStart(ifOp.elseBlock());
-      Value zero = arith::ConstantFloatOp::create(b, loc, b.getF32Type(), APFloat(0.0f));
-      scf::YieldOp::create(b, loc, zero);
-    }
-    return ifOp.getResult(0);
-  }
-
-  /// x = hi + lo with hi x's tf32 value (the low 13 mantissa bits cleared).
-  std::pair<Value, Value> splitTF32(Value x) {
-    Value bits = arith::BitcastOp::create(b, loc, b.getI32Type(), x);
-    Value mask = arith::ConstantIntOp::create(b, loc, b.getI32Type(), 0xFFFFE000);
-    Value hi = arith::BitcastOp::create(b, loc, b.getF32Type(),
-                                        arith::AndIOp::create(b, loc, bits, mask));
-    Value lo = arith::SubFOp::create(b, loc, x, hi);
-    return {hi, lo};
-  }
-
-  /// Runs `body(i)` for i = tid, tid + kThreads, ... below `count` (each
-  /// thread's share of a tile's elements; consecutive threads take
-  /// consecutive elements: coalesced reads along a row).
-  void forShare(Value tid, int64_t count, function_ref<void(Value)> body) {
-    auto loop = scf::ForOp::create(b, loc, idx(0), idx(count / kThreads), idx(1));
-    OpBuilder::InsertionGuard guard(b);
-    b.setInsertionPointToStart(loop.getBody());
-    body(add(mul(loop.getInductionVar(), idx(kThreads)), tid));
+    return orZero(both(lt(first, firstEnd), lt(second, secondEnd)),
+                  [&] { return load(v, at(l, v, first, second)); });
   }
 
   void stageOperand(Value tid, const cpu::OperandLayout &l, Value v, int64_t rows, int64_t cols,
@@ -120,23 +82,8 @@ private:
                     Value loBuf);
   void stageTiles(Value tid, Value m0, Value n0, Value k0);
   void storeTile(Value tid, Value m0, Value n0);
-  /// Every thread of the block runs `body(tid)`, then the block waits.
-  void forEachThread(Value gpuTid, function_ref<void(Value)> body);
   void buildBlock(Value bx, Value by, Value bz, Value tid);
-  void emulatedMma(Value warp);
 };
-
-void ProductKernel::forEachThread(Value gpuTid, function_ref<void(Value)> body) {
-  if (!emulate) {
-    body(gpuTid);
-    mlir::gpu::BarrierOp::create(b, loc);
-    return;
-  }
-  auto loop = scf::ForOp::create(b, loc, idx(0), idx(kThreads), idx(1));
-  OpBuilder::InsertionGuard guard(b);
-  b.setInsertionPointToStart(loop.getBody());
-  body(loop.getInductionVar());
-}
 
 /// The [rows, cols] tile of operand `v` at (row0, col0) into shared memory
 /// as tf32 hi and lo parts, zeros outside [0, rowEnd) x [0, colEnd).
@@ -165,14 +112,11 @@ void ProductKernel::storeTile(Value tid, Value m0, Value n0) {
     Value r = arith::DivUIOp::create(b, loc, i, idx(kBN));
     Value col = arith::RemUIOp::create(b, loc, i, idx(kBN));
     Value m = add(m0, r), n = add(n0, col);
-    Value ok = arith::AndIOp::create(b, loc, lt(m, M), lt(n, N));
-    auto ifOp = scf::IfOp::create(b, loc, ok, false);
-    OpBuilder::InsertionGuard guard(b);
-    b.setInsertionPointToStart(ifOp.thenBlock());
-    SmallVector<Value> where = at(p.c, c, m, n);
-    Value sum = arith::AddFOp::create(b, loc, memref::LoadOp::create(b, loc, c, where),
-                                      memref::LoadOp::create(b, loc, tile, ValueRange{r, col}));
-    memref::StoreOp::create(b, loc, sum, c, where);
+    when(both(lt(m, M), lt(n, N)), [&] {
+      SmallVector<Value> where = at(p.c, c, m, n);
+      Value sum = arith::AddFOp::create(b, loc, load(c, where), load(tile, {r, col}));
+      store(sum, c, where);
+    });
   });
 }
 
@@ -186,35 +130,6 @@ static std::pair<Value, Value> warpOrigin(OpBuilder &b, Location loc, Value warp
       b, loc, arith::DivUIOp::create(b, loc, warp, two),
       arith::ConstantIndexOp::create(b, loc, 2 * kFrag));
   return {row, col};
-}
-
-/// The warp's K step as scalar loops, in the same order of the three
-/// products per fragment (lo*hi, hi*lo, hi*hi), into `tile`.
-void ProductKernel::emulatedMma(Value warp) {
-  auto [wr, wc] = warpOrigin(b, loc, warp);
-  auto range = [&](int64_t n, function_ref<void(Value)> f) {
-    auto loop = scf::ForOp::create(b, loc, idx(0), idx(n), idx(1));
-    OpBuilder::InsertionGuard guard(b);
-    b.setInsertionPointToStart(loop.getBody());
-    f(loop.getInductionVar());
-  };
-  range(kBK, [&](Value kk) {
-    range(kFrag, [&](Value r) {
-      range(2 * kFrag, [&](Value col) {
-        Value tr = add(wr, r), tc = add(wc, col);
-        Value acc = memref::LoadOp::create(b, loc, tile, ValueRange{tr, tc});
-        auto term = [&](Value x, Value y) {
-          Value av = memref::LoadOp::create(b, loc, x, ValueRange{tr, kk});
-          Value bv = memref::LoadOp::create(b, loc, y, ValueRange{kk, tc});
-          acc = arith::AddFOp::create(b, loc, acc, arith::MulFOp::create(b, loc, av, bv));
-        };
-        term(alo, bhi);
-        term(ahi, blo);
-        term(ahi, bhi);
-        memref::StoreOp::create(b, loc, acc, tile, ValueRange{tr, tc});
-      });
-    });
-  });
 }
 
 void ProductKernel::buildBlock(Value bx, Value by, Value bz, Value tid) {
@@ -235,16 +150,15 @@ void ProductKernel::buildBlock(Value bx, Value by, Value bz, Value tid) {
     linalg::FillOp::create(b, loc, zero, tile);
     scf::ForOp::create(b, loc, idx(0), K, idx(kBK), ValueRange{},
                        [&](OpBuilder &, Location, Value k0, ValueRange) {
-                         forEachThread(tid, [&](Value t) { stageTiles(t, m0, n0, k0); });
-                         auto warps = scf::ForOp::create(b, loc, idx(0), idx(kWarps), idx(1));
-                         {
-                           OpBuilder::InsertionGuard guard(b);
-                           b.setInsertionPointToStart(warps.getBody());
-                           emulatedMma(warps.getInductionVar());
-                         }
+                         phase(tid, [&](Value t) { stageTiles(t, m0, n0, k0); });
+                         warpPhase(tid, [&](Value warp) {
+                           auto [wr, wc] = warpOrigin(b, loc, warp);
+                           warpProduct({ahi, alo, wr, idx(0)}, {bhi, blo, idx(0), wc}, kBK, 2,
+                                       tile, wr, wc, /*accumulate=*/true);
+                         });
                          scf::YieldOp::create(b, loc);
                        });
-    forEachThread(tid, [&](Value t) { storeTile(t, m0, n0); });
+    phase(tid, [&](Value t) { storeTile(t, m0, n0); });
     return;
   }
 
@@ -259,7 +173,7 @@ void ProductKernel::buildBlock(Value bx, Value by, Value bz, Value tid) {
     OpBuilder::InsertionGuard guard(b);
     b.setInsertionPointToStart(kLoop.getBody());
     Value k0 = kLoop.getInductionVar();
-    forEachThread(tid, [&](Value t) { stageTiles(t, m0, n0, k0); });
+    phase(tid, [&](Value t) { stageTiles(t, m0, n0, k0); });
     auto steps = scf::ForOp::create(b, loc, idx(0), idx(kBK), idx(kFragK),
                                     kLoop.getRegionIterArgs());
     {

@@ -1744,3 +1744,15 @@ func.func @moe_shared_gate_shape(%x: tensor<16x64xf32>, %router: tensor<64x8xf32
         tensor<8x128x64xf32>
   return
 }
+
+// -----
+
+// The buffer form has xfmr.attention's shape rules.
+func.func @attention_buffers_result_dim(%q: memref<1x4x8x64xf32>, %k: memref<1x2x8x64xf32>,
+                                        %v: memref<1x2x8x32xf32>, %out: memref<1x4x8x64xf32>) {
+  // expected-error @+1 {{'xfmr.attention_buffers' op result shape mismatch}}
+  xfmr.attention_buffers %q, %k, %v into %out
+      {num_heads = 4 : i64, num_kv_heads = 2 : i64, scale = 0.125 : f32}
+      : memref<1x4x8x64xf32>, memref<1x2x8x64xf32>, memref<1x2x8x32xf32> into memref<1x4x8x64xf32>
+  return
+}

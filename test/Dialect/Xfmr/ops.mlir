@@ -390,3 +390,21 @@ func.func @kv_write_fp8_i32_slots(%k: tensor<4x2x64xbf16>, %v: tensor<4x2x32xbf1
         tensor<64x16x2x32xf8E4M3FN>, tensor<4xi32>
   return %k_pool2, %v_pool2 : tensor<64x16x2x64xf8E4M3FN>, tensor<64x16x2x32xf8E4M3FN>
 }
+
+// -----
+
+// The buffer form a target's fused kernel replaces: strided views in, the
+// result written into `out`.
+// CHECK-LABEL: func.func @attention_buffers(
+// CHECK: xfmr.attention_buffers %arg0, %arg1, %arg2 mask %arg3 into %arg4
+// CHECK-SAME: {causal = true, num_heads = 4 : i64, num_kv_heads = 1 : i64, scale = 1.250000e-01 : f32}
+// CHECK-SAME: : memref<1x4x?x64xf32, strided<[?, ?, ?, ?], offset: ?>>, memref<1x1x?x64xf32>, memref<1x1x?x32xf32>, memref<?x?xi1> into memref<1x4x?x32xf32>
+func.func @attention_buffers(%q: memref<1x4x?x64xf32, strided<[?, ?, ?, ?], offset: ?>>,
+                             %k: memref<1x1x?x64xf32>, %v: memref<1x1x?x32xf32>,
+                             %mask: memref<?x?xi1>, %out: memref<1x4x?x32xf32>) {
+  xfmr.attention_buffers %q, %k, %v mask %mask into %out
+      {causal = true, num_heads = 4 : i64, num_kv_heads = 1 : i64, scale = 0.125 : f32}
+      : memref<1x4x?x64xf32, strided<[?, ?, ?, ?], offset: ?>>, memref<1x1x?x64xf32>,
+        memref<1x1x?x32xf32>, memref<?x?xi1> into memref<1x4x?x32xf32>
+  return
+}

@@ -75,6 +75,30 @@ def TensorCoreProductsPass : Pass<"xfmr-gpu-products", "mlir::ModuleOp"> {
   ];
 }
 
+def FusedAttentionPass : Pass<"xfmr-gpu-attention", "mlir::ModuleOp"> {
+  let summary = "Run every xfmr.attention_buffers as one FlashAttention kernel";
+  let description = [{
+    After bufferization, each `xfmr.attention_buffers` (f32 attention that
+    `convert-xfmr-to-linalg{fused-attention=N}` left on buffers) becomes one
+    `gpu.launch`: a block of 4 warps per 16 query rows of one head, keys 32
+    at a time with an online softmax (causal: only up to the last visible
+    key), S = Q·Kᵀ and O += P·V on tensor cores (WMMA m16n16k8 tf32,
+    3xTF32) from tiles staged in shared memory, the running output in
+    shared memory, GQA heads read in place. With `emulate`, the same
+    program runs as host loops (tests on the CPU).
+  }];
+  let options = [
+    Option<"emulate", "emulate", "bool", /*default=*/"false",
+           "Host loops instead of a kernel (tests on the CPU)">,
+  ];
+  let dependentDialects = ["::mlir::gpu::GPUDialect", "::mlir::scf::SCFDialect",
+                           "::mlir::arith::ArithDialect", "::mlir::memref::MemRefDialect",
+                           "::mlir::math::MathDialect"];
+  let statistics = [
+    Statistic<"numKernels", "kernels", "Attention ops turned into fused kernels">,
+  ];
+}
+
 def MergeKernelModulesPass : Pass<"xfmr-gpu-merge-modules", "mlir::ModuleOp"> {
   let summary = "Put every outlined kernel into one gpu.module, shared buffers aligned";
   let description = [{
