@@ -16,6 +16,8 @@ single query row, and head dim 256 (the largest the kernel takes).
 Prints "PASS|FAIL case check: ..." lines and "N passed, N failed, N skipped".
 
   .venv/bin/python scripts/check-gpu-attention.py [--build-dir build] [--only NAME ...]
+  .venv/bin/python scripts/check-gpu-attention.py --write-model PATH --shape B,Hq,Hkv,Sq,Skv,D,Dv[,causal]
+      (only writes the model; scripts/gpu-check.sh times such a one)
 """
 
 import argparse
@@ -170,7 +172,17 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--build-dir", default=os.path.join(ROOT, "build"))
     ap.add_argument("--only", nargs="+", metavar="NAME", choices=sorted(CASES))
+    ap.add_argument("--write-model", metavar="PATH", help="write one model (--shape) and exit")
+    ap.add_argument("--shape", help="B,Hq,Hkv,Sq,Skv,D,Dv[,causal] for --write-model")
     a = ap.parse_args()
+    if a.write_model:
+        if not a.shape:
+            ap.error("--write-model needs --shape")
+        f = a.shape.split(",")
+        if len(f) not in (7, 8) or (len(f) == 8 and f[7] != "causal"):
+            ap.error("--shape: B,Hq,Hkv,Sq,Skv,D,Dv[,causal]")
+        build_model(a.write_model, (*map(int, f[:7]), len(f) == 8, None))
+        return 0
     bindir = os.path.join(a.build_dir, "bin")
     have_ptxas = find_ptxas()
     counts = {"PASS": 0, "FAIL": 0, "SKIP": 0}

@@ -573,14 +573,13 @@ static LogicalResult verifyKVScales(Operation *op, RankedTensorType keyPool,
   return success();
 }
 
-LogicalResult PagedAttentionOp::verify() {
-  Operation *op = getOperation();
-  RankedTensorType queryType = getQuery().getType();
-  RankedTensorType keyPoolType = getKeyPool().getType();
-  RankedTensorType valuePoolType = getValuePool().getType();
-  RankedTensorType tablesType = getBlockTables().getType();
-  RankedTensorType lensType = getContextLens().getType();
-  RankedTensorType startsType = getQueryStartLoc().getType();
+/// The shape rules of xfmr.paged_attention, shared by its buffer form.
+template <typename PagedOp>
+static LogicalResult verifyPagedAttention(PagedOp pagedOp, ShapedType queryType,
+                                          ShapedType keyPoolType, ShapedType valuePoolType,
+                                          ShapedType tablesType, ShapedType lensType,
+                                          ShapedType startsType, ValueRange scales) {
+  Operation *op = pagedOp.getOperation();
   constexpr StringLiteral poolLayout = "[num_blocks, block_size, Hkv, D]";
   if (failed(verifyRank(op, "query", queryType, 3, "[T, Hq, D]")) ||
       failed(verifyRank(op, "key_pool", keyPoolType, 4, poolLayout)) ||
@@ -592,16 +591,16 @@ LogicalResult PagedAttentionOp::verify() {
           verifyRank(op, "query_start_loc", startsType, 1, "[num_seqs + 1]")))
     return failure();
 
-  if (failed(verifyKVScales(op, keyPoolType, valuePoolType, getScales())))
+  if (failed(verifyKVScales(op, cast<RankedTensorType>(keyPoolType), cast<RankedTensorType>(valuePoolType), scales)))
     return failure();
 
-  int64_t numHeads = getNumHeadsAttr().getInt();
-  int64_t numKvHeads = getNumKvHeadsAttr().getInt();
-  int64_t blockSize = getBlockSizeAttr().getInt();
+  int64_t numHeads = pagedOp.getNumHeads();
+  int64_t numKvHeads = pagedOp.getNumKvHeads();
+  int64_t blockSize = pagedOp.getBlockSize();
   if (failed(verifyHeadCounts(op, numHeads, numKvHeads)) ||
       failed(verifyPositive(op, "block_size", blockSize)))
     return failure();
-  if (std::optional<uint64_t> window = getSlidingWindow();
+  if (std::optional<uint64_t> window = pagedOp.getSlidingWindow();
       window && failed(verifyPositive(op, "sliding_window", static_cast<int64_t>(*window))))
     return failure();
   if (failed(
@@ -634,8 +633,27 @@ LogicalResult PagedAttentionOp::verify() {
   int64_t numStarts = startsType.getDimSize(0);
   if (!ShapedType::isDynamic(numSeqs) &&
       !dimsCompatible(numStarts, numSeqs + 1))
-    return emitOpError() << "query_start_loc dim 0 is " << numStarts
+    return op->emitOpError() << "query_start_loc dim 0 is " << numStarts
                          << " but must be num_seqs + 1 = " << numSeqs + 1;
+  return success();
+}
+
+LogicalResult PagedAttentionOp::verify() {
+  return verifyPagedAttention(*this, getQuery().getType(), getKeyPool().getType(),
+                              getValuePool().getType(), getBlockTables().getType(),
+                              getContextLens().getType(), getQueryStartLoc().getType(),
+                              getScales());
+}
+
+LogicalResult PagedAttentionBuffersOp::verify() {
+  auto shaped = [](Value v) { return cast<ShapedType>(v.getType()); };
+  if (failed(verifyPagedAttention(*this, shaped(getQuery()), shaped(getKeyPool()),
+                                  shaped(getValuePool()), shaped(getBlockTables()),
+                                  shaped(getContextLens()), shaped(getQueryStartLoc()),
+                                  ValueRange())))
+    return failure();
+  if (getOut().getType().getShape() != shaped(getQuery()).getShape())
+    return emitOpError() << "out must have the query's shape [T, Hq, D]";
   return success();
 }
 

@@ -531,6 +531,48 @@ def Xfmr_PagedAttentionOp : Xfmr_Op<"paged_attention",
   }];
 }
 
+def Xfmr_PagedAttentionBuffersOp : Op<Xfmr_Dialect, "paged_attention_buffers"> {
+  let summary = "xfmr.paged_attention on buffers, for a target's fused kernel";
+  let description = [{
+    `xfmr.paged_attention` with float (unscaled) pools on strided memrefs,
+    writing its result (`[T, Hq, D]`) into `out`.
+    `convert-xfmr-to-linalg{fused-attention=true}` creates it for targets
+    with a fused paged attention kernel; such a target's pass
+    (`xfmr-gpu-attention`) replaces it after bufferization.
+
+    ```mlir
+    xfmr.paged_attention_buffers %q, %kp, %vp, %tables, %lens, %starts into %out
+        {block_size = 16 : i64, num_heads = 8 : i64, num_kv_heads = 2 : i64,
+         scale = 0.125 : f32}
+        : memref<?x8x64xf32>, memref<128x16x2x64xf32>, memref<128x16x2x64xf32>,
+          memref<4x32xi32>, memref<4xi32>, memref<5xi32> into memref<?x8x64xf32>
+    ```
+  }];
+
+  let arguments = (ins
+    Arg<AnyStridedMemRef, "query", [MemRead]>:$query,
+    Arg<AnyStridedMemRef, "key pool", [MemRead]>:$key_pool,
+    Arg<AnyStridedMemRef, "value pool", [MemRead]>:$value_pool,
+    Arg<AnyStridedMemRef, "block tables", [MemRead]>:$block_tables,
+    Arg<AnyStridedMemRef, "context lengths", [MemRead]>:$context_lens,
+    Arg<AnyStridedMemRef, "query start offsets", [MemRead]>:$query_start_loc,
+    Arg<AnyStridedMemRef, "result", [MemWrite]>:$out,
+    I64Attr:$num_heads,
+    I64Attr:$num_kv_heads,
+    F32Attr:$scale,
+    I64Attr:$block_size,
+    OptionalAttr<I64Attr>:$sliding_window
+  );
+
+  let assemblyFormat = [{
+    $query `,` $key_pool `,` $value_pool `,` $block_tables `,` $context_lens `,`
+    $query_start_loc `into` $out attr-dict `:` type($query) `,` type($key_pool) `,`
+    type($value_pool) `,` type($block_tables) `,` type($context_lens) `,`
+    type($query_start_loc) `into` type($out)
+  }];
+  let hasVerifier = 1;
+}
+
 def Xfmr_KVWriteOp : Xfmr_Op<"kv_write", [
     DeclareOpInterfaceMethods<InferTypeOpInterface>]> {
   let summary = "Store new keys and values into the paged KV cache";

@@ -24,8 +24,10 @@
 #include "dialects/xfmr/IR/XfmrOps.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/Bufferization/IR/Bufferization.h"
 #include "mlir/Dialect/ControlFlow/IR/ControlFlowOps.h"
 #include "mlir/Dialect/Linalg/IR/Linalg.h"
+#include "mlir/Dialect/MemRef/IR/MemRef.h"
 #include "mlir/Dialect/SCF/IR/SCF.h"
 #include "mlir/Dialect/Tensor/IR/Tensor.h"
 
@@ -354,11 +356,62 @@ struct LowerPagedAttention : OpRewritePattern<PagedAttentionOp> {
   AttentionTiling tiling;
 };
 
+/// For a target with a fused attention kernel: xfmr.paged_attention with an
+/// f32 query, float (unscaled) pools and a static head dim of at most
+/// `maxHeadDim` becomes xfmr.paged_attention_buffers on the operands'
+/// buffers into a new buffer (as AttentionToBuffers in Attention.cpp).
+struct PagedAttentionToBuffers : OpRewritePattern<PagedAttentionOp> {
+  PagedAttentionToBuffers(MLIRContext *ctx, int64_t maxHeadDim)
+      : OpRewritePattern(ctx, /*benefit=*/2), maxHeadDim(maxHeadDim) {}
+
+  LogicalResult matchAndRewrite(PagedAttentionOp op, PatternRewriter &rewriter) const override {
+    auto resultType = op.getResult().getType();
+    int64_t d = resultType.getDimSize(2);
+    if (!resultType.getElementType().isF32() || !op.getScales().empty() ||
+        !isa<FloatType>(op.getKeyPool().getType().getElementType()) ||
+        ShapedType::isDynamic(d) || d > maxHeadDim)
+      return rewriter.notifyMatchFailure(op, "not an f32 query over float pools the kernel takes");
+    Location loc = op.getLoc();
+    auto buffer = [&](Value t) -> Value {
+      auto type = cast<RankedTensorType>(t.getType());
+      SmallVector<int64_t> strides(type.getRank(), ShapedType::kDynamic);
+      auto layout = StridedLayoutAttr::get(rewriter.getContext(), ShapedType::kDynamic, strides);
+      auto memref = MemRefType::get(type.getShape(), type.getElementType(), layout);
+      return bufferization::ToBufferOp::create(rewriter, loc, memref, t, /*read_only=*/true);
+    };
+    // One statement each: the IR's order must not depend on the compiler.
+    Value q = buffer(op.getQuery());
+    Value kPool = buffer(op.getKeyPool());
+    Value vPool = buffer(op.getValuePool());
+    Value tables = buffer(op.getBlockTables());
+    Value lens = buffer(op.getContextLens());
+    Value starts = buffer(op.getQueryStartLoc());
+    SmallVector<Value> sizes;
+    for (int64_t i = 0; i < resultType.getRank(); ++i)
+      if (resultType.isDynamicDim(i))
+        sizes.push_back(dimValue(rewriter, loc, op.getQuery(), i));
+    Value out = memref::AllocOp::create(
+        rewriter, loc, MemRefType::get(resultType.getShape(), resultType.getElementType()), sizes);
+    PagedAttentionBuffersOp::create(rewriter, loc, q, kPool, vPool, tables, lens, starts, out,
+                                    op.getNumHeadsAttr(), op.getNumKvHeadsAttr(),
+                                    op.getScaleAttr(), op.getBlockSizeAttr(),
+                                    op.getSlidingWindowAttr());
+    rewriter.replaceOpWithNewOp<bufferization::ToTensorOp>(op, resultType, out,
+                                                           /*restrict=*/true, /*writable=*/true);
+    return success();
+  }
+
+  int64_t maxHeadDim;
+};
+
 } // namespace
 
-void populatePagedLoweringPatterns(RewritePatternSet &patterns, AttentionTiling tiling) {
+void populatePagedLoweringPatterns(RewritePatternSet &patterns, AttentionTiling tiling,
+                                   int64_t fusedMaxHeadDim) {
   patterns.add<LowerKVWrite>(patterns.getContext());
   patterns.add<LowerPagedAttention>(patterns.getContext(), tiling);
+  if (fusedMaxHeadDim > 0)
+    patterns.add<PagedAttentionToBuffers>(patterns.getContext(), fusedMaxHeadDim);
 }
 
 } // namespace xfmr::lowering

@@ -29,9 +29,11 @@ void populateMoELoweringPatterns(mlir::RewritePatternSet &patterns);
 /// with a static value head dim up to it becomes xfmr.attention_buffers.
 void populateAttentionLoweringPatterns(mlir::RewritePatternSet &patterns,
                                        AttentionTiling tiling, int64_t fusedMaxHeadDim = 0);
-/// xfmr.paged_attention, xfmr.kv_write (PagedAttention.cpp).
+/// xfmr.paged_attention, xfmr.kv_write (PagedAttention.cpp); with
+/// `fusedMaxHeadDim` > 0, paged attention over float pools with a static head
+/// dim up to it becomes xfmr.paged_attention_buffers.
 void populatePagedLoweringPatterns(mlir::RewritePatternSet &patterns,
-                                   AttentionTiling tiling);
+                                   AttentionTiling tiling, int64_t fusedMaxHeadDim = 0);
 
 } // namespace xfmr::lowering
 

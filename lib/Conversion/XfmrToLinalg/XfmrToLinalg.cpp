@@ -38,11 +38,11 @@ struct ConvertXfmrToLinalgPass
     lowering::populateMLPLoweringPatterns(patterns);
     lowering::populateMoELoweringPatterns(patterns);
     lowering::populateAttentionLoweringPatterns(patterns, tiling, fusedAttention);
-    lowering::populatePagedLoweringPatterns(patterns, tiling);
+    lowering::populatePagedLoweringPatterns(patterns, tiling, fusedAttention);
 
     ConversionTarget target(*ctx);
     target.addIllegalDialect<XfmrDialect>();
-    target.addLegalOp<AttentionBuffersOp>();
+    target.addLegalOp<AttentionBuffersOp, PagedAttentionBuffersOp>();
     target.markUnknownOpDynamicallyLegal([](Operation *) { return true; });
     ConversionConfig config;
     config.allowPatternRollback = false;
