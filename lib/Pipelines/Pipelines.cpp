@@ -131,7 +131,8 @@ LogicalResult buildGPUKernelsPipeline(OpPassManager &pm, const GPUPipelineOption
      << "xfmr-gpu-map-loops{block-size=" << options.blockSize
      << (options.emulate ? " emulate=true" : "") << "},";
   if (!options.emulate)
-    os << "gpu-kernel-outlining,xfmr-gpu-merge-modules,canonicalize,cse,";
+    os << "gpu-launch-sink-index-computations,gpu-kernel-outlining,xfmr-gpu-merge-modules,"
+       << "canonicalize,cse,";
   os << "func.func(math-extend-to-supported-types{target-type=f32}),"
      << "arith-emulate-unsupported-floats{source-types=bf16,f16 target-type=f32},"
      << "expand-strided-metadata,lower-affine,";
