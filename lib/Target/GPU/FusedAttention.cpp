@@ -26,8 +26,8 @@
 // `emulate`, the same program runs as host loops (KernelBuilder.h).
 //
 // xfmr.paged_attention_buffers runs the same program over a paged KV cache
-// (vLLM's layout): grid (ceil(T * G / 16), Hkv, sequences) with G = Hq /
-// Hkv. A block owns one KV head of one sequence and 16 rows of its new
+// (vLLM's layout): grid (ceil(n * G / 16), Hkv, sequences) with G = Hq /
+// Hkv and n the most new tokens of a sequence (read on the host). A block owns one KV head of one sequence and 16 rows of its new
 // tokens x the G query heads that share the head (row i: token i / G,
 // head i % G), so each key and value is read once per group of query heads
 // (a decode token fills G rows). Key j of the sequence is read through its
@@ -270,8 +270,22 @@ std::array<Value, 3> PagedAttention::grid() {
   capacity = mul(dimOf(op.getBlockTables(), 1), idx(op.getBlockSize()));
   kBlocks = dimOf(op.getKeyPool(), 0);
   vBlocks = dimOf(op.getValuePool(), 0);
-  // A sequence has at most T new tokens: T * G rows.
-  Value rows = mul(numTokens, idx(group));
+  // Enough row tiles for the longest sequence's new tokens (the host reads
+  // query_start_loc, an input it wrote): a decode step launches one tile
+  // per sequence and KV head, a prefill as many as its prompt needs.
+  // Malformed offsets are clamped to [0, T] here and reported by the kernel.
+  auto longest = scf::ForOp::create(b, loc, idx(0), startsSeqs, idx(1), ValueRange{idx(0)});
+  {
+    OpBuilder::InsertionGuard guard(b);
+    b.setInsertionPointToStart(longest.getBody());
+    Value i = longest.getInductionVar();
+    Value n = sub(index(op.getQueryStartLoc(), {add(i, idx(1))}),
+                  index(op.getQueryStartLoc(), {i}));
+    n = clamp(n, idx(0), numTokens);
+    scf::YieldOp::create(
+        b, loc, ValueRange{arith::MaxSIOp::create(b, loc, longest.getRegionIterArgs()[0], n)});
+  }
+  Value rows = mul(longest.getResult(0), idx(group));
   Value gx = arith::MaxUIOp::create(b, loc, arith::CeilDivUIOp::create(b, loc, rows, idx(kRows)),
                                     idx(1));
   Value seqs = arith::MaxUIOp::create(b, loc, numSeqs, idx(1));
