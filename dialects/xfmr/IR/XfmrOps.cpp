@@ -541,8 +541,8 @@ LogicalResult MoEOp::verify() {
 /// Quantized pools (i8 or 8-bit float) carry scales [N, block_size, Hkv] f32
 /// beside them; i8 pools cannot be read without. `scales` is empty or the
 /// key and the value scales.
-static LogicalResult verifyKVScales(Operation *op, RankedTensorType keyPool,
-                                    RankedTensorType valuePool, ValueRange scales) {
+static LogicalResult verifyKVScales(Operation *op, ShapedType keyPool,
+                                    ShapedType valuePool, ValueRange scales) {
   Type element = keyPool.getElementType();
   if (valuePool.getElementType() != element)
     return op->emitOpError() << "key and value pools differ in element type (" << element
@@ -563,7 +563,7 @@ static LogicalResult verifyKVScales(Operation *op, RankedTensorType keyPool,
   static constexpr StringLiteral names[] = {"key scales", "value scales"};
   for (auto [i, v] : llvm::enumerate(scales)) {
     StringRef name = names[i];
-    auto type = cast<RankedTensorType>(v.getType());
+    auto type = cast<ShapedType>(v.getType());
     if (failed(verifyRank(op, name, type, 3, layout)))
       return failure();
     for (int64_t d = 0; d < 3; ++d)
@@ -591,7 +591,7 @@ static LogicalResult verifyPagedAttention(PagedOp pagedOp, ShapedType queryType,
           verifyRank(op, "query_start_loc", startsType, 1, "[num_seqs + 1]")))
     return failure();
 
-  if (failed(verifyKVScales(op, cast<RankedTensorType>(keyPoolType), cast<RankedTensorType>(valuePoolType), scales)))
+  if (failed(verifyKVScales(op, keyPoolType, valuePoolType, scales)))
     return failure();
 
   int64_t numHeads = pagedOp.getNumHeads();
@@ -650,7 +650,7 @@ LogicalResult PagedAttentionBuffersOp::verify() {
   if (failed(verifyPagedAttention(*this, shaped(getQuery()), shaped(getKeyPool()),
                                   shaped(getValuePool()), shaped(getBlockTables()),
                                   shaped(getContextLens()), shaped(getQueryStartLoc()),
-                                  ValueRange())))
+                                  getScales())))
     return failure();
   if (getOut().getType().getShape() != shaped(getQuery()).getShape())
     return emitOpError() << "out must have the query's shape [T, Hq, D]";

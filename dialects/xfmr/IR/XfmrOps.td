@@ -534,8 +534,9 @@ def Xfmr_PagedAttentionOp : Xfmr_Op<"paged_attention",
 def Xfmr_PagedAttentionBuffersOp : Op<Xfmr_Dialect, "paged_attention_buffers"> {
   let summary = "xfmr.paged_attention on buffers, for a target's fused kernel";
   let description = [{
-    `xfmr.paged_attention` with float (unscaled) pools on strided memrefs,
-    writing its result (`[T, Hq, D]`) into `out`.
+    `xfmr.paged_attention` on strided memrefs (quantized pools with their
+    key and value scales, as there), writing its result (`[T, Hq, D]`) into
+    `out`.
     `convert-xfmr-to-linalg{fused-attention=true}` creates it for targets
     with a fused paged attention kernel; such a target's pass
     (`xfmr-gpu-attention`) replaces it after bufferization.
@@ -556,6 +557,7 @@ def Xfmr_PagedAttentionBuffersOp : Op<Xfmr_Dialect, "paged_attention_buffers"> {
     Arg<AnyStridedMemRef, "block tables", [MemRead]>:$block_tables,
     Arg<AnyStridedMemRef, "context lengths", [MemRead]>:$context_lens,
     Arg<AnyStridedMemRef, "query start offsets", [MemRead]>:$query_start_loc,
+    Arg<Variadic<AnyStridedMemRef>, "key and value scales", [MemRead]>:$scales,
     Arg<AnyStridedMemRef, "result", [MemWrite]>:$out,
     I64Attr:$num_heads,
     I64Attr:$num_kv_heads,
@@ -566,9 +568,14 @@ def Xfmr_PagedAttentionBuffersOp : Op<Xfmr_Dialect, "paged_attention_buffers"> {
 
   let assemblyFormat = [{
     $query `,` $key_pool `,` $value_pool `,` $block_tables `,` $context_lens `,`
-    $query_start_loc `into` $out attr-dict `:` type($query) `,` type($key_pool) `,`
-    type($value_pool) `,` type($block_tables) `,` type($context_lens) `,`
-    type($query_start_loc) `into` type($out)
+    $query_start_loc (`scales` `(` $scales^ `:` type($scales) `)`)? `into` $out attr-dict
+    `:` type($query) `,` type($key_pool) `,` type($value_pool) `,` type($block_tables) `,`
+    type($context_lens) `,` type($query_start_loc) `into` type($out)
+  }];
+
+  let extraClassDeclaration = [{
+    ::mlir::Value getKeyScales() { return getScales().empty() ? nullptr : getScales()[0]; }
+    ::mlir::Value getValueScales() { return getScales().empty() ? nullptr : getScales()[1]; }
   }];
   let hasVerifier = 1;
 }

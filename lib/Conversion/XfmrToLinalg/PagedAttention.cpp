@@ -357,8 +357,8 @@ struct LowerPagedAttention : OpRewritePattern<PagedAttentionOp> {
 };
 
 /// For a target with a fused attention kernel: xfmr.paged_attention with an
-/// f32 query, float (unscaled) pools and a static head dim of at most
-/// `maxHeadDim` becomes xfmr.paged_attention_buffers on the operands'
+/// f32 query and a static head dim of at most `maxHeadDim` (any pools:
+/// float, or int8/fp8 with their scales) becomes xfmr.paged_attention_buffers on the operands'
 /// buffers into a new buffer (as AttentionToBuffers in Attention.cpp).
 struct PagedAttentionToBuffers : OpRewritePattern<PagedAttentionOp> {
   PagedAttentionToBuffers(MLIRContext *ctx, int64_t maxHeadDim)
@@ -367,10 +367,8 @@ struct PagedAttentionToBuffers : OpRewritePattern<PagedAttentionOp> {
   LogicalResult matchAndRewrite(PagedAttentionOp op, PatternRewriter &rewriter) const override {
     auto resultType = op.getResult().getType();
     int64_t d = resultType.getDimSize(2);
-    if (!resultType.getElementType().isF32() || !op.getScales().empty() ||
-        !isa<FloatType>(op.getKeyPool().getType().getElementType()) ||
-        ShapedType::isDynamic(d) || d > maxHeadDim)
-      return rewriter.notifyMatchFailure(op, "not an f32 query over float pools the kernel takes");
+    if (!resultType.getElementType().isF32() || ShapedType::isDynamic(d) || d > maxHeadDim)
+      return rewriter.notifyMatchFailure(op, "not an f32 query with a head dim the kernel takes");
     Location loc = op.getLoc();
     auto buffer = [&](Value t) -> Value {
       auto type = cast<RankedTensorType>(t.getType());
@@ -386,13 +384,16 @@ struct PagedAttentionToBuffers : OpRewritePattern<PagedAttentionOp> {
     Value tables = buffer(op.getBlockTables());
     Value lens = buffer(op.getContextLens());
     Value starts = buffer(op.getQueryStartLoc());
+    SmallVector<Value, 2> scales;
+    for (Value v : op.getScales())
+      scales.push_back(buffer(v));
     SmallVector<Value> sizes;
     for (int64_t i = 0; i < resultType.getRank(); ++i)
       if (resultType.isDynamicDim(i))
         sizes.push_back(dimValue(rewriter, loc, op.getQuery(), i));
     Value out = memref::AllocOp::create(
         rewriter, loc, MemRefType::get(resultType.getShape(), resultType.getElementType()), sizes);
-    PagedAttentionBuffersOp::create(rewriter, loc, q, kPool, vPool, tables, lens, starts, out,
+    PagedAttentionBuffersOp::create(rewriter, loc, q, kPool, vPool, tables, lens, starts, scales, out,
                                     op.getNumHeadsAttr(), op.getNumKvHeadsAttr(),
                                     op.getScaleAttr(), op.getBlockSizeAttr(),
                                     op.getSlidingWindowAttr());

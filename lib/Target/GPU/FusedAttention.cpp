@@ -41,6 +41,7 @@
 
 #include "xfmr/Target/GPU/Passes.h"
 
+#include "../../Conversion/XfmrToLinalg/KVQuant.h"
 #include "KernelBuilder.h"
 #include "KernelName.h"
 
@@ -183,12 +184,12 @@ private:
   Value query(Value r, Value col) override {
     return load(op.getQuery(), {add(first, token(r)), head(r), col});
   }
-  Value poolAt(Value pool, Value blocks, Value pos, Value col);
+  Value poolAt(Value pool, Value scales, Value blocks, Value pos, Value col);
   Value key(Value pos, Value col) override {
-    return asF32(poolAt(op.getKeyPool(), kBlocks, pos, col));
+    return poolAt(op.getKeyPool(), op.getKeyScales(), kBlocks, pos, col);
   }
   Value value(Value pos, Value col) override {
-    return asF32(poolAt(op.getValuePool(), vBlocks, pos, col));
+    return poolAt(op.getValuePool(), op.getValueScales(), vBlocks, pos, col);
   }
   Value masked(Value r, Value pos, Value s) override;
   void storeRow(Value r, Value col, Value x) override {
@@ -350,14 +351,24 @@ void PagedAttention::setUp(Value bx, Value by, Value bz) {
   }
 }
 
-/// `pool`[block of pos, pos % block_size, hk, col], the block id checked.
-Value PagedAttention::poolAt(Value pool, Value blocks, Value pos, Value col) {
+/// `pool`[block of pos, pos % block_size, hk, col] as f32, the block id
+/// checked; a quantized pool's element widened (KVQuant.h) and times its
+/// row's scale.
+Value PagedAttention::poolAt(Value pool, Value scales, Value blocks, Value pos, Value col) {
   Value bs = idx(op.getBlockSize());
   Value block = index(op.getBlockTables(), {seq, arith::DivUIOp::create(b, loc, pos, bs)});
   Value inPool = both(le(idx(0), block), lt(block, blocks));
   runtimeCheck(b, loc, inPool, "xfmr.paged_attention: block id outside the KV pool");
   block = arith::SelectOp::create(b, loc, inPool, block, idx(0));
-  return load(pool, {block, arith::RemUIOp::create(b, loc, pos, bs), hk, col});
+  Value offset = arith::RemUIOp::create(b, loc, pos, bs);
+  Value x = load(pool, {block, offset, hk, col});
+  if (!scales)
+    return asF32(x);
+  Value s = load(scales, {block, offset, hk});
+  double factor = lowering::widenedScale(x.getType());
+  if (factor != 1.0)
+    s = arith::MulFOp::create(b, loc, s, f32(static_cast<float>(factor)));
+  return arith::MulFOp::create(b, loc, lowering::widenKV(b, loc, x), s);
 }
 
 /// Keys after the row's position are hidden; with a sliding window W, so

@@ -408,3 +408,24 @@ func.func @attention_buffers(%q: memref<1x4x?x64xf32, strided<[?, ?, ?, ?], offs
         memref<1x1x?x32xf32>, memref<?x?xi1> into memref<1x4x?x32xf32>
   return
 }
+
+// -----
+
+// Paged attention on buffers; int8 pools bring their key and value scales.
+// CHECK-LABEL: func.func @paged_attention_buffers(
+// CHECK: xfmr.paged_attention_buffers %arg0, %arg1, %arg2, %arg3, %arg4, %arg5 scales(%arg6, %arg7 : memref<8x4x2xf32>, memref<8x4x2xf32>) into %arg8
+// CHECK-SAME: {block_size = 4 : i64, num_heads = 4 : i64, num_kv_heads = 2 : i64, scale = 2.500000e-01 : f32, sliding_window = 16 : i64}
+// CHECK-SAME: : memref<?x4x16xf32>, memref<8x4x2x16xi8>, memref<8x4x2x16xi8>, memref<2x4xi32>, memref<2xi32>, memref<3xi32> into memref<?x4x16xf32>
+func.func @paged_attention_buffers(%q: memref<?x4x16xf32>, %kp: memref<8x4x2x16xi8>,
+                                   %vp: memref<8x4x2x16xi8>, %tables: memref<2x4xi32>,
+                                   %lens: memref<2xi32>, %starts: memref<3xi32>,
+                                   %ks: memref<8x4x2xf32>, %vs: memref<8x4x2xf32>,
+                                   %out: memref<?x4x16xf32>) {
+  xfmr.paged_attention_buffers %q, %kp, %vp, %tables, %lens, %starts
+      scales(%ks, %vs : memref<8x4x2xf32>, memref<8x4x2xf32>) into %out
+      {block_size = 4 : i64, num_heads = 4 : i64, num_kv_heads = 2 : i64, scale = 0.25 : f32,
+       sliding_window = 16 : i64}
+      : memref<?x4x16xf32>, memref<8x4x2x16xi8>, memref<8x4x2x16xi8>, memref<2x4xi32>,
+        memref<2xi32>, memref<3xi32> into memref<?x4x16xf32>
+  return
+}
