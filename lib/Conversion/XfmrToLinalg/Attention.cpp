@@ -186,13 +186,7 @@ struct AttentionToBuffers : OpRewritePattern<AttentionOp> {
         ShapedType::isDynamic(dv) || dv > maxHeadDim)
       return rewriter.notifyMatchFailure(op, "not f32 with a static head dim the kernel takes");
     Location loc = op.getLoc();
-    auto buffer = [&](Value t) -> Value {
-      auto type = cast<RankedTensorType>(t.getType());
-      SmallVector<int64_t> strides(type.getRank(), ShapedType::kDynamic);
-      auto layout = StridedLayoutAttr::get(rewriter.getContext(), ShapedType::kDynamic, strides);
-      auto memref = MemRefType::get(type.getShape(), type.getElementType(), layout);
-      return bufferization::ToBufferOp::create(rewriter, loc, memref, t, /*read_only=*/true);
-    };
+    auto buffer = [&](Value t) { return readOnlyBuffer(rewriter, loc, t); };
     // One statement each: the IR's order must not depend on the compiler's
     // order of evaluating arguments.
     Value q = buffer(op.getQuery());

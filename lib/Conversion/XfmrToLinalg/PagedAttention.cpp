@@ -370,13 +370,7 @@ struct PagedAttentionToBuffers : OpRewritePattern<PagedAttentionOp> {
     if (!resultType.getElementType().isF32() || ShapedType::isDynamic(d) || d > maxHeadDim)
       return rewriter.notifyMatchFailure(op, "not an f32 query with a head dim the kernel takes");
     Location loc = op.getLoc();
-    auto buffer = [&](Value t) -> Value {
-      auto type = cast<RankedTensorType>(t.getType());
-      SmallVector<int64_t> strides(type.getRank(), ShapedType::kDynamic);
-      auto layout = StridedLayoutAttr::get(rewriter.getContext(), ShapedType::kDynamic, strides);
-      auto memref = MemRefType::get(type.getShape(), type.getElementType(), layout);
-      return bufferization::ToBufferOp::create(rewriter, loc, memref, t, /*read_only=*/true);
-    };
+    auto buffer = [&](Value t) { return readOnlyBuffer(rewriter, loc, t); };
     // One statement each: the IR's order must not depend on the compiler.
     Value q = buffer(op.getQuery());
     Value kPool = buffer(op.getKeyPool());

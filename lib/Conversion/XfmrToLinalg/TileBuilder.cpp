@@ -9,6 +9,7 @@
 #include "xfmr/Conversion/LoweringUtils.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/Bufferization/IR/Bufferization.h"
 #include "mlir/Dialect/Linalg/IR/Linalg.h"
 #include "mlir/Dialect/Math/IR/Math.h"
 #include "mlir/Dialect/Tensor/IR/Tensor.h"
@@ -193,6 +194,14 @@ Value finishTile(OpBuilder &b, Location loc, const SoftmaxState &state, Type ele
                    Value r = arith::SelectOp::create(nb, l, empty, zero, q);
                    return convertFloat(nb, l, r, element);
                  });
+}
+
+Value readOnlyBuffer(OpBuilder &b, Location loc, Value t) {
+  auto type = cast<RankedTensorType>(t.getType());
+  SmallVector<int64_t> strides(type.getRank(), ShapedType::kDynamic);
+  auto layout = StridedLayoutAttr::get(b.getContext(), ShapedType::kDynamic, strides);
+  auto memref = MemRefType::get(type.getShape(), type.getElementType(), layout);
+  return bufferization::ToBufferOp::create(b, loc, memref, t, /*read_only=*/true);
 }
 
 } // namespace xfmr::lowering

@@ -68,6 +68,11 @@ mlir::Value finishTile(mlir::OpBuilder &b, mlir::Location loc, const SoftmaxStat
 mlir::Value hideAfter(mlir::OpBuilder &b, mlir::Location loc, mlir::Value key,
                       mlir::Value lastVisible, mlir::Value score);
 
+/// The buffer of tensor `t` for a fused kernel's op on buffers: a read-only
+/// `bufferization.to_buffer` with a fully dynamic strided layout, so that
+/// views are read in place.
+mlir::Value readOnlyBuffer(mlir::OpBuilder &b, mlir::Location loc, mlir::Value t);
+
 } // namespace xfmr::lowering
 
 #endif // XFMR_LIB_CONVERSION_XFMRTOLINALG_TILEBUILDER_H

@@ -77,12 +77,12 @@ public:
 
 protected:
   int64_t dv, dvPadded;
-  /// Set by grid(): the head dim and the scores' scale. Set by setUp(): this
+  /// Set by blocks(): the head dim and the scores' scale. Set by setUp(): this
   /// block's valid rows (0 to 16) and its keys [keyBegin, keyEnd).
   Value d, scale, tq, keyBegin, keyEnd;
 
-  /// The grid (x, y, z), built before the launch.
-  virtual std::array<Value, 3> grid() = 0;
+  /// The grid's blocks (x, y, z), built before the launch.
+  virtual std::array<Value, 3> blocks() = 0;
   virtual void setUp(Value bx, Value by, Value bz) = 0;
   /// Element `col` (< d) of row r (< tq) of the query tile.
   virtual Value query(Value r, Value col) = 0;
@@ -110,7 +110,7 @@ private:
   Value qhi, qlo, xhi, xlo, part, phi, plo, o, rowMax, rowSum, alpha;
 
   struct Shared {
-    SmallVector<int64_t> shape;
+    SmallVector<int64_t, 2> shape;
     Value *slot;
   };
   SmallVector<Shared> sharedBuffers() {
@@ -145,7 +145,7 @@ private:
   Value sq, skv, bi, h, hk, q0;
   SmallVector<Value> maskBroadcasts;
 
-  std::array<Value, 3> grid() override;
+  std::array<Value, 3> blocks() override;
   void setUp(Value bx, Value by, Value bz) override;
   Value query(Value r, Value col) override {
     return load(op.getQuery(), {bi, h, add(q0, r), col});
@@ -170,12 +170,12 @@ public:
 private:
   PagedAttentionBuffersOp op;
   int64_t group;
-  // Sizes, read on the host (grid()): memref.dim inside the kernel would
+  // Sizes, read on the host (blocks()): memref.dim inside the kernel would
   // index the descriptor's sizes through local memory.
   Value numSeqs, startsSeqs, tableSeqs, numTokens, capacity, kBlocks, vBlocks;
   Value seq, hk, first, base, row0;
 
-  std::array<Value, 3> grid() override;
+  std::array<Value, 3> blocks() override;
   void setUp(Value bx, Value by, Value bz) override;
   /// Row r of the tile: token (row0 + r) / G of the sequence, query head
   /// hk * G + (row0 + r) % G.
@@ -229,7 +229,7 @@ Value DenseAttention::masked(Value r, Value pos, Value s) {
   return hideAfter(pos, add(qi, sub(skv, sq)), s);
 }
 
-std::array<Value, 3> DenseAttention::grid() {
+std::array<Value, 3> DenseAttention::blocks() {
   Value q = op.getQuery();
   sq = dimOf(q, 2);
   d = dimOf(q, 3);
@@ -260,7 +260,7 @@ void DenseAttention::setUp(Value bx, Value by, Value bz) {
   }
 }
 
-std::array<Value, 3> PagedAttention::grid() {
+std::array<Value, 3> PagedAttention::blocks() {
   Value q = op.getQuery();
   d = dimOf(q, 2);
   scale = arith::ConstantOp::create(b, loc, op.getScaleAttr());
@@ -533,49 +533,15 @@ void AttentionKernel::buildBlock(Value bx, Value by, Value bz, Value tid) {
 }
 
 void AttentionKernel::build(StringRef name) {
-  auto [gx, gy, gz] = grid();
-  Value one = idx(1);
-  MLIRContext *ctx = b.getContext();
-  Type f32Type = b.getF32Type();
-
-  if (emulate) {
-    // Shared memory as heap buffers, the blocks one after another.
-    SmallVector<Value> buffers;
-    for (Shared &s : sharedBuffers()) {
-      *s.slot = memref::AllocOp::create(b, loc, MemRefType::get(s.shape, f32Type));
-      buffers.push_back(*s.slot);
-    }
-    OpBuilder::InsertionGuard guard(b);
-    for (Value buf : buffers)
-      memref::DeallocOp::create(b, loc, buf);
-    b.setInsertionPoint(buffers.back().getDefiningOp()->getNextNode());
-    SmallVector<Value> iv;
-    for (Value extent : {gz, gy, gx}) {
-      auto forOp = scf::ForOp::create(b, loc, idx(0), extent, one);
-      b.setInsertionPointToStart(forOp.getBody());
-      iv.push_back(forOp.getInductionVar());
-    }
-    buildBlock(iv[2], iv[1], iv[0], Value());
-    return;
-  }
-
-  auto wg = mlir::gpu::AddressSpaceAttr::get(ctx, mlir::gpu::AddressSpace::Workgroup);
-  SmallVector<Type> shared;
+  SmallVector<SmallVector<int64_t, 2>> shapes;
   for (Shared &s : sharedBuffers())
-    shared.push_back(MemRefType::get(s.shape, f32Type, MemRefLayoutAttrInterface(), wg));
-  auto launch = mlir::gpu::LaunchOp::create(
-      b, loc, gx, gy, gz, idx(kThreads), one, one, nullptr, nullptr, {}, shared, {}, nullptr,
-      nullptr, nullptr, FlatSymbolRefAttr::get(ctx, "xfmr_kernels"),
-      FlatSymbolRefAttr::get(ctx, name));
-  Block &body = launch.getBody().front();
-  OpBuilder::InsertionGuard guard(b);
-  b.setInsertionPointToStart(&body);
-  mlir::gpu::TerminatorOp::create(b, loc);
-  b.setInsertionPointToStart(&body);
-  for (auto [s, arg] : llvm::zip(sharedBuffers(), launch.getWorkgroupAttributions()))
-    *s.slot = arg;
-  buildBlock(launch.getBlockIds().x, launch.getBlockIds().y, launch.getBlockIds().z,
-             launch.getThreadIds().x);
+    shapes.push_back(s.shape);
+  grid(name, blocks(), shapes,
+       [&](Value bx, Value by, Value bz, Value tid, ArrayRef<Value> buffers) {
+         for (auto [s, buffer] : llvm::zip(sharedBuffers(), buffers))
+           *s.slot = buffer;
+         buildBlock(bx, by, bz, tid);
+       });
 }
 
 /// The kernel takes a value head dim it can keep in shared memory.

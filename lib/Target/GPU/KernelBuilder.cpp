@@ -75,6 +75,46 @@ void KernelBuilder::warpPhase(Value gpuTid, function_ref<void(Value)> body) {
   loop(threads / 32, body);
 }
 
+void KernelBuilder::grid(StringRef name, std::array<Value, 3> blocks,
+                         ArrayRef<SmallVector<int64_t, 2>> shapes, BlockBody body) {
+  MLIRContext *ctx = b.getContext();
+  Type f32Type = b.getF32Type();
+  Value one = idx(1);
+  if (emulate) {
+    SmallVector<Value> buffers;
+    for (ArrayRef<int64_t> shape : shapes)
+      buffers.push_back(memref::AllocOp::create(b, loc, MemRefType::get(shape, f32Type)));
+    OpBuilder::InsertionGuard guard(b);
+    for (Value buf : buffers)
+      memref::DeallocOp::create(b, loc, buf);
+    b.setInsertionPoint(buffers.back().getDefiningOp()->getNextNode());
+    SmallVector<Value> iv;
+    for (Value extent : {blocks[2], blocks[1], blocks[0]}) {
+      auto forOp = scf::ForOp::create(b, loc, idx(0), extent, one);
+      b.setInsertionPointToStart(forOp.getBody());
+      iv.push_back(forOp.getInductionVar());
+    }
+    body(iv[2], iv[1], iv[0], Value(), buffers);
+    return;
+  }
+  auto wg = mlir::gpu::AddressSpaceAttr::get(ctx, mlir::gpu::AddressSpace::Workgroup);
+  SmallVector<Type> shared;
+  for (ArrayRef<int64_t> shape : shapes)
+    shared.push_back(MemRefType::get(shape, f32Type, MemRefLayoutAttrInterface(), wg));
+  auto launch = mlir::gpu::LaunchOp::create(
+      b, loc, blocks[0], blocks[1], blocks[2], idx(threads), one, one, nullptr, nullptr, {},
+      shared, {}, nullptr, nullptr, nullptr, FlatSymbolRefAttr::get(ctx, "xfmr_kernels"),
+      FlatSymbolRefAttr::get(ctx, name));
+  Block &block = launch.getBody().front();
+  OpBuilder::InsertionGuard guard(b);
+  b.setInsertionPointToStart(&block);
+  mlir::gpu::TerminatorOp::create(b, loc);
+  b.setInsertionPointToStart(&block);
+  SmallVector<Value> buffers(launch.getWorkgroupAttributions());
+  body(launch.getBlockIds().x, launch.getBlockIds().y, launch.getBlockIds().z,
+       launch.getThreadIds().x, buffers);
+}
+
 static int64_t leadingDim(Value buffer) {
   return cast<MemRefType>(buffer.getType()).getDimSize(1);
 }

@@ -25,6 +25,8 @@
 #include "mlir/Dialect/SCF/IR/SCF.h"
 #include "mlir/IR/Builders.h"
 
+#include <array>
+
 namespace xfmr::gpu {
 
 /// WMMA's fragment: 16 x 16 results, 8 terms of the reduction per step.
@@ -103,6 +105,18 @@ public:
   /// One warp phase: every warp runs `body(warp)`, then the block waits
   /// (on the host: the warps one after another).
   void warpPhase(mlir::Value gpuTid, llvm::function_ref<void(mlir::Value)> body);
+
+  /// The body of one block: block ids (x, y, z), thread id (null when
+  /// emulated: phases loop over the threads), the shared buffers.
+  using BlockBody =
+      llvm::function_ref<void(mlir::Value, mlir::Value, mlir::Value, mlir::Value,
+                              llvm::ArrayRef<mlir::Value>)>;
+  /// Runs `body` on a grid of `blocks` blocks with f32 shared buffers of
+  /// `shapes`: a gpu.launch of kernel `name` in @xfmr_kernels, or, emulated,
+  /// host loops over the blocks with the shared buffers on the heap
+  /// (allocated before, freed after: the grid may sit in a loop).
+  void grid(llvm::StringRef name, std::array<mlir::Value, 3> blocks,
+            llvm::ArrayRef<llvm::SmallVector<int64_t, 2>> shapes, BlockBody body);
 
   /// The warp's product out[r, c] (=|+=) sum_k a[r, k] * b[k, c] for a
   /// [16, 16 * frags] piece of `out` at (outRow, outCol), k over `depth`

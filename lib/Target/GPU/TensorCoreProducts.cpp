@@ -222,53 +222,15 @@ void ProductKernel::build(StringRef name) {
     return arith::MaxUIOp::create(b, loc, n, one).getResult();
   };
   Value gx = blocksOf(N, kBN), gy = blocksOf(M, kBM), gz = arith::MaxUIOp::create(b, loc, outer, one);
-  MLIRContext *ctx = b.getContext();
-  Type f32 = b.getF32Type();
-
-  if (emulate) {
-    // Heap buffers freed after the grid (the product may sit in a loop).
-    SmallVector<Value> buffers;
-    auto smem = [&](int64_t r, int64_t cols) {
-      buffers.push_back(memref::AllocOp::create(b, loc, MemRefType::get({r, cols}, f32)));
-      return buffers.back();
-    };
-    ahi = smem(kBM, kBK), alo = smem(kBM, kBK), bhi = smem(kBK, kBN), blo = smem(kBK, kBN);
-    tile = smem(kBM, kBN);
-    OpBuilder::InsertionGuard guard(b);
-    for (Value buf : buffers)
-      memref::DeallocOp::create(b, loc, buf);
-    b.setInsertionPoint(buffers.back().getDefiningOp()->getNextNode());
-    // The blocks one after another: they share the staging buffers.
-    SmallVector<Value> iv;
-    for (Value extent : {gz, gy, gx}) {
-      auto loop = scf::ForOp::create(b, loc, idx(0), extent, one);
-      b.setInsertionPointToStart(loop.getBody());
-      iv.push_back(loop.getInductionVar());
-    }
-    buildBlock(iv[2], iv[1], iv[0], Value());
-    return;
-  }
-
-  auto wg = mlir::gpu::AddressSpaceAttr::get(ctx, mlir::gpu::AddressSpace::Workgroup);
-  auto smemType = [&](int64_t r, int64_t cols) {
-    return MemRefType::get({r, cols}, f32, MemRefLayoutAttrInterface(), wg);
-  };
-  SmallVector<Type> shared = {smemType(kBM, kBK), smemType(kBM, kBK), smemType(kBK, kBN),
-                              smemType(kBK, kBN), smemType(kBM, kBN)};
-  auto launch = mlir::gpu::LaunchOp::create(
-      b, loc, gx, gy, gz, idx(kThreads), one, one, nullptr, nullptr, {}, shared, {}, nullptr,
-      nullptr, nullptr, FlatSymbolRefAttr::get(ctx, "xfmr_kernels"),
-      FlatSymbolRefAttr::get(ctx, name));
-  Block &body = launch.getBody().front();
-  OpBuilder::InsertionGuard guard(b);
-  b.setInsertionPointToStart(&body);
-  mlir::gpu::TerminatorOp::create(b, loc);
-  b.setInsertionPointToStart(&body);
-  ArrayRef<BlockArgument> attributions = launch.getWorkgroupAttributions();
-  ahi = attributions[0], alo = attributions[1], bhi = attributions[2], blo = attributions[3];
-  tile = attributions[4];
-  buildBlock(launch.getBlockIds().x, launch.getBlockIds().y, launch.getBlockIds().z,
-             launch.getThreadIds().x);
+  // A and B hi/lo staging, the output tile.
+  SmallVector<SmallVector<int64_t, 2>> shapes = {{kBM, kBK}, {kBM, kBK}, {kBK, kBN}, {kBK, kBN},
+                                                 {kBM, kBN}};
+  grid(name, {gx, gy, gz}, shapes,
+       [&](Value bx, Value by, Value bz, Value tid, ArrayRef<Value> buffers) {
+         ahi = buffers[0], alo = buffers[1], bhi = buffers[2], blo = buffers[3];
+         tile = buffers[4];
+         buildBlock(bx, by, bz, tid);
+       });
 }
 
 struct TensorCoreProductsPass : impl::TensorCoreProductsPassBase<TensorCoreProductsPass> {
