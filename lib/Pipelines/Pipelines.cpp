@@ -103,6 +103,8 @@ LogicalResult buildCPUToLLVMPipeline(OpPassManager &pm,
      << "buffer-deallocation-pipeline,canonicalize,xfmr-lower-strided-copies,"
      << (options.threads ? "xfmr-split-rows," : "") << "convert-linalg-to-loops,"
      << "func.func(math-extend-to-supported-types{target-type=f32}),"
+     // exp as arithmetic: the loops around it vectorize (no expf calls).
+     << "xfmr-approximate-exp,"
      << "arith-emulate-unsupported-floats{source-types=bf16,f16 target-type=f32},"
      << "expand-strided-metadata,lower-affine,"
      // The alloca_scope convert-scf-to-openmp wraps a body in is inlined by

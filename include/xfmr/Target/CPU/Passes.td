@@ -344,4 +344,27 @@ def ChecksToStatusPass : Pass<"xfmr-checks-to-status", "mlir::ModuleOp"> {
   ];
 }
 
+def ApproximateExpPass : Pass<"xfmr-approximate-exp"> {
+  let summary = "f32 math.exp as arithmetic (Cephes polynomial) instead of libm's expf";
+  let description = [{
+    Rewrites every f32 `math.exp` (softmax, SiLU, sigmoid, attention's
+    online softmax) into MLIR's polynomial approximation: n = floor(x log2 e
+    + 1/2) clamped to [-127, 127], r = x - n ln 2 (two FMAs), a degree-5
+    Cephes polynomial and 2^n built in the exponent bits; relative error
+    below 2^-22.5 (1-2 ulp), results below 2^-126 flushed to 0, -inf gives 0.
+    The loops that called `expf` one element at a time have no call left,
+    so LLVM vectorizes them. Every element is computed by the same
+    operations (explicit FMAs, no reassociation), whatever the vector width
+    or the number of rows: results stay independent of the batch and the
+    same on AVX2 and AVX-512. Every math.fma and math.floor (the
+    approximation's and any other) becomes LLVM's intrinsic, not a call to
+    libm's fmaf / floorf, so that it vectorizes too (same results: both
+    are exact).
+  }];
+  let dependentDialects = ["::mlir::arith::ArithDialect",
+                           "::mlir::LLVM::LLVMDialect",
+                           "::mlir::math::MathDialect",
+                           "::mlir::vector::VectorDialect"];
+}
+
 #endif // XFMR_TARGET_CPU_PASSES
