@@ -2,7 +2,7 @@
 """exp, sigmoid and softmax of a compiled CPU artifact against float64.
 
 xfmr-approximate-exp replaces libm's expf by a polynomial (docs/cpu-backend.md,
-"exp"). This compiles a one-node-per-function ONNX model (Exp, Sigmoid,
+"exp"). This compiles a three-node ONNX model (Exp, Sigmoid,
 Softmax over the last axis) for the CPU, runs it on a dense sweep of
 [-100, 100] plus the special values, and checks against NumPy in float64:
 

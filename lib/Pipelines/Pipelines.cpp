@@ -112,7 +112,7 @@ LogicalResult buildCPUToLLVMPipeline(OpPassManager &pm,
      // lower loops inside it.
      << (options.threads ? "xfmr-parallelize-loops,convert-scf-to-openmp,canonicalize," : "")
      << "convert-scf-to-cf,xfmr-checks-to-status,"
-     << "arith-expand{include-bf16=true},convert-math-to-libm,"
+     << "arith-expand{include-bf16=true},xfmr-exact-math-to-intrinsics,convert-math-to-libm,"
      << "finalize-memref-to-llvm,convert-to-llvm,"
      << (options.threads ? "convert-openmp-to-llvm," : "") << "reconcile-unrealized-casts";
   return parsePassPipeline(p, pm, llvm::errs());

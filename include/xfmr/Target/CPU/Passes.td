@@ -357,15 +357,26 @@ def ApproximateExpPass : Pass<"xfmr-approximate-exp"> {
     so LLVM vectorizes them. Every element is computed by the same
     operations (explicit FMAs, no reassociation), whatever the vector width
     or the number of rows: results stay independent of the batch and the
-    same on AVX2 and AVX-512. Every math.fma and math.floor (the
-    approximation's and any other) becomes LLVM's intrinsic, not a call to
-    libm's fmaf / floorf, so that it vectorizes too (same results: both
-    are exact).
+    same on AVX2 and AVX-512. (Its FMAs and floor become LLVM intrinsics
+    in xfmr-exact-math-to-intrinsics.)
   }];
   let dependentDialects = ["::mlir::arith::ArithDialect",
-                           "::mlir::LLVM::LLVMDialect",
                            "::mlir::math::MathDialect",
                            "::mlir::vector::VectorDialect"];
+}
+
+def ExactMathToIntrinsicsPass : Pass<"xfmr-exact-math-to-intrinsics"> {
+  let summary = "Exact f32/f64 math ops (fma, floor, ceil, trunc, round, roundeven) as LLVM intrinsics";
+  let description = [{
+    `convert-math-to-libm` turns these ops into calls to fmaf, floorf,
+    ceilf, truncf, roundf and roundevenf, which keep LLVM from vectorizing
+    the loops around them (xfmr-approximate-exp's polynomial uses fma and
+    floor; QuantizeLinear and the int8 KV cache round to even). As LLVM
+    intrinsics they are one instruction each (vfmadd, vroundps) and
+    vectorize. The results are the same: every one of these operations is
+    exact (correctly rounded) both ways. Runs before convert-math-to-libm.
+  }];
+  let dependentDialects = ["::mlir::LLVM::LLVMDialect"];
 }
 
 #endif // XFMR_TARGET_CPU_PASSES
