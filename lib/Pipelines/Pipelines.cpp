@@ -113,7 +113,9 @@ LogicalResult buildCPUToLLVMPipeline(OpPassManager &pm,
      << (options.threads ? "xfmr-parallelize-loops,convert-scf-to-openmp,canonicalize," : "")
      << "convert-scf-to-cf,xfmr-checks-to-status,"
      << "arith-expand{include-bf16=true},xfmr-exact-math-to-intrinsics,convert-math-to-libm,"
-     << "finalize-memref-to-llvm,convert-to-llvm,"
+     // Allocations through runtime/ukernels/BufferCache.c (linked into the
+     // artifact): a step's large buffers are reused, not mapped afresh.
+     << "finalize-memref-to-llvm{use-generic-functions=true},convert-to-llvm,"
      << (options.threads ? "convert-openmp-to-llvm," : "") << "reconcile-unrealized-casts";
   return parsePassPipeline(p, pm, llvm::errs());
 }

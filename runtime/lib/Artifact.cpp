@@ -437,29 +437,9 @@ Expected<void *> assembleWeights(const Manifest &m, int fd, const std::string &w
   return p;
 }
 
-/// A model's buffers (activations of a prefill chunk: tens of MB) are
-/// allocated and freed every call. glibc serves blocks from 128 KB up with
-/// mmap and returns freed heap tops to the kernel, so each call faulted in
-/// and zeroed fresh pages (about 10% of a 2048-token prefill here). Blocks
-/// up to 32 MB (glibc's most) now come from the heap, which keeps up to
-/// 1 GB of freed memory for the next call. Once per process; set
-/// XFMR_KEEP_MALLOC=1 to leave glibc's settings alone.
-void tuneAllocator() {
-  static const bool once = [] {
-    const char *keep = std::getenv("XFMR_KEEP_MALLOC");
-    if (!keep || std::strcmp(keep, "1") != 0) {
-      ::mallopt(M_MMAP_THRESHOLD, 32 << 20);
-      ::mallopt(M_TRIM_THRESHOLD, 1 << 30);
-    }
-    return true;
-  }();
-  (void)once;
-}
-
 } // namespace
 
 Expected<std::unique_ptr<Artifact>> Artifact::load(const std::string &path) {
-  tuneAllocator();
   std::string dir = trimSlashes(path);
   struct stat st;
   if (::stat(dir.c_str(), &st) != 0)

@@ -116,7 +116,7 @@ namespace {
 struct LinkNeeds {
   /// OpenBLAS's sgemm (xfmr-contractions-to-blas).
   bool blas = false;
-  /// The quantized micro-kernels (runtime/ukernels).
+  /// The quantized micro-kernels and the buffer cache (runtime/ukernels).
   bool ukernels = false;
   /// LLVM's libomp (xfmr-compile --threads).
   bool openMP = false;
@@ -213,7 +213,8 @@ static LinkNeeds scanLinkNeeds(const llvm::Module &m) {
   LinkNeeds needs;
   needs.blas = m.getFunction("cblas_sgemm") != nullptr;
   needs.ukernels = llvm::any_of(m, [](const llvm::Function &f) {
-    return f.isDeclaration() && f.getName().starts_with("xfmr_uk_");
+    return f.isDeclaration() && (f.getName().starts_with("xfmr_uk_") ||
+                                 f.getName().starts_with("_mlir_memref_to_llvm_"));
   });
   needs.openMP = m.getFunction("__kmpc_fork_call") != nullptr;
   return needs;
