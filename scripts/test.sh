@@ -8,6 +8,9 @@
 #                through the tools again, plus fuzzing smoke runs
 # Ends with the runners' summary and a total "N passed, N failed, N skipped".
 # XFMR_SKIP_SANITIZERS=1 skips the second configuration.
+# lit runs the longest tests first: a fresh build directory has no timings
+# of its own, so lit reads test/.lit_test_times.txt (seconds per test,
+# refresh it from build/test/.lit_test_times.txt after adding slow tests).
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 cd "$root"
