@@ -47,7 +47,7 @@ llvm_config.use_default_substitutions()
 
 tool_dirs = [config.xfmr_tools_dir, config.llvm_tools_dir]
 tools = ["xfmr-opt", "xfmr-translate", "xfmr-compile", "xfmr-run", "xfmr-bench",
-         "xfmr-sched-bench"]
+         "xfmr-sched-bench", "xfmr-kernel-bench"]
 if config.xfmr_fuzzer:
     tools += ["xfmr-import-fuzzer", "xfmr-artifact-fuzzer", "xfmr-engine-fuzzer"]
     config.available_features.add("fuzzer")

@@ -3,6 +3,7 @@
 // Part of xfmr.
 //
 //   xfmr-kernel-bench [--threads-note] [--min-time S] NAME=ARTIFACT:M:K:N ...
+//   xfmr-kernel-bench --peak
 //
 // Measures, in one process and one run: the STREAM triad bandwidth
 // (a[i] = b[i] + s * c[i] over arrays far larger than the caches), a naive
@@ -15,6 +16,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "Peak.h"
 #include "xfmr/runtime/Artifact.h"
 
 #include <algorithm>
@@ -112,16 +114,26 @@ void row(const char *name, double seconds, double bytes, double flops,
 
 int main(int argc, char **argv) {
   std::vector<Case> cases;
+  bool peak = false;
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
     if (a == "--help" || a == "-h") {
       std::printf(
-          "usage: xfmr-kernel-bench [--min-time SECONDS] NAME=ARTIFACT:M:K:N ...\n\n"
+          "usage: xfmr-kernel-bench [--min-time SECONDS] NAME=ARTIFACT:M:K:N ...\n"
+          "       xfmr-kernel-bench [--min-time SECONDS] --peak\n\n"
           "Times each artifact (a MatMul x[M,K] @ W[K,N], float32 input,\n"
           "weights of any dtype) beside a STREAM triad and a naive C++ GEMV\n"
           "loop measured in the same run; prints ms, GB/s, GFLOP/s and %% of\n"
-          "triad bandwidth. scripts/bench-cpu-kernels.py builds the artifacts.\n");
+          "triad bandwidth. scripts/bench-cpu-kernels.py builds the artifacts.\n\n"
+          "--peak: the register-only throughput of one core's multiply-add\n"
+          "instructions (f32 FMA, vdpbf16ps, vpdpbusd where the CPU has them)\n"
+          "and their multiply-adds per second against f32 FMA: the ceiling of\n"
+          "each precision's products on this CPU.\n");
       return 0;
+    }
+    if (a == "--peak") {
+      peak = true;
+      continue;
     }
     if (a == "--min-time" && i + 1 < argc) {
       minTime = std::atof(argv[++i]);
@@ -134,6 +146,11 @@ int main(int argc, char **argv) {
       return 2;
     }
     cases.push_back(c);
+  }
+  if (peak) {
+    xfmr::bench::printPeaks(minTime);
+    if (cases.empty())
+      return 0;
   }
   double triad = streamTriad();
   std::printf("%-28s %10s %9s %9s %9s\n", "kernel", "ms", "GB/s", "GFLOP/s",
