@@ -77,9 +77,12 @@ SmallVector<unsigned> rowLoops(linalg::GenericOp g) {
 }
 
 /// Whether `g`'s body may be reassociated (a sum ONNX's ReduceSum/Mean
-/// lowering lets LLVM vectorize): LLVM may then vectorize the split and the
-/// unsplit copy differently, and a row's result would depend on the number
-/// of rows. Such ops stay as they are.
+/// lowering lets LLVM vectorize, RMSNorm's sum of squares): LLVM may then
+/// vectorize a split copy and an unsplit copy differently, and a row's
+/// result would depend on the number of rows. Such ops are split without
+/// the unsplit copy: one loop over blocks of rows for every row count, so
+/// every row runs the same code (a decode step pays one fork of the thread
+/// team per such op).
 bool reassociates(linalg::GenericOp g) {
   return g.getBody()
       ->walk([](arith::ArithFastMathInterface op) {
@@ -109,6 +112,12 @@ public:
       b.setInsertionPoint(ifOp.elseBlock()->getTerminator());
     }
     g->moveBefore(b.getInsertionBlock(), b.getInsertionPoint());
+  }
+
+  /// Splits loops[0] whatever its size: `g` becomes the loop.
+  void runAlways() {
+    split(loops[0], loopSize(loops[0]));
+    g->erase();
   }
 
 private:
@@ -207,8 +216,6 @@ struct SplitRowsPass : impl::SplitRowsPassBase<SplitRowsPass> {
     getOperation().walk([&](linalg::GenericOp g) {
       if (!isa<func::FuncOp>(g->getParentOp()) || !g.hasPureBufferSemantics())
         return; // inside a loop (an attention tile, a sequence) or on tensors
-      if (reassociates(g))
-        return;
       SmallVector<int64_t> ranges = g.getStaticLoopRanges();
       if (llvm::none_of(ranges, ShapedType::isDynamic)) {
         int64_t work = 1;
@@ -226,8 +233,13 @@ struct SplitRowsPass : impl::SplitRowsPassBase<SplitRowsPass> {
       if (!loops.empty())
         ops.push_back({g, loops});
     });
-    for (auto &[g, loops] : ops)
-      RowSplitter(g, loops, minRows, rowsPerTask).run();
+    for (auto &[g, loops] : ops) {
+      RowSplitter splitter(g, loops, minRows, rowsPerTask);
+      if (reassociates(g))
+        splitter.runAlways();
+      else
+        splitter.run();
+    }
     numSplit += ops.size();
   }
 };

@@ -70,9 +70,7 @@ func.func @positions(%y: memref<?x?x32xi64>) {
 
 // Left alone: a reduction first (a product's k loop), a loop an operand uses
 // in a compound expression, a small static op (8 x 128: fewer than 16384
-// iterations), an op inside a loop (an attention tile), and a sum that may be
-// reassociated (LLVM could vectorize the split and the unsplit copy
-// differently: a row's result would depend on the batch).
+// iterations) and an op inside a loop (an attention tile).
 #k = affine_map<(k, m) -> (m, k)>
 #o = affine_map<(k, m) -> (m)>
 #shift = affine_map<(m, n) -> (m + n)>
@@ -100,12 +98,6 @@ func.func @left_alone(%x: memref<?x?xf32>, %y: memref<?xf32>, %s: memref<?xf32>,
     %r = arith.addf %o, %o : f32
     linalg.yield %r : f32
   }
-  linalg.generic {indexing_maps = [#plain, #o2], iterator_types = ["parallel", "reduction"]}
-      ins(%z : memref<?x?xf32>) outs(%s : memref<?xf32>) {
-  ^bb0(%a: f32, %o: f32):
-    %r = arith.addf %o, %a fastmath<reassoc> : f32
-    linalg.yield %r : f32
-  }
   %c0 = arith.constant 0 : index
   %c1 = arith.constant 1 : index
   scf.for %i = %c0 to %n step %c1 {
@@ -129,5 +121,33 @@ func.func @left_alone(%x: memref<?x?xf32>, %y: memref<?xf32>, %s: memref<?xf32>,
 //   CHECK-NOT:   linalg.copy
 func.func @copy(%x: memref<?x64xf32>, %y: memref<?x64xf32>) {
   linalg.copy ins(%x : memref<?x64xf32>) outs(%y : memref<?x64xf32>)
+  return
+}
+
+// -----
+
+// A sum that may be reassociated (RMSNorm's sum of squares): LLVM could
+// vectorize a split copy and an unsplit copy differently, so there is no
+// unsplit copy: the loop over blocks of rows runs for every row count and a
+// row's result does not depend on the batch.
+#plain = affine_map<(m, n) -> (m, n)>
+#o2 = affine_map<(m, n) -> (m)>
+// CHECK-LABEL: func.func @reassociated_sum
+//   CHECK-NOT:   scf.if
+//       CHECK:   %[[ROWS:.*]] = memref.dim %{{.*}}, %c0
+//       CHECK:   scf.for %[[I:.*]] = %{{.*}} to %[[ROWS]] step %c16
+//       CHECK:     memref.subview %{{.*}}[%[[I]], 0]
+//       CHECK:     linalg.generic
+//       CHECK:       arith.addf %{{.*}}, %{{.*}} fastmath<reassoc>
+//       CHECK:   } {xfmr.independent_iterations}
+//   CHECK-NOT:   linalg.generic
+//       CHECK:   return
+func.func @reassociated_sum(%z: memref<?x1024xf32>, %s: memref<?xf32>) {
+  linalg.generic {indexing_maps = [#plain, #o2], iterator_types = ["parallel", "reduction"]}
+      ins(%z : memref<?x1024xf32>) outs(%s : memref<?xf32>) {
+  ^bb0(%a: f32, %o: f32):
+    %r = arith.addf %o, %a fastmath<reassoc> : f32
+    linalg.yield %r : f32
+  }
   return
 }
