@@ -15,14 +15,18 @@ if [[ "${1:-}" == --asan ]]; then
         -DCMAKE_CXX_COMPILER=clang++-22 -DXFMR_ENABLE_SANITIZERS=ON
         -DXFMR_ENABLE_FUZZER=ON)
   targets=(xfmr-opt xfmr-translate xfmr-compile xfmr-run xfmr-bench
-           xfmr-import-fuzzer xfmr-artifact-fuzzer xfmr-engine-fuzzer XfmrRuntimeTests)
+           xfmr-import-fuzzer xfmr-artifact-fuzzer xfmr-engine-fuzzer XfmrRuntimeTests
+           XfmrUkernelTests)
 else
   dir=build
   # The C micro-kernels (runtime/ukernels) with clang: GCC 12 keeps the
   # VNNI tiles' accumulators moving between registers (QuantizedMatmul8.c).
   args=(-DCMAKE_BUILD_TYPE=Release -DCMAKE_C_COMPILER=clang-22 -DCMAKE_CXX_COMPILER=g++)
+  # Every tool and unit-test binary the lit suite runs (test/CMakeLists.txt's
+  # XFMR_TEST_DEPENDS): a binary left out here makes its tests missing or
+  # failing in a fresh checkout.
   targets=(xfmr-opt xfmr-translate xfmr-compile xfmr-run xfmr-bench xfmr-sched-bench
-           XfmrRuntimeTests)
+           xfmr-kernel-bench XfmrRuntimeTests XfmrUkernelTests)
 fi
 if [[ ! -f "$dir/build.ninja" ]]; then
   cmake -G Ninja -S . -B "$dir" -DLLVM_EXTERNAL_LIT=/usr/lib/llvm-22/bin/lit "${args[@]}"
