@@ -29,14 +29,11 @@ static Slot slots[kSlots];
 static int used;
 static size_t held, limit;
 static uint64_t tick;
-static int limitSet; // by xfmr_uk_buffer_cache_set_limit
 
 /// Defined only in processes built with AddressSanitizer.
 extern void __asan_init(void) __attribute__((weak));
 
 static void readLimit(void) {
-  if (limitSet)
-    return;
   limit = kDefaultLimit;
   const char *env = getenv("XFMR_BUFFER_CACHE_BYTES");
   if (env && *env) {
@@ -120,9 +117,8 @@ XFMR_HIDDEN void xfmr_uk_buffer_cache_release(void) {
 }
 
 XFMR_HIDDEN void xfmr_uk_buffer_cache_set_limit(size_t bytes) {
-  pthread_once(&once, readLimit);
+  pthread_once(&once, readLimit); // so that it cannot overwrite `bytes` later
   pthread_mutex_lock(&lock);
-  limitSet = 1;
   limit = bytes;
   pthread_mutex_unlock(&lock);
   xfmr_uk_buffer_cache_release(); // nothing held over the new limit
