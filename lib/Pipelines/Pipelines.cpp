@@ -110,7 +110,9 @@ LogicalResult buildCPUToLLVMPipeline(OpPassManager &pm,
      // The alloca_scope convert-scf-to-openmp wraps a body in is inlined by
      // canonicalize (the kernels allocate nothing); scf-to-cf could not
      // lower loops inside it.
-     << (options.threads ? "xfmr-parallelize-loops,convert-scf-to-openmp,canonicalize," : "")
+     // Guided schedules: the threads of a step finish together (xfmr-loop-schedule).
+     << (options.threads ? "xfmr-parallelize-loops,convert-scf-to-openmp,xfmr-loop-schedule,canonicalize,"
+                         : "")
      << "convert-scf-to-cf,xfmr-checks-to-status,"
      << "arith-expand{include-bf16=true},xfmr-exact-math-to-intrinsics,convert-math-to-libm,"
      // Allocations through runtime/ukernels/BufferCache.c (linked into the
