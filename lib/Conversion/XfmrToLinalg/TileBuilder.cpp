@@ -25,6 +25,7 @@ constexpr utils::IteratorType par = utils::IteratorType::parallel;
 constexpr utils::IteratorType red = utils::IteratorType::reduction;
 /// Reductions may be reassociated (vectorized): the online softmax already
 /// sums in a different order than a plain softmax would.
+const arith::FastMathFlags kContract = arith::FastMathFlags::contract;
 const arith::FastMathFlags kReassoc =
     arith::FastMathFlags::reassoc | arith::FastMathFlags::contract;
 
@@ -174,9 +175,12 @@ SoftmaxState softmaxStep(OpBuilder &b, Location loc, const SoftmaxState &state, 
   Value newAcc = generic(b, loc, {weights, v}, scaledAcc,
                          {map(ctx, 3, {0, 1}), map(ctx, 3, {1, 2}), map(ctx, 3, {0, 2})},
                          {par, red, par}, [](OpBuilder &nb, Location l, ValueRange a) -> Value {
+                           // In key order (contract, no reassoc): with f32
+                           // values this is a product that
+                           // xfmr-tile-contractions register-blocks.
                            Value p = arith::MulFOp::create(nb, l, a[0], widenKV(nb, l, a[1]),
-                                                           kReassoc);
-                           return arith::AddFOp::create(nb, l, a[2], p, kReassoc);
+                                                           kContract);
+                           return arith::AddFOp::create(nb, l, a[2], p, kContract);
                          });
   return {newMax, newSum, newAcc};
 }

@@ -49,8 +49,8 @@ public:
   /// per row) or 16 (AVX-512; blocks of 12 rows, one register per row).
   KernelBuilder(OpBuilder &b, Location loc, linalg::GenericOp g, const Product &p, int64_t lanes)
       : b(b), loc(loc), p(p), a(g.getDpsInputOperand(0)->get()),
-        bm(g.getDpsInputOperand(1)->get()), c(g.getDpsInitOperand(0)->get()), kLanes(lanes),
-        kRows(lanes == 16 ? 12 : 6) {
+        bm(g.getDpsInputOperand(1)->get()), c(g.getDpsInitOperand(0)->get()),
+        nested(!isa<func::FuncOp>(g->getParentOp())), kLanes(lanes), kRows(lanes == 16 ? 12 : 6) {
     contract = arith::FastMathFlagsAttr::get(b.getContext(), arith::FastMathFlags::contract);
     vecType = VectorType::get({kLanes}, b.getF32Type());
   }
@@ -137,11 +137,20 @@ public:
     }
     // Tiles are independent: with xfmr-compile --parallel each core takes
     // a share (convert-scf-to-openmp); a tile is computed by one thread, so
-    // results do not depend on the number of threads either.
-    auto tiles = scf::ParallelOp::create(b, loc, ValueRange{idx(0)}, ValueRange{nEnd},
-                                         ValueRange{idx(kCols * panels)});
-    b.setInsertionPointToStart(tiles.getBody());
-    Value n0 = tiles.getInductionVars()[0];
+    // results do not depend on the number of threads either. A product
+    // inside a loop (an attention tile: the loop around it is what runs on
+    // several cores) walks its tiles in order.
+    Value n0;
+    if (nested) {
+      auto tiles = scf::ForOp::create(b, loc, idx(0), nEnd, idx(kCols * panels));
+      b.setInsertionPointToStart(tiles.getBody());
+      n0 = tiles.getInductionVar();
+    } else {
+      auto tiles = scf::ParallelOp::create(b, loc, ValueRange{idx(0)}, ValueRange{nEnd},
+                                           ValueRange{idx(kCols * panels)});
+      b.setInsertionPointToStart(tiles.getBody());
+      n0 = tiles.getInductionVars()[0];
+    }
     scf::ForOp::create(b, loc, idx(0), mFull, idx(kRows), ValueRange{},
                        [&](OpBuilder &rb, Location, Value m0, ValueRange) {
                          microTile(rb, kRows, panels, m0, n0, K);
@@ -175,7 +184,9 @@ public:
   /// Replaces `g`. A packed B: the kernels for every row (its N is a
   /// multiple of 16). Otherwise, from kRows rows on, the kernels on the full
   /// column panels plus the loop on the remaining columns, and the loop
-  /// below kRows (it streams B's rows, which beats strided panel reads).
+  /// below kRows (it streams B's rows, which beats strided panel reads). A
+  /// product inside a loop (attention's p · v: a few rows by one KV block,
+  /// every operand in L1) takes the kernels from one row on.
   void build(linalg::GenericOp g) {
     unsigned ra = rank(a), rc = rank(c);
     Value M = dim(c, rc - 2), N = dim(c, rc - 1);
@@ -186,14 +197,19 @@ public:
       g.erase();
       return;
     }
-    Value enough = arith::CmpIOp::create(b, loc, arith::CmpIPredicate::sge, M, idx(kRows));
-    auto ifOp = scf::IfOp::create(b, loc, enough, /*withElseRegion=*/true);
-    b.setInsertionPointToStart(ifOp.elseBlock());
-    b.clone(*g.getOperation());
-
-    b.setInsertionPointToStart(ifOp.thenBlock());
+    if (!nested) {
+      Value enough = arith::CmpIOp::create(b, loc, arith::CmpIPredicate::sge, M, idx(kRows));
+      auto ifOp = scf::IfOp::create(b, loc, enough, /*withElseRegion=*/true);
+      b.setInsertionPointToStart(ifOp.elseBlock());
+      b.clone(*g.getOperation());
+      b.setInsertionPointToStart(ifOp.thenBlock());
+    }
     Value nFull = arith::SubIOp::create(b, loc, N, arith::RemUIOp::create(b, loc, N, idx(kCols)));
     kernels(M, nFull, K, panelsPerTile(staticN));
+    if (!ShapedType::isDynamic(staticN) && staticN % kCols == 0) {
+      g.erase(); // whole panels only
+      return;
+    }
     // Columns past the last full panel: the loop on those columns.
     Value rest = arith::CmpIOp::create(b, loc, arith::CmpIPredicate::ult, nFull, N);
     auto restIf = scf::IfOp::create(b, loc, rest, /*withElseRegion=*/false);
@@ -219,6 +235,9 @@ private:
   Location loc;
   const Product &p;
   Value a, bm, c;
+  /// Inside a loop (not directly in a function): tiles in order, kernels
+  /// for any number of rows.
+  bool nested;
   SmallVector<Value> ivs;
   arith::FastMathFlagsAttr contract;
   VectorType vecType;
@@ -235,8 +254,6 @@ struct TileContractionsPass : impl::TileContractionsPassBase<TileContractionsPas
     }
     std::vector<std::pair<linalg::GenericOp, Product>> products;
     getOperation().walk([&](linalg::GenericOp g) {
-      if (!isa<func::FuncOp>(g->getParentOp()))
-        return; // inside a loop: an attention tile
       if (!g.hasPureBufferSemantics())
         return;
       auto p = matchProduct(g);

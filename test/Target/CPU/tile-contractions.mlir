@@ -71,3 +71,46 @@ func.func @odd_panels(%x: memref<1x?x64xf32>, %w: memref<64x48xf32>, %y: memref<
   }
   return
 }
+
+// A product inside a loop (attention's p · v per KV block: [rows, tk] x
+// [tk, 64], v a strided view of the pool) takes the kernels for any number
+// of rows, with no `rows >= 6` test and no scf.parallel: its column tiles
+// run in order on the thread that runs the enclosing loop's iteration.
+#p = affine_map<(i, j, d) -> (i, j)>
+#v = affine_map<(i, j, d) -> (j, d)>
+#o = affine_map<(i, j, d) -> (i, d)>
+// AVX2-LABEL: func.func @in_loop
+//       AVX2:   scf.for
+//   AVX2-NOT:   arith.cmpi sge
+//   AVX2-NOT:   scf.parallel
+//       AVX2:   scf.for %{{.*}} = %{{.*}} to %{{.*}} step %c16
+//       AVX2:   scf.for %{{.*}} = %{{.*}} to %{{.*}} step %c6
+//       AVX2:   fastmath<contract> : vector<8xf32>
+//       AVX2:   scf.index_switch
+//   AVX2-NOT:   linalg.generic
+// AVX512-LABEL: func.func @in_loop
+//   AVX512-NOT:   scf.parallel
+//       AVX512:   scf.for %{{.*}} = %{{.*}} to %{{.*}} step %c32
+//       AVX512:   scf.for %{{.*}} = %{{.*}} to %{{.*}} step %c12
+//       AVX512:   fastmath<contract> : vector<16xf32>
+//   AVX512-NOT:   linalg.generic
+func.func @in_loop(%p: memref<?x?xf32>, %pool: memref<?x16x4x64xf32>, %acc: memref<?x64xf32>,
+                   %blocks: index) {
+  %c0 = arith.constant 0 : index
+  %c1 = arith.constant 1 : index
+  %tk = memref.dim %p, %c1 : memref<?x?xf32>
+  scf.for %b = %c0 to %blocks step %c1 {
+    %v = memref.subview %pool[%b, 0, 2, 0] [1, %tk, 1, 64] [1, 1, 1, 1]
+        : memref<?x16x4x64xf32> to memref<?x64xf32, strided<[256, 1], offset: ?>>
+    linalg.generic {indexing_maps = [#p, #v, #o],
+                    iterator_types = ["parallel", "reduction", "parallel"]}
+        ins(%p, %v : memref<?x?xf32>, memref<?x64xf32, strided<[256, 1], offset: ?>>)
+        outs(%acc : memref<?x64xf32>) {
+    ^bb0(%x: f32, %y: f32, %z: f32):
+      %m = arith.mulf %x, %y fastmath<contract> : f32
+      %s = arith.addf %z, %m fastmath<contract> : f32
+      linalg.yield %s : f32
+    }
+  }
+  return
+}
