@@ -65,6 +65,13 @@ llvm::SmallVector<mlir::Value> operandIndices(const Product &p, const OperandLay
 /// transposed.
 std::optional<Product> matchProduct(mlir::linalg::GenericOp g);
 
+/// Whether `g` (a product `p` inside a loop) is C[i, j] += A[i, d] * B[j, d]
+/// on 2-d memrefs with A and B contiguous along d and d a static multiple of
+/// 16: what tileDots takes (DotTiles.cpp).
+bool canTileDots(mlir::linalg::GenericOp g, const Product &p);
+/// Replaces `g` by 4 x 4 tiles of 16-lane dot products (DotTiles.cpp).
+void tileDots(mlir::OpBuilder &b, mlir::linalg::GenericOp g, const Product &p);
+
 } // namespace xfmr::cpu
 
 #endif // XFMR_LIB_TARGET_CPU_CONTRACTION_H

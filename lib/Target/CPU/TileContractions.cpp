@@ -252,11 +252,15 @@ struct TileContractionsPass : impl::TileContractionsPassBase<TileContractionsPas
       getOperation().emitError("xfmr-tile-contractions: lanes must be 8 or 16");
       return signalPassFailure();
     }
-    std::vector<std::pair<linalg::GenericOp, Product>> products;
+    std::vector<std::pair<linalg::GenericOp, Product>> products, dots;
     getOperation().walk([&](linalg::GenericOp g) {
       if (!g.hasPureBufferSemantics())
         return;
       auto p = matchProduct(g);
+      if (p && !isa<func::FuncOp>(g->getParentOp()) && canTileDots(g, *p)) {
+        dots.push_back({g, *p});
+        return;
+      }
       if (!p || p->b.transposed || !unitInnerStride(g.getDpsInputOperand(1)->get()) ||
           !unitInnerStride(g.getDpsInitOperand(0)->get()))
         return;
@@ -266,7 +270,11 @@ struct TileContractionsPass : impl::TileContractionsPassBase<TileContractionsPas
       OpBuilder b(g);
       KernelBuilder(b, g.getLoc(), g, p, lanes).build(g);
     }
-    numTiled += products.size();
+    for (auto &[g, p] : dots) {
+      OpBuilder b(g);
+      tileDots(b, g, p);
+    }
+    numTiled += products.size() + dots.size();
   }
 };
 

@@ -72,6 +72,7 @@ func.func @odd_panels(%x: memref<1x?x64xf32>, %w: memref<64x48xf32>, %y: memref<
   return
 }
 
+
 // A product inside a loop (attention's p · v per KV block: [rows, tk] x
 // [tk, 64], v a strided view of the pool) takes the kernels for any number
 // of rows, with no `rows >= 6` test and no scf.parallel: its column tiles
@@ -109,6 +110,48 @@ func.func @in_loop(%p: memref<?x?xf32>, %pool: memref<?x16x4x64xf32>, %acc: memr
     ^bb0(%x: f32, %y: f32, %z: f32):
       %m = arith.mulf %x, %y fastmath<contract> : f32
       %s = arith.addf %z, %m fastmath<contract> : f32
+      linalg.yield %s : f32
+    }
+  }
+  return
+}
+
+
+// Scores inside a loop: C[i, j] += q[i, d] * k[j, d] with both read along d
+// (k in place from the pool). Tiles of 4 rows x 4 keys: 16 accumulators of
+// 16 lanes (FMAs along d), one butterfly of shuffles and adds to the 16
+// sums, each stored only inside C. The same with either lane count.
+#q = affine_map<(i, j, d) -> (i, d)>
+#k = affine_map<(i, j, d) -> (j, d)>
+#s = affine_map<(i, j, d) -> (i, j)>
+// AVX2-LABEL: func.func @scores_in_loop
+//       AVX2:   scf.for
+//       AVX2:   scf.for %{{.*}} = %{{.*}} to %{{.*}} step %c4
+//       AVX2:   scf.for %{{.*}} = %{{.*}} to %{{.*}} step %c4
+//       AVX2:   scf.for %{{.*}} = %{{.*}} to %{{.*}} step %c16{{.*}} iter_args
+// AVX2-COUNT-16:   vector.fma %{{.*}} : vector<16xf32>
+// AVX2-COUNT-30:   vector.shuffle
+//       AVX2:   scf.if
+//       AVX2:   vector.extract %{{.*}}[0] : f32 from vector<16xf32>
+//   AVX2-NOT:   linalg.generic
+// AVX512-LABEL: func.func @scores_in_loop
+// AVX512-COUNT-16:   vector.fma %{{.*}} : vector<16xf32>
+//   AVX512-NOT:   linalg.generic
+func.func @scores_in_loop(%q: memref<?x64xf32>, %pool: memref<?x16x4x64xf32>,
+                          %out: memref<?x?xf32>, %blocks: index) {
+  %c0 = arith.constant 0 : index
+  %c1 = arith.constant 1 : index
+  %tk = memref.dim %out, %c1 : memref<?x?xf32>
+  scf.for %b = %c0 to %blocks step %c1 {
+    %k = memref.subview %pool[%b, 0, 1, 0] [1, %tk, 1, 64] [1, 1, 1, 1]
+        : memref<?x16x4x64xf32> to memref<?x64xf32, strided<[256, 1], offset: ?>>
+    linalg.generic {indexing_maps = [#q, #k, #s],
+                    iterator_types = ["parallel", "parallel", "reduction"]}
+        ins(%q, %k : memref<?x64xf32>, memref<?x64xf32, strided<[256, 1], offset: ?>>)
+        outs(%out : memref<?x?xf32>) {
+    ^bb0(%x: f32, %y: f32, %z: f32):
+      %m = arith.mulf %x, %y fastmath<reassoc, contract> : f32
+      %s = arith.addf %z, %m fastmath<reassoc, contract> : f32
       linalg.yield %s : f32
     }
   }

@@ -161,6 +161,15 @@ def TileContractionsPass : Pass<"xfmr-tile-contractions", "mlir::ModuleOp"> {
     over, and smaller ones keep the loop, which streams B's rows (strided
     panel reads would be slower).
 
+    A product inside a loop (attention's tiles, which the loop around them
+    shares out to the cores) is tiled in place, its tiles one after
+    another, for any number of rows: `p · v` per KV block with the kernels
+    above; the scores `q · kᵀ`, whose B is the key block read in place
+    (transposed: both operands run along d), with 4 x 4 tiles of 16-lane
+    dot products whose 16 accumulators one butterfly of shuffles and adds
+    turns into 16 sums (DotTiles.cpp). Their elements are computed the
+    same way in every tile, so they do not depend on the tile's size.
+
     Every element is computed exactly as the loop computes it: C's value,
     then one multiply-add per k in increasing k, contracted the same way
     (`contract`, never `reassoc`). So a row's result does not depend on how
