@@ -106,6 +106,14 @@ bool isPanelPack(linalg::PackOp pack) {
          pack.getOuterDimsPerm() == ArrayRef<int64_t>{1, 0};
 }
 
+bool unitInnerStride(Value v) {
+  auto t = cast<MemRefType>(v.getType());
+  SmallVector<int64_t> strides;
+  int64_t offset;
+  return succeeded(t.getStridesAndOffset(strides, offset)) && !strides.empty() &&
+         strides.back() == 1;
+}
+
 SmallVector<Value> operandIndices(const Product &p, const OperandLayout &l, unsigned rank,
                                   ValueRange outerIvs, Value first, Value second) {
   SmallVector<Value> indices(rank);

@@ -65,6 +65,10 @@ llvm::SmallVector<mlir::Value> operandIndices(const Product &p, const OperandLay
 /// transposed.
 std::optional<Product> matchProduct(mlir::linalg::GenericOp g);
 
+/// Whether memref `v`'s innermost dim is statically contiguous (what
+/// vector.load along it needs).
+bool unitInnerStride(mlir::Value v);
+
 /// Whether `g` (a product `p` inside a loop) is C[i, j] += A[i, d] * B[j, d]
 /// on 2-d memrefs with A and B contiguous along d and d a static multiple of
 /// 16: what tileDots takes (DotTiles.cpp).

@@ -34,14 +34,6 @@ namespace {
 
 constexpr int64_t kLanes = 16, kTileRows = 4, kTileCols = 4;
 
-bool unitInnerStride(Value v) {
-  auto t = cast<MemRefType>(v.getType());
-  SmallVector<int64_t> strides;
-  int64_t offset;
-  return succeeded(t.getStridesAndOffset(strides, offset)) && !strides.empty() &&
-         strides.back() == 1;
-}
-
 class DotTile {
 public:
   DotTile(OpBuilder &b, linalg::GenericOp g, const Product &p)

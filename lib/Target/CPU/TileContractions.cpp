@@ -34,15 +34,6 @@ namespace {
 
 constexpr int64_t kCols = kPanelWidth;
 
-/// Whether `v`'s innermost dim is statically contiguous (vector.load needs it).
-bool unitInnerStride(Value v) {
-  auto t = cast<MemRefType>(v.getType());
-  SmallVector<int64_t> strides;
-  int64_t offset;
-  return succeeded(t.getStridesAndOffset(strides, offset)) && !strides.empty() &&
-         strides.back() == 1;
-}
-
 class KernelBuilder {
 public:
   /// `lanes` f32 per register: 8 (AVX2; blocks of 6 rows, two registers
