@@ -23,9 +23,10 @@ namespace {
 
 constexpr utils::IteratorType par = utils::IteratorType::parallel;
 constexpr utils::IteratorType red = utils::IteratorType::reduction;
+/// p · v sums in key order (a product xfmr-tile-contractions register-blocks).
+const arith::FastMathFlags kContract = arith::FastMathFlags::contract;
 /// Reductions may be reassociated (vectorized): the online softmax already
 /// sums in a different order than a plain softmax would.
-const arith::FastMathFlags kContract = arith::FastMathFlags::contract;
 const arith::FastMathFlags kReassoc =
     arith::FastMathFlags::reassoc | arith::FastMathFlags::contract;
 
@@ -175,9 +176,6 @@ SoftmaxState softmaxStep(OpBuilder &b, Location loc, const SoftmaxState &state, 
   Value newAcc = generic(b, loc, {weights, v}, scaledAcc,
                          {map(ctx, 3, {0, 1}), map(ctx, 3, {1, 2}), map(ctx, 3, {0, 2})},
                          {par, red, par}, [](OpBuilder &nb, Location l, ValueRange a) -> Value {
-                           // In key order (contract, no reassoc): with f32
-                           // values this is a product that
-                           // xfmr-tile-contractions register-blocks.
                            Value p = arith::MulFOp::create(nb, l, a[0], widenKV(nb, l, a[1]),
                                                            kContract);
                            return arith::AddFOp::create(nb, l, a[2], p, kContract);

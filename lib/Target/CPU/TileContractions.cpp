@@ -34,6 +34,10 @@ namespace {
 
 constexpr int64_t kCols = kPanelWidth;
 
+/// Whether `g` sits inside a loop (attention's tiles) rather than directly
+/// in a function: the loop around it is what the cores share.
+bool insideLoop(linalg::GenericOp g) { return !isa<func::FuncOp>(g->getParentOp()); }
+
 class KernelBuilder {
 public:
   /// `lanes` f32 per register: 8 (AVX2; blocks of 6 rows, two registers
@@ -41,7 +45,7 @@ public:
   KernelBuilder(OpBuilder &b, Location loc, linalg::GenericOp g, const Product &p, int64_t lanes)
       : b(b), loc(loc), p(p), a(g.getDpsInputOperand(0)->get()),
         bm(g.getDpsInputOperand(1)->get()), c(g.getDpsInitOperand(0)->get()),
-        nested(!isa<func::FuncOp>(g->getParentOp())), kLanes(lanes), kRows(lanes == 16 ? 12 : 6) {
+        nested(insideLoop(g)), kLanes(lanes), kRows(lanes == 16 ? 12 : 6) {
     contract = arith::FastMathFlagsAttr::get(b.getContext(), arith::FastMathFlags::contract);
     vecType = VectorType::get({kLanes}, b.getF32Type());
   }
@@ -248,7 +252,7 @@ struct TileContractionsPass : impl::TileContractionsPassBase<TileContractionsPas
       if (!g.hasPureBufferSemantics())
         return;
       auto p = matchProduct(g);
-      if (p && !isa<func::FuncOp>(g->getParentOp()) && canTileDots(g, *p)) {
+      if (p && insideLoop(g) && canTileDots(g, *p)) {
         dots.push_back({g, *p});
         return;
       }
