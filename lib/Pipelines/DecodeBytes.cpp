@@ -11,6 +11,8 @@
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/Dialect/Quant/IR/Quant.h"
+#include "mlir/Dialect/Quant/IR/QuantTypes.h"
 #include "llvm/Support/Format.h"
 
 using namespace mlir;
@@ -42,6 +44,24 @@ std::optional<int64_t> nbitsWeightBytes(Value v) {
   if (!nbits)
     return std::nullopt;
   return static_cast<int64_t>((nbits.getK() * nbits.getN() * nbits.getBits() + 7) / 8);
+}
+
+/// The f32 scales a quantized weight carries in its `!quant.uniform` type
+/// (per channel: one each; per tensor: one) when `v` is the storage under a
+/// quant.scast: the kernel reads them with the weights.
+int64_t typeScaleBytes(Value v) {
+  int64_t bytes = 0;
+  for (Operation *user : v.getUsers()) {
+    auto scast = dyn_cast<quant::StorageCastOp>(user);
+    if (!scast)
+      continue;
+    Type elem = getElementTypeOrSelf(scast.getResult().getType());
+    if (auto axis = dyn_cast<quant::UniformQuantizedPerAxisType>(elem))
+      bytes += static_cast<int64_t>(axis.getScales().size() * sizeof(float));
+    else if (isa<quant::UniformQuantizedType>(elem))
+      bytes += sizeof(float);
+  }
+  return bytes;
 }
 
 /// If every user of `v` reads it as xfmr.moe expert weights: the fraction
@@ -92,7 +112,7 @@ DecodeBytes measureDecodeBytes(ModuleOp module, int64_t minBytes) {
     int64_t bytes = storedBytes(type);
     if (bytes < minBytes)
       return;
-    bytes = nbitsWeightBytes(op->getResult(0)).value_or(bytes);
+    bytes = nbitsWeightBytes(op->getResult(0)).value_or(bytes) + typeScaleBytes(op->getResult(0));
     b.weights += bytes;
     ++b.weightTensors;
     if (auto expert = expertFraction(op->getResult(0))) {

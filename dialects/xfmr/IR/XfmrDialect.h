@@ -10,6 +10,8 @@
 #ifndef XFMR_DIALECTS_XFMR_IR_XFMRDIALECT_H
 #define XFMR_DIALECTS_XFMR_IR_XFMRDIALECT_H
 
+#include "mlir/Dialect/Quant/IR/Quant.h"
+#include "mlir/Dialect/Quant/IR/QuantTypes.h"
 #include "mlir/IR/Dialect.h"
 
 #include "dialects/xfmr/IR/XfmrDialect.h.inc"

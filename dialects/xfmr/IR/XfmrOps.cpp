@@ -304,6 +304,47 @@ LogicalResult RopeOp::verify() {
 // LinearOp
 //===----------------------------------------------------------------------===//
 
+/// A `!quant.uniform` weight of xfmr.linear: per tensor or per output
+/// channel (dim 1), symmetric, signed storage of at most 8 bits, expressed
+/// in the input's element type; `int8_activations` needs 8-bit storage.
+static LogicalResult verifyQuantizedWeight(LinearOp op, RankedTensorType weightType) {
+  auto q = dyn_cast<quant::QuantizedType>(weightType.getElementType());
+  if (!q) {
+    if (op.getInt8Activations())
+      return op.emitOpError("int8_activations needs a quantized (!quant.uniform) weight");
+    return success();
+  }
+  if (!isa<quant::UniformQuantizedType, quant::UniformQuantizedPerAxisType>(q))
+    return op.emitOpError("quantized weight must be !quant.uniform (per tensor or per "
+                          "axis), got ")
+           << q;
+  if (q.getExpressedType() != op.getInput().getType().getElementType())
+    return op.emitOpError("quantized weight's expressed type ")
+           << q.getExpressedType() << " is not the input's element type "
+           << op.getInput().getType().getElementType();
+  if (!q.isSigned() || q.getStorageTypeIntegralWidth() > 8)
+    return op.emitOpError("quantized weight must have signed storage of at most 8 bits, got ")
+           << q.getStorageType();
+  if (op.getInt8Activations() && q.getStorageTypeIntegralWidth() != 8)
+    return op.emitOpError("int8_activations needs 8-bit weight storage");
+  if (auto axis = dyn_cast<quant::UniformQuantizedPerAxisType>(q)) {
+    if (axis.getQuantizedDimension() != 1)
+      return op.emitOpError("per-axis quantized weight must be quantized along dim 1 "
+                            "(output channels), got dim ")
+             << axis.getQuantizedDimension();
+    if (!weightType.isDynamicDim(1) &&
+        static_cast<int64_t>(axis.getScales().size()) != weightType.getDimSize(1))
+      return op.emitOpError("per-axis quantized weight has ")
+             << axis.getScales().size() << " scales for " << weightType.getDimSize(1)
+             << " output channels";
+    if (llvm::any_of(axis.getZeroPoints(), [](int64_t z) { return z != 0; }))
+      return op.emitOpError("quantized weight must be symmetric (zero points 0)");
+  } else if (cast<quant::UniformQuantizedType>(q).getZeroPoint() != 0) {
+    return op.emitOpError("quantized weight must be symmetric (zero point 0)");
+  }
+  return success();
+}
+
 LogicalResult LinearOp::verify() {
   Operation *op = getOperation();
   RankedTensorType inputType = getInput().getType();
@@ -334,7 +375,9 @@ LogicalResult LinearOp::verify() {
   if (failed(verifySameDim(op, "result shape mismatch", "result", resultType,
                            rank - 1, "weight", weightType, 1)))
     return failure();
-  return verifySameElementType(op, "result", resultType, "input", inputType);
+  if (failed(verifySameElementType(op, "result", resultType, "input", inputType)))
+    return failure();
+  return verifyQuantizedWeight(*this, weightType);
 }
 
 /// Gate/up/down projection weights of a gated MLP, after `expertDims`

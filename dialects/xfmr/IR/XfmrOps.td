@@ -18,6 +18,7 @@
 include "mlir/IR/OpBase.td"
 include "mlir/IR/EnumAttr.td"
 include "mlir/IR/Properties.td"
+include "mlir/Dialect/Quant/IR/QuantBase.td"
 include "mlir/Interfaces/InferTypeOpInterface.td"
 include "mlir/Interfaces/SideEffectInterfaces.td"
 
@@ -37,6 +38,8 @@ def Xfmr_Dialect : Dialect {
     raise into these ops, pick kernels for them, and lower them. See
     docs/xfmr-dialect.md for layouts and the passes that use each op.
   }];
+  // Quantized weights are typed with the quant dialect's types.
+  let dependentDialects = ["::mlir::quant::QuantDialect"];
 }
 
 //===----------------------------------------------------------------------===//
@@ -62,9 +65,11 @@ def Xfmr_ActivationProp : EnumProp<Xfmr_Activation>;
 /// Activations and the results computed from them.
 def Xfmr_FloatTensor : RankedTensorOf<[AnyFloat]>;
 
-/// Projection weights: float, or integer for quantized weights (int8, int4);
-/// fp8 weights are float types.
-def Xfmr_WeightTensor : RankedTensorOf<[AnyInteger, AnyFloat]>;
+/// Projection weights: float, integer, or `!quant.uniform` (a quantized
+/// weight whose scales are part of its type); fp8 weights are float types.
+def Xfmr_WeightTensor : RankedTensorOf<[AnyInteger, AnyFloat, quant_QuantizedType]>;
+/// Biases, embedding tables and expert weights: float or integer.
+def Xfmr_PlainWeightTensor : RankedTensorOf<[AnyInteger, AnyFloat]>;
 
 /// Token ids, block tables, lengths and offsets.
 def Xfmr_I32Tensor : RankedTensorOf<[I32]>;
@@ -290,21 +295,41 @@ def Xfmr_LinearOp : Xfmr_Op<"linear"> {
     and the result is `[..., N]` with the input's element type.
 
     The weight (and bias) element type may differ from the input's: a float
-    weight of another precision, fp8, or an integer (int8, int4) weight that
-    is converted to the input's element type. Quantization scales and zero
-    points are not part of the op yet.
+    weight of another precision, fp8, or an integer weight that is converted
+    to the input's element type.
+
+    Quantized weights are typed with MLIR's `quant` dialect: a
+    `!quant.uniform` per tensor or per output channel (quantized dimension
+    1), symmetric (zero points 0), with signed integer storage of at most 8
+    bits and the input's element type as expressed type. The op computes
+    `x · dequantize(W)`, where `dequantize(W)[k, n] = q[k, n] * scale[n]`;
+    the storage comes from a `quant.scast` of a constant. The lowering
+    multiplies by the scales after the sum over K, and reads W as stored.
+
+    `int8_activations` (only with 8-bit quantized weights) lets the lowering
+    also quantize each row of `x` to int8 at run time (symmetric, one scale
+    per row) and multiply in integers (VNNI where the CPU has it): W8A8 with
+    dynamic per-token activation scales, what `xfmr-compile --quant=int8`
+    and `--quant=w8a8` ask for.
 
     ```mlir
     %y = xfmr.linear %x, %w, %b
         : tensor<2x16x64xf16>, tensor<64x128xf16>, tensor<128xf16>
         -> tensor<2x16x128xf16>
+    %q = quant.scast %c : tensor<64x2xi8>
+        to tensor<64x2x!quant.uniform<i8<-127:127>:f32:1, {0.5, 0.25}>>
+    %z = xfmr.linear %x, %q {int8_activations}
+        : tensor<16x64xf32>,
+          tensor<64x2x!quant.uniform<i8<-127:127>:f32:1, {0.5, 0.25}>>
+        -> tensor<16x2xf32>
     ```
   }];
 
   let arguments = (ins
     Xfmr_FloatTensor:$input,
     Xfmr_WeightTensor:$weight,
-    Optional<Xfmr_WeightTensor>:$bias
+    Optional<Xfmr_PlainWeightTensor>:$bias,
+    UnitAttr:$int8_activations
   );
   let results = (outs Xfmr_FloatTensor:$result);
 
@@ -333,9 +358,9 @@ def Xfmr_GatedMLPOp : Xfmr_Op<"gated_mlp",
   let arguments = (ins
     Xfmr_ActivationProp:$activation,
     Xfmr_FloatTensor:$input,
-    Xfmr_WeightTensor:$w_gate,
-    Xfmr_WeightTensor:$w_up,
-    Xfmr_WeightTensor:$w_down
+    Xfmr_PlainWeightTensor:$w_gate,
+    Xfmr_PlainWeightTensor:$w_up,
+    Xfmr_PlainWeightTensor:$w_down
   );
   let results = (outs Xfmr_FloatTensor:$result);
 
@@ -432,12 +457,12 @@ def Xfmr_MoEOp : Xfmr_Op<"moe", [AllTypesMatch<["input", "result"]>,
     Xfmr_ActivationProp:$activation,
     Xfmr_FloatTensor:$input,
     Xfmr_FloatTensor:$router,
-    Xfmr_WeightTensor:$w_gate,
-    Xfmr_WeightTensor:$w_up,
-    Xfmr_WeightTensor:$w_down,
-    Optional<Xfmr_WeightTensor>:$shared_w_gate,
-    Optional<Xfmr_WeightTensor>:$shared_w_up,
-    Optional<Xfmr_WeightTensor>:$shared_w_down,
+    Xfmr_PlainWeightTensor:$w_gate,
+    Xfmr_PlainWeightTensor:$w_up,
+    Xfmr_PlainWeightTensor:$w_down,
+    Optional<Xfmr_PlainWeightTensor>:$shared_w_gate,
+    Optional<Xfmr_PlainWeightTensor>:$shared_w_up,
+    Optional<Xfmr_PlainWeightTensor>:$shared_w_down,
     Optional<Xfmr_FloatTensor>:$shared_gate,
     Optional<Xfmr_ScaleTensor>:$w_gate_scales,
     Optional<Xfmr_ScaleTensor>:$w_up_scales,

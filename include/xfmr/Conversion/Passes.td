@@ -38,7 +38,7 @@ def ConvertONNXToLinalgPass : Pass<"convert-onnx-to-linalg", "mlir::ModuleOp"> {
 
 
 def QuantizeWeightsPass : Pass<"xfmr-quantize-weights", "mlir::ModuleOp"> {
-  let summary = "Quantize constant MatMul weights to 4-bit blocks or 8-bit channels (MatMulNBits)";
+  let summary = "Quantize constant MatMul weights: int4 blocks (MatMulNBits), int8 channels (!quant.uniform), bf16, fp8";
   let description = [{
     Weight-only int4 quantization at compile time (`xfmr-compile
     --quant=int4-gG`): every `onnx.MatMul` whose B is a constant f32
@@ -52,10 +52,14 @@ def QuantizeWeightsPass : Pass<"xfmr-quantize-weights", "mlir::ModuleOp"> {
     quantized products, as in onnxruntime-genai's int4 models.
 
     With `bits=8` (`--quant=int8`): per output channel, symmetric, scale =
-    max |w[:, n]| / 127, q = clamp(round(w / scale), -127, 127) stored as
-    q + 128 with no zero points (MatMulNBits' default, 128), in one block of
-    block_size = the smallest power of two >= max(16, K) (padding q = 0),
-    accuracy_level 4: the 8-bit micro-kernel.
+    max |w[:, n]| / 127, q = clamp(round(w / scale), -127, 127), and the
+    MatMul becomes `xfmr.linear` with `int8_activations` on the [K, N] int8
+    constant cast (`quant.scast`) to
+    `!quant.uniform<i8<-127:127>:f32:1, {scales}>`: the scales are part of
+    the weight's type; the lowering quantizes the activations per row at
+    run time and uses the 8-bit micro-kernel. (Group-wise int4 keeps
+    MatMulNBits, whose scales are tensors: a sub-channel `!quant.uniform`
+    would carry K * N / group scales in the type.)
 
     With `bits=16` (`--quant=bf16`): each weight rounded to bfloat16 (to
     nearest, ties to even), and the MatMul becomes `xfmr.linear` on the
@@ -105,7 +109,7 @@ def QuantizeWeightsPass : Pass<"xfmr-quantize-weights", "mlir::ModuleOp"> {
            "smoothquant: migration strength (s = max|x|^alpha / max|w|^(1 - alpha))">,
   ];
   let dependentDialects = ["::xfmr::XfmrDialect", "::xfmr::onnx::ONNXDialect",
-                           "::mlir::arith::ArithDialect"];
+                           "::mlir::arith::ArithDialect", "::mlir::quant::QuantDialect"];
   let statistics = [
     Statistic<"numQuantized", "quantized", "MatMuls quantized">,
     Statistic<"numNamed", "named", "MatMuls left in f32 because `skip` names them">,

@@ -11,13 +11,16 @@
 // onnxruntime-genai and MatMulNBitsQuantizer write, so everything after this
 // pass (lowering, paging, the kernel) is shared with imported int4 models.
 //
-// `--quant=int8` (option bits=8) writes 8-bit MatMulNBits instead: per
-// output channel n, symmetric, scale = max |w[:, n]| / 127, q =
-// clamp(round(w / scale), -127, 127) (f32, ties to even) stored as q + 128
-// with no zero points (MatMulNBits' default zero point 128), one block of
-// block_size = the smallest power of two >= max(16, K) values (the rest
-// padding, q = 0), accuracy_level 4: 1 byte per weight, the 8-bit kernel of
-// runtime/ukernels, as imported 8-bit models get.
+// `--quant=int8` (option bits=8): per output channel n, symmetric, scale =
+// max |w[:, n]| / 127, q = clamp(round(w / scale), -127, 127) (f32, ties to
+// even), and MatMul(A, W) becomes xfmr.linear(A, W_q) {int8_activations}
+// with W_q = quant.scast of the [K, N] int8 constant to
+// !quant.uniform<i8<-127:127>:f32:1, {scale_0, ...}>: the scales are part
+// of the weight's type. Its lowering quantizes A's rows to int8 at run time
+// and multiplies in integers (the 8-bit kernel of runtime/ukernels, VNNI
+// where present): 1 byte per weight. (Group-wise int4 keeps MatMulNBits: a
+// !quant.uniform sub-channel type would carry every block's scale in the
+// type, K * N / G values, millions for a small LLM.)
 //
 // `--quant=bf16` (option bits=16) rounds each weight to bfloat16 (to
 // nearest, ties to even; NaN stays NaN) and replaces the MatMul with
@@ -44,6 +47,8 @@
 #include "xfmr/runtime/Tensor.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/Dialect/Quant/IR/Quant.h"
+#include "mlir/Dialect/Quant/IR/QuantTypes.h"
 #include "mlir/IR/DialectResourceBlobManager.h"
 #include "mlir/IR/Matchers.h"
 #include "mlir/IR/Threading.h"
@@ -70,7 +75,7 @@ using namespace raise;
 /// of the weight).
 struct Blockwise {
   int64_t bits, blockSize, blocks;
-  std::vector<char> packed; // [N, blocks, blockSize * bits / 8] (4 bits: value 2i low)
+  std::vector<char> packed; // 4 bits: [N, blocks, blockSize / 2] (value 2i low); 8 bits: [K, N] int8
   std::vector<char> scales; // [N * blocks] f32
   std::vector<char> zeros;  // 4 bits: [N, ceil(blocks / 2)], block 2j low; 8 bits: empty
 };
@@ -130,13 +135,14 @@ float quantizeSymmetric8(const float *x, int64_t count, int64_t stride, Store st
   return scale;
 }
 
+/// int8 as xfmr.linear's storage: packed [K, N] int8 (W's layout), scales [N].
 Blockwise quantizeInt8(const float *w, int64_t k, int64_t n) {
-  Blockwise q{8, std::max<int64_t>(16, llvm::PowerOf2Ceil(k)), 1};
-  q.packed.assign(n * q.blockSize, static_cast<char>(128)); // padding: q = 0
+  Blockwise q{8, k, 1};
+  q.packed.assign(k * n, 0);
   q.scales.resize(n * sizeof(float));
   for (int64_t col = 0; col < n; ++col) {
     float scale = quantizeSymmetric8(w + col, k, n, [&](int64_t i, int v) {
-      q.packed[col * q.blockSize + i] = static_cast<char>(v + 128);
+      q.packed[i * n + col] = static_cast<char>(v);
     });
     std::memcpy(&q.scales[col * sizeof(float)], &scale, sizeof(float));
   }
@@ -226,6 +232,8 @@ struct QuantizeWeightsPass : impl::QuantizeWeightsPassBase<QuantizeWeightsPass> 
           rewriteBF16(mm, *constantWeight(mm, 1));
         else if (float8)
           rewriteFP8(mm, *constantWeight(mm, 1));
+        else if (bits == 8)
+          emitInt8(mm, g.packed[i]);
         else
           emitBlockwise(mm, g.packed[i]);
         ++numQuantized;
@@ -477,6 +485,34 @@ struct QuantizeWeightsPass : impl::QuantizeWeightsPassBase<QuantizeWeightsPass> 
     Value y = LinearOp::create(b, loc, mm.getY().getType(), mm.getA(), narrow, Value());
     Value scaled = onnx::MulOp::create(b, loc, mm.getY().getType(), y, s);
     mm.getY().replaceAllUsesWith(scaled);
+    mm.erase();
+  }
+
+  /// MatMul(A, W) -> xfmr.linear(A, quant.scast(q.packed) : the
+  /// per-channel !quant.uniform<i8<-127:127>:f32:1, {scales}>) with
+  /// int8_activations.
+  void emitInt8(onnx::MatMulOp mm, const Blockwise &q) {
+    auto type = cast<RankedTensorType>(mm.getB().getType());
+    int64_t n = type.getDimSize(1);
+    OpBuilder b(mm);
+    Location loc = mm.getLoc();
+    SmallVector<double> scales(n);
+    SmallVector<int64_t> zeros(n, 0);
+    for (int64_t col = 0; col < n; ++col) {
+      float v;
+      std::memcpy(&v, &q.scales[col * sizeof(float)], sizeof(float));
+      scales[col] = v;
+    }
+    Type i8 = b.getIntegerType(8);
+    auto element = mlir::quant::UniformQuantizedPerAxisType::get(
+        mlir::quant::QuantizationFlags::Signed, i8, b.getF32Type(), scales, zeros,
+        /*quantizedDimension=*/1, /*storageTypeMin=*/-127, /*storageTypeMax=*/127);
+    Value storage = blobConstant(b, loc, type.getShape(), i8, q.packed, "xfmr_int8_weights");
+    Value w = mlir::quant::StorageCastOp::create(
+        b, loc, RankedTensorType::get(type.getShape(), element), storage);
+    auto y = LinearOp::create(b, loc, mm.getY().getType(), mm.getA(), w, Value());
+    y.setInt8Activations(true);
+    mm.getY().replaceAllUsesWith(y.getResult());
     mm.erase();
   }
 

@@ -14,6 +14,7 @@
 
 #include "Patterns.h"
 #include "xfmr/Conversion/LoweringUtils.h"
+#include "xfmr/Conversion/QuantizedProducts.h"
 
 #include "runtime/ukernels/MatmulNarrow.h"
 
@@ -28,9 +29,12 @@
 #include "mlir/Dialect/SCF/IR/SCF.h"
 #include "mlir/Dialect/Linalg/IR/Linalg.h"
 #include "mlir/Dialect/Math/IR/Math.h"
+#include "mlir/Dialect/Quant/IR/Quant.h"
+#include "mlir/Dialect/Quant/IR/QuantTypes.h"
 #include "mlir/Dialect/Tensor/IR/Tensor.h"
 #include "llvm/Support/MathExtras.h"
 
+#include <cstring>
 #include <numeric>
 
 using namespace mlir;
@@ -209,6 +213,21 @@ Value activate(OpBuilder &b, Location loc, Activation act, Value x) {
   llvm_unreachable("unknown activation");
 }
 
+/// `rows` [M, K] with K static: when K is known only at run time (after a
+/// Reshape with -1), a check that it is `k`, then a cast to the static type.
+Value withStaticK(OpBuilder &b, Location loc, Value rows, int64_t k) {
+  auto rType = cast<RankedTensorType>(rows.getType());
+  if (!rType.isDynamicDim(1))
+    return rows;
+  Value have = tensor::DimOp::create(b, loc, rows, 1);
+  runtimeCheck(b, loc,
+               arith::CmpIOp::create(b, loc, arith::CmpIPredicate::eq, have,
+                                     indexConstant(b, loc, k)),
+               "xfmr.linear: the input's last dim is not the weights' K");
+  auto type = RankedTensorType::get({rType.getDimSize(0), k}, rType.getElementType());
+  return tensor::CastOp::create(b, loc, type, rows);
+}
+
 /// Columns per micro-kernel call: the unit xfmr-parallelize-loops splits
 /// across threads (a multiple of the kernels' 16-column panels).
 constexpr int64_t kNarrowColumnTile = 64;
@@ -248,17 +267,8 @@ Value narrowProduct(OpBuilder &b, Location loc, Operation *anchor, Value rows, V
   std::vector<char> packed(xfmr_uk_packed_narrow_bytes(n, k, elemBytes));
   xfmr_uk_pack_narrow(reinterpret_cast<const uint8_t *>(bytes->data()), k, n, elemBytes,
                       reinterpret_cast<uint8_t *>(packed.data()));
-  // K known only at run time (after a Reshape with -1): check it, then
-  // give the rows the static type.
-  if (rType.isDynamicDim(1)) {
-    Value have = tensor::DimOp::create(b, loc, rows, 1);
-    runtimeCheck(b, loc,
-                 arith::CmpIOp::create(b, loc, arith::CmpIPredicate::eq, have,
-                                       indexConstant(b, loc, k)),
-                 "xfmr.linear: the input's last dim is not the weights' K");
-    rType = RankedTensorType::get({rType.getDimSize(0), k}, rType.getElementType());
-    rows = tensor::CastOp::create(b, loc, rType, rows);
-  }
+  rows = withStaticK(b, loc, rows, k);
+  rType = cast<RankedTensorType>(rows.getType());
 
   MLIRContext *ctx = b.getContext();
   Type i8 = IntegerType::get(ctx, 8), i64 = b.getI64Type(), f32 = b.getF32Type();
@@ -305,6 +315,63 @@ Value narrowProduct(OpBuilder &b, Location loc, Operation *anchor, Value rows, V
                                            out, b.getUnitAttr(), b.getUnitAttr());
 }
 
+/// A `!quant.uniform` weight (see xfmr.linear): the integer storage under
+/// its quant.scast and one f32 scale per output channel.
+struct QuantizedWeight {
+  Value storage;
+  std::vector<float> scales;
+};
+
+/// The storage and scales of `w` if its elements are a `!quant.uniform`
+/// (the verifier has checked the rest); null storage if `w` is not a
+/// quant.scast.
+std::optional<QuantizedWeight> quantizedWeight(Value w) {
+  auto type = cast<RankedTensorType>(w.getType());
+  auto q = dyn_cast<quant::QuantizedType>(type.getElementType());
+  if (!q)
+    return std::nullopt;
+  QuantizedWeight out;
+  if (auto cast = w.getDefiningOp<quant::StorageCastOp>())
+    out.storage = cast.getInput();
+  if (auto axis = dyn_cast<quant::UniformQuantizedPerAxisType>(q))
+    out.scales.assign(axis.getScales().begin(), axis.getScales().end());
+  else if (!type.isDynamicDim(1))
+    out.scales.assign(type.getDimSize(1), cast<quant::UniformQuantizedType>(q).getScale());
+  return out;
+}
+
+/// rows [M, K] f32 · the 8-bit quantized `w` with each row quantized to
+/// int8 at run time (`int8_activations`): the weights packed at compile
+/// time for xfmr_uk_matmul_q8q8 as one block spanning K (stored q + 128,
+/// the kernel's zero point), scales applied inside the kernel. Null (having
+/// created nothing) unless the storage is a constant.
+Value int8ActivationLinear(OpBuilder &b, Location loc, Operation *anchor, Value rows,
+                           const QuantizedWeight &w) {
+  auto sType = cast<RankedTensorType>(w.storage.getType());
+  std::optional<ArrayRef<char>> bytes = constantBytes(w.storage);
+  if (!cast<RankedTensorType>(rows.getType()).getElementType().isF32() ||
+      !sType.hasStaticShape() || !bytes)
+    return nullptr;
+  int64_t k = sType.getDimSize(0), n = sType.getDimSize(1);
+  if (static_cast<int64_t>(bytes->size()) != k * n ||
+      static_cast<int64_t>(w.scales.size()) != n)
+    return nullptr;
+  // [K, N] int8 -> [N, K] uint8 q + 128.
+  std::vector<char> columns(k * n);
+  for (int64_t i = 0; i < k; ++i)
+    for (int64_t col = 0; col < n; ++col)
+      columns[col * k + i] =
+          static_cast<char>(static_cast<uint8_t>(static_cast<int8_t>((*bytes)[i * n + col]) + 128));
+  std::vector<char> scales(n * sizeof(float));
+  std::memcpy(scales.data(), w.scales.data(), scales.size());
+  KernelWeights kw = packQ8Weights(columns, k, scales, {}, n, k, k);
+  rows = withStaticK(b, loc, rows, k);
+  auto rType = cast<RankedTensorType>(rows.getType());
+  auto accType = RankedTensorType::get({rType.getDimSize(0), n}, b.getF32Type());
+  SmallVector<OpFoldResult> sizes{tensor::getMixedSize(b, loc, rows, 0), b.getIndexAttr(n)};
+  return int8ActivationProduct(b, loc, anchor, rows, kw, k, n, accType, sizes, "xfmr_q8");
+}
+
 /// xfmr.linear(x, w, b) -> rows(x) · w + b
 struct LinearLowering : public OpRewritePattern<LinearOp> {
   using Base::Base;
@@ -322,9 +389,37 @@ struct LinearLowering : public OpRewritePattern<LinearOp> {
     FloatType acc = accumulatorType(elem);
 
     Value rows = flattenRows(rewriter, loc, x);
-    Value y = narrowProduct(rewriter, loc, op, rows, op.getWeight());
+    Value weight = op.getWeight();
+    // Quantized weights: the product on the storage, then the scales
+    // (inside the kernel with int8_activations).
+    std::optional<QuantizedWeight> quantized = quantizedWeight(weight);
+    Value scales, y;
+    if (quantized) {
+      if (!quantized->storage)
+        return rewriter.notifyMatchFailure(op, "quantized weight is not a quant.scast");
+      if (quantized->scales.empty())
+        return rewriter.notifyMatchFailure(op, "per-tensor quantized weight with dynamic N");
+      weight = quantized->storage;
+      if (op.getInt8Activations())
+        y = int8ActivationLinear(rewriter, loc, op, rows, *quantized);
+      if (!y) {
+        std::vector<char> bytes(quantized->scales.size() * sizeof(float));
+        std::memcpy(bytes.data(), quantized->scales.data(), bytes.size());
+        scales = constantTensor(rewriter, loc, bytes,
+                                {static_cast<int64_t>(quantized->scales.size())},
+                                rewriter.getF32Type(), "xfmr_weight_scales");
+      }
+    }
     if (!y)
-      y = matmul(rewriter, loc, rows, op.getWeight(), elem, acc);
+      y = narrowProduct(rewriter, loc, op, rows, weight);
+    if (!y)
+      y = matmul(rewriter, loc, rows, weight, elem, acc);
+    if (scales)
+      y = mapMatrix(rewriter, loc, y, scales, cast<RankedTensorType>(y.getType()).getElementType(),
+                    [&](OpBuilder &b, Location l, ValueRange a) -> Value {
+                      return arith::MulFOp::create(b, l, a[0],
+                                                   convertFloat(b, l, a[1], acc));
+                    });
     if (bias || acc != elem)
       y = mapMatrix(
           rewriter, loc, y, bias, elem,

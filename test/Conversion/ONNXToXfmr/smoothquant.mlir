@@ -14,12 +14,15 @@
 // SQ-DAG: %[[H:.*]] = onnx.Mul(%arg1, %[[INV]])
 // SQ-DAG: %[[G:.*]] = onnx.Constant() {value = dense_resource<xfmr_smoothed_scale> : tensor<2xf32>}
 // SQ-DAG: %[[N:.*]] = onnx.Mul(%arg0, %[[G]])
-// SQ: onnx.ms.MatMulNBits(%[[N]],
-// SQ: onnx.ms.MatMulNBits(%[[N]],
-// SQ: onnx.ms.MatMulNBits(%[[H]],
+// Each product is xfmr.linear on int8 weights typed per output channel
+// (scale max|w * s| / 127: 2 / 127, 1 / 127, 3 / 127 as f32).
+// SQ: %[[W0:.*]] = quant.scast %{{.*}} : tensor<2x1xi8> to tensor<2x1x!quant.uniform<i8<-127:127>:f32:1, {0.015748031437397003}>>
+// SQ: xfmr.linear %[[N]], %[[W0]] {int8_activations}
+// SQ: xfmr.linear %[[N]], %{{.*}} {int8_activations} : tensor<?x2xf32>, tensor<2x1x!quant.uniform<i8<-127:127>:f32:1, {0.0078740157186985015}>>
+// SQ: xfmr.linear %[[H]], %{{.*}} {int8_activations} : tensor<?x2xf32>, tensor<2x1x!quant.uniform<i8<-127:127>:f32:1, {0.023622047156095505}>>
 // SQ: xfmr_smoothing: "0x4000000000000040ABAAAA3E"
 // SQ: xfmr_smoothed_scale: "0x400000000000003F0000C040"
-// SQ: xfmr_int8_weights: "0x40000000FFFF80
+// SQ: xfmr_int8_weights: "0x400000007F7F"
 func.func @smooth(%x: tensor<?x2xf32>, %h: tensor<?x2xf32>) -> (tensor<?x1xf32>, tensor<?x1xf32>, tensor<?x1xf32>) {
   %g = onnx.Constant() {value = dense<[1.0, 3.0]> : tensor<2xf32>} : () -> tensor<2xf32>
   %n = onnx.Mul(%x, %g) : (tensor<?x2xf32>, tensor<2xf32>) -> tensor<?x2xf32>
