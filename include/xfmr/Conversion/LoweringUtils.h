@@ -65,6 +65,14 @@ void forRowBlocks(mlir::OpBuilder &b, mlir::Location loc, mlir::Value rows, mlir
                   int64_t tile, int64_t parallelRows,
                   llvm::function_ref<void(mlir::OpBuilder &, mlir::Value, mlir::Value)> call);
 
+/// A read-only buffer holding a copy of the tensor `t`, for a micro-kernel
+/// that reads it through a pointer the tensor analysis cannot see. The copy
+/// goes into a `bufferization.alloc_tensor`, which CSE never merges (a
+/// `tensor.empty` of the same shape would be merged with the destination of
+/// a later elementwise op, which could then be computed in place over the
+/// copy while calls after it still read the pointer).
+mlir::Value kernelInput(mlir::OpBuilder &b, mlir::Location loc, mlir::Value t);
+
 /// The address of an identity-layout memref's first element, as an LLVM
 /// pointer for a micro-kernel call.
 mlir::Value addressOf(mlir::OpBuilder &b, mlir::Location loc, mlir::Value memref);

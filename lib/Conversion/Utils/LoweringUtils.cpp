@@ -9,6 +9,8 @@
 #include "mlir/Dialect/Arith/Utils/Utils.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/Bufferization/IR/Bufferization.h"
+#include "mlir/Dialect/Linalg/IR/Linalg.h"
 #include "mlir/Dialect/ControlFlow/IR/ControlFlowOps.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Dialect/LLVMIR/LLVMDialect.h"
@@ -107,6 +109,18 @@ Value constantTensor(OpBuilder &b, Location loc, ArrayRef<char> bytes, ArrayRef<
   auto attr = DenseResourceElementsAttr::get(
       type, name, HeapAsmResourceBlob::allocateAndCopyWithAlign(bytes, 64));
   return arith::ConstantOp::create(b, loc, type, attr);
+}
+
+Value kernelInput(OpBuilder &b, Location loc, Value t) {
+  auto type = cast<RankedTensorType>(t.getType());
+  SmallVector<Value> dyn;
+  for (int64_t d = 0; d < type.getRank(); ++d)
+    if (type.isDynamicDim(d))
+      dyn.push_back(tensor::DimOp::create(b, loc, t, d));
+  Value init = bufferization::AllocTensorOp::create(b, loc, type, dyn);
+  Value copy = linalg::CopyOp::create(b, loc, t, init).getResult(0);
+  return bufferization::ToBufferOp::create(
+      b, loc, MemRefType::get(type.getShape(), type.getElementType()), copy, /*read_only=*/true);
 }
 
 void declareKernel(OpBuilder &b, Operation *anchor, StringRef name, TypeRange args) {

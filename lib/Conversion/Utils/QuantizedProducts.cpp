@@ -61,10 +61,7 @@ QuantizedRows quantizeRows(OpBuilder &b, Location loc, Operation *anchor, Value 
   SmallVector<Value> dyn;
   if (aType.isDynamicDim(0))
     dyn.push_back(rows);
-  Value empty = tensor::EmptyOp::create(b, loc, aType.getShape(), f32, dyn);
-  Value copy = linalg::CopyOp::create(b, loc, a2, empty).getResult(0);
-  Value a = bufferization::ToBufferOp::create(
-      b, loc, MemRefType::get(aType.getShape(), f32), copy, /*read_only=*/true);
+  Value a = kernelInput(b, loc, a2);
   auto alloc = [&](int64_t cols, Type e) -> Value {
     return memref::AllocOp::create(b, loc, MemRefType::get({aType.getDimSize(0), cols}, e), dyn);
   };

@@ -285,12 +285,9 @@ Value narrowProduct(OpBuilder &b, Location loc, Operation *anchor, Value rows, V
   // The call reads A through a buffer the tensor analysis cannot see: hand
   // it a copy of its own (a to_buffer of A itself let an in-place write
   // reuse A's buffer: Qwen2's logits came out wrong), as the int8 kernels
-  // get their own quantized rows (ONNXToLinalg/Linear.cpp). One pass over
+  // get their own quantized rows (QuantizedProducts.cpp). One pass over
   // [M, K] against the product's M * K * N.
-  Value copyInit = tensor::EmptyOp::create(
-      b, loc, rType.getShape(), rType.getElementType(),
-      rType.isDynamicDim(0) ? ValueRange{m} : ValueRange{});
-  Value a = buffer(linalg::CopyOp::create(b, loc, rows, copyInit).getResult(0));
+  Value a = kernelInput(b, loc, rows);
   auto outType = MemRefType::get({rType.getDimSize(0), n}, f32);
   Value out = memref::AllocOp::create(b, loc, outType,
                                       rType.isDynamicDim(0) ? ValueRange{m} : ValueRange{});

@@ -166,10 +166,8 @@ struct MoELowering : public OpRewritePattern<MoEOp> {
       dyn.push_back(rows);
     // The kernel reads the tokens through a pointer the tensor analysis
     // cannot see: a copy of their own (see narrowProduct in MLP.cpp).
-    Value init = tensor::EmptyOp::create(b, loc, xType.getShape(), f32, dyn);
-    Value copy = linalg::CopyOp::create(b, loc, x, init).getResult(0);
     auto memType = MemRefType::get(xType.getShape(), f32);
-    Value in = bufferization::ToBufferOp::create(b, loc, memType, copy, /*read_only=*/true);
+    Value in = kernelInput(b, loc, x);
     Value out = memref::AllocOp::create(b, loc, memType, dyn);
 
     auto c64 = [&](int64_t v) -> Value { return arith::ConstantIntOp::create(b, loc, i64, v); };
