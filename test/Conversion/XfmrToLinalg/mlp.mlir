@@ -49,6 +49,45 @@ func.func @linear_int8(%x: tensor<4x64xf32>, %w: tensor<64x128xi8>) -> tensor<4x
 
 // -----
 
+// A !quant.uniform weight: the product on its storage (a weight known only at
+// run time: the sitofp contraction), then one multiply by the per-channel
+// scales, then the bias.
+// CHECK-LABEL: func.func @linear_quant(
+// CHECK-SAME: %[[X:[a-z0-9]+]]: tensor<4x64xf32>, %[[C:[a-z0-9]+]]: tensor<64x2xi8>
+// CHECK: %[[S:.*]] = arith.constant dense_resource<xfmr_weight_scales> : tensor<2xf32>
+// CHECK: %[[P:.*]] = linalg.generic
+// CHECK-SAME: ins(%[[X]], %[[C]] : tensor<4x64xf32>, tensor<64x2xi8>)
+// CHECK: arith.sitofp %{{.*}} : i8 to f32
+// CHECK: %[[Q:.*]] = linalg.generic {{.*}} ins(%[[P]], %[[S]] : tensor<4x2xf32>, tensor<2xf32>)
+// CHECK: arith.mulf
+// CHECK: linalg.generic {{.*}} ins(%[[Q]], %{{.*}} : tensor<4x2xf32>, tensor<2xf32>)
+// CHECK: arith.addf
+// CHECK: xfmr_weight_scales: "0x400000000000003F0000803E"
+func.func @linear_quant(%x: tensor<4x64xf32>, %c: tensor<64x2xi8>, %b: tensor<2xf32>) -> tensor<4x2xf32> {
+  %w = quant.scast %c : tensor<64x2xi8> to tensor<64x2x!quant.uniform<i8:f32:1, {0.5, 0.25}>>
+  %y = xfmr.linear %x, %w, %b : tensor<4x64xf32>, tensor<64x2x!quant.uniform<i8:f32:1, {0.5, 0.25}>>, tensor<2xf32> -> tensor<4x2xf32>
+  return %y : tensor<4x2xf32>
+}
+
+// -----
+
+// A constant quantized weight with int8_activations: A's rows quantized to
+// int8 (one block spanning K), then the 8-bit micro-kernel on panels packed
+// at compile time with the scales; no scale multiply after it.
+// CHECK-LABEL: func.func @linear_int8_activations(
+// CHECK: call @xfmr_uk_quantize_rows(
+// CHECK: call @xfmr_uk_matmul_q8q8(
+// CHECK-NOT: arith.mulf
+// CHECK: return
+func.func @linear_int8_activations(%x: tensor<?x4xf32>) -> tensor<?x16xf32> {
+  %c = arith.constant dense<[[-3, -2, -1, 0, 1, 2, 3, -3, -2, -1, 0, 1, 2, 3, -3, -2], [-1, 0, 1, 2, 3, -3, -2, -1, 0, 1, 2, 3, -3, -2, -1, 0], [1, 2, 3, -3, -2, -1, 0, 1, 2, 3, -3, -2, -1, 0, 1, 2], [3, -3, -2, -1, 0, 1, 2, 3, -3, -2, -1, 0, 1, 2, 3, -3]]> : tensor<4x16xi8>
+  %w = quant.scast %c : tensor<4x16xi8> to tensor<4x16x!quant.uniform<i8<-127:127>:f32, 0.5>>
+  %y = xfmr.linear %x, %w {int8_activations} : tensor<?x4xf32>, tensor<4x16x!quant.uniform<i8<-127:127>:f32, 0.5>> -> tensor<?x16xf32>
+  return %y : tensor<?x16xf32>
+}
+
+// -----
+
 // Dynamic leading dims and N: the rows collapse to [?, 64] and expand back
 // with sizes from tensor.dim; bf16 weights widen to the f32 input type.
 // CHECK-LABEL: func.func @linear_dynamic(

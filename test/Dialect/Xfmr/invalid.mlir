@@ -533,6 +533,76 @@ func.func @linear_weight_rank(%x: tensor<4x64xf16>, %w: tensor<64xf16>) {
 
 // -----
 
+// A quantized weight's scales are per output channel: quantized along dim 1.
+func.func @linear_quant_axis(%x: tensor<4x2xf32>, %w: tensor<2x2x!quant.uniform<i8:f32:0, {0.5, 0.25}>>) {
+  // expected-error @+1 {{'xfmr.linear' op per-axis quantized weight must be quantized along dim 1 (output channels), got dim 0}}
+  %0 = xfmr.linear %x, %w
+      : tensor<4x2xf32>, tensor<2x2x!quant.uniform<i8:f32:0, {0.5, 0.25}>> -> tensor<4x2xf32>
+  return
+}
+
+// -----
+
+// One scale per output channel.
+func.func @linear_quant_scales(%x: tensor<4x2xf32>, %w: tensor<2x3x!quant.uniform<i8:f32:1, {0.5, 0.25}>>) {
+  // expected-error @+1 {{'xfmr.linear' op per-axis quantized weight has 2 scales for 3 output channels}}
+  %0 = xfmr.linear %x, %w
+      : tensor<4x2xf32>, tensor<2x3x!quant.uniform<i8:f32:1, {0.5, 0.25}>> -> tensor<4x3xf32>
+  return
+}
+
+// -----
+
+// Quantized weights are symmetric: the lowering multiplies by the scale
+// after the sum and subtracts no zero point.
+func.func @linear_quant_zero_point(%x: tensor<4x2xf32>, %w: tensor<2x2x!quant.uniform<i8:f32, 0.5:3>>) {
+  // expected-error @+1 {{'xfmr.linear' op quantized weight must be symmetric (zero point 0)}}
+  %0 = xfmr.linear %x, %w
+      : tensor<4x2xf32>, tensor<2x2x!quant.uniform<i8:f32, 0.5:3>> -> tensor<4x2xf32>
+  return
+}
+
+// -----
+
+// The dequantized weight is in the input's element type.
+func.func @linear_quant_expressed(%x: tensor<4x2xf16>, %w: tensor<2x2x!quant.uniform<i8:f32, 0.5>>) {
+  // expected-error @+1 {{'xfmr.linear' op quantized weight's expressed type 'f32' is not the input's element type 'f16'}}
+  %0 = xfmr.linear %x, %w
+      : tensor<4x2xf16>, tensor<2x2x!quant.uniform<i8:f32, 0.5>> -> tensor<4x2xf16>
+  return
+}
+
+// -----
+
+// Unsigned storage would need a zero point; the kernels read signed bytes.
+func.func @linear_quant_unsigned(%x: tensor<4x2xf32>, %w: tensor<2x2x!quant.uniform<u8:f32, 0.5>>) {
+  // expected-error @+1 {{'xfmr.linear' op quantized weight must have signed storage of at most 8 bits, got 'i8'}}
+  %0 = xfmr.linear %x, %w
+      : tensor<4x2xf32>, tensor<2x2x!quant.uniform<u8:f32, 0.5>> -> tensor<4x2xf32>
+  return
+}
+
+// -----
+
+// int8_activations multiplies int8 rows by 8-bit weights.
+func.func @linear_int8_activations_float(%x: tensor<4x2xf32>, %w: tensor<2x2xf32>) {
+  // expected-error @+1 {{'xfmr.linear' op int8_activations needs a quantized (!quant.uniform) weight}}
+  %0 = xfmr.linear %x, %w {int8_activations}
+      : tensor<4x2xf32>, tensor<2x2xf32> -> tensor<4x2xf32>
+  return
+}
+
+// -----
+
+func.func @linear_int8_activations_i4(%x: tensor<4x2xf32>, %w: tensor<2x2x!quant.uniform<i4:f32, 0.5>>) {
+  // expected-error @+1 {{'xfmr.linear' op int8_activations needs 8-bit weight storage}}
+  %0 = xfmr.linear %x, %w {int8_activations}
+      : tensor<4x2xf32>, tensor<2x2x!quant.uniform<i4:f32, 0.5>> -> tensor<4x2xf32>
+  return
+}
+
+// -----
+
 // x · W contracts the input's last dim with the weight's dim 0.
 func.func @linear_reduction_size(%x: tensor<4x64xf16>, %w: tensor<32x128xf16>) {
   // expected-error @+1 {{'xfmr.linear' op reduction size mismatch: weight dim 0 is 32 but input dim 1 is 64}}
@@ -606,7 +676,7 @@ func.func @linear_result_element_type(%x: tensor<4x64xf16>, %w: tensor<64x128xf1
 
 // Weights are integers or floats, not indices.
 func.func @linear_index_weight(%x: tensor<4x64xf16>, %w: tensor<64x128xindex>) {
-  // expected-error @+1 {{'xfmr.linear' op operand #1 must be ranked tensor of integer or floating-point values, but got 'tensor<64x128xindex>'}}
+  // expected-error @+1 {{'xfmr.linear' op operand #1 must be ranked tensor of integer or floating-point or quantized type values, but got 'tensor<64x128xindex>'}}
   %0 = xfmr.linear %x, %w
       : tensor<4x64xf16>, tensor<64x128xindex> -> tensor<4x128xf16>
   return
