@@ -73,6 +73,12 @@ void forRowBlocks(mlir::OpBuilder &b, mlir::Location loc, mlir::Value rows, mlir
 /// copy while calls after it still read the pointer).
 mlir::Value kernelInput(mlir::OpBuilder &b, mlir::Location loc, mlir::Value t);
 
+/// After a lowering: a kernelInput copy of a tensor that an earlier one in
+/// the same block already copied (the same value, or the same pure ops on
+/// it, such as q, k and v projections flattening one input) is dropped and
+/// its users read the earlier buffer, which nothing writes after its copy.
+void mergeKernelInputs(mlir::Operation *root);
+
 /// The address of an identity-layout memref's first element, as an LLVM
 /// pointer for a micro-kernel call.
 mlir::Value addressOf(mlir::OpBuilder &b, mlir::Location loc, mlir::Value memref);

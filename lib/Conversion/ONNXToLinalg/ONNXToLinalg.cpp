@@ -112,6 +112,7 @@ struct ConvertONNXToLinalgPass
       if (op->use_empty())
         op->erase();
     });
+    lowering::mergeKernelInputs(module);
     numConverted = before;
   }
 };

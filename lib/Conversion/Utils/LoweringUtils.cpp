@@ -18,6 +18,8 @@
 #include "mlir/Dialect/SCF/IR/SCF.h"
 #include "mlir/Dialect/Tensor/IR/Tensor.h"
 #include "mlir/IR/BuiltinOps.h"
+#include "mlir/IR/OperationSupport.h"
+#include "mlir/Interfaces/SideEffectInterfaces.h"
 #include "mlir/IR/DialectResourceBlobManager.h"
 
 using namespace mlir;
@@ -111,6 +113,9 @@ Value constantTensor(OpBuilder &b, Location loc, ArrayRef<char> bytes, ArrayRef<
   return arith::ConstantOp::create(b, loc, type, attr);
 }
 
+/// Marks the copies kernelInput makes, for mergeKernelInputs.
+static constexpr llvm::StringLiteral kKernelInput = "xfmr.kernel_input";
+
 Value kernelInput(OpBuilder &b, Location loc, Value t) {
   auto type = cast<RankedTensorType>(t.getType());
   SmallVector<Value> dyn;
@@ -118,9 +123,60 @@ Value kernelInput(OpBuilder &b, Location loc, Value t) {
     if (type.isDynamicDim(d))
       dyn.push_back(tensor::DimOp::create(b, loc, t, d));
   Value init = bufferization::AllocTensorOp::create(b, loc, type, dyn);
-  Value copy = linalg::CopyOp::create(b, loc, t, init).getResult(0);
+  auto copy = linalg::CopyOp::create(b, loc, t, init);
+  copy->setAttr(kKernelInput, b.getUnitAttr());
   return bufferization::ToBufferOp::create(
-      b, loc, MemRefType::get(type.getShape(), type.getElementType()), copy, /*read_only=*/true);
+      b, loc, MemRefType::get(type.getShape(), type.getElementType()), copy.getResult(0),
+      /*read_only=*/true);
+}
+
+/// Whether `x` and `y` hold the same value: equal, or results of
+/// equivalent pure ops on operands that are the same (at most `depth` ops
+/// up).
+static bool sameValue(Value x, Value y, int depth) {
+  if (x == y)
+    return true;
+  auto rx = dyn_cast<OpResult>(x), ry = dyn_cast<OpResult>(y);
+  if (depth == 0 || !rx || !ry || rx.getResultNumber() != ry.getResultNumber() ||
+      !isPure(rx.getOwner()) || !isPure(ry.getOwner()) ||
+      rx.getOwner()->getNumRegions() != 0)
+    return false;
+  return OperationEquivalence::isEquivalentTo(
+      rx.getOwner(), ry.getOwner(),
+      [&](Value l, Value r) { return success(sameValue(l, r, depth - 1)); },
+      /*markEquivalent=*/nullptr, OperationEquivalence::IgnoreLocations);
+}
+
+void mergeKernelInputs(Operation *root) {
+  // Per block, the kernel-input copies seen so far, in order.
+  DenseMap<Block *, SmallVector<linalg::CopyOp>> seen;
+  SmallVector<linalg::CopyOp> redundant;
+  root->walk([&](linalg::CopyOp copy) {
+    if (!copy->hasAttr(kKernelInput) || !copy->getResult(0).hasOneUse())
+      return;
+    SmallVector<linalg::CopyOp> &earlier = seen[copy->getBlock()];
+    Value source = copy.getInputs()[0];
+    for (linalg::CopyOp e : earlier)
+      if (e->getResult(0).getType() == copy->getResult(0).getType() &&
+          sameValue(e.getInputs()[0], source, /*depth=*/4)) {
+        auto mine = cast<bufferization::ToBufferOp>(*copy->getResult(0).getUsers().begin());
+        auto theirs = cast<bufferization::ToBufferOp>(*e->getResult(0).getUsers().begin());
+        if (mine.getType() != theirs.getType())
+          continue;
+        mine.getResult().replaceAllUsesWith(theirs.getResult());
+        redundant.push_back(copy);
+        return;
+      }
+    earlier.push_back(copy);
+  });
+  for (linalg::CopyOp copy : redundant) {
+    Operation *buffer = *copy->getResult(0).getUsers().begin();
+    Operation *init = copy.getOutputs()[0].getDefiningOp();
+    buffer->erase();
+    copy->erase();
+    if (init && init->use_empty())
+      init->erase();
+  }
 }
 
 void declareKernel(OpBuilder &b, Operation *anchor, StringRef name, TypeRange args) {

@@ -5,6 +5,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "Patterns.h"
+#include "xfmr/Conversion/LoweringUtils.h"
 
 #include "dialects/xfmr/IR/XfmrOps.h"
 #include "xfmr/Conversion/Passes.h"
@@ -48,6 +49,7 @@ struct ConvertXfmrToLinalgPass
     config.allowPatternRollback = false;
     if (failed(applyPartialConversion(getOperation(), target, std::move(patterns), config)))
       return signalPassFailure();
+    lowering::mergeKernelInputs(getOperation());
   }
 };
 

@@ -12,7 +12,7 @@
 // round half to even, block sums; runtime/ukernels/QuantizeRows.c) from a
 // copy of A, in blocks of 32 rows across threads from 64 rows on, then
 // handed to the kernel:
-// CHECK: %[[COPY:.*]] = linalg.copy ins(%[[A]] : tensor<?x32xf32>)
+// CHECK: %[[COPY:.*]] = linalg.copy {xfmr.kernel_input} ins(%[[A]] : tensor<?x32xf32>)
 // CHECK: bufferization.to_buffer %[[COPY]] read_only : tensor<?x32xf32> to memref<?x32xf32>
 // CHECK: %[[AQ:.*]] = memref.alloc(%{{.*}}) : memref<?x32xi8>
 // CHECK: arith.cmpi sge, %{{.*}}, %c64_i64

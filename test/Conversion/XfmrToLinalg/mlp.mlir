@@ -88,6 +88,29 @@ func.func @linear_int8_activations(%x: tensor<?x4xf32>) -> tensor<?x16xf32> {
 
 // -----
 
+// Two products on one input, each handing a micro-kernel a copy of the
+// rows: the second reads the first's copy (mergeKernelInputs), which
+// nothing writes after it; the epilogue after the first call gets its own
+// tensor.empty, never the copy's buffer (that clobbered the copy of A the
+// next call read, when both were tensor.empty and CSE merged them).
+// CHECK-LABEL: func.func @shared_kernel_input(
+// CHECK: %[[INIT:.*]] = bufferization.alloc_tensor
+// CHECK: %[[COPY:.*]] = linalg.copy {xfmr.kernel_input} ins(%{{.*}} : tensor<?x2xf32>) outs(%[[INIT]]
+// CHECK: %[[BUF:.*]] = bufferization.to_buffer %[[COPY]] read_only
+// CHECK: memref.extract_aligned_pointer_as_index %[[BUF]]
+// CHECK: call @xfmr_uk_matmul_f32bf16(
+// CHECK-NOT: linalg.copy
+// CHECK: memref.extract_aligned_pointer_as_index %[[BUF]]
+// CHECK: call @xfmr_uk_matmul_f32bf16(
+func.func @shared_kernel_input(%x: tensor<?x?x2xf32>, %b: tensor<16xf32>) -> (tensor<?x?x16xf32>, tensor<?x?x16xf32>) {
+  %w = arith.constant dense<[[-2.0, -1.0, 0.0, 1.0, 2.0, -2.0, -1.0, 0.0, 1.0, 2.0, -2.0, -1.0, 0.0, 1.0, 2.0, -2.0], [-1.0, 0.0, 1.0, 2.0, -2.0, -1.0, 0.0, 1.0, 2.0, -2.0, -1.0, 0.0, 1.0, 2.0, -2.0, -1.0]]> : tensor<2x16xbf16>
+  %y = xfmr.linear %x, %w, %b : tensor<?x?x2xf32>, tensor<2x16xbf16>, tensor<16xf32> -> tensor<?x?x16xf32>
+  %z = xfmr.linear %x, %w : tensor<?x?x2xf32>, tensor<2x16xbf16> -> tensor<?x?x16xf32>
+  return %y, %z : tensor<?x?x16xf32>, tensor<?x?x16xf32>
+}
+
+// -----
+
 // Dynamic leading dims and N: the rows collapse to [?, 64] and expand back
 // with sizes from tensor.dim; bf16 weights widen to the f32 input type.
 // CHECK-LABEL: func.func @linear_dynamic(

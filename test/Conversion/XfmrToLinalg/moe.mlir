@@ -12,7 +12,7 @@
 // CHECK-DAG: arith.constant dense_resource<xfmr_moe_panels{{.*}}> : tensor<64xf32>
 // CHECK-DAG: arith.constant dense_resource<xfmr_moe_panels{{.*}}> : tensor<256xf32>
 // CHECK-DAG: arith.constant dense_resource<xfmr_moe_panels{{.*}}> : tensor<128xf32>
-// CHECK: %[[COPY:.*]] = linalg.copy ins(%[[X]] : tensor<?x4xf32>)
+// CHECK: %[[COPY:.*]] = linalg.copy {xfmr.kernel_input} ins(%[[X]] : tensor<?x4xf32>)
 // CHECK: bufferization.to_buffer %[[COPY]] read_only
 // CHECK: %[[OUT:.*]] = memref.alloc(%{{.*}}) : memref<?x4xf32>
 // CHECK: %[[MANY:.*]] = arith.cmpi sge, %{{.*}}, %c64_i64
