@@ -19,15 +19,16 @@ uint8 x int8 MatMulInteger on AVX2 without VNNI sums byte pairs in
 saturating int16 (vpmaddubsw) and gets some products wrong with full-range
 weights, while xfmr's are exact; with 7-bit weights both are exact.
 
-xfmr raises MatMul(A, DequantizeLinear(int8 W, scale, zero point 0)) to
-xfmr.linear on the int8 weights times the scale (read as int8 by the
-product's micro-kernel). Each quantized model is compiled with xfmr-compile and run with xfmr-run on
+xfmr raises MatMul(A, DequantizeLinear(8-bit W, scale, zero point)) to
+xfmr.linear on W - zero point as int8 typed !quant.uniform (read as int8 by
+the product's micro-kernel, or by the GPU's tensor-core products with
+--compile-args "--target=sm_90a --gpu-emulate"). Each quantized model is compiled with xfmr-compile and run with xfmr-run on
 seeded inputs (batch 2, sequence 7); the logits must agree with
 onnxruntime's (graph unoptimized, one thread) within 1e-3 of max |logit|
 (issue 12).
 
   .venv/bin/python scripts/check-ort-quantized.py --build-dir build [--modes qdq,dynamic] \
-      [--keep DIR] MODEL.onnx [...]
+      [--keep DIR] [--compile-args "ARGS"] MODEL.onnx [...]
 
 (--keep DIR leaves the quantized models, NAME_MODE.onnx, and their
 artifacts in DIR.)
@@ -85,7 +86,7 @@ def quantize(src, dst, mode):
         raise ValueError(mode)
 
 
-def check(build, path, mode, work):
+def check(build, path, mode, work, compile_args=()):
     name = os.path.splitext(os.path.basename(path))[0] + "_" + mode
     qpath = os.path.join(work, name + ".onnx")
     quantize(path, qpath, mode)
@@ -98,7 +99,8 @@ def check(build, path, mode, work):
     for k, v in feed.items():
         np.save(os.path.join(work, k + ".npy"), v)
     art, out = os.path.join(work, name + ".xfa"), os.path.join(work, name + ".out")
-    r = subprocess.run([os.path.join(build, "bin", "xfmr-compile"), qpath, "-o", art, "--quiet"],
+    r = subprocess.run([os.path.join(build, "bin", "xfmr-compile"), qpath, "-o", art, "--quiet"] +
+                       list(compile_args),
                        capture_output=True, text=True)
     if r.returncode == 0:
         r = subprocess.run([os.path.join(build, "bin", "xfmr-run"), art] +
@@ -118,6 +120,7 @@ def main():
     ap.add_argument("--build-dir", default="build")
     ap.add_argument("--modes", default=",".join(MODES))
     ap.add_argument("--keep", help="write the quantized models and artifacts into this directory")
+    ap.add_argument("--compile-args", default="", help="extra xfmr-compile arguments")
     a = ap.parse_args()
     logging.disable(logging.WARNING)  # the quantizers' pre-processing advice
     warnings.simplefilter("ignore")
@@ -127,7 +130,7 @@ def main():
         os.makedirs(work, exist_ok=True)
         for path in a.models:
             for mode in a.modes.split(","):
-                ok, detail = check(a.build_dir, path, mode, work)
+                ok, detail = check(a.build_dir, path, mode, work, a.compile_args.split())
                 tally.add(os.path.basename(path), [("PASS" if ok else "FAIL", mode, detail)])
     return tally.finish()
 

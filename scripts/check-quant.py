@@ -23,6 +23,13 @@ activations on both sides):
            float8 e4m3fn (ml_dtypes; to nearest even, saturated); the
            reference stores q * scale as f32 (exact) in the MatMul
 
+  int8-weights
+           int8 as above, but the reference stores q * scale as f32 in the
+           MatMul (weights only, f32 activations): what a product reads when
+           it does not quantize the activations, as the GPU targets'
+           tensor-core products do (run with --compile-args "--target=sm_90a
+           --gpu-emulate"; xfmr compiles with --quant=int8)
+
   w8a8     SmoothQuant, then int8 as above: xfmr-compile --calibration
            runs the model on seeded token ids (2 windows of 32) and
            --save-calibration writes what it measured; onnxruntime measures
@@ -190,9 +197,20 @@ def rounded_model(model, fn):
     return out, count, 0
 
 
+def int8_rounded(w):
+    """f32 [K, N] `w` through per-column symmetric int8 and back, as f32."""
+    w = w.astype(np.float32)
+    scale = (np.abs(w).max(axis=0) / np.float32(127)).astype(np.float32)
+    scale = np.where((scale > 0) & np.isfinite(scale), scale, np.float32(1)).astype(np.float32)
+    q = np.clip(np.rint(w / scale), -127, 127).astype(np.float32)
+    return (q * scale).astype(np.float32)
+
+
 def quantized_model(model, mode):
     """A copy of `model` with the MatMuls xfmr quantizes as MatMulNBits; their
     count and largest block_size."""
+    if mode == "int8-weights":
+        return rounded_model(model, int8_rounded)
     if mode == "bf16":
         return rounded_model(model, bf16_rounded)
     if mode == "fp8-e4m3":
@@ -337,7 +355,7 @@ def smoothed_model(model, ort_stats, alpha=0.5):
     return with_nodes(model, nodes, inits), count, largest
 
 
-def check(path, build, work, mode):
+def check(path, build, work, mode, compile_args=()):
     """(status, detail) of one model."""
     name = os.path.splitext(os.path.basename(path))[0]
     model = onnx.load(path)
@@ -368,8 +386,10 @@ def check(path, build, work, mode):
     for f, v in feed.items():
         np.save(os.path.join(work, f + ".npy"), v)
     out = os.path.join(work, name + ".out")
-    r = subprocess.run([os.path.join(build, "bin", "xfmr-compile"), path, "--quant=" + mode,
-                        "-o", art, "--quiet"] + compile_flags, capture_output=True, text=True)
+    xfmr_mode = "int8" if mode == "int8-weights" else mode
+    r = subprocess.run([os.path.join(build, "bin", "xfmr-compile"), path, "--quant=" + xfmr_mode,
+                        "-o", art, "--quiet"] + compile_flags + list(compile_args),
+                       capture_output=True, text=True)
     if r.returncode == 0:
         r = subprocess.run([os.path.join(build, "bin", "xfmr-run"), art] +
                            sum([["--input", "%s=%s" % (f, os.path.join(work, f + ".npy"))]
@@ -397,12 +417,14 @@ def main():
     ap.add_argument("models", nargs="+")
     ap.add_argument("--build-dir", default=os.path.join(ROOT, "build"))
     ap.add_argument("--quant", default="int4-g32",
-                    choices=["int4-g32", "int4-g64", "int4-g128", "int8", "bf16", "fp8-e4m3", "w8a8"])
+                    choices=["int4-g32", "int4-g64", "int4-g128", "int8", "int8-weights", "bf16",
+                             "fp8-e4m3", "w8a8"])
+    ap.add_argument("--compile-args", default="", help="extra xfmr-compile arguments")
     a = ap.parse_args()
     tally = Tally()
     with tempfile.TemporaryDirectory(prefix="xfmr-quant-") as work:
         for m in a.models:
-            status, detail = check(m, a.build_dir, work, a.quant)
+            status, detail = check(m, a.build_dir, work, a.quant, a.compile_args.split())
             tally.add(os.path.basename(m), [(status, a.quant, detail)])
     return tally.finish()
 

@@ -63,11 +63,13 @@ LogicalResult buildRaisePipeline(OpPassManager &pm, const RaiseOptions &options)
   return parsePassPipeline(p, pm, llvm::errs());
 }
 
-LogicalResult buildONNXToLinalgPipeline(OpPassManager &pm, int64_t fusedAttentionMaxHeadDim) {
+LogicalResult buildONNXToLinalgPipeline(OpPassManager &pm, int64_t fusedAttentionMaxHeadDim,
+                                        bool microKernels) {
   std::string p;
   llvm::raw_string_ostream os(p);
   os << "onnx-simplify-shapes,convert-onnx-to-linalg,"
-     << "convert-xfmr-to-linalg{fused-attention=" << fusedAttentionMaxHeadDim << "},"
+     << "convert-xfmr-to-linalg{fused-attention=" << fusedAttentionMaxHeadDim
+     << " micro-kernels=" << (microKernels ? "true" : "false") << "},"
      << "canonicalize,cse,xfmr-fuse-elementwise,canonicalize,cse";
   return parsePassPipeline(p, pm, llvm::errs());
 }

@@ -793,7 +793,8 @@ int lowerAndWrite(ModuleOp module, const xfmr::cpu::HostTarget &host,
   progress.step("lowered to linalg");
   if (failed(runPipeline(module, [&](OpPassManager &pm) {
         return xfmr::buildONNXToLinalgPipeline(
-            pm, gpuTarget ? xfmr::gpu::kFusedAttentionMaxHeadDim : 0);
+            pm, gpuTarget ? xfmr::gpu::kFusedAttentionMaxHeadDim : 0,
+            /*microKernels=*/!gpuTarget);
       })))
     return 1;
   if (emitStage == "linalg") {
@@ -1001,9 +1002,14 @@ int compile() {
     if (!gpuTarget)
       return fail("--target must be cpu or a GPU (" + xfmr::gpu::knownGPUTargetNames() +
                   "), not '" + target + "'");
-    if (quant != "none" || expertParallel != 1 || weightsMode != "embed" || blasMinRows > 0)
-      return fail("--target=" + target + ": --quant, --expert-parallel, --weights=reference and "
-                  "--blas-min-rows are CPU-only so far (docs/gpu-backend.md)");
+    // int8 weights are xfmr.linear on !quant.uniform weights, which the GPU
+    // products read 1 byte per weight; the other modes need kernels the
+    // GPU path does not have yet.
+    if ((quant != "none" && quant != "int8") || expertParallel != 1 || weightsMode != "embed" ||
+        blasMinRows > 0)
+      return fail("--target=" + target + ": --quant (other than int8), --expert-parallel, "
+                  "--weights=reference and --blas-min-rows are CPU-only so far "
+                  "(docs/gpu-backend.md)");
   }
   if (!emit.empty() && !llvm::is_contained({"onnx", "xfmr", "linalg", "llvm"}, emit))
     return fail("--emit must be one of onnx, xfmr, linalg, llvm");

@@ -213,6 +213,9 @@ def ConvertXfmrToLinalgPass : Pass<"convert-xfmr-to-linalg", "mlir::ModuleOp"> {
            "Query rows per attention tile">,
     Option<"keyBlock", "key-block", "int64_t", /*default=*/"64",
            "Keys per attention tile">,
+    Option<"microKernels", "micro-kernels", "bool", /*default=*/"true",
+           "Products on constant narrow weights call the host CPU's micro-kernels "
+           "(false for GPU targets: they stay linalg products the GPU passes map)">,
     Option<"fusedAttention", "fused-attention", "int64_t", /*default=*/"0",
            "For a target with a fused attention kernel: xfmr.attention on f32 "
            "with a static value head dim up to this becomes "

@@ -104,9 +104,12 @@ mlir::LogicalResult buildRaisePipeline(mlir::OpPassManager &pm, const RaiseOptio
 /// onnx + xfmr ops -> linalg/tensor/scf on tensors. With
 /// `fusedAttentionMaxHeadDim` > 0 (a target with a fused attention kernel),
 /// f32 attention with a value head dim up to it stays one op on buffers
-/// (xfmr.attention_buffers) for the target to replace.
+/// (xfmr.attention_buffers) for the target to replace. With `microKernels`
+/// false (a GPU target), quantized xfmr.linear products stay linalg
+/// products instead of calls to the host CPU's micro-kernels.
 mlir::LogicalResult buildONNXToLinalgPipeline(mlir::OpPassManager &pm,
-                                              int64_t fusedAttentionMaxHeadDim = 0);
+                                              int64_t fusedAttentionMaxHeadDim = 0,
+                                              bool microKernels = true);
 
 /// Appends linalg on tensors -> LLVM dialect for the host CPU.
 mlir::LogicalResult buildCPUToLLVMPipeline(mlir::OpPassManager &pm,

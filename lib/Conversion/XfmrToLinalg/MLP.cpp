@@ -371,7 +371,11 @@ Value int8ActivationLinear(OpBuilder &b, Location loc, Operation *anchor, Value 
 
 /// xfmr.linear(x, w, b) -> rows(x) · w + b
 struct LinearLowering : public OpRewritePattern<LinearOp> {
-  using Base::Base;
+  LinearLowering(MLIRContext *ctx, bool microKernels)
+      : OpRewritePattern(ctx), microKernels(microKernels) {}
+
+  /// Constant narrow weights go to the host CPU's micro-kernels.
+  bool microKernels;
 
   LogicalResult matchAndRewrite(LinearOp op,
                                 PatternRewriter &rewriter) const override {
@@ -397,7 +401,7 @@ struct LinearLowering : public OpRewritePattern<LinearOp> {
       if (quantized->scales.empty())
         return rewriter.notifyMatchFailure(op, "per-tensor quantized weight with dynamic N");
       weight = quantized->storage;
-      if (op.getInt8Activations())
+      if (op.getInt8Activations() && microKernels)
         y = int8ActivationLinear(rewriter, loc, op, rows, *quantized);
       if (!y) {
         std::vector<char> bytes(quantized->scales.size() * sizeof(float));
@@ -407,7 +411,7 @@ struct LinearLowering : public OpRewritePattern<LinearOp> {
                                 rewriter.getF32Type(), "xfmr_weight_scales");
       }
     }
-    if (!y)
+    if (!y && microKernels)
       y = narrowProduct(rewriter, loc, op, rows, weight);
     if (!y)
       y = matmul(rewriter, loc, rows, weight, elem, acc);
@@ -520,9 +524,9 @@ struct EmbeddingLowering : public OpRewritePattern<EmbeddingOp> {
 
 } // namespace
 
-void populateMLPLoweringPatterns(RewritePatternSet &patterns) {
-  patterns.add<LinearLowering, GatedMLPLowering, EmbeddingLowering>(
-      patterns.getContext());
+void populateMLPLoweringPatterns(RewritePatternSet &patterns, bool microKernels) {
+  patterns.add<LinearLowering>(patterns.getContext(), microKernels);
+  patterns.add<GatedMLPLowering, EmbeddingLowering>(patterns.getContext());
 }
 
 } // namespace xfmr::lowering

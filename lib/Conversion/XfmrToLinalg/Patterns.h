@@ -22,7 +22,7 @@ void populateNormLoweringPatterns(mlir::RewritePatternSet &patterns);
 /// xfmr.rope (Rope.cpp).
 void populateRopeLoweringPatterns(mlir::RewritePatternSet &patterns);
 /// xfmr.linear, xfmr.gated_mlp, xfmr.embedding (MLP.cpp).
-void populateMLPLoweringPatterns(mlir::RewritePatternSet &patterns);
+void populateMLPLoweringPatterns(mlir::RewritePatternSet &patterns, bool microKernels = true);
 /// xfmr.moe (MoE.cpp).
 void populateMoELoweringPatterns(mlir::RewritePatternSet &patterns);
 /// xfmr.attention (Attention.cpp); with `fusedMaxHeadDim` > 0, f32 attention

@@ -36,7 +36,7 @@ struct ConvertXfmrToLinalgPass
     RewritePatternSet patterns(ctx);
     lowering::populateNormLoweringPatterns(patterns);
     lowering::populateRopeLoweringPatterns(patterns);
-    lowering::populateMLPLoweringPatterns(patterns);
+    lowering::populateMLPLoweringPatterns(patterns, microKernels);
     lowering::populateMoELoweringPatterns(patterns);
     lowering::populateAttentionLoweringPatterns(patterns, tiling, fusedAttention);
     lowering::populatePagedLoweringPatterns(patterns, tiling, fusedAttention);

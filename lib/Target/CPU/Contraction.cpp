@@ -44,15 +44,23 @@ std::optional<OperandLayout> matchOperand(AffineMap map, unsigned row,
 /// The body is exactly `yield out + in0 * in1` (either operand order):
 /// isaContractionOpInterface also accepts bodies that transform the inputs
 /// before multiplying, which sgemm would not compute.
-bool isMultiplyAdd(linalg::GenericOp g) {
+/// Whether `g`'s body is exactly `out + in0 * in1`, or with `integerB`
+/// `out + in0 * sitofp(in1)`.
+bool isMultiplyAdd(linalg::GenericOp g, bool integerB) {
   Block *body = g.getBody();
-  if (body->getOperations().size() != 3)
+  if (body->getOperations().size() != (integerB ? 4u : 3u))
     return false;
   auto yield = cast<linalg::YieldOp>(body->getTerminator());
   auto add = yield.getValues()[0].getDefiningOp<arith::AddFOp>();
   if (!add)
     return false;
   auto isArg = [&](Value v, unsigned i) { return v == body->getArgument(i); };
+  auto isB = [&](Value v) {
+    if (!integerB)
+      return isArg(v, 1);
+    auto widen = v.getDefiningOp<arith::SIToFPOp>();
+    return widen && isArg(widen.getIn(), 1);
+  };
   auto both = [](Value x, Value y, auto pred0, auto pred1) {
     return (pred0(x) && pred1(y)) || (pred0(y) && pred1(x));
   };
@@ -63,8 +71,7 @@ bool isMultiplyAdd(linalg::GenericOp g) {
     return false;
   return both(add.getLhs(), add.getRhs(), [&](Value v) { return isArg(v, 2); },
               [&](Value v) { return v == mul.getResult(); }) &&
-         both(mul.getLhs(), mul.getRhs(), [&](Value v) { return isArg(v, 0); },
-              [&](Value v) { return isArg(v, 1); });
+         both(mul.getLhs(), mul.getRhs(), [&](Value v) { return isArg(v, 0); }, isB);
 }
 
 /// B's map in the packed panel layout: (n floordiv 16, k, n mod 16).
@@ -124,14 +131,20 @@ SmallVector<Value> operandIndices(const Product &p, const OperandLayout &l, unsi
   return indices;
 }
 
-std::optional<Product> matchProduct(linalg::GenericOp g) {
+std::optional<Product> matchProduct(linalg::GenericOp g, bool allowIntegerB) {
   bool buffers = g.hasPureBufferSemantics();
   if ((!buffers && !g.hasPureTensorSemantics()) || g.getNumDpsInputs() != 2 ||
-      g.getNumDpsInits() != 1 || !isMultiplyAdd(g))
+      g.getNumDpsInits() != 1)
+    return std::nullopt;
+  // B of signless integers of at most 8 bits (exact in tf32 and f32).
+  auto bType = dyn_cast<ShapedType>(g.getDpsInputOperand(1)->get().getType());
+  bool integerB = allowIntegerB && bType && bType.getElementType().isSignlessInteger() &&
+                  bType.getElementTypeBitWidth() <= 8;
+  if (!isMultiplyAdd(g, integerB))
     return std::nullopt;
   for (OpOperand &o : g->getOpOperands()) {
     auto t = dyn_cast<ShapedType>(o.get().getType());
-    if (!t || !t.getElementType().isF32())
+    if (!t || (!t.getElementType().isF32() && !(integerB && &o == g.getDpsInputOperand(1))))
       return std::nullopt;
   }
   if (g.getNumReductionLoops() != 1)
@@ -141,6 +154,7 @@ std::optional<Product> matchProduct(linalg::GenericOp g) {
   if (rank < 2 || !mc.isProjectedPermutation())
     return std::nullopt;
   Product p;
+  p.integerB = integerB;
   p.m = mc.getDimPosition(rank - 2);
   p.n = mc.getDimPosition(rank - 1);
   for (unsigned i = 0; i + 2 < rank; ++i)

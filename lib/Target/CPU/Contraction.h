@@ -32,6 +32,9 @@ struct Product {
   /// B is a constant packed by xfmr-pack-weights: [N / 16, K, 16], read
   /// through panelMap (b's layout is then empty).
   bool packedB = false;
+  /// B holds integers of at most 8 bits that the body widens (sitofp):
+  /// quantized weights before their scales (only with allowIntegerB).
+  bool integerB = false;
 };
 
 /// Columns per panel of a packed weight matrix: two 8-float AVX registers
@@ -62,8 +65,9 @@ llvm::SmallVector<mlir::Value> operandIndices(const Product &p, const OperandLay
 
 /// The product `g` computes, if it is an f32 generic (on tensors or on
 /// memrefs) whose body is exactly `out + in0 * in1` and whose result is not
-/// transposed.
-std::optional<Product> matchProduct(mlir::linalg::GenericOp g);
+/// transposed; with `allowIntegerB` also `out + in0 * sitofp(in1)` with B of
+/// signless integers of at most 8 bits (Product::integerB).
+std::optional<Product> matchProduct(mlir::linalg::GenericOp g, bool allowIntegerB = false);
 
 /// Whether memref `v`'s innermost dim is statically contiguous (what
 /// vector.load along it needs).

@@ -140,7 +140,8 @@ void KernelBuilder::warpProduct(const SplitTile &a, const SplitTile &bt, int64_t
             sum = arith::AddFOp::create(b, loc, sum, arith::MulFOp::create(b, loc, av, bv));
           };
           term(a.lo, bt.hi);
-          term(a.hi, bt.lo);
+          if (bt.lo)
+            term(a.hi, bt.lo);
           term(a.hi, bt.hi);
           scf::YieldOp::create(b, loc, sum);
         }
@@ -170,10 +171,12 @@ void KernelBuilder::warpProduct(const SplitTile &a, const SplitTile &bt, int64_t
     Value aHi = loadFrag(a.hi, aType, a.row, ak), aLo = loadFrag(a.lo, aType, a.row, ak);
     for (int64_t j = 0; j < frags; ++j) {
       Value c = add(bt.col, idx(j * kFrag));
-      Value bHi = loadFrag(bt.hi, bType, bk, c), bLo = loadFrag(bt.lo, bType, bk, c);
+      Value bHi = loadFrag(bt.hi, bType, bk, c);
+      Value bLo = bt.lo ? loadFrag(bt.lo, bType, bk, c) : Value();
       for (auto [x, y] : {std::pair{aLo, bHi}, {aHi, bLo}, {aHi, bHi}})
-        accs[j] = mlir::gpu::SubgroupMmaComputeOp::create(b, loc, x, y, accs[j], UnitAttr(),
-                                                          UnitAttr());
+        if (y)
+          accs[j] = mlir::gpu::SubgroupMmaComputeOp::create(b, loc, x, y, accs[j], UnitAttr(),
+                                                            UnitAttr());
     }
   }
   for (int64_t j = 0; j < frags; ++j)

@@ -34,6 +34,8 @@ constexpr int64_t kFrag = 16, kFragK = 8;
 
 /// An operand tile of a warp product in shared memory, split into tf32
 /// high and low parts (x = hi + lo), and the element the warp starts at.
+/// A tile in shared memory as tf32 hi and lo parts; `lo` null when the
+/// values are exact in tf32 (integers of at most 8 bits): no lo terms.
 struct SplitTile {
   mlir::Value hi, lo;
   mlir::Value row, col;

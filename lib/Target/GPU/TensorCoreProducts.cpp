@@ -17,6 +17,11 @@
 // row's result does not depend on how many rows are computed with it (the
 // batch invariance the CPU kernels keep).
 //
+// Integer B (weights quantized to at most 8 bits, before their scales: an
+// xfmr.linear on a !quant.uniform weight) is read 1 byte per weight and
+// widened as it is staged; its values are exact in tf32, so there is no lo
+// part and 2 products per step (lo*hi + hi*hi).
+//
 // With `emulate`, the same tiles, guards and shared-memory layout run as
 // host loops (threads and warps one after another, the warp's WMMA as
 // scalar loops), so that everything but the tensor-core instruction itself
@@ -70,11 +75,16 @@ private:
     return cpu::operandIndices(p, l, rank(v), ivs, first, second);
   }
 
-  /// `operand`[first, second], or 0 outside [0, firstEnd) x [0, secondEnd).
+  /// `operand`[first, second] as f32 (integers widened), or 0 outside
+  /// [0, firstEnd) x [0, secondEnd).
   Value loadOrZero(const cpu::OperandLayout &l, Value v, Value first, Value firstEnd,
                    Value second, Value secondEnd) {
-    return orZero(both(lt(first, firstEnd), lt(second, secondEnd)),
-                  [&] { return load(v, at(l, v, first, second)); });
+    return orZero(both(lt(first, firstEnd), lt(second, secondEnd)), [&]() -> Value {
+      Value x = load(v, at(l, v, first, second));
+      if (isa<IntegerType>(x.getType()))
+        return arith::SIToFPOp::create(b, loc, b.getF32Type(), x);
+      return x;
+    });
   }
 
   void stageOperand(Value tid, const cpu::OperandLayout &l, Value v, int64_t rows, int64_t cols,
@@ -94,6 +104,10 @@ void ProductKernel::stageOperand(Value tid, const cpu::OperandLayout &l, Value v
     Value r = arith::DivUIOp::create(b, loc, i, idx(cols));
     Value col = arith::RemUIOp::create(b, loc, i, idx(cols));
     Value x = loadOrZero(l, v, add(row0, r), rowEnd, add(col0, col), colEnd);
+    if (!loBuf) { // an integer of at most 8 bits, exact in tf32
+      memref::StoreOp::create(b, loc, x, hiBuf, ValueRange{r, col});
+      return;
+    }
     auto [hi, lo] = splitTF32(x);
     memref::StoreOp::create(b, loc, hi, hiBuf, ValueRange{r, col});
     memref::StoreOp::create(b, loc, lo, loBuf, ValueRange{r, col});
@@ -103,7 +117,8 @@ void ProductKernel::stageOperand(Value tid, const cpu::OperandLayout &l, Value v
 /// A [32, 32] and B [32, 64] of this K step into shared memory, hi and lo.
 void ProductKernel::stageTiles(Value tid, Value m0, Value n0, Value k0) {
   stageOperand(tid, p.a, a, kBM, kBK, m0, M, k0, K, ahi, alo);
-  stageOperand(tid, p.b, bm, kBK, kBN, k0, K, n0, N, bhi, blo);
+  // Integer B (quantized weights, 1 byte each): exact in tf32, no lo part.
+  stageOperand(tid, p.b, bm, kBK, kBN, k0, K, n0, N, bhi, p.integerB ? Value() : blo);
 }
 
 /// C[m0 + r, n0 + c] += tile[r, c] inside C.
@@ -153,7 +168,8 @@ void ProductKernel::buildBlock(Value bx, Value by, Value bz, Value tid) {
                          phase(tid, [&](Value t) { stageTiles(t, m0, n0, k0); });
                          warpPhase(tid, [&](Value warp) {
                            auto [wr, wc] = warpOrigin(b, loc, warp);
-                           warpProduct({ahi, alo, wr, idx(0)}, {bhi, blo, idx(0), wc}, kBK, 2,
+                           warpProduct({ahi, alo, wr, idx(0)},
+                                       {bhi, p.integerB ? Value() : blo, idx(0), wc}, kBK, 2,
                                        tile, wr, wc, /*accumulate=*/true);
                          });
                          scf::YieldOp::create(b, loc);
@@ -188,11 +204,14 @@ void ProductKernel::buildBlock(Value bx, Value by, Value bz, Value tid) {
       SmallVector<Value> accs;
       for (int64_t j = 0; j < 2; ++j) {
         Value col = add(wc, idx(j * kFrag));
-        Value bHi = load(bhi, bType, kk, col, kBN), bLo = load(blo, bType, kk, col, kBN);
+        Value bHi = load(bhi, bType, kk, col, kBN);
+        Value bLo = p.integerB ? Value() : load(blo, bType, kk, col, kBN);
         Value acc = steps.getRegionIterArgs()[j];
+        // Integer B has no lo part: 2 products per step instead of 3.
         for (auto [x, y] : {std::pair{aLo, bHi}, {aHi, bLo}, {aHi, bHi}})
-          acc = mlir::gpu::SubgroupMmaComputeOp::create(b, loc, x, y, acc, UnitAttr(),
-                                                        UnitAttr());
+          if (y)
+            acc = mlir::gpu::SubgroupMmaComputeOp::create(b, loc, x, y, acc, UnitAttr(),
+                                                          UnitAttr());
         accs.push_back(acc);
       }
       scf::YieldOp::create(b, loc, accs);
@@ -241,7 +260,8 @@ struct TensorCoreProductsPass : impl::TensorCoreProductsPassBase<TensorCoreProdu
     getOperation().walk([&](linalg::GenericOp g) {
       if (!g.hasPureBufferSemantics())
         return;
-      if (std::optional<cpu::Product> p = cpu::matchProduct(g); p && !p->packedB)
+      if (std::optional<cpu::Product> p = cpu::matchProduct(g, /*allowIntegerB=*/true);
+          p && !p->packedB)
         products.push_back({g, *p});
     });
     unsigned index = 0;

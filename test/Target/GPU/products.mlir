@@ -72,6 +72,42 @@ func.func @batched_transposed(%Q: memref<4x?x16xf32>, %K: memref<4x?x16xf32>, %S
 
 // -----
 
+#a = affine_map<(d0, d1, d2) -> (d0, d2)>
+#b = affine_map<(d0, d1, d2) -> (d2, d1)>
+#c = affine_map<(d0, d1, d2) -> (d0, d1)>
+
+// int8 weights (an xfmr.linear on a !quant.uniform weight, before its
+// scales): B read 1 byte per weight and widened as it is staged; an int8 is
+// exact in tf32, so B has no lo part: 4 WMMA products per K step (lo*hi,
+// hi*hi for 2 fragments), not 6.
+// CHECK-LABEL: func.func @int8_weights
+//       CHECK:   gpu.launch
+//       CHECK:     scf.for
+//       CHECK:       memref.load %arg1[%{{.*}}, %{{.*}}] : memref<?x?xi8>
+//       CHECK:       arith.sitofp %{{.*}} : i8 to f32
+//       CHECK:       gpu.barrier
+//       CHECK:       scf.for
+//       CHECK-COUNT-4: gpu.subgroup_mma_compute
+//   CHECK-NOT:       gpu.subgroup_mma_compute
+//       CHECK:       gpu.barrier
+// EMU-LABEL: func.func @int8_weights
+//       EMU:   arith.sitofp %{{.*}} : i8 to f32
+//   EMU-NOT:   linalg.generic
+//       EMU:   return
+func.func @int8_weights(%A: memref<?x?xf32>, %B: memref<?x?xi8>, %C: memref<?x?xf32>) {
+  linalg.generic {indexing_maps = [#a, #b, #c], iterator_types = ["parallel", "parallel", "reduction"]}
+      ins(%A, %B : memref<?x?xf32>, memref<?x?xi8>) outs(%C : memref<?x?xf32>) {
+  ^bb0(%x: f32, %y: i8, %acc: f32):
+    %w = arith.sitofp %y : i8 to f32
+    %p = arith.mulf %x, %w : f32
+    %s = arith.addf %acc, %p : f32
+    linalg.yield %s : f32
+  }
+  return
+}
+
+// -----
+
 #m = affine_map<(d0, d1) -> (d0, d1)>
 #r = affine_map<(d0, d1) -> (d0)>
 
