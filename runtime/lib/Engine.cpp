@@ -449,6 +449,8 @@ void Engine::sampleNext(Sequence &seq, const float *logits) {
   if (config.onLogits)
     config.onLogits(seq.request.id, logits, vocab);
   seq.tokens.push_back(seq.sampler.next(logits, vocab, seq.tokens));
+  if (config.onToken)
+    config.onToken(seq.request.id, seq.tokens.back());
   if (seq.result.firstToken < 0)
     seq.result.firstToken = clock();
 }

@@ -232,6 +232,27 @@ TEST(EngineTest, FinishReasons) {
   EXPECT_EQ(h.trace.back(), "finish req 7: 3 tokens (stop)");
 }
 
+// onToken sees every sampled token as update() samples it, in order, the
+// stop token included: what a server streams before the request finishes.
+TEST(EngineTest, OnTokenStreamsEveryTokenBeforeTheFinish) {
+  EngineConfig config;
+  std::vector<std::pair<int64_t, int64_t>> seen;
+  config.onToken = [&](int64_t id, int64_t token) { seen.emplace_back(id, token); };
+  Harness h(16, 4, config);
+  Request r;
+  r.id = 3;
+  r.prompt = {1, 2};
+  r.sampling.maxTokens = 10;
+  r.sampling.stopTokens = {5};
+  ASSERT_TRUE(h.engine->submit(r));
+  h.step(); // the prompt and the first token
+  EXPECT_EQ(seen, (std::vector<std::pair<int64_t, int64_t>>{{3, 3}}));
+  EXPECT_TRUE(h.engine->takeFinished().empty());
+  for (int guard = 0; !h.engine->idle() && guard < 20; ++guard)
+    h.step();
+  EXPECT_EQ(seen, (std::vector<std::pair<int64_t, int64_t>>{{3, 3}, {3, 4}, {3, 5}}));
+}
+
 // A batch request waits behind interactive ones until it has waited
 // batchAgingSteps steps; then it counts as interactive and, queued first,
 // goes first.

@@ -72,6 +72,10 @@ struct EngineConfig {
   /// Called with the logits a request's next token is sampled from, before
   /// sampling (xfmr-run generate --dump-logits).
   std::function<void(int64_t requestId, const float *logits, int64_t vocab)> onLogits;
+  /// Called with every token sampled for a request, in order, during
+  /// update() (a server streams them; it must not call back into the
+  /// engine). The stop token that ends a request is passed too.
+  std::function<void(int64_t requestId, int64_t token)> onToken;
 };
 
 /// Why a request ended.
