@@ -14,8 +14,11 @@
 
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
 #include <cctype>
 #include <cerrno>
+#include <cmath>
+#include <cstdio>
 #include <cstring>
 #include <limits>
 #include <set>
@@ -318,6 +321,11 @@ private:
     return {};
   }
 
+  /// "text" (optional): the text interface; its files are checked against
+  /// "files" later (getTextFiles).
+  Status getText(const json &root, Manifest &m) const;
+  Status getTextFiles(const json &files, Manifest &m) const;
+
   /// files.<name>: {"size": N, "sha256": "<64 hex digits>"}.
   Expected<FileIntegrity> getFileIntegrity(const json &files, const std::string &name) const {
     std::string field = "files." + name;
@@ -531,6 +539,143 @@ Expected<WeightReference> ManifestParser::getWeightReference(const json &v,
   return r;
 }
 
+Status ManifestParser::getText(const json &root, Manifest &m) const {
+  Expected<const json *> text = getObject(root, "", "text", false);
+  if (!text)
+    return text.takeError();
+  if (!*text)
+    return {};
+  const json &t = **text;
+  TextInterface ti;
+  Expected<std::string> tokenizer = getFileName(t, "text", "tokenizer");
+  if (!tokenizer)
+    return tokenizer.takeError();
+  ti.tokenizerFile = tokenizer.take();
+  for (auto [key, out] : {std::pair<const char *, std::string *>{"tokenizer_config",
+                                                                 &ti.tokenizerConfigFile},
+                          {"chat_template", &ti.chatTemplateFile}}) {
+    if (!t.contains(key))
+      continue;
+    Expected<std::string> name = getFileName(t, "text", key);
+    if (!name)
+      return name.takeError();
+    *out = name.take();
+  }
+  // Each file once, and none of the artifact's own.
+  std::set<std::string> names;
+  for (auto [key, name] : {std::pair<const char *, const std::string *>{"tokenizer",
+                                                                        &ti.tokenizerFile},
+                           {"tokenizer_config", &ti.tokenizerConfigFile},
+                           {"chat_template", &ti.chatTemplateFile}}) {
+    if (name->empty())
+      continue;
+    if (*name == m.library || *name == m.weightsFile || *name == "manifest.json" ||
+        !names.insert(*name).second)
+      return fail(std::string("text.") + key,
+                  quoted(*name) + " is already another file of the artifact");
+  }
+  for (auto [key, out] : {std::pair<const char *, std::string *>{"bos_token", &ti.bosToken},
+                          {"eos_token", &ti.eosToken}}) {
+    Expected<std::string> token = getString(t, "text", key, false);
+    if (!token)
+      return token.takeError();
+    *out = token.take();
+  }
+  if (t.contains("bos_token_id")) {
+    Expected<int64_t> id = getNonNegativeInt(t, "text", "bos_token_id");
+    if (!id)
+      return id.takeError();
+    ti.bosId = *id;
+  }
+  if (t.contains("eos_token_ids")) {
+    Expected<const json *> ids = getArray(t, "text", "eos_token_ids");
+    if (!ids)
+      return ids.takeError();
+    if ((*ids)->size() > 64)
+      return fail("text.eos_token_ids", "more than 64 entries");
+    for (size_t i = 0; i < (*ids)->size(); ++i) {
+      std::string where = "text.eos_token_ids[" + std::to_string(i) + "]";
+      Expected<int64_t> id = asInt((**ids)[i], where);
+      if (!id)
+        return id.takeError();
+      if (*id < 0)
+        return fail(where, "must be non-negative");
+      ti.eosIds.push_back(*id);
+    }
+  }
+  for (auto [key, out] : {std::pair<const char *, std::optional<bool> *>{"add_bos_token",
+                                                                         &ti.addBosToken},
+                          {"add_eos_token", &ti.addEosToken}}) {
+    auto v = t.find(key);
+    if (v == t.end())
+      continue;
+    if (!v->is_boolean())
+      return fail(std::string("text.") + key,
+                  std::string("expected a boolean, got ") + v->type_name());
+    *out = v->get<bool>();
+  }
+  Expected<const json *> defaults = getObject(t, "text", "generation_defaults", false);
+  if (!defaults)
+    return defaults.takeError();
+  if (*defaults) {
+    const json &d = **defaults;
+    const std::string parent = "text.generation_defaults";
+    GenerationDefaults &g = ti.defaults;
+    if (auto v = d.find("do_sample"); v != d.end()) {
+      if (!v->is_boolean())
+        return fail(parent + ".do_sample",
+                    std::string("expected a boolean, got ") + v->type_name());
+      g.doSample = v->get<bool>();
+    }
+    for (auto [key, out] : {std::pair<const char *, std::optional<double> *>{"temperature",
+                                                                             &g.temperature},
+                            {"top_p", &g.topP},
+                            {"repetition_penalty", &g.repetitionPenalty}}) {
+      auto v = d.find(key);
+      if (v == d.end())
+        continue;
+      if (!v->is_number())
+        return fail(parent + "." + key,
+                    std::string("expected a number, got ") + v->type_name());
+      *out = v->get<double>();
+    }
+    for (auto [key, out] : {std::pair<const char *, std::optional<int64_t> *>{"top_k", &g.topK},
+                            {"max_new_tokens", &g.maxNewTokens},
+                            {"max_length", &g.maxLength}}) {
+      if (!d.contains(key))
+        continue;
+      Expected<int64_t> n = getNonNegativeInt(d, parent, key);
+      if (!n)
+        return n.takeError();
+      *out = *n;
+    }
+    if (Status s = validateGenerationDefaults(g); !s)
+      return fail(parent, s.error());
+  }
+  m.text = std::move(ti);
+  return {};
+}
+
+Status ManifestParser::getTextFiles(const json &files, Manifest &m) const {
+  if (!m.text)
+    return {};
+  for (const std::string *name :
+       {&m.text->tokenizerFile, &m.text->tokenizerConfigFile, &m.text->chatTemplateFile}) {
+    if (name->empty())
+      continue;
+    Expected<FileIntegrity> f = getFileIntegrity(files, *name);
+    if (!f)
+      return f.takeError();
+    m.text->files[*name] = f.take();
+  }
+  // The stop ids of `xfmr-run generate`: generation's and the text
+  // interface's, each once.
+  for (int64_t id : m.text->eosIds)
+    if (std::find(m.eosTokenIds.begin(), m.eosTokenIds.end(), id) == m.eosTokenIds.end())
+      m.eosTokenIds.push_back(id);
+  return {};
+}
+
 Expected<std::vector<TensorSpec>>
 ManifestParser::getSpecs(const json &root, const char *key) const {
   Expected<const json *> arr = getArray(root, "", key);
@@ -666,12 +811,20 @@ Expected<Manifest> ManifestParser::parse(const json &root) {
     return count.takeError();
   m.weightsCount = static_cast<uint64_t>(*count);
 
+  if (Status s = getText(root, m); !s)
+    return s.takeError();
   Expected<const json *> files = getObject(root, "", "files", true);
   if (!files)
     return files.takeError();
   for (auto it = (*files)->begin(); it != (*files)->end(); ++it)
-    if (it.key() != m.library && it.key() != m.weightsFile)
-      return fail("files", quoted(it.key()) + " is neither the library nor the weights file");
+    if (it.key() != m.library && it.key() != m.weightsFile &&
+        !(m.text && (it.key() == m.text->tokenizerFile ||
+                     it.key() == m.text->tokenizerConfigFile ||
+                     it.key() == m.text->chatTemplateFile)))
+      return fail("files", quoted(it.key()) +
+                               (m.text ? " is neither the library, the weights file nor a "
+                                         "file of \"text\""
+                                       : " is neither the library nor the weights file"));
   Expected<FileIntegrity> libraryIntegrity = getFileIntegrity(**files, m.library);
   if (!libraryIntegrity)
     return libraryIntegrity.takeError();
@@ -680,6 +833,8 @@ Expected<Manifest> ManifestParser::parse(const json &root) {
   if (!weightsIntegrity)
     return weightsIntegrity.takeError();
   m.weightsIntegrity = weightsIntegrity.take();
+  if (Status s = getTextFiles(**files, m); !s)
+    return s.takeError();
   if (Status s = getWeightReferences(**weights, m); !s)
     return s.takeError();
   uint64_t stored = m.weightsSize - m.referencedWeightBytes();
@@ -790,6 +945,29 @@ Expected<Manifest> ManifestParser::parse(const json &root) {
 }
 
 } // namespace
+
+Status xfmr::rt::validateGenerationDefaults(const GenerationDefaults &g) {
+  auto num = [](double v) {
+    char buf[32];
+    std::snprintf(buf, sizeof buf, "%g", v);
+    return std::string(buf);
+  };
+  if (g.temperature && !(std::isfinite(*g.temperature) && *g.temperature >= 0))
+    return Error("temperature: must be finite and >= 0, got " + num(*g.temperature));
+  if (g.topP && !(*g.topP > 0 && *g.topP <= 1))
+    return Error("top_p: must be in (0, 1], got " + num(*g.topP));
+  if (g.topK && *g.topK < 0)
+    return Error("top_k: must be >= 0, got " + std::to_string(*g.topK));
+  if (g.repetitionPenalty &&
+      !(std::isfinite(*g.repetitionPenalty) && *g.repetitionPenalty > 0))
+    return Error("repetition_penalty: must be finite and > 0, got " +
+                 num(*g.repetitionPenalty));
+  if (g.maxNewTokens && *g.maxNewTokens < 1)
+    return Error("max_new_tokens: must be >= 1, got " + std::to_string(*g.maxNewTokens));
+  if (g.maxLength && *g.maxLength < 1)
+    return Error("max_length: must be >= 1, got " + std::to_string(*g.maxLength));
+  return {};
+}
 
 Expected<Manifest> xfmr::rt::parseManifest(std::string_view text,
                                            const std::string &pathForErrors) {

@@ -550,3 +550,137 @@ TEST(ManifestTest, WeightReferences) {
 }
 
 } // namespace
+
+namespace {
+
+const char *const kHash = "00112233445566778899aabbccddeeff00112233445566778899aabbccddeeff";
+
+/// kManifest with `"text": <text>` added and `files` (extra "files"
+/// entries) listed.
+std::string withText(const std::string &text, const std::string &files) {
+  std::string s = mutated(R"("weights.bin": {"size": 123456, "sha256": "fedcba9876543210fedcba9876543210fedcba9876543210fedcba9876543210"}},)",
+                          R"("weights.bin": {"size": 123456, "sha256": "fedcba9876543210fedcba9876543210fedcba9876543210fedcba9876543210"})" +
+                              files + "},");
+  s.insert(s.rfind('}'), ",\n  \"text\": " + text + "\n");
+  return s;
+}
+
+std::string fileEntry(const std::string &name, int64_t size) {
+  return ",\n \"" + name + "\": {\"size\": " + std::to_string(size) + ", \"sha256\": \"" + kHash +
+         "\"}";
+}
+
+const char *const kText = R"({"tokenizer": "tokenizer.json", "tokenizer_config": "tokenizer_config.json",
+  "chat_template": "chat_template.jinja", "bos_token": "<s>", "bos_token_id": 1,
+  "eos_token": "</s>", "eos_token_ids": [2, 32000], "add_bos_token": true,
+  "generation_defaults": {"do_sample": true, "temperature": 0.6, "top_p": 0.9, "top_k": 40,
+                          "repetition_penalty": 1.1, "max_new_tokens": 256, "max_length": 4096},
+  "from": ["tokenizer.json", "tokenizer_config.json"]})";
+
+std::string textFiles() {
+  return fileEntry("tokenizer.json", 1000) + fileEntry("tokenizer_config.json", 200) +
+         fileEntry("chat_template.jinja", 300);
+}
+
+} // namespace
+
+// The text interface (xfmr-compile from a model folder with tokenizer.json,
+// or --tokenizer): files listed and hashed, ids, defaults; its eos ids join
+// generation's as the stop ids of `xfmr-run generate`.
+TEST(ManifestTest, TextInterface) {
+  std::string good = withText(kText, textFiles());
+  good.insert(good.rfind('}'), ",\n  \"generation\": {\"eos_token_ids\": [2, 7]}\n");
+  Expected<Manifest> m = parseManifest(good, kFile);
+  ASSERT_TRUE(m) << m.error();
+  ASSERT_TRUE(m->text);
+  const TextInterface &t = *m->text;
+  EXPECT_EQ(t.tokenizerFile, "tokenizer.json");
+  EXPECT_EQ(t.tokenizerConfigFile, "tokenizer_config.json");
+  EXPECT_EQ(t.chatTemplateFile, "chat_template.jinja");
+  EXPECT_EQ(t.bosToken, "<s>");
+  EXPECT_EQ(t.eosToken, "</s>");
+  EXPECT_EQ(t.bosId, std::optional<int64_t>(1));
+  EXPECT_EQ(t.eosIds, (std::vector<int64_t>{2, 32000}));
+  EXPECT_EQ(t.addBosToken, std::optional<bool>(true));
+  EXPECT_FALSE(t.addEosToken);
+  ASSERT_EQ(t.files.size(), 3u);
+  EXPECT_EQ(t.files.at("tokenizer_config.json").size, 200u);
+  EXPECT_EQ(t.files.at("chat_template.jinja").sha256, kHash);
+  EXPECT_EQ(t.defaults.doSample, std::optional<bool>(true));
+  EXPECT_EQ(t.defaults.temperature, std::optional<double>(0.6));
+  EXPECT_EQ(t.defaults.topP, std::optional<double>(0.9));
+  EXPECT_EQ(t.defaults.topK, std::optional<int64_t>(40));
+  EXPECT_EQ(t.defaults.repetitionPenalty, std::optional<double>(1.1));
+  EXPECT_EQ(t.defaults.maxNewTokens, std::optional<int64_t>(256));
+  EXPECT_EQ(t.defaults.maxLength, std::optional<int64_t>(4096));
+  EXPECT_EQ(m->eosTokenIds, (std::vector<int64_t>{2, 7, 32000}));
+
+  // The least: a tokenizer alone.
+  Expected<Manifest> bare = parseManifest(
+      withText(R"({"tokenizer": "tokenizer.json"})", fileEntry("tokenizer.json", 5)), kFile);
+  ASSERT_TRUE(bare) << bare.error();
+  EXPECT_TRUE(bare->text->chatTemplateFile.empty());
+  EXPECT_FALSE(bare->text->bosId);
+  EXPECT_TRUE(bare->text->defaults.empty());
+  EXPECT_TRUE(bare->eosTokenIds.empty());
+  Expected<Manifest> plain = parseManifest(kManifest, kFile);
+  ASSERT_TRUE(plain) << plain.error();
+  EXPECT_FALSE(plain->text);
+}
+
+TEST(ManifestTest, TextInterfaceRejections) {
+  auto replaced = [](std::string s, const std::string &from, const std::string &to) {
+    size_t at = s.find(from);
+    EXPECT_NE(at, std::string::npos) << from;
+    return at == std::string::npos ? s : s.replace(at, from.size(), to);
+  };
+  struct Case {
+    std::string text, files, expected;
+  } cases[] = {
+      {"[1]", textFiles(), "text: expected an object"},
+      {R"({"chat_template": "t.jinja"})", textFiles(), "text.tokenizer: missing"},
+      {replaced(kText, "\"bos_token_id\": 1", "\"bos_token_id\": -1"), textFiles(),
+       "text.bos_token_id: must not be negative"},
+      {replaced(kText, "[2, 32000]", "[2, -3]"), textFiles(),
+       "text.eos_token_ids[1]: must be non-negative"},
+      {replaced(kText, "[2, 32000]", "[\"2\"]"), textFiles(), "text.eos_token_ids[0]"},
+      {replaced(kText, "\"tokenizer\": \"tokenizer.json\"", "\"tokenizer\": \"../tokenizer.json\""),
+       textFiles(), "text.tokenizer: '../tokenizer.json' must be a file name inside the artifact"},
+      {replaced(kText, "\"chat_template\": \"chat_template.jinja\"", "\"chat_template\": \"model.so\""),
+       textFiles(), "text.chat_template: 'model.so' is already another file of the artifact"},
+      {replaced(kText, "\"chat_template\": \"chat_template.jinja\"",
+                "\"chat_template\": \"tokenizer.json\""),
+       textFiles(), "text.chat_template: 'tokenizer.json' is already another file"},
+      {replaced(kText, "\"add_bos_token\": true", "\"add_bos_token\": 1"), textFiles(),
+       "text.add_bos_token: expected a boolean"},
+      {replaced(kText, "\"top_p\": 0.9", "\"top_p\": 1.5"), textFiles(),
+       "text.generation_defaults: top_p: must be in (0, 1], got 1.5"},
+      {replaced(kText, "\"temperature\": 0.6", "\"temperature\": -1"), textFiles(),
+       "text.generation_defaults: temperature: must be finite and >= 0"},
+      {replaced(kText, "\"top_k\": 40", "\"top_k\": 4.5"), textFiles(),
+       "text.generation_defaults.top_k: expected an integer"},
+      {replaced(kText, "\"do_sample\": true", "\"do_sample\": \"yes\""), textFiles(),
+       "text.generation_defaults.do_sample: expected a boolean"},
+      // Every file of "text" must be listed and hashed, and "files" lists
+      // nothing else.
+      {kText, fileEntry("tokenizer.json", 1000) + fileEntry("chat_template.jinja", 300),
+       "files.tokenizer_config.json: missing"},
+      {R"({"tokenizer": "tokenizer.json"})", textFiles(),
+       "files: 'chat_template.jinja' is neither the library, the weights file nor a file"},
+  };
+  for (const Case &c : cases) {
+    Expected<Manifest> bad = parseManifest(withText(c.text, c.files), kFile);
+    ASSERT_FALSE(bad) << c.expected;
+    EXPECT_NE(bad.error().find(kFile), std::string::npos) << bad.error();
+    EXPECT_NE(bad.error().find(c.expected), std::string::npos) << bad.error();
+  }
+  // Files of "text" without a "text" section.
+  Expected<Manifest> stray = parseManifest(
+      mutated(R"("model.so": {"size": 4096,)",
+              std::string(R"("tokenizer.json": {"size": 1, "sha256": ")") + kHash +
+                  R"("}, "model.so": {"size": 4096,)"),
+      kFile);
+  ASSERT_FALSE(stray);
+  EXPECT_NE(stray.error().find("files: 'tokenizer.json' is neither the library nor the weights file"), std::string::npos)
+      << stray.error();
+}

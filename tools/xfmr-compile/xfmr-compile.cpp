@@ -13,6 +13,7 @@
 #include "dialects/onnx/Transforms/Passes.h"
 #include "dialects/xfmr/IR/XfmrOps.h"
 #include "Calibrate.h"
+#include "TokenizerFiles.h"
 
 #include "xfmr/Conversion/Calibration.h"
 #include "xfmr/Conversion/Passes.h"
@@ -208,6 +209,12 @@ cl::list<std::string> quantSkip(
     cl::desc("With --quant: leave in f32 every MatMul whose ONNX node name or weight name "
              "contains one of these (comma-separated), e.g. lm_head"),
     cl::CommaSeparated, cl::cat(category));
+cl::opt<std::string> tokenizerPath(
+    "tokenizer",
+    cl::desc("Tokenizer to put in the artifact: a folder with tokenizer.json (and "
+             "tokenizer_config.json, chat template, generation_config.json) or a "
+             "tokenizer.json; default: the model folder's (docs/artifact.md)"),
+    cl::value_desc("dir|file"), cl::cat(category));
 cl::opt<bool> quiet("quiet", cl::desc("Do not print progress"), cl::init(false),
                     cl::cat(category));
 
@@ -560,6 +567,30 @@ LogicalResult readGenerationConfig(const llvm::json::Object &model, llvm::String
   return success();
 }
 
+/// The text interface the artifact gets (tokenizer files and the manifest's
+/// "text"), when the model folder or --tokenizer gives one.
+std::optional<xfmr::compile::TokenizerFiles> tokenizerFiles;
+
+/// Reads it from --tokenizer or the model folder `folder` ("" for a model
+/// file), with genai_config.json's eos ids; before compiling, so that a
+/// malformed file fails at once.
+LogicalResult readTextInterface(const std::string &folder) {
+  std::vector<int64_t> genaiEos;
+  if (const llvm::json::Array *ids = generation.getArray("eos_token_ids"))
+    for (const llvm::json::Value &id : *ids)
+      genaiEos.push_back(*id.getAsInteger());
+  std::string note;
+  auto text = xfmr::compile::readTokenizerFiles(
+      tokenizerPath, folder, genaiEos, note,
+      [](const llvm::Twine &w) { llvm::errs() << "xfmr-compile: warning: " << w << "\n"; });
+  if (!text)
+    return fail(llvm::toString(text.takeError())), failure();
+  if (!note.empty() && !quiet)
+    llvm::errs() << "xfmr-compile: note: " << note << "\n";
+  tokenizerFiles = std::move(*text);
+  return success();
+}
+
 /// A model folder as onnxruntime-genai's builder writes it: the decoder file
 /// named by genai_config.json's model.decoder.filename (else model.onnx).
 /// Replaces `inputFilename` by that file and keeps the config's eos ids and
@@ -852,6 +883,9 @@ int lowerAndWrite(ModuleOp module, const xfmr::cpu::HostTarget &host,
       return fail(llvm::toString(entry.takeError()));
     files[name] = std::move(*entry);
   }
+  if (tokenizerFiles && !calibrationArtifact)
+    if (llvm::Error e = xfmr::compile::writeTokenizerFiles(*tokenizerFiles, tmp, files))
+      return fail(llvm::toString(std::move(e)));
   llvm::json::Array checks;
   if (auto messages = module.getOperation()->getAttrOfType<ArrayAttr>("xfmr.checks"))
     for (auto m : messages.getAsValueRange<StringAttr>())
@@ -927,6 +961,8 @@ int lowerAndWrite(ModuleOp module, const xfmr::cpu::HostTarget &host,
   }
   if (!generation.empty())
     manifest["generation"] = std::move(generation);
+  if (tokenizerFiles && !calibrationArtifact)
+    manifest["text"] = std::move(tokenizerFiles->section);
   {
     std::error_code ec;
     llvm::raw_fd_ostream os(tmp + "/manifest.json", ec);
@@ -992,7 +1028,9 @@ FailureOr<std::string> calibrationFile(ModuleOp module, const xfmr::cpu::HostTar
 }
 
 int compile() {
-  if (failed(resolveModelFolder()))
+  std::string modelFolder =
+      llvm::sys::fs::is_directory(inputFilename) ? inputFilename.getValue() : "";
+  if (failed(resolveModelFolder()) || failed(readTextInterface(modelFolder)))
     return 1;
   const xfmr::gpu::GPUTarget *gpuTarget = nullptr;
   if (gpuEmulate && target == "cpu")
@@ -1176,8 +1214,11 @@ int main(int argc, char **argv) {
       "xfmr ahead-of-time compiler\n\n"
       "  xfmr-compile model.onnx --target=cpu -o model.xfa\n"
       "  xfmr-compile phi3-int4-cpu/ --kv-cache=paged -o phi3.xfa   (a model folder)\n"
+      "  xfmr-compile model.onnx --tokenizer hf-folder/ --kv-cache=paged -o m.xfa\n"
       "  xfmr-compile model.onnx --emit=linalg\n\n"
-      "Writes an artifact directory (manifest.json, model.so, weights.bin)\n"
+      "Writes an artifact directory (manifest.json, model.so, weights.bin, and\n"
+      "tokenizer.json, tokenizer_config.json, chat_template.jinja when the model\n"
+      "folder or --tokenizer has them)\n"
       "that xfmr-run executes; see docs/artifact.md. MLIR's printing and\n"
       "pass-manager flags are accepted too (--help-hidden lists them).\n");
   return compile();

@@ -18,6 +18,7 @@
 #include "xfmr/runtime/Tensor.h"
 
 #include <cstdint>
+#include <map>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -110,6 +111,70 @@ struct WeightReference {
   int64_t panelK = 0, panelN = 0, elemBytes = 0;
 };
 
+/// "text.generation_defaults": what the model folder's generation_config.json
+/// says about sampling, each field only when stated. Consumers apply them
+/// unless told otherwise (`xfmr-run generate`'s flags); with do_sample
+/// false or absent, decoding is greedy, as in transformers.
+struct GenerationDefaults {
+  std::optional<bool> doSample;
+  /// Finite and >= 0.
+  std::optional<double> temperature;
+  /// In (0, 1].
+  std::optional<double> topP;
+  /// >= 0 (0: no top-k filter).
+  std::optional<int64_t> topK;
+  /// Finite and > 0.
+  std::optional<double> repetitionPenalty;
+  /// >= 1: tokens to generate; max_length counts the prompt too.
+  std::optional<int64_t> maxNewTokens;
+  std::optional<int64_t> maxLength;
+
+  bool empty() const {
+    return !doSample && !temperature && !topP && !topK && !repetitionPenalty &&
+           !maxNewTokens && !maxLength;
+  }
+};
+
+/// Checks the ranges above; the failure names the first bad field
+/// ("top_p: must be in (0, 1], got 1.5"). xfmr-compile checks
+/// generation_config.json with it, so that it never writes what the loader
+/// refuses.
+Status validateGenerationDefaults(const GenerationDefaults &defaults);
+
+/// The artifact file names of the text interface (xfmr-compile writes them,
+/// the manifest's "text" names them).
+inline constexpr const char *kTokenizerFileName = "tokenizer.json";
+inline constexpr const char *kTokenizerConfigFileName = "tokenizer_config.json";
+inline constexpr const char *kChatTemplateFileName = "chat_template.jinja";
+
+/// "text" (optional): the model's text interface, copied from its folder by
+/// xfmr-compile (docs/artifact.md): the tokenizer (a Hugging Face
+/// tokenizer.json), tokenizer_config.json and the chat template as files of
+/// the artifact, each listed in "files" with its size and SHA-256, and the
+/// special tokens and generation defaults the model folder states.
+/// TextInterface.h loads it (Tokenizer, ChatTemplate).
+struct TextInterface {
+  /// File names inside the artifact directory; the config and the template
+  /// are "" when absent.
+  std::string tokenizerFile;
+  std::string tokenizerConfigFile;
+  std::string chatTemplateFile;
+  /// Size and SHA-256 of each file above, by name (from "files").
+  std::map<std::string, FileIntegrity> files;
+  /// tokenizer_config.json's special tokens ("" when not stated) and the
+  /// id of the bos token in the tokenizer.
+  std::string bosToken, eosToken;
+  std::optional<int64_t> bosId;
+  /// Every id that ends a sequence (generation_config.json's eos_token_id,
+  /// genai_config.json's, the eos token's); at most 64, non-negative.
+  std::vector<int64_t> eosIds;
+  /// tokenizer_config.json's add_bos_token / add_eos_token when stated:
+  /// transformers then replaces tokenizer.json's post-processor by
+  /// [bos] text [eos].
+  std::optional<bool> addBosToken, addEosToken;
+  GenerationDefaults defaults;
+};
+
 /// The parsed manifest.json. Unknown fields are ignored; "options" is
 /// informative and not kept.
 struct Manifest {
@@ -178,6 +243,9 @@ struct Manifest {
   /// --expert-parallel=N; rank r owns experts [r E / N, (r + 1) E / N)).
   int64_t expertParallelRanks = 1;
   int64_t expertParallelExperts = 0;
+  /// "text" (optional): tokenizer, chat template, special tokens and
+  /// generation defaults. Its eos ids are merged into eosTokenIds.
+  std::optional<TextInterface> text;
 };
 
 /// Parses and validates manifest text; `pathForErrors` prefixes every
@@ -189,7 +257,10 @@ struct Manifest {
 /// names and unique, non-empty output names, a "files" entry (size and
 /// SHA-256) for exactly the library and the weights file, whose size equals
 /// weights.size less the referenced bytes, references inside the buffer, in
-/// order, not overlapping, of sources that exist, target.requires as feature names and "checks" as strings.
+/// order, not overlapping, of sources that exist, target.requires as feature names and "checks" as strings;
+/// a "text" section whose files are distinct file names, each listed in
+/// "files", whose ids are non-negative and whose generation defaults are in
+/// range ("files" may list those files besides the library and the weights).
 Expected<Manifest> parseManifest(std::string_view json,
                                  const std::string &pathForErrors);
 /// Reads and parses the manifest file at `path` (a regular file of at most
