@@ -34,6 +34,14 @@ for py in [os.path.join(config.xfmr_src_root, ".venv", "bin", "python"), sys.exe
         config.available_features.add("onnx-python")
         config.substitutions.append(("%onnx_python", py))
         break
+# transformers and jinja2 in the project's .venv, to compare chat template
+# renderings with transformers' (scripts/check-chat-template.py).
+_venv_py = os.path.join(config.xfmr_src_root, ".venv", "bin", "python")
+if os.access(_venv_py, os.X_OK) and subprocess.run(
+        [_venv_py, "-c", "import jinja2, transformers.utils.chat_template_utils"],
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL).returncode == 0:
+    config.available_features.add("hf-transformers")
+    config.substitutions.append(("%hf_python", _venv_py))
 # CPU features the host can run (artifacts for --cpu=x86-64-v4 need AVX-512).
 try:
     with open("/proc/cpuinfo") as f:

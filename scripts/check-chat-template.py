@@ -1,0 +1,235 @@
+#!/usr/bin/env python3
+"""Compares `xfmr-tokenize chat` with transformers' chat template rendering.
+
+For every template (by default each examples/chat_templates/*.jinja), renders
+a fixed set of conversations (system or not, single and multi-turn, with and
+without the generation prompt, unicode, newlines and surrounding whitespace
+in content, empty content, tool definitions, tool calls and results, role
+orders that make a template raise) with
+transformers.utils.chat_template_utils.render_jinja_template (what
+apply_chat_template calls) and with `xfmr-tokenize chat`, and compares the
+results byte for byte; a template that raises must raise in both.
+
+    scripts/check-chat-template.py --build-dir build [--template FILE ...]
+
+Prints "TEMPLATE: N conversations, N mismatches" per template and exits 1 on
+any mismatch. Needs transformers 5.25 and jinja2 3.1 (scripts/requirements.txt).
+"""
+
+import argparse
+import copy
+import glob
+import json
+import os
+import subprocess
+import sys
+import tempfile
+
+from transformers.utils.chat_template_utils import render_jinja_template
+
+BOS = "<s>"
+EOS = "</s>"
+
+CONTENTS = [
+    "Hello!",
+    "héllo wörld, 世界 🤖",
+    "line one\nline two\n\nline four",
+    "  leading and trailing spaces  ",
+    "\n\ttabs and newlines around\n\n",
+    "",
+    "\u3000ideographic space and nbsp\u00a0",
+    "quotes: 'single' \"double\" `back`",
+    "backslashes \\n \\ and {{ braces }} {% not a tag %}",
+    "<|im_end|> special-looking text </s>",
+]
+
+WEATHER_TOOL = {
+    "type": "function",
+    "function": {
+        "name": "get_weather",
+        "description": "Get the current weather — in °C",
+        "parameters": {
+            "type": "object",
+            "properties": {
+                "location": {"type": "string", "description": "City, e.g. Zürich"},
+                "unit": {"type": "string", "enum": ["celsius", "fahrenheit"]},
+                "days": {"type": "integer", "minimum": 1, "maximum": 7.5},
+            },
+            "required": ["location"],
+        },
+    },
+}
+TIME_TOOL = {
+    "type": "function",
+    "function": {
+        "name": "get_time",
+        "description": "Current time",
+        "parameters": {"type": "object", "properties": {}},
+    },
+}
+
+
+def msg(role, content):
+    return {"role": role, "content": content}
+
+
+def tool_call(name, arguments):
+    return {"type": "function", "function": {"name": name, "arguments": arguments}}
+
+
+def plain_conversations():
+    """Conversations without tools, each with and without the generation prompt."""
+    chats = []
+    for c in CONTENTS:
+        chats.append([msg("user", c)])
+    chats.append([msg("system", "You are terse."), msg("user", "Hi")])
+    chats.append([msg("system", "  System with spaces \n"), msg("user", CONTENTS[1])])
+    chats.append([msg("system", ""), msg("user", "empty system")])
+    chats.append([msg("user", "A"), msg("assistant", "B"), msg("user", "C")])
+    chats.append([msg("user", "A"), msg("assistant", "  B with spaces  "),
+                  msg("user", "C\n"), msg("assistant", "D")])
+    chats.append([msg("system", "S"), msg("user", "A"), msg("assistant", "B"),
+                  msg("user", CONTENTS[2]), msg("assistant", CONTENTS[4]),
+                  msg("user", CONTENTS[8])])
+    chats.append([msg("user", "only"), msg("assistant", "")])
+    # Role orders some templates reject.
+    chats.append([msg("user", "A"), msg("user", "B")])
+    chats.append([msg("assistant", "first")])
+    chats.append([msg("user", "A"), msg("system", "late system")])
+    chats.append([msg("user", "A"), msg("assistant", "B"), msg("assistant", "C")])
+    chats.append([msg("narrator", "unknown role")])
+    chats.append([])
+    return chats
+
+
+def tool_conversations():
+    """Conversations with tool definitions, calls and results."""
+    q = msg("user", "What's the weather in Paris?")
+    call = {"role": "assistant", "content": "",
+            "tool_calls": [tool_call("get_weather", {"location": "Paris", "unit": "celsius"})]}
+    result = {"role": "tool", "name": "get_weather", "content": "22 degrees, sunny"}
+    chats = [
+        ({"tools": [WEATHER_TOOL]}, [q]),
+        ({"tools": [WEATHER_TOOL, TIME_TOOL]}, [msg("system", "Use tools."), q]),
+        ({"tools": [WEATHER_TOOL]}, [q, call, result]),
+        ({"tools": [WEATHER_TOOL]}, [msg("system", "Sys"), q, call, result,
+                                     msg("assistant", "It is 22 degrees.")]),
+        ({"tools": [WEATHER_TOOL, TIME_TOOL]},
+         [q, {"role": "assistant", "content": "Calling two.",
+              "tool_calls": [tool_call("get_weather", {"location": "Paris"}),
+                             tool_call("get_time", {})]},
+          {"role": "tool", "content": "22"}, {"role": "tool", "content": "12:00"}]),
+        ({"tools": [WEATHER_TOOL]},
+         [q, call, {"role": "tool", "content": {"temperature": 22, "sky": "clear"}}]),
+        ({}, [q, call, result]),
+        ({"tools": []}, [q]),
+        ({"tools": [WEATHER_TOOL]}, []),
+        ({"tools": [WEATHER_TOOL], "tools_in_user_message": False}, [q, call, result]),
+        ({"tools": [WEATHER_TOOL]},
+         [q, {"role": "assistant", "content": None,
+              "tool_calls": [tool_call("get_weather", '{"location": "Paris"}')]},
+          result, msg("assistant", "<think>\nhot?\n</think>\n\nIt is 22.")]),
+        ({}, [msg("user", "Think."), msg("assistant", "<think>a</think>b"),
+              msg("user", "Again")]),
+        ({"date_string": "01 Jan 2025"}, [msg("user", "date?")]),
+        ({"date_string": "01 Jan 2025", "tools": [TIME_TOOL]},
+         [msg("system", "S"), msg("user", "time?")]),
+    ]
+    return chats
+
+
+def contexts():
+    """Every render context: the variables a template sees, minus bos/eos."""
+    out = []
+    for chat in plain_conversations():
+        for agp in (True, False):
+            out.append({"messages": chat, "add_generation_prompt": agp})
+    for extra, chat in tool_conversations():
+        for agp in (True, False):
+            ctx = {"messages": chat, "add_generation_prompt": agp}
+            ctx.update(extra)
+            out.append(ctx)
+    return out
+
+
+def render_reference(source, ctx):
+    kwargs = copy.deepcopy(ctx)
+    messages = kwargs.pop("messages")
+    tools = kwargs.pop("tools", None)
+    agp = kwargs.pop("add_generation_prompt")
+    kwargs.setdefault("bos_token", BOS)
+    kwargs.setdefault("eos_token", EOS)
+    try:
+        rendered, _ = render_jinja_template(
+            conversations=[messages], tools=tools, chat_template=source,
+            add_generation_prompt=agp, **kwargs)
+        return {"ok": rendered[0]}
+    except Exception as e:  # a raise in the template, or a Jinja error
+        return {"error": f"{type(e).__name__}: {e}"}
+
+
+def render_xfmr(binary, template, ctxs):
+    with tempfile.NamedTemporaryFile("w", suffix=".jsonl", delete=False,
+                                     encoding="utf-8") as f:
+        for ctx in ctxs:
+            f.write(json.dumps(ctx, ensure_ascii=False) + "\n")
+        path = f.name
+    try:
+        proc = subprocess.run(
+            [binary, "chat", "--template", template, "--render-jsonl", path,
+             "--bos-token", BOS, "--eos-token", EOS],
+            capture_output=True, check=False)
+    finally:
+        os.unlink(path)
+    if proc.returncode != 0:
+        sys.exit(f"{template}: xfmr-tokenize failed ({proc.returncode}): "
+                 f"{proc.stderr.decode(errors='replace')}")
+    results = []
+    for line in proc.stdout.decode("utf-8").splitlines():
+        value = json.loads(line)
+        results.append({"ok": value} if isinstance(value, str) else value)
+    return results
+
+
+def check(binary, template, verbose):
+    with open(template, encoding="utf-8") as f:
+        source = f.read()
+    ctxs = contexts()
+    ours = render_xfmr(binary, template, ctxs)
+    if len(ours) != len(ctxs):
+        sys.exit(f"{template}: {len(ours)} results for {len(ctxs)} conversations")
+    mismatches = raised = 0
+    for i, (ctx, got) in enumerate(zip(ctxs, ours)):
+        want = render_reference(source, ctx)
+        raised += "error" in want
+        same = ("ok" in want) == ("ok" in got) and want.get("ok") == got.get("ok")
+        if same:
+            continue
+        mismatches += 1
+        if verbose or mismatches <= 3:
+            print(f"  mismatch #{i}: {json.dumps(ctx, ensure_ascii=False)[:300]}")
+            print(f"    transformers: {json.dumps(want, ensure_ascii=False)[:600]}")
+            print(f"    xfmr:         {json.dumps(got, ensure_ascii=False)[:600]}")
+    print(f"{os.path.basename(template)}: {len(ctxs)} conversations, "
+          f"{mismatches} mismatches ({raised} raise in transformers)")
+    return mismatches
+
+
+def main():
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--build-dir", default=os.path.join(root, "build"))
+    parser.add_argument("--binary", help="xfmr-tokenize (default: BUILD/bin/xfmr-tokenize)")
+    parser.add_argument("--template", nargs="*",
+                        help="templates (default: examples/chat_templates/*.jinja)")
+    parser.add_argument("-v", "--verbose", action="store_true")
+    args = parser.parse_args()
+    binary = args.binary or os.path.join(args.build_dir, "bin", "xfmr-tokenize")
+    templates = args.template or sorted(
+        glob.glob(os.path.join(root, "examples", "chat_templates", "*.jinja")))
+    total = sum(check(binary, t, args.verbose) for t in templates)
+    return 1 if total else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
