@@ -50,6 +50,8 @@ void usage() {
 bool parseOptions(int argc, char **argv, Options &opts) {
   for (int i = 2; i < argc; ++i) {
     std::string arg = argv[i];
+    if (arg == "--help" || arg == "-h")
+      return false;
     if (i + 1 >= argc) {
       std::fprintf(stderr, "xfmr-tokenize chat: %s needs a value\n",
                    arg.c_str());
@@ -142,7 +144,9 @@ int renderChatMain(int argc, char **argv) {
   Options opts;
   if (!parseOptions(argc, argv, opts)) {
     usage();
-    return 2;
+    bool help = argc > 2 && (std::strcmp(argv[2], "--help") == 0 ||
+                             std::strcmp(argv[2], "-h") == 0);
+    return help ? 0 : 2;
   }
   std::string text, source;
   if (!readFile(opts.templatePath, text)) {
