@@ -26,7 +26,7 @@ else
   # XFMR_TEST_DEPENDS): a binary left out here makes its tests missing or
   # failing in a fresh checkout.
   targets=(xfmr-opt xfmr-translate xfmr-compile xfmr-run xfmr-bench xfmr-sched-bench
-           xfmr-kernel-bench XfmrRuntimeTests XfmrUkernelTests)
+           xfmr-kernel-bench xfmr-http-echo XfmrRuntimeTests XfmrUkernelTests)
 fi
 if [[ ! -f "$dir/build.ninja" ]]; then
   cmake -G Ninja -S . -B "$dir" -DLLVM_EXTERNAL_LIT=/usr/lib/llvm-22/bin/lit "${args[@]}"
