@@ -15,6 +15,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
 
 namespace xfmr::rt::jinja {
 
@@ -59,7 +60,14 @@ private:
 
   Flow exec(const Body &body, std::string &out) {
     for (const NodePtr &node : body) {
-      Flow flow = execNode(*node, out);
+      Flow flow;
+      try {
+        flow = execNode(*node, out);
+      } catch (Failure &f) {
+        if (f.loc.line == 0)
+          f.loc = node->loc;
+        throw;
+      }
       if (flow != Flow::Normal)
         return flow;
     }
@@ -470,7 +478,7 @@ private:
       return v.kind == Kind::Bool ? Value::fromInt(v.boolean) : v;
     if (v.kind == Kind::Float)
       return Value::fromFloat(-v.real);
-    return Value::fromInt(-(v.kind == Kind::Bool ? v.boolean : v.integer));
+    return intArithmetic("-", 0, intOf(v));
   }
 
   static int64_t intOf(const Value &v) {
@@ -555,24 +563,39 @@ private:
     return Value::fromFloat(r);
   }
 
+  /// Python ints are unbounded; ours are 64-bit and say so on overflow.
+  static void checkOverflow(bool overflow) {
+    if (overflow)
+      fail("integer overflow (ints are 64-bit here)");
+  }
+
   static Value intArithmetic(const std::string &op, int64_t x, int64_t y) {
-    if (op == "+")
-      return Value::fromInt(x + y);
-    if (op == "-")
-      return Value::fromInt(x - y);
-    if (op == "*")
-      return Value::fromInt(x * y);
+    int64_t r;
+    if (op == "+") {
+      checkOverflow(__builtin_add_overflow(x, y, &r));
+      return Value::fromInt(r);
+    }
+    if (op == "-") {
+      checkOverflow(__builtin_sub_overflow(x, y, &r));
+      return Value::fromInt(r);
+    }
+    if (op == "*") {
+      checkOverflow(__builtin_mul_overflow(x, y, &r));
+      return Value::fromInt(r);
+    }
     if (op == "**") {
       if (y < 0)
         return Value::fromFloat(std::pow(double(x), double(y)));
-      int64_t r = 1;
-      for (int64_t i = 0; i < y; ++i)
-        r *= x;
+      r = 1;
+      for (int64_t i = 0; i < y && r != 0; ++i)
+        checkOverflow(__builtin_mul_overflow(r, x, &r));
       return Value::fromInt(r);
     }
     if (y == 0)
       fail("integer division or modulo by zero");
-    int64_t q = x / y, r = x % y;
+    checkOverflow(x == INT64_MIN && y == -1);
+    int64_t q = x / y;
+    r = x % y;
     if (r != 0 && ((r < 0) != (y < 0))) {
       --q;
       r += y;

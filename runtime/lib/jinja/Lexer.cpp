@@ -20,16 +20,23 @@ namespace xfmr::rt::jinja {
 
 namespace {
 
-/// Line/column of byte offsets, computed on demand.
+/// Line/column of byte offsets. Tokens are made in source order, so each
+/// lookup continues from the previous one.
 struct Positions {
   const std::string &src;
-  Loc at(size_t pos) const {
-    Loc loc{1, 1};
-    for (size_t i = 0; i < pos && i < src.size(); ++i) {
-      if (src[i] == '\n') {
+  size_t pos = 0;
+  Loc loc{1, 1};
+
+  Loc at(size_t target) {
+    if (target < pos) {
+      pos = 0;
+      loc = Loc{1, 1};
+    }
+    for (; pos < target && pos < src.size(); ++pos) {
+      if (src[pos] == '\n') {
         ++loc.line;
         loc.column = 1;
-      } else if ((static_cast<unsigned char>(src[i]) & 0xc0) != 0x80) {
+      } else if ((static_cast<unsigned char>(src[pos]) & 0xc0) != 0x80) {
         ++loc.column;
       }
     }
@@ -82,6 +89,7 @@ class Lexer {
 public:
   explicit Lexer(const std::string &source)
       : src(normalizeNewlines(source)), positions{src} {}
+  Lexer(const Lexer &) = delete;
 
   std::vector<Token> run() {
     while (pos < src.size())
