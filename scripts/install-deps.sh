@@ -10,6 +10,7 @@ PKGS=(
   clang-22 libclang-rt-22-dev
   libonnx-dev libprotobuf-dev protobuf-compiler libonnx-testdata
   nlohmann-json3-dev libopenblas-dev libomp-22-dev libssl-dev
+  libpcre2-dev libutf8proc-dev
   libboost-dev
   python3-venv
   libopenmpi-dev openmpi-bin

@@ -42,6 +42,14 @@ if os.access(_venv_py, os.X_OK) and subprocess.run(
         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL).returncode == 0:
     config.available_features.add("hf-transformers")
     config.substitutions.append(("%hf_python", _venv_py))
+# The Python `tokenizers` in the project's .venv, to compare xfmr's
+# Tokenizer with it (scripts/check-tokenizer.py, test/Tokenizer).
+_tok_py = os.path.join(config.xfmr_src_root, ".venv", "bin", "python")
+if os.access(_tok_py, os.X_OK) and subprocess.run(
+        [_tok_py, "-c", "import tokenizers"],
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL).returncode == 0:
+    config.available_features.add("hf-tokenizers")
+    config.substitutions.append(("%tok_python", _tok_py))
 # CPU features the host can run (artifacts for --cpu=x86-64-v4 need AVX-512).
 try:
     with open("/proc/cpuinfo") as f:
