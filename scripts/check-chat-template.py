@@ -98,6 +98,8 @@ def plain_conversations():
     chats.append([msg("user", "A"), msg("system", "late system")])
     chats.append([msg("user", "A"), msg("assistant", "B"), msg("assistant", "C")])
     chats.append([msg("narrator", "unknown role")])
+    # Content as a list of parts, as multimodal chats pass it.
+    chats.append([{"role": "user", "content": [{"type": "text", "text": "parts"}]}])
     chats.append([])
     return chats
 
@@ -131,6 +133,12 @@ def tool_conversations():
           result, msg("assistant", "<think>\nhot?\n</think>\n\nIt is 22.")]),
         ({}, [msg("user", "Think."), msg("assistant", "<think>a</think>b"),
               msg("user", "Again")]),
+        ({"tools": [WEATHER_TOOL]},
+         [q, {"role": "assistant", "content": "",
+              "tool_calls": [tool_call("get_weather", {
+                  "location": "Zürich \"old town\"", "days": 3, "ratio": 0.5,
+                  "flags": [True, False, None], "nested": {"z": 1, "a": [{}]}})]},
+          result]),
         ({"date_string": "01 Jan 2025"}, [msg("user", "date?")]),
         ({"date_string": "01 Jan 2025", "tools": [TIME_TOOL]},
          [msg("system", "S"), msg("user", "time?")]),
