@@ -109,6 +109,16 @@ TEST(ChatTemplateTest, Filters) {
             "[x]");
 }
 
+TEST(ChatTemplateTest, UnicodeCaseMapping) {
+  EXPECT_EQ(render("{{ 'straße é' | upper }}|{{ 'ΟΔΟΣ' | lower }}|"
+                   "{{ 'привет мир' | title }}|{{ 'ßa' | capitalize }}|"
+                   "{{ '日本 🤖 x' | upper }}"),
+            "STRASSE É|οδος|Привет Мир|Ssa|日本 🤖 X");
+  // Characters outside the tables are refused rather than left alone.
+  EXPECT_EQ(render("{{ 'ﬁ' | upper }}"),
+            "ERROR: t.jinja:1:10: upper case of U+FB01 is not supported");
+}
+
 TEST(ChatTemplateTest, PythonPrinting) {
   EXPECT_EQ(render("{{ [1, 2.5, 'it\\'s', none, true, {'k': [0.1]}] }}"),
             "[1, 2.5, \"it's\", None, True, {'k': [0.1]}]");

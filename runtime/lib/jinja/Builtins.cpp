@@ -96,61 +96,16 @@ Value generator(ValueList items) {
 // Strings
 //===----------------------------------------------------------------------===//
 
-void requireAscii(const std::string &s, const std::string &what) {
-  for (unsigned char c : s)
-    if (c >= 0x80)
-      fail(what + " of non-ASCII text is not supported");
-}
-
-std::string mapCase(std::string s, int (*fn)(int), const std::string &what) {
-  requireAscii(s, what);
-  for (char &c : s)
-    c = static_cast<char>(fn(static_cast<unsigned char>(c)));
-  return s;
-}
-
-std::string upper(const std::string &s) { return mapCase(s, ::toupper, "upper"); }
-std::string lower(const std::string &s) { return mapCase(s, ::tolower, "lower"); }
-
+std::string upper(const std::string &s) { return caseMap(s, CaseOp::Upper); }
+std::string lower(const std::string &s) { return caseMap(s, CaseOp::Lower); }
 std::string capitalize(const std::string &s) {
-  std::string out = lower(s);
-  if (!out.empty())
-    out[0] = static_cast<char>(::toupper(static_cast<unsigned char>(out[0])));
-  return out;
+  return caseMap(s, CaseOp::Capitalize);
 }
-
-/// Python's str.title(): a letter after a non-letter is upper case.
 std::string pythonTitle(const std::string &s) {
-  requireAscii(s, "title");
-  std::string out = s;
-  bool prevCased = false;
-  for (char &c : out) {
-    unsigned char u = c;
-    bool alpha = std::isalpha(u);
-    c = static_cast<char>(alpha ? (prevCased ? ::tolower(u) : ::toupper(u)) : u);
-    prevCased = alpha;
-  }
-  return out;
+  return caseMap(s, CaseOp::PythonTitle);
 }
-
-/// Jinja's title filter: words start after `-`, whitespace, `(`, `{`, `[`
-/// or `<`.
 std::string jinjaTitle(const std::string &s) {
-  requireAscii(s, "title");
-  std::string out = s;
-  bool wordStart = true;
-  for (char &c : out) {
-    unsigned char u = c;
-    bool sep = c == '-' || std::isspace(u) || c == '(' || c == '{' ||
-               c == '[' || c == '<' || (u >= 0x1c && u <= 0x1f);
-    if (sep) {
-      wordStart = true;
-      continue;
-    }
-    c = static_cast<char>(wordStart ? ::toupper(u) : ::tolower(u));
-    wordStart = false;
-  }
-  return out;
+  return caseMap(s, CaseOp::JinjaTitle);
 }
 
 std::string replaceText(const std::string &s, const std::string &from,
@@ -865,14 +820,9 @@ bool testUnary(const std::string &name, const Value &v) {
   if (name == "callable")
     return v.kind == Kind::Callable;
   if (name == "lower" || name == "upper") {
-    std::string s = requireText(v, name);
-    requireAscii(s, name);
-    bool cased = false, ok = true;
-    for (unsigned char c : s) {
-      cased |= std::isalpha(c) != 0;
-      ok &= name == "lower" ? !std::isupper(c) : !std::islower(c);
-    }
-    return cased && ok;
+    // str.islower()/isupper(): some cased character, none of the other case.
+    std::string s = requireText(v, name), up = upper(s), low = lower(s);
+    return up != low && s == (name == "lower" ? low : up);
   }
   if (name == "even" || name == "odd") {
     if (!v.isIntegral())

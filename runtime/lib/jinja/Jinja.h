@@ -160,6 +160,10 @@ std::string floatRepr(double d);
 std::vector<std::string> characters(const std::string &s);
 /// Python's str.isspace() for one character.
 bool isPythonSpace(const std::string &ch);
+enum class CaseOp { Upper, Lower, Capitalize, PythonTitle, JinjaTitle };
+/// str.upper/lower/capitalize/title and Jinja's title filter; an error
+/// for characters outside the tables of CaseMapping.cpp.
+std::string caseMap(const std::string &s, CaseOp op);
 /// str.strip/lstrip/rstrip; `chars` null strips Python whitespace.
 std::string stripText(const std::string &s, const std::string *chars,
                       bool left, bool right);
