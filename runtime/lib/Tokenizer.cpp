@@ -13,7 +13,8 @@
 //   3. pre-tokenize the rest into words and run the model on each word;
 //   4. with special tokens, the post-processor.
 //
-// The components live in TokenizerPipeline.cpp and TokenizerModels.cpp.
+// The components live in TokenizerNormalizers.cpp,
+// TokenizerPreTokenizers.cpp, TokenizerModels.cpp and TokenizerDecoders.cpp.
 //
 //===----------------------------------------------------------------------===//
 
@@ -39,6 +40,129 @@ bool Tokenizer::dependsOnNext(int64_t) const { return false; }
 bool Tokenizer::isSkipped(int64_t id, bool skipSpecialTokens) const {
   return idToToken(id).empty() || (skipSpecialTokens && isSpecial(id));
 }
+
+//===----------------------------------------------------------------------===//
+// JsonReader
+//===----------------------------------------------------------------------===//
+
+const json *JsonReader::find(const json &obj, const char *key) {
+  if (!obj.is_object())
+    return nullptr;
+  auto it = obj.find(key);
+  return it == obj.end() ? nullptr : &*it;
+}
+
+bool JsonReader::has(const json &obj, const char *key) {
+  const json *v = find(obj, key);
+  return v && !v->is_null();
+}
+
+Expected<std::string> JsonReader::type(const json &obj,
+                                       const std::string &path) const {
+  if (!obj.is_object())
+    return fail(path, std::string("expected an object, got ") +
+                          obj.type_name());
+  return string(obj, path, "type");
+}
+
+Expected<std::string> JsonReader::string(const json &obj,
+                                         const std::string &path,
+                                         const char *key) const {
+  const json *v = find(obj, key);
+  if (!v)
+    return fail(join(path, key), "missing");
+  if (!v->is_string())
+    return fail(join(path, key),
+                std::string("expected a string, got ") + v->type_name());
+  return v->get_ref<const std::string &>();
+}
+
+Expected<std::string> JsonReader::optString(const json &obj,
+                                            const std::string &path,
+                                            const char *key,
+                                            const std::string &fallback) const {
+  if (!has(obj, key))
+    return fallback;
+  return string(obj, path, key);
+}
+
+Expected<bool> JsonReader::boolean(const json &obj, const std::string &path,
+                                   const char *key, bool fallback) const {
+  const json *v = find(obj, key);
+  if (!v || v->is_null())
+    return fallback;
+  if (!v->is_boolean())
+    return fail(join(path, key),
+                std::string("expected a boolean, got ") + v->type_name());
+  return v->get<bool>();
+}
+
+Expected<int64_t> JsonReader::asInteger(const json &v,
+                                        const std::string &path) const {
+  if (v.is_number_unsigned()) {
+    auto u = v.get<json::number_unsigned_t>();
+    if (u > static_cast<uint64_t>(INT64_MAX))
+      return fail(path, "integer too large");
+    return static_cast<int64_t>(u);
+  }
+  if (v.is_number_integer())
+    return static_cast<int64_t>(v.get<json::number_integer_t>());
+  return fail(path, std::string("expected an integer, got ") + v.type_name());
+}
+
+Expected<int64_t> JsonReader::integer(const json &obj, const std::string &path,
+                                      const char *key,
+                                      int64_t fallback) const {
+  const json *v = find(obj, key);
+  if (!v || v->is_null())
+    return fallback;
+  return asInteger(*v, join(path, key));
+}
+
+Expected<const json *> JsonReader::array(const json &obj,
+                                         const std::string &path,
+                                         const char *key) const {
+  const json *v = find(obj, key);
+  if (!v)
+    return fail(join(path, key), "missing");
+  if (!v->is_array())
+    return fail(join(path, key),
+                std::string("expected an array, got ") + v->type_name());
+  return v;
+}
+
+Expected<char32_t> JsonReader::character(const json &obj,
+                                         const std::string &path,
+                                         const char *key) const {
+  Expected<std::string> s = string(obj, path, key);
+  if (!s)
+    return s.takeError();
+  size_t i = 0;
+  if (s->empty() || (nextCodePoint(*s, i), i != s->size()))
+    return fail(join(path, key), "expected one character");
+  i = 0;
+  return nextCodePoint(*s, i);
+}
+
+Expected<Regex> JsonReader::pattern(const json &obj, const std::string &path,
+                                    const char *key) const {
+  std::string p = join(path, key);
+  const json *v = find(obj, key);
+  if (!v)
+    return fail(p, "missing");
+  if (!v->is_object() || v->size() != 1)
+    return fail(p, "expected {\"String\": ...} or {\"Regex\": ...}");
+  bool isString = has(*v, "String");
+  Expected<std::string> text = string(*v, p, isString ? "String" : "Regex");
+  if (!text)
+    return text.takeError();
+  Expected<Regex> re =
+      isString ? Regex::literal(*text) : Regex::compile(*text);
+  if (!re)
+    return fail(p, re.error());
+  return re;
+}
+
 
 namespace {
 

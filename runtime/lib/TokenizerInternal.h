@@ -9,8 +9,7 @@
 // into text. Each follows the Rust source of `tokenizers` 0.23 (named in the
 // comments); docs/tokenizer.md lists what is supported.
 //
-// Private to runtime/lib (Tokenizer.cpp, TokenizerPipeline.cpp,
-// TokenizerModels.cpp, Utf8.cpp).
+// Private to the tokenizer's files in runtime/lib.
 //
 //===----------------------------------------------------------------------===//
 
@@ -166,8 +165,21 @@ private:
 };
 
 //===----------------------------------------------------------------------===//
-// Pipeline stages (TokenizerPipeline.cpp)
+// Pipeline stages (TokenizerNormalizers.cpp, TokenizerPreTokenizers.cpp,
+// TokenizerDecoders.cpp)
 //===----------------------------------------------------------------------===//
+
+/// Replaces the matches of `regex` in `text` by `content` (the Replace
+/// normalizer and decoder).
+std::string replaceAll(const Regex &regex, const std::string &text,
+                       const std::string &content);
+
+/// Where Metaspace puts its replacement character in front of a word.
+enum class PrependScheme { Always, First, Never };
+/// Metaspace's prepend_scheme (or the older add_prefix_space).
+Expected<PrependScheme> parsePrependScheme(const JsonReader &reader,
+                                           const json &node,
+                                           const std::string &path);
 
 /// Rewrites the text between added tokens (tokenizers/src/normalizers).
 class Normalizer {

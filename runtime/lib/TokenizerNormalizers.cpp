@@ -1,0 +1,323 @@
+//===- TokenizerNormalizers.cpp - tokenizer.json normalizers --------------===//
+//
+// Part of xfmr.
+//
+// The normalizers of tokenizers/src/normalizers: each rewrites the text
+// between added tokens before it is split into words. Character classes and
+// normalization forms come from Utf8.cpp (utf8proc).
+//
+//===----------------------------------------------------------------------===//
+
+#include "TokenizerInternal.h"
+
+using namespace xfmr::rt;
+using namespace xfmr::rt::tok;
+
+//===----------------------------------------------------------------------===//
+// Helpers
+//===----------------------------------------------------------------------===//
+
+/// Replaces the matches of `regex` in `text` by `content`.
+std::string tok::replaceAll(const Regex &regex, const std::string &text,
+                            const std::string &content) {
+  std::vector<std::pair<size_t, size_t>> matches;
+  regex.findAll(text, matches);
+  if (matches.empty())
+    return text;
+  std::string out;
+  out.reserve(text.size() + matches.size() * content.size());
+  size_t prev = 0;
+  for (auto [s, e] : matches) {
+    out.append(text, prev, s - prev);
+    out += content;
+    prev = e;
+  }
+  out.append(text, prev, std::string::npos);
+  return out;
+}
+
+namespace {
+
+/// Keeps the characters `keep` accepts, mapping each through `map`.
+template <typename Keep, typename Map>
+std::string filterMap(const std::string &text, Keep keep, Map map) {
+  std::string out;
+  out.reserve(text.size());
+  for (size_t i = 0; i < text.size();) {
+    char32_t c = nextCodePoint(text, i);
+    if (keep(c))
+      appendUtf8(out, map(c));
+  }
+  return out;
+}
+
+} // namespace
+
+//===----------------------------------------------------------------------===//
+// Normalizers
+//===----------------------------------------------------------------------===//
+
+namespace {
+
+class SequenceNormalizer : public Normalizer {
+public:
+  std::vector<std::unique_ptr<Normalizer>> normalizers;
+  void normalize(std::string &text) const override {
+    for (const auto &n : normalizers)
+      n->normalize(text);
+  }
+};
+
+class UnicodeNormalizer : public Normalizer {
+public:
+  explicit UnicodeNormalizer(NormalForm form) : form(form) {}
+  void normalize(std::string &text) const override {
+    text = normalizeUnicode(text, form);
+  }
+
+private:
+  NormalForm form;
+};
+
+class LowercaseNormalizer : public Normalizer {
+public:
+  void normalize(std::string &text) const override {
+    text = toLowercase(text);
+  }
+};
+
+/// Strip: leading and/or trailing White_Space.
+class StripNormalizer : public Normalizer {
+public:
+  bool left = true, right = true;
+  void normalize(std::string &text) const override {
+    size_t begin = 0, end = text.size();
+    if (left) {
+      for (size_t i = 0; i < text.size();) {
+        size_t at = i;
+        if (!isRustWhitespace(nextCodePoint(text, i))) {
+          begin = at;
+          break;
+        }
+        begin = i;
+      }
+    }
+    if (right) {
+      size_t i = begin, lastKept = begin;
+      while (i < text.size()) {
+        char32_t c = nextCodePoint(text, i);
+        if (!isRustWhitespace(c))
+          lastKept = i;
+      }
+      end = lastKept;
+    }
+    text = text.substr(begin, end - begin);
+  }
+};
+
+class StripAccentsNormalizer : public Normalizer {
+public:
+  void normalize(std::string &text) const override {
+    text = filterMap(
+        text, [](char32_t c) { return !isCombiningMark(c); },
+        [](char32_t c) { return c; });
+  }
+};
+
+class ReplaceNormalizer : public Normalizer {
+public:
+  ReplaceNormalizer(Regex regex, std::string content)
+      : regex(std::move(regex)), content(std::move(content)) {}
+  void normalize(std::string &text) const override {
+    text = replaceAll(regex, text, content);
+  }
+
+private:
+  Regex regex;
+  std::string content;
+};
+
+class PrependNormalizer : public Normalizer {
+public:
+  explicit PrependNormalizer(std::string prefix) : prefix(std::move(prefix)) {}
+  void normalize(std::string &text) const override {
+    if (!text.empty())
+      text.insert(0, prefix);
+  }
+
+private:
+  std::string prefix;
+};
+
+/// BertNormalizer (tokenizers/src/normalizers/bert.rs).
+class BertNormalizer : public Normalizer {
+public:
+  bool cleanText = true, chineseChars = true, stripAccents = true,
+       lowercase = true;
+  void normalize(std::string &text) const override {
+    if (cleanText)
+      text = filterMap(
+          text,
+          [](char32_t c) { return c != 0 && c != 0xFFFD && !isBertControl(c); },
+          [](char32_t c) {
+            return c == '\t' || c == '\n' || c == '\r' || isRustWhitespace(c)
+                       ? char32_t(' ')
+                       : c;
+          });
+    if (chineseChars) {
+      std::string out;
+      out.reserve(text.size());
+      for (size_t i = 0; i < text.size();) {
+        size_t start = i;
+        char32_t c = nextCodePoint(text, i);
+        if (isChineseChar(c)) {
+          out += ' ';
+          out.append(text, start, i - start);
+          out += ' ';
+        } else {
+          out.append(text, start, i - start);
+        }
+      }
+      text = std::move(out);
+    }
+    if (stripAccents)
+      text = filterMap(
+          normalizeUnicode(text, NormalForm::NFD),
+          [](char32_t c) { return !isNonspacingMark(c); },
+          [](char32_t c) { return c; });
+    if (lowercase)
+      text = toLowercase(text);
+  }
+};
+
+/// Nmt (tokenizers/src/normalizers/unicode.rs): drops control characters
+/// and maps some separators to a space.
+class NmtNormalizer : public Normalizer {
+public:
+  void normalize(std::string &text) const override {
+    text = filterMap(
+        text,
+        [](char32_t c) {
+          return !((c >= 1 && c <= 8) || c == 0xB || (c >= 0xE && c <= 0x1F) ||
+                   c == 0x7F || c == 0x8F || c == 0x9F);
+        },
+        [](char32_t c) {
+          bool space = c == 0x9 || c == 0xA || c == 0xC || c == 0xD ||
+                       c == 0x1680 || (c >= 0x200B && c <= 0x200F) ||
+                       c == 0x2028 || c == 0x2029 || c == 0x2581 ||
+                       c == 0xFEFF || c == 0xFFFD;
+          return space ? char32_t(' ') : c;
+        });
+  }
+};
+
+/// ByteLevel normalizer: every byte as its byte-level character.
+class ByteLevelNormalizer : public Normalizer {
+public:
+  void normalize(std::string &text) const override {
+    std::string out;
+    out.reserve(text.size() * 2);
+    for (char c : text)
+      out += byteLevelChar(static_cast<unsigned char>(c));
+    text = std::move(out);
+  }
+};
+
+} // namespace
+
+Expected<std::unique_ptr<Normalizer>>
+tok::parseNormalizer(const JsonReader &reader, const json &node,
+                     const std::string &path) {
+  Expected<std::string> type = reader.type(node, path);
+  if (!type)
+    return type.takeError();
+  const std::string &t = *type;
+  if (t == "Sequence") {
+    Expected<const json *> list = reader.array(node, path, "normalizers");
+    if (!list)
+      return list.takeError();
+    auto seq = std::make_unique<SequenceNormalizer>();
+    for (size_t i = 0; i < (*list)->size(); ++i) {
+      auto n = parseNormalizer(reader, (**list)[i],
+                               JsonReader::index(path + ".normalizers", i));
+      if (!n)
+        return n.takeError();
+      seq->normalizers.push_back(n.take());
+    }
+    return std::unique_ptr<Normalizer>(std::move(seq));
+  }
+  if (t == "NFC")
+    return std::unique_ptr<Normalizer>(
+        std::make_unique<UnicodeNormalizer>(NormalForm::NFC));
+  if (t == "NFD")
+    return std::unique_ptr<Normalizer>(
+        std::make_unique<UnicodeNormalizer>(NormalForm::NFD));
+  if (t == "NFKC")
+    return std::unique_ptr<Normalizer>(
+        std::make_unique<UnicodeNormalizer>(NormalForm::NFKC));
+  if (t == "NFKD")
+    return std::unique_ptr<Normalizer>(
+        std::make_unique<UnicodeNormalizer>(NormalForm::NFKD));
+  if (t == "Lowercase")
+    return std::unique_ptr<Normalizer>(std::make_unique<LowercaseNormalizer>());
+  if (t == "StripAccents")
+    return std::unique_ptr<Normalizer>(
+        std::make_unique<StripAccentsNormalizer>());
+  if (t == "Nmt")
+    return std::unique_ptr<Normalizer>(std::make_unique<NmtNormalizer>());
+  if (t == "ByteLevel")
+    return std::unique_ptr<Normalizer>(std::make_unique<ByteLevelNormalizer>());
+  if (t == "Strip") {
+    auto strip = std::make_unique<StripNormalizer>();
+    Expected<bool> l = reader.boolean(node, path, "strip_left", true);
+    Expected<bool> r = reader.boolean(node, path, "strip_right", true);
+    if (!l)
+      return l.takeError();
+    if (!r)
+      return r.takeError();
+    strip->left = *l;
+    strip->right = *r;
+    return std::unique_ptr<Normalizer>(std::move(strip));
+  }
+  if (t == "Replace") {
+    Expected<Regex> re = reader.pattern(node, path, "pattern");
+    if (!re)
+      return re.takeError();
+    Expected<std::string> content = reader.string(node, path, "content");
+    if (!content)
+      return content.takeError();
+    return std::unique_ptr<Normalizer>(
+        std::make_unique<ReplaceNormalizer>(re.take(), content.take()));
+  }
+  if (t == "Prepend") {
+    Expected<std::string> prefix = reader.string(node, path, "prepend");
+    if (!prefix)
+      return prefix.takeError();
+    return std::unique_ptr<Normalizer>(
+        std::make_unique<PrependNormalizer>(prefix.take()));
+  }
+  if (t == "BertNormalizer") {
+    auto bert = std::make_unique<BertNormalizer>();
+    Expected<bool> clean = reader.boolean(node, path, "clean_text", true);
+    Expected<bool> chinese =
+        reader.boolean(node, path, "handle_chinese_chars", true);
+    Expected<bool> lower = reader.boolean(node, path, "lowercase", true);
+    if (!clean)
+      return clean.takeError();
+    if (!chinese)
+      return chinese.takeError();
+    if (!lower)
+      return lower.takeError();
+    // strip_accents: null means "as lowercase".
+    Expected<bool> strip = reader.boolean(node, path, "strip_accents", *lower);
+    if (!strip)
+      return strip.takeError();
+    bert->cleanText = *clean;
+    bert->chineseChars = *chinese;
+    bert->lowercase = *lower;
+    bert->stripAccents = *strip;
+    return std::unique_ptr<Normalizer>(std::move(bert));
+  }
+  return reader.unsupported(JsonReader::join(path, "type"), t);
+}
+
