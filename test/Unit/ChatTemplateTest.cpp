@@ -140,6 +140,21 @@ TEST(ChatTemplateTest, UndefinedValues) {
             "ERROR: t.jinja:1:9: 'nope' is undefined");
 }
 
+TEST(ChatTemplateTest, SortedJsonContext) {
+  // nlohmann::json sorts object keys; ordered_json keeps them as written.
+  auto tmpl = ChatTemplate::parse("{{ d | tojson }}", "t.jinja");
+  ASSERT_TRUE(tmpl);
+  auto sorted = (*tmpl)->render(nlohmann::json::parse(R"({"d": {"b": 1, "a": 2}})"));
+  ASSERT_TRUE(sorted);
+  EXPECT_EQ(*sorted, "{\"a\": 2, \"b\": 1}");
+  auto ordered =
+      (*tmpl)->render(nlohmann::ordered_json::parse(R"({"d": {"b": 1, "a": 2}})"));
+  ASSERT_TRUE(ordered);
+  EXPECT_EQ(*ordered, "{\"b\": 1, \"a\": 2}");
+  EXPECT_EQ((*tmpl)->render(nlohmann::json::array()).error(),
+            "t.jinja: the render context must be a JSON object");
+}
+
 TEST(ChatTemplateTest, Macros) {
   EXPECT_EQ(render("{% macro m(name, p='!') %}Hi {{ name }}{{ p }}"
                    "{% endmacro %}{{ m('A') }} {{ m('B', p='?') }}"),

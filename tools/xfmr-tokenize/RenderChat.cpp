@@ -103,15 +103,21 @@ std::optional<std::string> specialToken(const Json &config, const char *key) {
 bool templateFromConfig(const std::string &text, Options &opts,
                         std::string &source) {
   Json config = Json::parse(text, nullptr, false);
-  if (config.is_discarded() || !config.is_object())
+  if (config.is_discarded() || !config.is_object() ||
+      !config.contains("chat_template"))
     return false;
-  const Json &t = config.contains("chat_template") ? config["chat_template"]
-                                                     : Json();
+  const Json &t = config["chat_template"];
   if (t.is_string())
     source = t.get<std::string>();
-  for (const Json &named : t.is_array() ? t : Json::array())
-    if (named.value("name", "") == "default" && named.contains("template"))
-      source = named["template"].get<std::string>();
+  for (const Json &named : t.is_array() ? t : Json::array()) {
+    if (!named.is_object() || !named.contains("name") ||
+        !named.contains("template"))
+      continue;
+    const Json &name = named["name"], &body = named["template"];
+    if (name.is_string() && name.get<std::string>() == "default" &&
+        body.is_string())
+      source = body.get<std::string>();
+  }
   if (source.empty())
     return false;
   if (!opts.bos)
