@@ -12,7 +12,9 @@ Shapes (--shape):
   bench      hidden 1024, 8 layers, 16/4 heads, FFN 2816, vocab 32000 (156M)
   tinyllama  hidden 2048, 22 layers, 32/4 heads, FFN 5632, vocab 32000 (1.1B)
   llama3-8b  hidden 4096, 32 layers, 32/8 heads, FFN 14336, vocab 128256 (8.0B)
---layers N overrides the layer count (compile-time scaling runs).
+--layers N overrides the layer count (compile-time scaling runs), --vocab N
+the vocabulary (a tiny model under a real tokenizer: xfmr-serve's tests), and
+--tokenizer DIR copies a tokenizer folder's files next to the model.
 
 Weights are N(0, 0.02) (norm weights 1 + N(0, 0.1)), from a seeded
 generator: the same arguments write the same bytes. --dtype bf16 writes
@@ -243,15 +245,30 @@ def main():
     ap.add_argument("--context", type=int, default=2048,
                     help="positions in the rotary tables (default %(default)s)")
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--vocab", type=int,
+                    help="vocabulary size (default: the shape's), e.g. a real tokenizer's")
+    ap.add_argument("--tokenizer", metavar="DIR",
+                    help="copy DIR's tokenizer files (tokenizer.json, tokenizer_config.json, "
+                         "chat_template.jinja, special_tokens_map.json) into the folder")
     ap.add_argument("-o", "--out", required=True, help="model folder to write")
     a = ap.parse_args()
     cfg = dict(SHAPES[a.shape])
+    if a.vocab is not None:
+        if a.vocab < 2:
+            ap.error("--vocab must be at least 2")
+        cfg["vocab"] = a.vocab
     if a.layers is not None:
         if a.layers < 1:
             ap.error("--layers must be at least 1")
         cfg["layers"] = a.layers
     start = time.time()
     size = build(cfg, a.dtype, a.out, a.seed, a.context)
+    if a.tokenizer:
+        import shutil
+        for name in ("tokenizer.json", "tokenizer_config.json", "chat_template.jinja",
+                     "special_tokens_map.json", "generation_config.json"):
+            if os.path.exists(os.path.join(a.tokenizer, name)):
+                shutil.copyfile(os.path.join(a.tokenizer, name), os.path.join(a.out, name))
     print("wrote %s: %d layers, %.2f GB of %s weights (%.1f s)"
           % (a.out, cfg["layers"], size / 1e9, a.dtype, time.time() - start))
 

@@ -198,6 +198,14 @@ void Engine::finish(Sequence &seq, FinishReason reason) {
   finished.push_back(std::move(seq.result));
 }
 
+int64_t Engine::blocksHeldByRequests() const {
+  std::vector<int32_t> held;
+  for (const auto &seq : running)
+    held.insert(held.end(), seq->blocks.table().begin(), seq->blocks.table().end());
+  std::sort(held.begin(), held.end());
+  return std::unique(held.begin(), held.end()) - held.begin();
+}
+
 std::vector<RequestResult> Engine::takeFinished() {
   std::vector<RequestResult> out;
   out.swap(finished);

@@ -174,6 +174,9 @@ public:
   int64_t preemptions() const { return numPreemptions; }
   int64_t totalBlocks() const { return blocks.numBlocks(); }
   int64_t freeBlocks() const { return blocks.numFree(); }
+  /// Distinct blocks the running sequences hold (shared prefix blocks once):
+  /// what is neither free nor only cached. O(blocks held).
+  int64_t blocksHeldByRequests() const;
   const PrefixCache &prefixCache() const { return cache; }
   int64_t hostBlocks() const { return host.numSlots(); }
   int64_t numRunning() const { return static_cast<int64_t>(running.size()); }

@@ -1,0 +1,632 @@
+//===- EngineLoop.cpp - the engine thread of xfmr-serve -------------------===//
+//
+// Part of xfmr.
+//
+//===----------------------------------------------------------------------===//
+
+#include "EngineLoop.h"
+
+#include "xfmr/runtime/Artifact.h"
+#include "xfmr/runtime/PagedKV.h"
+#include "xfmr/runtime/Text.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <limits>
+#include <set>
+
+namespace xfmr::serve {
+
+using namespace xfmr::rt;
+using json = nlohmann::json;
+
+namespace {
+
+double steadySeconds() {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
+
+const char *reasonName(FinishReason reason) {
+  return reason == FinishReason::Length ? "length" : "stop";
+}
+
+/// Whether `text` ends with a proper prefix of `stop`: the length of the
+/// longest such suffix (0 if none).
+size_t partialStopSuffix(const std::string &text, size_t from, const std::string &stop) {
+  size_t most = std::min(stop.size() - 1, text.size() - from);
+  for (size_t k = most; k > 0; --k)
+    if (text.compare(text.size() - k, k, stop, 0, k) == 0)
+      return k;
+  return 0;
+}
+
+} // namespace
+
+struct EngineLoop::Pool {
+  PoolSpec spec;
+  std::unique_ptr<Engine> engine;
+  /// Tokens sampled in the current step: (request, token).
+  std::vector<std::pair<int64_t, int64_t>> tokens;
+  /// Step time used, for weighted fair queuing.
+  double used = 0;
+  int64_t preemptionsSeen = 0;
+  double saturation = 0; ///< decode bandwidth saturation, smoothed
+};
+
+struct EngineLoop::Active {
+  Active(Job j, int64_t id, const Tokenizer &tokenizer, Pool &pool)
+      : job(std::move(j)), id(id), detok(tokenizer, job.skipSpecialTokens, job.prompt),
+        pool(&pool), stopTokens(job.sampling.stopTokens.begin(), job.sampling.stopTokens.end()) {
+    for (const std::string &s : job.stop)
+      maxStop = std::max(maxStop, s.size());
+  }
+  Job job;
+  int64_t id;
+  DecodeStream detok;
+  Pool *pool;
+  std::set<int64_t> stopTokens;
+  std::string text; ///< generated text so far (cut at a stop string)
+  size_t sent = 0;  ///< bytes of `text` streamed
+  size_t maxStop = 0;
+  int64_t generated = 0;
+  double firstToken = -1, lastToken = -1;
+  bool roleSent = false;
+  bool done = false;      ///< answered (the engine may still hold it until cancelled)
+  bool cancelled = false; ///< cancelled before an answer
+  const char *cancelMessage = nullptr;
+};
+
+EngineLoop::EngineLoop(const Artifact &artifact, const Tokenizer &tokenizer,
+                       EngineLoopOptions options, Metrics &metrics)
+    : artifact(artifact), tokenizer(tokenizer), options(std::move(options)), metrics(metrics) {
+  start0 = steadySeconds();
+}
+
+EngineLoop::~EngineLoop() { stop(); }
+
+double EngineLoop::now() const { return steadySeconds() - start0; }
+
+Expected<std::unique_ptr<EngineLoop>> EngineLoop::create(const Artifact &artifact,
+                                                         const Tokenizer &tokenizer,
+                                                         EngineLoopOptions options,
+                                                         Metrics &metrics) {
+  if (options.pools.empty())
+    return Error("no pools");
+  std::unique_ptr<EngineLoop> loop(
+      new EngineLoop(artifact, tokenizer, std::move(options), metrics));
+  const Manifest &m = artifact.manifest();
+  loop->kvBytesPerToken = static_cast<double>(KVPools::bytesPerBlock(m)) /
+                          static_cast<double>(std::max<int64_t>(1, m.kvCache->blockSize));
+  const EngineConfig &whole = loop->options.engine;
+  for (const PoolSpec &spec : loop->options.pools) {
+    auto pool = std::make_unique<Pool>();
+    pool->spec = spec;
+    EngineConfig config = whole;
+    config.kvCacheBytes = static_cast<uint64_t>(static_cast<double>(whole.kvCacheBytes) * spec.share);
+    config.maxTokensPerStep =
+        std::max<int64_t>(1, static_cast<int64_t>(static_cast<double>(whole.maxTokensPerStep) * spec.share));
+    config.maxNumSeqs =
+        std::max<int64_t>(1, static_cast<int64_t>(static_cast<double>(whole.maxNumSeqs) * spec.share));
+    config.hostCacheBytes =
+        static_cast<uint64_t>(static_cast<double>(whole.hostCacheBytes) * spec.share);
+    Pool *raw = pool.get();
+    config.onToken = [raw](int64_t id, int64_t token) { raw->tokens.emplace_back(id, token); };
+    EngineLoop *self = loop.get();
+    Expected<std::unique_ptr<Engine>> engine =
+        Engine::create(artifact, config, [self] { return self->now(); });
+    if (!engine)
+      return Error("pool '" + spec.name + "': " + engine.error());
+    pool->engine = engine.take();
+    loop->pools.push_back(std::move(pool));
+  }
+  loop->waitingPerPool.assign(loop->pools.size(), 0);
+  loop->declareMetrics();
+  for (auto &pool : loop->pools)
+    loop->updateGauges(*pool);
+  return loop;
+}
+
+std::string EngineLoop::describe() const {
+  std::string out;
+  for (const auto &pool : pools)
+    out += formatString("pool %s (%.0f%%): %s\n", pool->spec.name.c_str(), 100 * pool->spec.share,
+                        pool->engine->summary(0).c_str());
+  return out;
+}
+
+std::optional<size_t> EngineLoop::poolFor(const std::string &name) const {
+  for (size_t i = 0; i < pools.size(); ++i)
+    if (pools[i]->spec.name == name)
+      return i;
+  RequestClass cls = RequestClass::Interactive;
+  if (name == "batch")
+    cls = RequestClass::Batch;
+  else if (!name.empty() && name != "interactive")
+    return std::nullopt;
+  for (size_t i = 0; i < pools.size(); ++i)
+    if (pools[i]->spec.cls == cls)
+      return i;
+  return 0;
+}
+
+//===----------------------------------------------------------------------===//
+// Metrics
+//===----------------------------------------------------------------------===//
+
+Labels EngineLoop::labels(const Pool &pool) const {
+  return {{"model_name", options.modelName}, {"pool", pool.spec.name}};
+}
+
+void EngineLoop::declareMetrics() {
+  using K = Metrics::Kind;
+  metrics.declare("xfmr:num_requests_running", K::Gauge,
+                  "Requests in model execution batches.");
+  metrics.declare("xfmr:num_requests_waiting", K::Gauge, "Requests waiting to be processed.");
+  metrics.declare("xfmr:kv_cache_usage_perc", K::Gauge,
+                  "KV-cache usage: 1 means 100 percent (blocks held by running requests; "
+                  "blocks only the prefix cache holds count as free).");
+  metrics.declare("xfmr:kv_cache_blocks", K::Gauge,
+                  "KV-cache blocks by state (free; cached: held only by the prefix cache; "
+                  "used: held by running requests).");
+  metrics.declare("xfmr:prompt_tokens_total", K::Counter, "Prefill tokens processed.");
+  metrics.declare("xfmr:generation_tokens_total", K::Counter, "Generation tokens processed.");
+  metrics.declare("xfmr:request_success_total", K::Counter,
+                  "Requests finished, by finished_reason (stop, length, cancelled, error).");
+  metrics.declare("xfmr:num_preemptions_total", K::Counter, "Preemptions.");
+  metrics.declare("xfmr:prefix_cache_queries_total", K::Counter,
+                  "Prompt tokens looked up in the prefix cache.");
+  metrics.declare("xfmr:prefix_cache_hits_total", K::Counter,
+                  "Prompt tokens served by the prefix cache.");
+  metrics.declare("xfmr:time_to_first_token_seconds", K::Histogram,
+                  "Time from arrival to the first generated token.", latencyBuckets());
+  metrics.declare("xfmr:time_per_output_token_seconds", K::Histogram,
+                  "Time between consecutive generated tokens of a request.", latencyBuckets());
+  metrics.declare("xfmr:e2e_request_latency_seconds", K::Histogram,
+                  "Time from arrival to the last token.", latencyBuckets());
+  metrics.declare("xfmr:memory_read_bandwidth_bytes_per_second", K::Gauge,
+                  "The machine's read bandwidth measured at startup (all threads).");
+  metrics.declare("xfmr:decode_bandwidth_saturation", K::Gauge,
+                  "Weight and KV bytes a decode step read / its time / the measured read "
+                  "bandwidth, smoothed over recent decode steps.");
+  metrics.declare("xfmr:decode_bytes_read_total", K::Counter,
+                  "Weight and KV bytes read by decode steps.");
+  metrics.declare("xfmr:decode_step_seconds_total", K::Counter,
+                  "Time spent in decode steps.");
+  metrics.declare("xfmr:step_seconds_total", K::Counter, "Time spent in steps of any kind.");
+  metrics.set("xfmr:memory_read_bandwidth_bytes_per_second",
+              {{"model_name", options.modelName}}, options.memoryReadBandwidth);
+}
+
+void EngineLoop::updateGauges(Pool &pool) {
+  Labels l = labels(pool);
+  const Engine &e = *pool.engine;
+  double total = static_cast<double>(e.totalBlocks());
+  double used = static_cast<double>(e.blocksHeldByRequests());
+  double cached = total - static_cast<double>(e.freeBlocks()) - used;
+  metrics.set("xfmr:num_requests_running", l, static_cast<double>(e.numRunning()));
+  metrics.set("xfmr:num_requests_waiting", l, static_cast<double>(e.numWaiting()));
+  metrics.set("xfmr:kv_cache_usage_perc", l, total > 0 ? used / total : 0);
+  auto with = [&](const char *state) {
+    Labels s = l;
+    s.emplace_back("state", state);
+    return s;
+  };
+  metrics.set("xfmr:kv_cache_blocks", with("free"), static_cast<double>(e.freeBlocks()));
+  metrics.set("xfmr:kv_cache_blocks", with("cached"), cached);
+  metrics.set("xfmr:kv_cache_blocks", with("used"), used);
+}
+
+//===----------------------------------------------------------------------===//
+// Jobs in, cancellations in
+//===----------------------------------------------------------------------===//
+
+std::optional<ApiError> EngineLoop::submit(Job job) {
+  size_t p = job.pool < pools.size() ? job.pool : 0;
+  int64_t id = 0;
+  {
+    std::lock_guard<std::mutex> lock(mutex);
+    if (isDraining.load() || stopping) {
+      ApiError e;
+      e.status = 503;
+      e.type = "server_error";
+      e.message = "the server is shutting down";
+      return e;
+    }
+    if (waitingPerPool[p] >= options.maxWaiting) {
+      ApiError e;
+      e.status = 429;
+      e.type = "rate_limit_error";
+      e.message = formatString("the %s pool's queue is full (%lld requests waiting); retry later",
+                               pools[p]->spec.name.c_str(),
+                               static_cast<long long>(waitingPerPool[p]));
+      return e;
+    }
+    id = nextId++;
+    ++waitingPerPool[p];
+    ++live;
+  }
+  job.pool = p;
+  job.id = id;
+  job.header.id += std::to_string(id);
+  // A client that goes away cancels its request (within a step). The
+  // stream's headers go out before the engine thread can see the job, so
+  // they precede every event.
+  job.response->onClose([this, id] {
+    std::lock_guard<std::mutex> lock(mutex);
+    cancels.push_back(id);
+    wake.notify_one();
+  });
+  if (job.stream)
+    job.response->startEvents();
+  std::lock_guard<std::mutex> lock(mutex);
+  inbox.push_back(std::move(job));
+  wake.notify_one();
+  return std::nullopt;
+}
+
+bool EngineLoop::collect(std::vector<Job> &jobs, std::vector<int64_t> &cancelled) {
+  std::unique_lock<std::mutex> lock(mutex);
+  bool busy = std::any_of(pools.begin(), pools.end(),
+                          [](const auto &p) { return !p->engine->idle(); });
+  if (!busy)
+    wake.wait(lock,
+              [&] { return stopping || cancelAll || !inbox.empty() || !cancels.empty(); });
+  if (stopping)
+    return false;
+  jobs.swap(inbox);
+  cancelled.swap(cancels);
+  if (cancelAll) {
+    cancelAll = false;
+    for (auto &[id, a] : active)
+      if (!a->done && !a->cancelled) {
+        a->cancelMessage = "the server is shutting down";
+        cancelled.push_back(id);
+      }
+  }
+  return true;
+}
+
+void EngineLoop::admit(Job job) {
+  Pool &pool = *pools[job.pool];
+  {
+    std::lock_guard<std::mutex> lock(mutex);
+    --waitingPerPool[job.pool];
+  }
+  int64_t id = job.id;
+  if (job.response->closed()) {
+    --live;
+    return;
+  }
+  Request r;
+  r.id = id;
+  r.prompt = job.prompt;
+  r.sampling = job.sampling;
+  r.cls = pool.spec.cls;
+  if (Status s = pool.engine->submit(std::move(r)); !s) {
+    ApiError e;
+    e.message = s.error();
+    job.response->respond(400, "application/json", errorBody(e));
+    --live;
+    return;
+  }
+  active[id] = std::make_unique<Active>(std::move(job), id, tokenizer, pool);
+}
+
+void EngineLoop::cancel(int64_t id) {
+  auto it = active.find(id);
+  if (it == active.end())
+    return;
+  if (it->second->done || it->second->cancelled)
+    return;
+  it->second->cancelled = true;
+  it->second->pool->engine->cancel(id);
+}
+
+//===----------------------------------------------------------------------===//
+// Steps
+//===----------------------------------------------------------------------===//
+
+void EngineLoop::start() {
+  thread = std::thread([this] { run(); });
+}
+
+void EngineLoop::run() {
+  std::vector<Job> jobs;
+  std::vector<int64_t> cancelled;
+  while (collect(jobs, cancelled)) {
+    for (int64_t id : cancelled)
+      cancel(id);
+    for (Job &job : jobs)
+      admit(std::move(job));
+    jobs.clear();
+    cancelled.clear();
+    for (auto &pool : pools) // cancellations end here without a step
+      finishResults(*pool);
+    if (Pool *pool = nextPool())
+      runStep(*pool);
+  }
+}
+
+EngineLoop::Pool *EngineLoop::nextPool() {
+  Pool *best = nullptr;
+  double bestTime = std::numeric_limits<double>::infinity();
+  for (auto &pool : pools) {
+    if (pool->engine->idle())
+      continue;
+    double t = pool->used / pool->spec.share;
+    if (t < bestTime) {
+      best = pool.get();
+      bestTime = t;
+    }
+  }
+  if (!best)
+    return nullptr;
+  // A pool that was idle does not bank the time: it starts level with the
+  // one whose turn it is.
+  for (auto &pool : pools)
+    if (pool->engine->idle())
+      pool->used = std::max(pool->used, bestTime * pool->spec.share);
+  return best;
+}
+
+void EngineLoop::runStep(Pool &pool) {
+  Engine &engine = *pool.engine;
+  double t0 = steadySeconds();
+  Expected<Engine::StepPlan> plan = engine.schedule();
+  if (!plan)
+    return failAll(pool, plan.error());
+  if (plan->empty())
+    return finishResults(pool);
+  Expected<Tensor> logits = engine.execute(*plan);
+  if (!logits)
+    return failAll(pool, logits.error());
+  if (Status s = engine.update(*plan, *logits); !s)
+    return failAll(pool, s.error());
+  double dt = steadySeconds() - t0;
+  pool.used += dt;
+
+  Labels l = labels(pool);
+  metrics.add("xfmr:step_seconds_total", l, dt);
+  bool decodeOnly = std::all_of(plan->sequences.begin(), plan->sequences.end(),
+                                [](const Engine::ScheduledSequence &s) { return s.numTokens == 1; });
+  if (decodeOnly && dt > 0) {
+    double bytes = static_cast<double>(artifact.weightsBytes());
+    for (const Engine::ScheduledSequence &s : plan->sequences)
+      bytes += kvBytesPerToken * static_cast<double>(s.firstPosition + s.numTokens);
+    metrics.add("xfmr:decode_bytes_read_total", l, bytes);
+    metrics.add("xfmr:decode_step_seconds_total", l, dt);
+    if (options.memoryReadBandwidth > 0) {
+      double now = bytes / dt / options.memoryReadBandwidth;
+      pool.saturation = pool.saturation == 0 ? now : 0.8 * pool.saturation + 0.2 * now;
+      metrics.set("xfmr:decode_bandwidth_saturation", l, pool.saturation);
+    }
+  }
+  if (engine.preemptions() != pool.preemptionsSeen) {
+    metrics.add("xfmr:num_preemptions_total", l,
+                static_cast<double>(engine.preemptions() - pool.preemptionsSeen));
+    pool.preemptionsSeen = engine.preemptions();
+  }
+  publishTokens(pool);
+  finishResults(pool);
+}
+
+void EngineLoop::publishTokens(Pool &pool) {
+  std::vector<std::pair<int64_t, int64_t>> tokens;
+  tokens.swap(pool.tokens);
+  for (const auto &[id, token] : tokens) {
+    auto it = active.find(id);
+    if (it != active.end() && !it->second->done && !it->second->cancelled)
+      onToken(*it->second, token);
+  }
+  metrics.add("xfmr:generation_tokens_total", labels(pool), static_cast<double>(tokens.size()));
+}
+
+void EngineLoop::onToken(Active &a, int64_t token) {
+  double t = now();
+  Labels l = labels(*a.pool);
+  if (a.firstToken < 0) {
+    a.firstToken = t;
+    metrics.observe("xfmr:time_to_first_token_seconds", l, t - a.job.arrival);
+  } else {
+    metrics.observe("xfmr:time_per_output_token_seconds", l, t - a.lastToken);
+  }
+  a.lastToken = t;
+  ++a.generated;
+  if (a.stopTokens.count(token))
+    return; // the engine finishes it; a stop token adds no text
+  size_t from = a.sent;
+  a.text += a.detok.step(token);
+  // The earliest stop string in what was not sent yet ends the request.
+  size_t cut = std::string::npos;
+  for (const std::string &s : a.job.stop)
+    cut = std::min(cut, a.text.find(s, from));
+  if (cut != std::string::npos) {
+    a.text.resize(cut);
+    complete(a, "stop");
+    a.pool->engine->cancel(a.id);
+    return;
+  }
+  flushText(a, false);
+}
+
+void EngineLoop::flushText(Active &a, bool final) {
+  if (!a.job.stream)
+    return;
+  size_t end = a.text.size();
+  if (!final)
+    for (const std::string &s : a.job.stop)
+      end = std::min(end, a.text.size() - partialStopSuffix(a.text, a.sent, s));
+  if (end <= a.sent && (a.roleSent || a.job.endpoint != Endpoint::ChatCompletions))
+    return;
+  bool role = a.job.endpoint == Endpoint::ChatCompletions && !a.roleSent;
+  a.roleSent = true;
+  a.job.response->send(sseEvent(streamChunk(a.job.endpoint, a.job.header,
+                                            a.text.substr(a.sent, end - a.sent), nullptr, role)));
+  a.sent = end;
+}
+
+void EngineLoop::complete(Active &a, const char *finishReason) {
+  a.done = true;
+  int64_t prompt = static_cast<int64_t>(a.job.prompt.size());
+  json usage = usageJson(prompt, a.generated, 0);
+  Labels l = labels(*a.pool);
+  metrics.observe("xfmr:e2e_request_latency_seconds", l, now() - a.job.arrival);
+  Labels r = l;
+  r.emplace_back("finished_reason", finishReason);
+  metrics.add("xfmr:request_success_total", r, 1);
+  metrics.add("xfmr:prompt_tokens_total", l, static_cast<double>(prompt));
+  Response &out = *a.job.response;
+  if (!a.job.stream) {
+    out.respond(200, "application/json",
+                dumpJson(completionResponse(a.job.endpoint, a.job.header, a.text, finishReason,
+                                            usage)));
+    return;
+  }
+  flushText(a, true);
+  out.send(sseEvent(streamChunk(a.job.endpoint, a.job.header, "", finishReason, false)));
+  if (a.job.includeUsage)
+    out.send(sseEvent(usageChunk(a.job.endpoint, a.job.header, usage)));
+  out.send(sseDone());
+  out.end();
+}
+
+void EngineLoop::finishResults(Pool &pool) {
+  for (RequestResult &r : pool.engine->takeFinished()) {
+    auto it = active.find(r.id);
+    if (it == active.end())
+      continue;
+    Active &a = *it->second;
+    Labels l = labels(pool);
+    metrics.add("xfmr:prefix_cache_queries_total", l, static_cast<double>(a.job.prompt.size()));
+    metrics.add("xfmr:prefix_cache_hits_total", l, static_cast<double>(r.cachedPromptTokens));
+    if (a.done) {
+      // Answered already (a stop string ended it).
+    } else if (r.finishReason != FinishReason::Cancelled) {
+      a.text += a.detok.flush();
+      complete(a, reasonName(r.finishReason));
+    } else {
+      // Cancelled without an answer: the client is gone, or the server
+      // is shutting down.
+      Labels c = l;
+      c.emplace_back("finished_reason", "cancelled");
+      metrics.add("xfmr:request_success_total", c, 1);
+      ApiError e;
+      e.status = 503;
+      e.type = "server_error";
+      e.message = a.cancelMessage ? a.cancelMessage : "cancelled";
+      if (!a.job.response->closed()) {
+        if (a.job.stream) {
+          a.job.response->send("data: " + errorBody(e) + "\n\n");
+          a.job.response->end();
+        } else {
+          a.job.response->respond(e.status, "application/json", errorBody(e));
+        }
+      }
+    }
+    active.erase(it);
+    --live;
+  }
+  updateGauges(pool);
+}
+
+void EngineLoop::failAll(Pool &pool, const std::string &message) {
+  std::fprintf(stderr, "xfmr-serve: error: pool %s: step failed: %s\n", pool.spec.name.c_str(),
+               message.c_str());
+  ApiError e;
+  e.status = 500;
+  e.type = "server_error";
+  e.message = "the model step failed: " + message;
+  for (auto &[id, a] : active) {
+    if (a->pool != &pool || a->done)
+      continue;
+    a->done = true;
+    if (a->job.stream) {
+      a->job.response->send("data: " + errorBody(e) + "\n\n");
+      a->job.response->end();
+    } else {
+      a->job.response->respond(500, "application/json", errorBody(e));
+    }
+    Labels l = labels(pool);
+    l.emplace_back("finished_reason", "error");
+    metrics.add("xfmr:request_success_total", l, 1);
+    pool.engine->cancel(id);
+  }
+  pool.tokens.clear();
+  finishResults(pool);
+}
+
+//===----------------------------------------------------------------------===//
+// Shutdown
+//===----------------------------------------------------------------------===//
+
+void EngineLoop::drain(double timeoutSeconds) {
+  isDraining = true;
+  double deadline = now() + timeoutSeconds;
+  while (live.load() > 0 && now() < deadline)
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  if (live.load() == 0)
+    return;
+  // Cancel what is left: each gets a 503 (or an error event) on the engine
+  // thread.
+  {
+    std::lock_guard<std::mutex> lock(mutex);
+    cancelAll = true;
+    wake.notify_one();
+  }
+  double hard = now() + 10;
+  while (live.load() > 0 && now() < hard)
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+}
+
+void EngineLoop::stop() {
+  {
+    std::lock_guard<std::mutex> lock(mutex);
+    stopping = true;
+    wake.notify_one();
+  }
+  if (thread.joinable())
+    thread.join();
+}
+
+//===----------------------------------------------------------------------===//
+// Read bandwidth
+//===----------------------------------------------------------------------===//
+
+double measureReadBandwidth() {
+  size_t threads = std::max(1u, std::thread::hardware_concurrency());
+  size_t bytes = size_t(256) << 20;
+  size_t n = bytes / sizeof(uint64_t);
+  std::vector<uint64_t> buffer(n, 1);
+  std::vector<uint64_t> sums(threads * 8, 0);
+  double best = 0;
+  for (int pass = 0; pass < 4; ++pass) {
+    double t0 = steadySeconds();
+    std::vector<std::thread> workers;
+    for (size_t t = 0; t < threads; ++t)
+      workers.emplace_back([&, t] {
+        size_t lo = n * t / threads, hi = n * (t + 1) / threads;
+        uint64_t a = 0, b = 0, c = 0, d = 0;
+        for (size_t i = lo; i + 4 <= hi; i += 4) {
+          a += buffer[i];
+          b += buffer[i + 1];
+          c += buffer[i + 2];
+          d += buffer[i + 3];
+        }
+        sums[t * 8] = a + b + c + d;
+      });
+    for (std::thread &w : workers)
+      w.join();
+    double dt = steadySeconds() - t0;
+    if (pass > 0 && dt > 0) // the first pass faults pages in
+      best = std::max(best, static_cast<double>(bytes) / dt);
+  }
+  uint64_t total = 0;
+  for (uint64_t s : sums)
+    total += s;
+  return total ? best : 0;
+}
+
+} // namespace xfmr::serve

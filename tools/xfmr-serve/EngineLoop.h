@@ -1,0 +1,164 @@
+//===- EngineLoop.h - the engine thread of xfmr-serve -----------*- C++ -*-===//
+//
+// Part of xfmr.
+//
+// One thread owns the serving engines and runs their steps; HTTP threads
+// hand it jobs and cancellations through a mutex-protected inbox and never
+// wait for a step. After each step the thread turns the new tokens of every
+// request into text (incremental detokenization, stop strings) and writes
+// stream chunks or whole responses through the requests' Response objects,
+// whose writes are queued on the I/O threads.
+//
+// Pools: each pool is an Engine of its own with its share of the KV cache
+// and of the per-step token budget, its own queue, limits and metrics.
+// Steps go to the busy pool that has used the least step time relative to
+// its share (weighted fair queuing on measured time), so a batch flood gets
+// its share of the machine and no more, and an interactive request waits
+// for at most one batch step before its own.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef XFMR_SERVE_ENGINELOOP_H
+#define XFMR_SERVE_ENGINELOOP_H
+
+#include "HttpServer.h"
+#include "Metrics.h"
+#include "Protocol.h"
+
+#include "xfmr/runtime/Engine.h"
+#include "xfmr/runtime/Tokenizer.h"
+
+#include <atomic>
+#include <condition_variable>
+#include <deque>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <thread>
+#include <vector>
+
+namespace xfmr::serve {
+
+struct PoolSpec {
+  std::string name;
+  double share = 1.0; ///< of the KV cache, the token budget and step time
+  rt::RequestClass cls = rt::RequestClass::Interactive;
+};
+
+struct EngineLoopOptions {
+  std::string modelName;
+  std::vector<PoolSpec> pools; ///< at least one
+  rt::EngineConfig engine;     ///< the whole KV budget and token budget
+  /// Requests queued per pool beyond which new ones get 429.
+  int64_t maxWaiting = 4096;
+  /// Bytes per second the machine reads from memory (the denominator of
+  /// decode bandwidth saturation).
+  double memoryReadBandwidth = 0;
+};
+
+/// A request ready to run: tokenized, checked, with its response channel.
+struct Job {
+  int64_t id = 0; ///< set by EngineLoop::submit (also appended to header.id)
+  Endpoint endpoint = Endpoint::Completions;
+  ResponseHeader header;
+  std::vector<int64_t> prompt;
+  rt::SamplingParams sampling;
+  std::vector<std::string> stop;
+  bool skipSpecialTokens = true;
+  bool stream = false;
+  bool includeUsage = false;
+  size_t pool = 0;
+  std::shared_ptr<Response> response;
+  double arrival = 0; ///< seconds on the loop's clock
+};
+
+class EngineLoop {
+public:
+  static rt::Expected<std::unique_ptr<EngineLoop>> create(const rt::Artifact &artifact,
+                                                          const rt::Tokenizer &tokenizer,
+                                                          EngineLoopOptions options,
+                                                          Metrics &metrics);
+  ~EngineLoop();
+
+  /// The pool named `name` ("" or "interactive"/"batch" map to the pools
+  /// of that class, else the first pool).
+  std::optional<size_t> poolFor(const std::string &name) const;
+  /// Queues a job (any thread): starts its event stream if it streams and
+  /// cancels it when the client goes away. An error (429 queue full, 503
+  /// draining) is returned instead; the job's response is untouched then.
+  std::optional<ApiError> submit(Job job);
+  /// Seconds since the loop started (the clock of Job::arrival).
+  double now() const;
+
+  /// Starts the engine thread.
+  void start();
+  /// Stops taking jobs and lets the running ones finish; after
+  /// `timeoutSeconds` the rest are cancelled. Returns when nothing runs.
+  void drain(double timeoutSeconds);
+  /// Stops the thread (cancelling everything left).
+  void stop();
+
+  bool draining() const { return isDraining.load(); }
+  /// Requests running or queued in every pool (for tests and shutdown).
+  int64_t inFlight() const { return live.load(); }
+  /// One line per pool: blocks, sequences (xfmr-serve's startup message).
+  std::string describe() const;
+
+private:
+  struct Pool;
+  struct Active;
+
+  EngineLoop(const rt::Artifact &artifact, const rt::Tokenizer &tokenizer,
+             EngineLoopOptions options, Metrics &metrics);
+  void declareMetrics();
+  void run();
+  /// Takes the inbox and the cancellations; false when stopping.
+  bool collect(std::vector<Job> &jobs, std::vector<int64_t> &cancels);
+  void admit(Job job);
+  void cancel(int64_t id);
+  /// The busy pool whose turn it is (nullptr: none busy).
+  Pool *nextPool();
+  void runStep(Pool &pool);
+  void publishTokens(Pool &pool);
+  void finishResults(Pool &pool);
+  /// Feeds one generated token into its request's text.
+  void onToken(Active &a, int64_t token);
+  /// Sends what of the text no stop string can still claim.
+  void flushText(Active &a, bool final);
+  void complete(Active &a, const char *finishReason);
+  void failAll(Pool &pool, const std::string &message);
+  void updateGauges(Pool &pool);
+  Labels labels(const Pool &pool) const;
+
+  const rt::Artifact &artifact;
+  const rt::Tokenizer &tokenizer;
+  EngineLoopOptions options;
+  Metrics &metrics;
+  std::vector<std::unique_ptr<Pool>> pools;
+  std::map<int64_t, std::unique_ptr<Active>> active;
+  double kvBytesPerToken = 0;
+  double start0 = 0;
+
+  mutable std::mutex mutex;
+  std::condition_variable wake;
+  std::vector<Job> inbox;
+  std::vector<int64_t> cancels;
+  std::vector<int64_t> waitingPerPool; ///< queued + in the inbox, per pool
+  bool stopping = false;
+  bool cancelAll = false; ///< drain() timed out: cancel every request
+  int64_t nextId = 1;
+
+  std::atomic<bool> isDraining{false};
+  std::atomic<int64_t> live{0};
+  std::thread thread;
+};
+
+/// Reads a large buffer with every hardware thread and returns bytes per
+/// second (the best of a few passes): the machine's read bandwidth.
+double measureReadBandwidth();
+
+} // namespace xfmr::serve
+
+#endif // XFMR_SERVE_ENGINELOOP_H
