@@ -15,7 +15,8 @@ if [[ "${1:-}" == --asan ]]; then
         -DCMAKE_CXX_COMPILER=clang++-22 -DXFMR_ENABLE_SANITIZERS=ON
         -DXFMR_ENABLE_FUZZER=ON)
   targets=(xfmr-opt xfmr-translate xfmr-compile xfmr-run xfmr-bench xfmr-tokenize
-           xfmr-import-fuzzer xfmr-artifact-fuzzer xfmr-engine-fuzzer XfmrRuntimeTests
+           xfmr-import-fuzzer xfmr-artifact-fuzzer xfmr-engine-fuzzer xfmr-serve-fuzzer
+           XfmrRuntimeTests
            XfmrUkernelTests)
 else
   dir=build
@@ -26,7 +27,8 @@ else
   # XFMR_TEST_DEPENDS): a binary left out here makes its tests missing or
   # failing in a fresh checkout.
   targets=(xfmr-opt xfmr-translate xfmr-compile xfmr-run xfmr-bench xfmr-sched-bench
-           xfmr-kernel-bench xfmr-http-echo xfmr-tokenize XfmrRuntimeTests XfmrUkernelTests)
+           xfmr-kernel-bench xfmr-http-echo xfmr-tokenize xfmr-serve XfmrRuntimeTests
+           XfmrUkernelTests)
 fi
 if [[ ! -f "$dir/build.ninja" ]]; then
   cmake -G Ninja -S . -B "$dir" -DLLVM_EXTERNAL_LIT=/usr/lib/llvm-22/bin/lit "${args[@]}"

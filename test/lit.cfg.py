@@ -50,6 +50,13 @@ if os.access(_tok_py, os.X_OK) and subprocess.run(
         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL).returncode == 0:
     config.available_features.add("hf-tokenizers")
     config.substitutions.append(("%tok_python", _tok_py))
+# The `openai` client (with tokenizers and transformers, the references) in
+# the project's .venv: xfmr-serve's end-to-end tests (scripts/check-serve.py).
+if os.access(_venv_py, os.X_OK) and subprocess.run(
+        [_venv_py, "-c", "import openai, tokenizers, transformers, onnx"],
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL).returncode == 0:
+    config.available_features.add("openai-client")
+    config.substitutions.append(("%openai_python", _venv_py))
 # CPU features the host can run (artifacts for --cpu=x86-64-v4 need AVX-512).
 try:
     with open("/proc/cpuinfo") as f:
