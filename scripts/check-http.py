@@ -338,6 +338,25 @@ def check_cancelled(server, count):
     return noticed
 
 
+def check_slow_reader(binary):
+    """A client that does not read: once more than --max-queued-bytes wait
+    to be written, the stream is cut and reported as cancelled."""
+    server = Server(binary, "--max-queued-bytes", str(1 << 20))
+    sock = socket.socket()
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+    sock.connect(("127.0.0.1", server.port))
+    sock.sendall(b"GET /stream?n=100000000&ms=0 HTTP/1.1\r\nHost: x\r\n\r\n")
+    start = time.monotonic()
+    while server.stats()["cancelled"] == 0 and time.monotonic() - start < 20:
+        time.sleep(0.05)
+    expect(server.stats()["cancelled"] == 1, "slow reader: the stream was not cut")
+    rss = server.rss_kb("VmHWM")
+    expect(rss < 200 * 1024, f"slow reader: server RSS {rss} kB")
+    sock.close()
+    expect(server.terminate() == 0, "slow reader: exit status")
+    print("slow reader: ok")
+
+
 def check_stop_cuts_streams(binary, count):
     """SIGTERM with streams open: stopAccepting() lets them run for
     --drain-ms, then stop() closes them, each reported as cancelled."""
@@ -390,14 +409,16 @@ def main():
     expect(os.access(binary, os.X_OK), f"{binary} not built")
     # 1,000 client sockets here and as many in the server (which inherits).
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
-    want = min(hard, 8192) if hard != resource.RLIM_INFINITY else 8192
+    want = max(8192, 2 * args.streams + 256)
+    if hard != resource.RLIM_INFINITY:
+        want = min(hard, want)
     if soft != resource.RLIM_INFINITY and soft < want:
         resource.setrlimit(resource.RLIMIT_NOFILE, (want, hard))
     expect(want > 2 * args.streams + 64, f"open file limit {hard} too low")
 
     max_body = 4096
     server = Server(binary, "--io-threads", "2", "--max-body-bytes", str(max_body),
-                    "--max-header-bytes", "16384")
+                    "--max-header-bytes", "16384", "--max-connections", str(args.streams + 100))
     check_keep_alive(server)
     check_pipelining(server)
     check_limits(server, max_body)
@@ -415,6 +436,7 @@ def main():
     check_connection_limit(binary)
     check_idle_timeout(binary)
     check_stop_cuts_streams(binary, 20)
+    check_slow_reader(binary)
 
 
 if __name__ == "__main__":

@@ -4,7 +4,7 @@
 //
 //   xfmr-http-echo [--host H] [--port P] [--io-threads N] [--max-body-bytes B]
 //                  [--max-header-bytes B] [--max-connections C]
-//                  [--idle-timeout S] [--drain-ms MS]
+//                  [--max-queued-bytes B] [--idle-timeout S] [--drain-ms MS]
 //
 // Serves scripts/check-http.py (test/Serve/http.test), not users:
 //   GET /stream?n=N&ms=M  N server-sent events M ms apart, then
@@ -208,6 +208,8 @@ bool parseOptions(int argc, char **argv, HttpServerOptions &options, long &drain
       options.maxBodyBytes = std::strtoull(value, nullptr, 10);
     else if (flag == "--max-header-bytes")
       options.maxHeaderBytes = uint32_t(std::strtoul(value, nullptr, 10));
+    else if (flag == "--max-queued-bytes")
+      options.maxQueuedBytes = std::strtoull(value, nullptr, 10);
     else if (flag == "--max-connections")
       options.maxConnections = std::atoll(value);
     else if (flag == "--idle-timeout")

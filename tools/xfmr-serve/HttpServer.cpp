@@ -790,6 +790,9 @@ void Session::drain() {
 void Session::close() {
   if (state == State::Closed)
     return;
+  // Hold the response first: once posts are refused, its owner may drop it
+  // (send() is false) before onClose would have run.
+  std::shared_ptr<ResponseImpl> response = current.lock();
   state = State::Closed;
   closePosts();
   error_code ignored;
@@ -798,7 +801,6 @@ void Session::close() {
   timer.cancel();
   queue.clear();
   parser.reset();
-  std::shared_ptr<ResponseImpl> response = current.lock();
   current.reset();
   currentSeq = 0;
   core->remove(id);
