@@ -104,6 +104,11 @@ TEST(ChatTemplateTest, Filters) {
                    R"({"t": {"z": "é", "a": [1, 2.5, null, true]}})"),
             "{\"z\": \"é\", \"a\": [1, 2.5, null, true]}|{\n  \"z\": \"é\",\n"
             "  \"a\": [\n    1,\n    2.5,\n    null,\n    true\n  ]\n}");
+  // select/map over a false value give nothing, as in Jinja2; tests on
+  // floats use Python's modulo.
+  EXPECT_EQ(render("{{ none | select | list }}{{ 2.5 is odd }}"
+                   "{{ 3.0 is odd }}{{ 2.5 is divisibleby 2 }}"),
+            "[]FalseTrueFalse");
   // The trim filter strips Python whitespace, including U+3000.
   EXPECT_EQ(render("[{{ s | trim }}]", R"({"s": "\u3000 x \u00a0"})"),
             "[x]");

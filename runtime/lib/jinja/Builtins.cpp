@@ -400,6 +400,8 @@ Value filterJoin(const Value &v, const Args &args, const Kwargs &kwargs) {
 
 Value filterIndent(const Value &v, const Args &args, const Kwargs &kwargs) {
   Params p("indent", {"width", "first", "blank"}, args, kwargs);
+  if (!v.isString()) // do_indent appends "\n" to its input
+    fail("unsupported operand type(s) for +=: '" + typeName(v) + "' and 'str'");
   std::string pad = p.has(0) && p.get(0).isString()
                         ? p.get(0).str
                         : std::string(p.integer(0, 4), ' ');
@@ -448,6 +450,8 @@ Value attribute(const Value &v, const std::string &path) {
 
 Value filterMap(const Value &v, const Args &args, const Kwargs &kwargs) {
   ValueList out;
+  if (!truthy(v)) // Jinja2 maps nothing over a false value (None, "", 0)
+    return generator({});
   if (args.empty()) {
     Params p("map", {"attribute", "default"}, args, kwargs);
     std::string attr = p.string(0, "");
@@ -485,6 +489,8 @@ Value filterSelect(const Value &v, const Args &args, const Kwargs &kwargs,
   }
   Args testArgs(args.begin() + next, args.end());
   ValueList out;
+  if (!truthy(v)) // Jinja2 selects nothing from a false value (None, "", 0)
+    return generator({});
   for (const Value &item : iterate(v)) {
     Value subject = byAttribute ? attribute(item, attr) : item;
     bool passed = test.empty() ? truthy(subject)
@@ -495,8 +501,14 @@ Value filterSelect(const Value &v, const Args &args, const Kwargs &kwargs,
   return generator(std::move(out));
 }
 
+[[noreturn]] void undefinedUse(const Value &v) {
+  fail(v.str.empty() ? "undefined value" : v.str);
+}
+
 Value filterInt(const Value &v, const Args &args, const Kwargs &kwargs) {
   Params p("int", {"default", "base"}, args, kwargs);
+  if (v.isUndefined()) // int(Undefined) raises
+    undefinedUse(v);
   Value dflt = p.get(0, Value::fromInt(0));
   if (p.has(1) && p.integer(1, 10) != 10)
     fail("int(base=...) is not supported");
@@ -525,6 +537,8 @@ Value filterInt(const Value &v, const Args &args, const Kwargs &kwargs) {
 
 Value filterFloat(const Value &v, const Args &args, const Kwargs &kwargs) {
   Params p("float", {"default"}, args, kwargs);
+  if (v.isUndefined()) // float(Undefined) raises
+    undefinedUse(v);
   if (v.isNumber())
     return Value::fromFloat(asDouble(v));
   if (v.isString()) {
@@ -568,6 +582,8 @@ Value filterUnique(const Value &v, const Args &args, const Kwargs &kwargs) {
     Value key = p.has(1) ? attribute(item, p.string(1, "")) : item;
     if (key.isString() && !caseSensitive)
       key = Value::fromString(lower(key.str));
+    if (key.kind == Kind::List || key.kind == Kind::Dict)
+      fail("unhashable type: '" + typeName(key) + "'");
     bool dup = false;
     for (const Value &s : seen)
       dup |= equals(s, key);
@@ -774,12 +790,15 @@ bool testCompare(const std::string &name, const Value &v, const Args &args) {
                             v.isUndefined() || v.list == o.list ||
                             v.dict == o.dict);
   if (name == "divisibleby") {
-    if (!v.isIntegral() || !o.isIntegral())
-      fail("divisibleby supports integers only");
-    int64_t d = o.kind == Kind::Bool ? o.boolean : o.integer;
-    if (d == 0)
+    if (!v.isNumber() || !o.isNumber())
+      fail("divisibleby supports numbers only");
+    if (asDouble(o) == 0)
       fail("integer division or modulo by zero");
-    return (v.kind == Kind::Bool ? v.boolean : v.integer) % d == 0;
+    if (v.isIntegral() && o.isIntegral())
+      return (v.kind == Kind::Bool ? v.boolean : v.integer) %
+                 (o.kind == Kind::Bool ? o.boolean : o.integer) ==
+             0;
+    return std::fmod(asDouble(v), asDouble(o)) == 0;
   }
   fail("no test named '" + name + "'");
 }
@@ -825,10 +844,13 @@ bool testUnary(const std::string &name, const Value &v) {
     return up != low && s == (name == "lower" ? low : up);
   }
   if (name == "even" || name == "odd") {
-    if (!v.isIntegral())
-      fail("test '" + name + "' needs an integer");
-    int64_t i = v.kind == Kind::Bool ? v.boolean : v.integer;
-    return (i % 2 == 0) == (name == "even");
+    // value % 2 == 0 (even) or == 1 (odd), with Python's modulo.
+    if (!v.isNumber())
+      fail("test '" + name + "' needs a number");
+    double r = std::fmod(asDouble(v), 2.0);
+    if (r < 0)
+      r += 2;
+    return r == (name == "even" ? 0.0 : 1.0);
   }
   fail("no test named '" + name + "'");
 }

@@ -610,8 +610,13 @@ private:
              typeName(item));
       return container.str.find(item.str) != std::string::npos;
     }
-    if (container.kind == Kind::Dict || container.kind == Kind::Namespace)
+    if (container.kind == Kind::Dict || container.kind == Kind::Namespace) {
+      if (item.isSequence() && item.kind == Kind::List)
+        fail("unhashable type: 'list'");
+      if (item.kind == Kind::Dict)
+        fail("unhashable type: 'dict'");
       return item.isString() && findKey(*container.dict, item.str);
+    }
     for (const Value &v : iterate(container))
       if (equals(v, item))
         return true;
