@@ -111,7 +111,8 @@ private:
       }
       return false;
     }
-    std::string event = "data: {\"i\": " + std::to_string(stream.sent++) + "}\n\n";
+    std::string event =
+        "data: {\"i\": " + std::to_string(stream.sent++) + "}\n\n";
     return stream.response->send(std::move(event));
   }
 
@@ -123,12 +124,13 @@ private:
 };
 
 /// The value of `key` in a query string "a=1&b=2", or `otherwise`.
-long queryNumber(const std::string &query, const std::string &key, long otherwise) {
+long queryNumber(const std::string &query, const std::string &key,
+                 long otherwise) {
   size_t at = 0;
   while (at <= query.size()) {
     size_t next = query.find('&', at);
-    std::string pair = query.substr(at, next == std::string::npos ? std::string::npos
-                                                                   : next - at);
+    std::string pair = query.substr(
+        at, next == std::string::npos ? std::string::npos : next - at);
     if (pair.compare(0, key.size() + 1, key + "=") == 0)
       return std::strtol(pair.c_str() + key.size() + 1, nullptr, 10);
     if (next == std::string::npos)
@@ -147,7 +149,8 @@ void handle(HttpServer *&server, EventPump &pump, HttpRequest request,
   if (request.target == "/stream") {
     Stream stream;
     stream.total = int(std::max(0L, queryNumber(request.query, "n", 10)));
-    stream.interval = std::chrono::milliseconds(std::max(0L, queryNumber(request.query, "ms", 10)));
+    stream.interval = std::chrono::milliseconds(
+        std::max(0L, queryNumber(request.query, "ms", 10)));
     stream.response = response;
     response->onClose([] { ++cancelledStreams; });
     response->startEvents();
@@ -155,18 +158,20 @@ void handle(HttpServer *&server, EventPump &pump, HttpRequest request,
     return;
   }
   if (request.target == "/stats") {
-    nlohmann::json stats = {{"cancelled", cancelledStreams.load()},
-                            {"completed", completedStreams.load()},
-                            {"connections", server ? server->connections() : 0}};
+    nlohmann::json stats = {
+        {"cancelled", cancelledStreams.load()},
+        {"completed", completedStreams.load()},
+        {"connections", server ? server->connections() : 0}};
     response->respond(200, "application/json", dumpJson(stats));
     return;
   }
   nlohmann::json headers = nlohmann::json::array();
   for (const auto &[name, value] : request.headers)
     headers.push_back({name, value});
-  nlohmann::json echo = {{"method", request.method}, {"target", request.target},
-                         {"query", request.query},   {"headers", headers},
-                         {"body", request.body},     {"remote", request.remote}};
+  nlohmann::json echo = {
+      {"method", request.method}, {"target", request.target},
+      {"query", request.query},   {"headers", headers},
+      {"body", request.body},     {"remote", request.remote}};
   response->respond(200, "application/json", dumpJson(echo));
 }
 
@@ -184,13 +189,15 @@ void waitForSignal(HttpServer &server, sigset_t signals, long drainMs) {
 /// Allows as many open sockets as the hard limit does.
 void raiseFileLimit() {
   rlimit limit;
-  if (getrlimit(RLIMIT_NOFILE, &limit) == 0 && limit.rlim_cur < limit.rlim_max) {
+  if (getrlimit(RLIMIT_NOFILE, &limit) == 0 &&
+      limit.rlim_cur < limit.rlim_max) {
     limit.rlim_cur = limit.rlim_max;
     setrlimit(RLIMIT_NOFILE, &limit);
   }
 }
 
-bool parseOptions(int argc, char **argv, HttpServerOptions &options, long &drainMs) {
+bool parseOptions(int argc, char **argv, HttpServerOptions &options,
+                  long &drainMs) {
   for (int i = 1; i < argc; ++i) {
     std::string flag = argv[i];
     if (i + 1 >= argc) {
@@ -242,7 +249,8 @@ int main(int argc, char **argv) {
   HttpServer *server = nullptr;
   EventPump pump;
   auto listening = HttpServer::listen(
-      options, [&server, &pump](HttpRequest request, std::shared_ptr<Response> response) {
+      options, [&server, &pump](HttpRequest request,
+                                std::shared_ptr<Response> response) {
         handle(server, pump, std::move(request), std::move(response));
       });
   if (!listening) {

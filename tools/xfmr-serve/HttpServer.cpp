@@ -133,13 +133,15 @@ struct Framing {
 
 /// The status line and headers of a response, ending with the empty line.
 /// Handler headers with CR or LF (header injection) are dropped.
-std::string formatHead(int status,
-                       const std::vector<std::pair<std::string, std::string>> &headers,
-                       const Framing &framing) {
+std::string
+formatHead(int status,
+           const std::vector<std::pair<std::string, std::string>> &headers,
+           const Framing &framing) {
   if (status < 100 || status > 999)
     status = 500;
   std::string head = "HTTP/1.1 " + std::to_string(status) + " ";
-  head += std::string(http::obsolete_reason(http::int_to_status(unsigned(status))));
+  head +=
+      std::string(http::obsolete_reason(http::int_to_status(unsigned(status))));
   head += "\r\n";
   for (const auto &[name, value] : headers) {
     if (name.empty() || isFramingHeader(name) ||
@@ -150,8 +152,8 @@ std::string formatHead(int status,
   }
   if (framing.body == Framing::Body::Chunked)
     head += "Transfer-Encoding: chunked\r\n";
-  else if (framing.body == Framing::Body::Length && status >= 200 && status != 204 &&
-           status != 304)
+  else if (framing.body == Framing::Body::Length && status >= 200 &&
+           status != 204 && status != 304)
     head += "Content-Length: " + std::to_string(framing.contentLength) + "\r\n";
   if (!framing.keepAlive)
     head += "Connection: close\r\n";
@@ -256,10 +258,12 @@ public:
 
   // What a Response asks for, on the strand; `seq` names the request, and
   // a call for a request no longer answered is ignored.
-  void writeComplete(uint64_t seq, int status, std::string contentType, std::string body,
+  void writeComplete(uint64_t seq, int status, std::string contentType,
+                     std::string body,
                      std::vector<std::pair<std::string, std::string>> headers);
-  void writeEventsHead(uint64_t seq, int status,
-                       std::vector<std::pair<std::string, std::string>> headers);
+  void
+  writeEventsHead(uint64_t seq, int status,
+                  std::vector<std::pair<std::string, std::string>> headers);
   void writeEvent(uint64_t seq, const std::string &data);
   void writeEnd(uint64_t seq);
   /// The Response of `seq` was dropped before it ended.
@@ -347,10 +351,12 @@ public:
       : session(std::move(session)), seq(seq) {}
   ~ResponseImpl() override;
 
-  void respond(int status, const std::string &contentType, std::string body,
-               std::vector<std::pair<std::string, std::string>> headers) override;
-  void startEvents(int status,
-                   std::vector<std::pair<std::string, std::string>> headers) override;
+  void
+  respond(int status, const std::string &contentType, std::string body,
+          std::vector<std::pair<std::string, std::string>> headers) override;
+  void startEvents(
+      int status,
+      std::vector<std::pair<std::string, std::string>> headers) override;
   bool send(std::string data) override;
   void end() override;
   bool closed() const override { return gone.load(); }
@@ -385,31 +391,35 @@ ResponseImpl::~ResponseImpl() {
   });
 }
 
-void ResponseImpl::respond(int status, const std::string &contentType, std::string body,
-                           std::vector<std::pair<std::string, std::string>> headers) {
+void ResponseImpl::respond(
+    int status, const std::string &contentType, std::string body,
+    std::vector<std::pair<std::string, std::string>> headers) {
   if (!advance(kNew, kEnded))
     return;
-  session->post([s = session, seq = seq, status, contentType, body = std::move(body),
+  session->post([s = session, seq = seq, status, contentType,
+                 body = std::move(body),
                  headers = std::move(headers)]() mutable {
     s->writeComplete(seq, status, std::move(contentType), std::move(body),
                      std::move(headers));
   });
 }
 
-void ResponseImpl::startEvents(int status,
-                               std::vector<std::pair<std::string, std::string>> headers) {
+void ResponseImpl::startEvents(
+    int status, std::vector<std::pair<std::string, std::string>> headers) {
   if (!advance(kNew, kStreaming))
     return;
-  session->post([s = session, seq = seq, status, headers = std::move(headers)]() mutable {
-    s->writeEventsHead(seq, status, std::move(headers));
-  });
+  session->post(
+      [s = session, seq = seq, status, headers = std::move(headers)]() mutable {
+        s->writeEventsHead(seq, status, std::move(headers));
+      });
 }
 
 bool ResponseImpl::send(std::string data) {
   if (phase.load() != kStreaming || gone.load())
     return false;
-  return session->post(
-      [s = session, seq = seq, data = std::move(data)] { s->writeEvent(seq, data); });
+  return session->post([s = session, seq = seq, data = std::move(data)] {
+    s->writeEvent(seq, data);
+  });
 }
 
 void ResponseImpl::end() {
@@ -470,7 +480,8 @@ void Session::startRead() {
   parser.emplace();
   parser->header_limit(core->options.maxHeaderBytes);
   parser->body_limit(core->options.maxBodyBytes);
-  setDeadline(Clock::now() + std::chrono::seconds(core->options.idleTimeoutSeconds));
+  setDeadline(Clock::now() +
+              std::chrono::seconds(core->options.idleTimeoutSeconds));
   readPending = true;
   http::async_read_header(socket, buffer, *parser,
                           [self = shared_from_this()](error_code ec, size_t) {
@@ -515,8 +526,8 @@ void Session::onRequest(error_code ec) {
 void Session::onReadError(error_code ec) {
   if (ec == http::error::body_limit)
     return fail(413,
-                "request body larger than " + std::to_string(core->options.maxBodyBytes) +
-                    " bytes",
+                "request body larger than " +
+                    std::to_string(core->options.maxBodyBytes) + " bytes",
                 "invalid_request_error");
   if (ec == http::error::header_limit)
     return fail(431,
@@ -525,7 +536,8 @@ void Session::onReadError(error_code ec) {
                 "invalid_request_error");
   // The client left (between requests or in the middle of one), the idle
   // deadline closed the socket, or the socket failed.
-  if (ec.category() != http::make_error_code(http::error::bad_method).category() ||
+  if (ec.category() !=
+          http::make_error_code(http::error::bad_method).category() ||
       ec == http::error::end_of_stream || ec == http::error::partial_message)
     return close();
   fail(400, "malformed HTTP request: " + ec.message(), "invalid_request_error");
@@ -558,27 +570,32 @@ void Session::dispatch() {
   responseDone = false;
   currentSeq = ++lastSeq;
   state = State::Answering;
-  auto response = std::make_shared<ResponseImpl>(shared_from_this(), currentSeq);
+  auto response =
+      std::make_shared<ResponseImpl>(shared_from_this(), currentSeq);
   current = response;
   watch();
   try {
     core->handler(std::move(request), response);
   } catch (const std::exception &e) {
-    response->respond(500, "application/json", errorJson(e.what(), "server_error"), {});
+    response->respond(500, "application/json",
+                      errorJson(e.what(), "server_error"), {});
   } catch (...) {
-    response->respond(500, "application/json", errorJson("handler failed", "server_error"), {});
+    response->respond(500, "application/json",
+                      errorJson("handler failed", "server_error"), {});
   }
 }
 
 /// Keeps a read pending while answering, to notice a client that leaves.
 void Session::watch() {
-  if (readPending || state == State::Closed || buffer.size() >= kMaxPipelinedBytes)
+  if (readPending || state == State::Closed ||
+      buffer.size() >= kMaxPipelinedBytes)
     return;
   readPending = true;
-  socket.async_read_some(buffer.prepare(kWatchReadBytes),
-                         [self = shared_from_this()](error_code ec, size_t bytes) {
-                           self->onWatch(ec, bytes);
-                         });
+  socket.async_read_some(
+      buffer.prepare(kWatchReadBytes),
+      [self = shared_from_this()](error_code ec, size_t bytes) {
+        self->onWatch(ec, bytes);
+      });
 }
 
 void Session::onWatch(error_code ec, size_t bytes) {
@@ -619,7 +636,8 @@ void Session::fail(int status, const std::string &message, const char *type) {
   Framing framing;
   framing.contentLength = body.size();
   framing.keepAlive = false;
-  enqueue(formatHead(status, {{"Content-Type", "application/json"}}, framing) + body);
+  enqueue(formatHead(status, {{"Content-Type", "application/json"}}, framing) +
+          body);
   completeResponse();
 }
 
@@ -649,10 +667,12 @@ void Session::doWrite() {
   for (const std::string &bytes : inflight)
     buffers.emplace_back(net::buffer(bytes));
   if (state == State::Answering)
-    setDeadline(Clock::now() + std::chrono::seconds(core->options.idleTimeoutSeconds));
-  net::async_write(socket, buffers, [self = shared_from_this()](error_code ec, size_t) {
-    self->onWrite(ec);
-  });
+    setDeadline(Clock::now() +
+                std::chrono::seconds(core->options.idleTimeoutSeconds));
+  net::async_write(socket, buffers,
+                   [self = shared_from_this()](error_code ec, size_t) {
+                     self->onWrite(ec);
+                   });
 }
 
 void Session::onWrite(error_code ec) {
@@ -673,9 +693,9 @@ void Session::onWrite(error_code ec) {
   }
 }
 
-void Session::writeComplete(uint64_t seq, int status, std::string contentType,
-                            std::string body,
-                            std::vector<std::pair<std::string, std::string>> headers) {
+void Session::writeComplete(
+    uint64_t seq, int status, std::string contentType, std::string body,
+    std::vector<std::pair<std::string, std::string>> headers) {
   if (!isCurrent(seq))
     return;
   if (!contentType.empty() && !hasHeader(headers, "content-type"))
@@ -690,8 +710,9 @@ void Session::writeComplete(uint64_t seq, int status, std::string contentType,
   completeResponse();
 }
 
-void Session::writeEventsHead(uint64_t seq, int status,
-                              std::vector<std::pair<std::string, std::string>> headers) {
+void Session::writeEventsHead(
+    uint64_t seq, int status,
+    std::vector<std::pair<std::string, std::string>> headers) {
   if (!isCurrent(seq))
     return;
   if (!hasHeader(headers, "content-type"))
@@ -731,7 +752,8 @@ void Session::abandon(uint64_t seq, bool streaming) {
   if (streaming)
     return writeEnd(seq);
   writeComplete(seq, 500, "application/json",
-                errorJson("the server dropped the request", "server_error"), {});
+                errorJson("the server dropped the request", "server_error"),
+                {});
 }
 
 /// The last bytes of the answer are queued; it finishes once written.
@@ -781,10 +803,11 @@ void Session::gracefulClose() {
 void Session::drain() {
   buffer.consume(buffer.size());
   readPending = true;
-  socket.async_read_some(buffer.prepare(kWatchReadBytes),
-                         [self = shared_from_this()](error_code ec, size_t bytes) {
-                           self->onWatch(ec, bytes);
-                         });
+  socket.async_read_some(
+      buffer.prepare(kWatchReadBytes),
+      [self = shared_from_this()](error_code ec, size_t bytes) {
+        self->onWatch(ec, bytes);
+      });
 }
 
 void Session::close() {
@@ -811,7 +834,8 @@ void Session::close() {
 void Session::closeIfIdle() {
   if (state == State::Reading && !readPending) // not started yet
     return close();
-  if (state == State::Reading && parser && !parser->got_some() && buffer.size() == 0)
+  if (state == State::Reading && parser && !parser->got_some() &&
+      buffer.size() == 0)
     close();
 }
 
@@ -878,10 +902,11 @@ rt::Status Core::bind() {
 void Core::accept() {
   if (!acceptor.is_open())
     return;
-  acceptor.async_accept(net::make_strand(ioc),
-                        [self = shared_from_this()](error_code ec, Socket socket) {
-                          self->onAccept(ec, std::move(socket));
-                        });
+  acceptor.async_accept(
+      net::make_strand(ioc),
+      [self = shared_from_this()](error_code ec, Socket socket) {
+        self->onAccept(ec, std::move(socket));
+      });
 }
 
 void Core::onAccept(error_code ec, Socket socket) {
@@ -898,11 +923,11 @@ void Core::onAccept(error_code ec, Socket socket) {
   }
   bool full = open.load() >= options.maxConnections;
   uint64_t id = ++nextId;
-  auto session = std::make_shared<Session>(shared_from_this(), std::move(socket), id);
+  auto session =
+      std::make_shared<Session>(shared_from_this(), std::move(socket), id);
   if (add(id, session)) {
-    net::post(session->executor(), [session, full] {
-      full ? session->reject() : session->start();
-    });
+    net::post(session->executor(),
+              [session, full] { full ? session->reject() : session->start(); });
   }
   accept();
 }
@@ -1000,7 +1025,8 @@ void HttpServerImpl::run() {
     for (int i = 1; i < core->options.ioThreads; ++i)
       threads.emplace_back([core = core] { runIoContext(core->ioc); });
   } catch (const std::exception &e) {
-    std::fprintf(stderr, "xfmr-serve: cannot start an I/O thread: %s\n", e.what());
+    std::fprintf(stderr, "xfmr-serve: cannot start an I/O thread: %s\n",
+                 e.what());
   }
   runIoContext(core->ioc);
   for (std::thread &thread : threads)
@@ -1023,7 +1049,8 @@ HttpServerImpl::~HttpServerImpl() {
 // Public entry points
 //===----------------------------------------------------------------------===//
 
-std::string xfmr::serve::errorJson(const std::string &message, const std::string &type) {
+std::string xfmr::serve::errorJson(const std::string &message,
+                                   const std::string &type) {
   std::string json = "{\"error\": {\"message\": \"";
   appendJsonEscaped(json, message);
   json += "\", \"type\": \"";
@@ -1039,8 +1066,8 @@ std::string HttpRequest::header(const std::string &name) const {
   return "";
 }
 
-rt::Expected<std::unique_ptr<HttpServer>> HttpServer::listen(HttpServerOptions options,
-                                                             Handler handler) {
+rt::Expected<std::unique_ptr<HttpServer>>
+HttpServer::listen(HttpServerOptions options, Handler handler) {
   if (options.ioThreads < 1)
     return rt::Error("ioThreads must be at least 1");
   if (options.maxConnections < 1)
@@ -1054,5 +1081,6 @@ rt::Expected<std::unique_ptr<HttpServer>> HttpServer::listen(HttpServerOptions o
   if (rt::Status bound = core->bind(); !bound)
     return bound.takeError();
   core->startAccepting();
-  return std::unique_ptr<HttpServer>(std::make_unique<HttpServerImpl>(std::move(core)));
+  return std::unique_ptr<HttpServer>(
+      std::make_unique<HttpServerImpl>(std::move(core)));
 }

@@ -1,4 +1,4 @@
-//===- HttpServer.h - asynchronous HTTP/1.1 server for xfmr-serve -*- C++ -*-===//
+//===- HttpServer.h - asynchronous HTTP/1.1 server --------------*- C++ -*-===//
 //
 // Part of xfmr.
 //
@@ -46,12 +46,14 @@ class Response {
 public:
   virtual ~Response() = default;
   /// A complete response with Content-Length.
-  virtual void respond(int status, const std::string &contentType, std::string body,
-                       std::vector<std::pair<std::string, std::string>> headers = {}) = 0;
+  virtual void
+  respond(int status, const std::string &contentType, std::string body,
+          std::vector<std::pair<std::string, std::string>> headers = {}) = 0;
   /// Starts a `text/event-stream` response (chunked transfer encoding,
   /// Cache-Control: no-cache); events follow with send().
-  virtual void startEvents(int status = 200,
-                           std::vector<std::pair<std::string, std::string>> headers = {}) = 0;
+  virtual void startEvents(
+      int status = 200,
+      std::vector<std::pair<std::string, std::string>> headers = {}) = 0;
   /// Queues bytes of the event stream (already formatted, e.g.
   /// "data: {...}\n\n"). False once the client is gone.
   virtual bool send(std::string data) = 0;
@@ -94,8 +96,8 @@ std::string errorJson(const std::string &message,
 class HttpServer {
 public:
   /// Binds and listens (errors name host:port and the system's reason).
-  static rt::Expected<std::unique_ptr<HttpServer>> listen(HttpServerOptions options,
-                                                          Handler handler);
+  static rt::Expected<std::unique_ptr<HttpServer>>
+  listen(HttpServerOptions options, Handler handler);
   virtual ~HttpServer() = default;
   /// The port bound (for port 0).
   virtual int port() const = 0;
