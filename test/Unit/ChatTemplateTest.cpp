@@ -110,8 +110,7 @@ TEST(ChatTemplateTest, Filters) {
                    "{{ 3.0 is odd }}{{ 2.5 is divisibleby 2 }}"),
             "[]FalseTrueFalse");
   // The trim filter strips Python whitespace, including U+3000.
-  EXPECT_EQ(render("[{{ s | trim }}]", R"({"s": "\u3000 x \u00a0"})"),
-            "[x]");
+  EXPECT_EQ(render("[{{ s | trim }}]", R"({"s": "\u3000 x \u00a0"})"), "[x]");
 }
 
 TEST(ChatTemplateTest, UnicodeCaseMapping) {
@@ -130,8 +129,7 @@ TEST(ChatTemplateTest, PythonPrinting) {
   EXPECT_EQ(render("{{ 1 / 2 }} {{ 4 / 2 }} {{ -7 // 2 }} {{ -7 % 3 }} "
                    "{{ 1e20 }} {{ 0.0001 }} {{ 1.5e-5 }}"),
             "0.5 2.0 -4 2 1e+20 0.0001 1.5e-05");
-  EXPECT_EQ(render("{{ s[::-1] }}{{ s[1:-1] }}{{ s[-1] }}",
-                   R"({"s": "abcd"})"),
+  EXPECT_EQ(render("{{ s[::-1] }}{{ s[1:-1] }}{{ s[-1] }}", R"({"s": "abcd"})"),
             "dcbabcd");
 }
 
@@ -140,7 +138,8 @@ TEST(ChatTemplateTest, UndefinedValues) {
                    "{% for x in nope %}x{% endfor %}{{ d.missing is defined }}",
                    R"({"d": {}})"),
             "[]False0False");
-  EXPECT_EQ(render("{{ nope.attr }}"), "ERROR: t.jinja:1:8: 'nope' is undefined");
+  EXPECT_EQ(render("{{ nope.attr }}"),
+            "ERROR: t.jinja:1:8: 'nope' is undefined");
   EXPECT_EQ(render("{{ nope + 'a' }}"),
             "ERROR: t.jinja:1:9: 'nope' is undefined");
 }
@@ -149,11 +148,12 @@ TEST(ChatTemplateTest, SortedJsonContext) {
   // nlohmann::json sorts object keys; ordered_json keeps them as written.
   auto tmpl = ChatTemplate::parse("{{ d | tojson }}", "t.jinja");
   ASSERT_TRUE(tmpl);
-  auto sorted = (*tmpl)->render(nlohmann::json::parse(R"({"d": {"b": 1, "a": 2}})"));
+  auto sorted =
+      (*tmpl)->render(nlohmann::json::parse(R"({"d": {"b": 1, "a": 2}})"));
   ASSERT_TRUE(sorted);
   EXPECT_EQ(*sorted, "{\"a\": 2, \"b\": 1}");
-  auto ordered =
-      (*tmpl)->render(nlohmann::ordered_json::parse(R"({"d": {"b": 1, "a": 2}})"));
+  auto ordered = (*tmpl)->render(
+      nlohmann::ordered_json::parse(R"({"d": {"b": 1, "a": 2}})"));
   ASSERT_TRUE(ordered);
   EXPECT_EQ(*ordered, "{\"b\": 1, \"a\": 2}");
   EXPECT_EQ((*tmpl)->render(nlohmann::json::array()).error(),

@@ -41,10 +41,9 @@ struct Options {
 };
 
 void usage() {
-  std::fprintf(stderr,
-               "usage: xfmr-tokenize chat --template FILE.jinja|"
-               "tokenizer_config.json --render-jsonl FILE.jsonl "
-               "[--bos-token S] [--eos-token S]\n");
+  std::fprintf(stderr, "usage: xfmr-tokenize chat --template FILE.jinja|"
+                       "tokenizer_config.json --render-jsonl FILE.jsonl "
+                       "[--bos-token S] [--eos-token S]\n");
 }
 
 bool parseOptions(int argc, char **argv, Options &opts) {
@@ -160,9 +159,9 @@ int renderChatMain(int argc, char **argv) {
                  opts.templatePath.c_str());
     return 1;
   }
-  bool isConfig = opts.templatePath.size() >= 5 &&
-                  opts.templatePath.compare(opts.templatePath.size() - 5, 5,
-                                            ".json") == 0;
+  bool isConfig =
+      opts.templatePath.size() >= 5 &&
+      opts.templatePath.compare(opts.templatePath.size() - 5, 5, ".json") == 0;
   if (!isConfig)
     source = text;
   else if (!templateFromConfig(text, opts, source)) {

@@ -183,10 +183,10 @@ std::vector<std::string> splitLines(const std::string &s) {
   for (size_t i = 0; i < chars.size(); ++i) {
     const std::string &ch = chars[i];
     unsigned char c = ch[0];
-    bool isBreak = (ch.size() == 1 && (c == '\n' || c == '\r' || c == '\v' ||
-                                       c == '\f' || (c >= 0x1c && c <= 0x1e))) ||
-                   ch == "\xc2\x85" || ch == "\xe2\x80\xa8" ||
-                   ch == "\xe2\x80\xa9";
+    bool isBreak =
+        (ch.size() == 1 && (c == '\n' || c == '\r' || c == '\v' || c == '\f' ||
+                            (c >= 0x1c && c <= 0x1e))) ||
+        ch == "\xc2\x85" || ch == "\xe2\x80\xa8" || ch == "\xe2\x80\xa9";
     if (!isBreak) {
       line += ch;
       continue;
@@ -208,8 +208,9 @@ bool matchesAffix(const std::string &s, const Value &affix, bool prefix) {
            " first arg must be str or a tuple of str");
     if (a.str.size() > s.size())
       return false;
-    return prefix ? s.compare(0, a.str.size(), a.str) == 0
-                  : s.compare(s.size() - a.str.size(), a.str.size(), a.str) == 0;
+    return prefix
+               ? s.compare(0, a.str.size(), a.str) == 0
+               : s.compare(s.size() - a.str.size(), a.str.size(), a.str) == 0;
   };
   if (affix.kind == Kind::Tuple) {
     for (const Value &a : *affix.list)
@@ -239,17 +240,16 @@ Value stringMethod(const std::string &s, const std::string &name,
   }
   if (name == "replace") {
     Params p(name, {"old", "new", "count"}, args, kwargs);
-    return Value::fromString(replaceText(s, p.string(0, ""), p.string(1, ""),
-                                         p.integer(2, -1)));
+    return Value::fromString(
+        replaceText(s, p.string(0, ""), p.string(1, ""), p.integer(2, -1)));
   }
   if (name == "find" || name == "count") {
     Params p(name, {"sub"}, args, kwargs);
     std::string sub = p.string(0, "");
     if (name == "find") {
       size_t hit = s.find(sub);
-      return Value::fromInt(hit == std::string::npos
-                                ? -1
-                                : characters(s.substr(0, hit)).size());
+      return Value::fromInt(
+          hit == std::string::npos ? -1 : characters(s.substr(0, hit)).size());
     }
     if (sub.empty())
       return Value::fromInt(characters(s).size() + 1);
@@ -293,9 +293,9 @@ Value stringMethod(const std::string &s, const std::string &name,
 }
 
 const char *const stringMethods[] = {
-    "strip", "lstrip", "rstrip", "split",      "startswith", "endswith",
-    "replace", "find", "count",  "join",       "splitlines", "upper",
-    "lower", "title",  "capitalize", "format"};
+    "strip",   "lstrip", "rstrip",     "split", "startswith", "endswith",
+    "replace", "find",   "count",      "join",  "splitlines", "upper",
+    "lower",   "title",  "capitalize", "format"};
 
 Value dictMethod(const Value &self, const std::string &name, const Args &args,
                  const Kwargs &kwargs) {
@@ -346,7 +346,8 @@ Value listMethod(const Value &self, const std::string &name, const Args &args,
 // Filters
 //===----------------------------------------------------------------------===//
 
-using Filter = std::function<Value(const Value &, const Args &, const Kwargs &)>;
+using Filter =
+    std::function<Value(const Value &, const Args &, const Kwargs &)>;
 
 std::string requireText(const Value &v, const std::string &what) {
   if (v.kind == Kind::Namespace || v.kind == Kind::Callable)
@@ -377,7 +378,8 @@ Value filterTojson(const Value &v, const Args &args, const Kwargs &kwargs) {
     itemSep = (*seps.list)[0].str;
     keySep = (*seps.list)[1].str;
   }
-  return Value::fromString(toJson(v, indent, itemSep, keySep, p.flag(3, false)));
+  return Value::fromString(
+      toJson(v, indent, itemSep, keySep, p.flag(3, false)));
 }
 
 Value filterJoin(const Value &v, const Args &args, const Kwargs &kwargs) {
@@ -425,9 +427,8 @@ Value attribute(const Value &v, const std::string &path) {
   size_t start = 0;
   while (start <= path.size()) {
     size_t dot = path.find('.', start);
-    std::string part = path.substr(start, dot == std::string::npos
-                                              ? std::string::npos
-                                              : dot - start);
+    std::string part = path.substr(
+        start, dot == std::string::npos ? std::string::npos : dot - start);
     if (cur.kind == Kind::Dict || cur.kind == Kind::Namespace) {
       const Value *found = findKey(*cur.dict, part);
       cur = found ? *found : Value::undefined("no attribute '" + part + "'");
@@ -493,8 +494,8 @@ Value filterSelect(const Value &v, const Args &args, const Kwargs &kwargs,
     return generator({});
   for (const Value &item : iterate(v)) {
     Value subject = byAttribute ? attribute(item, attr) : item;
-    bool passed = test.empty() ? truthy(subject)
-                               : applyTest(test, subject, testArgs);
+    bool passed =
+        test.empty() ? truthy(subject) : applyTest(test, subject, testArgs);
     if (passed == keep)
       out.push_back(item);
   }
@@ -560,7 +561,8 @@ Value filterRound(const Value &v, const Args &args, const Kwargs &kwargs) {
     if (method != "ceil" && method != "floor")
       fail("method must be common, ceil or floor");
     double scale = std::pow(10.0, double(precision));
-    x = (method == "ceil" ? std::ceil(x * scale) : std::floor(x * scale)) / scale;
+    x = (method == "ceil" ? std::ceil(x * scale) : std::floor(x * scale)) /
+        scale;
     return Value::fromFloat(x);
   }
   if (v.isIntegral() && !p.has(0))
@@ -599,17 +601,20 @@ Value filterDictsort(const Value &v, const Args &args, const Kwargs &kwargs) {
   Params p("dictsort", {"case_sensitive", "by", "reverse"}, args, kwargs);
   if (v.kind != Kind::Dict)
     fail("dictsort needs a dict");
-  bool caseSensitive = p.flag(0, false), byValue = p.string(1, "key") == "value";
+  bool caseSensitive = p.flag(0, false),
+       byValue = p.string(1, "key") == "value";
   ValueList items;
   for (const auto &[key, value] : *v.dict)
-    items.push_back(Value::fromList({Value::fromString(key), value}, Kind::Tuple));
+    items.push_back(
+        Value::fromList({Value::fromString(key), value}, Kind::Tuple));
   auto keyOf = [&](const Value &item) {
     Value k = (*item.list)[byValue ? 1 : 0];
     return k.isString() && !caseSensitive ? Value::fromString(lower(k.str)) : k;
   };
-  std::stable_sort(items.begin(), items.end(), [&](const Value &a, const Value &b) {
-    return lessThan(keyOf(a), keyOf(b));
-  });
+  std::stable_sort(items.begin(), items.end(),
+                   [&](const Value &a, const Value &b) {
+                     return lessThan(keyOf(a), keyOf(b));
+                   });
   if (p.flag(2, false))
     std::reverse(items.begin(), items.end());
   return Value::fromList(std::move(items));
@@ -643,9 +648,10 @@ Value filterSum(const Value &v, const Args &args, const Kwargs &kwargs) {
     Value x = p.has(0) ? attribute(item, p.string(0, "")) : item;
     if (!total.isNumber() || !x.isNumber())
       fail("sum() supports numbers only");
-    total = total.isIntegral() && x.isIntegral()
-                ? Value::fromInt(int64_t(asDouble(total)) + int64_t(asDouble(x)))
-                : Value::fromFloat(asDouble(total) + asDouble(x));
+    total =
+        total.isIntegral() && x.isIntegral()
+            ? Value::fromInt(int64_t(asDouble(total)) + int64_t(asDouble(x)))
+            : Value::fromFloat(asDouble(total) + asDouble(x));
   }
   return total;
 }
@@ -667,8 +673,8 @@ const std::map<std::string, Filter> &filters() {
       Params p("trim", {"chars"}, a, k);
       std::string chars = p.string(0, "");
       bool custom = p.has(0) && !p.get(0).isNone();
-      return Value::fromString(stripText(requireText(v, "trim"),
-                                         custom ? &chars : nullptr, true, true));
+      return Value::fromString(stripText(
+          requireText(v, "trim"), custom ? &chars : nullptr, true, true));
     };
     t["string"] = [](const Value &v, const Args &a, const Kwargs &k) {
       noArgs("string", a, k);
@@ -678,11 +684,11 @@ const std::map<std::string, Filter> &filters() {
       noArgs("safe", a, k);
       return v;
     };
-    t["length"] = t["count"] = [](const Value &v, const Args &a,
-                                  const Kwargs &k) {
-      noArgs("length", a, k);
-      return Value::fromInt(length(v));
-    };
+    t["length"] =
+        t["count"] = [](const Value &v, const Args &a, const Kwargs &k) {
+          noArgs("length", a, k);
+          return Value::fromInt(length(v));
+        };
     t["default"] = t["d"] = filterDefault;
     t["tojson"] = filterTojson;
     t["join"] = filterJoin;
@@ -736,10 +742,9 @@ const std::map<std::string, Filter> &filters() {
     };
     t["replace"] = [](const Value &v, const Args &a, const Kwargs &k) {
       Params p("replace", {"old", "new", "count"}, a, k);
-      return Value::fromString(replaceText(requireText(v, "replace"),
-                                           toStr(p.require(0)),
-                                           toStr(p.require(1)),
-                                           p.integer(2, -1)));
+      return Value::fromString(
+          replaceText(requireText(v, "replace"), toStr(p.require(0)),
+                      toStr(p.require(1)), p.integer(2, -1)));
     };
     t["abs"] = [](const Value &v, const Args &a, const Kwargs &k) {
       noArgs("abs", a, k);
@@ -786,9 +791,9 @@ bool testCompare(const std::string &name, const Value &v, const Args &args) {
     return false;
   }
   if (name == "sameas")
-    return equals(v, o) && (v.isNone() || v.kind == Kind::Bool ||
-                            v.isUndefined() || v.list == o.list ||
-                            v.dict == o.dict);
+    return equals(v, o) &&
+           (v.isNone() || v.kind == Kind::Bool || v.isUndefined() ||
+            v.list == o.list || v.dict == o.dict);
   if (name == "divisibleby") {
     if (!v.isNumber() || !o.isNumber())
       fail("divisibleby supports numbers only");
@@ -804,8 +809,9 @@ bool testCompare(const std::string &name, const Value &v, const Args &args) {
 }
 
 const char *const compareTests[] = {
-    "eq", "equalto", "==", "ne", "!=", "lt", "lessthan", "<", "gt",
-    "greaterthan", ">", "le", "<=", "ge", ">=", "in", "sameas", "divisibleby"};
+    "eq",       "equalto", "==", "ne",          "!=",     "lt",
+    "lessthan", "<",       "gt", "greaterthan", ">",      "le",
+    "<=",       "ge",      ">=", "in",          "sameas", "divisibleby"};
 
 bool testUnary(const std::string &name, const Value &v) {
   if (name == "defined")
@@ -856,9 +862,9 @@ bool testUnary(const std::string &name, const Value &v) {
 }
 
 const char *const unaryTests[] = {
-    "defined", "undefined", "none",     "boolean", "true",     "false",
-    "integer", "float",     "number",   "string",  "mapping",  "iterable",
-    "sequence", "callable", "lower",    "upper",   "even",     "odd"};
+    "defined",  "undefined", "none",   "boolean", "true",    "false",
+    "integer",  "float",     "number", "string",  "mapping", "iterable",
+    "sequence", "callable",  "lower",  "upper",   "even",    "odd"};
 
 template <size_t N>
 bool among(const std::string &name, const char *const (&names)[N]) {
@@ -905,7 +911,8 @@ Value globalDict(const Args &args, const Kwargs &kwargs, bool ns) {
   for (const auto &[key, value] : kwargs) {
     if (ns && !key.empty() && key[0] == '_')
       fail("Chat templates cannot store underscore-prefixed attributes on a "
-           "namespace, but got '" + key + "'. Please rename the attribute.");
+           "namespace, but got '" +
+           key + "'. Please rename the attribute.");
     auto it = std::find_if(dict.begin(), dict.end(),
                            [&](const auto &e) { return e.first == key; });
     if (it != dict.end())

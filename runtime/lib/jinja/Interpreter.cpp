@@ -159,11 +159,11 @@ private:
       ValueList items = iterate(value);
       if (items.size() == n)
         return items;
-      fail(items.size() < n ? "not enough values to unpack (expected " +
-                                  std::to_string(n) + ", got " +
-                                  std::to_string(items.size()) + ")"
-                            : "too many values to unpack (expected " +
-                                  std::to_string(n) + ")",
+      fail(items.size() < n
+               ? "not enough values to unpack (expected " + std::to_string(n) +
+                     ", got " + std::to_string(items.size()) + ")"
+               : "too many values to unpack (expected " + std::to_string(n) +
+                     ")",
            loc);
     }
     fail("cannot unpack non-iterable " + typeName(value) + " object", loc);
@@ -354,8 +354,8 @@ private:
   }
 
   static Value undefinedMember(const Value &obj, const std::string &name) {
-    return Value::undefined("'" + typeName(obj) + " object' has no attribute '" +
-                            name + "'");
+    return Value::undefined("'" + typeName(obj) +
+                            " object' has no attribute '" + name + "'");
   }
 
   static Value boundMethod(const Value &obj, const std::string &name) {
@@ -710,9 +710,9 @@ private:
       Value v = Value::undefined("parameter '" + p + "' was not provided");
       if (i < args.size())
         v = args[i];
-      else if (auto it = std::find_if(
-                   kwargs.begin(), kwargs.end(),
-                   [&](const auto &kw) { return kw.first == p; });
+      else if (auto it =
+                   std::find_if(kwargs.begin(), kwargs.end(),
+                                [&](const auto &kw) { return kw.first == p; });
                it != kwargs.end())
         v = it->second;
       else if (macro.defaults[i])

@@ -165,8 +165,8 @@ enum class CaseOp { Upper, Lower, Capitalize, PythonTitle, JinjaTitle };
 /// for characters outside the tables of CaseMapping.cpp.
 std::string caseMap(const std::string &s, CaseOp op);
 /// str.strip/lstrip/rstrip; `chars` null strips Python whitespace.
-std::string stripText(const std::string &s, const std::string *chars,
-                      bool left, bool right);
+std::string stripText(const std::string &s, const std::string *chars, bool left,
+                      bool right);
 
 //===----------------------------------------------------------------------===//
 // Tokens and syntax
@@ -204,23 +204,23 @@ using ExprPtr = std::shared_ptr<Expr>;
 /// write; each kind documents the fields it uses.
 struct Expr {
   enum Type {
-    Const,    ///< value
-    Name,     ///< name
-    List,     ///< args
-    Tuple,    ///< args
-    DictLit,  ///< keyArgs (key exprs in args, values in args2)
-    Getattr,  ///< args[0] . name
-    Getitem,  ///< args[0] [ args[1] ]
-    Slice,    ///< args[0] [ args[1] : args[2] : args[3] ] (null parts)
-    Unary,    ///< name ("-", "+", "not") args[0]
-    Binary,   ///< args[0] name args[1] (+ - * / // % ** ~)
-    And,      ///< args[0] and args[1]
-    Or,       ///< args[0] or args[1]
-    Compare,  ///< args[0] ops[i] args[i+1] ...
-    Cond,     ///< args[1] if args[0] else args[2] (args[2] may be null)
-    Call,     ///< args[0](args[1:], kwargs)
-    Filter,   ///< args[0] | name(args[1:], kwargs)
-    Test      ///< args[0] is [not] name(args[1:]); negated
+    Const,   ///< value
+    Name,    ///< name
+    List,    ///< args
+    Tuple,   ///< args
+    DictLit, ///< keyArgs (key exprs in args, values in args2)
+    Getattr, ///< args[0] . name
+    Getitem, ///< args[0] [ args[1] ]
+    Slice,   ///< args[0] [ args[1] : args[2] : args[3] ] (null parts)
+    Unary,   ///< name ("-", "+", "not") args[0]
+    Binary,  ///< args[0] name args[1] (+ - * / // % ** ~)
+    And,     ///< args[0] and args[1]
+    Or,      ///< args[0] or args[1]
+    Compare, ///< args[0] ops[i] args[i+1] ...
+    Cond,    ///< args[1] if args[0] else args[2] (args[2] may be null)
+    Call,    ///< args[0](args[1:], kwargs)
+    Filter,  ///< args[0] | name(args[1:], kwargs)
+    Test     ///< args[0] is [not] name(args[1:]); negated
   };
   Type type;
   Loc loc;
@@ -240,13 +240,13 @@ using Body = std::vector<NodePtr>;
 /// A statement or text.
 struct Node {
   enum Type {
-    Text,     ///< text
-    Output,   ///< {{ expr }}
-    If,       ///< if expr: body else elseBody
-    For,      ///< for target in expr [if cond]: body else elseBody
-    Set,      ///< set target = expr
-    SetBlock, ///< set target: body (then filter, when filter is set)
-    Macro,    ///< macro name(params = defaults): body
+    Text,        ///< text
+    Output,      ///< {{ expr }}
+    If,          ///< if expr: body else elseBody
+    For,         ///< for target in expr [if cond]: body else elseBody
+    Set,         ///< set target = expr
+    SetBlock,    ///< set target: body (then filter, when filter is set)
+    Macro,       ///< macro name(params = defaults): body
     FilterBlock, ///< filter: body through `filter` (input `__block__`)
     Break,
     Continue,

@@ -246,9 +246,9 @@ private:
       return lexNumber(p);
     if (std::isalpha(c) || c == '_') {
       size_t e = p;
-      while (e < src.size() &&
-             (std::isalnum(static_cast<unsigned char>(src[e])) ||
-              src[e] == '_'))
+      while (
+          e < src.size() &&
+          (std::isalnum(static_cast<unsigned char>(src[e])) || src[e] == '_'))
         ++e;
       emit(Token::Name, src.substr(p, e - p), p);
       return e;
@@ -341,22 +341,46 @@ private:
       }
       char c = raw[++i];
       switch (c) {
-      case 'n': out += '\n'; break;
-      case 't': out += '\t'; break;
-      case 'r': out += '\r'; break;
-      case '\\': out += '\\'; break;
-      case '\'': out += '\''; break;
-      case '"': out += '"'; break;
-      case 'a': out += '\a'; break;
-      case 'b': out += '\b'; break;
-      case 'f': out += '\f'; break;
-      case 'v': out += '\v'; break;
-      case '\n': break;
-      case 'x': case 'u': case 'U': {
+      case 'n':
+        out += '\n';
+        break;
+      case 't':
+        out += '\t';
+        break;
+      case 'r':
+        out += '\r';
+        break;
+      case '\\':
+        out += '\\';
+        break;
+      case '\'':
+        out += '\'';
+        break;
+      case '"':
+        out += '"';
+        break;
+      case 'a':
+        out += '\a';
+        break;
+      case 'b':
+        out += '\b';
+        break;
+      case 'f':
+        out += '\f';
+        break;
+      case 'v':
+        out += '\v';
+        break;
+      case '\n':
+        break;
+      case 'x':
+      case 'u':
+      case 'U': {
         size_t n = c == 'x' ? 2 : c == 'u' ? 4 : 8;
         std::string hex = raw.substr(i + 1, n);
         if (hex.size() != n ||
-            hex.find_first_not_of("0123456789abcdefABCDEF") != std::string::npos)
+            hex.find_first_not_of("0123456789abcdefABCDEF") !=
+                std::string::npos)
           fail("truncated \\" + std::string(1, c) + " escape", loc);
         appendUtf8(out, std::strtoul(hex.c_str(), nullptr, 16));
         i += n;
@@ -382,10 +406,9 @@ private:
   }
 
   size_t lexOperator(size_t p, std::vector<char> &brackets) {
-    static const char *const ops[] = {"//", "**", "==", "!=", ">=", "<=", "+",
-                                      "-",  "/",  "*",  "%",  "~",  "[",  "]",
-                                      "(",  ")",  "{",  "}",  "<",  ">",  "=",
-                                      ".",  ":",  "|",  ",",  ";"};
+    static const char *const ops[] = {
+        "//", "**", "==", "!=", ">=", "<=", "+", "-", "/", "*", "%", "~", "[",
+        "]",  "(",  ")",  "{",  "}",  "<",  ">", "=", ".", ":", "|", ",", ";"};
     for (const char *op : ops) {
       size_t n = std::char_traits<char>::length(op);
       if (src.compare(p, n, op) != 0)

@@ -297,8 +297,8 @@ private:
   /// A name, `ns.attr` (set only), or names separated by commas.
   ExprPtr parseAssignTarget(bool forLoop) {
     Loc loc = cur().loc;
-    if (!forLoop && cur().type == Token::Name && peek().type == Token::Operator &&
-        peek().text == ".") {
+    if (!forLoop && cur().type == Token::Name &&
+        peek().type == Token::Operator && peek().text == ".") {
       ExprPtr ns = make(Expr::Name, loc);
       ns->name = next().text;
       next();
@@ -433,9 +433,7 @@ private:
   ExprPtr parseMath1() {
     return parseBinaryLevel(&Parser::parseConcat, {"+", "-"});
   }
-  ExprPtr parseConcat() {
-    return parseBinaryLevel(&Parser::parseMath2, {"~"});
-  }
+  ExprPtr parseConcat() { return parseBinaryLevel(&Parser::parseMath2, {"~"}); }
   ExprPtr parseMath2() {
     return parseBinaryLevel(&Parser::parsePow, {"*", "/", "//", "%"});
   }

@@ -18,9 +18,7 @@
 
 namespace xfmr::rt::jinja {
 
-void fail(const std::string &message, Loc loc) {
-  throw Failure{message, loc};
-}
+void fail(const std::string &message, Loc loc) { throw Failure{message, loc}; }
 
 std::string typeName(const Value &v) {
   if (v.generator)
@@ -378,8 +376,8 @@ bool isPythonSpace(const std::string &ch) {
          static_cast<unsigned char>(ch[2]) <= 0x8a;
 }
 
-std::string stripText(const std::string &s, const std::string *chars,
-                      bool left, bool right) {
+std::string stripText(const std::string &s, const std::string *chars, bool left,
+                      bool right) {
   std::vector<std::string> cs = characters(s);
   std::vector<std::string> set;
   if (chars)

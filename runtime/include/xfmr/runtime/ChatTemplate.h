@@ -1,4 +1,4 @@
-//===- ChatTemplate.h - Jinja chat templates as transformers renders -*- C++ -*-===//
+//===- ChatTemplate.h - chat templates as transformers renders -*- C++ -*-====//
 //
 // Part of xfmr.
 //
@@ -28,8 +28,8 @@ namespace xfmr::rt {
 class ChatTemplate {
 public:
   /// Parses `source`; errors name `name` and the line:column.
-  static Expected<std::unique_ptr<ChatTemplate>> parse(const std::string &source,
-                                                       const std::string &name);
+  static Expected<std::unique_ptr<ChatTemplate>>
+  parse(const std::string &source, const std::string &name);
   virtual ~ChatTemplate();
 
   /// Renders with `context` as the template's variables, as
