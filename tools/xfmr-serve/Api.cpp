@@ -171,6 +171,7 @@ std::optional<ApiError> Api::makeJob(const GenerationRequest &g, const HttpReque
         "max_tokens");
   job.endpoint = g.endpoint;
   job.pool = *pool;
+  job.cls = poolName == "batch" ? RequestClass::Batch : RequestClass::Interactive;
   job.sampling = samplingFor(g, text.defaults);
   job.sampling.maxTokens = maxTokens;
   job.sampling.seed = g.seed ? *g.seed : options.seedBase + unseeded++;

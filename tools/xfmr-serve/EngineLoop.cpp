@@ -304,7 +304,7 @@ void EngineLoop::admit(Job job) {
   r.id = id;
   r.prompt = job.prompt;
   r.sampling = job.sampling;
-  r.cls = pool.spec.cls;
+  r.cls = pool.spec.cls == RequestClass::Batch ? RequestClass::Batch : job.cls;
   if (Status s = pool.engine->submit(std::move(r)); !s) {
     ApiError e;
     e.message = s.error();

@@ -70,6 +70,10 @@ struct Job {
   bool stream = false;
   bool includeUsage = false;
   size_t pool = 0;
+  /// Within its pool: interactive requests go before batch ones (which age
+  /// into interactive, Engine.h). A pool of batch class makes every request
+  /// in it batch.
+  rt::RequestClass cls = rt::RequestClass::Interactive;
   std::shared_ptr<Response> response;
   double arrival = 0; ///< seconds on the loop's clock
 };

@@ -35,6 +35,7 @@
 #include <thread>
 
 #include <pthread.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 
 using namespace xfmr::rt;
@@ -231,6 +232,16 @@ Expected<TextModel> loadText(const Artifact &artifact, const Flags &f) {
   return text;
 }
 
+/// Thousands of streams are thousands of sockets: the soft limit on open
+/// files goes up to the hard limit.
+void raiseOpenFileLimit() {
+  struct rlimit limit;
+  if (getrlimit(RLIMIT_NOFILE, &limit) == 0 && limit.rlim_cur < limit.rlim_max) {
+    limit.rlim_cur = limit.rlim_max;
+    setrlimit(RLIMIT_NOFILE, &limit);
+  }
+}
+
 /// Blocks SIGTERM/SIGINT in every thread made after it; a thread of its
 /// own waits for them and shuts the server down.
 sigset_t shutdownSignals() {
@@ -250,6 +261,7 @@ int main(int argc, char **argv) {
   if (int rc = parseFlags(argc, argv, f))
     return rc < 0 ? 0 : rc;
   sigset_t signals = shutdownSignals();
+  raiseOpenFileLimit();
 
   Expected<std::unique_ptr<Artifact>> loaded = Artifact::load(f.artifact);
   if (!loaded)
