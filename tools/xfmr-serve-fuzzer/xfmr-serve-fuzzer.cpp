@@ -30,7 +30,8 @@ namespace {
 
 const Tokenizer &smolTokenizer() {
   static std::unique_ptr<Tokenizer> tokenizer = [] {
-    Expected<std::unique_ptr<Tokenizer>> t = Tokenizer::fromFile(XFMR_SMOLLM2_TOKENIZER);
+    Expected<std::unique_ptr<Tokenizer>> t =
+        Tokenizer::fromFile(XFMR_SMOLLM2_TOKENIZER);
     if (!t) {
       std::fprintf(stderr, "xfmr-serve-fuzzer: %s\n", t.error().c_str());
       std::abort();
@@ -51,7 +52,11 @@ bool validUtf8(const std::string &s) {
   size_t i = 0;
   while (i < s.size()) {
     unsigned char c = static_cast<unsigned char>(s[i]);
-    size_t n = c < 0x80 ? 1 : (c >> 5) == 6 ? 2 : (c >> 4) == 14 ? 3 : (c >> 3) == 30 ? 4 : 0;
+    size_t n = c < 0x80         ? 1
+               : (c >> 5) == 6  ? 2
+               : (c >> 4) == 14 ? 3
+               : (c >> 3) == 30 ? 4
+                                : 0;
     if (n == 0 || i + n > s.size())
       return false;
     uint32_t cp = n == 1 ? c : c & (0x7F >> n);
@@ -61,8 +66,9 @@ bool validUtf8(const std::string &s) {
         return false;
       cp = (cp << 6) | (d & 0x3F);
     }
-    if ((n == 2 && cp < 0x80) || (n == 3 && cp < 0x800) || (n == 4 && cp < 0x10000) ||
-        cp > 0x10FFFF || (cp >= 0xD800 && cp <= 0xDFFF))
+    if ((n == 2 && cp < 0x80) || (n == 3 && cp < 0x800) ||
+        (n == 4 && cp < 0x10000) || cp > 0x10FFFF ||
+        (cp >= 0xD800 && cp <= 0xDFFF))
       return false;
     i += n;
   }
@@ -89,9 +95,8 @@ void checkDecode(const Tokenizer &t, const std::vector<int64_t> &ids) {
 
 void fuzzRequest(const std::string &body, bool chat) {
   GenerationRequest g;
-  std::optional<ApiError> e =
-      parseGenerationRequest(body, chat ? Endpoint::ChatCompletions : Endpoint::Completions,
-                             49152, g);
+  std::optional<ApiError> e = parseGenerationRequest(
+      body, chat ? Endpoint::ChatCompletions : Endpoint::Completions, 49152, g);
   if (e) {
     require(e->status >= 400 && e->status < 500, "a refused request is a 4xx");
     require(!e->message.empty(), "a refused request has a message");
@@ -121,7 +126,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     for (bool special : {true, false}) {
       std::vector<int64_t> ids = t.encode(rest, special);
       for (int64_t id : ids)
-        require(id >= 0 && id < t.vocabSize(), "encoded ids are in the vocabulary");
+        require(id >= 0 && id < t.vocabSize(),
+                "encoded ids are in the vocabulary");
       checkDecode(t, ids);
     }
     break;
@@ -130,13 +136,16 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     const Tokenizer &t = smolTokenizer();
     std::vector<int64_t> ids;
     for (size_t i = 0; i + 1 < rest.size(); i += 2)
-      ids.push_back((static_cast<uint8_t>(rest[i]) << 8 | static_cast<uint8_t>(rest[i + 1])) %
-                    (t.vocabSize() + 16)); // a few ids outside the vocabulary too
+      ids.push_back(
+          (static_cast<uint8_t>(rest[i]) << 8 |
+           static_cast<uint8_t>(rest[i + 1])) %
+          (t.vocabSize() + 16)); // a few ids outside the vocabulary too
     checkDecode(t, ids);
     break;
   }
   case 3: {
-    Expected<std::unique_ptr<Tokenizer>> t = Tokenizer::fromJson(rest, "fuzz.json");
+    Expected<std::unique_ptr<Tokenizer>> t =
+        Tokenizer::fromJson(rest, "fuzz.json");
     if (!t)
       require(!t.error().empty(), "a refused tokenizer.json has a message");
     else

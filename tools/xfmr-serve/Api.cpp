@@ -35,18 +35,21 @@ std::string lower(std::string s) {
 
 /// The completion defaults a model folder's generation_config.json gives
 /// (vLLM's --generation-config auto), under the request's own fields.
-SamplingParams samplingFor(const GenerationRequest &g, const GenerationDefaults &d) {
+SamplingParams samplingFor(const GenerationRequest &g,
+                           const GenerationDefaults &d) {
   SamplingParams p;
   p.temperature = g.temperature.value_or(d.temperature.value_or(1.0));
   p.topP = g.topP.value_or(d.topP.value_or(1.0));
   p.topK = g.topK.value_or(d.topK.value_or(0));
-  p.repetitionPenalty = g.repetitionPenalty.value_or(d.repetitionPenalty.value_or(1.0));
+  p.repetitionPenalty =
+      g.repetitionPenalty.value_or(d.repetitionPenalty.value_or(1.0));
   return p;
 }
 
 } // namespace
 
-void Api::fail(const std::shared_ptr<Response> &response, const ApiError &error) const {
+void Api::fail(const std::shared_ptr<Response> &response,
+               const ApiError &error) const {
   response->respond(error.status, "application/json", errorBody(error));
 }
 
@@ -56,20 +59,24 @@ void Api::handle(HttpRequest request, std::shared_ptr<Response> response) {
   auto methodNotAllowed = [&](const char *allow) {
     ApiError e;
     e.status = 405;
-    e.message = "method " + request.method + " is not allowed on " + path + " (use " + allow + ")";
-    response->respond(405, "application/json", errorBody(e), {{"Allow", allow}});
+    e.message = "method " + request.method + " is not allowed on " + path +
+                " (use " + allow + ")";
+    response->respond(405, "application/json", errorBody(e),
+                      {{"Allow", allow}});
   };
   if (path == "/v1/completions" || path == "/v1/chat/completions") {
     if (!post)
       return methodNotAllowed("POST");
     return generate(request,
-                    path == "/v1/completions" ? Endpoint::Completions : Endpoint::ChatCompletions,
+                    path == "/v1/completions" ? Endpoint::Completions
+                                              : Endpoint::ChatCompletions,
                     response);
   }
   if (path == "/tokenize" || path == "/detokenize") {
     if (!post)
       return methodNotAllowed("POST");
-    return path == "/tokenize" ? tokenize(request, response) : detokenize(request, response);
+    return path == "/tokenize" ? tokenize(request, response)
+                               : detokenize(request, response);
   }
   if (path == "/health" || path == "/metrics" || path == "/v1/models") {
     if (!get)
@@ -77,7 +84,8 @@ void Api::handle(HttpRequest request, std::shared_ptr<Response> response) {
     if (path == "/v1/models")
       return models(response);
     if (path == "/metrics")
-      return response->respond(200, "text/plain; version=0.0.4; charset=utf-8", metrics.render());
+      return response->respond(200, "text/plain; version=0.0.4; charset=utf-8",
+                               metrics.render());
     if (loop.draining()) {
       ApiError e;
       e.status = 503;
@@ -95,14 +103,13 @@ void Api::handle(HttpRequest request, std::shared_ptr<Response> response) {
 }
 
 void Api::models(const std::shared_ptr<Response> &response) const {
-  json model = {{"id", options.modelName},
-                {"object", "model"},
-                {"created", options.created},
-                {"owned_by", "xfmr"},
-                {"root", options.modelName},
-                {"max_model_len", options.maxModelLen}};
-  response->respond(200, "application/json",
-                    dumpJson(json{{"object", "list"}, {"data", json::array({model})}}));
+  json model = {
+      {"id", options.modelName},    {"object", "model"},
+      {"created", options.created}, {"owned_by", "xfmr"},
+      {"root", options.modelName},  {"max_model_len", options.maxModelLen}};
+  response->respond(
+      200, "application/json",
+      dumpJson(json{{"object", "list"}, {"data", json::array({model})}}));
 }
 
 std::optional<ApiError> Api::promptIds(const GenerationRequest &g,
@@ -111,8 +118,10 @@ std::optional<ApiError> Api::promptIds(const GenerationRequest &g,
     ids = g.promptText ? encodePrompt(text, *g.promptText) : g.promptIds;
   } else {
     if (!text.chatTemplate)
-      return badRequest(text.name + " has no chat template: use /v1/completions", "messages");
-    json context = g.chatTemplateKwargs.is_object() ? g.chatTemplateKwargs : json::object();
+      return badRequest(
+          text.name + " has no chat template: use /v1/completions", "messages");
+    json context = g.chatTemplateKwargs.is_object() ? g.chatTemplateKwargs
+                                                    : json::object();
     context["messages"] = g.messages;
     context["add_generation_prompt"] = g.addGenerationPrompt;
     if (!text.bosToken.empty())
@@ -123,7 +132,8 @@ std::optional<ApiError> Api::promptIds(const GenerationRequest &g,
       context["tools"] = g.tools;
     Expected<std::string> rendered = text.chatTemplate->render(context);
     if (!rendered)
-      return badRequest("the chat template failed: " + rendered.error(), "messages");
+      return badRequest("the chat template failed: " + rendered.error(),
+                        "messages");
     ids = text.tokenizer->encode(*rendered, /*addSpecialTokens=*/false);
   }
   if (ids.empty())
@@ -131,16 +141,17 @@ std::optional<ApiError> Api::promptIds(const GenerationRequest &g,
   return std::nullopt;
 }
 
-std::optional<ApiError> Api::makeJob(const GenerationRequest &g, const HttpRequest &request,
-                                     Job &job) {
+std::optional<ApiError> Api::makeJob(const GenerationRequest &g,
+                                     const HttpRequest &request, Job &job) {
   if (!g.model.empty() && g.model != options.modelName) {
     ApiError e;
     e.status = 404;
     e.type = "not_found_error";
     e.code = "model_not_found";
     e.param = "model";
-    e.message = "The model `" + g.model + "` does not exist (this server serves `" +
-                options.modelName + "`)";
+    e.message = "The model `" + g.model +
+                "` does not exist (this server serves `" + options.modelName +
+                "`)";
     return e;
   }
   std::string poolName = g.priority;
@@ -148,38 +159,48 @@ std::optional<ApiError> Api::makeJob(const GenerationRequest &g, const HttpReque
     poolName = lower(request.header("x-priority"));
   std::optional<size_t> pool = loop.poolFor(poolName);
   if (!pool)
-    return badRequest("unknown priority or pool '" + poolName + "'", "priority");
+    return badRequest("unknown priority or pool '" + poolName + "'",
+                      "priority");
   if (auto e = promptIds(g, job.prompt))
     return e;
   int64_t promptLength = static_cast<int64_t>(job.prompt.size());
   if (promptLength >= options.maxModelLen)
-    return badRequest(formatString("This model's maximum context length is %lld tokens. However, "
-                                   "your prompt has %lld tokens.",
-                                   static_cast<long long>(options.maxModelLen),
-                                   static_cast<long long>(promptLength)),
-                      g.endpoint == Endpoint::Completions ? "prompt" : "messages");
+    return badRequest(
+        formatString(
+            "This model's maximum context length is %lld tokens. However, "
+            "your prompt has %lld tokens.",
+            static_cast<long long>(options.maxModelLen),
+            static_cast<long long>(promptLength)),
+        g.endpoint == Endpoint::Completions ? "prompt" : "messages");
   int64_t room = options.maxModelLen - promptLength;
-  int64_t maxTokens = g.maxTokens.value_or(g.endpoint == Endpoint::Completions ? 16 : room);
+  int64_t maxTokens =
+      g.maxTokens.value_or(g.endpoint == Endpoint::Completions ? 16 : room);
   if (maxTokens > room)
     return badRequest(
-        formatString("This model's maximum context length is %lld tokens. However, you "
-                     "requested %lld tokens (%lld in the prompt, %lld for the completion). "
-                     "Please reduce the length of the prompt or completion.",
-                     static_cast<long long>(options.maxModelLen),
-                     static_cast<long long>(promptLength) + std::min<int64_t>(maxTokens, INT64_MAX - promptLength),
-                     static_cast<long long>(promptLength), static_cast<long long>(maxTokens)),
+        formatString(
+            "This model's maximum context length is %lld tokens. However, you "
+            "requested %lld tokens (%lld in the prompt, %lld for the "
+            "completion). "
+            "Please reduce the length of the prompt or completion.",
+            static_cast<long long>(options.maxModelLen),
+            static_cast<long long>(promptLength) +
+                std::min<int64_t>(maxTokens, INT64_MAX - promptLength),
+            static_cast<long long>(promptLength),
+            static_cast<long long>(maxTokens)),
         "max_tokens");
   job.endpoint = g.endpoint;
   job.pool = *pool;
-  job.cls = poolName == "batch" ? RequestClass::Batch : RequestClass::Interactive;
+  job.cls =
+      poolName == "batch" ? RequestClass::Batch : RequestClass::Interactive;
   job.sampling = samplingFor(g, text.defaults);
   job.sampling.maxTokens = maxTokens;
   job.sampling.seed = g.seed ? *g.seed : options.seedBase + unseeded++;
   if (!g.ignoreEos)
     job.sampling.stopTokens = text.eosIds;
   for (int64_t id : g.stopTokenIds)
-    if (std::find(job.sampling.stopTokens.begin(), job.sampling.stopTokens.end(), id) ==
-        job.sampling.stopTokens.end())
+    if (std::find(job.sampling.stopTokens.begin(),
+                  job.sampling.stopTokens.end(),
+                  id) == job.sampling.stopTokens.end())
       job.sampling.stopTokens.push_back(id);
   if (Status s = validate(job.sampling, options.vocabSize); !s)
     return badRequest(s.error());
@@ -197,7 +218,8 @@ std::optional<ApiError> Api::makeJob(const GenerationRequest &g, const HttpReque
 void Api::generate(const HttpRequest &request, Endpoint endpoint,
                    const std::shared_ptr<Response> &response) {
   GenerationRequest g;
-  if (auto e = parseGenerationRequest(request.body, endpoint, options.vocabSize, g))
+  if (auto e =
+          parseGenerationRequest(request.body, endpoint, options.vocabSize, g))
     return fail(response, *e);
   Job job;
   if (auto e = makeJob(g, request, job))
@@ -207,13 +229,15 @@ void Api::generate(const HttpRequest &request, Endpoint endpoint,
     return fail(response, *e);
 }
 
-void Api::tokenize(const HttpRequest &request, const std::shared_ptr<Response> &response) const {
+void Api::tokenize(const HttpRequest &request,
+                   const std::shared_ptr<Response> &response) const {
   json body = json::parse(request.body, nullptr, false);
   if (body.is_discarded() || !body.is_object())
     return fail(response, badRequest("the request body must be a JSON object"));
   bool chat = body.contains("messages");
   bool addSpecial = !chat;
-  if (auto it = body.find("add_special_tokens"); it != body.end() && !it->is_null()) {
+  if (auto it = body.find("add_special_tokens");
+      it != body.end() && !it->is_null()) {
     if (!it->is_boolean())
       return fail(response, badRequest("'add_special_tokens' must be a boolean",
                                        "add_special_tokens"));
@@ -230,13 +254,18 @@ void Api::tokenize(const HttpRequest &request, const std::shared_ptr<Response> &
   } else {
     auto prompt = body.find("prompt");
     if (prompt == body.end() || !prompt->is_string())
-      return fail(response, badRequest("'prompt' (a string) or 'messages' is required", "prompt"));
-    ids = addSpecial ? encodePrompt(text, prompt->get<std::string>())
-                     : text.tokenizer->encode(prompt->get<std::string>(), false);
+      return fail(response,
+                  badRequest("'prompt' (a string) or 'messages' is required",
+                             "prompt"));
+    ids = addSpecial
+              ? encodePrompt(text, prompt->get<std::string>())
+              : text.tokenizer->encode(prompt->get<std::string>(), false);
   }
-  json out = {{"count", ids.size()}, {"max_model_len", options.maxModelLen}, {"tokens", ids}};
-  if (auto it = body.find("return_token_strs"); it != body.end() && it->is_boolean() &&
-                                                it->get<bool>()) {
+  json out = {{"count", ids.size()},
+              {"max_model_len", options.maxModelLen},
+              {"tokens", ids}};
+  if (auto it = body.find("return_token_strs");
+      it != body.end() && it->is_boolean() && it->get<bool>()) {
     json strs = json::array();
     for (int64_t id : ids)
       strs.push_back(text.tokenizer->idToToken(id));
@@ -252,18 +281,23 @@ void Api::detokenize(const HttpRequest &request,
     return fail(response, badRequest("the request body must be a JSON object"));
   auto tokens = body.find("tokens");
   if (tokens == body.end() || !tokens->is_array())
-    return fail(response, badRequest("'tokens' (an array of token ids) is required", "tokens"));
+    return fail(
+        response,
+        badRequest("'tokens' (an array of token ids) is required", "tokens"));
   std::vector<int64_t> ids;
   for (const json &t : *tokens) {
-    if (!t.is_number_integer() || t.get<int64_t>() < 0 || t.get<int64_t>() >= options.vocabSize)
-      return fail(response,
-                  badRequest(formatString("'tokens' must hold token ids in [0, %lld)",
-                                          static_cast<long long>(options.vocabSize)),
-                             "tokens"));
+    if (!t.is_number_integer() || t.get<int64_t>() < 0 ||
+        t.get<int64_t>() >= options.vocabSize)
+      return fail(
+          response,
+          badRequest(formatString("'tokens' must hold token ids in [0, %lld)",
+                                  static_cast<long long>(options.vocabSize)),
+                     "tokens"));
     ids.push_back(t.get<int64_t>());
   }
-  response->respond(200, "application/json",
-                    dumpJson(json{{"prompt", text.tokenizer->decode(ids, true)}}));
+  response->respond(
+      200, "application/json",
+      dumpJson(json{{"prompt", text.tokenizer->decode(ids, true)}}));
 }
 
 } // namespace xfmr::serve

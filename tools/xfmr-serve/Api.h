@@ -29,13 +29,14 @@ struct ApiOptions {
   /// Prompt plus generated tokens of one request at most.
   int64_t maxModelLen = 0;
   int64_t vocabSize = 0;
-  int64_t created = 0; ///< for /v1/models
+  int64_t created = 0;   ///< for /v1/models
   uint64_t seedBase = 0; ///< seeds of requests that give none
 };
 
 class Api {
 public:
-  Api(const rt::TextModel &text, EngineLoop &loop, Metrics &metrics, ApiOptions options)
+  Api(const rt::TextModel &text, EngineLoop &loop, Metrics &metrics,
+      ApiOptions options)
       : text(text), loop(loop), metrics(metrics), options(std::move(options)) {}
 
   /// The HttpServer handler.
@@ -45,13 +46,17 @@ private:
   void generate(const HttpRequest &request, Endpoint endpoint,
                 const std::shared_ptr<Response> &response);
   /// The prompt's ids: the rendered chat or the completion prompt.
-  std::optional<ApiError> promptIds(const GenerationRequest &g, std::vector<int64_t> &ids) const;
-  std::optional<ApiError> makeJob(const GenerationRequest &g, const HttpRequest &request,
-                                  Job &job);
+  std::optional<ApiError> promptIds(const GenerationRequest &g,
+                                    std::vector<int64_t> &ids) const;
+  std::optional<ApiError> makeJob(const GenerationRequest &g,
+                                  const HttpRequest &request, Job &job);
   void models(const std::shared_ptr<Response> &response) const;
-  void tokenize(const HttpRequest &request, const std::shared_ptr<Response> &response) const;
-  void detokenize(const HttpRequest &request, const std::shared_ptr<Response> &response) const;
-  void fail(const std::shared_ptr<Response> &response, const ApiError &error) const;
+  void tokenize(const HttpRequest &request,
+                const std::shared_ptr<Response> &response) const;
+  void detokenize(const HttpRequest &request,
+                  const std::shared_ptr<Response> &response) const;
+  void fail(const std::shared_ptr<Response> &response,
+            const ApiError &error) const;
 
   const rt::TextModel &text;
   EngineLoop &loop;

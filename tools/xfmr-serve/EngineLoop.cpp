@@ -25,7 +25,8 @@ using json = nlohmann::json;
 namespace {
 
 double steadySeconds() {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch())
+  return std::chrono::duration<double>(
+             std::chrono::steady_clock::now().time_since_epoch())
       .count();
 }
 
@@ -35,7 +36,8 @@ const char *reasonName(FinishReason reason) {
 
 /// Whether `text` ends with a proper prefix of `stop`: the length of the
 /// longest such suffix (0 if none).
-size_t partialStopSuffix(const std::string &text, size_t from, const std::string &stop) {
+size_t partialStopSuffix(const std::string &text, size_t from,
+                         const std::string &stop) {
   size_t most = std::min(stop.size() - 1, text.size() - from);
   for (size_t k = most; k > 0; --k)
     if (text.compare(text.size() - k, k, stop, 0, k) == 0)
@@ -58,8 +60,10 @@ struct EngineLoop::Pool {
 
 struct EngineLoop::Active {
   Active(Job j, int64_t id, const Tokenizer &tokenizer, Pool &pool)
-      : job(std::move(j)), id(id), detok(tokenizer, job.skipSpecialTokens, job.prompt),
-        pool(&pool), stopTokens(job.sampling.stopTokens.begin(), job.sampling.stopTokens.end()) {
+      : job(std::move(j)), id(id),
+        detok(tokenizer, job.skipSpecialTokens, job.prompt), pool(&pool),
+        stopTokens(job.sampling.stopTokens.begin(),
+                   job.sampling.stopTokens.end()) {
     for (const std::string &s : job.stop)
       maxStop = std::max(maxStop, s.size());
   }
@@ -74,14 +78,16 @@ struct EngineLoop::Active {
   int64_t generated = 0;
   double firstToken = -1, lastToken = -1;
   bool roleSent = false;
-  bool done = false;      ///< answered (the engine may still hold it until cancelled)
+  bool done =
+      false; ///< answered (the engine may still hold it until cancelled)
   bool cancelled = false; ///< cancelled before an answer
   const char *cancelMessage = nullptr;
 };
 
 EngineLoop::EngineLoop(const Artifact &artifact, const Tokenizer &tokenizer,
                        EngineLoopOptions options, Metrics &metrics)
-    : artifact(artifact), tokenizer(tokenizer), options(std::move(options)), metrics(metrics) {
+    : artifact(artifact), tokenizer(tokenizer), options(std::move(options)),
+      metrics(metrics) {
   start0 = steadySeconds();
 }
 
@@ -89,31 +95,36 @@ EngineLoop::~EngineLoop() { stop(); }
 
 double EngineLoop::now() const { return steadySeconds() - start0; }
 
-Expected<std::unique_ptr<EngineLoop>> EngineLoop::create(const Artifact &artifact,
-                                                         const Tokenizer &tokenizer,
-                                                         EngineLoopOptions options,
-                                                         Metrics &metrics) {
+Expected<std::unique_ptr<EngineLoop>>
+EngineLoop::create(const Artifact &artifact, const Tokenizer &tokenizer,
+                   EngineLoopOptions options, Metrics &metrics) {
   if (options.pools.empty())
     return Error("no pools");
   std::unique_ptr<EngineLoop> loop(
       new EngineLoop(artifact, tokenizer, std::move(options), metrics));
   const Manifest &m = artifact.manifest();
-  loop->kvBytesPerToken = static_cast<double>(KVPools::bytesPerBlock(m)) /
-                          static_cast<double>(std::max<int64_t>(1, m.kvCache->blockSize));
+  loop->kvBytesPerToken =
+      static_cast<double>(KVPools::bytesPerBlock(m)) /
+      static_cast<double>(std::max<int64_t>(1, m.kvCache->blockSize));
   const EngineConfig &whole = loop->options.engine;
   for (const PoolSpec &spec : loop->options.pools) {
     auto pool = std::make_unique<Pool>();
     pool->spec = spec;
     EngineConfig config = whole;
-    config.kvCacheBytes = static_cast<uint64_t>(static_cast<double>(whole.kvCacheBytes) * spec.share);
-    config.maxTokensPerStep =
-        std::max<int64_t>(1, static_cast<int64_t>(static_cast<double>(whole.maxTokensPerStep) * spec.share));
-    config.maxNumSeqs =
-        std::max<int64_t>(1, static_cast<int64_t>(static_cast<double>(whole.maxNumSeqs) * spec.share));
-    config.hostCacheBytes =
-        static_cast<uint64_t>(static_cast<double>(whole.hostCacheBytes) * spec.share);
+    config.kvCacheBytes = static_cast<uint64_t>(
+        static_cast<double>(whole.kvCacheBytes) * spec.share);
+    config.maxTokensPerStep = std::max<int64_t>(
+        1, static_cast<int64_t>(static_cast<double>(whole.maxTokensPerStep) *
+                                spec.share));
+    config.maxNumSeqs = std::max<int64_t>(
+        1, static_cast<int64_t>(static_cast<double>(whole.maxNumSeqs) *
+                                spec.share));
+    config.hostCacheBytes = static_cast<uint64_t>(
+        static_cast<double>(whole.hostCacheBytes) * spec.share);
     Pool *raw = pool.get();
-    config.onToken = [raw](int64_t id, int64_t token) { raw->tokens.emplace_back(id, token); };
+    config.onToken = [raw](int64_t id, int64_t token) {
+      raw->tokens.emplace_back(id, token);
+    };
     EngineLoop *self = loop.get();
     Expected<std::unique_ptr<Engine>> engine =
         Engine::create(artifact, config, [self] { return self->now(); });
@@ -132,8 +143,9 @@ Expected<std::unique_ptr<EngineLoop>> EngineLoop::create(const Artifact &artifac
 std::string EngineLoop::describe() const {
   std::string out;
   for (const auto &pool : pools)
-    out += formatString("pool %s (%.0f%%): %s\n", pool->spec.name.c_str(), 100 * pool->spec.share,
-                        pool->engine->summary(0).c_str());
+    out +=
+        formatString("pool %s (%.0f%%): %s\n", pool->spec.name.c_str(),
+                     100 * pool->spec.share, pool->engine->summary(0).c_str());
   return out;
 }
 
@@ -164,38 +176,49 @@ void EngineLoop::declareMetrics() {
   using K = Metrics::Kind;
   metrics.declare("xfmr:num_requests_running", K::Gauge,
                   "Requests in model execution batches.");
-  metrics.declare("xfmr:num_requests_waiting", K::Gauge, "Requests waiting to be processed.");
-  metrics.declare("xfmr:kv_cache_usage_perc", K::Gauge,
-                  "KV-cache usage: 1 means 100 percent (blocks held by running requests; "
-                  "blocks only the prefix cache holds count as free).");
-  metrics.declare("xfmr:kv_cache_blocks", K::Gauge,
-                  "KV-cache blocks by state (free; cached: held only by the prefix cache; "
-                  "used: held by running requests).");
-  metrics.declare("xfmr:prompt_tokens_total", K::Counter, "Prefill tokens processed.");
-  metrics.declare("xfmr:generation_tokens_total", K::Counter, "Generation tokens processed.");
+  metrics.declare("xfmr:num_requests_waiting", K::Gauge,
+                  "Requests waiting to be processed.");
+  metrics.declare(
+      "xfmr:kv_cache_usage_perc", K::Gauge,
+      "KV-cache usage: 1 means 100 percent (blocks held by running requests; "
+      "blocks only the prefix cache holds count as free).");
+  metrics.declare(
+      "xfmr:kv_cache_blocks", K::Gauge,
+      "KV-cache blocks by state (free; cached: held only by the prefix cache; "
+      "used: held by running requests).");
+  metrics.declare("xfmr:prompt_tokens_total", K::Counter,
+                  "Prefill tokens processed.");
+  metrics.declare("xfmr:generation_tokens_total", K::Counter,
+                  "Generation tokens processed.");
   metrics.declare("xfmr:request_success_total", K::Counter,
-                  "Requests finished, by finished_reason (stop, length, cancelled, error).");
+                  "Requests finished, by finished_reason (stop, length, "
+                  "cancelled, error).");
   metrics.declare("xfmr:num_preemptions_total", K::Counter, "Preemptions.");
   metrics.declare("xfmr:prefix_cache_queries_total", K::Counter,
                   "Prompt tokens looked up in the prefix cache.");
   metrics.declare("xfmr:prefix_cache_hits_total", K::Counter,
                   "Prompt tokens served by the prefix cache.");
   metrics.declare("xfmr:time_to_first_token_seconds", K::Histogram,
-                  "Time from arrival to the first generated token.", latencyBuckets());
+                  "Time from arrival to the first generated token.",
+                  latencyBuckets());
   metrics.declare("xfmr:time_per_output_token_seconds", K::Histogram,
-                  "Time between consecutive generated tokens of a request.", latencyBuckets());
+                  "Time between consecutive generated tokens of a request.",
+                  latencyBuckets());
   metrics.declare("xfmr:e2e_request_latency_seconds", K::Histogram,
                   "Time from arrival to the last token.", latencyBuckets());
-  metrics.declare("xfmr:memory_read_bandwidth_bytes_per_second", K::Gauge,
-                  "The machine's read bandwidth measured at startup (all threads).");
-  metrics.declare("xfmr:decode_bandwidth_saturation", K::Gauge,
-                  "Weight and KV bytes a decode step read / its time / the measured read "
-                  "bandwidth, smoothed over recent decode steps.");
+  metrics.declare(
+      "xfmr:memory_read_bandwidth_bytes_per_second", K::Gauge,
+      "The machine's read bandwidth measured at startup (all threads).");
+  metrics.declare(
+      "xfmr:decode_bandwidth_saturation", K::Gauge,
+      "Weight and KV bytes a decode step read / its time / the measured read "
+      "bandwidth, smoothed over recent decode steps.");
   metrics.declare("xfmr:decode_bytes_read_total", K::Counter,
                   "Weight and KV bytes read by decode steps.");
   metrics.declare("xfmr:decode_step_seconds_total", K::Counter,
                   "Time spent in decode steps.");
-  metrics.declare("xfmr:step_seconds_total", K::Counter, "Time spent in steps of any kind.");
+  metrics.declare("xfmr:step_seconds_total", K::Counter,
+                  "Time spent in steps of any kind.");
   metrics.set("xfmr:memory_read_bandwidth_bytes_per_second",
               {{"model_name", options.modelName}}, options.memoryReadBandwidth);
 }
@@ -206,15 +229,18 @@ void EngineLoop::updateGauges(Pool &pool) {
   double total = static_cast<double>(e.totalBlocks());
   double used = static_cast<double>(e.blocksHeldByRequests());
   double cached = total - static_cast<double>(e.freeBlocks()) - used;
-  metrics.set("xfmr:num_requests_running", l, static_cast<double>(e.numRunning()));
-  metrics.set("xfmr:num_requests_waiting", l, static_cast<double>(e.numWaiting()));
+  metrics.set("xfmr:num_requests_running", l,
+              static_cast<double>(e.numRunning()));
+  metrics.set("xfmr:num_requests_waiting", l,
+              static_cast<double>(e.numWaiting()));
   metrics.set("xfmr:kv_cache_usage_perc", l, total > 0 ? used / total : 0);
   auto with = [&](const char *state) {
     Labels s = l;
     s.emplace_back("state", state);
     return s;
   };
-  metrics.set("xfmr:kv_cache_blocks", with("free"), static_cast<double>(e.freeBlocks()));
+  metrics.set("xfmr:kv_cache_blocks", with("free"),
+              static_cast<double>(e.freeBlocks()));
   metrics.set("xfmr:kv_cache_blocks", with("cached"), cached);
   metrics.set("xfmr:kv_cache_blocks", with("used"), used);
 }
@@ -239,9 +265,10 @@ std::optional<ApiError> EngineLoop::submit(Job job) {
       ApiError e;
       e.status = 429;
       e.type = "rate_limit_error";
-      e.message = formatString("the %s pool's queue is full (%lld requests waiting); retry later",
-                               pools[p]->spec.name.c_str(),
-                               static_cast<long long>(waitingPerPool[p]));
+      e.message = formatString(
+          "the %s pool's queue is full (%lld requests waiting); retry later",
+          pools[p]->spec.name.c_str(),
+          static_cast<long long>(waitingPerPool[p]));
       return e;
     }
     id = nextId++;
@@ -267,13 +294,15 @@ std::optional<ApiError> EngineLoop::submit(Job job) {
   return std::nullopt;
 }
 
-bool EngineLoop::collect(std::vector<Job> &jobs, std::vector<int64_t> &cancelled) {
+bool EngineLoop::collect(std::vector<Job> &jobs,
+                         std::vector<int64_t> &cancelled) {
   std::unique_lock<std::mutex> lock(mutex);
   bool busy = std::any_of(pools.begin(), pools.end(),
                           [](const auto &p) { return !p->engine->idle(); });
   if (!busy)
-    wake.wait(lock,
-              [&] { return stopping || cancelAll || !inbox.empty() || !cancels.empty(); });
+    wake.wait(lock, [&] {
+      return stopping || cancelAll || !inbox.empty() || !cancels.empty();
+    });
   if (stopping)
     return false;
   jobs.swap(inbox);
@@ -390,23 +419,27 @@ void EngineLoop::runStep(Pool &pool) {
 
   Labels l = labels(pool);
   metrics.add("xfmr:step_seconds_total", l, dt);
-  bool decodeOnly = std::all_of(plan->sequences.begin(), plan->sequences.end(),
-                                [](const Engine::ScheduledSequence &s) { return s.numTokens == 1; });
+  bool decodeOnly = std::all_of(
+      plan->sequences.begin(), plan->sequences.end(),
+      [](const Engine::ScheduledSequence &s) { return s.numTokens == 1; });
   if (decodeOnly && dt > 0) {
     double bytes = static_cast<double>(artifact.weightsBytes());
     for (const Engine::ScheduledSequence &s : plan->sequences)
-      bytes += kvBytesPerToken * static_cast<double>(s.firstPosition + s.numTokens);
+      bytes +=
+          kvBytesPerToken * static_cast<double>(s.firstPosition + s.numTokens);
     metrics.add("xfmr:decode_bytes_read_total", l, bytes);
     metrics.add("xfmr:decode_step_seconds_total", l, dt);
     if (options.memoryReadBandwidth > 0) {
       double now = bytes / dt / options.memoryReadBandwidth;
-      pool.saturation = pool.saturation == 0 ? now : 0.8 * pool.saturation + 0.2 * now;
+      pool.saturation =
+          pool.saturation == 0 ? now : 0.8 * pool.saturation + 0.2 * now;
       metrics.set("xfmr:decode_bandwidth_saturation", l, pool.saturation);
     }
   }
   if (engine.preemptions() != pool.preemptionsSeen) {
-    metrics.add("xfmr:num_preemptions_total", l,
-                static_cast<double>(engine.preemptions() - pool.preemptionsSeen));
+    metrics.add(
+        "xfmr:num_preemptions_total", l,
+        static_cast<double>(engine.preemptions() - pool.preemptionsSeen));
     pool.preemptionsSeen = engine.preemptions();
   }
   publishTokens(pool);
@@ -421,7 +454,8 @@ void EngineLoop::publishTokens(Pool &pool) {
     if (it != active.end() && !it->second->done && !it->second->cancelled)
       onToken(*it->second, token);
   }
-  metrics.add("xfmr:generation_tokens_total", labels(pool), static_cast<double>(tokens.size()));
+  metrics.add("xfmr:generation_tokens_total", labels(pool),
+              static_cast<double>(tokens.size()));
 }
 
 void EngineLoop::onToken(Active &a, int64_t token) {
@@ -459,12 +493,14 @@ void EngineLoop::flushText(Active &a, bool final) {
   if (!final)
     for (const std::string &s : a.job.stop)
       end = std::min(end, a.text.size() - partialStopSuffix(a.text, a.sent, s));
-  if (end <= a.sent && (a.roleSent || a.job.endpoint != Endpoint::ChatCompletions))
+  if (end <= a.sent &&
+      (a.roleSent || a.job.endpoint != Endpoint::ChatCompletions))
     return;
   bool role = a.job.endpoint == Endpoint::ChatCompletions && !a.roleSent;
   a.roleSent = true;
   a.job.response->send(sseEvent(streamChunk(a.job.endpoint, a.job.header,
-                                            a.text.substr(a.sent, end - a.sent), nullptr, role)));
+                                            a.text.substr(a.sent, end - a.sent),
+                                            nullptr, role)));
   a.sent = end;
 }
 
@@ -481,12 +517,13 @@ void EngineLoop::complete(Active &a, const char *finishReason) {
   Response &out = *a.job.response;
   if (!a.job.stream) {
     out.respond(200, "application/json",
-                dumpJson(completionResponse(a.job.endpoint, a.job.header, a.text, finishReason,
-                                            usage)));
+                dumpJson(completionResponse(a.job.endpoint, a.job.header,
+                                            a.text, finishReason, usage)));
     return;
   }
   flushText(a, true);
-  out.send(sseEvent(streamChunk(a.job.endpoint, a.job.header, "", finishReason, false)));
+  out.send(sseEvent(
+      streamChunk(a.job.endpoint, a.job.header, "", finishReason, false)));
   if (a.job.includeUsage)
     out.send(sseEvent(usageChunk(a.job.endpoint, a.job.header, usage)));
   out.send(sseDone());
@@ -500,8 +537,10 @@ void EngineLoop::finishResults(Pool &pool) {
       continue;
     Active &a = *it->second;
     Labels l = labels(pool);
-    metrics.add("xfmr:prefix_cache_queries_total", l, static_cast<double>(a.job.prompt.size()));
-    metrics.add("xfmr:prefix_cache_hits_total", l, static_cast<double>(r.cachedPromptTokens));
+    metrics.add("xfmr:prefix_cache_queries_total", l,
+                static_cast<double>(a.job.prompt.size()));
+    metrics.add("xfmr:prefix_cache_hits_total", l,
+                static_cast<double>(r.cachedPromptTokens));
     if (a.done) {
       // Answered already (a stop string ended it).
     } else if (r.finishReason != FinishReason::Cancelled) {
@@ -533,8 +572,8 @@ void EngineLoop::finishResults(Pool &pool) {
 }
 
 void EngineLoop::failAll(Pool &pool, const std::string &message) {
-  std::fprintf(stderr, "xfmr-serve: error: pool %s: step failed: %s\n", pool.spec.name.c_str(),
-               message.c_str());
+  std::fprintf(stderr, "xfmr-serve: error: pool %s: step failed: %s\n",
+               pool.spec.name.c_str(), message.c_str());
   ApiError e;
   e.status = 500;
   e.type = "server_error";

@@ -80,10 +80,9 @@ struct Job {
 
 class EngineLoop {
 public:
-  static rt::Expected<std::unique_ptr<EngineLoop>> create(const rt::Artifact &artifact,
-                                                          const rt::Tokenizer &tokenizer,
-                                                          EngineLoopOptions options,
-                                                          Metrics &metrics);
+  static rt::Expected<std::unique_ptr<EngineLoop>>
+  create(const rt::Artifact &artifact, const rt::Tokenizer &tokenizer,
+         EngineLoopOptions options, Metrics &metrics);
   ~EngineLoop();
 
   /// The pool named `name` ("" or "interactive"/"batch" map to the pools

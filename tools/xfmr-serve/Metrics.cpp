@@ -56,12 +56,12 @@ std::string seriesName(const std::string &name, const std::string &labels,
 } // namespace
 
 std::vector<double> latencyBuckets() {
-  return {0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5,
+  return {0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1,  0.25, 0.5,
           0.75,  1.0,   2.5,  5.0,  7.5,  10.0, 20.0, 40.0, 80.0, 160.0};
 }
 
-void Metrics::declare(const std::string &name, Kind kind, const std::string &help,
-                      std::vector<double> buckets) {
+void Metrics::declare(const std::string &name, Kind kind,
+                      const std::string &help, std::vector<double> buckets) {
   std::lock_guard<std::mutex> lock(mutex);
   if (families.count(name))
     return;
@@ -72,7 +72,8 @@ void Metrics::declare(const std::string &name, Kind kind, const std::string &hel
   order.push_back(name);
 }
 
-Metrics::Series &Metrics::seriesFor(const std::string &name, const Labels &labels) {
+Metrics::Series &Metrics::seriesFor(const std::string &name,
+                                    const Labels &labels) {
   Family &f = families[name];
   Series &s = f.series[renderLabels(labels)];
   if (f.kind == Kind::Histogram && s.bucketCounts.size() != f.buckets.size())
@@ -90,7 +91,8 @@ void Metrics::set(const std::string &name, const Labels &labels, double value) {
   seriesFor(name, labels).value = value;
 }
 
-void Metrics::observe(const std::string &name, const Labels &labels, double value) {
+void Metrics::observe(const std::string &name, const Labels &labels,
+                      double value) {
   std::lock_guard<std::mutex> lock(mutex);
   Family &f = families[name];
   Series &s = seriesFor(name, labels);
@@ -115,21 +117,25 @@ std::string Metrics::render() const {
   std::string out;
   for (const std::string &name : order) {
     const Family &f = families.at(name);
-    const char *type =
-        f.kind == Kind::Counter ? "counter" : f.kind == Kind::Gauge ? "gauge" : "histogram";
-    out += "# HELP " + name + " " + f.help + "\n# TYPE " + name + " " + type + "\n";
+    const char *type = f.kind == Kind::Counter ? "counter"
+                       : f.kind == Kind::Gauge ? "gauge"
+                                               : "histogram";
+    out += "# HELP " + name + " " + f.help + "\n# TYPE " + name + " " + type +
+           "\n";
     for (const auto &[labels, s] : f.series) {
       if (f.kind != Kind::Histogram) {
         out += seriesName(name, labels) + " " + number(s.value) + "\n";
         continue;
       }
       for (size_t i = 0; i < f.buckets.size(); ++i)
-        out += seriesName(name + "_bucket", labels, "le=\"" + number(f.buckets[i]) + "\"") +
+        out += seriesName(name + "_bucket", labels,
+                          "le=\"" + number(f.buckets[i]) + "\"") +
                " " + std::to_string(s.bucketCounts[i]) + "\n";
       out += seriesName(name + "_bucket", labels, "le=\"+Inf\"") + " " +
              std::to_string(s.count) + "\n";
       out += seriesName(name + "_sum", labels) + " " + number(s.sum) + "\n";
-      out += seriesName(name + "_count", labels) + " " + std::to_string(s.count) + "\n";
+      out += seriesName(name + "_count", labels) + " " +
+             std::to_string(s.count) + "\n";
     }
   }
   return out;

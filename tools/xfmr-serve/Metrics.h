@@ -1,4 +1,5 @@
-//===- Metrics.h - Prometheus text exposition for xfmr-serve -----*- C++ -*-===//
+//===- Metrics.h - Prometheus text exposition for xfmr-serve -----*- C++
+//-*-===//
 //
 // Part of xfmr.
 //

@@ -35,76 +35,85 @@ ApiError invalid(const std::string &param, const std::string &message) {
 const char *typeName(const json &v) { return v.type_name(); }
 
 ApiError wrongType(const std::string &param, const char *want, const json &v) {
-  return invalid(param, "'" + param + "' must be " + want + ", not " + typeName(v));
+  return invalid(param,
+                 "'" + param + "' must be " + want + ", not " + typeName(v));
 }
 
 /// A JSON integer (or a float with an integral value) in [lo, hi].
-std::optional<ApiError> readInt(const json &v, const std::string &param, int64_t lo, int64_t hi,
-                                int64_t &out) {
+std::optional<ApiError> readInt(const json &v, const std::string &param,
+                                int64_t lo, int64_t hi, int64_t &out) {
   if (v.is_number_unsigned()) {
     uint64_t u = v.get<uint64_t>();
     if (u > static_cast<uint64_t>(std::numeric_limits<int64_t>::max()) ||
         static_cast<int64_t>(u) > hi || static_cast<int64_t>(u) < lo)
-      return invalid(param, "'" + param + "' is " + std::to_string(u) + ", outside [" +
-                                std::to_string(lo) + ", " + std::to_string(hi) + "]");
+      return invalid(param, "'" + param + "' is " + std::to_string(u) +
+                                ", outside [" + std::to_string(lo) + ", " +
+                                std::to_string(hi) + "]");
     out = static_cast<int64_t>(u);
     return std::nullopt;
   }
   if (v.is_number_integer()) {
     int64_t i = v.get<int64_t>();
     if (i < lo || i > hi)
-      return invalid(param, "'" + param + "' is " + std::to_string(i) + ", outside [" +
-                                std::to_string(lo) + ", " + std::to_string(hi) + "]");
+      return invalid(param, "'" + param + "' is " + std::to_string(i) +
+                                ", outside [" + std::to_string(lo) + ", " +
+                                std::to_string(hi) + "]");
     out = i;
     return std::nullopt;
   }
   if (v.is_number_float()) {
     double d = v.get<double>();
-    if (std::isfinite(d) && d == std::floor(d) && d >= static_cast<double>(lo) &&
-        d <= static_cast<double>(hi)) {
+    if (std::isfinite(d) && d == std::floor(d) &&
+        d >= static_cast<double>(lo) && d <= static_cast<double>(hi)) {
       out = static_cast<int64_t>(d);
       return std::nullopt;
     }
-    return invalid(param, "'" + param + "' must be an integer in [" + std::to_string(lo) +
-                              ", " + std::to_string(hi) + "]");
+    return invalid(param, "'" + param + "' must be an integer in [" +
+                              std::to_string(lo) + ", " + std::to_string(hi) +
+                              "]");
   }
   return wrongType(param, "an integer", v);
 }
 
-std::optional<ApiError> readDouble(const json &v, const std::string &param, double lo, double hi,
-                                   bool loOpen, double &out) {
+std::optional<ApiError> readDouble(const json &v, const std::string &param,
+                                   double lo, double hi, bool loOpen,
+                                   double &out) {
   if (!v.is_number())
     return wrongType(param, "a number", v);
   double d = v.get<double>();
   if (!std::isfinite(d) || d > hi || d < lo || (loOpen && d == lo)) {
     char buf[160];
-    std::snprintf(buf, sizeof buf, "'%s' is %g, outside %c%g, %g]", param.c_str(), d,
-                  loOpen ? '(' : '[', lo, hi);
+    std::snprintf(buf, sizeof buf, "'%s' is %g, outside %c%g, %g]",
+                  param.c_str(), d, loOpen ? '(' : '[', lo, hi);
     return invalid(param, buf);
   }
   out = d;
   return std::nullopt;
 }
 
-std::optional<ApiError> readBool(const json &v, const std::string &param, bool &out) {
+std::optional<ApiError> readBool(const json &v, const std::string &param,
+                                 bool &out) {
   if (!v.is_boolean())
     return wrongType(param, "a boolean", v);
   out = v.get<bool>();
   return std::nullopt;
 }
 
-std::optional<ApiError> readTokenIds(const json &v, const std::string &param, int64_t vocab,
-                                     size_t maxCount, std::vector<int64_t> &out) {
+std::optional<ApiError> readTokenIds(const json &v, const std::string &param,
+                                     int64_t vocab, size_t maxCount,
+                                     std::vector<int64_t> &out) {
   if (!v.is_array())
     return wrongType(param, "an array of token ids", v);
   if (v.size() > maxCount)
     return invalid(param, "'" + param + "' has " + std::to_string(v.size()) +
-                              " ids, at most " + std::to_string(maxCount) + " are allowed");
+                              " ids, at most " + std::to_string(maxCount) +
+                              " are allowed");
   for (size_t i = 0; i < v.size(); ++i) {
     int64_t id = 0;
     if (auto e = readInt(v[i], param, 0, vocab - 1, id)) {
-      e->message = "'" + param + "[" + std::to_string(i) + "]' must be a token id in [0, " +
-                   std::to_string(vocab) + ")";
+      e->message = "'" + param + "[" + std::to_string(i) +
+                   "]' must be a token id in [0, " + std::to_string(vocab) +
+                   ")";
       return e;
     }
     out.push_back(id);
@@ -119,8 +128,10 @@ std::optional<ApiError> readStop(const json &v, std::vector<std::string> &out) {
     out.push_back(v.get<std::string>());
   } else if (v.is_array()) {
     if (v.size() > kMaxStopStrings)
-      return invalid("stop", "'stop' has " + std::to_string(v.size()) + " strings, at most " +
-                                 std::to_string(kMaxStopStrings) + " are allowed");
+      return invalid("stop", "'stop' has " + std::to_string(v.size()) +
+                                 " strings, at most " +
+                                 std::to_string(kMaxStopStrings) +
+                                 " are allowed");
     for (const json &s : v) {
       if (!s.is_string())
         return wrongType("stop", "a string or an array of strings", s);
@@ -133,8 +144,8 @@ std::optional<ApiError> readStop(const json &v, std::vector<std::string> &out) {
     if (s.empty())
       return invalid("stop", "'stop' strings must not be empty");
     if (s.size() > kMaxStopBytes)
-      return invalid("stop", "'stop' strings are at most " + std::to_string(kMaxStopBytes) +
-                                 " bytes");
+      return invalid("stop", "'stop' strings are at most " +
+                                 std::to_string(kMaxStopBytes) + " bytes");
   }
   return std::nullopt;
 }
@@ -154,10 +165,13 @@ std::optional<ApiError> normaliseContent(json &message, size_t index) {
     auto type = part.is_object() ? part.find("type") : part.end();
     auto body = part.is_object() ? part.find("text") : part.end();
     if (!part.is_object() || type == part.end() || !type->is_string() ||
-        type->get<std::string>() != "text" || body == part.end() || !body->is_string())
-      return invalid(param, "'" + param + "[" + std::to_string(k) +
-                                "]' is not a text part ({\"type\": \"text\", \"text\": ...}); "
-                                "only text is supported");
+        type->get<std::string>() != "text" || body == part.end() ||
+        !body->is_string())
+      return invalid(
+          param,
+          "'" + param + "[" + std::to_string(k) +
+              "]' is not a text part ({\"type\": \"text\", \"text\": ...}); "
+              "only text is supported");
     if (k)
       text += "\n";
     text += body->get<std::string>();
@@ -186,7 +200,8 @@ std::optional<ApiError> readMessages(const json &v, json &out) {
   return std::nullopt;
 }
 
-std::optional<ApiError> readPrompt(const json &v, int64_t vocab, GenerationRequest &out) {
+std::optional<ApiError> readPrompt(const json &v, int64_t vocab,
+                                   GenerationRequest &out) {
   if (v.is_string()) {
     out.promptText = v.get<std::string>();
     return std::nullopt;
@@ -196,14 +211,19 @@ std::optional<ApiError> readPrompt(const json &v, int64_t vocab, GenerationReque
     return std::nullopt;
   }
   if (v.is_array() && !v.empty() && v[0].is_array())
-    return invalid("prompt", "batched prompts are not supported: send one prompt per request");
+    return invalid(
+        "prompt",
+        "batched prompts are not supported: send one prompt per request");
   if (v.is_array() && (v.empty() || v[0].is_number())) {
     if (v.empty())
       return invalid("prompt", "'prompt' must not be empty");
-    return readTokenIds(v, "prompt", vocab, std::numeric_limits<size_t>::max(), out.promptIds);
+    return readTokenIds(v, "prompt", vocab, std::numeric_limits<size_t>::max(),
+                        out.promptIds);
   }
   if (v.is_array())
-    return invalid("prompt", "batched prompts are not supported: send one prompt per request");
+    return invalid(
+        "prompt",
+        "batched prompts are not supported: send one prompt per request");
   return wrongType("prompt", "a string or an array of token ids", v);
 }
 
@@ -211,24 +231,30 @@ std::optional<ApiError> readPrompt(const json &v, int64_t vocab, GenerationReque
 /// sets them to anything but their neutral value is refused, not silently
 /// answered as if they were absent.
 std::optional<ApiError> refuseUnsupported(const json &body) {
-  static const char *const zeroOrNull[] = {"presence_penalty", "frequency_penalty"};
+  static const char *const zeroOrNull[] = {"presence_penalty",
+                                           "frequency_penalty"};
   for (const char *name : zeroOrNull) {
     auto it = body.find(name);
-    if (it != body.end() && !it->is_null() && !(it->is_number() && it->get<double>() == 0))
-      return invalid(name, std::string("'") + name + "' is not supported (only 0)");
+    if (it != body.end() && !it->is_null() &&
+        !(it->is_number() && it->get<double>() == 0))
+      return invalid(name,
+                     std::string("'") + name + "' is not supported (only 0)");
   }
-  static const char *const falseOrNull[] = {"logprobs", "echo", "top_logprobs", "best_of",
-                                            "logit_bias", "suffix", "response_format",
-                                            "tool_choice_required"};
+  static const char *const falseOrNull[] = {
+      "logprobs",   "echo",   "top_logprobs",    "best_of",
+      "logit_bias", "suffix", "response_format", "tool_choice_required"};
   for (const char *name : falseOrNull) {
     auto it = body.find(name);
-    if (it == body.end() || it->is_null() || (it->is_boolean() && !it->get<bool>()))
+    if (it == body.end() || it->is_null() ||
+        (it->is_boolean() && !it->get<bool>()))
       continue;
-    if (std::string(name) == "best_of" && it->is_number() && it->get<double>() == 1)
+    if (std::string(name) == "best_of" && it->is_number() &&
+        it->get<double>() == 1)
       continue;
     if (std::string(name) == "response_format" && it->is_object()) {
       auto type = it->find("type");
-      if (type != it->end() && type->is_string() && type->get<std::string>() == "text")
+      if (type != it->end() && type->is_string() &&
+          type->get<std::string>() == "text")
         continue;
     }
     if (std::string(name) == "logit_bias" && it->is_object() && it->empty())
@@ -238,7 +264,8 @@ std::optional<ApiError> refuseUnsupported(const json &body) {
   return std::nullopt;
 }
 
-std::optional<ApiError> readSampling(const json &body, int64_t vocab, GenerationRequest &out) {
+std::optional<ApiError> readSampling(const json &body, int64_t vocab,
+                                     GenerationRequest &out) {
   for (auto it = body.begin(); it != body.end(); ++it) {
     const std::string &k = it.key();
     const json &v = it.value();
@@ -267,7 +294,8 @@ std::optional<ApiError> readSampling(const json &body, int64_t vocab, Generation
                         std::numeric_limits<int64_t>::max(), i)))
         out.seed = static_cast<uint64_t>(i);
     } else if (k == "n") {
-      if (!(e = readInt(v, k, 1, std::numeric_limits<int64_t>::max(), i)) && i != 1)
+      if (!(e = readInt(v, k, 1, std::numeric_limits<int64_t>::max(), i)) &&
+          i != 1)
         e = invalid(k, "'n' must be 1: one choice per request is supported");
     } else if (k == "stream") {
       e = readBool(v, k, out.stream);
@@ -301,16 +329,20 @@ std::optional<ApiError> readSampling(const json &body, int64_t vocab, Generation
   return std::nullopt;
 }
 
-std::optional<ApiError> readChatFields(const json &body, GenerationRequest &out) {
+std::optional<ApiError> readChatFields(const json &body,
+                                       GenerationRequest &out) {
   auto messages = body.find("messages");
   if (messages == body.end())
     return invalid("messages", "'messages' is required");
   if (auto e = readMessages(*messages, out.messages))
     return e;
-  if (auto it = body.find("add_generation_prompt"); it != body.end() && !it->is_null())
-    if (auto e = readBool(*it, "add_generation_prompt", out.addGenerationPrompt))
+  if (auto it = body.find("add_generation_prompt");
+      it != body.end() && !it->is_null())
+    if (auto e =
+            readBool(*it, "add_generation_prompt", out.addGenerationPrompt))
       return e;
-  if (auto it = body.find("chat_template_kwargs"); it != body.end() && !it->is_null()) {
+  if (auto it = body.find("chat_template_kwargs");
+      it != body.end() && !it->is_null()) {
     if (!it->is_object())
       return wrongType("chat_template_kwargs", "an object", *it);
     out.chatTemplateKwargs = *it;
@@ -337,16 +369,19 @@ std::string errorBody(const ApiError &error) {
   return dumpJson(json{{"error", std::move(e)}});
 }
 
-std::optional<ApiError> parseGenerationRequest(const std::string &body, Endpoint endpoint,
-                                               int64_t vocabSize, GenerationRequest &out) {
+std::optional<ApiError> parseGenerationRequest(const std::string &body,
+                                               Endpoint endpoint,
+                                               int64_t vocabSize,
+                                               GenerationRequest &out) {
   out = GenerationRequest();
   out.endpoint = endpoint;
   json parsed = json::parse(body, nullptr, /*allow_exceptions=*/false);
   if (parsed.is_discarded())
     return invalid("", "the request body is not valid JSON");
   if (!parsed.is_object())
-    return invalid("", std::string("the request body must be a JSON object, not ") +
-                           typeName(parsed));
+    return invalid("",
+                   std::string("the request body must be a JSON object, not ") +
+                       typeName(parsed));
   if (auto e = refuseUnsupported(parsed))
     return e;
   if (auto e = readSampling(parsed, vocabSize, out))
@@ -359,9 +394,12 @@ std::optional<ApiError> parseGenerationRequest(const std::string &body, Endpoint
   return readPrompt(*prompt, vocabSize, out);
 }
 
-std::string sseEvent(const json &value) { return "data: " + dumpJson(value) + "\n\n"; }
+std::string sseEvent(const json &value) {
+  return "data: " + dumpJson(value) + "\n\n";
+}
 
-json usageJson(int64_t promptTokens, int64_t completionTokens, int64_t cachedTokens) {
+json usageJson(int64_t promptTokens, int64_t completionTokens,
+               int64_t cachedTokens) {
   return {{"prompt_tokens", promptTokens},
           {"completion_tokens", completionTokens},
           {"total_tokens", promptTokens + completionTokens},
@@ -371,10 +409,14 @@ json usageJson(int64_t promptTokens, int64_t completionTokens, int64_t cachedTok
 namespace {
 
 json headerJson(Endpoint endpoint, const ResponseHeader &h, bool chunk) {
-  const char *object = endpoint == Endpoint::Completions
-                           ? "text_completion"
-                           : (chunk ? "chat.completion.chunk" : "chat.completion");
-  return {{"id", h.id}, {"object", object}, {"created", h.created}, {"model", h.model}};
+  const char *object =
+      endpoint == Endpoint::Completions
+          ? "text_completion"
+          : (chunk ? "chat.completion.chunk" : "chat.completion");
+  return {{"id", h.id},
+          {"object", object},
+          {"created", h.created},
+          {"model", h.model}};
 }
 
 json reasonJson(const char *finishReason) {
@@ -383,10 +425,13 @@ json reasonJson(const char *finishReason) {
 
 } // namespace
 
-json completionResponse(Endpoint endpoint, const ResponseHeader &header, const std::string &text,
-                        const char *finishReason, const json &usage) {
+json completionResponse(Endpoint endpoint, const ResponseHeader &header,
+                        const std::string &text, const char *finishReason,
+                        const json &usage) {
   json r = headerJson(endpoint, header, false);
-  json choice = {{"index", 0}, {"logprobs", nullptr}, {"finish_reason", reasonJson(finishReason)}};
+  json choice = {{"index", 0},
+                 {"logprobs", nullptr},
+                 {"finish_reason", reasonJson(finishReason)}};
   if (endpoint == Endpoint::Completions)
     choice["text"] = text;
   else
@@ -396,10 +441,12 @@ json completionResponse(Endpoint endpoint, const ResponseHeader &header, const s
   return r;
 }
 
-json streamChunk(Endpoint endpoint, const ResponseHeader &header, const std::string &text,
-                 const char *finishReason, bool role) {
+json streamChunk(Endpoint endpoint, const ResponseHeader &header,
+                 const std::string &text, const char *finishReason, bool role) {
   json r = headerJson(endpoint, header, true);
-  json choice = {{"index", 0}, {"logprobs", nullptr}, {"finish_reason", reasonJson(finishReason)}};
+  json choice = {{"index", 0},
+                 {"logprobs", nullptr},
+                 {"finish_reason", reasonJson(finishReason)}};
   if (endpoint == Endpoint::Completions) {
     choice["text"] = text;
   } else {
@@ -414,7 +461,8 @@ json streamChunk(Endpoint endpoint, const ResponseHeader &header, const std::str
   return r;
 }
 
-json usageChunk(Endpoint endpoint, const ResponseHeader &header, const json &usage) {
+json usageChunk(Endpoint endpoint, const ResponseHeader &header,
+                const json &usage) {
   json r = headerJson(endpoint, header, true);
   r["choices"] = json::array();
   r["usage"] = usage;

@@ -74,8 +74,10 @@ struct GenerationRequest {
 /// ranges (n == 1, 0 <= temperature <= 2, 0 < top_p <= 1, top_k >= -1,
 /// max_tokens >= 1, at most 16 stop strings of at most 256 bytes, ...).
 /// `vocabSize` bounds token ids (prompt and stop_token_ids).
-std::optional<ApiError> parseGenerationRequest(const std::string &body, Endpoint endpoint,
-                                               int64_t vocabSize, GenerationRequest &out);
+std::optional<ApiError> parseGenerationRequest(const std::string &body,
+                                               Endpoint endpoint,
+                                               int64_t vocabSize,
+                                               GenerationRequest &out);
 
 /// Serialises `value` compactly, invalid UTF-8 replaced (never aborts).
 std::string dumpJson(const nlohmann::json &value);
@@ -91,16 +93,20 @@ struct ResponseHeader {
   std::string model;
 };
 
-nlohmann::json usageJson(int64_t promptTokens, int64_t completionTokens, int64_t cachedTokens);
+nlohmann::json usageJson(int64_t promptTokens, int64_t completionTokens,
+                         int64_t cachedTokens);
 
 /// A whole (non-streamed) response with one choice.
-nlohmann::json completionResponse(Endpoint endpoint, const ResponseHeader &header,
-                                  const std::string &text, const char *finishReason,
+nlohmann::json completionResponse(Endpoint endpoint,
+                                  const ResponseHeader &header,
+                                  const std::string &text,
+                                  const char *finishReason,
                                   const nlohmann::json &usage);
 /// One stream chunk: `text` as the delta; `finishReason` null while going;
 /// `role` adds {"role": "assistant"} to a chat delta (the first chunk).
 nlohmann::json streamChunk(Endpoint endpoint, const ResponseHeader &header,
-                           const std::string &text, const char *finishReason, bool role);
+                           const std::string &text, const char *finishReason,
+                           bool role);
 /// The final usage chunk of a stream (choices: []).
 nlohmann::json usageChunk(Endpoint endpoint, const ResponseHeader &header,
                           const nlohmann::json &usage);

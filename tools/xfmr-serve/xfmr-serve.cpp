@@ -46,43 +46,61 @@ namespace {
 const char *const kHelp =
     "usage: xfmr-serve STEP.xfa [options]\n"
     "\n"
-    "Serves a step function (xfmr-compile --kv-cache=paged, compiled from a model\n"
+    "Serves a step function (xfmr-compile --kv-cache=paged, compiled from a "
+    "model\n"
     "folder with tokenizer.json or with --tokenizer) over OpenAI's HTTP API:\n"
-    "POST /v1/completions, /v1/chat/completions (\"stream\": true for server-sent\n"
-    "events), GET /v1/models, /health, /metrics (Prometheus text), POST /tokenize,\n"
+    "POST /v1/completions, /v1/chat/completions (\"stream\": true for "
+    "server-sent\n"
+    "events), GET /v1/models, /health, /metrics (Prometheus text), POST "
+    "/tokenize,\n"
     "/detokenize. SIGTERM/SIGINT drain running requests and exit 0.\n"
     "\n"
     "options:\n"
     "  --host ADDR              address to listen on (default 127.0.0.1)\n"
-    "  --port N                 port (default 8000; 0: any free port, printed)\n"
+    "  --port N                 port (default 8000; 0: any free port, "
+    "printed)\n"
     "  --served-model-name NAME the model's name in the API (default: the\n"
     "                           artifact directory's name)\n"
-    "  --tokenizer PATH         a tokenizer.json (or a folder with one) instead of\n"
+    "  --tokenizer PATH         a tokenizer.json (or a folder with one) "
+    "instead of\n"
     "                           the artifact's\n"
-    "  --max-model-len N        prompt + generated tokens of a request at most\n"
-    "                           (default: the model's context length, else 4096)\n"
+    "  --max-model-len N        prompt + generated tokens of a request at "
+    "most\n"
+    "                           (default: the model's context length, else "
+    "4096)\n"
     "  --max-num-seqs N         running sequences at most (default 256)\n"
     "  --max-num-batched-tokens N  token budget of one step (default 2048)\n"
-    "  --kv-cache-bytes N       KV cache size (default: half of MemAvailable, at\n"
+    "  --kv-cache-bytes N       KV cache size (default: half of MemAvailable, "
+    "at\n"
     "                           most max-num-seqs full-length sequences)\n"
     "  --no-enable-prefix-caching  disable the prefix cache\n"
     "  --host-cache-bytes N     host tier of the prefix cache (default 0)\n"
-    "  --pools SPEC             split the KV cache, the step budget and step time\n"
-    "                           between pools, e.g. interactive=0.75,batch=0.25;\n"
-    "                           requests choose with \"priority\" or the X-Priority\n"
+    "  --pools SPEC             split the KV cache, the step budget and step "
+    "time\n"
+    "                           between pools, e.g. "
+    "interactive=0.75,batch=0.25;\n"
+    "                           requests choose with \"priority\" or the "
+    "X-Priority\n"
     "                           header (default: one pool, batch requests by\n"
     "                           priority with aging)\n"
-    "  --max-waiting N          queued requests per pool before 429 (default 4096)\n"
+    "  --max-waiting N          queued requests per pool before 429 (default "
+    "4096)\n"
     "  --max-body-bytes N       larger request bodies get 413 (default 4 MiB)\n"
-    "  --max-connections N      open connections at most, then 503 (default 4096)\n"
+    "  --max-connections N      open connections at most, then 503 (default "
+    "4096)\n"
     "  --io-threads N           HTTP I/O threads (default 2)\n"
-    "  --memory-bandwidth B     the machine's read bandwidth in bytes/s for the\n"
-    "                           saturation metric (default: measured at start)\n"
-    "  --drain-timeout S        seconds SIGTERM lets requests finish (default 30)\n"
-    "  --seed S                 seed of requests that give none (default: random)\n";
+    "  --memory-bandwidth B     the machine's read bandwidth in bytes/s for "
+    "the\n"
+    "                           saturation metric (default: measured at "
+    "start)\n"
+    "  --drain-timeout S        seconds SIGTERM lets requests finish (default "
+    "30)\n"
+    "  --seed S                 seed of requests that give none (default: "
+    "random)\n";
 
 int usageError(const std::string &message) {
-  std::fprintf(stderr, "xfmr-serve: error: %s (run 'xfmr-serve --help')\n", message.c_str());
+  std::fprintf(stderr, "xfmr-serve: error: %s (run 'xfmr-serve --help')\n",
+               message.c_str());
   return 2;
 }
 
@@ -98,15 +116,18 @@ bool parsePools(const std::string &text, std::vector<PoolSpec> &out) {
   size_t pos = 0;
   while (pos < text.size()) {
     size_t comma = text.find(',', pos);
-    std::string item = text.substr(pos, comma == std::string::npos ? std::string::npos : comma - pos);
+    std::string item = text.substr(
+        pos, comma == std::string::npos ? std::string::npos : comma - pos);
     size_t eq = item.find('=');
     if (eq == std::string::npos || eq == 0)
       return false;
     PoolSpec spec;
     spec.name = item.substr(0, eq);
-    if (!parseDouble(item.substr(eq + 1), spec.share) || spec.share <= 0 || spec.share > 1)
+    if (!parseDouble(item.substr(eq + 1), spec.share) || spec.share <= 0 ||
+        spec.share > 1)
       return false;
-    spec.cls = spec.name.rfind("batch", 0) == 0 ? RequestClass::Batch : RequestClass::Interactive;
+    spec.cls = spec.name.rfind("batch", 0) == 0 ? RequestClass::Batch
+                                                : RequestClass::Interactive;
     for (const PoolSpec &p : out)
       if (p.name == spec.name)
         return false;
@@ -129,8 +150,8 @@ std::string baseName(std::string path) {
 struct Flags {
   std::string artifact, tokenizer, modelName, pools;
   HttpServerOptions http;
-  int64_t maxModelLen = 0, maxNumSeqs = 256, maxTokensPerStep = 2048, kvCacheBytes = 0,
-          hostCacheBytes = 0, maxWaiting = 4096, seed = -1;
+  int64_t maxModelLen = 0, maxNumSeqs = 256, maxTokensPerStep = 2048,
+          kvCacheBytes = 0, hostCacheBytes = 0, maxWaiting = 4096, seed = -1;
   bool prefixCaching = true;
   double memoryBandwidth = 0, drainTimeout = 30;
 };
@@ -236,7 +257,8 @@ Expected<TextModel> loadText(const Artifact &artifact, const Flags &f) {
 /// files goes up to the hard limit.
 void raiseOpenFileLimit() {
   struct rlimit limit;
-  if (getrlimit(RLIMIT_NOFILE, &limit) == 0 && limit.rlim_cur < limit.rlim_max) {
+  if (getrlimit(RLIMIT_NOFILE, &limit) == 0 &&
+      limit.rlim_cur < limit.rlim_max) {
     limit.rlim_cur = limit.rlim_max;
     setrlimit(RLIMIT_NOFILE, &limit);
   }
@@ -269,10 +291,13 @@ int main(int argc, char **argv) {
   const Artifact &artifact = **loaded;
   const Manifest &manifest = artifact.manifest();
   if (!manifest.kvCache)
-    return fail(f.artifact + ": not a step function (compile with xfmr-compile --kv-cache=paged)");
+    return fail(
+        f.artifact +
+        ": not a step function (compile with xfmr-compile --kv-cache=paged)");
   if (manifest.expertParallelRanks > 1)
-    return fail(f.artifact + ": expert-parallel artifacts are not served yet (use xfmr-run "
-                             "generate under mpirun)");
+    return fail(f.artifact +
+                ": expert-parallel artifacts are not served yet (use xfmr-run "
+                "generate under mpirun)");
   Expected<TextModel> text = loadText(artifact, f);
   if (!text)
     return fail(text.error());
@@ -281,11 +306,12 @@ int main(int argc, char **argv) {
   if (f.pools.empty())
     pools.push_back({"default", 1.0, RequestClass::Interactive});
   else if (!parsePools(f.pools, pools))
-    return usageError("bad value for --pools: '" + f.pools +
-                      "' (want NAME=SHARE,... with shares in (0, 1] summing to at most 1)");
+    return usageError(
+        "bad value for --pools: '" + f.pools +
+        "' (want NAME=SHARE,... with shares in (0, 1] summing to at most 1)");
   if (f.modelName.empty())
     f.modelName = baseName(f.artifact);
-  int64_t maxModelLen = f.maxModelLen ? f.maxModelLen
+  int64_t maxModelLen = f.maxModelLen                ? f.maxModelLen
                         : manifest.contextLength > 0 ? manifest.contextLength
                                                      : 4096;
 
@@ -297,17 +323,20 @@ int main(int argc, char **argv) {
   options.engine.maxTokensPerStep = f.maxTokensPerStep;
   options.engine.prefixCaching = f.prefixCaching;
   options.engine.hostCacheBytes = static_cast<uint64_t>(f.hostCacheBytes);
-  uint64_t fullLength = static_cast<uint64_t>(f.maxNumSeqs) *
-                        static_cast<uint64_t>(maxModelLen + manifest.kvCache->blockSize) /
-                        static_cast<uint64_t>(manifest.kvCache->blockSize) *
-                        KVPools::bytesPerBlock(manifest);
+  uint64_t fullLength =
+      static_cast<uint64_t>(f.maxNumSeqs) *
+      static_cast<uint64_t>(maxModelLen + manifest.kvCache->blockSize) /
+      static_cast<uint64_t>(manifest.kvCache->blockSize) *
+      KVPools::bytesPerBlock(manifest);
   KVCacheBudget budget =
-      f.kvCacheBytes > 0 ? explicitKVCacheBudget(static_cast<uint64_t>(f.kvCacheBytes),
-                                                 "--kv-cache-bytes")
-                         : defaultKVCacheBudget(fullLength, availableMemoryBytes());
+      f.kvCacheBytes > 0
+          ? explicitKVCacheBudget(static_cast<uint64_t>(f.kvCacheBytes),
+                                  "--kv-cache-bytes")
+          : defaultKVCacheBudget(fullLength, availableMemoryBytes());
   options.engine.kvCacheBytes = budget.bytes;
   std::fprintf(stderr, "%s\n", budget.describe().c_str());
-  options.memoryReadBandwidth = f.memoryBandwidth > 0 ? f.memoryBandwidth : measureReadBandwidth();
+  options.memoryReadBandwidth =
+      f.memoryBandwidth > 0 ? f.memoryBandwidth : measureReadBandwidth();
   std::fprintf(stderr, "memory read bandwidth: %.1f GB/s (%s)\n",
                options.memoryReadBandwidth / 1e9,
                f.memoryBandwidth > 0 ? "--memory-bandwidth" : "measured");
@@ -327,7 +356,8 @@ int main(int argc, char **argv) {
     if (out.shape.size() == 2 && out.shape[1].isStatic())
       apiOptions.vocabSize = std::min(apiOptions.vocabSize, out.shape[1].value);
   apiOptions.created = static_cast<int64_t>(std::time(nullptr));
-  apiOptions.seedBase = f.seed >= 0 ? static_cast<uint64_t>(f.seed) : std::random_device()();
+  apiOptions.seedBase =
+      f.seed >= 0 ? static_cast<uint64_t>(f.seed) : std::random_device()();
   Api api(*text, **loop, metrics, apiOptions);
 
   Expected<std::unique_ptr<HttpServer>> server = HttpServer::listen(
@@ -337,8 +367,9 @@ int main(int argc, char **argv) {
   if (!server)
     return fail(server.error());
   (*loop)->start();
-  std::printf("xfmr-serve: serving %s as '%s' on http://%s:%d\n", f.artifact.c_str(),
-              f.modelName.c_str(), f.http.host.c_str(), (*server)->port());
+  std::printf("xfmr-serve: serving %s as '%s' on http://%s:%d\n",
+              f.artifact.c_str(), f.modelName.c_str(), f.http.host.c_str(),
+              (*server)->port());
   std::fflush(stdout);
 
   std::thread signalThread([&] {
