@@ -11,9 +11,14 @@ apply_chat_template calls) and with `xfmr-tokenize chat`, and compares the
 results byte for byte; a template that raises must raise in both.
 
     scripts/check-chat-template.py --build-dir build [--template FILE ...]
+    scripts/check-chat-template.py --build-dir build --fuzz N [--seed S]
 
 Prints "TEMPLATE: N conversations, N mismatches" per template and exits 1 on
-any mismatch. Needs transformers 5.25 and jinja2 3.1 (scripts/requirements.txt).
+any mismatch. --fuzz instead renders N random templates (text, whitespace
+control and comments around if/for blocks) and N random expressions
+(operators, filters, tests over a fixed context) with Jinja2 and xfmr; a
+construct xfmr refuses as "not supported" is counted apart, not as a
+mismatch. Needs transformers 5.25 and jinja2 3.1 (scripts/requirements.txt).
 """
 
 import argparse
@@ -231,6 +236,104 @@ def check(binary, template, verbose):
     return mismatches
 
 
+FUZZ_CONTEXT = {
+    "xs": [3, 1, 2], "s": " Ab c ", "n": 7, "f": 2.5, "z": 0, "b": True,
+    "none_": None, "d": {"k": "v", "n": 2}, "t": True, "words": ["a", "b"],
+    "ms": [{"role": "user", "content": "hi"}, {"role": "assistant", "content": " yo "}],
+}
+FUZZ_ATOMS = ["xs", "s", "n", "f", "z", "b", "none_", "d", "ms", "nope", "1", "-2",
+              "0.5", "'a'", "''", "'x y'", "[]", "[1, 'a']", "{}", "{'a': 1}", "true",
+              "none", "ms[0]", "d.k", "d['n']", "xs[-1]", "s[1:]", "ms[0].content",
+              "(1, 2)", "'ÉTÉ ß'"]
+FUZZ_BINARY = ["+", "-", "*", "/", "//", "~", "==", "!=", "<", ">=", "and", "or",
+               "in", "not in"]
+FUZZ_FILTERS = ["length", "trim", "upper", "lower", "first", "last", "string", "int",
+                "float", "list", "tojson", "default('D')", "join(',')", "abs", "round",
+                "unique|list", "reverse|list", "capitalize", "title", "map('string')|list",
+                "select|list", "reject|list", "dictsort", "items|list", "sum",
+                "selectattr('role')|list", "map(attribute='role')|join", "indent(2)",
+                "replace('a','b')", "tojson(indent=1)"]
+FUZZ_TESTS = ["defined", "none", "string", "number", "integer", "mapping", "iterable",
+              "sequence", "true", "false", "even", "odd", "boolean", "float",
+              "divisibleby 2", "in [1, 'a']", "eq 1", "lower", "upper"]
+FUZZ_TEXT = ["", " ", "  ", "\n", "\n\n", " \n ", "\t", "x", " y ", "\n  ", "  \n",
+             "z\n", "\r\n", " \t\n"]
+
+
+def fuzz_expression(rng, depth=0):
+    r = rng.random()
+    sub = lambda: fuzz_expression(rng, depth + 1)
+    if depth > 2 or r < 0.3:
+        return rng.choice(FUZZ_ATOMS)
+    if r < 0.55:
+        return f"({sub()} {rng.choice(FUZZ_BINARY)} {sub()})"
+    if r < 0.75:
+        return f"({sub()} | {rng.choice(FUZZ_FILTERS)})"
+    if r < 0.85:
+        return f"({sub()} is {rng.choice(['', 'not '])}{rng.choice(FUZZ_TESTS)})"
+    if r < 0.92:
+        return f"(not {sub()})"
+    return f"({sub()} if {sub()} else {sub()})"
+
+
+def fuzz_statements(rng, depth=0):
+    text = lambda: "".join(rng.choice(FUZZ_TEXT) for _ in range(rng.randint(0, 3)))
+    sign = lambda: rng.choice(["", "-", "+"])
+    trim = lambda: rng.choice(["", "-"])
+    body = lambda: "".join(fuzz_statements(rng, depth + 1) for _ in range(rng.randint(0, 2)))
+    r = rng.random()
+    if depth > 2 or r < 0.35:
+        return text() + "{{" + trim() + " 'v' " + trim() + "}}" + text()
+    if r < 0.5:
+        return text() + "{#" + trim() + " c " + trim() + "#}" + text()
+    if r < 0.75:
+        return (text() + "{%" + sign() + " if t " + sign() + "%}" + body() + "{%" + sign()
+                + " else " + sign() + "%}" + body() + "{%" + sign() + " endif " + sign()
+                + "%}" + text())
+    return (text() + "{%" + sign() + " for x in words " + sign() + "%}" + body() + "{{ x }}"
+            + "{%" + sign() + " endfor " + sign() + "%}" + text())
+
+
+def fuzz(binary, count, seed):
+    import random
+    from transformers.utils.chat_template_utils import _compile_jinja_template
+    rng = random.Random(seed)
+    sources = [fuzz_statements(rng) + rng.choice(["", "\n", "\n\n"]) for _ in range(count)]
+    sources += ["{{ " + fuzz_expression(rng) + " }}" for _ in range(count)]
+    mismatches = unsupported = 0
+    with tempfile.TemporaryDirectory() as tmp:
+        ctx_path = os.path.join(tmp, "context.jsonl")
+        with open(ctx_path, "w", encoding="utf-8") as f:
+            f.write(json.dumps(FUZZ_CONTEXT) + "\n")
+        template = os.path.join(tmp, "fuzz.jinja")
+        for source in sources:
+            try:
+                want = {"ok": _compile_jinja_template(source).render(
+                    **copy.deepcopy(FUZZ_CONTEXT))}
+            except Exception as e:
+                want = {"error": f"{type(e).__name__}: {e}"}
+            with open(template, "w", encoding="utf-8", newline="") as f:
+                f.write(source)
+            proc = subprocess.run([binary, "chat", "--template", template,
+                                   "--render-jsonl", ctx_path], capture_output=True)
+            if proc.returncode:
+                got = {"error": proc.stderr.decode(errors="replace")}
+            else:
+                value = json.loads(proc.stdout.decode("utf-8").split("\n")[0])
+                got = {"ok": value} if isinstance(value, str) else value
+            if ("ok" in want) == ("ok" in got) and want.get("ok") == got.get("ok"):
+                continue
+            if "ok" in want and "not supported" in got.get("error", ""):
+                unsupported += 1
+                continue
+            mismatches += 1
+            if mismatches <= 5:
+                print(f"  mismatch: {source!r}\n    jinja2: {want!r}\n    xfmr:   {got!r}")
+    print(f"fuzz (seed {seed}): {len(sources)} templates, {mismatches} mismatches, "
+          f"{unsupported} not supported")
+    return mismatches
+
+
 def main():
     root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -239,8 +342,13 @@ def main():
     parser.add_argument("--template", nargs="*",
                         help="templates (default: examples/chat_templates/*.jinja)")
     parser.add_argument("-v", "--verbose", action="store_true")
+    parser.add_argument("--fuzz", type=int, metavar="N",
+                        help="compare N random templates and N random expressions")
+    parser.add_argument("--seed", type=int, default=0)
     args = parser.parse_args()
     binary = args.binary or os.path.join(args.build_dir, "bin", "xfmr-tokenize")
+    if args.fuzz:
+        return 1 if fuzz(binary, args.fuzz, args.seed) else 0
     templates = args.template or sorted(
         glob.glob(os.path.join(root, "examples", "chat_templates", "*.jinja")))
     total = sum(check(binary, t, args.verbose) for t in templates)
