@@ -3,12 +3,14 @@
 // Part of xfmr.
 //
 //   xfmr-run generate ARTIFACT --prompt-ids 1,2,3 [--prompt-ids 4,5] ...
+//   xfmr-run generate ARTIFACT --prompt "text" | --chat "message" ...
 //
 // Generation through the serving engine (runtime/Engine.h) on a step
 // function compiled with `xfmr-compile --kv-cache=paged`: every prompt is a
 // request, all are batched together (continuous batching, chunked prefill,
 // prefix caching, preemption under a KV budget), each with the same sampling
-// parameters.
+// parameters. Text prompts and chats go through the artifact's tokenizer and
+// chat template (TextInterface.h) and print text.
 //
 //===----------------------------------------------------------------------===//
 
@@ -18,6 +20,7 @@
 #include "xfmr/runtime/ExpertParallel.h"
 #include "xfmr/runtime/KVCacheBudget.h"
 #include "xfmr/runtime/Text.h"
+#include "xfmr/runtime/TextInterface.h"
 #include "xfmr/runtime/TensorIO.h"
 
 #include <algorithm>
@@ -28,8 +31,11 @@
 #include <cstdlib>
 #include <cstring>
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
+
+#include <nlohmann/json.hpp>
 
 #include <sys/stat.h>
 
@@ -40,21 +46,39 @@ namespace {
 const char *const kGenerateHelp =
     "usage: xfmr-run generate ARTIFACT --prompt-ids ID,ID,... [--prompt-ids ...]\n"
     "                --max-new-tokens N [options]\n"
+    "       xfmr-run generate ARTIFACT --prompt TEXT | --chat MESSAGE [...] [options]\n"
     "\n"
     "Generates through the serving engine on a step function (xfmr-compile\n"
-    "--kv-cache=paged). Each --prompt-ids is one request; all of them run\n"
-    "together (continuous batching). Prints each request's generated ids,\n"
-    "comma-separated, one line per prompt in the order given; timings, the KV\n"
-    "cache and peak RSS on stderr.\n"
+    "--kv-cache=paged). Each --prompt-ids, --prompt or --chat is one request;\n"
+    "all of them run together (continuous batching). Prints, one request after\n"
+    "the other in the order given, the generated ids of a --prompt-ids\n"
+    "(comma-separated, one line) and the generated text of a --prompt or --chat\n"
+    "(special tokens skipped, then a newline); timings, the KV cache and peak\n"
+    "RSS on stderr. --prompt and --chat need an artifact with a tokenizer\n"
+    "(xfmr-compile from a model folder with tokenizer.json, or --tokenizer).\n"
     "\n"
     "options:\n"
     "  --prompt-ids LIST    a prompt's token ids (at least one); repeatable\n"
-    "  --max-new-tokens N   tokens to generate per request (1..1000000)\n"
+    "  --prompt TEXT        a prompt as text, encoded with the artifact's\n"
+    "                       tokenizer as transformers' tokenizer(TEXT); repeatable\n"
+    "  --chat MESSAGE       a user message, rendered with the artifact's chat\n"
+    "                       template (add_generation_prompt) and encoded without\n"
+    "                       adding special tokens again; repeatable\n"
+    "  --system TEXT        a system message before each --chat message\n"
+    "  --print-ids          print the generated ids of --prompt and --chat too\n"
+    "                       (a line before the text)\n"
+    "  --max-new-tokens N   tokens to generate per request (1..1000000; default:\n"
+    "                       the artifact's generation_config.json max_new_tokens,\n"
+    "                       else max_length less the prompt)\n"
     "  --stop-ids LIST      stop a request after it generates one of these\n"
     "                       (default: the artifact's eos ids, from the model\n"
-    "                       folder's genai_config.json)\n"
+    "                       folder's genai_config.json, generation_config.json\n"
+    "                       and tokenizer_config.json)\n"
     "  --ignore-eos         do not stop at the artifact's eos ids\n"
-    "  --temperature T      0 (default): greedy; > 0: sample\n"
+    "  --temperature T      0: greedy; > 0: sample (default: the artifact's\n"
+    "                       generation_config.json: greedy unless do_sample, as\n"
+    "                       in transformers; so for top-k, top-p, repetition\n"
+    "                       penalty and max new tokens)\n"
     "  --top-k K            keep the K most likely tokens (0: all)\n"
     "  --top-p P            keep the most likely tokens up to probability P (1: all)\n"
     "  --repetition-penalty R  > 1 discourages tokens already present (1: off)\n"
@@ -63,7 +87,7 @@ const char *const kGenerateHelp =
     "                       what every request needs at full length at once)\n"
     "  --dump-logits DIR    write the logits each token of the first request is\n"
     "                       chosen from to DIR/step_K.npy (K from 0: the prefill)\n"
-    "  --quiet              print only the ids and errors\n";
+    "  --quiet              print only the ids, the text and errors\n";
 
 int usageError(const std::string &message) {
   std::fprintf(stderr, "xfmr-run generate: error: %s (run 'xfmr-run generate --help')\n",
@@ -96,16 +120,44 @@ bool parseIds(const std::string &text, std::vector<int64_t> &out) {
   return !out.empty();
 }
 
+/// One request as given on the command line.
+struct PromptArg {
+  enum Kind { Ids, Text, Chat } kind = Ids;
+  std::vector<int64_t> ids; // Ids; the encoded prompt once tokenized
+  std::string text;         // Text and Chat
+};
+
+/// "greedy, max_new_tokens 24": what the artifact's generation defaults
+/// set, for the log.
+std::string describeDefaults(const GenerationDefaults &d) {
+  std::string s = d.doSample.value_or(false) ? "sampling" : "greedy";
+  if (d.doSample.value_or(false))
+    s += formatString(", temperature %g, top_k %lld", d.temperature.value_or(1.0),
+                      static_cast<long long>(d.topK.value_or(50)));
+  if (d.doSample.value_or(false) && d.topP)
+    s += formatString(", top_p %g", *d.topP);
+  if (d.repetitionPenalty)
+    s += formatString(", repetition_penalty %g", *d.repetitionPenalty);
+  if (d.maxNewTokens)
+    s += formatString(", max_new_tokens %lld", static_cast<long long>(*d.maxNewTokens));
+  else if (d.maxLength)
+    s += formatString(", max_length %lld", static_cast<long long>(*d.maxLength));
+  return s;
+}
+
 } // namespace
 
 double peakResidentMiB(); // xfmr-run.cpp
 
 int generateMain(int argc, char **argv) {
-  std::string artifactDir, dumpDir;
-  std::vector<std::vector<int64_t>> prompts;
-  SamplingParams sampling;
+  std::string artifactDir, dumpDir, system;
+  std::vector<PromptArg> args;
+  std::vector<int64_t> stopIds;
+  // Flags given override the artifact's generation defaults.
+  std::optional<double> temperature, topP, repetitionPenalty;
+  std::optional<int64_t> topK;
   int64_t maxNew = -1, kvBytes = 0, seed = 0;
-  bool quiet = false, ignoreEos = false, stopGiven = false;
+  bool quiet = false, ignoreEos = false, stopGiven = false, printIds = false;
   for (int i = 2; i < argc; ++i) {
     std::string arg = argv[i];
     if (arg == "--help" || arg == "-h") {
@@ -120,6 +172,10 @@ int generateMain(int argc, char **argv) {
       ignoreEos = true;
       continue;
     }
+    if (arg == "--print-ids") {
+      printIds = true;
+      continue;
+    }
     if (arg.empty() || arg[0] != '-') {
       if (!artifactDir.empty())
         return usageError("more than one artifact given");
@@ -130,22 +186,35 @@ int generateMain(int argc, char **argv) {
     if (!xfmr::run::splitOption(argc, argv, i, name, value))
       return usageError("option '" + name + "' needs a value");
     bool ok = true;
+    double number = 0;
+    int64_t integer = 0;
     if (name == "--prompt-ids") {
-      prompts.emplace_back();
-      ok = parseIds(value, prompts.back());
+      args.emplace_back();
+      ok = parseIds(value, args.back().ids);
+    } else if (name == "--prompt" || name == "--chat") {
+      PromptArg p;
+      p.kind = name == "--prompt" ? PromptArg::Text : PromptArg::Chat;
+      p.text = value;
+      args.push_back(std::move(p));
+    } else if (name == "--system") {
+      system = value;
     } else if (name == "--stop-ids") {
-      ok = parseIds(value, sampling.stopTokens);
+      ok = parseIds(value, stopIds);
       stopGiven = true;
     } else if (name == "--max-new-tokens") {
       ok = parseInt(value, 1, 1000000, maxNew);
     } else if (name == "--temperature") {
-      ok = parseDouble(value, sampling.temperature);
+      if ((ok = parseDouble(value, number)))
+        temperature = number;
     } else if (name == "--top-k") {
-      ok = parseInt(value, 0, INT32_MAX, sampling.topK);
+      if ((ok = parseInt(value, 0, INT32_MAX, integer)))
+        topK = integer;
     } else if (name == "--top-p") {
-      ok = parseDouble(value, sampling.topP);
+      if ((ok = parseDouble(value, number)))
+        topP = number;
     } else if (name == "--repetition-penalty") {
-      ok = parseDouble(value, sampling.repetitionPenalty);
+      if ((ok = parseDouble(value, number)))
+        repetitionPenalty = number;
     } else if (name == "--seed") {
       ok = parseInt(value, 0, INT64_MAX, seed);
     } else if (name == "--kv-cache-bytes") {
@@ -160,11 +229,15 @@ int generateMain(int argc, char **argv) {
   }
   if (artifactDir.empty())
     return usageError("no artifact given");
-  if (prompts.empty())
-    return usageError("--prompt-ids is required");
-  if (maxNew < 0)
-    return usageError("--max-new-tokens is required");
-  sampling.maxTokens = maxNew;
+  if (args.empty())
+    return usageError("--prompt-ids, --prompt or --chat is required");
+  bool anyText = false, anyChat = false;
+  for (const PromptArg &p : args) {
+    anyText |= p.kind != PromptArg::Ids;
+    anyChat |= p.kind == PromptArg::Chat;
+  }
+  if (!system.empty() && !anyChat)
+    return usageError("--system applies to --chat messages, and none is given");
 
   Expected<std::unique_ptr<Artifact>> loaded = Artifact::load(artifactDir);
   if (!loaded)
@@ -172,6 +245,62 @@ int generateMain(int argc, char **argv) {
   const Artifact &artifact = **loaded;
   if (!artifact.manifest().kvCache)
     return fail(artifactDir + ": not a step function (compile with xfmr-compile --kv-cache=paged)");
+  std::optional<TextModel> text;
+  if (anyText) {
+    Expected<TextModel> model = loadTextModel(artifact);
+    if (!model)
+      return fail(model.error());
+    text.emplace(model.take());
+  }
+  for (PromptArg &p : args) {
+    if (p.kind == PromptArg::Text) {
+      p.ids = encodePrompt(*text, p.text);
+    } else if (p.kind == PromptArg::Chat) {
+      nlohmann::json messages = nlohmann::json::array();
+      if (!system.empty())
+        messages.push_back({{"role", "system"}, {"content", system}});
+      messages.push_back({{"role", "user"}, {"content", p.text}});
+      Expected<std::vector<int64_t>> ids = encodeChat(*text, messages, /*addGenerationPrompt=*/true);
+      if (!ids)
+        return fail(ids.error());
+      p.ids = ids.take();
+    }
+    if (p.ids.empty())
+      return fail("a prompt encodes to no tokens");
+  }
+
+  // The artifact's generation defaults (generation_config.json), then the
+  // flags given.
+  const std::optional<TextInterface> &textInfo = artifact.manifest().text;
+  GenerationDefaults defaults = textInfo ? textInfo->defaults : GenerationDefaults();
+  SamplingParams sampling = applyGenerationDefaults(defaults);
+  if (!quiet && !defaults.empty())
+    std::fprintf(stderr, "generation defaults from the artifact: %s (flags override)\n",
+                 describeDefaults(defaults).c_str());
+  if (temperature)
+    sampling.temperature = *temperature;
+  if (topK)
+    sampling.topK = *topK;
+  if (topP)
+    sampling.topP = *topP;
+  if (repetitionPenalty)
+    sampling.repetitionPenalty = *repetitionPenalty;
+  if (stopGiven)
+    sampling.stopTokens = stopIds;
+  // Tokens to generate per request: --max-new-tokens, else the defaults'
+  // max_new_tokens, else max_length less the prompt.
+  std::vector<int64_t> maxTokens;
+  for (const PromptArg &p : args) {
+    int64_t n = maxNew;
+    if (n < 0 && defaults.maxNewTokens)
+      n = *defaults.maxNewTokens;
+    else if (n < 0 && defaults.maxLength)
+      n = std::max<int64_t>(1, *defaults.maxLength - static_cast<int64_t>(p.ids.size()));
+    if (n < 0)
+      return usageError("--max-new-tokens is required (the artifact states no max_new_tokens "
+                        "or max_length)");
+    maxTokens.push_back(std::min<int64_t>(n, 1000000));
+  }
   // Under mpirun (--expert-parallel artifacts) every rank generates the
   // same tokens in the same steps; rank 0 prints them.
   ExpertParallelScope scope;
@@ -199,8 +328,8 @@ int generateMain(int argc, char **argv) {
   // Every request at its full length at once, in whole blocks: the most
   // the cache could hold, so the cap of the default budget.
   uint64_t blocksNeeded = 0, bs = static_cast<uint64_t>(artifact.manifest().kvCache->blockSize);
-  for (const auto &p : prompts)
-    blocksNeeded += (p.size() + static_cast<uint64_t>(maxNew) + bs - 1) / bs;
+  for (size_t i = 0; i < args.size(); ++i)
+    blocksNeeded += (args[i].ids.size() + static_cast<uint64_t>(maxTokens[i]) + bs - 1) / bs;
   KVCacheBudget budget =
       kvBytes > 0 ? explicitKVCacheBudget(static_cast<uint64_t>(kvBytes), "--kv-cache-bytes")
                   : defaultKVCacheBudget(blocksNeeded * KVPools::bytesPerBlock(artifact.manifest()),
@@ -229,8 +358,8 @@ int generateMain(int argc, char **argv) {
     return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   };
   int64_t longest = 0;
-  for (const auto &p : prompts)
-    longest = std::max<int64_t>(longest, static_cast<int64_t>(p.size()) + maxNew);
+  for (size_t i = 0; i < args.size(); ++i)
+    longest = std::max<int64_t>(longest, static_cast<int64_t>(args[i].ids.size()) + maxTokens[i]);
   Expected<std::unique_ptr<Engine>> engine = Engine::create(
       artifact, config, clock,
       quiet ? Engine::Trace() : [](const std::string &line) {
@@ -240,11 +369,12 @@ int generateMain(int argc, char **argv) {
       longest);
   if (!engine)
     return fail(engine.error());
-  for (size_t i = 0; i < prompts.size(); ++i) {
+  for (size_t i = 0; i < args.size(); ++i) {
     Request r;
     r.id = static_cast<int64_t>(i);
-    r.prompt = prompts[i];
+    r.prompt = args[i].ids;
     r.sampling = sampling;
+    r.sampling.maxTokens = maxTokens[i];
     r.sampling.seed = static_cast<uint64_t>(seed) + i;
     if (Status s = (*engine)->submit(std::move(r)); !s)
       return fail(s.error());
@@ -266,9 +396,18 @@ int generateMain(int argc, char **argv) {
   for (const auto &[id, r] : results) {
     if (!rank->isRoot())
       break;
-    for (size_t k = 0; k < r.tokens.size(); ++k)
-      std::printf("%s%lld", k ? "," : "", static_cast<long long>(r.tokens[k]));
-    std::printf("\n");
+    const PromptArg &p = args[static_cast<size_t>(id)];
+    if (p.kind == PromptArg::Ids || printIds) {
+      for (size_t k = 0; k < r.tokens.size(); ++k)
+        std::printf("%s%lld", k ? "," : "", static_cast<long long>(r.tokens[k]));
+      std::printf("\n");
+    }
+    if (p.kind != PromptArg::Ids)
+    {
+      std::string generated = decodeText(*text, r.tokens);
+      std::fwrite(generated.data(), 1, generated.size(), stdout);
+      std::printf("\n");
+    }
   }
   if (!quiet) {
     for (const auto &[id, r] : results) {
@@ -276,7 +415,7 @@ int generateMain(int argc, char **argv) {
       std::fprintf(stderr,
                    "request %lld: prompt %zu tokens, generated %zu (%s); first token %.2f ms, "
                    "then %.2f ms/token\n",
-                   static_cast<long long>(id), prompts[static_cast<size_t>(id)].size(),
+                   static_cast<long long>(id), args[static_cast<size_t>(id)].ids.size(),
                    r.tokens.size(), finishReasonName(r.finishReason),
                    1e3 * (r.firstToken - r.arrival), 1e3 * decode);
     }

@@ -42,7 +42,8 @@ const char *const kUsageLine =
     "usage: xfmr-run ARTIFACT --input NAME=FILE [--input NAME=FILE ...]\n"
     "                [--output-dir DIR] [--repeat N] [--quiet]\n"
     "       xfmr-run generate ARTIFACT --prompt-ids 1,2,3 --max-new-tokens N\n"
-    "                (greedy generation; 'xfmr-run generate --help')\n"
+    "       xfmr-run generate ARTIFACT --prompt TEXT | --chat MESSAGE\n"
+    "                (generation; 'xfmr-run generate --help')\n"
     "       xfmr-run perplexity ARTIFACT --tokens FILE.npy [--context N] [--json]\n"
     "                (causal LM perplexity; 'xfmr-run perplexity --help')\n";
 
