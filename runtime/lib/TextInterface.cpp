@@ -29,12 +29,14 @@ namespace {
 
 /// The artifact file `name` of `dir`, whose size and SHA-256 the manifest
 /// records as `expected`: a regular file, not a symbolic link.
-Expected<std::string> readCheckedFile(const std::string &dir, const std::string &name,
+Expected<std::string> readCheckedFile(const std::string &dir,
+                                      const std::string &name,
                                       const FileIntegrity &expected) {
   std::string path = dir + "/" + name;
   int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOFOLLOW);
   if (fd < 0 && errno == ELOOP)
-    return Error(path + ": is a symbolic link (artifact files must be regular files)");
+    return Error(path +
+                 ": is a symbolic link (artifact files must be regular files)");
   if (fd < 0)
     return Error(path + ": cannot open: " + std::strerror(errno));
   struct FdCloser {
@@ -47,9 +49,9 @@ Expected<std::string> readCheckedFile(const std::string &dir, const std::string 
   if (!S_ISREG(st.st_mode))
     return Error(path + ": not a regular file");
   if (static_cast<uint64_t>(st.st_size) != expected.size)
-    return Error(path + ": size is " + std::to_string(st.st_size) + " bytes, but " + dir +
-                 "/manifest.json says " + std::to_string(expected.size) +
-                 " (truncated or replaced?)");
+    return Error(path + ": size is " + std::to_string(st.st_size) +
+                 " bytes, but " + dir + "/manifest.json says " +
+                 std::to_string(expected.size) + " (truncated or replaced?)");
   std::string bytes(static_cast<size_t>(expected.size), '\0');
   size_t done = 0;
   while (done < bytes.size()) {
@@ -64,8 +66,9 @@ Expected<std::string> readCheckedFile(const std::string &dir, const std::string 
   }
   std::string digest = sha256Hex(bytes.data(), bytes.size());
   if (digest != expected.sha256)
-    return Error(path + ": SHA-256 is " + digest + ", not the one " + dir +
-                 "/manifest.json records (the file was modified after compilation)");
+    return Error(
+        path + ": SHA-256 is " + digest + ", not the one " + dir +
+        "/manifest.json records (the file was modified after compilation)");
   return bytes;
 }
 
@@ -81,8 +84,10 @@ Expected<TextModel> xfmr::rt::loadTextModel(const std::string &directory,
                                             const Manifest &manifest) {
   std::string dir = trimSlashes(directory);
   if (!manifest.text)
-    return Error(dir + " has no tokenizer (compile from a model folder with tokenizer.json "
-                       "or pass --tokenizer)");
+    return Error(
+        dir +
+        " has no tokenizer (compile from a model folder with tokenizer.json "
+        "or pass --tokenizer)");
   const TextInterface &t = *manifest.text;
   TextModel model;
   model.name = dir;
@@ -121,8 +126,8 @@ Expected<TextModel> xfmr::rt::loadTextModel(const std::string &directory,
   // The manifest's ids must name tokens: a bos id past the vocabulary
   // would be a prompt the model rejects.
   if (model.bosId && *model.bosId >= model.tokenizer->vocabSize())
-    return Error(dir + "/manifest.json: text.bos_token_id " + std::to_string(*model.bosId) +
-                 " is outside the tokenizer's " +
+    return Error(dir + "/manifest.json: text.bos_token_id " +
+                 std::to_string(*model.bosId) + " is outside the tokenizer's " +
                  std::to_string(model.tokenizer->vocabSize()) + " tokens");
   return Expected<TextModel>(std::move(model));
 }
@@ -131,24 +136,28 @@ Expected<TextModel> xfmr::rt::loadTextModel(const Artifact &artifact) {
   return loadTextModel(artifact.directory(), artifact.manifest());
 }
 
-std::vector<int64_t> xfmr::rt::encodePrompt(const TextModel &model, std::string_view text) {
+std::vector<int64_t> xfmr::rt::encodePrompt(const TextModel &model,
+                                            std::string_view text) {
   if (!model.addBosToken && !model.addEosToken)
     return model.tokenizer->encode(text, /*addSpecialTokens=*/true);
   // transformers replaces the post-processor by [bos] $A [eos] when either
   // is stated (TokenizersBackend.update_post_processor).
-  std::vector<int64_t> ids = model.tokenizer->encode(text, /*addSpecialTokens=*/false);
+  std::vector<int64_t> ids =
+      model.tokenizer->encode(text, /*addSpecialTokens=*/false);
   if (model.addBosToken.value_or(false) && model.bosId)
     ids.insert(ids.begin(), *model.bosId);
   if (model.addEosToken.value_or(false)) {
     std::optional<int64_t> eos =
-        model.eosToken.empty() ? std::nullopt : model.tokenizer->tokenToId(model.eosToken);
+        model.eosToken.empty() ? std::nullopt
+                               : model.tokenizer->tokenToId(model.eosToken);
     if (eos)
       ids.push_back(*eos);
   }
   return ids;
 }
 
-Expected<std::string> xfmr::rt::renderChat(const TextModel &model, const json &messages,
+Expected<std::string> xfmr::rt::renderChat(const TextModel &model,
+                                           const json &messages,
                                            bool addGenerationPrompt) {
   if (!model.chatTemplate)
     return Error(model.name + " has no chat template (the model folder has no "
@@ -174,7 +183,8 @@ Expected<std::vector<int64_t>> xfmr::rt::encodeChat(const TextModel &model,
   return model.tokenizer->encode(*text, /*addSpecialTokens=*/false);
 }
 
-std::string xfmr::rt::decodeText(const TextModel &model, const std::vector<int64_t> &ids) {
+std::string xfmr::rt::decodeText(const TextModel &model,
+                                 const std::vector<int64_t> &ids) {
   return model.tokenizer->decode(ids, /*skipSpecialTokens=*/true);
 }
 

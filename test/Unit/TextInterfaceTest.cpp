@@ -28,7 +28,8 @@ namespace fs = std::filesystem;
 
 namespace {
 
-const std::string kSmolLM2 = XFMR_UNIT_INPUTS_DIR "/../../../examples/tokenizers/smollm2";
+const std::string kSmolLM2 =
+    XFMR_UNIT_INPUTS_DIR "/../../../examples/tokenizers/smollm2";
 
 std::string readAll(const std::string &path) {
   std::ifstream in(path, std::ios::binary);
@@ -52,7 +53,8 @@ protected:
     t.tokenizerFile = kTokenizerFileName;
     t.tokenizerConfigFile = kTokenizerConfigFileName;
     t.chatTemplateFile = kChatTemplateFileName;
-    for (const char *name : {kTokenizerFileName, kTokenizerConfigFileName, kChatTemplateFileName})
+    for (const char *name :
+         {kTokenizerFileName, kTokenizerConfigFileName, kChatTemplateFileName})
       put(t, name, readAll(kSmolLM2 + "/" + name));
     t.bosToken = "<|im_start|>";
     t.eosToken = "<|im_end|>";
@@ -63,9 +65,11 @@ protected:
   void TearDown() override { fs::remove_all(dir); }
 
   /// Writes `bytes` as the artifact file `name` and records it.
-  void put(TextInterface &t, const std::string &name, const std::string &bytes) {
+  void put(TextInterface &t, const std::string &name,
+           const std::string &bytes) {
     std::ofstream(dir + "/" + name, std::ios::binary) << bytes;
-    t.files[name] = FileIntegrity{bytes.size(), sha256Hex(bytes.data(), bytes.size())};
+    t.files[name] =
+        FileIntegrity{bytes.size(), sha256Hex(bytes.data(), bytes.size())};
   }
 
   std::string dir;
@@ -80,19 +84,22 @@ TEST_F(TextInterfaceTest, EncodesAsTransformers) {
   Expected<TextModel> m = loadTextModel(dir, manifest);
   ASSERT_TRUE(m) << m.error();
   ASSERT_TRUE(m->chatTemplate);
-  EXPECT_EQ(encodePrompt(*m, "Hello world"), (std::vector<int64_t>{19556, 905}));
+  EXPECT_EQ(encodePrompt(*m, "Hello world"),
+            (std::vector<int64_t>{19556, 905}));
   Expected<std::string> text = renderChat(*m, userSays("Hello"), true);
   ASSERT_TRUE(text) << text.error();
-  EXPECT_EQ(*text, "<|im_start|>system\nYou are a helpful AI assistant named SmolLM, trained by "
+  EXPECT_EQ(*text, "<|im_start|>system\nYou are a helpful AI assistant named "
+                   "SmolLM, trained by "
                    "Hugging Face<|im_end|>\n<|im_start|>user\nHello<|im_end|>\n"
                    "<|im_start|>assistant\n");
   // The rendered text's special tokens are found as such; none is added.
   Expected<std::vector<int64_t>> ids = encodeChat(*m, userSays("Hello"), true);
   ASSERT_TRUE(ids) << ids.error();
-  EXPECT_EQ(*ids, (std::vector<int64_t>{1,    9690,  198,  2683, 359,  253,  5356, 5646,
-                                        11173, 3365, 3511, 308,  34519, 28, 7018, 411,
-                                        407,   19712, 8182, 2,    198,  1,    4093, 198,
-                                        19556, 2,    198,  1,    520,  9531, 198}));
+  EXPECT_EQ(*ids, (std::vector<int64_t>{
+                      1,     9690,  198,  2683, 359,   253,  5356, 5646,
+                      11173, 3365,  3511, 308,  34519, 28,   7018, 411,
+                      407,   19712, 8182, 2,    198,   1,    4093, 198,
+                      19556, 2,     198,  1,    520,   9531, 198}));
   EXPECT_EQ(decodeText(*m, {1, 9690, 198, 28120, 2}), "system\nhello");
 }
 
@@ -101,7 +108,8 @@ TEST_F(TextInterfaceTest, AddBosToken) {
   manifest.text->addBosToken = true;
   Expected<TextModel> m = loadTextModel(dir, manifest);
   ASSERT_TRUE(m) << m.error();
-  EXPECT_EQ(encodePrompt(*m, "Hello world"), (std::vector<int64_t>{1, 19556, 905}));
+  EXPECT_EQ(encodePrompt(*m, "Hello world"),
+            (std::vector<int64_t>{1, 19556, 905}));
   Expected<std::vector<int64_t>> ids = encodeChat(*m, userSays("Hello"), true);
   ASSERT_TRUE(ids) << ids.error();
   EXPECT_EQ(ids->front(), 1); // the template's, not a second one
@@ -112,8 +120,9 @@ TEST_F(TextInterfaceTest, Errors) {
   Manifest none;
   Expected<TextModel> missing = loadTextModel(dir, none);
   ASSERT_FALSE(missing);
-  EXPECT_EQ(missing.error(), dir + " has no tokenizer (compile from a model folder with "
-                                   "tokenizer.json or pass --tokenizer)");
+  EXPECT_EQ(missing.error(),
+            dir + " has no tokenizer (compile from a model folder with "
+                  "tokenizer.json or pass --tokenizer)");
 
   // A template changed after compilation, same size: the digest differs.
   std::string source = readAll(dir + "/" + kChatTemplateFileName);
@@ -121,13 +130,15 @@ TEST_F(TextInterfaceTest, Errors) {
   std::ofstream(dir + "/" + kChatTemplateFileName, std::ios::binary) << source;
   Expected<TextModel> tampered = loadTextModel(dir, manifest);
   ASSERT_FALSE(tampered);
-  EXPECT_NE(tampered.error().find("chat_template.jinja: SHA-256 is"), std::string::npos)
+  EXPECT_NE(tampered.error().find("chat_template.jinja: SHA-256 is"),
+            std::string::npos)
       << tampered.error();
   // Truncated.
   std::ofstream(dir + "/" + kTokenizerFileName, std::ios::binary) << "{}";
   Expected<TextModel> truncated = loadTextModel(dir, manifest);
   ASSERT_FALSE(truncated);
-  EXPECT_NE(truncated.error().find("tokenizer.json: size is 2 bytes"), std::string::npos)
+  EXPECT_NE(truncated.error().find("tokenizer.json: size is 2 bytes"),
+            std::string::npos)
       << truncated.error();
 
   // No template: chats are an error, prompts are not.
@@ -135,9 +146,11 @@ TEST_F(TextInterfaceTest, Errors) {
   manifest.text->chatTemplateFile.clear();
   Expected<TextModel> plain = loadTextModel(dir, manifest);
   ASSERT_TRUE(plain) << plain.error();
-  Expected<std::vector<int64_t>> chat = encodeChat(*plain, userSays("Hi"), true);
+  Expected<std::vector<int64_t>> chat =
+      encodeChat(*plain, userSays("Hi"), true);
   ASSERT_FALSE(chat);
-  EXPECT_NE(chat.error().find("has no chat template"), std::string::npos) << chat.error();
+  EXPECT_NE(chat.error().find("has no chat template"), std::string::npos)
+      << chat.error();
 }
 
 TEST(GenerationDefaultsTest, AsTransformersGenerate) {

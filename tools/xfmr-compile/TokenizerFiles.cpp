@@ -47,10 +47,12 @@ llvm::Expected<std::string> readFile(const std::string &path) {
 }
 
 /// `text` (the file `path`) as a JSON object.
-llvm::Expected<json::Object> parseObject(llvm::StringRef text, const std::string &path) {
+llvm::Expected<json::Object> parseObject(llvm::StringRef text,
+                                         const std::string &path) {
   llvm::Expected<json::Value> value = json::parse(text);
   if (!value)
-    return fail(path + ": not valid JSON: " + llvm::toString(value.takeError()));
+    return fail(path +
+                ": not valid JSON: " + llvm::toString(value.takeError()));
   json::Object *object = value->getAsObject();
   if (!object)
     return fail(path + ": expected a JSON object");
@@ -58,8 +60,8 @@ llvm::Expected<json::Object> parseObject(llvm::StringRef text, const std::string
 }
 
 /// The optional JSON file `name` of `dir` as an object; nothing when absent.
-llvm::Expected<std::optional<json::Object>> readOptionalObject(llvm::StringRef dir,
-                                                               llvm::StringRef name) {
+llvm::Expected<std::optional<json::Object>>
+readOptionalObject(llvm::StringRef dir, llvm::StringRef name) {
   if (dir.empty())
     return std::nullopt;
   std::string path = joinPath(dir, name);
@@ -76,7 +78,8 @@ llvm::Expected<std::optional<json::Object>> readOptionalObject(llvm::StringRef d
 
 /// A special token of tokenizer_config.json / special_tokens_map.json: a
 /// string or an AddedToken {"content": ...}; "" when absent or null.
-llvm::Expected<std::string> specialToken(const json::Object &config, llvm::StringRef key,
+llvm::Expected<std::string> specialToken(const json::Object &config,
+                                         llvm::StringRef key,
                                          const std::string &path) {
   const json::Value *v = config.get(key);
   if (!v || v->getAsNull())
@@ -86,11 +89,13 @@ llvm::Expected<std::string> specialToken(const json::Object &config, llvm::Strin
   if (const json::Object *o = v->getAsObject())
     if (std::optional<llvm::StringRef> content = o->getString("content"))
       return content->str();
-  return fail(path + ": " + key + ": expected a string or {\"content\": \"...\"}");
+  return fail(path + ": " + key +
+              ": expected a string or {\"content\": \"...\"}");
 }
 
 /// An optional boolean field (null is absent).
-llvm::Expected<std::optional<bool>> optionalBool(const json::Object &o, llvm::StringRef key,
+llvm::Expected<std::optional<bool>> optionalBool(const json::Object &o,
+                                                 llvm::StringRef key,
                                                  const std::string &path) {
   const json::Value *v = o.get(key);
   if (!v || v->getAsNull())
@@ -111,14 +116,19 @@ llvm::Expected<std::string> configChatTemplate(const json::Object &config,
     return s->str();
   const json::Array *list = v->getAsArray();
   if (!list)
-    return fail(path + ": chat_template: expected a string or a list of {\"name\", "
-                       "\"template\"}");
+    return fail(path +
+                ": chat_template: expected a string or a list of {\"name\", "
+                "\"template\"}");
   for (const json::Value &entry : *list) {
     const json::Object *o = entry.getAsObject();
-    std::optional<llvm::StringRef> name = o ? o->getString("name") : std::nullopt;
-    std::optional<llvm::StringRef> source = o ? o->getString("template") : std::nullopt;
+    std::optional<llvm::StringRef> name =
+        o ? o->getString("name") : std::nullopt;
+    std::optional<llvm::StringRef> source =
+        o ? o->getString("template") : std::nullopt;
     if (!name || !source)
-      return fail(path + ": chat_template: expected a list of {\"name\", \"template\"}");
+      return fail(
+          path +
+          ": chat_template: expected a list of {\"name\", \"template\"}");
     if (*name == "default")
       return source->str();
   }
@@ -128,7 +138,8 @@ llvm::Expected<std::string> configChatTemplate(const json::Object &config,
 /// token -> id of tokenizer.json: its added tokens, then its model's
 /// vocabulary (an object for BPE, WordPiece and WordLevel; a list of
 /// [piece, score] for Unigram).
-llvm::Expected<llvm::StringMap<int64_t>> tokenIds(llvm::StringRef text, const std::string &path) {
+llvm::Expected<llvm::StringMap<int64_t>> tokenIds(llvm::StringRef text,
+                                                  const std::string &path) {
   llvm::Expected<json::Object> root = parseObject(text, path);
   if (!root)
     return root.takeError();
@@ -156,7 +167,8 @@ llvm::Expected<llvm::StringMap<int64_t>> tokenIds(llvm::StringRef text, const st
 }
 
 /// generation_config.json's eos ids and sampling defaults.
-llvm::Error readGenerationConfig(const json::Object &config, const std::string &path,
+llvm::Error readGenerationConfig(const json::Object &config,
+                                 const std::string &path,
                                  std::vector<int64_t> &eosIds,
                                  xfmr::rt::GenerationDefaults &defaults) {
   if (const json::Value *v = config.get("eos_token_id"); v && !v->getAsNull()) {
@@ -169,18 +181,22 @@ llvm::Error readGenerationConfig(const json::Object &config, const std::string &
     for (const json::Value *id : list) {
       std::optional<int64_t> n = id->getAsInteger();
       if (!n || *n < 0 || list.size() > 64)
-        return fail(path + ": eos_token_id must be a non-negative id or a list of at most 64");
+        return fail(
+            path +
+            ": eos_token_id must be a non-negative id or a list of at most 64");
       eosIds.push_back(*n);
     }
   }
-  llvm::Expected<std::optional<bool>> doSample = optionalBool(config, "do_sample", path);
+  llvm::Expected<std::optional<bool>> doSample =
+      optionalBool(config, "do_sample", path);
   if (!doSample)
     return doSample.takeError();
   defaults.doSample = *doSample;
-  for (auto [key, out] : {std::pair<const char *, std::optional<double> *>{
-                              "temperature", &defaults.temperature},
-                          {"top_p", &defaults.topP},
-                          {"repetition_penalty", &defaults.repetitionPenalty}}) {
+  for (auto [key, out] :
+       {std::pair<const char *, std::optional<double> *>{"temperature",
+                                                         &defaults.temperature},
+        {"top_p", &defaults.topP},
+        {"repetition_penalty", &defaults.repetitionPenalty}}) {
     const json::Value *v = config.get(key);
     if (!v || v->getAsNull())
       continue;
@@ -227,10 +243,10 @@ json::Object defaultsSection(const xfmr::rt::GenerationDefaults &d) {
 
 } // namespace
 
-llvm::Expected<std::optional<TokenizerFiles>>
-xfmr::compile::readTokenizerFiles(llvm::StringRef tokenizer, llvm::StringRef modelFolder,
-                                  llvm::ArrayRef<int64_t> extraEosIds, std::string &note,
-                                  llvm::function_ref<void(const llvm::Twine &)> warn) {
+llvm::Expected<std::optional<TokenizerFiles>> xfmr::compile::readTokenizerFiles(
+    llvm::StringRef tokenizer, llvm::StringRef modelFolder,
+    llvm::ArrayRef<int64_t> extraEosIds, std::string &note,
+    llvm::function_ref<void(const llvm::Twine &)> warn) {
   // Where tokenizer.json and the configuration files come from.
   std::string tokenizerPath, configDir;
   if (!tokenizer.empty()) {
@@ -251,8 +267,9 @@ xfmr::compile::readTokenizerFiles(llvm::StringRef tokenizer, llvm::StringRef mod
     configDir = modelFolder.str();
     tokenizerPath = joinPath(modelFolder, rt::kTokenizerFileName);
     if (!llvm::sys::fs::exists(tokenizerPath)) {
-      note = (modelFolder + ": no tokenizer.json, so the artifact has no text interface "
-                            "(--tokenizer adds one)")
+      note = (modelFolder +
+              ": no tokenizer.json, so the artifact has no text interface "
+              "(--tokenizer adds one)")
                  .str();
       return std::nullopt;
     }
@@ -263,7 +280,8 @@ xfmr::compile::readTokenizerFiles(llvm::StringRef tokenizer, llvm::StringRef mod
   llvm::Expected<std::string> tokenizerJson = readFile(tokenizerPath);
   if (!tokenizerJson)
     return tokenizerJson.takeError();
-  llvm::Expected<llvm::StringMap<int64_t>> vocab = tokenIds(*tokenizerJson, tokenizerPath);
+  llvm::Expected<llvm::StringMap<int64_t>> vocab =
+      tokenIds(*tokenizerJson, tokenizerPath);
   if (!vocab)
     return vocab.takeError();
   out.section["tokenizer"] = rt::kTokenizerFileName;
@@ -274,7 +292,9 @@ xfmr::compile::readTokenizerFiles(llvm::StringRef tokenizer, llvm::StringRef mod
   // template; special_tokens_map.json for what it does not say.
   std::string bos, eos, chatTemplate;
   std::optional<bool> addBos, addEos;
-  std::string configPath = configDir.empty() ? "" : joinPath(configDir, rt::kTokenizerConfigFileName);
+  std::string configPath =
+      configDir.empty() ? ""
+                        : joinPath(configDir, rt::kTokenizerConfigFileName);
   if (!configPath.empty() && llvm::sys::fs::exists(configPath)) {
     llvm::Expected<std::string> text = readFile(configPath);
     if (!text)
@@ -282,18 +302,22 @@ xfmr::compile::readTokenizerFiles(llvm::StringRef tokenizer, llvm::StringRef mod
     llvm::Expected<json::Object> config = parseObject(*text, configPath);
     if (!config)
       return config.takeError();
-    llvm::Expected<std::string> b = specialToken(*config, "bos_token", configPath);
+    llvm::Expected<std::string> b =
+        specialToken(*config, "bos_token", configPath);
     if (!b)
       return b.takeError();
-    llvm::Expected<std::string> e = specialToken(*config, "eos_token", configPath);
+    llvm::Expected<std::string> e =
+        specialToken(*config, "eos_token", configPath);
     if (!e)
       return e.takeError();
     bos = *b;
     eos = *e;
-    llvm::Expected<std::optional<bool>> ab = optionalBool(*config, "add_bos_token", configPath);
+    llvm::Expected<std::optional<bool>> ab =
+        optionalBool(*config, "add_bos_token", configPath);
     if (!ab)
       return ab.takeError();
-    llvm::Expected<std::optional<bool>> ae = optionalBool(*config, "add_eos_token", configPath);
+    llvm::Expected<std::optional<bool>> ae =
+        optionalBool(*config, "add_eos_token", configPath);
     if (!ae)
       return ae.takeError();
     addBos = *ab;
@@ -312,8 +336,9 @@ xfmr::compile::readTokenizerFiles(llvm::StringRef tokenizer, llvm::StringRef mod
     return specialMap.takeError();
   if (*specialMap) {
     std::string path = joinPath(configDir, "special_tokens_map.json");
-    for (auto [key, token] : {std::pair<const char *, std::string *>{"bos_token", &bos},
-                              {"eos_token", &eos}}) {
+    for (auto [key, token] :
+         {std::pair<const char *, std::string *>{"bos_token", &bos},
+          {"eos_token", &eos}}) {
       if (!token->empty())
         continue;
       llvm::Expected<std::string> t = specialToken(**specialMap, key, path);
@@ -360,20 +385,22 @@ xfmr::compile::readTokenizerFiles(llvm::StringRef tokenizer, llvm::StringRef mod
   if (!generation)
     return generation.takeError();
   if (*generation) {
-    if (llvm::Error e = readGenerationConfig(**generation,
-                                             joinPath(configDir, "generation_config.json"),
-                                             eosIds, defaults))
+    if (llvm::Error e = readGenerationConfig(
+            **generation, joinPath(configDir, "generation_config.json"), eosIds,
+            defaults))
       return std::move(e);
     from.push_back("generation_config.json");
   }
   eosIds.insert(eosIds.end(), extraEosIds.begin(), extraEosIds.end());
 
-  auto resolve = [&](const std::string &token, const char *what) -> std::optional<int64_t> {
+  auto resolve = [&](const std::string &token,
+                     const char *what) -> std::optional<int64_t> {
     auto it = vocab->find(token);
     if (it != vocab->end() && it->second >= 0)
       return it->second;
     warn(tokenizerPath + ": " + what + " '" + token +
-         "' of tokenizer_config.json is not a token of the tokenizer; its id is not recorded");
+         "' of tokenizer_config.json is not a token of the tokenizer; its id "
+         "is not recorded");
     return std::nullopt;
   };
   if (!bos.empty()) {
@@ -407,7 +434,8 @@ xfmr::compile::readTokenizerFiles(llvm::StringRef tokenizer, llvm::StringRef mod
   return std::optional<TokenizerFiles>(std::move(out));
 }
 
-llvm::Error xfmr::compile::writeTokenizerFiles(const TokenizerFiles &text, llvm::StringRef dir,
+llvm::Error xfmr::compile::writeTokenizerFiles(const TokenizerFiles &text,
+                                               llvm::StringRef dir,
                                                json::Object &files) {
   for (const auto &[name, contents] : text.files) {
     std::string path = joinPath(dir, name);
@@ -420,8 +448,9 @@ llvm::Error xfmr::compile::writeTokenizerFiles(const TokenizerFiles &text, llvm:
     if (os.has_error())
       return fail("cannot write '" + path + "': " + os.error().message());
     // Hashed by the code the loader checks with.
-    files[name] = json::Object{{"size", static_cast<int64_t>(contents.size())},
-                               {"sha256", rt::sha256Hex(contents.data(), contents.size())}};
+    files[name] = json::Object{
+        {"size", static_cast<int64_t>(contents.size())},
+        {"sha256", rt::sha256Hex(contents.data(), contents.size())}};
   }
   return llvm::Error::success();
 }

@@ -1,4 +1,4 @@
-//===- TextInterface.h - an artifact's tokenizer and chat template -*- C++ -*-===//
+//===- TextInterface.h - an artifact's tokenizer, chat template -*- C++ -*-===//
 //
 // Part of xfmr.
 //
@@ -61,19 +61,22 @@ struct TextModel {
 Expected<TextModel> loadTextModel(const Artifact &artifact);
 /// The same for the artifact directory `dir` whose manifest is `manifest`
 /// (nothing of the model is loaded).
-Expected<TextModel> loadTextModel(const std::string &dir, const Manifest &manifest);
+Expected<TextModel> loadTextModel(const std::string &dir,
+                                  const Manifest &manifest);
 
 /// The ids of a plain prompt, as transformers' tokenizer(text) gives them:
 /// with add_bos_token / add_eos_token stated, [bos] text [eos] (the
 /// post-processor transformers builds then); else tokenizer.json's own
 /// post-processor.
-std::vector<int64_t> encodePrompt(const TextModel &model, std::string_view text);
+std::vector<int64_t> encodePrompt(const TextModel &model,
+                                  std::string_view text);
 
 /// The chat template rendered over `messages` (an array of {"role",
 /// "content"} objects) with add_generation_prompt and the bos and eos
 /// tokens, as apply_chat_template(tokenize=False) renders it. Fails when the
 /// artifact has no template or the template fails.
-Expected<std::string> renderChat(const TextModel &model, const nlohmann::json &messages,
+Expected<std::string> renderChat(const TextModel &model,
+                                 const nlohmann::json &messages,
                                  bool addGenerationPrompt);
 
 /// apply_chat_template(messages, tokenize=True): the rendered chat encoded
