@@ -23,8 +23,14 @@ namespace {
 
 using namespace jinja;
 
+/// Deeper contexts are refused: conversion, printing and tojson recurse.
+constexpr int kMaxContextDepth = 256;
+
 /// A JSON document as the Python value json.loads would give.
-template <typename Json> Value toValue(const Json &j) {
+template <typename Json> Value toValue(const Json &j, int depth = 0) {
+  if (depth > kMaxContextDepth)
+    fail("the context nests deeper than " + std::to_string(kMaxContextDepth) +
+         " levels");
   switch (j.type()) {
   case nlohmann::json::value_t::null:
   case nlohmann::json::value_t::discarded:
@@ -42,13 +48,13 @@ template <typename Json> Value toValue(const Json &j) {
   case nlohmann::json::value_t::array: {
     ValueList items;
     for (const auto &item : j)
-      items.push_back(toValue(item));
+      items.push_back(toValue(item, depth + 1));
     return Value::fromList(std::move(items));
   }
   case nlohmann::json::value_t::object: {
     Dict dict;
     for (auto it = j.begin(); it != j.end(); ++it)
-      dict.emplace_back(it.key(), toValue(it.value()));
+      dict.emplace_back(it.key(), toValue(it.value(), depth + 1));
     return Value::fromDict(std::move(dict));
   }
   case nlohmann::json::value_t::binary:
@@ -70,21 +76,23 @@ public:
       : name(std::move(name)), body(std::move(body)) {}
 
   Expected<std::string> render(const nlohmann::json &context) const override {
-    return renderValue(toValue(context));
+    return renderJson(context);
   }
   Expected<std::string>
   render(const nlohmann::ordered_json &context) const override {
-    return renderValue(toValue(context));
+    return renderJson(context);
   }
 
 private:
   std::string name;
   Body body;
 
-  Expected<std::string> renderValue(const Value &context) const {
-    if (context.kind != Kind::Dict)
+  template <typename Json>
+  Expected<std::string> renderJson(const Json &json) const {
+    if (!json.is_object())
       return Error(name + ": the render context must be a JSON object");
     try {
+      Value context = toValue(json);
       return jinja::render(body, *context.dict);
     } catch (const Failure &f) {
       return Error(describe(name, f));

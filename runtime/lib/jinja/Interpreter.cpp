@@ -43,6 +43,7 @@ private:
   using Frame = std::map<std::string, Value>;
   std::vector<Frame> frames;
   int loopDepth = 0;
+  int macroDepth = 0;
 
   /// Runs `fn` with a new innermost scope.
   template <typename Fn> auto scoped(Fn fn) {
@@ -671,6 +672,15 @@ private:
   }
 
   Value callMacro(const Node &macro, const Args &args, const Kwargs &kwargs) {
+    // Jinja2 stops at Python's recursion limit; so do we, well before the
+    // C++ stack would.
+    if (macroDepth >= 100)
+      fail("macro calls nested deeper than 100 (recursion?)");
+    ++macroDepth;
+    struct Leave {
+      int &depth;
+      ~Leave() { --depth; }
+    } leave{macroDepth};
     if (args.size() > macro.params.size())
       fail("macro '" + macro.text + "' takes not more than " +
            std::to_string(macro.params.size()) + " argument(s)");

@@ -34,6 +34,21 @@ private:
   size_t at = 0;
   /// The end tags of the blocks being parsed, innermost last.
   std::vector<std::vector<std::string>> open;
+  /// Nesting of expressions being parsed. Jinja2 itself gives up (Python's
+  /// recursion limit) before 100 nested parentheses or blocks.
+  int depth = 0;
+  static constexpr int kMaxDepth = 200;
+
+  struct Nested {
+    Parser &p;
+    explicit Nested(Parser &p) : p(p) {
+      if (++p.depth > kMaxDepth)
+        fail("nesting deeper than " + std::to_string(kMaxDepth) +
+                 " is not supported",
+             p.cur().loc);
+    }
+    ~Nested() { --p.depth; }
+  };
 
   const Token &cur() const { return toks[at]; }
   const Token &peek(size_t n = 1) const {
@@ -116,6 +131,7 @@ private:
   /// current token, after `{%`), or the end of the template when `ends` is
   /// empty.
   Body parseBody(const std::vector<std::string> &ends) {
+    Nested nested(*this);
     open.push_back(ends);
     struct Pop {
       std::vector<std::vector<std::string>> &open;
@@ -348,6 +364,7 @@ private:
   }
 
   ExprPtr parseExpression(bool withCondExpr) {
+    Nested nested(*this);
     return withCondExpr ? parseCondExpr() : parseOr();
   }
 
@@ -381,6 +398,7 @@ private:
   }
 
   ExprPtr parseNot() {
+    Nested nested(*this);
     if (isName("not")) {
       Loc loc = next().loc;
       return make(Expr::Unary, loc, {parseNot()}, "not");
@@ -443,6 +461,7 @@ private:
   ExprPtr parseUnaryWithFilter() { return parseUnary(true); }
 
   ExprPtr parseUnary(bool withFilter) {
+    Nested nested(*this);
     ExprPtr node;
     if (isOp("-") || isOp("+")) {
       const Token &t = next();
