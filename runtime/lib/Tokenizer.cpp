@@ -22,6 +22,7 @@
 
 #include "TokenizerInternal.h"
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <fstream>
@@ -142,6 +143,14 @@ Expected<char32_t> JsonReader::character(const json &obj,
     return fail(join(path, key), "expected one character");
   i = 0;
   return nextCodePoint(*s, i);
+}
+
+Status JsonReader::checkNesting(const std::string &path) const {
+  constexpr size_t kMaxDepth = 16;
+  if (size_t(std::count(path.begin(), path.end(), '[')) >= kMaxDepth)
+    return fail(path, "Sequence nested more than " + std::to_string(kMaxDepth) +
+                          " deep");
+  return Status();
 }
 
 Expected<Regex> JsonReader::pattern(const json &obj, const std::string &path,

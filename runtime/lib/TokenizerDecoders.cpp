@@ -267,6 +267,8 @@ Expected<std::unique_ptr<Decoder>> tok::parseDecoder(const JsonReader &reader,
     return type.takeError();
   const std::string &t = *type;
   if (t == "Sequence") {
+    if (Status s = reader.checkNesting(path); !s)
+      return s.takeError();
     Expected<const json *> list = reader.array(node, path, "decoders");
     if (!list)
       return list.takeError();
@@ -484,6 +486,8 @@ tok::parsePostProcessor(const JsonReader &reader, const json &node,
     return type.takeError();
   const std::string &t = *type;
   if (t == "Sequence") {
+    if (Status s = reader.checkNesting(path); !s)
+      return s.takeError();
     Expected<const json *> list = reader.array(node, path, "processors");
     if (!list)
       return list.takeError();

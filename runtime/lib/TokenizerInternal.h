@@ -158,6 +158,10 @@ public:
   Expected<Regex> pattern(const json &obj, const std::string &path,
                           const char *key) const;
 
+  /// Refuses a Sequence nested deeper than real files nest them (the
+  /// parsers recurse once per level).
+  Status checkNesting(const std::string &path) const;
+
   const std::string &fileName() const { return file; }
 
 private:

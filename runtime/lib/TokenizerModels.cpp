@@ -101,8 +101,10 @@ uint64_t hashWord(std::string_view s) {
 }
 
 /// Merged words by their text, shared by the threads that encode: each
-/// shard an open-addressing table under its own mutex, emptied when half
-/// full.
+/// shard an open-addressing table of 128-byte slots under its own mutex,
+/// emptied when half full. A slot holds its word and ids inline, so that a
+/// hit reads two adjacent cache lines; the rare words that do not fit are
+/// merged every time.
 class WordCache {
 public:
   static constexpr size_t kMaxWordBytes = 256;
@@ -114,34 +116,47 @@ public:
     if (shard.slots.empty())
       return false;
     for (size_t i = hash & (kSlots - 1);; i = (i + 1) & (kSlots - 1)) {
-      const Entry &e = shard.slots[i];
-      if (!e.hash)
+      const Slot &slot = shard.slots[i];
+      if (!slot.hash)
         return false;
-      if (e.hash == hash && e.word == word) {
-        out.insert(out.end(), e.ids.begin(), e.ids.end());
-        return true;
+      if (slot.hash != hash || slot.wordLen != word.size() ||
+          std::memcmp(slot.data, word.data(), word.size()) != 0)
+        continue;
+      const char *ids = slot.data + slot.wordLen;
+      for (size_t k = 0; k < slot.idCount; ++k) {
+        int32_t id;
+        std::memcpy(&id, ids + 4 * k, 4);
+        out.push_back(id);
       }
+      return true;
     }
   }
 
   void insert(std::string_view word, uint64_t hash, const int64_t *ids,
               size_t n) const {
+    if (word.size() + 4 * n > sizeof(Slot::data))
+      return;
     Shard &shard = shards[hash >> (64 - kShardBits)];
     std::lock_guard<std::mutex> lock(shard.mutex);
     if (shard.slots.empty())
       shard.slots.resize(kSlots);
     if (shard.used >= kSlots / 2) {
-      for (Entry &e : shard.slots)
-        e.hash = 0;
+      for (Slot &slot : shard.slots)
+        slot.hash = 0;
       shard.used = 0;
     }
     size_t i = hash & (kSlots - 1);
     while (shard.slots[i].hash)
       i = (i + 1) & (kSlots - 1);
-    Entry &e = shard.slots[i];
-    e.hash = hash;
-    e.word.assign(word);
-    e.ids.assign(ids, ids + n);
+    Slot &slot = shard.slots[i];
+    slot.hash = hash;
+    slot.wordLen = static_cast<uint8_t>(word.size());
+    slot.idCount = static_cast<uint8_t>(n);
+    std::memcpy(slot.data, word.data(), word.size());
+    for (size_t k = 0; k < n; ++k) {
+      int32_t id = static_cast<int32_t>(ids[k]);
+      std::memcpy(slot.data + word.size() + 4 * k, &id, 4);
+    }
     ++shard.used;
   }
 
@@ -150,15 +165,17 @@ public:
 
 private:
   static constexpr unsigned kShardBits = 6;
-  static constexpr size_t kSlots = 4096;
-  struct Entry {
+  static constexpr size_t kSlots = 2048;
+  /// The word's bytes, then its ids as int32.
+  struct alignas(64) Slot {
     uint64_t hash = 0;
-    std::string word;
-    std::vector<int32_t> ids;
+    uint8_t wordLen = 0, idCount = 0;
+    char data[118];
   };
+  static_assert(sizeof(Slot) == 128, "two cache lines per slot");
   struct Shard {
     std::mutex mutex;
-    std::vector<Entry> slots;
+    std::vector<Slot> slots;
     size_t used = 0;
   };
   mutable std::array<Shard, size_t(1) << kShardBits> shards;

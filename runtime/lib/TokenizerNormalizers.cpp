@@ -233,6 +233,8 @@ tok::parseNormalizer(const JsonReader &reader, const json &node,
     return type.takeError();
   const std::string &t = *type;
   if (t == "Sequence") {
+    if (Status s = reader.checkNesting(path); !s)
+      return s.takeError();
     Expected<const json *> list = reader.array(node, path, "normalizers");
     if (!list)
       return list.takeError();

@@ -11,6 +11,7 @@
 #include "TokenizerInternal.h"
 
 #include <algorithm>
+#include <array>
 
 using namespace xfmr::rt;
 using namespace xfmr::rt::tok;
@@ -191,6 +192,15 @@ public:
   bool useRegex = true;
   std::optional<Regex> regex;
 
+  ByteLevelPreTokenizer() {
+    for (int b = 0; b < 256; ++b) {
+      const std::string &c = byteLevelChar(static_cast<unsigned char>(b));
+      mapped[size_t(b)].length = static_cast<uint8_t>(c.size());
+      for (size_t k = 0; k < c.size() && k < 2; ++k)
+        mapped[size_t(b)].bytes[k] = c[k];
+    }
+  }
+
   void preTokenize(std::vector<Piece> &pieces) const override {
     std::vector<Piece> out;
     out.reserve(pieces.size() * 8);
@@ -204,17 +214,17 @@ public:
       auto emit = [&](size_t s, size_t e) {
         if (s == e)
           return;
-        Piece word;
+        Piece &word = out.emplace_back();
         word.atStart = p.atStart && s == 0;
-        word.text.reserve((e - s) * 2);
+        word.text.resize((e - s) * 2);
+        char *dst = word.text.data();
         for (size_t i = s; i < e; ++i) {
-          unsigned char c = static_cast<unsigned char>(text[i]);
-          if (c >= '!' && c <= '~')
-            word.text += static_cast<char>(c); // printable ASCII: itself
-          else
-            word.text += byteLevelChar(c);
+          const MappedByte &m = mapped[static_cast<unsigned char>(text[i])];
+          *dst++ = m.bytes[0];
+          if (m.length == 2)
+            *dst++ = m.bytes[1];
         }
-        out.push_back(std::move(word));
+        word.text.resize(size_t(dst - word.text.data()));
       };
       if (useRegex) {
         regex->findAll(text, matches);
@@ -228,6 +238,14 @@ public:
     }
     pieces = std::move(out);
   }
+
+private:
+  /// The UTF-8 of each byte's stand-in (one or two bytes).
+  struct MappedByte {
+    char bytes[2] = {};
+    uint8_t length = 0;
+  };
+  std::array<MappedByte, 256> mapped;
 };
 
 class SplitPreTokenizer : public PreTokenizer {
@@ -423,6 +441,8 @@ tok::parsePreTokenizer(const JsonReader &reader, const json &node,
     return type.takeError();
   const std::string &t = *type;
   if (t == "Sequence") {
+    if (Status s = reader.checkNesting(path); !s)
+      return s.takeError();
     Expected<const json *> list = reader.array(node, path, "pretokenizers");
     if (!list)
       return list.takeError();

@@ -428,6 +428,11 @@ void Regex::findAll(std::string_view text,
   while (pos <= text.size()) {
     int rc = pcre2_match(re, subject, text.size(), pos, PCRE2_NO_UTF_CHECK,
                          md, nullptr);
+    // The JIT stack (32 KiB) can run out where the interpreter, which
+    // keeps its backtracking on the heap, does not.
+    if (rc == PCRE2_ERROR_JIT_STACKLIMIT)
+      rc = pcre2_match(re, subject, text.size(), pos,
+                       PCRE2_NO_UTF_CHECK | PCRE2_NO_JIT, md, nullptr);
     if (rc < 0)
       break;
     PCRE2_SIZE *ov = pcre2_get_ovector_pointer(md);
