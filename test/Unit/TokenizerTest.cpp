@@ -203,6 +203,23 @@ TEST(TokenizerTest, DecodeStreamKeepsCharactersWhole) {
   checkStream(*bytes, bytes->encode("hello 😀 world é"));
 }
 
+TEST(TokenizerTest, DecodeStreamAfterAPrompt) {
+  auto tok = load(spmByteFallback());
+  ASSERT_TRUE(tok);
+  // After the prompt "a", "▁ab" keeps its space: the Strip decoder only
+  // removes the space at the very start of the text.
+  std::vector<int64_t> prompt = {1, 261}, generated = {264, 259, 261};
+  DecodeStream stream(*tok, /*skipSpecialTokens=*/true, prompt);
+  std::string text;
+  for (int64_t id : generated)
+    text += stream.step(id);
+  text += stream.flush();
+  std::vector<int64_t> all = prompt;
+  all.insert(all.end(), generated.begin(), generated.end());
+  EXPECT_EQ(text, " ab  a");
+  EXPECT_EQ(tok->decode(prompt) + text, tok->decode(all));
+}
+
 TEST(TokenizerTest, EncodesFromManyThreads) {
   auto tok = load(kByteLevelBpe);
   ASSERT_TRUE(tok);
