@@ -245,7 +245,7 @@ FUZZ_ATOMS = ["xs", "s", "n", "f", "z", "b", "none_", "d", "ms", "nope", "1", "-
               "0.5", "'a'", "''", "'x y'", "[]", "[1, 'a']", "{}", "{'a': 1}", "true",
               "none", "ms[0]", "d.k", "d['n']", "xs[-1]", "s[1:]", "ms[0].content",
               "(1, 2)", "'ÉTÉ ß'"]
-FUZZ_BINARY = ["+", "-", "*", "/", "//", "~", "==", "!=", "<", ">=", "and", "or",
+FUZZ_BINARY = ["+", "-", "*", "/", "//", "%", "~", "==", "!=", "<", ">=", "and", "or",
                "in", "not in"]
 FUZZ_FILTERS = ["length", "trim", "upper", "lower", "first", "last", "string", "int",
                 "float", "list", "tojson", "default('D')", "join(',')", "abs", "round",

@@ -133,6 +133,17 @@ TEST(ChatTemplateTest, PythonPrinting) {
             "dcbabcd");
 }
 
+TEST(ChatTemplateTest, PercentFormatting) {
+  EXPECT_EQ(render("{{ '%s-%03d|%5.2f|%(k)s' % ('a', 7, 3.14159, 'x') }}"),
+            "ERROR: t.jinja:1:26: format requires a mapping");
+  EXPECT_EQ(render("{{ '%s-%03d|%5.2f|%-3s|' % ('a', 7, 3.14159, 'é') }}"
+                   "{{ '%(k)s' | format(k=1) }}{{ '%s %s' | format(1, [2]) }}"),
+            "a-007| 3.14|é  |11 [2]");
+  EXPECT_EQ(render("{{ '%s' % (1, 2) }}"),
+            "ERROR: t.jinja:1:9: not all arguments converted during string "
+            "formatting");
+}
+
 TEST(ChatTemplateTest, UndefinedValues) {
   EXPECT_EQ(render("[{{ nope }}]{{ nope is defined }}{{ nope | length }}"
                    "{% for x in nope %}x{% endfor %}{{ d.missing is defined }}",

@@ -746,6 +746,13 @@ const std::map<std::string, Filter> &filters() {
           replaceText(requireText(v, "replace"), toStr(p.require(0)),
                       toStr(p.require(1)), p.integer(2, -1)));
     };
+    t["format"] = [](const Value &v, const Args &a, const Kwargs &k) {
+      if (!a.empty() && !k.empty())
+        fail("can't handle positional and keyword arguments at the same time");
+      Value arg = k.empty() ? Value::fromList(a, Kind::Tuple)
+                            : Value::fromDict(Dict(k.begin(), k.end()));
+      return Value::fromString(percentFormat(requireText(v, "format"), arg));
+    };
     t["abs"] = [](const Value &v, const Args &a, const Kwargs &k) {
       noArgs("abs", a, k);
       if (v.kind == Kind::Float)

@@ -514,7 +514,7 @@ private:
       return repeat(a.isIntegral() ? b : a, intOf(a.isIntegral() ? a : b), op,
                     a, b);
     if (op == "%" && a.isString())
-      fail("string formatting with '%' is not supported");
+      return Value::fromString(percentFormat(a.str, b));
     badOperands(op, a, b);
   }
 

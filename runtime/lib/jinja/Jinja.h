@@ -160,6 +160,9 @@ std::string floatRepr(double d);
 std::vector<std::string> characters(const std::string &s);
 /// Python's str.isspace() for one character.
 bool isPythonSpace(const std::string &ch);
+/// Python's `fmt % arg` (a tuple gives several arguments, a dict %(key)s).
+std::string percentFormat(const std::string &fmt, const Value &arg);
+
 enum class CaseOp { Upper, Lower, Capitalize, PythonTitle, JinjaTitle };
 /// str.upper/lower/capitalize/title and Jinja's title filter; an error
 /// for characters outside the tables of CaseMapping.cpp.
