@@ -7,7 +7,9 @@
 PATH is a tokenizer.json or a folder with one. --train KIND trains a small
 tokenizer of that family on the corpus with `tokenizers`' trainers and
 checks it: spm-bytefallback (Llama-2/TinyLlama), metaspace (Mistral),
-llama3 (byte-level BPE with Llama-3's regex), gpt2 (ByteLevel).
+llama3 (byte-level BPE with Llama-3's regex), gpt2 (ByteLevel), mixed (Nmt,
+NFKC, Replace, Lowercase, Strip, Split, Punctuation, Digits, Whitespace,
+subword prefix and suffix, BPEDecoder, Strip, RobertaProcessing).
 
 For every record of the corpus (scripts/gen_tokenizer_corpus.py; --corpus
 to give one) it compares the ids of encode with and without special tokens,
@@ -102,6 +104,30 @@ def train(kind, texts, out_dir):
             json.dump(spec, f, ensure_ascii=False)
         return path
 
+    if kind == "mixed":
+        # Many components at once, none of them in the families above.
+        tok = Tokenizer(models.BPE(unk_token="[UNK]", continuing_subword_prefix="##",
+                                   end_of_word_suffix="</w>"))
+        tok.normalizer = normalizers.Sequence([
+            normalizers.Nmt(), normalizers.NFKC(), normalizers.Replace(Regex(r"\d{4,}"), "#"),
+            normalizers.Lowercase(), normalizers.Strip(left=True, right=False)])
+        tok.pre_tokenizer = pre_tokenizers.Sequence([
+            pre_tokenizers.Split(Regex(r"\s+"), behavior="merged_with_next"),
+            pre_tokenizers.Punctuation(behavior="contiguous"),
+            pre_tokenizers.Digits(individual_digits=True), pre_tokenizers.Whitespace()])
+        tok.decoder = decoders.Sequence([decoders.BPEDecoder(suffix="</w>"),
+                                         decoders.Strip(" ", 1, 1)])
+        trainer = trainers.BpeTrainer(vocab_size=2000, limit_alphabet=300, show_progress=False,
+                                      special_tokens=["[UNK]", "[CLS]", "[SEP]"],
+                                      continuing_subword_prefix="##", end_of_word_suffix="</w>")
+        tok.train_from_iterator(texts, trainer)
+        tok.add_tokens([AddedToken("hello world", normalized=True),
+                        AddedToken("<tag>", normalized=False, lstrip=True, rstrip=True)])
+        tok.post_processor = processors.RobertaProcessing(("[SEP]", 2), ("[CLS]", 1))
+        path = os.path.join(out_dir, "tokenizer.json")
+        tok.save(path)
+        return path
+
     tok = Tokenizer(models.BPE())
     if kind == "llama3":
         tok.pre_tokenizer = pre_tokenizers.Sequence([
@@ -182,7 +208,8 @@ def main():
     ap.add_argument("--build-dir", default=str(ROOT / "build"))
     src = ap.add_mutually_exclusive_group(required=True)
     src.add_argument("--tokenizer")
-    src.add_argument("--train", choices=["spm-bytefallback", "metaspace", "llama3", "gpt2"])
+    src.add_argument("--train",
+                     choices=["spm-bytefallback", "metaspace", "llama3", "gpt2", "mixed"])
     ap.add_argument("--corpus", help="JSON lines (default: scripts/gen_tokenizer_corpus.py)")
     ap.add_argument("--random", type=int, default=2000, help="random id sequences to decode")
     ap.add_argument("--show", type=int, default=5, help="mismatches to print per check")
