@@ -71,6 +71,9 @@ TEST(ChatTemplateTest, LoopVariables) {
                    "{% for x in [] %}x{% else %}empty{% endfor %}",
                    kMessages),
             "1user2assistantempty");
+  EXPECT_EQ(render("{% for i in range(4) %}{{ loop.cycle('a', 'b', 'c') }}"
+                   "{% endfor %}"),
+            "abca");
   EXPECT_EQ(render("{% for i in range(10) %}{% if i == 1 %}{% continue %}"
                    "{% endif %}{% if i > 3 %}{% break %}{% endif %}{{ i }}"
                    "{% endfor %}"),
@@ -129,6 +132,8 @@ TEST(ChatTemplateTest, PythonPrinting) {
   EXPECT_EQ(render("{{ 1 / 2 }} {{ 4 / 2 }} {{ -7 // 2 }} {{ -7 % 3 }} "
                    "{{ 1e20 }} {{ 0.0001 }} {{ 1.5e-5 }}"),
             "0.5 2.0 -4 2 1e+20 0.0001 1.5e-05");
+  EXPECT_EQ(render("{{ range(3) }} {{ {'a': 1}.items() }}"),
+            "range(0, 3) dict_items([('a', 1)])");
   EXPECT_EQ(render("{{ s[::-1] }}{{ s[1:-1] }}{{ s[-1] }}", R"({"s": "abcd"})"),
             "dcbabcd");
 }

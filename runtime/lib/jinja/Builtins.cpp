@@ -904,7 +904,10 @@ Value globalRange(const Args &args, const Kwargs &kwargs) {
            "(100000).");
     items.push_back(Value::fromInt(i));
   }
-  return Value::fromList(std::move(items));
+  Value range = Value::fromList(std::move(items));
+  range.str = "range(" + std::to_string(v[0]) + ", " + std::to_string(v[1]) +
+              (v[2] == 1 ? "" : ", " + std::to_string(v[2])) + ")";
+  return range;
 }
 
 /// namespace(...) and dict(...): a dict argument and/or keywords.
@@ -969,6 +972,8 @@ bool applyTest(const std::string &name, const Value &input, const Args &args) {
 }
 
 bool hasMethod(const Value &self, const std::string &name) {
+  if (self.kind == Kind::Dict && self.str == "loop")
+    return name == "cycle";
   if (self.isString())
     return among(name, stringMethods);
   if (self.kind == Kind::Dict)
@@ -981,6 +986,12 @@ bool hasMethod(const Value &self, const std::string &name) {
 
 Value callMethod(const Value &self, const std::string &name, const Args &args,
                  const Kwargs &kwargs) {
+  if (self.kind == Kind::Dict && self.str == "loop") { // loop.cycle(a, b, ...)
+    if (args.empty() || !kwargs.empty())
+      fail("no items for cycling given");
+    int64_t index = findKey(*self.dict, "index0")->integer;
+    return args[index % args.size()];
+  }
   if (self.isString())
     return stringMethod(self.str, name, args, kwargs);
   if (self.kind == Kind::Dict)

@@ -217,7 +217,9 @@ private:
         {"previtem", k > 0 ? items[i - 1] : Value::undefined("previtem")},
         {"nextitem", k + 1 < n ? items[i + 1] : Value::undefined("nextitem")},
     };
-    return Value::fromDict(std::move(loop));
+    Value value = Value::fromDict(std::move(loop));
+    value.str = "loop"; // a LoopContext, which does not print as a dict
+    return value;
   }
 
   //===--------------------------------------------------------------------===//
@@ -433,6 +435,9 @@ private:
       fail(obj.str.empty() ? "undefined value has no item" : obj.str);
     if (!(obj.isSequence() && !obj.generator) && !obj.isString())
       return undefinedMember(obj, "slice");
+    if (obj.isSequence() && !obj.str.empty())
+      fail("slicing a " + obj.str.substr(0, obj.str.find('(')) +
+           " is not supported");
     return slice(obj, given, bounds);
   }
 
@@ -504,7 +509,8 @@ private:
     if (op == "+") {
       if (a.isString() && b.isString())
         return Value::fromString(a.str + b.str);
-      if (a.isSequence() && a.kind == b.kind && !a.generator && !b.generator) {
+      if (a.isSequence() && a.kind == b.kind && !a.generator && !b.generator &&
+          a.str.empty() && b.str.empty()) {
         ValueList items = *a.list;
         items.insert(items.end(), b.list->begin(), b.list->end());
         return Value::fromList(std::move(items), a.kind);
@@ -526,7 +532,7 @@ private:
         out += seq.str;
       return Value::fromString(out);
     }
-    if (seq.isSequence() && !seq.generator) {
+    if (seq.isSequence() && !seq.generator && seq.str.empty()) {
       ValueList items;
       for (int64_t i = 0; i < times; ++i)
         items.insert(items.end(), seq.list->begin(), seq.list->end());

@@ -65,7 +65,9 @@ struct Value {
   bool boolean = false;
   int64_t integer = 0;
   double real = 0;
-  /// A String's text; for Undefined, what was undefined (for messages).
+  /// A String's text; for Undefined, what was undefined (for messages);
+  /// for a List that is a range or dict view, how Python prints it
+  /// ("range(0, 3)", "dict_items"); for the Dict of `loop`, "loop".
   std::string str;
   std::shared_ptr<ValueList> list;
   std::shared_ptr<Dict> dict;

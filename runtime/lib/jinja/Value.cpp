@@ -164,6 +164,14 @@ std::string repr(const Value &v) {
     return stringRepr(v.str);
   case Kind::List:
   case Kind::Tuple: {
+    // A range prints as range(a, b); a dict view as dict_items([...]).
+    if (v.str.rfind("range(", 0) == 0)
+      return v.str;
+    if (!v.str.empty()) {
+      Value plain = v;
+      plain.str.clear();
+      return v.str + "(" + repr(plain) + ")";
+    }
     bool tuple = v.kind == Kind::Tuple;
     std::string out = tuple ? "(" : "[";
     for (size_t i = 0; i < v.list->size(); ++i)
@@ -173,6 +181,8 @@ std::string repr(const Value &v) {
     return out + (tuple ? ")" : "]");
   }
   case Kind::Dict: {
+    if (!v.str.empty()) // the loop variable
+      fail("printing '" + v.str + "' is not supported");
     std::string out = "{";
     for (size_t i = 0; i < v.dict->size(); ++i)
       out += (i ? ", " : "") + stringRepr((*v.dict)[i].first) + ": " +
@@ -204,8 +214,7 @@ std::string toStr(const Value &v) {
   case Kind::Tuple:
     if (v.generator)
       fail("printing a generator is not supported");
-    // A dict view ("dict_items") prints as dict_items([...]).
-    return v.str.empty() ? repr(v) : v.str + "(" + repr(v) + ")";
+    return repr(v);
   case Kind::Dict:
     return repr(v);
   case Kind::Namespace:
@@ -244,7 +253,9 @@ bool equals(const Value &a, const Value &b) {
     return asDouble(a) == asDouble(b);
   }
   if (a.isSequence() && b.isSequence()) {
-    if (a.kind != b.kind || a.list->size() != b.list->size())
+    // A range or dict view never equals a list.
+    if (a.kind != b.kind || a.list->size() != b.list->size() ||
+        a.str.empty() != b.str.empty())
       return false;
     for (size_t i = 0; i < a.list->size(); ++i)
       if (!equals((*a.list)[i], (*b.list)[i]))
