@@ -61,8 +61,8 @@ bool JsonReader::has(const json &obj, const char *key) {
 Expected<std::string> JsonReader::type(const json &obj,
                                        const std::string &path) const {
   if (!obj.is_object())
-    return fail(path, std::string("expected an object, got ") +
-                          obj.type_name());
+    return fail(path,
+                std::string("expected an object, got ") + obj.type_name());
   return string(obj, path, "type");
 }
 
@@ -112,8 +112,7 @@ Expected<int64_t> JsonReader::asInteger(const json &v,
 }
 
 Expected<int64_t> JsonReader::integer(const json &obj, const std::string &path,
-                                      const char *key,
-                                      int64_t fallback) const {
+                                      const char *key, int64_t fallback) const {
   const json *v = find(obj, key);
   if (!v || v->is_null())
     return fallback;
@@ -165,13 +164,11 @@ Expected<Regex> JsonReader::pattern(const json &obj, const std::string &path,
   Expected<std::string> text = string(*v, p, isString ? "String" : "Regex");
   if (!text)
     return text.takeError();
-  Expected<Regex> re =
-      isString ? Regex::literal(*text) : Regex::compile(*text);
+  Expected<Regex> re = isString ? Regex::literal(*text) : Regex::compile(*text);
   if (!re)
     return fail(p, re.error());
   return re;
 }
-
 
 namespace {
 
@@ -304,9 +301,8 @@ public:
     for (const auto &[id, token] : byId) {
       if (token.normalized) {
         auto it = normalizedForm.find(id);
-        normalizedMatcher.add(it == normalizedForm.end() ? token.content
-                                                         : it->second,
-                              id);
+        normalizedMatcher.add(
+            it == normalizedForm.end() ? token.content : it->second, id);
       } else {
         plainMatcher.add(token.content, id);
       }
@@ -332,10 +328,11 @@ public:
       const AddedToken &token = byId.at(m.id);
       size_t start = m.start, stop = m.end;
       if (token.singleWord) {
-        bool startSpace = start == 0 || !isRustWordChar(charBefore(text, start));
+        bool startSpace =
+            start == 0 || !isRustWordChar(charBefore(text, start));
         size_t after = stop;
-        bool stopSpace = stop == text.size() ||
-                         !isRustWordChar(nextCodePoint(text, after));
+        bool stopSpace =
+            stop == text.size() || !isRustWordChar(nextCodePoint(text, after));
         if (!startSpace || !stopSpace)
           continue;
       }
@@ -391,7 +388,9 @@ public:
     auto it = byId.find(id);
     return it != byId.end() && it->second.special;
   }
-  int64_t idLimit() const { return byId.empty() ? 0 : byId.rbegin()->first + 1; }
+  int64_t idLimit() const {
+    return byId.empty() ? 0 : byId.rbegin()->first + 1;
+  }
 
 private:
   std::unordered_map<std::string, int64_t> byContent;
@@ -548,8 +547,8 @@ void JsonTokenizer::encodeSegment(std::string text, bool atStart,
     if (s.start == s.end)
       continue;
     pieces.clear();
-    pieces.push_back({text.substr(s.start, s.end - s.start),
-                      atStart && s.start == 0});
+    pieces.push_back(
+        {text.substr(s.start, s.end - s.start), atStart && s.start == 0});
     if (preTokenizer)
       preTokenizer->preTokenize(pieces);
     for (const Piece &p : pieces)

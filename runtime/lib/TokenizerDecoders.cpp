@@ -83,9 +83,9 @@ public:
 /// The replacements of WordPiece's cleanup, applied in order.
 std::string wordPieceCleanup(std::string s) {
   static const std::pair<const char *, const char *> rules[] = {
-      {" .", "."},         {" ?", "?"},     {" !", "!"},    {" ,", ","},
-      {" ' ", "'"},        {" n't", "n't"}, {" 'm", "'m"},  {" do not", " don't"},
-      {" 's", "'s"},       {" 've", "'ve"}, {" 're", "'re"}};
+      {" .", "."},   {" ?", "?"},     {" !", "!"},    {" ,", ","},
+      {" ' ", "'"},  {" n't", "n't"}, {" 'm", "'m"},  {" do not", " don't"},
+      {" 's", "'s"}, {" 've", "'ve"}, {" 're", "'re"}};
   for (auto [from, to] : rules) {
     std::string_view f(from);
     if (s.find(f) == std::string::npos)
@@ -339,7 +339,8 @@ Expected<std::unique_ptr<Decoder>> tok::parseDecoder(const JsonReader &reader,
   }
   if (t == "BPEDecoder") {
     auto bpe = std::make_unique<BpeDecoder>();
-    Expected<std::string> suffix = reader.optString(node, path, "suffix", "</w>");
+    Expected<std::string> suffix =
+        reader.optString(node, path, "suffix", "</w>");
     if (!suffix)
       return suffix.takeError();
     bpe->suffix = *suffix;
@@ -397,8 +398,8 @@ Expected<std::vector<int64_t>> templateIds(const JsonReader &reader,
                                            const std::string &name) {
   const json *specials = JsonReader::find(node, "special_tokens");
   std::string p = JsonReader::join(path, "special_tokens") + "." + name;
-  const json *entry = specials ? JsonReader::find(*specials, name.c_str())
-                               : nullptr;
+  const json *entry =
+      specials ? JsonReader::find(*specials, name.c_str()) : nullptr;
   if (!entry)
     return reader.fail(p, "missing (used by the template)");
   Expected<const json *> ids = reader.array(*entry, p, "ids");
@@ -406,7 +407,8 @@ Expected<std::vector<int64_t>> templateIds(const JsonReader &reader,
     return ids.takeError();
   std::vector<int64_t> out;
   for (size_t i = 0; i < (*ids)->size(); ++i) {
-    Expected<int64_t> id = reader.asInteger((**ids)[i], JsonReader::index(p + ".ids", i));
+    Expected<int64_t> id =
+        reader.asInteger((**ids)[i], JsonReader::index(p + ".ids", i));
     if (!id)
       return id.takeError();
     out.push_back(*id);
@@ -447,7 +449,8 @@ parseTemplate(const JsonReader &reader, const json &node,
       if (piece.is_string()) {
         addStringPiece(piece.get_ref<const std::string &>());
       } else if (const json *st = JsonReader::find(piece, "SpecialToken")) {
-        Expected<std::string> id = reader.string(*st, pp + ".SpecialToken", "id");
+        Expected<std::string> id =
+            reader.string(*st, pp + ".SpecialToken", "id");
         if (!id)
           return id.takeError();
         pieces.push_back(*id);

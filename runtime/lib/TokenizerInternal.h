@@ -1,4 +1,4 @@
-//===- TokenizerInternal.h - pieces of the tokenizer.json pipeline -*- C++ -*-===//
+//===- TokenizerInternal.h - the tokenizer.json pipeline --------*- C++ -*-===//
 //
 // Part of xfmr.
 //
@@ -191,9 +191,9 @@ public:
   virtual ~Normalizer() = default;
   virtual void normalize(std::string &text) const = 0;
 };
-Expected<std::unique_ptr<Normalizer>>
-parseNormalizer(const JsonReader &reader, const json &node,
-                const std::string &path);
+Expected<std::unique_ptr<Normalizer>> parseNormalizer(const JsonReader &reader,
+                                                      const json &node,
+                                                      const std::string &path);
 
 /// A word on its way through the pre-tokenizers.
 struct Piece {
@@ -262,9 +262,8 @@ public:
   /// One past the largest id.
   virtual int64_t idLimit() const = 0;
 };
-Expected<std::unique_ptr<Model>> parseModel(const JsonReader &reader,
-                                            const json &node,
-                                            const std::string &path);
+Expected<std::unique_ptr<Model>>
+parseModel(const JsonReader &reader, const json &node, const std::string &path);
 
 } // namespace xfmr::rt::tok
 

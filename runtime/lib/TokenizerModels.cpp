@@ -46,7 +46,8 @@ public:
     keys.reserve(count);
     ids.reserve(count);
     for (auto it = vocab.begin(); it != vocab.end(); ++it) {
-      Expected<int64_t> id = reader.asInteger(it.value(), path + "." + it.key());
+      Expected<int64_t> id =
+          reader.asInteger(it.value(), path + "." + it.key());
       if (!id)
         return id.takeError();
       if (*id < 0 || *id >= limit)
@@ -190,7 +191,8 @@ public:
   Status parse(const JsonReader &reader, const json &node,
                const std::string &path);
 
-  void tokenize(std::string_view word, std::vector<int64_t> &out) const override;
+  void tokenize(std::string_view word,
+                std::vector<int64_t> &out) const override;
   std::optional<int64_t> tokenToId(std::string_view token) const override {
     int32_t id = vocab.find(token);
     return id < 0 ? std::nullopt : std::optional<int64_t>(id);
@@ -227,7 +229,8 @@ Status BpeModel::parse(const JsonReader &reader, const json &node,
   const json *vocabNode = JsonReader::find(node, "vocab");
   if (!vocabNode)
     return reader.fail(JsonReader::join(path, "vocab"), "missing");
-  if (Status s = vocab.parse(reader, *vocabNode, JsonReader::join(path, "vocab"));
+  if (Status s =
+          vocab.parse(reader, *vocabNode, JsonReader::join(path, "vocab"));
       !s)
     return s;
 
@@ -395,7 +398,8 @@ void BpeModel::mergeWord(std::string_view word,
     }
   };
   std::priority_queue<Merge> queue;
-  auto pairOf = [&](int32_t a, int32_t b) -> const std::pair<int32_t, int32_t> * {
+  auto pairOf = [&](int32_t a,
+                    int32_t b) -> const std::pair<int32_t, int32_t> * {
     auto it = merges.find(pairKey(a, b));
     return it == merges.end() ? nullptr : &it->second;
   };
@@ -444,9 +448,10 @@ public:
             vocab.parse(reader, *vocabNode, JsonReader::join(path, "vocab"));
         !s)
       return s;
-    Expected<std::string> unk = reader.optString(node, path, "unk_token", "[UNK]");
-    Expected<std::string> pre = reader.optString(
-        node, path, "continuing_subword_prefix", "##");
+    Expected<std::string> unk =
+        reader.optString(node, path, "unk_token", "[UNK]");
+    Expected<std::string> pre =
+        reader.optString(node, path, "continuing_subword_prefix", "##");
     Expected<int64_t> maxChars =
         reader.integer(node, path, "max_input_chars_per_word", 100);
     if (!unk)

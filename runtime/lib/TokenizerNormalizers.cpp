@@ -81,9 +81,7 @@ private:
 
 class LowercaseNormalizer : public Normalizer {
 public:
-  void normalize(std::string &text) const override {
-    text = toLowercase(text);
-  }
+  void normalize(std::string &text) const override { text = toLowercase(text); }
 };
 
 /// Strip: leading and/or trailing White_Space.
@@ -322,4 +320,3 @@ tok::parseNormalizer(const JsonReader &reader, const json &node,
   }
   return reader.unsupported(JsonReader::join(path, "type"), t);
 }
-

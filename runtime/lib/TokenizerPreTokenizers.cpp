@@ -133,8 +133,7 @@ void emitSplits(const Piece &piece, const std::vector<Span> &spans,
 }
 
 Expected<SplitBehavior> parseBehavior(const JsonReader &reader,
-                                      const json &node,
-                                      const std::string &path,
+                                      const json &node, const std::string &path,
                                       SplitBehavior fallback) {
   if (!JsonReader::has(node, "behavior"))
     return fallback;
@@ -285,8 +284,8 @@ public:
         else
           out += c;
       }
-      bool startsWith = out.compare(0, replacementText.size(),
-                                    replacementText) == 0;
+      bool startsWith =
+          out.compare(0, replacementText.size(), replacementText) == 0;
       if (!startsWith && (scheme == PrependScheme::Always ||
                           (scheme == PrependScheme::First && p.atStart)))
         out.insert(0, replacementText);
@@ -329,9 +328,7 @@ public:
                 for (size_t i = 0; i < text.size();) {
                   size_t start = i;
                   char32_t c = nextCodePoint(text, i);
-                  int cls = isRustWordChar(c)     ? 1
-                            : isRustWhitespace(c) ? 0
-                                                  : 2;
+                  int cls = isRustWordChar(c) ? 1 : isRustWhitespace(c) ? 0 : 2;
                   if (cls == current && cls != 0) {
                     spans.back().end = i;
                     continue;
@@ -424,7 +421,8 @@ Expected<PrependScheme> tok::parsePrependScheme(const JsonReader &reader,
   else
     return reader.unsupported(JsonReader::join(path, "prepend_scheme"), *s);
   // Older files: add_prefix_space false means "never".
-  Expected<bool> addPrefix = reader.boolean(node, path, "add_prefix_space", true);
+  Expected<bool> addPrefix =
+      reader.boolean(node, path, "add_prefix_space", true);
   if (!addPrefix)
     return addPrefix.takeError();
   if (!*addPrefix)
@@ -458,7 +456,8 @@ tok::parsePreTokenizer(const JsonReader &reader, const json &node,
   }
   if (t == "ByteLevel") {
     auto bl = std::make_unique<ByteLevelPreTokenizer>();
-    Expected<bool> prefix = reader.boolean(node, path, "add_prefix_space", true);
+    Expected<bool> prefix =
+        reader.boolean(node, path, "add_prefix_space", true);
     Expected<bool> useRegex = reader.boolean(node, path, "use_regex", true);
     if (!prefix)
       return prefix.takeError();
@@ -537,4 +536,3 @@ tok::parsePreTokenizer(const JsonReader &reader, const json &node,
   }
   return reader.unsupported(JsonReader::join(path, "type"), t);
 }
-

@@ -264,10 +264,10 @@ std::string tok::normalizeUnicode(std::string_view s, NormalForm form) {
     break;
   }
   utf8proc_uint8_t *out = nullptr;
-  utf8proc_ssize_t n = utf8proc_map(
-      reinterpret_cast<const utf8proc_uint8_t *>(s.data()),
-      static_cast<utf8proc_ssize_t>(s.size()), &out,
-      static_cast<utf8proc_option_t>(options));
+  utf8proc_ssize_t n =
+      utf8proc_map(reinterpret_cast<const utf8proc_uint8_t *>(s.data()),
+                   static_cast<utf8proc_ssize_t>(s.size()), &out,
+                   static_cast<utf8proc_option_t>(options));
   if (n < 0) {
     // Only on invalid UTF-8, which never gets here; keep the text.
     std::free(out);
@@ -295,8 +295,8 @@ std::string tok::toLowercase(std::string_view s) {
       out += "i\xCC\x87";
       continue;
     }
-    appendUtf8(out, static_cast<char32_t>(utf8proc_tolower(
-                        static_cast<utf8proc_int32_t>(cp))));
+    appendUtf8(out, static_cast<char32_t>(
+                        utf8proc_tolower(static_cast<utf8proc_int32_t>(cp))));
   }
   return out;
 }
@@ -380,14 +380,14 @@ Expected<Regex> Regex::compile(const std::string &pattern) {
   std::string adapted = adaptPattern(pattern);
   int errorCode = 0;
   PCRE2_SIZE errorOffset = 0;
-  pcre2_code *code = pcre2_compile(
-      reinterpret_cast<PCRE2_SPTR>(adapted.data()), adapted.size(),
-      PCRE2_UTF | PCRE2_UCP, &errorCode, &errorOffset, nullptr);
+  pcre2_code *code = pcre2_compile(reinterpret_cast<PCRE2_SPTR>(adapted.data()),
+                                   adapted.size(), PCRE2_UTF | PCRE2_UCP,
+                                   &errorCode, &errorOffset, nullptr);
   if (!code) {
     PCRE2_UCHAR buf[256];
     pcre2_get_error_message(errorCode, buf, sizeof buf);
-    return Error("regex '" + pattern + "': " +
-                 reinterpret_cast<const char *>(buf));
+    return Error("regex '" + pattern +
+                 "': " + reinterpret_cast<const char *>(buf));
   }
   // Without JIT (an unsupported CPU) PCRE2 interprets the pattern.
   pcre2_jit_compile(code, PCRE2_JIT_COMPLETE);
@@ -426,8 +426,8 @@ void Regex::findAll(std::string_view text,
   bool haveLast = false;
   size_t lastEnd = 0;
   while (pos <= text.size()) {
-    int rc = pcre2_match(re, subject, text.size(), pos, PCRE2_NO_UTF_CHECK,
-                         md, nullptr);
+    int rc = pcre2_match(re, subject, text.size(), pos, PCRE2_NO_UTF_CHECK, md,
+                         nullptr);
     // The JIT stack (32 KiB) can run out where the interpreter, which
     // keeps its backtracking on the heap, does not.
     if (rc == PCRE2_ERROR_JIT_STACKLIMIT)

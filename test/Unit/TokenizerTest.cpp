@@ -133,12 +133,13 @@ TEST(TokenizerTest, SentencePieceByteFallback) {
   auto tok = load(spmByteFallback());
   ASSERT_TRUE(tok);
   // "▁ab" merges; "😀" (F0 9F 98 80) is not in the vocabulary: 4 bytes.
-  std::vector<int64_t> expected = {1, 264, 259, 3 + 0xF0, 3 + 0x9F,
-                                   3 + 0x98, 3 + 0x80};
+  std::vector<int64_t> expected = {1,        264,      259,     3 + 0xF0,
+                                   3 + 0x9F, 3 + 0x98, 3 + 0x80};
   EXPECT_EQ(tok->encode("ab 😀"), expected);
   EXPECT_EQ(tok->decode(expected), "ab 😀");
   // Half a character decodes to one U+FFFD per byte, as tokenizers does.
-  EXPECT_EQ(tok->decode({261, 3 + 0xF0, 3 + 0x9F}), "a\xEF\xBF\xBD\xEF\xBF\xBD");
+  EXPECT_EQ(tok->decode({261, 3 + 0xF0, 3 + 0x9F}),
+            "a\xEF\xBF\xBD\xEF\xBF\xBD");
 }
 
 TEST(TokenizerTest, InvalidUtf8IsReplaced) {
@@ -247,9 +248,8 @@ TEST(TokenizerTest, EncodesFromManyThreads) {
 }
 
 TEST(TokenizerTest, ErrorsNameTheJsonPath) {
-  Expected<std::unique_ptr<Tokenizer>> bad =
-      Tokenizer::fromJson(R"({"model": {"type": "Unigram", "vocab": []}})",
-                          "t.json");
+  Expected<std::unique_ptr<Tokenizer>> bad = Tokenizer::fromJson(
+      R"({"model": {"type": "Unigram", "vocab": []}})", "t.json");
   ASSERT_FALSE(bad.ok());
   EXPECT_EQ(bad.error(), "t.json: model.type 'Unigram' is not supported");
   bad = Tokenizer::fromJson(R"({"model": )", "t.json");

@@ -20,9 +20,9 @@
 #include <nlohmann/json.hpp>
 
 #include <chrono>
-#include <ctime>
 #include <cstdio>
 #include <cstring>
+#include <ctime>
 #include <fstream>
 #include <string>
 #include <vector>
@@ -57,8 +57,10 @@ const char *const kHelp =
     "                       one id at a time and print the concatenated\n"
     "                       pieces (fails if a piece is not valid UTF-8)\n"
     "  --bench FILE         encode FILE's lines on one thread, --repeat N\n"
-    "                       times (default 5) after a first pass, and print MB/s\n"
-    "  --no-special         encode without the post-processor's special tokens\n"
+    "                       times (default 5) after a first pass, and print "
+    "MB/s\n"
+    "  --no-special         encode without the post-processor's special "
+    "tokens\n"
     "  --keep-special       decode special tokens too (skipped by default)\n";
 
 struct Options {
@@ -110,7 +112,8 @@ bool parseOptions(int argc, char **argv, Options &opts) {
     } else if (a == "--repeat") {
       std::string v;
       if (!value(v) || !parseInt(v, 1, 1000000, opts.repeat)) {
-        std::fprintf(stderr, "xfmr-tokenize: --repeat needs a positive integer\n");
+        std::fprintf(stderr,
+                     "xfmr-tokenize: --repeat needs a positive integer\n");
         return false;
       }
     } else if (!a.empty() && a[0] == '-') {
@@ -120,7 +123,8 @@ bool parseOptions(int argc, char **argv, Options &opts) {
     } else if (opts.tokenizer.empty()) {
       opts.tokenizer = a;
     } else {
-      std::fprintf(stderr, "xfmr-tokenize: unexpected argument %s\n", a.c_str());
+      std::fprintf(stderr, "xfmr-tokenize: unexpected argument %s\n",
+                   a.c_str());
       return false;
     }
   }
@@ -173,16 +177,18 @@ bool fromHex(const std::string &hex, std::string &out) {
 bool validUtf8(const std::string &s) {
   for (size_t i = 0; i < s.size();) {
     unsigned char c = static_cast<unsigned char>(s[i]);
-    size_t len = c < 0x80 ? 1 : c >= 0xC2 && c <= 0xDF ? 2
-                            : c >= 0xE0 && c <= 0xEF   ? 3
-                            : c >= 0xF0 && c <= 0xF4   ? 4
-                                                       : 0;
+    size_t len = c < 0x80                 ? 1
+                 : c >= 0xC2 && c <= 0xDF ? 2
+                 : c >= 0xE0 && c <= 0xEF ? 3
+                 : c >= 0xF0 && c <= 0xF4 ? 4
+                                          : 0;
     if (!len || i + len > s.size())
       return false;
     for (size_t k = 1; k < len; ++k)
       if ((static_cast<unsigned char>(s[i + k]) & 0xC0) != 0x80)
         return false;
-    unsigned char c1 = static_cast<unsigned char>(s[i + 1 < s.size() ? i + 1 : i]);
+    unsigned char c1 =
+        static_cast<unsigned char>(s[i + 1 < s.size() ? i + 1 : i]);
     if ((c == 0xE0 && c1 < 0xA0) || (c == 0xED && c1 > 0x9F) ||
         (c == 0xF0 && c1 < 0x90) || (c == 0xF4 && c1 > 0x8F))
       return false;
@@ -242,7 +248,8 @@ int decodeLines(const Tokenizer &tok, const Options &opts) {
     } else {
       DecodeStream stream(tok, opts.skipSpecial);
       for (size_t k = 0; k <= ids.size(); ++k) {
-        std::string piece = k < ids.size() ? stream.step(ids[k]) : stream.flush();
+        std::string piece =
+            k < ids.size() ? stream.step(ids[k]) : stream.flush();
         if (!validUtf8(piece))
           return fail(where + ": DecodeStream piece " + std::to_string(k) +
                       " is not valid UTF-8");
@@ -289,11 +296,12 @@ int bench(const Tokenizer &tok, const Options &opts) {
   double mb = double(bytes) / 1e6;
   std::printf("%zu lines, %.2f MB, %zu tokens per pass, one thread\n",
               lines.size(), mb, tokens / size_t(opts.repeat));
-  std::printf("first pass (empty word cache): %.1f MB/s (%.1f MB/s of CPU time)\n",
-              mb / first, mb / firstCpu);
+  std::printf(
+      "first pass (empty word cache): %.1f MB/s (%.1f MB/s of CPU time)\n",
+      mb / first, mb / firstCpu);
   std::printf("%lld more passes: %.1f MB/s (%.1f MB/s of CPU time)\n",
-              static_cast<long long>(opts.repeat), mb * double(opts.repeat) / total,
-              mb * double(opts.repeat) / cpu);
+              static_cast<long long>(opts.repeat),
+              mb * double(opts.repeat) / total, mb * double(opts.repeat) / cpu);
   return 0;
 }
 
@@ -303,7 +311,8 @@ int main(int argc, char **argv) {
   if (argc > 1 && std::strcmp(argv[1], "chat") == 0)
     return renderChatMain(argc, argv);
   for (int i = 1; i < argc; ++i)
-    if (std::strcmp(argv[i], "--help") == 0 || std::strcmp(argv[i], "-h") == 0) {
+    if (std::strcmp(argv[i], "--help") == 0 ||
+        std::strcmp(argv[i], "-h") == 0) {
       std::printf("%s%s", kUsage, kHelp);
       return 0;
     }
