@@ -9,7 +9,8 @@ tokenizer of that family on the corpus with `tokenizers`' trainers and
 checks it: spm-bytefallback (Llama-2/TinyLlama), metaspace (Mistral),
 llama3 (byte-level BPE with Llama-3's regex), gpt2 (ByteLevel), mixed (Nmt,
 NFKC, Replace, Lowercase, Strip, Split, Punctuation, Digits, Whitespace,
-subword prefix and suffix, BPEDecoder, Strip, RobertaProcessing).
+Metaspace "first" after a left Strip, subword prefix and suffix, BPEDecoder,
+Strip, RobertaProcessing).
 
 For every record of the corpus (scripts/gen_tokenizer_corpus.py; --corpus
 to give one) it compares the ids of encode with and without special tokens,
@@ -114,7 +115,8 @@ def train(kind, texts, out_dir):
         tok.pre_tokenizer = pre_tokenizers.Sequence([
             pre_tokenizers.Split(Regex(r"\s+"), behavior="merged_with_next"),
             pre_tokenizers.Punctuation(behavior="contiguous"),
-            pre_tokenizers.Digits(individual_digits=True), pre_tokenizers.Whitespace()])
+            pre_tokenizers.Digits(individual_digits=True), pre_tokenizers.Whitespace(),
+            pre_tokenizers.Metaspace(prepend_scheme="first")])
         tok.decoder = decoders.Sequence([decoders.BPEDecoder(suffix="</w>"),
                                          decoders.Strip(" ", 1, 1)])
         trainer = trainers.BpeTrainer(vocab_size=2000, limit_alphabet=300, show_progress=False,

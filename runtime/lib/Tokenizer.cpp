@@ -534,8 +534,11 @@ Status JsonTokenizer::load(const JsonReader &reader, const json &root) {
 
 void JsonTokenizer::encodeSegment(std::string text, bool atStart,
                                   std::vector<int64_t> &ids) const {
-  if (normalizer)
-    normalizer->normalize(text);
+  if (normalizer) {
+    bool keepsStart = true;
+    normalizer->normalize(text, keepsStart);
+    atStart = atStart && keepsStart;
+  }
   std::vector<Segment> segments;
   added.split(text, /*normalizedTokens=*/true, segments);
   std::vector<Piece> pieces;

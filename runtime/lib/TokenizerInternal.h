@@ -189,7 +189,14 @@ Expected<PrependScheme> parsePrependScheme(const JsonReader &reader,
 class Normalizer {
 public:
   virtual ~Normalizer() = default;
-  virtual void normalize(std::string &text) const = 0;
+  /// Rewrites `text`; clears `keepsStart` when it deletes the first
+  /// character, after which the text no longer starts at the offset its
+  /// first character had (Metaspace's prepend_scheme "first" asks).
+  virtual void normalize(std::string &text, bool &keepsStart) const = 0;
+  void normalize(std::string &text) const {
+    bool keepsStart = true;
+    normalize(text, keepsStart);
+  }
 };
 Expected<std::unique_ptr<Normalizer>> parseNormalizer(const JsonReader &reader,
                                                       const json &node,

@@ -38,15 +38,20 @@ std::string tok::replaceAll(const Regex &regex, const std::string &text,
 
 namespace {
 
-/// Keeps the characters `keep` accepts, mapping each through `map`.
+/// Keeps the characters `keep` accepts, mapping each through `map`; clears
+/// `keepsStart` when the first one goes.
 template <typename Keep, typename Map>
-std::string filterMap(const std::string &text, Keep keep, Map map) {
+std::string filterMap(const std::string &text, bool &keepsStart, Keep keep,
+                      Map map) {
   std::string out;
   out.reserve(text.size());
   for (size_t i = 0; i < text.size();) {
+    bool first = i == 0;
     char32_t c = nextCodePoint(text, i);
     if (keep(c))
       appendUtf8(out, map(c));
+    else if (first)
+      keepsStart = false;
   }
   return out;
 }
@@ -62,16 +67,16 @@ namespace {
 class SequenceNormalizer : public Normalizer {
 public:
   std::vector<std::unique_ptr<Normalizer>> normalizers;
-  void normalize(std::string &text) const override {
+  void normalize(std::string &text, bool &keepsStart) const override {
     for (const auto &n : normalizers)
-      n->normalize(text);
+      n->normalize(text, keepsStart);
   }
 };
 
 class UnicodeNormalizer : public Normalizer {
 public:
   explicit UnicodeNormalizer(NormalForm form) : form(form) {}
-  void normalize(std::string &text) const override {
+  void normalize(std::string &text, bool & /*keepsStart*/) const override {
     text = normalizeUnicode(text, form);
   }
 
@@ -81,14 +86,16 @@ private:
 
 class LowercaseNormalizer : public Normalizer {
 public:
-  void normalize(std::string &text) const override { text = toLowercase(text); }
+  void normalize(std::string &text, bool & /*keepsStart*/) const override {
+    text = toLowercase(text);
+  }
 };
 
 /// Strip: leading and/or trailing White_Space.
 class StripNormalizer : public Normalizer {
 public:
   bool left = true, right = true;
-  void normalize(std::string &text) const override {
+  void normalize(std::string &text, bool &keepsStart) const override {
     size_t begin = 0, end = text.size();
     if (left) {
       for (size_t i = 0; i < text.size();) {
@@ -109,15 +116,17 @@ public:
       }
       end = lastKept;
     }
+    if (begin > 0)
+      keepsStart = false;
     text = text.substr(begin, end - begin);
   }
 };
 
 class StripAccentsNormalizer : public Normalizer {
 public:
-  void normalize(std::string &text) const override {
+  void normalize(std::string &text, bool &keepsStart) const override {
     text = filterMap(
-        text, [](char32_t c) { return !isCombiningMark(c); },
+        text, keepsStart, [](char32_t c) { return !isCombiningMark(c); },
         [](char32_t c) { return c; });
   }
 };
@@ -126,7 +135,16 @@ class ReplaceNormalizer : public Normalizer {
 public:
   ReplaceNormalizer(Regex regex, std::string content)
       : regex(std::move(regex)), content(std::move(content)) {}
-  void normalize(std::string &text) const override {
+  void normalize(std::string &text, bool &keepsStart) const override {
+    // A match at the start moves it unless it is one character replaced by
+    // something: tokenizers aligns the new text with the last character
+    // replaced.
+    std::vector<std::pair<size_t, size_t>> matches;
+    regex.findAll(text, matches);
+    if (!matches.empty() && matches[0].first == 0 && matches[0].second > 0 &&
+        (content.empty() ||
+         utf8Length(static_cast<unsigned char>(text[0])) < matches[0].second))
+      keepsStart = false;
     text = replaceAll(regex, text, content);
   }
 
@@ -138,7 +156,7 @@ private:
 class PrependNormalizer : public Normalizer {
 public:
   explicit PrependNormalizer(std::string prefix) : prefix(std::move(prefix)) {}
-  void normalize(std::string &text) const override {
+  void normalize(std::string &text, bool & /*keepsStart*/) const override {
     if (!text.empty())
       text.insert(0, prefix);
   }
@@ -152,10 +170,10 @@ class BertNormalizer : public Normalizer {
 public:
   bool cleanText = true, chineseChars = true, stripAccents = true,
        lowercase = true;
-  void normalize(std::string &text) const override {
+  void normalize(std::string &text, bool &keepsStart) const override {
     if (cleanText)
       text = filterMap(
-          text,
+          text, keepsStart,
           [](char32_t c) { return c != 0 && c != 0xFFFD && !isBertControl(c); },
           [](char32_t c) {
             return c == '\t' || c == '\n' || c == '\r' || isRustWhitespace(c)
@@ -180,7 +198,7 @@ public:
     }
     if (stripAccents)
       text = filterMap(
-          normalizeUnicode(text, NormalForm::NFD),
+          normalizeUnicode(text, NormalForm::NFD), keepsStart,
           [](char32_t c) { return !isNonspacingMark(c); },
           [](char32_t c) { return c; });
     if (lowercase)
@@ -192,9 +210,9 @@ public:
 /// and maps some separators to a space.
 class NmtNormalizer : public Normalizer {
 public:
-  void normalize(std::string &text) const override {
+  void normalize(std::string &text, bool &keepsStart) const override {
     text = filterMap(
-        text,
+        text, keepsStart,
         [](char32_t c) {
           return !((c >= 1 && c <= 8) || c == 0xB || (c >= 0xE && c <= 0x1F) ||
                    c == 0x7F || c == 0x8F || c == 0x9F);
@@ -212,7 +230,7 @@ public:
 /// ByteLevel normalizer: every byte as its byte-level character.
 class ByteLevelNormalizer : public Normalizer {
 public:
-  void normalize(std::string &text) const override {
+  void normalize(std::string &text, bool & /*keepsStart*/) const override {
     std::string out;
     out.reserve(text.size() * 2);
     for (char c : text)
