@@ -61,6 +61,41 @@ ElementsAttr pack(ArrayRef<float> b, int64_t k, int64_t n, MLIRContext *ctx) {
       HeapAsmResourceBlob::allocateAndCopyInferAlign(ArrayRef<float>(packed)));
 }
 
+/// For B = linalg.transpose(C) of a 2-D f32 constant C (permutation [1, 0]):
+/// a new constant holding C transposed, placed after C, as a resource blob.
+/// A tied embedding read as the lm_head is such a B: the dynamo exporter
+/// writes MatMul(x, Transpose(E)) with E also the embedding's table (the
+/// TorchScript exporter folds the transpose into a second initializer).
+/// Without this the product would transpose E (113 MB for SmolLM2) at every
+/// step and read it unpacked. C keeps its other users.
+arith::ConstantOp transposedConstant(linalg::TransposeOp t) {
+  auto cst = t.getInput().getDefiningOp<arith::ConstantOp>();
+  auto attr = cst ? dyn_cast<ElementsAttr>(cst.getValue()) : ElementsAttr();
+  auto type = attr ? dyn_cast<RankedTensorType>(attr.getType()) : RankedTensorType();
+  if (!type || type.getRank() != 2 || !type.hasStaticShape() || !type.getElementType().isF32() ||
+      t.getPermutation() != ArrayRef<int64_t>{1, 0})
+    return {};
+  std::optional<std::vector<float>> values = floats(attr);
+  if (!values)
+    return {};
+  int64_t rows = type.getDimSize(0), cols = type.getDimSize(1);
+  AsmResourceBlob blob = HeapAsmResourceBlob::allocate(
+      static_cast<size_t>(rows * cols) * sizeof(float), alignof(float));
+  float *out = reinterpret_cast<float *>(blob.getMutableData().data());
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t c = 0; c < cols; ++c)
+      out[c * rows + r] = (*values)[static_cast<size_t>(r * cols + c)];
+  auto resultType = RankedTensorType::get({cols, rows}, type.getElementType());
+  std::string name = "transposed";
+  if (auto res = dyn_cast<DenseResourceElementsAttr>(attr))
+    name = res.getRawHandle().getKey().str() + ".T";
+  OpBuilder builder(cst);
+  builder.setInsertionPointAfter(cst);
+  return arith::ConstantOp::create(
+      builder, t.getLoc(),
+      cast<TypedAttr>(DenseResourceElementsAttr::get(resultType, name, std::move(blob))));
+}
+
 struct PackWeightsPass : impl::PackWeightsPassBase<PackWeightsPass> {
   using Base::Base;
 
@@ -76,13 +111,19 @@ struct PackWeightsPass : impl::PackWeightsPassBase<PackWeightsPass> {
       std::optional<Product> p = matchProduct(g);
       if (!p || p->packedB || p->b.transposed || !p->b.outer.empty())
         continue;
-      Value b = g.getDpsInputOperand(1)->get();
-      auto type = cast<RankedTensorType>(b.getType());
+      Value orig = g.getDpsInputOperand(1)->get();
+      auto type = cast<RankedTensorType>(orig.getType());
       if (!type.hasStaticShape() || type.getDimSize(1) % kPanelWidth != 0)
         continue;
-      Value packed = packedOf.lookup(b);
+      Value packed = packedOf.lookup(orig);
       if (!packed) {
+        Value b = orig;
         auto cst = b.getDefiningOp<arith::ConstantOp>();
+        if (auto t = b.getDefiningOp<linalg::TransposeOp>()) {
+          cst = transposedConstant(t);
+          if (cst)
+            b = cst.getResult();
+        }
         auto attr = cst ? dyn_cast<ElementsAttr>(cst.getValue()) : ElementsAttr();
         if (!attr)
           continue;
@@ -107,8 +148,10 @@ struct PackWeightsPass : impl::PackWeightsPassBase<PackWeightsPass> {
           packed = arith::ConstantOp::create(
               builder, cst.getLoc(),
               cast<TypedAttr>(pack(*values, type.getDimSize(0), type.getDimSize(1), ctx)));
+          if (b != orig && cst->use_empty())
+            cst.erase(); // the transposed copy, now packed
         }
-        packedOf[b] = packed;
+        packedOf[orig] = packed;
         ++numPacked;
       }
       SmallVector<AffineMap> maps = g.getIndexingMapsArray();
@@ -116,10 +159,22 @@ struct PackWeightsPass : impl::PackWeightsPassBase<PackWeightsPass> {
       g.setIndexingMapsAttr(OpBuilder(g).getAffineMapArrayAttr(maps));
       g->setOperand(1, packed);
     }
-    // Originals whose every product now reads the packed copy.
+    // Originals whose every product now reads the packed copy; for a
+    // transpose, also its constant and init when nothing else reads them.
+    SmallVector<Operation *> worklist;
     for (auto [orig, packed] : packedOf)
-      if (orig.use_empty())
-        orig.getDefiningOp()->erase();
+      worklist.push_back(orig.getDefiningOp());
+    DenseSet<Operation *> originals(worklist.begin(), worklist.end()), erased;
+    while (!worklist.empty()) {
+      Operation *op = worklist.pop_back_val();
+      if (!op || erased.contains(op) || !op->use_empty() ||
+          !(originals.contains(op) || isa<arith::ConstantOp, tensor::EmptyOp>(op)))
+        continue;
+      for (Value v : op->getOperands())
+        worklist.push_back(v.getDefiningOp());
+      erased.insert(op);
+      op->erase();
+    }
   }
 };
 
