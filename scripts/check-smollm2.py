@@ -97,6 +97,60 @@ def generate(xrun, xfa, prompts, max_new, eos, dump=None):
     return ids, [ms.get(i) for i in range(len(prompts))], r.stderr, None
 
 
+def check_serve(serve, xfa, prompts, max_new, eos):
+    """Each prompt through xfmr-serve (chat or completion, streamed and not)."""
+    import re
+    import openai
+    proc = subprocess.Popen([serve, xfa, "--port", "0"], stdout=subprocess.PIPE,
+                            stderr=subprocess.DEVNULL, text=True)
+    m = re.search(r"http://([^:]+):(\d+)", proc.stdout.readline())
+    if not m:
+        log("FAIL serve        xfmr-serve did not start")
+        proc.kill()
+        return 1, 1
+    client = openai.OpenAI(base_url="http://%s:%s/v1" % m.groups(), api_key="none",
+                           max_retries=0)
+    model = client.models.list().data[0].id
+    failed = checks = 0
+    for p in prompts:
+        want = up_to_eos(p["generated_ids"], eos)
+        for stream in (False, True):
+            checks += 1
+            kw = dict(model=model, max_tokens=max_new, temperature=0, stream=stream)
+            if stream:
+                kw["stream_options"] = {"include_usage": True}
+            if p["kind"] == "chat":
+                r = client.chat.completions.create(
+                    messages=[{"role": "user", "content": p["text"]}], **kw)
+            else:
+                r = client.completions.create(prompt=p["text"], **kw)
+            if stream:
+                pieces, usage = [], None
+                for chunk in r:
+                    usage = chunk.usage or usage
+                    for c in chunk.choices:
+                        pieces.append((c.delta.content or "") if p["kind"] == "chat" else c.text)
+                got = "".join(pieces)
+            else:
+                usage = r.usage
+                got = r.choices[0].message.content if p["kind"] == "chat" else r.choices[0].text
+            ok = (got == p["generated_text"] and usage is not None
+                  and usage.prompt_tokens == len(p["prompt_ids"])
+                  and usage.completion_tokens == len(want))
+            if p["name"] == "chat_capital":
+                ok = ok and "Paris" in got
+            log("%s serve %-8s %s%s: %r" % ("PASS" if ok else "FAIL", p["name"][:8],
+                                           "/v1/chat/completions" if p["kind"] == "chat"
+                                           else "/v1/completions", " (stream)" if stream else "",
+                                           got[:60]))
+            if not ok:
+                log("     want %r, usage %s" % (p["generated_text"][:60], usage))
+                failed += 1
+    proc.terminate()
+    proc.wait(timeout=60)
+    return failed, checks
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -107,6 +161,7 @@ def main():
     ap.add_argument("--compile-args", default="", help="more xfmr-compile arguments")
     ap.add_argument("--recompile", action="store_true")
     ap.add_argument("--no-ort", action="store_true", help="skip the onnxruntime logits check")
+    ap.add_argument("--no-serve", action="store_true", help="skip the xfmr-serve check")
     a = ap.parse_args()
     bindir = os.path.join(os.path.abspath(a.build_dir), "bin")
     xcomp, xrun = os.path.join(bindir, "xfmr-compile"), os.path.join(bindir, "xfmr-run")
@@ -222,6 +277,15 @@ def main():
                 "equal" if same_text else "differs: %r" % body[:200]))
             failed += 1
     checks = len(prompts) + 1 + (len(prompts) if text else 0)
+
+    # 5. The same through xfmr-serve and the openai client: the chat
+    # "What is the capital of France?" at temperature 0 names Paris, and
+    # every answer is transformers' greedy text with its token counts.
+    serve = os.path.join(a.build_dir, "bin", "xfmr-serve")
+    if text and os.path.exists(serve) and not a.no_serve:
+        nfail, nchecks = check_serve(serve, xfa, prompts, ref["max_new_tokens"], eos)
+        failed += nfail
+        checks += nchecks
 
     # 4. The first prompt's prefill logits against onnxruntime.
     step0 = os.path.join(dump, "step_0.npy")
