@@ -147,6 +147,15 @@ Status Engine::submit(Request request) {
         static_cast<long long>(request.id), request.prompt.size(),
         static_cast<long long>(request.sampling.maxTokens), static_cast<long long>(need),
         static_cast<long long>(blocks.blockSize()), static_cast<long long>(blocks.numBlocks())));
+  const ClassLimits &limits = config.classLimits[request.cls == RequestClass::Batch];
+  if (limits.maxBlocks && need > limits.maxBlocks)
+    return Error(formatString(
+        "request %lld can never fit: prompt %zu + max_tokens %lld tokens need %lld "
+        "blocks of %lld, the %s class may hold %lld",
+        static_cast<long long>(request.id), request.prompt.size(),
+        static_cast<long long>(request.sampling.maxTokens), static_cast<long long>(need),
+        static_cast<long long>(blocks.blockSize()), className(request.cls),
+        static_cast<long long>(limits.maxBlocks)));
   auto seq = std::make_unique<Sequence>(std::move(request));
   seq->tokens = seq->request.prompt;
   seq->promptLength = seq->tokens.size();
@@ -206,6 +215,15 @@ int64_t Engine::blocksHeldByRequests() const {
   return std::unique(held.begin(), held.end()) - held.begin();
 }
 
+int64_t Engine::blocksHeldByRequests(RequestClass cls) const {
+  std::vector<int32_t> held;
+  for (const auto &seq : running)
+    if (seq->request.cls == cls)
+      held.insert(held.end(), seq->blocks.table().begin(), seq->blocks.table().end());
+  std::sort(held.begin(), held.end());
+  return std::unique(held.begin(), held.end()) - held.begin();
+}
+
 std::vector<RequestResult> Engine::takeFinished() {
   std::vector<RequestResult> out;
   out.swap(finished);
@@ -231,6 +249,7 @@ Expected<Engine::StepPlan> Engine::schedule() {
                               static_cast<long long>(planInFlight)));
   StepPlan plan;
   plan.step = ++numSteps;
+  resetClassUsage();
   applyPreemptionHook(plan);
   scheduleRunning(plan);
   if (!plan.admissionStopped)
@@ -260,8 +279,19 @@ void Engine::scheduleRunning(StepPlan &plan) {
   // unfinished prompt.
   for (size_t i = 0; i < running.size() && plan.numTokens < config.maxTokensPerStep;) {
     Sequence &seq = *running[i];
-    int64_t n = std::min(seq.uncomputed(), config.maxTokensPerStep - plan.numTokens);
+    int64_t n = std::min({seq.uncomputed(), config.maxTokensPerStep - plan.numTokens,
+                          classTokenRoom(seq)});
+    if (n <= 0) { // its class's share of this step is spent
+      ++i;
+      continue;
+    }
+    if (!classBlocksFit(seq, n)) {
+      preempt(newestRunning(i, seq.request.cls), "out of its class's KV blocks", plan);
+      continue;
+    }
+    size_t held = seq.blocks.table().size();
     if (ensureBlocks(seq, n, plan.copies)) {
+      usageOf(seq).blocks += static_cast<int64_t>(seq.blocks.table().size() - held);
       addToPlan(plan, seq, n, /*admitted=*/false);
       ++i;
       continue;
@@ -277,9 +307,20 @@ std::vector<std::unique_ptr<Engine::Sequence>>::iterator Engine::newestRunning(s
                           [](auto &a, auto &b) { return a->admittedAt < b->admittedAt; });
 }
 
+std::vector<std::unique_ptr<Engine::Sequence>>::iterator
+Engine::newestRunning(size_t from, RequestClass cls) {
+  auto best = running.end();
+  for (auto it = running.begin() + static_cast<long>(from); it != running.end(); ++it)
+    if ((*it)->request.cls == cls && (best == running.end() || (*it)->admittedAt > (*best)->admittedAt))
+      best = it;
+  return best;
+}
+
 void Engine::preempt(std::vector<std::unique_ptr<Sequence>>::iterator it, const char *why,
                      StepPlan &plan) {
   Sequence &seq = **it;
+  usageOf(seq).blocks -= static_cast<int64_t>(seq.blocks.table().size());
+  usageOf(seq).seqs -= 1;
   log(formatString("preempt req %lld (%s): %s, recompute %lld tokens later",
                    static_cast<long long>(seq.request.id), className(seq.request.cls), why,
                    static_cast<long long>(seq.tokens.size())));
@@ -329,10 +370,15 @@ void Engine::admitWaiting(StepPlan &plan) {
     if (!queue)
       return;
     Sequence &seq = *queue->front();
+    const ClassLimits &limits = limitsOf(seq);
+    if ((limits.maxNumSeqs && usageOf(seq).seqs >= limits.maxNumSeqs) ||
+        classTokenRoom(seq) <= 0)
+      return; // its class is full: wait
     if (config.prefixCaching)
       adoptCachedPrefix(seq);
-    int64_t n = std::min(seq.uncomputed(), config.maxTokensPerStep - plan.numTokens);
-    if (!ensureBlocks(seq, n, plan.copies)) {
+    int64_t n = std::min({seq.uncomputed(), config.maxTokensPerStep - plan.numTokens,
+                          classTokenRoom(seq)});
+    if (!classBlocksFit(seq, n) || !ensureBlocks(seq, n, plan.copies)) {
       // Give back the adopted prefix while waiting: held, those blocks
       // could neither be evicted nor used by the running sequences.
       releaseBlocks(seq);
@@ -373,6 +419,52 @@ bool Engine::ensureBlocks(Sequence &seq, int64_t tokens, std::vector<BlockCopy> 
 void Engine::addToPlan(StepPlan &plan, Sequence &seq, int64_t tokens, bool admitted) {
   plan.sequences.push_back({&seq, seq.request.id, tokens, seq.computed, admitted});
   plan.numTokens += tokens;
+  ClassUsage &usage = usageOf(seq);
+  usage.tokens += tokens;
+  if (admitted) {
+    usage.seqs += 1;
+    usage.blocks += static_cast<int64_t>(seq.blocks.table().size());
+  }
+}
+
+//===----------------------------------------------------------------------===//
+// Class limits
+//===----------------------------------------------------------------------===//
+
+const ClassLimits &Engine::limitsOf(const Sequence &seq) const {
+  return config.classLimits[seq.request.cls == RequestClass::Batch];
+}
+
+Engine::ClassUsage &Engine::usageOf(const Sequence &seq) {
+  return classUsage[seq.request.cls == RequestClass::Batch];
+}
+
+void Engine::resetClassUsage() {
+  classUsage[0] = classUsage[1] = ClassUsage();
+  for (const auto &seq : running) {
+    ClassUsage &usage = usageOf(*seq);
+    usage.seqs += 1;
+    usage.blocks += static_cast<int64_t>(seq->blocks.table().size());
+  }
+}
+
+int64_t Engine::classTokenRoom(const Sequence &seq) {
+  int64_t limit = limitsOf(seq).maxTokensPerStep;
+  return limit ? limit - usageOf(seq).tokens : std::numeric_limits<int64_t>::max();
+}
+
+bool Engine::classBlocksFit(const Sequence &seq, int64_t tokens) {
+  int64_t limit = limitsOf(seq).maxBlocks;
+  if (!limit)
+    return true;
+  int64_t more = std::max<int64_t>(0, blocks.blocksFor(seq.computed + tokens) -
+                                          static_cast<int64_t>(seq.blocks.table().size()));
+  return usageOf(seq).blocks + more <= limit;
+}
+
+int64_t Engine::numRunning(RequestClass cls) const {
+  return std::count_if(running.begin(), running.end(),
+                       [&](const auto &seq) { return seq->request.cls == cls; });
 }
 
 //===----------------------------------------------------------------------===//

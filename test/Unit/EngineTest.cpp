@@ -253,6 +253,47 @@ TEST(EngineTest, OnTokenStreamsEveryTokenBeforeTheFinish) {
   EXPECT_EQ(seen, (std::vector<std::pair<int64_t, int64_t>>{{3, 3}, {3, 4}, {3, 5}}));
 }
 
+// Class limits split the engine between interactive and batch requests
+// (xfmr-serve --pools): the batch class's prompt chunks stay within its
+// share of the step, its blocks within its share of the cache (it preempts
+// its own newest sequence, never an interactive one), and a request larger
+// than its class's share is refused at submission.
+TEST(EngineTest, ClassLimitsSplitTheStepAndTheCache) {
+  EngineConfig config;
+  config.maxTokensPerStep = 16;
+  config.batchAgingSteps = 1 << 30;
+  config.classLimits[1].maxTokensPerStep = 4; // batch
+  config.classLimits[1].maxBlocks = 4;        // of 16 blocks of 4 tokens
+  Harness h(16, 4, config);
+  ASSERT_TRUE(h.submit(1, prompt(6), 8, RequestClass::Batch)); // 14 tokens: 4 blocks
+  ASSERT_TRUE(h.submit(4, prompt(6, 30), 6, RequestClass::Batch));
+  ASSERT_TRUE(h.submit(2, prompt(10, 50), 8, RequestClass::Interactive));
+  // Batch prompts get 4 tokens a step between them, the interactive one the
+  // rest.
+  EXPECT_EQ(Harness::describe(h.step()), "2:10@0+ 1:4@0+");
+  EXPECT_EQ(Harness::describe(h.step()), "2:1@10 1:2@4 4:2@0+");
+  // Both batch sequences together outgrow the class's 4 blocks: the newest
+  // batch sequence is preempted, never the interactive one.
+  std::vector<RequestResult> done;
+  for (int guard = 0; !h.engine->idle() && guard < 60; ++guard) {
+    h.step();
+    for (RequestResult &r : h.engine->takeFinished())
+      done.push_back(std::move(r));
+  }
+  ASSERT_EQ(done.size(), 3u);
+  EXPECT_GE(h.engine->preemptions(), 1);
+  for (const RequestResult &r : done)
+    EXPECT_EQ(r.preemptions > 0, r.id == 4) << r.id;
+  for (const std::string &line : h.trace)
+    if (line.rfind("preempt", 0) == 0)
+      EXPECT_NE(line.find("req 4 (batch): out of its class's KV blocks"), std::string::npos)
+          << line;
+  Status tooBig = h.submit(3, prompt(4), 30, RequestClass::Batch);
+  ASSERT_FALSE(tooBig);
+  EXPECT_NE(tooBig.error().find("the batch class may hold 4"), std::string::npos)
+      << tooBig.error();
+}
+
 // A batch request waits behind interactive ones until it has waited
 // batchAgingSteps steps; then it counts as interactive and, queued first,
 // goes first.

@@ -49,12 +49,6 @@ size_t partialStopSuffix(const std::string &text, size_t from,
 
 struct EngineLoop::Pool {
   PoolSpec spec;
-  std::unique_ptr<Engine> engine;
-  /// Tokens sampled in the current step: (request, token).
-  std::vector<std::pair<int64_t, int64_t>> tokens;
-  /// Step time used, for weighted fair queuing.
-  double used = 0;
-  int64_t preemptionsSeen = 0;
   double saturation = 0; ///< decode bandwidth saturation, smoothed
 };
 
@@ -106,46 +100,49 @@ EngineLoop::create(const Artifact &artifact, const Tokenizer &tokenizer,
   loop->kvBytesPerToken =
       static_cast<double>(KVPools::bytesPerBlock(m)) /
       static_cast<double>(std::max<int64_t>(1, m.kvCache->blockSize));
-  const EngineConfig &whole = loop->options.engine;
   for (const PoolSpec &spec : loop->options.pools) {
     auto pool = std::make_unique<Pool>();
     pool->spec = spec;
-    EngineConfig config = whole;
-    config.kvCacheBytes = static_cast<uint64_t>(
-        static_cast<double>(whole.kvCacheBytes) * spec.share);
-    config.maxTokensPerStep = std::max<int64_t>(
-        1, static_cast<int64_t>(static_cast<double>(whole.maxTokensPerStep) *
-                                spec.share));
-    config.maxNumSeqs = std::max<int64_t>(
-        1, static_cast<int64_t>(static_cast<double>(whole.maxNumSeqs) *
-                                spec.share));
-    config.hostCacheBytes = static_cast<uint64_t>(
-        static_cast<double>(whole.hostCacheBytes) * spec.share);
-    Pool *raw = pool.get();
-    config.onToken = [raw](int64_t id, int64_t token) {
-      raw->tokens.emplace_back(id, token);
-    };
-    EngineLoop *self = loop.get();
-    Expected<std::unique_ptr<Engine>> engine =
-        Engine::create(artifact, config, [self] { return self->now(); });
-    if (!engine)
-      return Error("pool '" + spec.name + "': " + engine.error());
-    pool->engine = engine.take();
     loop->pools.push_back(std::move(pool));
   }
+  EngineConfig config = loop->options.engine;
+  bool split = loop->options.pools.size() > 1 || loop->options.pools[0].share < 1;
+  if (split) // pools are apart: batch requests never age into the interactive pool
+    config.batchAgingSteps = std::numeric_limits<int64_t>::max() / 2;
+  EngineLoop *self = loop.get();
+  config.onToken = [self](int64_t id, int64_t token) { self->stepTokens.emplace_back(id, token); };
+  Expected<std::unique_ptr<Engine>> engine =
+      Engine::create(artifact, config, [self] { return self->now(); });
+  if (!engine)
+    return engine.takeError();
+  loop->engine = engine.take();
+  if (split)
+    for (const PoolSpec &spec : loop->options.pools) {
+      auto share = [&](int64_t whole) {
+        return std::max<int64_t>(1, static_cast<int64_t>(static_cast<double>(whole) * spec.share));
+      };
+      ClassLimits limits;
+      limits.maxBlocks = share(loop->engine->totalBlocks());
+      limits.maxTokensPerStep = share(config.maxTokensPerStep);
+      limits.maxNumSeqs = share(config.maxNumSeqs);
+      loop->engine->setClassLimits(spec.cls, limits);
+    }
   loop->waitingPerPool.assign(loop->pools.size(), 0);
   loop->declareMetrics();
-  for (auto &pool : loop->pools)
-    loop->updateGauges(*pool);
+  loop->updateGauges();
   return loop;
 }
 
 std::string EngineLoop::describe() const {
   std::string out;
-  for (const auto &pool : pools)
-    out +=
-        formatString("pool %s (%.0f%%): %s\n", pool->spec.name.c_str(),
-                     100 * pool->spec.share, pool->engine->summary(0).c_str());
+  out += engine->summary(0) + "\n";
+  if (pools.size() > 1 || pools[0]->spec.share < 1)
+    for (const auto &pool : pools)
+      out += formatString("pool %s (%s requests): %.0f%% of the KV blocks, of each step's "
+                          "tokens and of the sequences\n",
+                          pool->spec.name.c_str(),
+                          pool->spec.cls == RequestClass::Batch ? "batch" : "interactive",
+                          100 * pool->spec.share);
   return out;
 }
 
@@ -223,26 +220,38 @@ void EngineLoop::declareMetrics() {
               {{"model_name", options.modelName}}, options.memoryReadBandwidth);
 }
 
-void EngineLoop::updateGauges(Pool &pool) {
-  Labels l = labels(pool);
-  const Engine &e = *pool.engine;
+void EngineLoop::updateGauges() {
+  const Engine &e = *engine;
   double total = static_cast<double>(e.totalBlocks());
-  double used = static_cast<double>(e.blocksHeldByRequests());
-  double cached = total - static_cast<double>(e.freeBlocks()) - used;
-  metrics.set("xfmr:num_requests_running", l,
-              static_cast<double>(e.numRunning()));
-  metrics.set("xfmr:num_requests_waiting", l,
-              static_cast<double>(e.numWaiting()));
-  metrics.set("xfmr:kv_cache_usage_perc", l, total > 0 ? used / total : 0);
+  double held = static_cast<double>(e.blocksHeldByRequests());
+  double cached = total - static_cast<double>(e.freeBlocks()) - held;
+  bool single = pools.size() == 1;
+  for (const auto &pool : pools) {
+    Labels l = labels(*pool);
+    RequestClass cls = pool->spec.cls;
+    // One pool holds both classes; two pools hold one class each.
+    double running = static_cast<double>(single ? e.numRunning() : e.numRunning(cls));
+    double waiting = static_cast<double>(single ? e.numWaiting() : e.numWaiting(cls));
+    double used = single ? held : static_cast<double>(e.blocksHeldByRequests(cls));
+    double mine = single ? total : std::max(1.0, total * pool->spec.share);
+    metrics.set("xfmr:num_requests_running", l, running);
+    metrics.set("xfmr:num_requests_waiting", l, waiting);
+    metrics.set("xfmr:kv_cache_usage_perc", l, mine > 0 ? used / mine : 0);
+    auto with = [&](const char *state) {
+      Labels s = l;
+      s.emplace_back("state", state);
+      return s;
+    };
+    metrics.set("xfmr:kv_cache_blocks", with("used"), used);
+  }
+  Labels m = {{"model_name", options.modelName}};
   auto with = [&](const char *state) {
-    Labels s = l;
+    Labels s = m;
     s.emplace_back("state", state);
     return s;
   };
-  metrics.set("xfmr:kv_cache_blocks", with("free"),
-              static_cast<double>(e.freeBlocks()));
+  metrics.set("xfmr:kv_cache_blocks", with("free"), static_cast<double>(e.freeBlocks()));
   metrics.set("xfmr:kv_cache_blocks", with("cached"), cached);
-  metrics.set("xfmr:kv_cache_blocks", with("used"), used);
 }
 
 //===----------------------------------------------------------------------===//
@@ -297,9 +306,7 @@ std::optional<ApiError> EngineLoop::submit(Job job) {
 bool EngineLoop::collect(std::vector<Job> &jobs,
                          std::vector<int64_t> &cancelled) {
   std::unique_lock<std::mutex> lock(mutex);
-  bool busy = std::any_of(pools.begin(), pools.end(),
-                          [](const auto &p) { return !p->engine->idle(); });
-  if (!busy)
+  if (engine->idle())
     wake.wait(lock, [&] {
       return stopping || cancelAll || !inbox.empty() || !cancels.empty();
     });
@@ -334,7 +341,7 @@ void EngineLoop::admit(Job job) {
   r.prompt = job.prompt;
   r.sampling = job.sampling;
   r.cls = pool.spec.cls == RequestClass::Batch ? RequestClass::Batch : job.cls;
-  if (Status s = pool.engine->submit(std::move(r)); !s) {
+  if (Status s = engine->submit(std::move(r)); !s) {
     ApiError e;
     e.message = s.error();
     job.response->respond(400, "application/json", errorBody(e));
@@ -351,7 +358,7 @@ void EngineLoop::cancel(int64_t id) {
   if (it->second->done || it->second->cancelled)
     return;
   it->second->cancelled = true;
-  it->second->pool->engine->cancel(id);
+  engine->cancel(id);
 }
 
 //===----------------------------------------------------------------------===//
@@ -372,90 +379,83 @@ void EngineLoop::run() {
       admit(std::move(job));
     jobs.clear();
     cancelled.clear();
-    for (auto &pool : pools) // cancellations end here without a step
-      finishResults(*pool);
-    if (Pool *pool = nextPool())
-      runStep(*pool);
+    finishResults(); // cancellations end here without a step
+    if (!engine->idle())
+      runStep();
   }
 }
 
-EngineLoop::Pool *EngineLoop::nextPool() {
-  Pool *best = nullptr;
-  double bestTime = std::numeric_limits<double>::infinity();
-  for (auto &pool : pools) {
-    if (pool->engine->idle())
-      continue;
-    double t = pool->used / pool->spec.share;
-    if (t < bestTime) {
-      best = pool.get();
-      bestTime = t;
-    }
-  }
-  if (!best)
-    return nullptr;
-  // A pool that was idle does not bank the time: it starts level with the
-  // one whose turn it is.
-  for (auto &pool : pools)
-    if (pool->engine->idle())
-      pool->used = std::max(pool->used, bestTime * pool->spec.share);
-  return best;
-}
-
-void EngineLoop::runStep(Pool &pool) {
-  Engine &engine = *pool.engine;
+void EngineLoop::runStep() {
   double t0 = steadySeconds();
-  Expected<Engine::StepPlan> plan = engine.schedule();
+  Expected<Engine::StepPlan> plan = engine->schedule();
   if (!plan)
-    return failAll(pool, plan.error());
+    return failAll(plan.error());
   if (plan->empty())
-    return finishResults(pool);
-  Expected<Tensor> logits = engine.execute(*plan);
+    return finishResults();
+  Expected<Tensor> logits = engine->execute(*plan);
   if (!logits)
-    return failAll(pool, logits.error());
-  if (Status s = engine.update(*plan, *logits); !s)
-    return failAll(pool, s.error());
+    return failAll(logits.error());
+  if (Status s = engine->update(*plan, *logits); !s)
+    return failAll(s.error());
   double dt = steadySeconds() - t0;
-  pool.used += dt;
+  recordStep(*plan, dt);
+  publishTokens();
+  finishResults();
+}
 
-  Labels l = labels(pool);
-  metrics.add("xfmr:step_seconds_total", l, dt);
-  bool decodeOnly = std::all_of(
-      plan->sequences.begin(), plan->sequences.end(),
-      [](const Engine::ScheduledSequence &s) { return s.numTokens == 1; });
-  if (decodeOnly && dt > 0) {
-    double bytes = static_cast<double>(artifact.weightsBytes());
-    for (const Engine::ScheduledSequence &s : plan->sequences)
-      bytes +=
-          kvBytesPerToken * static_cast<double>(s.firstPosition + s.numTokens);
+void EngineLoop::recordStep(const Engine::StepPlan &plan, double dt) {
+  // The pools with sequences in the step share its time and bytes.
+  std::vector<bool> in(pools.size(), false);
+  double bytes = static_cast<double>(artifact.weightsBytes());
+  bool decodeOnly = true;
+  for (const Engine::ScheduledSequence &s : plan.sequences) {
+    auto it = active.find(s.requestId);
+    if (it != active.end())
+      in[it->second->job.pool] = true;
+    decodeOnly &= s.numTokens == 1;
+    bytes += kvBytesPerToken * static_cast<double>(s.firstPosition + s.numTokens);
+  }
+  double saturation = options.memoryReadBandwidth > 0 && dt > 0
+                          ? bytes / dt / options.memoryReadBandwidth
+                          : 0;
+  for (size_t p = 0; p < pools.size(); ++p) {
+    if (!in[p])
+      continue;
+    Pool &pool = *pools[p];
+    Labels l = labels(pool);
+    metrics.add("xfmr:step_seconds_total", l, dt);
+    if (!decodeOnly || dt <= 0)
+      continue;
     metrics.add("xfmr:decode_bytes_read_total", l, bytes);
     metrics.add("xfmr:decode_step_seconds_total", l, dt);
-    if (options.memoryReadBandwidth > 0) {
-      double now = bytes / dt / options.memoryReadBandwidth;
-      pool.saturation =
-          pool.saturation == 0 ? now : 0.8 * pool.saturation + 0.2 * now;
+    if (saturation > 0) {
+      pool.saturation = pool.saturation == 0 ? saturation
+                                             : 0.8 * pool.saturation + 0.2 * saturation;
       metrics.set("xfmr:decode_bandwidth_saturation", l, pool.saturation);
     }
   }
-  if (engine.preemptions() != pool.preemptionsSeen) {
-    metrics.add(
-        "xfmr:num_preemptions_total", l,
-        static_cast<double>(engine.preemptions() - pool.preemptionsSeen));
-    pool.preemptionsSeen = engine.preemptions();
+  if (engine->preemptions() != preemptionsSeen) {
+    metrics.add("xfmr:num_preemptions_total", {{"model_name", options.modelName}},
+                static_cast<double>(engine->preemptions() - preemptionsSeen));
+    preemptionsSeen = engine->preemptions();
   }
-  publishTokens(pool);
-  finishResults(pool);
 }
 
-void EngineLoop::publishTokens(Pool &pool) {
+void EngineLoop::publishTokens() {
   std::vector<std::pair<int64_t, int64_t>> tokens;
-  tokens.swap(pool.tokens);
+  tokens.swap(stepTokens);
+  std::vector<int64_t> perPool(pools.size(), 0);
   for (const auto &[id, token] : tokens) {
     auto it = active.find(id);
-    if (it != active.end() && !it->second->done && !it->second->cancelled)
-      onToken(*it->second, token);
+    if (it == active.end() || it->second->done || it->second->cancelled)
+      continue;
+    ++perPool[it->second->job.pool];
+    onToken(*it->second, token);
   }
-  metrics.add("xfmr:generation_tokens_total", labels(pool),
-              static_cast<double>(tokens.size()));
+  for (size_t p = 0; p < pools.size(); ++p)
+    if (perPool[p])
+      metrics.add("xfmr:generation_tokens_total", labels(*pools[p]),
+                  static_cast<double>(perPool[p]));
 }
 
 void EngineLoop::onToken(Active &a, int64_t token) {
@@ -480,7 +480,7 @@ void EngineLoop::onToken(Active &a, int64_t token) {
   if (cut != std::string::npos) {
     a.text.resize(cut);
     complete(a, "stop");
-    a.pool->engine->cancel(a.id);
+    engine->cancel(a.id);
     return;
   }
   flushText(a, false);
@@ -530,13 +530,13 @@ void EngineLoop::complete(Active &a, const char *finishReason) {
   out.end();
 }
 
-void EngineLoop::finishResults(Pool &pool) {
-  for (RequestResult &r : pool.engine->takeFinished()) {
+void EngineLoop::finishResults() {
+  for (RequestResult &r : engine->takeFinished()) {
     auto it = active.find(r.id);
     if (it == active.end())
       continue;
     Active &a = *it->second;
-    Labels l = labels(pool);
+    Labels l = labels(*a.pool);
     metrics.add("xfmr:prefix_cache_queries_total", l,
                 static_cast<double>(a.job.prompt.size()));
     metrics.add("xfmr:prefix_cache_hits_total", l,
@@ -568,18 +568,17 @@ void EngineLoop::finishResults(Pool &pool) {
     active.erase(it);
     --live;
   }
-  updateGauges(pool);
+  updateGauges();
 }
 
-void EngineLoop::failAll(Pool &pool, const std::string &message) {
-  std::fprintf(stderr, "xfmr-serve: error: pool %s: step failed: %s\n",
-               pool.spec.name.c_str(), message.c_str());
+void EngineLoop::failAll(const std::string &message) {
+  std::fprintf(stderr, "xfmr-serve: error: step failed: %s\n", message.c_str());
   ApiError e;
   e.status = 500;
   e.type = "server_error";
   e.message = "the model step failed: " + message;
   for (auto &[id, a] : active) {
-    if (a->pool != &pool || a->done)
+    if (a->done)
       continue;
     a->done = true;
     if (a->job.stream) {
@@ -588,13 +587,13 @@ void EngineLoop::failAll(Pool &pool, const std::string &message) {
     } else {
       a->job.response->respond(500, "application/json", errorBody(e));
     }
-    Labels l = labels(pool);
+    Labels l = labels(*a->pool);
     l.emplace_back("finished_reason", "error");
     metrics.add("xfmr:request_success_total", l, 1);
-    pool.engine->cancel(id);
+    engine->cancel(id);
   }
-  pool.tokens.clear();
-  finishResults(pool);
+  stepTokens.clear();
+  finishResults();
 }
 
 //===----------------------------------------------------------------------===//

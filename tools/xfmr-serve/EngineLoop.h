@@ -9,12 +9,13 @@
 // stream chunks or whole responses through the requests' Response objects,
 // whose writes are queued on the I/O threads.
 //
-// Pools: each pool is an Engine of its own with its share of the KV cache
-// and of the per-step token budget, its own queue, limits and metrics.
-// Steps go to the busy pool that has used the least step time relative to
-// its share (weighted fair queuing on measured time), so a batch flood gets
-// its share of the machine and no more, and an interactive request waits
-// for at most one batch step before its own.
+// Pools: requests of an interactive pool and of a batch pool run in the
+// same steps of one Engine, each class held to its pool's share of the KV
+// blocks, of every step's tokens and of the running sequences (ClassLimits,
+// Engine.h), with its own queue, limits and metrics. A decode step reads
+// the weights once for every sequence in it, so batch decoding rides along
+// nearly free; what would delay interactive requests is batch prefill,
+// and that is held to the batch pool's share of each step's tokens.
 //
 //===----------------------------------------------------------------------===//
 
@@ -41,9 +42,12 @@
 
 namespace xfmr::serve {
 
+/// A pool: at most one of each request class. Without pools, one pool of
+/// the whole engine holds both classes (batch requests wait behind
+/// interactive ones and age, Engine.h).
 struct PoolSpec {
   std::string name;
-  double share = 1.0; ///< of the KV cache, the token budget and step time
+  double share = 1.0; ///< of the KV blocks, each step's tokens, the sequences
   rt::RequestClass cls = rt::RequestClass::Interactive;
 };
 
@@ -121,18 +125,18 @@ private:
   bool collect(std::vector<Job> &jobs, std::vector<int64_t> &cancels);
   void admit(Job job);
   void cancel(int64_t id);
-  /// The busy pool whose turn it is (nullptr: none busy).
-  Pool *nextPool();
-  void runStep(Pool &pool);
-  void publishTokens(Pool &pool);
-  void finishResults(Pool &pool);
+  void runStep();
+  /// Step time, decode bytes and bandwidth saturation of the pools in it.
+  void recordStep(const rt::Engine::StepPlan &plan, double dt);
+  void publishTokens();
+  void finishResults();
   /// Feeds one generated token into its request's text.
   void onToken(Active &a, int64_t token);
   /// Sends what of the text no stop string can still claim.
   void flushText(Active &a, bool final);
   void complete(Active &a, const char *finishReason);
-  void failAll(Pool &pool, const std::string &message);
-  void updateGauges(Pool &pool);
+  void failAll(const std::string &message);
+  void updateGauges();
   Labels labels(const Pool &pool) const;
 
   const rt::Artifact &artifact;
@@ -140,6 +144,10 @@ private:
   EngineLoopOptions options;
   Metrics &metrics;
   std::vector<std::unique_ptr<Pool>> pools;
+  std::unique_ptr<rt::Engine> engine;
+  /// Tokens sampled in the current step: (request, token).
+  std::vector<std::pair<int64_t, int64_t>> stepTokens;
+  int64_t preemptionsSeen = 0;
   std::map<int64_t, std::unique_ptr<Active>> active;
   double kvBytesPerToken = 0;
   double start0 = 0;

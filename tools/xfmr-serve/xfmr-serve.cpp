@@ -75,14 +75,13 @@ const char *const kHelp =
     "                           most max-num-seqs full-length sequences)\n"
     "  --no-enable-prefix-caching  disable the prefix cache\n"
     "  --host-cache-bytes N     host tier of the prefix cache (default 0)\n"
-    "  --pools SPEC             split the KV cache, the step budget and step "
-    "time\n"
-    "                           between pools, e.g. "
-    "interactive=0.75,batch=0.25;\n"
-    "                           requests choose with \"priority\" or the "
-    "X-Priority\n"
-    "                           header (default: one pool, batch requests by\n"
-    "                           priority with aging)\n"
+    "  --pools SPEC             interactive=0.875,batch=0.125: one pool per request\n"
+    "                           class, each held to its share of the KV blocks, of\n"
+    "                           every step's tokens and of the sequences, in the\n"
+    "                           same steps; requests choose with \"priority\" or the\n"
+    "                           X-Priority header (a name starting with 'batch' is\n"
+    "                           the batch pool). Default: one pool, batch requests\n"
+    "                           behind interactive ones until they age\n"
     "  --max-waiting N          queued requests per pool before 429 (default "
     "4096)\n"
     "  --max-body-bytes N       larger request bodies get 413 (default 4 MiB)\n"
@@ -129,7 +128,7 @@ bool parsePools(const std::string &text, std::vector<PoolSpec> &out) {
     spec.cls = spec.name.rfind("batch", 0) == 0 ? RequestClass::Batch
                                                 : RequestClass::Interactive;
     for (const PoolSpec &p : out)
-      if (p.name == spec.name)
+      if (p.name == spec.name || p.cls == spec.cls) // one pool per class
         return false;
     total += spec.share;
     out.push_back(spec);
@@ -308,7 +307,8 @@ int main(int argc, char **argv) {
   else if (!parsePools(f.pools, pools))
     return usageError(
         "bad value for --pools: '" + f.pools +
-        "' (want NAME=SHARE,... with shares in (0, 1] summing to at most 1)");
+        "' (want interactive=SHARE,batch=SHARE: at most one pool per request "
+        "class, shares in (0, 1] summing to at most 1)");
   if (f.modelName.empty())
     f.modelName = baseName(f.artifact);
   int64_t maxModelLen = f.maxModelLen                ? f.maxModelLen

@@ -54,6 +54,20 @@ struct Request {
   bool systemPrompt = false;
 };
 
+/// One request class's share of the engine (EngineConfig::classLimits):
+/// the KV blocks its running sequences may hold (blocks shared through the
+/// prefix cache count for each holder), the tokens it may add to one step
+/// and its running sequences. 0: no limit beyond the engine's own. With
+/// limits, a class out of its blocks preempts its own newest sequence, and
+/// its requests wait while its step budget or sequence count is spent;
+/// the other class is not touched (xfmr-serve --pools).
+struct ClassLimits {
+  int64_t maxBlocks = 0;
+  int64_t maxTokensPerStep = 0;
+  int64_t maxNumSeqs = 0;
+  bool any() const { return maxBlocks || maxTokensPerStep || maxNumSeqs; }
+};
+
 struct EngineConfig {
   /// KV pools' size (the tools' default is defaultKVCacheBudget's).
   uint64_t kvCacheBytes = uint64_t(256) << 20;
@@ -67,6 +81,8 @@ struct EngineConfig {
   /// Steps a batch request waits, from its submission, before it is
   /// scheduled as interactive (xfmr-bench --batch-aging).
   int64_t batchAgingSteps = 64;
+  /// Per class limits, indexed by RequestClass (interactive, batch).
+  ClassLimits classLimits[2];
   /// Test hook: preempt the most recently admitted sequence every N steps.
   int64_t preemptEvery = 0;
   /// Called with the logits a request's next token is sampled from, before
@@ -177,11 +193,23 @@ public:
   /// Distinct blocks the running sequences hold (shared prefix blocks once):
   /// what is neither free nor only cached. O(blocks held).
   int64_t blocksHeldByRequests() const;
+  /// The same for the running sequences of one class.
+  int64_t blocksHeldByRequests(RequestClass cls) const;
   const PrefixCache &prefixCache() const { return cache; }
   int64_t hostBlocks() const { return host.numSlots(); }
   int64_t numRunning() const { return static_cast<int64_t>(running.size()); }
   int64_t numWaiting() const {
     return static_cast<int64_t>(interactiveQueue.size() + batchQueue.size());
+  }
+  int64_t numRunning(RequestClass cls) const;
+  int64_t numWaiting(RequestClass cls) const {
+    return static_cast<int64_t>(cls == RequestClass::Interactive ? interactiveQueue.size()
+                                                                 : batchQueue.size());
+  }
+  /// Sets one class's limits (EngineConfig::classLimits), e.g. as shares of
+  /// totalBlocks() once the cache is sized. Takes effect at the next step.
+  void setClassLimits(RequestClass cls, ClassLimits limits) {
+    config.classLimits[cls == RequestClass::Batch] = limits;
   }
   /// Releases the prefix cache's blocks (after this free == total when idle).
   void clearPrefixCache();
@@ -219,6 +247,22 @@ private:
   void preempt(std::vector<std::unique_ptr<Sequence>>::iterator it, const char *why,
                StepPlan &plan);
   void addToPlan(StepPlan &plan, Sequence &seq, int64_t tokens, bool admitted);
+
+  // Class limits (EngineConfig::classLimits) within schedule().
+  struct ClassUsage {
+    int64_t blocks = 0, tokens = 0, seqs = 0;
+  };
+  const ClassLimits &limitsOf(const Sequence &seq) const;
+  ClassUsage &usageOf(const Sequence &seq);
+  /// Counts the running sequences' blocks and sequences per class.
+  void resetClassUsage();
+  /// Tokens `seq`'s class may still add to this step.
+  int64_t classTokenRoom(const Sequence &seq);
+  /// Whether `tokens` more tokens of `seq` keep its class within its blocks.
+  bool classBlocksFit(const Sequence &seq, int64_t tokens);
+  /// The most recently admitted running sequence of `cls` from `from` on.
+  std::vector<std::unique_ptr<Sequence>>::iterator newestRunning(size_t from,
+                                                                 RequestClass cls);
 
   // update(), one decision each.
   /// Marks `tokens` more tokens computed; new full blocks go to the cache.
@@ -265,6 +309,7 @@ private:
   /// Queue keys: submissions count up at the back, preemptions down at the
   /// front, so both queues merge by key into the one arrival order.
   int64_t nextBackKey = 0, nextFrontKey = -1;
+  ClassUsage classUsage[2];
   /// The step of a plan not updated yet (0: none).
   int64_t planInFlight = 0;
 };
