@@ -25,12 +25,11 @@ import asyncio
 import json
 import os
 import random
-import re
-import signal
 import subprocess
 import sys
-import threading
 import time
+
+from serve_process import ServeProcess
 
 
 def percentile(xs, p):
@@ -38,36 +37,6 @@ def percentile(xs, p):
         return float("nan")
     xs = sorted(xs)
     return xs[min(len(xs) - 1, int(round(p / 100 * (len(xs) - 1))))]
-
-
-class Server:
-    def __init__(self, build, artifact, extra):
-        cmd = [os.path.join(build, "bin", "xfmr-serve"), artifact, "--port", "0", "--seed", "0",
-               "--max-connections", "8192"] + extra
-        self.proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                                     text=True)
-        line = self.proc.stdout.readline()
-        m = re.search(r"http://([^:]+):(\d+)", line)
-        if not m:
-            raise SystemExit("xfmr-serve did not start: %r %s" % (line, self.proc.stderr.read()))
-        self.host, self.port = m.group(1), int(m.group(2))
-        self.log = []
-        threading.Thread(target=lambda: self.log.extend(self.proc.stderr), daemon=True).start()
-
-    def rss_mib(self, field="VmHWM"):
-        with open("/proc/%d/status" % self.proc.pid) as f:
-            for line in f:
-                if line.startswith(field + ":"):
-                    return int(line.split()[1]) / 1024
-        return float("nan")
-
-    def stop(self):
-        self.proc.send_signal(signal.SIGTERM)
-        try:
-            return self.proc.wait(timeout=60)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            return "timeout"
 
 
 async def http(host, port, method, path, body=None, headers=None):
@@ -251,7 +220,7 @@ def main():
     ap.add_argument("--bench-args", default="")
     ap.add_argument("--json", action="store_true")
     a = ap.parse_args()
-    s = Server(a.build_dir, a.artifact, a.server_args.split())
+    s = ServeProcess(a.build_dir, a.artifact, ["--max-connections", "8192"] + a.server_args.split())
     try:
         fn = {"load": run_load, "pools": run_pools, "bench": run_bench}[a.mode]
         result = asyncio.run(fn(s, a))

@@ -24,14 +24,14 @@ and "N passed, N failed" (exit 1 on a failure):
 import argparse
 import json
 import os
-import re
-import signal
 import socket
 import subprocess
 import sys
 import threading
 import time
 import urllib.request
+
+from serve_process import ServeProcess
 
 RESULTS = []
 
@@ -42,26 +42,7 @@ def check(name, ok, detail=""):
     sys.stdout.flush()
 
 
-class Server:
-    def __init__(self, build, artifact, extra):
-        cmd = [os.path.join(build, "bin", "xfmr-serve"), artifact, "--port", "0",
-               "--seed", "0"] + extra
-        self.proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                                     text=True)
-        line = self.proc.stdout.readline()
-        m = re.search(r"http://([^:]+):(\d+)", line)
-        if not m:
-            err = self.proc.stderr.read()
-            raise SystemExit("xfmr-serve did not start: %r %s" % (line, err))
-        self.host, self.port = m.group(1), int(m.group(2))
-        self.base = "http://%s:%d" % (self.host, self.port)
-        self.stderr_lines = []
-        threading.Thread(target=self._drain, daemon=True).start()
-
-    def _drain(self):
-        for line in self.proc.stderr:
-            self.stderr_lines.append(line)
-
+class Server(ServeProcess):
     def request(self, method, path, body=None, headers=None, raw=None):
         data = raw if raw is not None else (None if body is None else json.dumps(body).encode())
         req = urllib.request.Request(self.base + path, data=data, method=method,
@@ -339,12 +320,7 @@ def main():
     gen = s.metric("xfmr:generation_tokens_total")
     check("/metrics counts generated tokens", gen and gen > 48 * 8, gen)
 
-    s.proc.send_signal(signal.SIGTERM)
-    try:
-        rc = s.proc.wait(timeout=60)
-    except subprocess.TimeoutExpired:
-        s.proc.kill()
-        rc = "timeout"
+    rc = s.stop()
     check("SIGTERM: exit 0", rc == 0, (rc, "".join(s.stderr_lines[-5:])))
 
     failed = RESULTS.count(False)

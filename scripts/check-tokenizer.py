@@ -32,6 +32,12 @@ import subprocess
 import sys
 import tempfile
 
+# One thread for the reference's batch calls: lit runs two tests at once on
+# a 2-core machine, and rayon's workers spinning against another process's
+# make a run of seconds take minutes.
+os.environ.setdefault("RAYON_NUM_THREADS", "1")
+os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 
 LLAMA3_PATTERN = (r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}|"

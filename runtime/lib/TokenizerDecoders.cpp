@@ -267,20 +267,12 @@ Expected<std::unique_ptr<Decoder>> tok::parseDecoder(const JsonReader &reader,
     return type.takeError();
   const std::string &t = *type;
   if (t == "Sequence") {
-    if (Status s = reader.checkNesting(path); !s)
-      return s.takeError();
-    Expected<const json *> list = reader.array(node, path, "decoders");
-    if (!list)
-      return list.takeError();
+    auto members = parseSequence<Decoder>(reader, node, path, "decoders", parseDecoder);
+    if (!members)
+      return members.takeError();
     auto seq = std::make_unique<SequenceDecoder>();
-    for (size_t i = 0; i < (*list)->size(); ++i) {
-      auto d = parseDecoder(reader, (**list)[i],
-                            JsonReader::index(path + ".decoders", i));
-      if (!d)
-        return d.takeError();
-      seq->decoders.push_back(d.take());
-    }
-    return Result(std::move(seq));
+    seq->decoders = members.take();
+    return std::unique_ptr<Decoder>(std::move(seq));
   }
   if (t == "ByteLevel")
     return Result(std::make_unique<ByteLevelDecoder>());
@@ -489,20 +481,12 @@ tok::parsePostProcessor(const JsonReader &reader, const json &node,
     return type.takeError();
   const std::string &t = *type;
   if (t == "Sequence") {
-    if (Status s = reader.checkNesting(path); !s)
-      return s.takeError();
-    Expected<const json *> list = reader.array(node, path, "processors");
-    if (!list)
-      return list.takeError();
+    auto members = parseSequence<PostProcessor>(reader, node, path, "processors", parsePostProcessor);
+    if (!members)
+      return members.takeError();
     auto seq = std::make_unique<SequenceProcessor>();
-    for (size_t i = 0; i < (*list)->size(); ++i) {
-      auto pp = parsePostProcessor(reader, (**list)[i],
-                                   JsonReader::index(path + ".processors", i));
-      if (!pp)
-        return pp.takeError();
-      seq->processors.push_back(pp.take());
-    }
-    return Result(std::move(seq));
+    seq->processors = members.take();
+    return std::unique_ptr<PostProcessor>(std::move(seq));
   }
   if (t == "ByteLevel")
     return Result(std::make_unique<NoopProcessor>());

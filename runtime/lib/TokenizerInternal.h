@@ -168,6 +168,30 @@ private:
   std::string file;
 };
 
+/// The members of a "Sequence" component (normalizers, pre-tokenizers,
+/// decoders, post-processors): node[key], each parsed by `parse(reader,
+/// element, path)`, after the nesting check.
+template <typename T, typename Parse>
+Expected<std::vector<std::unique_ptr<T>>>
+parseSequence(const JsonReader &reader, const json &node,
+              const std::string &path, const char *key, Parse parse) {
+  if (Status s = reader.checkNesting(path); !s)
+    return s.takeError();
+  Expected<const json *> list = reader.array(node, path, key);
+  if (!list)
+    return list.takeError();
+  std::vector<std::unique_ptr<T>> members;
+  for (size_t i = 0; i < (*list)->size(); ++i) {
+    Expected<std::unique_ptr<T>> member =
+        parse(reader, (**list)[i],
+              JsonReader::index(JsonReader::join(path, key), i));
+    if (!member)
+      return member.takeError();
+    members.push_back(member.take());
+  }
+  return members;
+}
+
 //===----------------------------------------------------------------------===//
 // Pipeline stages (TokenizerNormalizers.cpp, TokenizerPreTokenizers.cpp,
 // TokenizerDecoders.cpp)

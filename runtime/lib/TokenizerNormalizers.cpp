@@ -249,19 +249,11 @@ tok::parseNormalizer(const JsonReader &reader, const json &node,
     return type.takeError();
   const std::string &t = *type;
   if (t == "Sequence") {
-    if (Status s = reader.checkNesting(path); !s)
-      return s.takeError();
-    Expected<const json *> list = reader.array(node, path, "normalizers");
-    if (!list)
-      return list.takeError();
+    auto members = parseSequence<Normalizer>(reader, node, path, "normalizers", parseNormalizer);
+    if (!members)
+      return members.takeError();
     auto seq = std::make_unique<SequenceNormalizer>();
-    for (size_t i = 0; i < (*list)->size(); ++i) {
-      auto n = parseNormalizer(reader, (**list)[i],
-                               JsonReader::index(path + ".normalizers", i));
-      if (!n)
-        return n.takeError();
-      seq->normalizers.push_back(n.take());
-    }
+    seq->normalizers = members.take();
     return std::unique_ptr<Normalizer>(std::move(seq));
   }
   if (t == "NFC")

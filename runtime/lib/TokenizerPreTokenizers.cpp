@@ -439,20 +439,12 @@ tok::parsePreTokenizer(const JsonReader &reader, const json &node,
     return type.takeError();
   const std::string &t = *type;
   if (t == "Sequence") {
-    if (Status s = reader.checkNesting(path); !s)
-      return s.takeError();
-    Expected<const json *> list = reader.array(node, path, "pretokenizers");
-    if (!list)
-      return list.takeError();
+    auto members = parseSequence<PreTokenizer>(reader, node, path, "pretokenizers", parsePreTokenizer);
+    if (!members)
+      return members.takeError();
     auto seq = std::make_unique<SequencePreTokenizer>();
-    for (size_t i = 0; i < (*list)->size(); ++i) {
-      auto p = parsePreTokenizer(reader, (**list)[i],
-                                 JsonReader::index(path + ".pretokenizers", i));
-      if (!p)
-        return p.takeError();
-      seq->steps.push_back(p.take());
-    }
-    return Result(std::move(seq));
+    seq->steps = members.take();
+    return std::unique_ptr<PreTokenizer>(std::move(seq));
   }
   if (t == "ByteLevel") {
     auto bl = std::make_unique<ByteLevelPreTokenizer>();

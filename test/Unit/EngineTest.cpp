@@ -284,10 +284,12 @@ TEST(EngineTest, ClassLimitsSplitTheStepAndTheCache) {
   EXPECT_GE(h.engine->preemptions(), 1);
   for (const RequestResult &r : done)
     EXPECT_EQ(r.preemptions > 0, r.id == 4) << r.id;
-  for (const std::string &line : h.trace)
-    if (line.rfind("preempt", 0) == 0)
+  for (const std::string &line : h.trace) {
+    if (line.rfind("preempt", 0) == 0) {
       EXPECT_NE(line.find("req 4 (batch): out of its class's KV blocks"), std::string::npos)
           << line;
+    }
+  }
   Status tooBig = h.submit(3, prompt(4), 30, RequestClass::Batch);
   ASSERT_FALSE(tooBig);
   EXPECT_NE(tooBig.error().find("the batch class may hold 4"), std::string::npos)
