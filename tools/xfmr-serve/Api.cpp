@@ -195,8 +195,12 @@ std::optional<ApiError> Api::makeJob(const GenerationRequest &g,
   job.sampling = samplingFor(g, text.defaults);
   job.sampling.maxTokens = maxTokens;
   job.sampling.seed = g.seed ? *g.seed : options.seedBase + unseeded++;
+  // An eos id the model cannot produce (a tokenizer larger than the
+  // logits) never stops anything; left in, every request would be refused.
   if (!g.ignoreEos)
-    job.sampling.stopTokens = text.eosIds;
+    for (int64_t id : text.eosIds)
+      if (id < options.vocabSize)
+        job.sampling.stopTokens.push_back(id);
   for (int64_t id : g.stopTokenIds)
     if (std::find(job.sampling.stopTokens.begin(),
                   job.sampling.stopTokens.end(),
