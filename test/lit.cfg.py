@@ -72,7 +72,8 @@ tool_dirs = [config.xfmr_tools_dir, config.llvm_tools_dir]
 tools = ["xfmr-opt", "xfmr-translate", "xfmr-compile", "xfmr-run", "xfmr-bench",
          "xfmr-sched-bench", "xfmr-kernel-bench"]
 if config.xfmr_fuzzer:
-    tools += ["xfmr-import-fuzzer", "xfmr-artifact-fuzzer", "xfmr-engine-fuzzer"]
+    tools += ["xfmr-import-fuzzer", "xfmr-artifact-fuzzer", "xfmr-engine-fuzzer",
+              "xfmr-serve-fuzzer"]
     config.available_features.add("fuzzer")
 if config.xfmr_sanitizers:
     config.available_features.add("asan")
