@@ -11,6 +11,7 @@
 #include "xfmr/runtime/Manifest.h"
 #include "xfmr/runtime/WeightLayout.h"
 #include "xfmr/runtime/Digest.h"
+#include "xfmr/runtime/JsonSyntax.h"
 
 #include <nlohmann/json.hpp>
 
@@ -91,38 +92,6 @@ std::string xfmr::rt::formatSpecShape(const TensorSpec &spec) {
 //===----------------------------------------------------------------------===//
 
 namespace {
-
-/// Collects the message of a JSON syntax error (the DOM parser without
-/// exceptions only says that there was one).
-class SyntaxErrorCollector : public nlohmann::json_sax<json> {
-public:
-  std::string message;
-
-  bool null() override { return true; }
-  bool boolean(bool) override { return true; }
-  bool number_integer(number_integer_t) override { return true; }
-  bool number_unsigned(number_unsigned_t) override { return true; }
-  bool number_float(number_float_t, const string_t &) override { return true; }
-  bool string(string_t &) override { return true; }
-  bool binary(binary_t &) override { return true; }
-  bool start_object(std::size_t) override { return true; }
-  bool key(string_t &) override { return true; }
-  bool end_object() override { return true; }
-  bool start_array(std::size_t) override { return true; }
-  bool end_array() override { return true; }
-  bool parse_error(std::size_t, const std::string &,
-                   const nlohmann::detail::exception &ex) override {
-    // "[json.exception.parse_error.101] parse error at line 1, column 2:
-    // ..." without the bracketed id.
-    message = ex.what();
-    if (!message.empty() && message[0] == '[') {
-      size_t close = message.find("] ");
-      if (close != std::string::npos)
-        message.erase(0, close + 2);
-    }
-    return false;
-  }
-};
 
 /// Validates the fields of one manifest; every failure names the file and
 /// the field.
@@ -975,10 +944,8 @@ Expected<Manifest> xfmr::rt::parseManifest(std::string_view text,
   json root = json::parse(begin, end, /*cb=*/nullptr,
                           /*allow_exceptions=*/false);
   if (root.is_discarded()) {
-    SyntaxErrorCollector collector;
-    json::sax_parse(begin, end, &collector);
-    return Error(pathForErrors + ": not valid JSON" +
-                 (collector.message.empty() ? "" : ": " + collector.message));
+    std::string why = jsonSyntaxError(text);
+    return Error(pathForErrors + ": not valid JSON" + (why.empty() ? "" : ": " + why));
   }
   return ManifestParser(pathForErrors).parse(root);
 }

@@ -19,6 +19,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "xfmr/runtime/Tokenizer.h"
+#include "xfmr/runtime/JsonSyntax.h"
 
 #include "TokenizerInternal.h"
 
@@ -609,33 +610,6 @@ std::string JsonTokenizer::decode(const std::vector<int64_t> &ids,
   return text;
 }
 
-/// The message of a JSON syntax error (the DOM parser without exceptions
-/// only says that there was one).
-class SyntaxError : public nlohmann::json_sax<json> {
-public:
-  std::string message;
-  bool null() override { return true; }
-  bool boolean(bool) override { return true; }
-  bool number_integer(number_integer_t) override { return true; }
-  bool number_unsigned(number_unsigned_t) override { return true; }
-  bool number_float(number_float_t, const string_t &) override { return true; }
-  bool string(string_t &) override { return true; }
-  bool binary(binary_t &) override { return true; }
-  bool start_object(std::size_t) override { return true; }
-  bool key(string_t &) override { return true; }
-  bool end_object() override { return true; }
-  bool start_array(std::size_t) override { return true; }
-  bool end_array() override { return true; }
-  bool parse_error(std::size_t, const std::string &,
-                   const nlohmann::detail::exception &ex) override {
-    message = ex.what();
-    size_t close = message.find("] ");
-    if (!message.empty() && message[0] == '[' && close != std::string::npos)
-      message.erase(0, close + 2);
-    return false;
-  }
-};
-
 } // namespace
 
 //===----------------------------------------------------------------------===//
@@ -647,10 +621,7 @@ Tokenizer::fromJson(std::string_view text, const std::string &name) {
   json root = json::parse(text.begin(), text.end(), nullptr,
                           /*allow_exceptions=*/false);
   if (root.is_discarded()) {
-    SyntaxError collector;
-    json::sax_parse(text.begin(), text.end(), &collector,
-                    nlohmann::detail::input_format_t::json, /*strict=*/true);
-    return Error(name + ": invalid JSON: " + collector.message);
+    return Error(name + ": invalid JSON: " + jsonSyntaxError(text));
   }
   JsonReader reader(name);
   auto tokenizer = std::make_unique<JsonTokenizer>();

@@ -267,7 +267,8 @@ Expected<std::unique_ptr<Decoder>> tok::parseDecoder(const JsonReader &reader,
     return type.takeError();
   const std::string &t = *type;
   if (t == "Sequence") {
-    auto members = parseSequence<Decoder>(reader, node, path, "decoders", parseDecoder);
+    auto members =
+        parseSequence<Decoder>(reader, node, path, "decoders", parseDecoder);
     if (!members)
       return members.takeError();
     auto seq = std::make_unique<SequenceDecoder>();
@@ -481,7 +482,8 @@ tok::parsePostProcessor(const JsonReader &reader, const json &node,
     return type.takeError();
   const std::string &t = *type;
   if (t == "Sequence") {
-    auto members = parseSequence<PostProcessor>(reader, node, path, "processors", parsePostProcessor);
+    auto members = parseSequence<PostProcessor>(
+        reader, node, path, "processors", parsePostProcessor);
     if (!members)
       return members.takeError();
     auto seq = std::make_unique<SequenceProcessor>();

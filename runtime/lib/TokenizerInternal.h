@@ -182,9 +182,8 @@ parseSequence(const JsonReader &reader, const json &node,
     return list.takeError();
   std::vector<std::unique_ptr<T>> members;
   for (size_t i = 0; i < (*list)->size(); ++i) {
-    Expected<std::unique_ptr<T>> member =
-        parse(reader, (**list)[i],
-              JsonReader::index(JsonReader::join(path, key), i));
+    Expected<std::unique_ptr<T>> member = parse(
+        reader, (**list)[i], JsonReader::index(JsonReader::join(path, key), i));
     if (!member)
       return member.takeError();
     members.push_back(member.take());

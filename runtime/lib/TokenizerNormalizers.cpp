@@ -249,7 +249,8 @@ tok::parseNormalizer(const JsonReader &reader, const json &node,
     return type.takeError();
   const std::string &t = *type;
   if (t == "Sequence") {
-    auto members = parseSequence<Normalizer>(reader, node, path, "normalizers", parseNormalizer);
+    auto members = parseSequence<Normalizer>(reader, node, path, "normalizers",
+                                             parseNormalizer);
     if (!members)
       return members.takeError();
     auto seq = std::make_unique<SequenceNormalizer>();

@@ -439,7 +439,8 @@ tok::parsePreTokenizer(const JsonReader &reader, const json &node,
     return type.takeError();
   const std::string &t = *type;
   if (t == "Sequence") {
-    auto members = parseSequence<PreTokenizer>(reader, node, path, "pretokenizers", parsePreTokenizer);
+    auto members = parseSequence<PreTokenizer>(
+        reader, node, path, "pretokenizers", parsePreTokenizer);
     if (!members)
       return members.takeError();
     auto seq = std::make_unique<SequencePreTokenizer>();

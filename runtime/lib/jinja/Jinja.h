@@ -285,7 +285,8 @@ struct Callable {
 using Args = std::vector<Value>;
 using Kwargs = std::vector<std::pair<std::string, Value>>;
 
-/// Applies filter `name`; an error for filters not implemented.
+/// Applies filter `name`; a filter the interpreter does not know is an error
+/// naming it (never a different rendering).
 Value applyFilter(const std::string &name, const Value &input, const Args &args,
                   const Kwargs &kwargs);
 /// Applies test `name`.
