@@ -78,6 +78,17 @@ std::string normalizeUnicode(std::string_view s, NormalForm form);
 /// Rust's str::to_lowercase per character (without the final-sigma rule
 /// tokenizers does not apply either).
 std::string toLowercase(std::string_view s);
+/// Appends the lowercase of one character (toLowercase's mapping).
+void appendLowercase(std::string &out, char32_t cp);
+/// The most characters decomposeCanonical writes.
+constexpr size_t kMaxDecomposition = 8;
+/// The full canonical decomposition of `c` (NFD of the character alone,
+/// before canonical reordering) into `parts`; its length, or 0 if it does
+/// not fit.
+size_t decomposeCanonical(char32_t c, char32_t *parts);
+/// Whether `c` has a canonical combining class other than 0 (NFD reorders
+/// such characters among themselves).
+bool hasCombiningClass(char32_t c);
 
 /// The printable character GPT-2's byte-level alphabet maps byte `b` to.
 const std::string &byteLevelChar(unsigned char b);

@@ -32,59 +32,6 @@ namespace {
 // Vocabulary
 //===----------------------------------------------------------------------===//
 
-/// Token strings and ids in both directions.
-class Vocabulary {
-public:
-  /// Reads a {"token": id, ...} object.
-  Status parse(const JsonReader &reader, const json &vocab,
-               const std::string &path) {
-    if (!vocab.is_object())
-      return reader.fail(path, std::string("expected an object, got ") +
-                                   vocab.type_name());
-    size_t count = vocab.size();
-    int64_t limit = std::max<int64_t>(int64_t(count) * 8, int64_t(1) << 20);
-    keys.reserve(count);
-    ids.reserve(count);
-    for (auto it = vocab.begin(); it != vocab.end(); ++it) {
-      Expected<int64_t> id =
-          reader.asInteger(it.value(), path + "." + it.key());
-      if (!id)
-        return id.takeError();
-      if (*id < 0 || *id >= limit)
-        return reader.fail(path + "." + it.key(),
-                           "id " + std::to_string(*id) + " is out of range");
-      keys.push_back(it.key());
-      ids.emplace(keys.back(), static_cast<int32_t>(*id));
-      if (size_t(*id) >= tokenOf.size())
-        tokenOf.resize(size_t(*id) + 1, -1);
-      if (tokenOf[size_t(*id)] < 0)
-        tokenOf[size_t(*id)] = static_cast<int32_t>(keys.size() - 1);
-    }
-    return Status();
-  }
-
-  int32_t find(std::string_view token) const {
-    auto it = ids.find(token);
-    return it == ids.end() ? -1 : it->second;
-  }
-  const std::string *token(int64_t id) const {
-    if (id < 0 || size_t(id) >= tokenOf.size() || tokenOf[size_t(id)] < 0)
-      return nullptr;
-    return &keys[size_t(tokenOf[size_t(id)])];
-  }
-  size_t size() const { return ids.size(); }
-  int64_t idLimit() const { return int64_t(tokenOf.size()); }
-
-private:
-  std::vector<std::string> keys; // reserved up front: views stay valid
-  std::unordered_map<std::string_view, int32_t> ids;
-  std::vector<int32_t> tokenOf; // id -> index in keys
-};
-
-//===----------------------------------------------------------------------===//
-// Word cache
-//===----------------------------------------------------------------------===//
-
 /// A 64-bit hash of a short string (8 bytes at a time).
 uint64_t hashWord(std::string_view s) {
   uint64_t h = 0x9E3779B97F4A7C15ull ^ s.size();
@@ -100,6 +47,125 @@ uint64_t hashWord(std::string_view s) {
   h = (h ^ v) * 0xC4CEB9FE1A85EC53ull;
   return h ^ (h >> 29);
 }
+
+/// Strings (owned elsewhere, never moved) to ids: open addressing with the
+/// hash kept in the slot, so that a probe compares strings only on a likely
+/// hit. std::unordered_map's node per entry and byte-at-a-time hash were
+/// most of WordPiece's time, which looks up every prefix of a word.
+class StringIdMap {
+public:
+  void reserve(size_t count) {
+    size_t capacity = 16;
+    while (capacity < count * 2)
+      capacity *= 2;
+    slots.assign(capacity, Slot());
+    used = 0;
+  }
+  /// Adds `key` unless present (the first id stays).
+  void insert(std::string_view key, int32_t id) {
+    if ((used + 1) * 2 > slots.size())
+      grow();
+    uint64_t hash = hashWord(key);
+    size_t i = hash & (slots.size() - 1);
+    for (;; i = (i + 1) & (slots.size() - 1)) {
+      Slot &slot = slots[i];
+      if (slot.id < 0)
+        break;
+      if (slot.hash == hash && slot.view() == key)
+        return;
+    }
+    slots[i] = {key.data(), static_cast<uint32_t>(key.size()), id, hash};
+    ++used;
+    maxLength = std::max(maxLength, key.size());
+  }
+  int32_t find(std::string_view key) const {
+    if (slots.empty() || key.size() > maxLength)
+      return -1;
+    uint64_t hash = hashWord(key);
+    for (size_t i = hash & (slots.size() - 1);;
+         i = (i + 1) & (slots.size() - 1)) {
+      const Slot &slot = slots[i];
+      if (slot.id < 0)
+        return -1;
+      if (slot.hash == hash && slot.view() == key)
+        return slot.id;
+    }
+  }
+  size_t size() const { return used; }
+  /// The longest key's length in bytes.
+  size_t longest() const { return maxLength; }
+
+private:
+  struct Slot {
+    const char *data = nullptr;
+    uint32_t length = 0;
+    int32_t id = -1; // -1: empty
+    uint64_t hash = 0;
+    std::string_view view() const { return {data, length}; }
+  };
+  void grow() {
+    std::vector<Slot> old = std::move(slots);
+    reserve(std::max<size_t>(old.size(), 8));
+    for (const Slot &slot : old)
+      if (slot.id >= 0)
+        insert(slot.view(), slot.id);
+  }
+  std::vector<Slot> slots;
+  size_t used = 0, maxLength = 0;
+};
+
+/// Token strings and ids in both directions.
+class Vocabulary {
+public:
+  /// Reads a {"token": id, ...} object.
+  Status parse(const JsonReader &reader, const json &vocab,
+               const std::string &path) {
+    if (!vocab.is_object())
+      return reader.fail(path, std::string("expected an object, got ") +
+                                   vocab.type_name());
+    size_t count = vocab.size();
+    int64_t limit = std::max<int64_t>(int64_t(count) * 8, int64_t(1) << 20);
+    keys.reserve(count);
+    idOf.reserve(count);
+    for (auto it = vocab.begin(); it != vocab.end(); ++it) {
+      Expected<int64_t> id =
+          reader.asInteger(it.value(), path + "." + it.key());
+      if (!id)
+        return id.takeError();
+      if (*id < 0 || *id >= limit)
+        return reader.fail(path + "." + it.key(),
+                           "id " + std::to_string(*id) + " is out of range");
+      keys.push_back(it.key());
+      idOf.insert(keys.back(), static_cast<int32_t>(*id));
+      if (size_t(*id) >= tokenOf.size())
+        tokenOf.resize(size_t(*id) + 1, -1);
+      if (tokenOf[size_t(*id)] < 0)
+        tokenOf[size_t(*id)] = static_cast<int32_t>(keys.size() - 1);
+    }
+    return Status();
+  }
+
+  int32_t find(std::string_view token) const { return idOf.find(token); }
+  const std::string *token(int64_t id) const {
+    if (id < 0 || size_t(id) >= tokenOf.size() || tokenOf[size_t(id)] < 0)
+      return nullptr;
+    return &keys[size_t(tokenOf[size_t(id)])];
+  }
+  /// Every token string (possibly with duplicates of an id).
+  const std::vector<std::string> &tokens() const { return keys; }
+  const StringIdMap &ids() const { return idOf; }
+  size_t size() const { return idOf.size(); }
+  int64_t idLimit() const { return int64_t(tokenOf.size()); }
+
+private:
+  std::vector<std::string> keys; // reserved up front: views stay valid
+  StringIdMap idOf;
+  std::vector<int32_t> tokenOf; // id -> index in keys
+};
+
+//===----------------------------------------------------------------------===//
+// Word cache
+//===----------------------------------------------------------------------===//
 
 /// Merged words by their text, shared by the threads that encode: each
 /// shard an open-addressing table of 128-byte slots under its own mutex,
@@ -463,13 +529,20 @@ public:
     unkToken = *unk;
     prefix = *pre;
     maxInputChars = *maxChars;
+    unkId = vocab.find(unkToken);
+    // The tokens after the first of a word are looked up without building
+    // prefix + piece: by the rest of each token that has the prefix.
+    continuing.reserve(vocab.size());
+    for (const std::string &token : vocab.tokens())
+      if (token.compare(0, prefix.size(), prefix) == 0)
+        continuing.insert(std::string_view(token).substr(prefix.size()),
+                          vocab.find(token));
     return Status();
   }
 
   /// Greedy longest-match-first (WordPiece::tokenize).
   void tokenize(std::string_view word,
                 std::vector<int64_t> &out) const override {
-    int32_t unkId = vocab.find(unkToken);
     size_t chars = 0;
     for (char c : word)
       chars += (static_cast<unsigned char>(c) & 0xC0) != 0x80;
@@ -479,16 +552,17 @@ public:
       return;
     }
     size_t mark = out.size();
-    std::string candidate;
     for (size_t start = 0; start < word.size();) {
-      size_t end = word.size();
+      const StringIdMap &map = start > 0 ? continuing : vocab.ids();
+      // No token is longer than the longest key: start there, on a
+      // character boundary.
+      size_t end = std::min(word.size(), start + map.longest());
+      while (end > start && end < word.size() &&
+             (static_cast<unsigned char>(word[end]) & 0xC0) == 0x80)
+        --end;
       int32_t found = -1;
       while (start < end) {
-        candidate.clear();
-        if (start > 0)
-          candidate += prefix;
-        candidate.append(word.substr(start, end - start));
-        found = vocab.find(candidate);
+        found = map.find(word.substr(start, end - start));
         if (found >= 0)
           break;
         // Back off one character.
@@ -519,8 +593,11 @@ public:
 
 private:
   Vocabulary vocab;
+  /// The tokens that start with the prefix, by what follows it.
+  StringIdMap continuing;
   std::string unkToken, prefix;
   int64_t maxInputChars = 100;
+  int32_t unkId = -1;
 };
 
 } // namespace

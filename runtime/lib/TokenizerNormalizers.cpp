@@ -166,11 +166,111 @@ private:
 };
 
 /// BertNormalizer (tokenizers/src/normalizers/bert.rs).
+///
+/// Every step but the NFD of strip_accents is per character, and NFD only
+/// reorders runs of combining characters (canonical class > 0), which are
+/// all nonspacing marks, dropped anyway, in nearly every text. So the text
+/// goes through one character at a time (ASCII without any Unicode
+/// lookup); a text with a combining character of another category takes
+/// the steps one after the other over the whole text.
 class BertNormalizer : public Normalizer {
 public:
   bool cleanText = true, chineseChars = true, stripAccents = true,
        lowercase = true;
   void normalize(std::string &text, bool &keepsStart) const override {
+    std::string out;
+    out.reserve(text.size() + text.size() / 8);
+    bool fastKeepsStart = keepsStart;
+    if (normalizeByCharacter(text, out, fastKeepsStart)) {
+      text = std::move(out);
+      keepsStart = fastKeepsStart;
+      return;
+    }
+    normalizeByStep(text, keepsStart);
+  }
+
+private:
+  /// The steps character by character into `out`; false when the text has
+  /// a character whose NFD reordering could move what is kept.
+  bool normalizeByCharacter(const std::string &text, std::string &out,
+                            bool &keepsStart) const {
+    for (size_t i = 0; i < text.size();) {
+      bool first = i == 0;
+      unsigned char b = static_cast<unsigned char>(text[i]);
+      if (b < 0x80) {
+        ++i;
+        if (cleanText && (b < 0x20 || b == 0x7F)) {
+          if (b != '\t' && b != '\n' && b != '\r') {
+            // NUL and the other controls go.
+            if (first)
+              keepsStart = false;
+            continue;
+          }
+          b = ' ';
+        }
+        if (lowercase && b >= 'A' && b <= 'Z')
+          b += 32;
+        out += static_cast<char>(b);
+        continue;
+      }
+      char32_t c = nextCodePoint(text, i);
+      if (cleanText) {
+        if (c == 0xFFFD || isBertControl(c)) {
+          if (first)
+            keepsStart = false;
+          continue;
+        }
+        if (isRustWhitespace(c)) {
+          out += ' ';
+          continue;
+        }
+      }
+      bool chinese = chineseChars && isChineseChar(c);
+      if (chinese)
+        out += ' ';
+      if (!appendStripped(c, out, first && !chinese, keepsStart))
+        return false;
+      if (chinese)
+        out += ' ';
+    }
+    return true;
+  }
+
+  /// strip_accents and lowercase of one character; false when its
+  /// decomposition has a combining character that is not a nonspacing
+  /// mark.
+  bool appendStripped(char32_t c, std::string &out, bool first,
+                      bool &keepsStart) const {
+    if (!stripAccents) {
+      appendCase(c, out);
+      return true;
+    }
+    char32_t parts[kMaxDecomposition];
+    size_t n = decomposeCanonical(c, parts);
+    if (n == 0)
+      return false;
+    for (size_t k = 0; k < n; ++k) {
+      if (isNonspacingMark(parts[k])) {
+        if (first && k == 0)
+          keepsStart = false;
+        continue;
+      }
+      if (hasCombiningClass(parts[k]))
+        return false;
+      appendCase(parts[k], out);
+    }
+    return true;
+  }
+
+  void appendCase(char32_t c, std::string &out) const {
+    if (lowercase)
+      appendLowercase(out, c);
+    else
+      appendUtf8(out, c);
+  }
+
+  /// The steps one after the other, each over the whole text.
+  void normalizeByStep(std::string &text, bool &keepsStart) const {
     if (cleanText)
       text = filterMap(
           text, keepsStart,

@@ -301,19 +301,54 @@ public:
   }
 };
 
-/// BertPreTokenizer: split on whitespace, isolate punctuation.
+/// BertPreTokenizer: split on whitespace (Removed), then isolate
+/// punctuation (Isolated), in one pass over each piece.
 class BertPreTokenizer : public PreTokenizer {
 public:
-  void preTokenize(std::vector<Piece> &pieces) const override {
-    splitEach(pieces, SplitBehavior::Removed,
-              [](std::string_view text, std::vector<Span> &spans) {
-                spansFromPredicate(text, isRustWhitespace, spans);
-              });
-    splitEach(pieces, SplitBehavior::Isolated,
-              [](std::string_view text, std::vector<Span> &spans) {
-                spansFromPredicate(text, isPunctuation, spans);
-              });
+  BertPreTokenizer() {
+    for (char32_t c = 0; c < 0x80; ++c)
+      asciiClass[c] = isRustWhitespace(c) ? kSpace
+                      : isPunctuation(c)  ? kPunct
+                                          : kOther;
   }
+  void preTokenize(std::vector<Piece> &pieces) const override {
+    std::vector<Piece> out;
+    out.reserve(pieces.size() * 8);
+    for (const Piece &piece : pieces) {
+      const std::string &text = piece.text;
+      size_t wordStart = 0;
+      auto emit = [&](size_t s, size_t e) {
+        if (s < e)
+          out.push_back({text.substr(s, e - s), piece.atStart && s == 0});
+      };
+      for (size_t i = 0; i < text.size();) {
+        size_t start = i;
+        unsigned char b = static_cast<unsigned char>(text[i]);
+        uint8_t cls;
+        if (b < 0x80) {
+          cls = asciiClass[b];
+          ++i;
+        } else {
+          char32_t c = nextCodePoint(text, i);
+          cls = isRustWhitespace(c) ? kSpace
+                : isPunctuation(c)  ? kPunct
+                                    : kOther;
+        }
+        if (cls == kOther)
+          continue;
+        emit(wordStart, start);
+        if (cls == kPunct)
+          emit(start, i);
+        wordStart = i;
+      }
+      emit(wordStart, text.size());
+    }
+    pieces = std::move(out);
+  }
+
+private:
+  enum : uint8_t { kOther, kSpace, kPunct };
+  uint8_t asciiClass[0x80];
 };
 
 /// Whitespace: the runs of `\w+|[^\w\s]+` (Rust regex classes).

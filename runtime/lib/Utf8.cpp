@@ -278,6 +278,40 @@ std::string tok::normalizeUnicode(std::string_view s, NormalForm form) {
   return result;
 }
 
+size_t tok::decomposeCanonical(char32_t c, char32_t *parts) {
+  utf8proc_int32_t buf[kMaxDecomposition];
+  int boundClass = 0;
+  utf8proc_ssize_t n = utf8proc_decompose_char(
+      static_cast<utf8proc_int32_t>(c), buf, kMaxDecomposition,
+      UTF8PROC_DECOMPOSE, &boundClass);
+  if (n <= 0 || n > utf8proc_ssize_t(kMaxDecomposition))
+    return 0;
+  for (utf8proc_ssize_t k = 0; k < n; ++k)
+    parts[k] = static_cast<char32_t>(buf[k]);
+  return static_cast<size_t>(n);
+}
+
+bool tok::hasCombiningClass(char32_t c) {
+  return c >= 0x300 &&
+         utf8proc_get_property(static_cast<utf8proc_int32_t>(c))
+                 ->combining_class != 0;
+}
+
+void tok::appendLowercase(std::string &out, char32_t cp) {
+  if (cp < 0x80) {
+    out += static_cast<char>(cp >= 'A' && cp <= 'Z' ? cp + 32 : cp);
+    return;
+  }
+  // The one unconditional multi-character lowercase mapping
+  // (SpecialCasing.txt): İ -> i + combining dot above.
+  if (cp == 0x130) {
+    out += "i\xCC\x87";
+    return;
+  }
+  appendUtf8(out, static_cast<char32_t>(
+                      utf8proc_tolower(static_cast<utf8proc_int32_t>(cp))));
+}
+
 std::string tok::toLowercase(std::string_view s) {
   std::string out;
   out.reserve(s.size());
@@ -288,15 +322,7 @@ std::string tok::toLowercase(std::string_view s) {
       ++i;
       continue;
     }
-    char32_t cp = nextCodePoint(s, i);
-    // The one unconditional multi-character lowercase mapping
-    // (SpecialCasing.txt): İ -> i + combining dot above.
-    if (cp == 0x130) {
-      out += "i\xCC\x87";
-      continue;
-    }
-    appendUtf8(out, static_cast<char32_t>(
-                        utf8proc_tolower(static_cast<utf8proc_int32_t>(cp))));
+    appendLowercase(out, nextCodePoint(s, i));
   }
   return out;
 }
