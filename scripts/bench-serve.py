@@ -168,7 +168,13 @@ async def run_pools(s, a):
                          "temperature": 0, "ignore_eos": True, "priority": "batch"}))
         for p in flood_prompts]
     await asyncio.sleep(1.0)  # the flood is queued and running
+    # Tokens generated while the interactive requests ran, theirs included:
+    # what protecting them costs the flood.
+    t0 = time.perf_counter()
+    gen0 = await metric(s, "xfmr:generation_tokens_total")
     loaded, failed_loaded = await interactive_ttfts(s, a, prompts)
+    dt = time.perf_counter() - t0
+    gen = await metric(s, "xfmr:generation_tokens_total") - gen0
     for t in flood:
         t.cancel()
     await asyncio.gather(*flood, return_exceptions=True)
@@ -177,6 +183,7 @@ async def run_pools(s, a):
             "ttft_alone_p50_s": round(percentile(alone, 50), 3), "ttft_alone_p99_s": round(p99a, 3),
             "ttft_flood_p50_s": round(percentile(loaded, 50), 3),
             "ttft_flood_p99_s": round(p99l, 3), "p99_ratio": round(p99l / p99a, 2),
+            "flood_phase_generated_tok_s": round(gen / dt, 1),
             "failed": failed_alone + failed_loaded}
 
 

@@ -279,8 +279,7 @@ void Engine::scheduleRunning(StepPlan &plan) {
   // unfinished prompt.
   for (size_t i = 0; i < running.size() && plan.numTokens < config.maxTokensPerStep;) {
     Sequence &seq = *running[i];
-    int64_t n = std::min({seq.uncomputed(), config.maxTokensPerStep - plan.numTokens,
-                          classTokenRoom(seq)});
+    int64_t n = chunkFor(seq, plan);
     if (n <= 0) { // its class's share of this step is spent
       ++i;
       continue;
@@ -372,13 +371,12 @@ void Engine::admitWaiting(StepPlan &plan) {
     Sequence &seq = *queue->front();
     const ClassLimits &limits = limitsOf(seq);
     if ((limits.maxNumSeqs && usageOf(seq).seqs >= limits.maxNumSeqs) ||
-        classTokenRoom(seq) <= 0)
+        chunkFor(seq, plan) <= 0)
       return; // its class is full: wait
     if (config.prefixCaching)
       adoptCachedPrefix(seq);
-    int64_t n = std::min({seq.uncomputed(), config.maxTokensPerStep - plan.numTokens,
-                          classTokenRoom(seq)});
-    if (!classBlocksFit(seq, n) || !ensureBlocks(seq, n, plan.copies)) {
+    int64_t n = chunkFor(seq, plan);
+    if (n <= 0 || !classBlocksFit(seq, n) || !ensureBlocks(seq, n, plan.copies)) {
       // Give back the adopted prefix while waiting: held, those blocks
       // could neither be evicted nor used by the running sequences.
       releaseBlocks(seq);
@@ -421,6 +419,8 @@ void Engine::addToPlan(StepPlan &plan, Sequence &seq, int64_t tokens, bool admit
   plan.numTokens += tokens;
   ClassUsage &usage = usageOf(seq);
   usage.tokens += tokens;
+  if (seq.uncomputed() > 1)
+    usage.prefillTokens += tokens;
   if (admitted) {
     usage.seqs += 1;
     usage.blocks += static_cast<int64_t>(seq.blocks.table().size());
@@ -451,6 +451,15 @@ void Engine::resetClassUsage() {
 int64_t Engine::classTokenRoom(const Sequence &seq) {
   int64_t limit = limitsOf(seq).maxTokensPerStep;
   return limit ? limit - usageOf(seq).tokens : std::numeric_limits<int64_t>::max();
+}
+
+int64_t Engine::chunkFor(const Sequence &seq, const StepPlan &plan) {
+  int64_t n = std::min({seq.uncomputed(), config.maxTokensPerStep - plan.numTokens,
+                        classTokenRoom(seq)});
+  int64_t prefillLimit = limitsOf(seq).maxPrefillTokensPerStep;
+  if (prefillLimit && seq.uncomputed() > 1)
+    n = std::min(n, prefillLimit - usageOf(seq).prefillTokens);
+  return n;
 }
 
 bool Engine::classBlocksFit(const Sequence &seq, int64_t tokens) {

@@ -296,6 +296,27 @@ TEST(EngineTest, ClassLimitsSplitTheStepAndTheCache) {
       << tooBig.error();
 }
 
+// A class's prefill limit bounds its prompt chunks only: its decoding
+// sequences each still get their token, however many there are.
+TEST(EngineTest, PrefillLimitLeavesDecodeTokensAlone) {
+  EngineConfig config;
+  config.maxTokensPerStep = 64;
+  config.batchAgingSteps = 1 << 30;
+  config.classLimits[1].maxPrefillTokensPerStep = 3; // batch
+  Harness h(64, 4, config);
+  ASSERT_TRUE(h.submit(1, prompt(2), 8, RequestClass::Batch));
+  ASSERT_TRUE(h.submit(2, prompt(2, 30), 8, RequestClass::Batch));
+  ASSERT_TRUE(h.submit(3, prompt(7, 50), 4, RequestClass::Batch));
+  ASSERT_TRUE(h.submit(4, prompt(9, 70), 4, RequestClass::Interactive));
+  // 3 prompt tokens of the batch class a step; interactive is not bound.
+  EXPECT_EQ(Harness::describe(h.step()), "4:9@0+ 1:2@0+ 2:1@0+");
+  // A prompt's last token is not a chunk to bound (it is a step's one
+  // token, like a decode token); decoding batch sequences take a token each
+  // beside the next chunk.
+  EXPECT_EQ(Harness::describe(h.step()), "4:1@9 1:1@2 2:1@1 3:3@0+");
+  EXPECT_EQ(Harness::describe(h.step()), "4:1@10 1:1@3 2:1@2 3:3@3");
+}
+
 // A batch request waits behind interactive ones until it has waited
 // batchAgingSteps steps; then it counts as interactive and, queued first,
 // goes first.

@@ -126,6 +126,14 @@ EngineLoop::create(const Artifact &artifact, const Tokenizer &tokenizer,
       limits.maxTokensPerStep = share(config.maxTokensPerStep);
       limits.maxNumSeqs = share(config.maxNumSeqs);
       loop->engine->setClassLimits(spec.cls, limits);
+      if (spec.cls == RequestClass::Batch && loop->options.batchPrefillSlack > 0) {
+        loop->batchLimits = limits;
+        loop->batchPrefill = std::make_unique<PrefillBudget>(
+            loop->options.batchPrefillSlack, loop->options.batchPrefillFloor,
+            limits.maxTokensPerStep);
+        loop->batchLimits.maxPrefillTokensPerStep = loop->batchPrefill->tokens();
+        loop->engine->setClassLimits(spec.cls, loop->batchLimits);
+      }
     }
   loop->waitingPerPool.assign(loop->pools.size(), 0);
   loop->declareMetrics();
@@ -216,6 +224,14 @@ void EngineLoop::declareMetrics() {
                   "Time spent in decode steps.");
   metrics.declare("xfmr:step_seconds_total", K::Counter,
                   "Time spent in steps of any kind.");
+  if (batchPrefill) {
+    metrics.declare("xfmr:batch_prefill_tokens_per_step", K::Gauge,
+                    "Prompt tokens the batch pool may add to a step, so that "
+                    "a step costs at most 1 + --batch-prefill-slack decode "
+                    "steps (learned from step times).");
+    metrics.set("xfmr:batch_prefill_tokens_per_step", {{"model_name", options.modelName}},
+                static_cast<double>(batchLimits.maxPrefillTokensPerStep));
+  }
   metrics.set("xfmr:memory_read_bandwidth_bytes_per_second",
               {{"model_name", options.modelName}}, options.memoryReadBandwidth);
 }
@@ -399,6 +415,7 @@ void EngineLoop::runStep() {
     return failAll(s.error());
   double dt = steadySeconds() - t0;
   recordStep(*plan, dt);
+  updateBatchPrefill(*plan, dt);
   publishTokens();
   finishResults();
 }
@@ -439,6 +456,22 @@ void EngineLoop::recordStep(const Engine::StepPlan &plan, double dt) {
                 static_cast<double>(engine->preemptions() - preemptionsSeen));
     preemptionsSeen = engine->preemptions();
   }
+}
+
+void EngineLoop::updateBatchPrefill(const Engine::StepPlan &plan, double dt) {
+  if (!batchPrefill)
+    return;
+  int64_t prefill = 0;
+  for (const Engine::ScheduledSequence &s : plan.sequences)
+    if (s.numTokens > 1)
+      prefill += s.numTokens;
+  batchPrefill->observe(prefill, dt);
+  if (batchPrefill->tokens() == batchLimits.maxPrefillTokensPerStep)
+    return;
+  batchLimits.maxPrefillTokensPerStep = batchPrefill->tokens();
+  engine->setClassLimits(RequestClass::Batch, batchLimits);
+  metrics.set("xfmr:batch_prefill_tokens_per_step", {{"model_name", options.modelName}},
+              static_cast<double>(batchLimits.maxPrefillTokensPerStep));
 }
 
 void EngineLoop::publishTokens() {

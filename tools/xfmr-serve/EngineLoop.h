@@ -27,6 +27,7 @@
 #include "Protocol.h"
 
 #include "xfmr/runtime/Engine.h"
+#include "xfmr/runtime/PrefillBudget.h"
 #include "xfmr/runtime/Tokenizer.h"
 
 #include <atomic>
@@ -60,6 +61,12 @@ struct EngineLoopOptions {
   /// Bytes per second the machine reads from memory (the denominator of
   /// decode bandwidth saturation).
   double memoryReadBandwidth = 0;
+  /// With a batch pool beside an interactive one: the prompt work the batch
+  /// pool may add to a step, as a fraction of a decode step's measured time
+  /// (PrefillBudget.h; 0: bounded by its token share only).
+  double batchPrefillSlack = 0.5;
+  /// The batch pool's prompt tokens per step never go below this.
+  int64_t batchPrefillFloor = 16;
 };
 
 /// A request ready to run: tokenized, checked, with its response channel.
@@ -128,6 +135,8 @@ private:
   void runStep();
   /// Step time, decode bytes and bandwidth saturation of the pools in it.
   void recordStep(const rt::Engine::StepPlan &plan, double dt);
+  /// Feeds the step to the batch pool's prefill budget and applies it.
+  void updateBatchPrefill(const rt::Engine::StepPlan &plan, double dt);
   void publishTokens();
   void finishResults();
   /// Feeds one generated token into its request's text.
@@ -151,6 +160,9 @@ private:
   std::map<int64_t, std::unique_ptr<Active>> active;
   double kvBytesPerToken = 0;
   double start0 = 0;
+  /// The batch pool's limits and its prompt tokens per step (pools only).
+  rt::ClassLimits batchLimits;
+  std::unique_ptr<rt::PrefillBudget> batchPrefill;
 
   mutable std::mutex mutex;
   std::condition_variable wake;

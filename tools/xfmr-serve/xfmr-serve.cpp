@@ -82,6 +82,10 @@ const char *const kHelp =
     "                           X-Priority header (a name starting with 'batch' is\n"
     "                           the batch pool). Default: one pool, batch requests\n"
     "                           behind interactive ones until they age\n"
+    "  --batch-prefill-slack F  with --pools: the prompt work the batch pool may\n"
+    "                           add to a step, as a fraction of a decode step's\n"
+    "                           measured time (default 0.5; 0: only its token\n"
+    "                           share bounds it)\n"
     "  --max-waiting N          queued requests per pool before 429 (default "
     "4096)\n"
     "  --max-body-bytes N       larger request bodies get 413 (default 4 MiB)\n"
@@ -152,7 +156,7 @@ struct Flags {
   int64_t maxModelLen = 0, maxNumSeqs = 256, maxTokensPerStep = 2048,
           kvCacheBytes = 0, hostCacheBytes = 0, maxWaiting = 4096, seed = -1;
   bool prefixCaching = true;
-  double memoryBandwidth = 0, drainTimeout = 30;
+  double memoryBandwidth = 0, drainTimeout = 30, batchPrefillSlack = 0.5;
 };
 
 /// 0: parsed; else the exit code.
@@ -200,6 +204,9 @@ int parseFlags(int argc, char **argv, Flags &f) {
       ok = parseInt(value, 0, int64_t(1) << 46, f.hostCacheBytes);
     } else if (name == "--pools") {
       f.pools = value;
+    } else if (name == "--batch-prefill-slack") {
+      ok = parseDouble(value, f.batchPrefillSlack) && f.batchPrefillSlack >= 0 &&
+           f.batchPrefillSlack <= 1000;
     } else if (name == "--max-waiting") {
       ok = parseInt(value, 1, int64_t(1) << 30, f.maxWaiting);
     } else if (name == "--max-body-bytes") {
@@ -319,6 +326,7 @@ int main(int argc, char **argv) {
   options.modelName = f.modelName;
   options.pools = pools;
   options.maxWaiting = f.maxWaiting;
+  options.batchPrefillSlack = f.batchPrefillSlack;
   options.engine.maxNumSeqs = f.maxNumSeqs;
   options.engine.maxTokensPerStep = f.maxTokensPerStep;
   options.engine.prefixCaching = f.prefixCaching;

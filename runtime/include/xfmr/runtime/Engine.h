@@ -61,11 +61,19 @@ struct Request {
 /// limits, a class out of its blocks preempts its own newest sequence, and
 /// its requests wait while its step budget or sequence count is spent;
 /// the other class is not touched (xfmr-serve --pools).
+/// `maxPrefillTokensPerStep` bounds only prompt work (chunks of sequences
+/// with more than one token to compute: prompts and recomputation after
+/// preemption); decode tokens ride along, a step reads the weights once for
+/// all of them. xfmr-serve sets it from measured step times so that the
+/// batch pool's prefill never makes a step much slower than a decode step.
 struct ClassLimits {
   int64_t maxBlocks = 0;
   int64_t maxTokensPerStep = 0;
   int64_t maxNumSeqs = 0;
-  bool any() const { return maxBlocks || maxTokensPerStep || maxNumSeqs; }
+  int64_t maxPrefillTokensPerStep = 0;
+  bool any() const {
+    return maxBlocks || maxTokensPerStep || maxNumSeqs || maxPrefillTokensPerStep;
+  }
 };
 
 struct EngineConfig {
@@ -250,7 +258,7 @@ private:
 
   // Class limits (EngineConfig::classLimits) within schedule().
   struct ClassUsage {
-    int64_t blocks = 0, tokens = 0, seqs = 0;
+    int64_t blocks = 0, tokens = 0, prefillTokens = 0, seqs = 0;
   };
   const ClassLimits &limitsOf(const Sequence &seq) const;
   ClassUsage &usageOf(const Sequence &seq);
@@ -258,6 +266,9 @@ private:
   void resetClassUsage();
   /// Tokens `seq`'s class may still add to this step.
   int64_t classTokenRoom(const Sequence &seq);
+  /// The tokens of `seq` this step can take: its uncomputed ones within the
+  /// step's budget and its class's token and prefill rooms (0: none).
+  int64_t chunkFor(const Sequence &seq, const StepPlan &plan);
   /// Whether `tokens` more tokens of `seq` keep its class within its blocks.
   bool classBlocksFit(const Sequence &seq, int64_t tokens);
   /// The most recently admitted running sequence of `cls` from `from` on.
