@@ -16,12 +16,13 @@
 
 #include "TokenizerInternal.h"
 
+#include <algorithm>
 #include <array>
 #include <cstring>
 #include <functional>
 #include <mutex>
-#include <queue>
-#include <unordered_map>
+
+#include <sys/mman.h>
 
 using namespace xfmr::rt;
 using namespace xfmr::rt::tok;
@@ -167,33 +168,64 @@ private:
 // Word cache
 //===----------------------------------------------------------------------===//
 
-/// Merged words by their text, shared by the threads that encode: each
-/// shard an open-addressing table of 128-byte slots under its own mutex,
-/// emptied when half full. A slot holds its word and ids inline, so that a
-/// hit reads two adjacent cache lines; the rare words that do not fit are
-/// merged every time.
+/// Merged words by their text, shared by the threads that encode: 64
+/// shards, each under its own mutex an open-addressing table of 64-byte
+/// slots and an arena for the entries (word, then ids) too long to sit in
+/// their slot; a shard starts over when its table is half full or its arena
+/// full. A hit on a short word reads one cache line. The slots of all
+/// shards are one anonymous mapping (zero pages until touched) with
+/// transparent huge pages where the system allows: lookups land anywhere
+/// in its 8 MiB, and in 4 KiB pages most of them missed the TLB.
 class WordCache {
 public:
+  /// Longer words are merged every time.
   static constexpr size_t kMaxWordBytes = 256;
+
+  WordCache() {
+    size_t bytes = kSlotBytes + kHugePage;
+    void *p = ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE,
+                     MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (p == MAP_FAILED)
+      return; // no cache: every word is merged
+    mapping = p;
+    auto at = (reinterpret_cast<uintptr_t>(p) + kHugePage - 1) &
+              ~uintptr_t(kHugePage - 1);
+    slots = reinterpret_cast<Slot *>(at);
+#ifdef MADV_HUGEPAGE
+    ::madvise(slots, kSlotBytes, MADV_HUGEPAGE);
+#endif
+  }
+  ~WordCache() {
+    if (mapping)
+      ::munmap(mapping, kSlotBytes + kHugePage);
+  }
+  WordCache(const WordCache &) = delete;
+  WordCache &operator=(const WordCache &) = delete;
 
   bool lookup(std::string_view word, uint64_t hash,
               std::vector<int64_t> &out) const {
-    Shard &shard = shards[hash >> (64 - kShardBits)];
-    std::lock_guard<std::mutex> lock(shard.mutex);
-    if (shard.slots.empty())
+    if (!slots)
       return false;
-    for (size_t i = hash & (kSlots - 1);; i = (i + 1) & (kSlots - 1)) {
-      const Slot &slot = shard.slots[i];
+    size_t index = shardOf(hash);
+    Shard &shard = shards[index];
+    const Slot *table = slots + index * kSlots;
+    std::lock_guard<std::mutex> lock(shard.mutex);
+    for (size_t i = slotOf(hash);; i = (i + 1) & (kSlots - 1)) {
+      const Slot &slot = table[i];
       if (!slot.hash)
         return false;
-      if (slot.hash != hash || slot.wordLen != word.size() ||
-          std::memcmp(slot.data, word.data(), word.size()) != 0)
+      if (slot.hash != hash || slot.wordLen != word.size())
         continue;
-      const char *ids = slot.data + slot.wordLen;
+      const char *entry = entryOf(shard, slot);
+      if (std::memcmp(entry, word.data(), word.size()) != 0)
+        continue;
+      const char *ids = entry + slot.wordLen;
+      size_t mark = out.size();
+      out.resize(mark + slot.idCount);
       for (size_t k = 0; k < slot.idCount; ++k) {
         int32_t id;
         std::memcpy(&id, ids + 4 * k, 4);
-        out.push_back(id);
+        out[mark + k] = id;
       }
       return true;
     }
@@ -201,28 +233,39 @@ public:
 
   void insert(std::string_view word, uint64_t hash, const int64_t *ids,
               size_t n) const {
-    if (word.size() + 4 * n > sizeof(Slot::data))
+    size_t bytes = word.size() + 4 * n;
+    if (!slots || word.size() >= kMaxWordBytes || bytes > kArenaBytes / 16)
       return;
-    Shard &shard = shards[hash >> (64 - kShardBits)];
+    size_t index = shardOf(hash);
+    Shard &shard = shards[index];
+    Slot *table = slots + index * kSlots;
     std::lock_guard<std::mutex> lock(shard.mutex);
-    if (shard.slots.empty())
-      shard.slots.resize(kSlots);
-    if (shard.used >= kSlots / 2) {
-      for (Slot &slot : shard.slots)
-        slot.hash = 0;
+    bool fits = bytes <= sizeof(Slot::data);
+    if (shard.used >= kSlots / 2 ||
+        (!fits && shard.arena.size() + bytes > kArenaBytes)) {
+      std::memset(static_cast<void *>(table), 0, kSlots * sizeof(Slot));
       shard.used = 0;
+      shard.arena.clear();
     }
-    size_t i = hash & (kSlots - 1);
-    while (shard.slots[i].hash)
+    size_t i = slotOf(hash);
+    while (table[i].hash)
       i = (i + 1) & (kSlots - 1);
-    Slot &slot = shard.slots[i];
+    Slot &slot = table[i];
     slot.hash = hash;
-    slot.wordLen = static_cast<uint8_t>(word.size());
-    slot.idCount = static_cast<uint8_t>(n);
-    std::memcpy(slot.data, word.data(), word.size());
+    slot.wordLen = static_cast<uint16_t>(word.size());
+    slot.idCount = static_cast<uint16_t>(n);
+    char *entry = slot.data;
+    if (!fits) {
+      if (shard.arena.capacity() == 0)
+        shard.arena.reserve(kArenaBytes);
+      slot.arenaOffset = static_cast<uint32_t>(shard.arena.size());
+      shard.arena.resize(shard.arena.size() + bytes);
+      entry = shard.arena.data() + slot.arenaOffset;
+    }
+    std::memcpy(entry, word.data(), word.size());
     for (size_t k = 0; k < n; ++k) {
       int32_t id = static_cast<int32_t>(ids[k]);
-      std::memcpy(slot.data + word.size() + 4 * k, &id, 4);
+      std::memcpy(entry + word.size() + 4 * k, &id, 4);
     }
     ++shard.used;
   }
@@ -232,20 +275,110 @@ public:
 
 private:
   static constexpr unsigned kShardBits = 6;
+  static constexpr size_t kShards = size_t(1) << kShardBits;
   static constexpr size_t kSlots = 2048;
-  /// The word's bytes, then its ids as int32.
+  /// Per shard: the entries that do not fit in their slot, 4 KiB at most
+  /// each.
+  static constexpr size_t kArenaBytes = 64 * 1024;
+  static constexpr size_t kHugePage = size_t(2) << 20;
   struct alignas(64) Slot {
-    uint64_t hash = 0;
-    uint8_t wordLen = 0, idCount = 0;
-    char data[118];
+    uint64_t hash; // 0: empty
+    uint16_t wordLen, idCount;
+    uint32_t arenaOffset;
+    /// The entry when it fits: the word's bytes, then its ids as int32.
+    char data[48];
   };
-  static_assert(sizeof(Slot) == 128, "two cache lines per slot");
+  static_assert(sizeof(Slot) == 64, "one cache line per slot");
+  static constexpr size_t kSlotBytes = kShards * kSlots * sizeof(Slot);
   struct Shard {
     std::mutex mutex;
-    std::vector<Slot> slots;
     size_t used = 0;
+    std::vector<char> arena;
   };
-  mutable std::array<Shard, size_t(1) << kShardBits> shards;
+
+  static size_t shardOf(uint64_t hash) { return hash >> (64 - kShardBits); }
+  /// The first slot to probe: not bit 0, which hash() sets, nor the top
+  /// bits, which pick the shard.
+  static size_t slotOf(uint64_t hash) { return (hash >> 1) & (kSlots - 1); }
+  static const char *entryOf(const Shard &shard, const Slot &slot) {
+    size_t bytes = slot.wordLen + size_t(4) * slot.idCount;
+    return bytes <= sizeof(Slot::data) ? slot.data
+                                       : shard.arena.data() + slot.arenaOffset;
+  }
+
+  void *mapping = nullptr;
+  Slot *slots = nullptr;
+  mutable std::array<Shard, kShards> shards;
+};
+
+//===----------------------------------------------------------------------===//
+// Merges
+//===----------------------------------------------------------------------===//
+
+/// What merging a pair of ids gives.
+struct MergeRule {
+  int32_t rank, newId;
+};
+
+/// (left id, right id) -> merge rule: open addressing over 16-byte slots,
+/// one probe a cache line, where std::unordered_map chased a node pointer
+/// for each of the lookups a merged word makes.
+class PairMap {
+public:
+  void reserve(size_t count) {
+    size_t capacity = 16;
+    while (capacity < count * 2)
+      capacity *= 2;
+    slots.assign(capacity, Slot());
+    shift = 64 - static_cast<unsigned>(__builtin_ctzll(capacity));
+    used = 0;
+  }
+  /// Sets the rule of (a, b), replacing an earlier one.
+  void assign(int32_t a, int32_t b, MergeRule rule) {
+    if ((used + 1) * 2 > slots.size())
+      grow();
+    uint64_t key = keyOf(a, b);
+    size_t i = indexOf(key);
+    while (slots[i].key != kEmpty && slots[i].key != key)
+      i = (i + 1) & (slots.size() - 1);
+    if (slots[i].key == kEmpty)
+      ++used;
+    slots[i] = {key, rule};
+  }
+  const MergeRule *find(int32_t a, int32_t b) const {
+    uint64_t key = keyOf(a, b);
+    for (size_t i = indexOf(key);; i = (i + 1) & (slots.size() - 1)) {
+      const Slot &slot = slots[i];
+      if (slot.key == key)
+        return &slot.rule;
+      if (slot.key == kEmpty)
+        return nullptr;
+    }
+  }
+
+private:
+  /// Ids are never negative, so no pair has this key.
+  static constexpr uint64_t kEmpty = ~uint64_t(0);
+  struct Slot {
+    uint64_t key = kEmpty;
+    MergeRule rule{0, 0};
+  };
+  static uint64_t keyOf(int32_t a, int32_t b) {
+    return (uint64_t(uint32_t(a)) << 32) | uint32_t(b);
+  }
+  size_t indexOf(uint64_t key) const {
+    return size_t((key * 0x9E3779B97F4A7C15ull) >> shift);
+  }
+  void grow() {
+    std::vector<Slot> old = std::move(slots);
+    reserve(std::max<size_t>(old.size(), 8));
+    for (const Slot &slot : old)
+      if (slot.key != kEmpty)
+        assign(int32_t(slot.key >> 32), int32_t(uint32_t(slot.key)), slot.rule);
+  }
+  std::vector<Slot> slots = std::vector<Slot>(16);
+  unsigned shift = 60;
+  size_t used = 0;
 };
 
 //===----------------------------------------------------------------------===//
@@ -272,13 +405,16 @@ public:
 private:
   /// merge_word of tokenizers/src/models/bpe/model.rs.
   void mergeWord(std::string_view word, std::vector<int64_t> &out) const;
-  static uint64_t pairKey(int32_t a, int32_t b) {
-    return (uint64_t(uint32_t(a)) << 32) | uint32_t(b);
-  }
+  /// The id of the character word[start, end), with the subword prefix
+  /// and word suffix where they apply; -1 if none.
+  int32_t characterId(std::string_view word, size_t start, size_t end,
+                      std::string &scratch) const;
 
   Vocabulary vocab;
-  /// (left id, right id) -> (rank, merged id).
-  std::unordered_map<uint64_t, std::pair<int32_t, int32_t>> merges;
+  /// The ids of the one- and two-byte characters (every character of a
+  /// byte-level word) as tokens of their own, or -1.
+  std::array<int32_t, 0x800> smallCharIds;
+  PairMap merges;
   std::optional<std::string> unkToken, prefix, suffix;
   bool fuseUnk = false, byteFallback = false, ignoreMerges = false;
   std::array<int32_t, 256> byteIds{};
@@ -322,6 +458,11 @@ Status BpeModel::parse(const JsonReader &reader, const json &node,
     if (!v)
       return v.takeError();
     *dst = *v;
+  }
+  for (char32_t c = 0; c < smallCharIds.size(); ++c) {
+    std::string text;
+    appendUtf8(text, c);
+    smallCharIds[c] = vocab.find(text);
   }
   for (int b = 0; b < 256; ++b) {
     char name[8];
@@ -368,7 +509,7 @@ Status BpeModel::parse(const JsonReader &reader, const json &node,
     if (newId < 0)
       return reader.fail(p, "merged token '" + merged +
                                 "' is not in the vocabulary");
-    merges[pairKey(aId, bId)] = {rank++, newId};
+    merges.assign(aId, bId, {rank++, newId});
   }
   return Status();
 }
@@ -394,14 +535,61 @@ void BpeModel::tokenize(std::string_view word,
   cache.insert(word, hash, out.data() + mark, out.size() - mark);
 }
 
+int32_t BpeModel::characterId(std::string_view word, size_t start,
+                               size_t end, std::string &scratch) const {
+  bool withPrefix = start != 0 && prefix && !prefix->empty();
+  bool withSuffix = end == word.size() && suffix && !suffix->empty();
+  if (!withPrefix && !withSuffix) {
+    auto lead = static_cast<unsigned char>(word[start]);
+    if (end - start == 1)
+      return smallCharIds[lead];
+    if (end - start == 2 && lead >= 0xC2 && lead < 0xE0)
+      return smallCharIds[(size_t(lead & 0x1F) << 6) |
+                          (static_cast<unsigned char>(word[start + 1]) & 0x3F)];
+    return vocab.find(word.substr(start, end - start));
+  }
+  scratch.clear();
+  if (withPrefix)
+    scratch += *prefix;
+  scratch.append(word.substr(start, end - start));
+  if (withSuffix)
+    scratch += *suffix;
+  return vocab.find(scratch);
+}
+
+namespace {
+/// A symbol of a word being merged: a doubly linked list in an array.
+struct Symbol {
+  int32_t id, prev, next;
+  bool alive;
+};
+/// A candidate merge of the symbol at `pos` with its next one.
+struct PendingMerge {
+  /// rank, then pos, in one number: the heap compares it alone.
+  uint64_t order;
+  int32_t newId;
+  PendingMerge(int32_t rank, int32_t pos, int32_t newId)
+      : order((uint64_t(uint32_t(rank)) << 32) | uint32_t(pos)),
+        newId(newId) {}
+  int32_t pos() const { return int32_t(uint32_t(order)); }
+  /// The heap's order: the largest comes out first, so invert for lowest
+  /// rank, then leftmost position.
+  bool operator<(const PendingMerge &o) const { return order > o.order; }
+};
+/// mergeWord's arrays, kept per thread: a merged word allocates nothing.
+struct MergeScratch {
+  std::vector<Symbol> symbols;
+  std::vector<PendingMerge> heap;
+  std::string piece;
+};
+thread_local MergeScratch mergeScratch;
+} // namespace
+
 void BpeModel::mergeWord(std::string_view word,
                          std::vector<int64_t> &out) const {
-  struct Symbol {
-    int32_t id, prev, next;
-    bool alive;
-  };
-  std::vector<Symbol> symbols;
-  symbols.reserve(word.size());
+  MergeScratch &scratch = mergeScratch;
+  std::vector<Symbol> &symbols = scratch.symbols;
+  symbols.clear();
   auto add = [&](int32_t id) {
     int32_t index = int32_t(symbols.size());
     symbols.push_back({id, index - 1, -1, true});
@@ -412,19 +600,12 @@ void BpeModel::mergeWord(std::string_view word,
   // The initial symbols: one per character, unknown ones as bytes or unk.
   int32_t unkId = unkToken ? vocab.find(*unkToken) : -1;
   bool pendingUnk = false;
-  std::string piece;
   for (size_t i = 0; i < word.size();) {
     size_t start = i;
     i += utf8Length(static_cast<unsigned char>(word[i]));
     if (i > word.size())
       i = word.size();
-    piece.clear();
-    if (start != 0 && prefix)
-      piece += *prefix;
-    piece.append(word.substr(start, i - start));
-    if (i == word.size() && suffix)
-      piece += *suffix;
-    int32_t id = vocab.find(piece);
+    int32_t id = characterId(word, start, i, scratch.piece);
     if (id >= 0) {
       if (pendingUnk) {
         add(unkId);
@@ -434,6 +615,13 @@ void BpeModel::mergeWord(std::string_view word,
       continue;
     }
     if (byteFallback) {
+      // The bytes of the character with its prefix and suffix.
+      std::string piece;
+      if (start != 0 && prefix)
+        piece += *prefix;
+      piece.append(word.substr(start, i - start));
+      if (i == word.size() && suffix)
+        piece += *suffix;
       bool all = true;
       for (char c : piece)
         all &= byteIds[static_cast<unsigned char>(c)] >= 0;
@@ -455,44 +643,41 @@ void BpeModel::mergeWord(std::string_view word,
   if (pendingUnk)
     add(unkId);
 
-  struct Merge {
-    int32_t rank, pos, newId;
-    bool operator<(const Merge &o) const {
-      // priority_queue pops the largest: invert for lowest rank, then
-      // leftmost position.
-      return rank != o.rank ? rank > o.rank : pos > o.pos;
-    }
-  };
-  std::priority_queue<Merge> queue;
-  auto pairOf = [&](int32_t a,
-                    int32_t b) -> const std::pair<int32_t, int32_t> * {
-    auto it = merges.find(pairKey(a, b));
-    return it == merges.end() ? nullptr : &it->second;
+  std::vector<PendingMerge> &heap = scratch.heap;
+  heap.clear();
+  auto push = [&](int32_t pos, const MergeRule *m) {
+    heap.emplace_back(m->rank, pos, m->newId);
+    std::push_heap(heap.begin(), heap.end());
   };
   for (size_t k = 0; k + 1 < symbols.size(); ++k)
-    if (auto *m = pairOf(symbols[k].id, symbols[k + 1].id))
-      queue.push({m->first, int32_t(k), m->second});
-  while (!queue.empty()) {
-    Merge top = queue.top();
-    queue.pop();
-    Symbol &left = symbols[size_t(top.pos)];
+    if (const MergeRule *m = merges.find(symbols[k].id, symbols[k + 1].id))
+      heap.emplace_back(m->rank, int32_t(k), m->newId);
+  std::make_heap(heap.begin(), heap.end());
+  while (!heap.empty()) {
+    std::pop_heap(heap.begin(), heap.end());
+    PendingMerge top = heap.back();
+    heap.pop_back();
+    int32_t pos = top.pos();
+    Symbol &left = symbols[size_t(pos)];
     if (!left.alive || left.next < 0)
       continue;
     Symbol &right = symbols[size_t(left.next)];
-    auto *m = pairOf(left.id, right.id);
-    if (!m || m->second != top.newId)
+    const MergeRule *m = merges.find(left.id, right.id);
+    if (!m || m->newId != top.newId)
       continue;
     left.id = top.newId;
     right.alive = false;
     left.next = right.next;
     if (right.next >= 0)
-      symbols[size_t(right.next)].prev = top.pos;
+      symbols[size_t(right.next)].prev = pos;
     if (left.prev >= 0)
-      if (auto *pm = pairOf(symbols[size_t(left.prev)].id, left.id))
-        queue.push({pm->first, left.prev, pm->second});
+      if (const MergeRule *pm =
+              merges.find(symbols[size_t(left.prev)].id, left.id))
+        push(left.prev, pm);
     if (left.next >= 0)
-      if (auto *nm = pairOf(left.id, symbols[size_t(left.next)].id))
-        queue.push({nm->first, top.pos, nm->second});
+      if (const MergeRule *nm =
+              merges.find(left.id, symbols[size_t(left.next)].id))
+        push(pos, nm);
   }
   for (const Symbol &s : symbols)
     if (s.alive)

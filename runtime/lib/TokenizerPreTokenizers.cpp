@@ -202,7 +202,10 @@ public:
 
   void preTokenize(std::vector<Piece> &pieces) const override {
     std::vector<Piece> out;
-    out.reserve(pieces.size() * 8);
+    size_t bytes = 0;
+    for (const Piece &p : pieces)
+      bytes += p.text.size();
+    out.reserve(bytes / 3 + pieces.size() + 4);
     std::vector<std::pair<size_t, size_t>> matches;
     for (Piece &p : pieces) {
       if (addPrefixSpace && (p.text.empty() || p.text[0] != ' '))
