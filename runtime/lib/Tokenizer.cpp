@@ -551,13 +551,14 @@ void JsonTokenizer::encodeSegment(std::string text, bool atStart,
     if (s.start == s.end)
       continue;
     pieces.clear();
-    pieces.push_back(
-        {text.substr(s.start, s.end - s.start), atStart && s.start == 0});
+    if (segments.size() == 1)
+      pieces.push_back({std::move(text), atStart}); // all of it
+    else
+      pieces.push_back(
+          {text.substr(s.start, s.end - s.start), atStart && s.start == 0});
     if (preTokenizer)
       preTokenizer->preTokenize(pieces);
-    for (const Piece &p : pieces)
-      if (!p.text.empty())
-        model->tokenize(p.text, ids);
+    model->tokenizeAll(pieces, ids);
   }
 }
 
@@ -569,6 +570,7 @@ std::vector<int64_t> JsonTokenizer::encode(std::string_view text,
     text = valid;
   }
   std::vector<int64_t> ids;
+  ids.reserve(text.size() / 4 + 4); // a token is 3 to 5 bytes of most text
   std::vector<Segment> segments;
   added.split(text, /*normalizedTokens=*/false, segments);
   for (const Segment &s : segments) {

@@ -294,6 +294,14 @@ public:
   /// Appends the ids of `word` (non-empty) to `out`.
   virtual void tokenize(std::string_view word,
                         std::vector<int64_t> &out) const = 0;
+  /// Appends the ids of each non-empty piece in turn; a model may overlap
+  /// the memory accesses of several words.
+  virtual void tokenizeAll(const std::vector<Piece> &pieces,
+                           std::vector<int64_t> &out) const {
+    for (const Piece &p : pieces)
+      if (!p.text.empty())
+        tokenize(p.text, out);
+  }
   virtual std::optional<int64_t> tokenToId(std::string_view token) const = 0;
   /// The token of `id`, or null.
   virtual const std::string *idToToken(int64_t id) const = 0;

@@ -218,15 +218,22 @@ public:
           return;
         Piece &word = out.emplace_back();
         word.atStart = p.atStart && s == 0;
-        word.text.resize((e - s) * 2);
-        char *dst = word.text.data();
-        for (size_t i = s; i < e; ++i) {
-          const MappedByte &m = mapped[static_cast<unsigned char>(text[i])];
-          *dst++ = m.bytes[0];
-          if (m.length == 2)
-            *dst++ = m.bytes[1];
+        // Mapped into a buffer, then copied once: resizing the string
+        // itself zero-filled it first.
+        char buffer[256];
+        std::string_view from(text.data() + s, e - s);
+        while (!from.empty()) {
+          size_t take = std::min(from.size(), sizeof buffer / 2);
+          char *dst = buffer;
+          for (char c : from.substr(0, take)) {
+            const MappedByte &m = mapped[static_cast<unsigned char>(c)];
+            *dst++ = m.bytes[0];
+            if (m.length == 2)
+              *dst++ = m.bytes[1];
+          }
+          word.text.append(buffer, size_t(dst - buffer));
+          from.remove_prefix(take);
         }
-        word.text.resize(size_t(dst - word.text.data()));
       };
       if (useRegex) {
         regex->findAll(text, matches);
