@@ -7,10 +7,10 @@
 // BPE merges a word with a priority queue over adjacent pairs (lowest merge
 // rank first, then leftmost), pairs looked up by their two ids in a hash
 // map: O(n log n) in the word length, the same result as tokenizers'
-// Word::merge_all. Words repeat, so merged words are kept in a cache shared
-// by all threads: 64 shards, each a mutex and a bounded hash map (a shard
-// that fills up starts over), so that concurrent encodes rarely wait on
-// each other.
+// Word::merge_all. WordPiece matches greedily, longest first. Words repeat,
+// so both models keep words' ids in a cache shared by all threads: 64
+// shards, each a mutex and a bounded hash map (a shard that fills up starts
+// over), so that concurrent encodes rarely wait on each other.
 //
 //===----------------------------------------------------------------------===//
 
@@ -197,36 +197,36 @@ private:
 // Word cache
 //===----------------------------------------------------------------------===//
 
-/// Merged words by their text, shared by the threads that encode: 64
+/// Words' ids by their text, shared by the threads that encode: 64
 /// shards, each under its own mutex an open-addressing table of 64-byte
 /// slots and an arena for the entries (word, then ids) too long to sit in
-/// their slot; a shard starts over when its table is half full or its arena
-/// full. A hit on a short word reads one cache line. The slots of all
-/// shards are one anonymous mapping (zero pages until touched) with
-/// transparent huge pages where the system allows: lookups land anywhere
-/// in its 8 MiB, and in 4 KiB pages most of them missed the TLB.
+/// their slot; a shard starts over when its table is half full (32,768
+/// words in all) or its arena full. A hit on a short word reads one cache
+/// line. The slots of all shards are one anonymous mapping of 4 MiB,
+/// within the TLB's reach in 4 KiB pages (twice that missed it; transparent
+/// huge pages fixed that but made a first pass sometimes wait for the
+/// kernel to compact memory), populated when the model loads (1.7 ms)
+/// rather than by a page fault per slot page in the first encodes.
 class WordCache {
 public:
-  /// Longer words are merged every time.
+  /// Longer words are tokenized every time.
   static constexpr size_t kMaxWordBytes = 256;
 
-  WordCache() {
-    size_t bytes = kSlotBytes + kHugePage;
-    void *p = ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE,
-                     MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-    if (p == MAP_FAILED)
-      return; // no cache: every word is merged
-    mapping = p;
-    auto at = (reinterpret_cast<uintptr_t>(p) + kHugePage - 1) &
-              ~uintptr_t(kHugePage - 1);
-    slots = reinterpret_cast<Slot *>(at);
-#ifdef MADV_HUGEPAGE
-    ::madvise(slots, kSlotBytes, MADV_HUGEPAGE);
-#endif
+  WordCache() = default;
+  /// Maps the slots; until then (or if that fails) every word is
+  /// tokenized. Called once a model has loaded, so that a file refused
+  /// halfway costs nothing.
+  void allocate() {
+    if (slots)
+      return;
+    void *p = ::mmap(nullptr, kSlotBytes, PROT_READ | PROT_WRITE,
+                     MAP_PRIVATE | MAP_ANONYMOUS | MAP_POPULATE, -1, 0);
+    if (p != MAP_FAILED)
+      slots = static_cast<Slot *>(p);
   }
   ~WordCache() {
-    if (mapping)
-      ::munmap(mapping, kSlotBytes + kHugePage);
+    if (slots)
+      ::munmap(slots, kSlotBytes);
   }
   WordCache(const WordCache &) = delete;
   WordCache &operator=(const WordCache &) = delete;
@@ -311,11 +311,10 @@ public:
 private:
   static constexpr unsigned kShardBits = 6;
   static constexpr size_t kShards = size_t(1) << kShardBits;
-  static constexpr size_t kSlots = 2048;
+  static constexpr size_t kSlots = 1024;
   /// Per shard: the entries that do not fit in their slot, 4 KiB at most
   /// each.
   static constexpr size_t kArenaBytes = 64 * 1024;
-  static constexpr size_t kHugePage = size_t(2) << 20;
   struct alignas(64) Slot {
     uint64_t hash; // 0: empty
     uint16_t wordLen, idCount;
@@ -341,7 +340,6 @@ private:
                                        : shard.arena.data() + slot.arenaOffset;
   }
 
-  void *mapping = nullptr;
   Slot *slots = nullptr;
   mutable std::array<Shard, kShards> shards;
 };
@@ -417,20 +415,82 @@ private:
 };
 
 //===----------------------------------------------------------------------===//
-// BPE
+// Cached models
 //===----------------------------------------------------------------------===//
 
-class BpeModel : public Model {
+/// A model whose words' ids go through a word cache: a word repeats, and
+/// its ids are a function of its text.
+class CachedModel : public Model {
 public:
-  Status parse(const JsonReader &reader, const json &node,
-               const std::string &path);
-
   void tokenize(std::string_view word,
                 std::vector<int64_t> &out) const override {
     tokenizeHashed(word, cacheable(word) ? WordCache::hash(word) : 0, out);
   }
   void tokenizeAll(const std::vector<Piece> &pieces,
                    std::vector<int64_t> &out) const override;
+  /// Starts caching (after a successful parse).
+  void enableCache() { cache.allocate(); }
+
+protected:
+  /// Appends the ids of a word the cache does not have.
+  virtual void tokenizeUncached(std::string_view word,
+                                std::vector<int64_t> &out) const = 0;
+
+private:
+  static bool cacheable(std::string_view word) {
+    return word.size() < WordCache::kMaxWordBytes;
+  }
+  /// tokenize() with the word's cache hash, 0 if not cacheable.
+  void tokenizeHashed(std::string_view word, uint64_t hash,
+                      std::vector<int64_t> &out) const;
+
+  WordCache cache;
+};
+
+void CachedModel::tokenizeHashed(std::string_view word, uint64_t hash,
+                                 std::vector<int64_t> &out) const {
+  if (!hash) {
+    tokenizeUncached(word, out);
+    return;
+  }
+  if (cache.lookup(word, hash, out))
+    return;
+  size_t mark = out.size();
+  tokenizeUncached(word, out);
+  cache.insert(word, hash, out.data() + mark, out.size() - mark);
+}
+
+void CachedModel::tokenizeAll(const std::vector<Piece> &pieces,
+                              std::vector<int64_t> &out) const {
+  // The cache slots of the next words load while this one is looked up:
+  // each lookup is a miss to the L3 cache or memory, and one at a time
+  // they were most of a cached word's time.
+  constexpr size_t kAhead = 6;
+  thread_local std::vector<uint64_t> hashes;
+  hashes.resize(pieces.size());
+  for (size_t i = 0; i < pieces.size(); ++i) {
+    const std::string &text = pieces[i].text;
+    hashes[i] = cacheable(text) ? WordCache::hash(text) : 0;
+    if (i < kAhead && hashes[i])
+      cache.prefetch(hashes[i]);
+  }
+  for (size_t i = 0; i < pieces.size(); ++i) {
+    if (i + kAhead < pieces.size() && hashes[i + kAhead])
+      cache.prefetch(hashes[i + kAhead]);
+    if (!pieces[i].text.empty())
+      tokenizeHashed(pieces[i].text, hashes[i], out);
+  }
+}
+
+//===----------------------------------------------------------------------===//
+// BPE
+//===----------------------------------------------------------------------===//
+
+class BpeModel : public CachedModel {
+public:
+  Status parse(const JsonReader &reader, const json &node,
+               const std::string &path);
+
   std::optional<int64_t> tokenToId(std::string_view token) const override {
     int32_t id = vocab.find(token);
     return id < 0 ? std::nullopt : std::optional<int64_t>(id);
@@ -441,13 +501,11 @@ public:
   size_t size() const override { return vocab.size(); }
   int64_t idLimit() const override { return vocab.idLimit(); }
 
+protected:
+  void tokenizeUncached(std::string_view word,
+                        std::vector<int64_t> &out) const override;
+
 private:
-  static bool cacheable(std::string_view word) {
-    return word.size() < WordCache::kMaxWordBytes;
-  }
-  /// tokenize() with the word's cache hash, 0 if not cacheable.
-  void tokenizeHashed(std::string_view word, uint64_t hash,
-                      std::vector<int64_t> &out) const;
   /// merge_word of tokenizers/src/models/bpe/model.rs.
   void mergeWord(std::string_view word, std::vector<int64_t> &out) const;
   /// The id of the character word[start, end), with the subword prefix
@@ -463,7 +521,6 @@ private:
   std::optional<std::string> unkToken, prefix, suffix;
   bool fuseUnk = false, byteFallback = false, ignoreMerges = false;
   std::array<int32_t, 256> byteIds{};
-  WordCache cache;
 };
 
 Status BpeModel::parse(const JsonReader &reader, const json &node,
@@ -559,8 +616,8 @@ Status BpeModel::parse(const JsonReader &reader, const json &node,
   return Status();
 }
 
-void BpeModel::tokenizeHashed(std::string_view word, uint64_t hash,
-                              std::vector<int64_t> &out) const {
+void BpeModel::tokenizeUncached(std::string_view word,
+                                std::vector<int64_t> &out) const {
   if (ignoreMerges) {
     int32_t id = vocab.find(word);
     if (id >= 0) {
@@ -568,37 +625,7 @@ void BpeModel::tokenizeHashed(std::string_view word, uint64_t hash,
       return;
     }
   }
-  if (!hash) {
-    mergeWord(word, out);
-    return;
-  }
-  if (cache.lookup(word, hash, out))
-    return;
-  size_t mark = out.size();
   mergeWord(word, out);
-  cache.insert(word, hash, out.data() + mark, out.size() - mark);
-}
-
-void BpeModel::tokenizeAll(const std::vector<Piece> &pieces,
-                           std::vector<int64_t> &out) const {
-  // The cache slots of the next words load while this one is looked up:
-  // each lookup is a miss to the L3 cache or memory, and one at a time
-  // they were most of a cached word's time.
-  constexpr size_t kAhead = 6;
-  thread_local std::vector<uint64_t> hashes;
-  hashes.resize(pieces.size());
-  for (size_t i = 0; i < pieces.size(); ++i) {
-    const std::string &text = pieces[i].text;
-    hashes[i] = cacheable(text) ? WordCache::hash(text) : 0;
-    if (i < kAhead && hashes[i])
-      cache.prefetch(hashes[i]);
-  }
-  for (size_t i = 0; i < pieces.size(); ++i) {
-    if (i + kAhead < pieces.size() && hashes[i + kAhead])
-      cache.prefetch(hashes[i + kAhead]);
-    if (!pieces[i].text.empty())
-      tokenizeHashed(pieces[i].text, hashes[i], out);
-  }
 }
 
 int32_t BpeModel::characterId(std::string_view word, size_t start,
@@ -754,7 +781,7 @@ void BpeModel::mergeWord(std::string_view word,
 // WordPiece
 //===----------------------------------------------------------------------===//
 
-class WordPieceModel : public Model {
+class WordPieceModel : public CachedModel {
 public:
   Status parse(const JsonReader &reader, const json &node,
                const std::string &path) {
@@ -791,9 +818,20 @@ public:
     return Status();
   }
 
+  std::optional<int64_t> tokenToId(std::string_view token) const override {
+    int32_t id = vocab.find(token);
+    return id < 0 ? std::nullopt : std::optional<int64_t>(id);
+  }
+  const std::string *idToToken(int64_t id) const override {
+    return vocab.token(id);
+  }
+  size_t size() const override { return vocab.size(); }
+  int64_t idLimit() const override { return vocab.idLimit(); }
+
+protected:
   /// Greedy longest-match-first (WordPiece::tokenize).
-  void tokenize(std::string_view word,
-                std::vector<int64_t> &out) const override {
+  void tokenizeUncached(std::string_view word,
+                        std::vector<int64_t> &out) const override {
     size_t chars = 0;
     for (char c : word)
       chars += (static_cast<unsigned char>(c) & 0xC0) != 0x80;
@@ -832,16 +870,6 @@ public:
       start = end;
     }
   }
-  std::optional<int64_t> tokenToId(std::string_view token) const override {
-    int32_t id = vocab.find(token);
-    return id < 0 ? std::nullopt : std::optional<int64_t>(id);
-  }
-  const std::string *idToToken(int64_t id) const override {
-    return vocab.token(id);
-  }
-  size_t size() const override { return vocab.size(); }
-  int64_t idLimit() const override { return vocab.idLimit(); }
-
 private:
   Vocabulary vocab;
   /// The tokens that start with the prefix, by what follows it.
@@ -879,12 +907,14 @@ Expected<std::unique_ptr<Model>> tok::parseModel(const JsonReader &reader,
     auto bpe = std::make_unique<BpeModel>();
     if (Status s = bpe->parse(reader, node, path); !s)
       return s.takeError();
+    bpe->enableCache();
     return std::unique_ptr<Model>(std::move(bpe));
   }
   if (type == "WordPiece") {
     auto wp = std::make_unique<WordPieceModel>();
     if (Status s = wp->parse(reader, node, path); !s)
       return s.takeError();
+    wp->enableCache();
     return std::unique_ptr<Model>(std::move(wp));
   }
   return reader.unsupported(JsonReader::join(path, "type"), type);
