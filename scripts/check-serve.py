@@ -16,7 +16,9 @@ and "N passed, N failed" (exit 1 on a failure):
     oversize body, n > 1, unknown route, wrong method;
   * a client that vanishes mid-stream: its request is cancelled and every
     KV block is free again (/metrics);
-  * concurrent streams; SIGTERM: exit status 0.
+  * concurrent streams; SIGTERM: exit status 0;
+  * --pools: requests in the pool their priority names, per-pool metrics,
+    the batch pool's prompt tokens per step learned from step times.
 
   .venv/bin/python scripts/check-serve.py --build-dir build --artifact A.xfa
 """
@@ -146,6 +148,37 @@ def vanish_mid_stream(s, model):
         got += chunk
     sock.close()
     return got.count(b"data: ") >= 2
+
+
+def check_pools(build, art, model, prompt_ids):
+    """--pools: requests go to the pool their priority names, each pool's
+    metrics carry its label, the batch pool's prompt tokens per step are
+    learned from step times (a long batch prompt is split into chunks no
+    larger than the gauge allows) and both pools' greedy text is the same."""
+    s = Server(build, art, ["--pools", "interactive=0.75,batch=0.25"])
+    try:
+        long_prompt = (prompt_ids * 40)[:300]
+        texts = {}
+        for prio in ("batch", "interactive"):
+            status, body = s.request("POST", "/v1/completions", {
+                "model": model, "prompt": long_prompt, "max_tokens": 6, "temperature": 0,
+                "ignore_eos": True, "priority": prio})
+            texts[prio] = json.loads(body)["choices"][0]["text"] if status == 200 else body
+            check("pools: %s request answered" % prio, status == 200, body[:200])
+        check("pools: same greedy text in both pools", texts["batch"] == texts["interactive"],
+              texts)
+        for pool in ("interactive", "batch"):
+            gen = s.metric("xfmr:generation_tokens_total", pool=pool)
+            check("pools: %s pool's tokens counted under its label" % pool, gen == 6, gen)
+        budget = s.metric("xfmr:batch_prefill_tokens_per_step")
+        # 300 prompt tokens cannot fit the floor of 16 in one step: steps
+        # with prompt work were timed, and the budget stays within
+        # [16, the batch pool's 512 tokens].
+        check("pools: batch prompt tokens per step learned, within [16, 512]",
+              budget is not None and 16 <= budget <= 512, budget)
+    finally:
+        rc = s.stop()
+    check("pools: SIGTERM: exit 0", rc == 0, rc)
 
 
 def main():
@@ -322,6 +355,8 @@ def main():
 
     rc = s.stop()
     check("SIGTERM: exit 0", rc == 0, (rc, "".join(s.stderr_lines[-5:])))
+
+    check_pools(a.build_dir, art, model, prompt_ids)
 
     failed = RESULTS.count(False)
     print("%d passed, %d failed" % (len(RESULTS) - failed, failed))
