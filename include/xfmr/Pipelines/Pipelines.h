@@ -5,6 +5,10 @@
 // The stages xfmr-compile runs, also registered in xfmr-opt:
 //   xfmr-onnx-to-linalg   onnx dialect -> linalg/tensor/arith/math on tensors
 //   xfmr-cpu-to-llvm      tensors -> buffers -> loops -> LLVM dialect
+//   xfmr-gpu-kernels      tensors -> buffers -> kernels as PTX, host loops
+//
+// Each is built from typed pass constructors and option structs: paths and
+// names reach the passes unchanged (no pipeline text to quote).
 //
 //===----------------------------------------------------------------------===//
 
@@ -49,7 +53,7 @@ struct CPUPipelineOptions {
   bool keepBlobs = false;
 };
 
-/// Appends onnx -> linalg on tensors (with elementwise fusion).
+/// Options of buildGPUKernelsPipeline.
 struct GPUPipelineOptions {
   /// Where xfmr-externalize-weights writes the weights ("" = nowhere).
   std::string weightsFile;
@@ -99,7 +103,7 @@ struct RaiseOptions {
 };
 
 /// onnx (imported) -> onnx + xfmr ops [-> paged step function].
-mlir::LogicalResult buildRaisePipeline(mlir::OpPassManager &pm, const RaiseOptions &options);
+void buildRaisePipeline(mlir::OpPassManager &pm, const RaiseOptions &options);
 
 /// onnx + xfmr ops -> linalg/tensor/scf on tensors. With
 /// `fusedAttentionMaxHeadDim` > 0 (a target with a fused attention kernel),
@@ -107,26 +111,26 @@ mlir::LogicalResult buildRaisePipeline(mlir::OpPassManager &pm, const RaiseOptio
 /// (xfmr.attention_buffers) for the target to replace. With `microKernels`
 /// false (a GPU target), quantized xfmr.linear products stay linalg
 /// products instead of calls to the host CPU's micro-kernels.
-mlir::LogicalResult buildONNXToLinalgPipeline(mlir::OpPassManager &pm,
-                                              int64_t fusedAttentionMaxHeadDim = 0,
-                                              bool microKernels = true);
+void buildONNXToLinalgPipeline(mlir::OpPassManager &pm,
+                               int64_t fusedAttentionMaxHeadDim = 0,
+                               bool microKernels = true);
 
 /// Appends linalg on tensors -> LLVM dialect for the host CPU.
-mlir::LogicalResult buildCPUToLLVMPipeline(mlir::OpPassManager &pm,
-                                           const CPUPipelineOptions &options);
+void buildCPUToLLVMPipeline(mlir::OpPassManager &pm,
+                            const CPUPipelineOptions &options);
 
 /// Linalg on tensors to kernels: weights out, bufferization, one kernel per
 /// parallel loop nest (xfmr-gpu-map-loops), outlined into one gpu.module
 /// lowered to NVVM and serialized to PTX (a gpu.binary of assembly).
-mlir::LogicalResult buildGPUKernelsPipeline(mlir::OpPassManager &pm,
-                                            const GPUPipelineOptions &options);
+void buildGPUKernelsPipeline(mlir::OpPassManager &pm,
+                             const GPUPipelineOptions &options);
 
 /// The host side of a GPU module (after buildGPUKernelsPipeline): loops,
 /// run-time checks, launches and allocations to the LLVM dialect
 /// (mgpu* calls the runtime's CUDA backend implements).
-mlir::LogicalResult buildGPUHostPipeline(mlir::OpPassManager &pm);
+void buildGPUHostPipeline(mlir::OpPassManager &pm);
 
-/// Registers both pipelines under the names above.
+/// Registers the pipelines under the names above (xfmr-opt, lit tests).
 void registerPipelines();
 
 } // namespace xfmr
