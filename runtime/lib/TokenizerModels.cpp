@@ -628,8 +628,8 @@ void BpeModel::tokenizeUncached(std::string_view word,
   mergeWord(word, out);
 }
 
-int32_t BpeModel::characterId(std::string_view word, size_t start,
-                               size_t end, std::string &scratch) const {
+int32_t BpeModel::characterId(std::string_view word, size_t start, size_t end,
+                              std::string &scratch) const {
   bool withPrefix = start != 0 && prefix && !prefix->empty();
   bool withSuffix = end == word.size() && suffix && !suffix->empty();
   if (!withPrefix && !withSuffix) {
@@ -662,8 +662,7 @@ struct PendingMerge {
   uint64_t order;
   int32_t newId;
   PendingMerge(int32_t rank, int32_t pos, int32_t newId)
-      : order((uint64_t(uint32_t(rank)) << 32) | uint32_t(pos)),
-        newId(newId) {}
+      : order((uint64_t(uint32_t(rank)) << 32) | uint32_t(pos)), newId(newId) {}
   int32_t pos() const { return int32_t(uint32_t(order)); }
   /// The heap's order: the largest comes out first, so invert for lowest
   /// rank, then leftmost position.
@@ -870,6 +869,7 @@ protected:
       start = end;
     }
   }
+
 private:
   Vocabulary vocab;
   /// The tokens that start with the prefix, by what follows it.

@@ -323,7 +323,10 @@ public:
   }
   void preTokenize(std::vector<Piece> &pieces) const override {
     std::vector<Piece> out;
-    out.reserve(pieces.size() * 8);
+    size_t bytes = 0;
+    for (const Piece &p : pieces)
+      bytes += p.text.size();
+    out.reserve(bytes / 4 + pieces.size() + 4);
     for (const Piece &piece : pieces) {
       const std::string &text = piece.text;
       size_t wordStart = 0;

@@ -106,11 +106,13 @@ static size_t wellFormedLength(std::string_view s, size_t i, size_t &bad) {
 bool tok::isValidUtf8(std::string_view s) {
   for (size_t i = 0; i < s.size();) {
     // ASCII eight bytes at a time.
-    uint64_t chunk;
-    if (i + 8 <= s.size() &&
-        (std::memcpy(&chunk, s.data() + i, 8), !(chunk & 0x8080808080808080ull))) {
-      i += 8;
-      continue;
+    if (i + 8 <= s.size()) {
+      uint64_t chunk;
+      std::memcpy(&chunk, s.data() + i, 8);
+      if (!(chunk & 0x8080808080808080ull)) {
+        i += 8;
+        continue;
+      }
     }
     if (static_cast<unsigned char>(s[i]) < 0x80) {
       ++i;
@@ -289,9 +291,9 @@ std::string tok::normalizeUnicode(std::string_view s, NormalForm form) {
 size_t tok::decomposeCanonical(char32_t c, char32_t *parts) {
   utf8proc_int32_t buf[kMaxDecomposition];
   int boundClass = 0;
-  utf8proc_ssize_t n = utf8proc_decompose_char(
-      static_cast<utf8proc_int32_t>(c), buf, kMaxDecomposition,
-      UTF8PROC_DECOMPOSE, &boundClass);
+  utf8proc_ssize_t n = utf8proc_decompose_char(static_cast<utf8proc_int32_t>(c),
+                                               buf, kMaxDecomposition,
+                                               UTF8PROC_DECOMPOSE, &boundClass);
   if (n <= 0 || n > utf8proc_ssize_t(kMaxDecomposition))
     return 0;
   for (utf8proc_ssize_t k = 0; k < n; ++k)
@@ -300,9 +302,8 @@ size_t tok::decomposeCanonical(char32_t c, char32_t *parts) {
 }
 
 bool tok::hasCombiningClass(char32_t c) {
-  return c >= 0x300 &&
-         utf8proc_get_property(static_cast<utf8proc_int32_t>(c))
-                 ->combining_class != 0;
+  return c >= 0x300 && utf8proc_get_property(static_cast<utf8proc_int32_t>(c))
+                               ->combining_class != 0;
 }
 
 void tok::appendLowercase(std::string &out, char32_t cp) {
