@@ -174,6 +174,36 @@ struct PagedKVCachePass : impl::PagedKVCachePassBase<PagedKVCachePass> {
   /// int8 and fp8 pools carry f32 scales per token and head.
   bool scaled() const { return kvDtype == "int8" || kvDtype == "fp8-e4m3"; }
 
+  /// The manifest's kv_cache records one KV head count, head size and
+  /// element type, and the loader requires every pool to have them: a layer
+  /// whose key or value pool differs from layer 0's key pool is refused
+  /// here, naming it, instead of compiling an artifact that cannot load.
+  static LogicalResult checkSamePools(AttentionOp op, size_t layer,
+                                      RankedTensorType first,
+                                      RankedTensorType key,
+                                      RankedTensorType value) {
+    auto describe = [](RankedTensorType t) {
+      std::string s;
+      llvm::raw_string_ostream os(s);
+      os << t.getDimSize(2) << " KV heads of size " << t.getDimSize(3) << " ("
+         << t.getElementType() << ")";
+      return s;
+    };
+    for (auto [role, pool] :
+         {std::pair<StringRef, RankedTensorType>{"key", key},
+          std::pair<StringRef, RankedTensorType>{"value", value}}) {
+      if (pool.getShape().drop_front(2) == first.getShape().drop_front(2) &&
+          pool.getElementType() == first.getElementType())
+        continue;
+      return op.emitError("xfmr-paged-kv: layer ")
+             << layer << " (" << nodeName(op) << "): its " << role
+             << " cache would hold " << describe(pool)
+             << " where layer 0's key cache holds " << describe(first)
+             << "; the runtime sizes every layer's KV pools alike";
+    }
+    return success();
+  }
+
   LogicalResult rewrite(func::FuncOp f) {
     MLIRContext *ctx = &getContext();
     auto error = [&](const Twine &msg) {
@@ -271,6 +301,8 @@ struct PagedKVCachePass : impl::PagedKVCachePassBase<PagedKVCachePass> {
           RankedTensorType::get({dyn, blockSize, kvHeads, d}, poolElement(elementTypeOf(k))));
       valuePools.push_back(
           RankedTensorType::get({dyn, blockSize, kvHeads, dv}, poolElement(elementTypeOf(v))));
+      if (failed(checkSamePools(op, l, keyPools.front(), keyPools.back(), valuePools.back())))
+        return failure();
     }
     // Per layer: key, value[, key scales, value scales].
     const unsigned poolsPerLayer = scaled() ? 4 : 2;

@@ -82,3 +82,35 @@ func.func @not_raised(%ids: tensor<?x?xi64> {onnx.name = "input_ids"},
   %h = xfmr.embedding %table, %ids : tensor<16x16xf32>, tensor<?x?xi64> -> tensor<?x?x16xf32>
   return %h : tensor<?x?x16xf32>
 }
+
+// -----
+
+// negative_mixed_kv_heads: the manifest records one KV head count and head
+// size for every layer's pools (the loader checks each against it), so a
+// layer whose KV heads differ from layer 0's is refused by name instead of
+// compiling an artifact that would not load.
+func.func @negative_mixed_kv_heads(%ids: tensor<?x?xi64> {onnx.name = "input_ids"},
+                                   %pos: tensor<?x?xi64> {onnx.name = "position_ids"})
+    -> (tensor<?x?x8xf32> {onnx.name = "logits"}) {
+  %table = onnx.Constant() {value = dense<0.5> : tensor<16x8xf32>} : () -> tensor<16x8xf32>
+  %h = xfmr.embedding %table, %ids : tensor<16x8xf32>, tensor<?x?xi64> -> tensor<?x?x8xf32>
+  %shape = onnx.Constant() {value = dense<[0, 0, 2, 4]> : tensor<4xi64>} : () -> tensor<4xi64>
+  %h4 = onnx.Reshape(%h, %shape) : (tensor<?x?x8xf32>, tensor<4xi64>) -> tensor<?x?x2x4xf32>
+  %q = onnx.Transpose(%h4) {perm = [0, 2, 1, 3]} : (tensor<?x?x2x4xf32>) -> tensor<?x2x?x4xf32>
+  %kvshape = onnx.Constant() {value = dense<[0, 0, 1, 4]> : tensor<4xi64>} : () -> tensor<4xi64>
+  %kvw = onnx.Constant() {value = dense<0.25> : tensor<8x4xf32>} : () -> tensor<8x4xf32>
+  %kv = onnx.MatMul(%h, %kvw) : (tensor<?x?x8xf32>, tensor<8x4xf32>) -> tensor<?x?x4xf32>
+  %kv4 = onnx.Reshape(%kv, %kvshape) : (tensor<?x?x4xf32>, tensor<4xi64>) -> tensor<?x?x1x4xf32>
+  %k1 = onnx.Transpose(%kv4) {perm = [0, 2, 1, 3]} : (tensor<?x?x1x4xf32>) -> tensor<?x1x?x4xf32>
+  %a1 = xfmr.attention %q, %k1, %k1
+      {num_heads = 2 : i64, num_kv_heads = 1 : i64, scale = 0.5 : f32}
+      : tensor<?x2x?x4xf32>, tensor<?x1x?x4xf32>, tensor<?x1x?x4xf32> -> tensor<?x2x?x4xf32>
+  // expected-error-re @+1 {{xfmr-paged-kv: layer 1 (xfmr.attention at {{.*}}): its key cache would hold 2 KV heads of size 4 ({{[a-z0-9A-Z]+}}) where layer 0's key cache holds 1 KV heads of size 4 ({{[a-z0-9A-Z]+}})}}
+  %a2 = xfmr.attention %a1, %q, %q
+      {num_heads = 2 : i64, num_kv_heads = 2 : i64, scale = 0.5 : f32}
+      : tensor<?x2x?x4xf32>, tensor<?x2x?x4xf32>, tensor<?x2x?x4xf32> -> tensor<?x2x?x4xf32>
+  %at = onnx.Transpose(%a2) {perm = [0, 2, 1, 3]} : (tensor<?x2x?x4xf32>) -> tensor<?x?x2x4xf32>
+  %flat = onnx.Constant() {value = dense<[0, 0, 8]> : tensor<3xi64>} : () -> tensor<3xi64>
+  %o = onnx.Reshape(%at, %flat) : (tensor<?x?x2x4xf32>, tensor<3xi64>) -> tensor<?x?x8xf32>
+  return %o : tensor<?x?x8xf32>
+}
