@@ -119,6 +119,7 @@ private:
   std::shared_ptr<void> code; // pcre2_code_8
   std::string literalText;    // set for literal patterns (matched by find)
   bool isLiteral = false;
+  bool jitCompiled = false; // pcre2_jit_match applies
 };
 
 //===----------------------------------------------------------------------===//

@@ -206,7 +206,7 @@ public:
     for (const Piece &p : pieces)
       bytes += p.text.size();
     out.reserve(bytes / 3 + pieces.size() + 4);
-    std::vector<std::pair<size_t, size_t>> matches;
+    thread_local std::vector<std::pair<size_t, size_t>> matches;
     for (Piece &p : pieces) {
       if (addPrefixSpace && (p.text.empty() || p.text[0] != ' '))
         p.text.insert(0, 1, ' ');

@@ -425,8 +425,9 @@ Expected<Regex> Regex::compile(const std::string &pattern) {
                  "': " + reinterpret_cast<const char *>(buf));
   }
   // Without JIT (an unsupported CPU) PCRE2 interprets the pattern.
-  pcre2_jit_compile(code, PCRE2_JIT_COMPLETE);
+  bool jit = pcre2_jit_compile(code, PCRE2_JIT_COMPLETE) == 0;
   Regex regex;
+  regex.jitCompiled = jit;
   regex.code = std::shared_ptr<void>(
       code, [](void *p) { pcre2_code_free(static_cast<pcre2_code *>(p)); });
   return regex;
@@ -470,8 +471,12 @@ void Regex::findAll(std::string_view text,
   bool haveLast = false;
   size_t lastEnd = 0;
   while (pos <= text.size()) {
-    int rc = pcre2_match(re, subject, text.size(), pos, PCRE2_NO_UTF_CHECK, md,
-                         nullptr);
+    // pcre2_jit_match skips pcre2_match's checks of its arguments, a
+    // noticeable part of a call that matches one short word.
+    int rc = jitCompiled ? pcre2_jit_match(re, subject, text.size(), pos,
+                                           PCRE2_NO_UTF_CHECK, md, nullptr)
+                         : pcre2_match(re, subject, text.size(), pos,
+                                       PCRE2_NO_UTF_CHECK, md, nullptr);
     // The JIT stack (32 KiB) can run out where the interpreter, which
     // keeps its backtracking on the heap, does not.
     if (rc == PCRE2_ERROR_JIT_STACKLIMIT)
