@@ -7,15 +7,16 @@ constant f32 [K, N] (initializer or Constant) the way xfmr's pass documents it
 and writes it as com.microsoft MatMulNBits (accuracy_level 4: int8
 activations on both sides):
 
-  int4-gG  K a multiple of G; per column and block of G along K: lo = min(0,
-           min x), hi = max(0, max x), scale = (hi - lo) / 15, zero point =
-           clip(round(-lo / scale), 0, 15), q = clip(round(x / scale) + zp,
-           0, 15); bits 4, block_size G
-  int8     any K; per column: scale = max |x| / 127, q = clip(round(x /
-           scale), -127, 127) stored as q + 128, no zero points (128); bits
-           8, one block of block_size = the smallest power of two >= max(16,
-           K) (onnxruntime 1.23 computes garbage for 8-bit block_size > 256:
-           models with such a K are skipped)
+  int4-gG  K a multiple of G; per column and block of G along K, the grid
+           q * scale + lo (q in [0, 15], f32 zero point -lo / scale) of
+           the block's extremes (lo = min x, scale = (max x - min x) / 15)
+           where its squared error is at most a quarter of the grid's
+           through 0 (lo' = min(0, min x), hi' = max(0, max x), scale =
+           (hi' - lo') / 15, lo = -clip(round(-lo' / scale), 0, 15) *
+           scale), else that one; bits 4, block_size G. The output
+           product (a MatMul whose result is a graph output: lm_head) as
+           int8-weights below
+  int8     as int8-weights below (--quant=int8 is weight-only)
   bf16     every weight rounded to bfloat16 (to nearest, ties to even);
            the reference keeps the MatMul and stores the rounded weights
            as f32 (exact), so onnxruntime runs its own f32 product
@@ -24,13 +25,19 @@ activations on both sides):
            reference stores q * scale as f32 (exact) in the MatMul
 
   int8-weights
-           int8 as above, but the reference stores q * scale as f32 in the
-           MatMul (weights only, f32 activations): what a product reads when
-           it does not quantize the activations, as the GPU targets'
-           tensor-core products do (run with --compile-args "--target=sm_90a
-           --gpu-emulate"; xfmr compiles with --quant=int8)
+           per column: scale = max |x| / 127, q = clip(round(x / scale),
+           -127, 127); the reference stores q * scale as f32 in the MatMul
+           (weights only, f32 activations), what --quant=int8 computes on
+           the CPU and the GPU targets' tensor-core products (e.g.
+           --compile-args "--target=sm_90a --gpu-emulate"; xfmr compiles
+           with --quant=int8)
 
-  w8a8     SmoothQuant, then int8 as above: xfmr-compile --calibration
+  w8a8     SmoothQuant, then int8 weights x int8 activations: per column
+           scale = max |x| / 127, q = clip(round(x / scale), -127, 127)
+           stored as q + 128, no zero points (128); bits 8, one block of
+           block_size = the smallest power of two >= max(16, K)
+           (onnxruntime 1.23 computes garbage for 8-bit block_size > 256:
+           models with such a K are skipped). xfmr-compile --calibration
            runs the model on seeded token ids (2 windows of 32) and
            --save-calibration writes what it measured; onnxruntime measures
            the same statistics on the same windows (every quantized
@@ -82,23 +89,39 @@ def int8_block(k):
 
 
 def quantize_int4(w, g):
-    """[K, N] f32 -> (packed [N, K/g, g/2] u8, scales [N*K/g] f32, zeros [N*ceil(K/g/2)] u8)."""
+    """[K, N] f32 -> (packed [N, K/g, g/2] u8, scales [N*K/g] f32, zeros [N, K/g] f32)."""
     k, n = w.shape
     blocks = k // g
     x = w.reshape(blocks, g, n).astype(np.float32)
-    lo = np.minimum(np.float32(0), x.min(axis=1))  # [blocks, n]
-    hi = np.maximum(np.float32(0), x.max(axis=1))
-    scale = ((hi - lo) / np.float32(15)).astype(np.float32)
-    scale = np.where((scale > 0) & np.isfinite(scale), scale, np.float32(1)).astype(np.float32)
-    zp = np.clip(np.rint(-lo / scale), 0, 15).astype(np.float32)
-    q = np.clip(np.rint(x / scale[:, None, :]) + zp[:, None, :], 0, 15).astype(np.uint8)
+    f15 = np.float32(15)
+
+    def usable(scale):
+        return np.where((scale > 0) & np.isfinite(scale), scale, np.float32(1)).astype(np.float32)
+
+    def grid(lo, scale):  # codes and squared error of q * scale + lo
+        q = np.clip(np.rint((x - lo[:, None, :]) / scale[:, None, :]), 0, 15).astype(np.float32)
+        d = x.astype(np.float64) - (q * scale[:, None, :] + lo[:, None, :])
+        return q, (d * d).sum(axis=1)
+
+    mn, mx = x.min(axis=1), x.max(axis=1)  # [blocks, n]
+    # "ends": levels on the block's extremes (GGUF Q4_1's grid)
+    s_ends = usable(((mx - mn) / f15).astype(np.float32))
+    lo_ends = mn.astype(np.float32)
+    # "zero": through 0, a whole zero point
+    lo0, hi0 = np.minimum(np.float32(0), mn), np.maximum(np.float32(0), mx)
+    s_zero = usable(((hi0 - lo0) / f15).astype(np.float32))
+    zp = np.clip(np.rint(-lo0 / s_zero), 0, 15).astype(np.float32)
+    lo_zero = (-zp * s_zero).astype(np.float32)
+    q_e, e_ends = grid(lo_ends, s_ends)
+    q_z, e_zero = grid(lo_zero, s_zero)
+    ends = 4.0 * e_ends <= e_zero  # [blocks, n]
+    q = np.where(ends[:, None, :], q_e, q_z).astype(np.uint8)
+    scale = np.where(ends, s_ends, s_zero).astype(np.float32)
+    lo = np.where(ends, lo_ends, lo_zero).astype(np.float32)
+    zeros = (-lo / scale).astype(np.float32)
     q = q.transpose(2, 0, 1)  # [n, blocks, g]
     packed = (q[:, :, 0::2] | (q[:, :, 1::2] << 4)).astype(np.uint8)
-    z = zp.T.astype(np.uint8)  # [n, blocks]
-    if blocks % 2:
-        z = np.concatenate([z, np.zeros((n, 1), np.uint8)], axis=1)
-    zeros = (z[:, 0::2] | (z[:, 1::2] << 4)).astype(np.uint8).reshape(-1)
-    return packed, scale.T.reshape(-1).astype(np.float32), zeros
+    return packed, scale.T.reshape(-1).astype(np.float32), zeros.T.copy()
 
 
 def quantize_int8(w):
@@ -209,16 +232,25 @@ def int8_rounded(w):
 def quantized_model(model, mode):
     """A copy of `model` with the MatMuls xfmr quantizes as MatMulNBits; their
     count and largest block_size."""
-    if mode == "int8-weights":
+    if mode in ("int8", "int8-weights"):
         return rounded_model(model, int8_rounded)
     if mode == "bf16":
         return rounded_model(model, bf16_rounded)
     if mode == "fp8-e4m3":
         return rounded_model(model, fp8_rounded)
     consts = constants_of(model.graph)
+    outputs = {o.name for o in model.graph.output}
     nodes, inits, count, largest = [], [], 0, 0
     for node in model.graph.node:
         w = consts.get(node.input[1]) if node.op_type == "MatMul" and len(node.input) == 2 else None
+        if w is not None and w.dtype == np.float32 and w.ndim == 2 and node.output[0] in outputs:
+            # lm_head: int8 weights, f32 activations
+            name = "xfmr_lm_head_%d" % count
+            inits.append(numpy_helper.from_array(int8_rounded(w), name))
+            nodes.append(helper.make_node("MatMul", [node.input[0], name], list(node.output),
+                                          name=node.name))
+            count += 1
+            continue
         q = quantize(w, mode) if w is not None and w.dtype == np.float32 and w.ndim == 2 else None
         if q is None:
             nodes.append(node)
@@ -370,7 +402,7 @@ def check(path, build, work, mode, compile_args=()):
         qmodel, count, largest = smoothed_model(model, ort_stats)
     else:
         qmodel, count, largest = quantized_model(model, mode)
-    if mode in ("int8", "w8a8") and largest > ORT_MAX_INT8_BLOCK:
+    if mode == "w8a8" and largest > ORT_MAX_INT8_BLOCK:
         return "SKIP", "block_size %d: onnxruntime computes 8-bit blocks of at most %d" % (
             largest, ORT_MAX_INT8_BLOCK)
     quantize_embeddings(qmodel, mode)

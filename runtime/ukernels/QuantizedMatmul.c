@@ -38,7 +38,9 @@
 //     so one 64-byte line is one 32-value chunk of four columns and the low
 //     and high nibbles meet activations [0, 16) and [16, 32) in order;
 //   scales  [N / 4][blocks][4] f32;
-//   zeros   [N / 4][blocks][4] uint8 (only when the model has zero points).
+//   zeros   [N / 4][blocks][4] f32 (only when the model has zero points;
+//     a float, so a block's grid q * scale + lo need not hold 0: GGUF
+//     Q4_1's, what xfmr-quantize-weights writes).
 enum { kChunk = 32, kColumns = XFMR_UK_Q4_COLUMNS };
 
 int64_t xfmr_uk_packed_q4_bytes(int64_t n, int64_t k) {
@@ -47,10 +49,10 @@ int64_t xfmr_uk_packed_q4_bytes(int64_t n, int64_t k) {
 
 /// Repacks MatMulNBits' [N, blocks, blk / 2] 4-bit weights (k even in the
 /// low nibble), [N, blocks] scales (as f32) and optional [N, blocks] zero
-/// points (one per byte) into the layout above. `w` must hold
+/// points (as f32) into the layout above. `w` must hold
 /// xfmr_uk_packed_q4_bytes(n, k) bytes; `sw` (and `zw`) round N up to 4.
-void xfmr_uk_pack_q4(const uint8_t *src, const float *scales, const uint8_t *zeros, int64_t n,
-                     int64_t k, int64_t blk, uint8_t *w, float *sw, uint8_t *zw) {
+void xfmr_uk_pack_q4(const uint8_t *src, const float *scales, const float *zeros, int64_t n,
+                     int64_t k, int64_t blk, uint8_t *w, float *sw, float *zw) {
   int64_t blocks = k / blk, groups = (n + kColumns - 1) / kColumns;
   for (int64_t g = 0; g < groups; ++g)
     for (int64_t b = 0; b < blocks; ++b)
@@ -59,7 +61,7 @@ void xfmr_uk_pack_q4(const uint8_t *src, const float *scales, const uint8_t *zer
         int64_t at = (g * blocks + b) * kColumns + j;
         sw[at] = col < n ? scales[col * blocks + b] : 0.0f;
         if (zw)
-          zw[at] = col < n ? zeros[col * blocks + b] : 8;
+          zw[at] = col < n ? zeros[col * blocks + b] : 8.0f;
         for (int64_t c = 0; c < blk / kChunk; ++c) {
           uint8_t *out = w + (((g * blocks + b) * (blk / kChunk) + c) * kColumns + j) * 16;
           for (int64_t i = 0; i < 16; ++i) {
@@ -79,7 +81,7 @@ void xfmr_uk_pack_q4(const uint8_t *src, const float *scales, const uint8_t *zer
 
 /// One row of one column group on any CPU: exact integer block sums.
 static void groupScalar(const int8_t *qa, const float *sa, const int32_t *suma, int64_t k,
-                        int64_t blk, const uint8_t *w, const float *sw, const uint8_t *zw,
+                        int64_t blk, const uint8_t *w, const float *sw, const float *zw,
                         float out[kColumns]) {
   int64_t blocks = k / blk, chunks = blk / kChunk;
   for (int j = 0; j < kColumns; ++j) {
@@ -92,8 +94,8 @@ static void groupScalar(const int8_t *qa, const float *sa, const int32_t *suma, 
         for (int i = 0; i < 16; ++i)
           dot += x[i] * (y[i] & 0x0F) + x[i + 16] * (y[i] >> 4);
       }
-      int32_t z = zw ? zw[b * kColumns + j] : 8;
-      acc += sa[b] * sw[b * kColumns + j] * (float)(dot - z * suma[b]);
+      float z = zw ? zw[b * kColumns + j] : 8.0f;
+      acc += sa[b] * sw[b * kColumns + j] * ((float)dot - z * (float)suma[b]);
     }
     out[j] = acc;
   }
@@ -107,7 +109,7 @@ enum { kPrefetchBytes = 2048 };
 /// register, so each vpmaddubsw serves two columns.
 __attribute__((target("avx2,fma"))) static void
 groupAVX2(const int8_t *qa, const float *sa, const int32_t *suma, int64_t k, int64_t blk,
-          const uint8_t *w, const float *sw, const uint8_t *zw, float out[kColumns]) {
+          const uint8_t *w, const float *sw, const float *zw, float out[kColumns]) {
   int64_t blocks = k / blk, chunks = blk / kChunk;
   const __m256i low = _mm256_set1_epi8(0x0F);
   const __m256i ones = _mm256_set1_epi16(1);
@@ -147,12 +149,7 @@ groupAVX2(const int8_t *qa, const float *sa, const int32_t *suma, int64_t k, int
                             acc01);
     acc23 = _mm256_fmadd_ps(_mm256_cvtepi32_ps(dot23), _mm256_permutevar8x32_ps(d4, pairLanes2),
                             acc23);
-    __m128 z = eight;
-    if (zw) {
-      int32_t packed;
-      __builtin_memcpy(&packed, zw + b * kColumns, 4);
-      z = _mm_cvtepi32_ps(_mm_cvtepu8_epi32(_mm_cvtsi32_si128(packed)));
-    }
+    __m128 z = zw ? _mm_loadu_ps(zw + b * kColumns) : eight;
     corr = _mm_fmadd_ps(_mm_mul_ps(d, z), _mm_set1_ps((float)suma[b]), corr);
   }
   // Each column's four lanes: (0, 1) in acc01, (2, 3) in acc23.
@@ -174,10 +171,10 @@ groupAVX2(const int8_t *qa, const float *sa, const int32_t *suma, int64_t k, int
 /// xfmr_uk_pack_q4. `blk` is a multiple of 32.
 void xfmr_uk_matmul_q4q8(const int8_t *aq, const float *sa, const int32_t *suma, int64_t rows,
                          int64_t k, int64_t blk, const uint8_t *w, const float *sw,
-                         const uint8_t *zw, int64_t n0, int64_t n1, float *c, int64_t ldc) {
+                         const float *zw, int64_t n0, int64_t n1, float *c, int64_t ldc) {
   int64_t blocks = k / blk;
   void (*group)(const int8_t *, const float *, const int32_t *, int64_t, int64_t,
-                const uint8_t *, const float *, const uint8_t *, float *) = groupScalar;
+                const uint8_t *, const float *, const float *, float *) = groupScalar;
 #if defined(__x86_64__)
   if (xfmr_uk_has_avx2())
     group = groupAVX2;
@@ -186,7 +183,7 @@ void xfmr_uk_matmul_q4q8(const int8_t *aq, const float *sa, const int32_t *suma,
     int64_t g = n / kColumns;
     const uint8_t *wg = w + g * blocks * kColumns * (blk / 2);
     const float *sg = sw + g * blocks * kColumns;
-    const uint8_t *zg = zw ? zw + g * blocks * kColumns : 0;
+    const float *zg = zw ? zw + g * blocks * kColumns : 0;
     for (int64_t m = 0; m < rows; ++m) {
       float out[kColumns];
       group(aq + m * k, sa + m * blocks, suma + m * blocks, k, blk, wg, sg, zg, out);

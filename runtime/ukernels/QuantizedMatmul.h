@@ -29,11 +29,11 @@ void xfmr_uk_quantize_rows(const float *a, int64_t rows, int64_t k, int64_t blk,
 enum { XFMR_UK_Q4_COLUMNS = 4 };
 
 int64_t xfmr_uk_packed_q4_bytes(int64_t n, int64_t k);
-void xfmr_uk_pack_q4(const uint8_t *src, const float *scales, const uint8_t *zeros, int64_t n,
-                     int64_t k, int64_t blk, uint8_t *w, float *sw, uint8_t *zw);
+void xfmr_uk_pack_q4(const uint8_t *src, const float *scales, const float *zeros, int64_t n,
+                     int64_t k, int64_t blk, uint8_t *w, float *sw, float *zw);
 void xfmr_uk_matmul_q4q8(const int8_t *aq, const float *sa, const int32_t *suma, int64_t rows,
                          int64_t k, int64_t blk, const uint8_t *w, const float *sw,
-                         const uint8_t *zw, int64_t n0, int64_t n1, float *c, int64_t ldc);
+                         const float *zw, int64_t n0, int64_t n1, float *c, int64_t ldc);
 
 /// Columns per panel of the 8-bit kernel (16 columns x 4 k per 64-byte
 /// line, VNNI's operand); N is rounded up to a multiple.

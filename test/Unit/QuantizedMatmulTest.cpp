@@ -55,8 +55,8 @@ struct Problem {
 };
 
 struct Packed {
-  std::vector<uint8_t> w, zw;
-  std::vector<float> sw;
+  std::vector<uint8_t> w;
+  std::vector<float> sw, zw;
 };
 
 class QuantizedMatmul {
@@ -76,8 +76,10 @@ public:
       s = scale(rng);
     if (p.zeros) {
       zp.resize(p.n * blocks);
-      for (uint8_t &z : zp)
-        z = static_cast<uint8_t>(nib(rng));
+      // Float zero points (xfmr-quantize-weights' offsets): an integer
+      // nibble plus a fraction.
+      for (float &z : zp)
+        z = static_cast<float>(nib(rng)) + val(rng) / 4.0f;
     }
     int64_t padded = (p.n + XFMR_UK_Q4_COLUMNS - 1) / XFMR_UK_Q4_COLUMNS * XFMR_UK_Q4_COLUMNS;
     packed.w.resize(xfmr_uk_packed_q4_bytes(p.n, p.k));
@@ -103,12 +105,12 @@ public:
   double reference(int64_t m, int64_t n) const {
     double acc = 0;
     for (int64_t b = 0; b < blocks; ++b) {
-      int64_t dot = 0;
-      int64_t z = p.zeros ? zp[n * blocks + b] : 8;
+      double dot = 0;
+      double z = p.zeros ? zp[n * blocks + b] : 8;
       for (int64_t i = 0; i < p.blk; ++i) {
         int64_t kk = b * p.blk + i;
         int64_t q = (src[n * (p.k / 2) + kk / 2] >> (4 * (kk % 2))) & 0xF;
-        dot += static_cast<int64_t>(aq[m * p.k + kk]) * (q - z);
+        dot += static_cast<double>(aq[m * p.k + kk]) * (static_cast<double>(q) - z);
       }
       acc += static_cast<double>(sa[m * blocks + b]) * scales[n * blocks + b] * dot;
     }
@@ -117,8 +119,8 @@ public:
 
   Problem p;
   int64_t blocks;
-  std::vector<float> a, scales;
-  std::vector<uint8_t> src, zp;
+  std::vector<float> a, scales, zp;
+  std::vector<uint8_t> src;
   Packed packed;
   std::vector<int8_t> aq;
   std::vector<float> sa;

@@ -45,19 +45,23 @@ def QuantizeWeightsPass : Pass<"xfmr-quantize-weights", "mlir::ModuleOp"> {
     `[K, N]` with K a multiple of `group` becomes `onnx.ms.MatMulNBits`
     (bits 4, block_size = group, accuracy_level 4: int8 activations in the
     CPU micro-kernel). Per column and block of `group` values along K,
-    round to nearest, asymmetric: lo = min(0, min x), hi = max(0, max x),
-    scale = (hi - lo) / 15, zero point = clamp(round(-lo / scale), 0, 15),
-    q = clamp(round(x / scale) + zero point, 0, 15) (f32 arithmetic, ties to
-    even), so 0 is exact. Runs before raising: MLPs stay unfused over the
+    round to nearest, asymmetric, q * scale + lo with q in [0, 15] and an f32
+    scale and offset (an f32 zero point -lo / scale): the grid through 0
+    (lo a whole number of scales) unless the grid of the block's extremes
+    (lo = min x, scale = (max x - min x) / 15, GGUF Q4_1's) has at most a
+    quarter of its squared error (Int4Block.h). The output product (a MatMul
+    whose result is returned: lm_head) becomes int8 per channel, weight-only,
+    as with `bits=8`. Runs before raising: MLPs stay unfused over the
     quantized products, as in onnxruntime-genai's int4 models.
 
     With `bits=8` (`--quant=int8`): per output channel, symmetric, scale =
     max |w[:, n]| / 127, q = clamp(round(w / scale), -127, 127), and the
-    MatMul becomes `xfmr.linear` with `int8_activations` on the [K, N] int8
-    constant cast (`quant.scast`) to
-    `!quant.uniform<i8<-127:127>:f32:1, {scales}>`: the scales are part of
-    the weight's type; the lowering quantizes the activations per row at
-    run time and uses the 8-bit micro-kernel. (Group-wise int4 keeps
+    MatMul becomes `xfmr.linear` on the [K, N] int8 constant cast
+    (`quant.scast`) to `!quant.uniform<i8<-127:127>:f32:1, {scales}>`: the
+    scales are part of the weight's type. Weight-only: the lowering widens
+    the weights inside the f32 product. With `method=smoothquant` the op
+    also gets `int8_activations` (activations quantized per row at run time,
+    the 8-bit integer micro-kernel). (Group-wise int4 keeps
     MatMulNBits, whose scales are tensors: a sub-channel `!quant.uniform`
     would carry K * N / group scales in the type.)
 
@@ -112,6 +116,7 @@ def QuantizeWeightsPass : Pass<"xfmr-quantize-weights", "mlir::ModuleOp"> {
                            "::mlir::arith::ArithDialect", "::mlir::quant::QuantDialect"];
   let statistics = [
     Statistic<"numQuantized", "quantized", "MatMuls quantized">,
+    Statistic<"numOutputs", "outputs", "bits=4: output products (lm_head) quantized to int8 instead">,
     Statistic<"numNamed", "named", "MatMuls left in f32 because `skip` names them">,
     Statistic<"numSkipped", "skipped", "MatMuls left in f32 (B not a constant f32 [K, N] or K not a multiple of the group)">,
     Statistic<"numFolded", "folded", "Inputs whose 1/s went into a constant multiplier (a norm's weight)">,

@@ -27,7 +27,7 @@ inline constexpr llvm::StringLiteral kMatmulQ8Q8 = "xfmr_uk_matmul_q8q8";
 struct KernelWeights {
   llvm::StringRef kernel;      // xfmr_uk_matmul_q4q8 or xfmr_uk_matmul_q8q8
   int64_t blk;                 // values of K per block of the kernel and of A's quantization
-  std::vector<char> w, sw, zw; // zw empty: no zero points
+  std::vector<char> w, sw, zw; // zw empty: no zero points (f32 for q4q8, uint8 for q8q8)
 };
 
 /// 8-bit weights in xfmr_uk_pack_q8's layout from `bytes` ([N, ld] uint8,

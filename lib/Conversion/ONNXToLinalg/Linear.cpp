@@ -665,30 +665,35 @@ std::optional<std::vector<char>> scalesAsF32(ArrayRef<char> bytes, Type type, in
 }
 
 /// 4-bit weights in xfmr_uk_pack_q4's layout: block_size a multiple of 32
-/// dividing K, 4-bit zero points (if any; `zBytes` empty: none).
+/// dividing K, zero points (if any; `zBytes` empty: none) 4-bit packed or
+/// one f32 per block (xfmr-quantize-weights' float offsets), given to the
+/// kernel as f32.
 std::optional<KernelWeights> packQ4(const NBits &q, ArrayRef<char> bBytes, ArrayRef<char> scales,
                                     ArrayRef<char> zBytes) {
-  if (q.bs % 32 || q.k % q.bs || (q.zeros && !q.packedZeros))
+  if (q.bs % 32 || q.k % q.bs || (q.zeros && !q.packedZeros && !q.zeroType().isF32()))
     return std::nullopt;
-  std::vector<uint8_t> zeros;
-  if (!zBytes.empty()) { // two 4-bit points per byte, low first -> one per byte
+  std::vector<float> zeros;
+  if (!zBytes.empty()) {
     zeros.resize(q.n * q.blocks);
-    for (int64_t n = 0; n < q.n; ++n)
-      for (int64_t blk = 0; blk < q.blocks; ++blk) {
-        auto byte = static_cast<uint8_t>(zBytes[n * q.zeroCols + blk / 2]);
-        zeros[n * q.blocks + blk] = (byte >> (4 * (blk % 2))) & 0xF;
-      }
+    if (!q.packedZeros) // f32 [N, blocks]
+      std::memcpy(zeros.data(), zBytes.data(), zeros.size() * sizeof(float));
+    else // two 4-bit points per byte, low first
+      for (int64_t n = 0; n < q.n; ++n)
+        for (int64_t blk = 0; blk < q.blocks; ++blk) {
+          auto byte = static_cast<uint8_t>(zBytes[n * q.zeroCols + blk / 2]);
+          zeros[n * q.blocks + blk] = static_cast<float>((byte >> (4 * (blk % 2))) & 0xF);
+        }
   }
   int64_t groups = (q.n + XFMR_UK_Q4_COLUMNS - 1) / XFMR_UK_Q4_COLUMNS;
   int64_t perGroup = groups * XFMR_UK_Q4_COLUMNS * q.blocks;
   KernelWeights kw{kMatmulQ4Q8, q.bs, std::vector<char>(xfmr_uk_packed_q4_bytes(q.n, q.k)),
                    std::vector<char>(perGroup * sizeof(float)),
-                   std::vector<char>(zBytes.empty() ? 0 : perGroup)};
+                   std::vector<char>(zBytes.empty() ? 0 : perGroup * sizeof(float))};
   xfmr_uk_pack_q4(reinterpret_cast<const uint8_t *>(bBytes.data()),
                   reinterpret_cast<const float *>(scales.data()),
                   zeros.empty() ? nullptr : zeros.data(), q.n, q.k, q.bs,
                   reinterpret_cast<uint8_t *>(kw.w.data()), reinterpret_cast<float *>(kw.sw.data()),
-                  kw.zw.empty() ? nullptr : reinterpret_cast<uint8_t *>(kw.zw.data()));
+                  kw.zw.empty() ? nullptr : reinterpret_cast<float *>(kw.zw.data()));
   return kw;
 }
 

@@ -21,14 +21,12 @@ namespace {
 /// written `outStride` apart.
 void blockDelta(const float *w, int64_t stride, int64_t group, const float *s, float *delta,
                 int64_t outStride) {
-  float lo = 0.0f, hi = 0.0f;
-  for (int64_t i = 0; i < group; ++i) {
-    lo = std::min(lo, w[i * stride] * s[i]);
-    hi = std::max(hi, w[i * stride] * s[i]);
-  }
-  Int4Params q = Int4Params::of(lo, hi);
+  std::vector<float> x(group);
   for (int64_t i = 0; i < group; ++i)
-    delta[i * outStride] = w[i * stride] - q.roundTrip(w[i * stride] * s[i]) / s[i];
+    x[i] = w[i * stride] * s[i];
+  Int4Params q = Int4Params::fit(x.data(), 1, group);
+  for (int64_t i = 0; i < group; ++i)
+    delta[i * outStride] = w[i * stride] - q.roundTrip(x[i]) / s[i];
 }
 
 /// The group's error for scales `s` without sampled rows: sum over every
@@ -127,35 +125,16 @@ std::vector<float> smoothQuantScales(llvm::ArrayRef<ProductWeight> products, int
   return s;
 }
 
-/// x rounded to nearest, ties to even, for |x| < 2^22 (the quantizer's
-/// nearbyint in the default rounding mode), in plain arithmetic the
-/// compiler vectorizes.
-static inline float roundEven(float x) {
-  constexpr float kMagic = 0x1.8p23f;
-  return (x + kMagic) - kMagic;
-}
-
 float bestClip(const float *w, int64_t stride, int64_t group, const float *importance) {
   std::vector<float> x(group);
-  float lo = 0.0f, hi = 0.0f;
-  for (int64_t i = 0; i < group; ++i) {
+  for (int64_t i = 0; i < group; ++i)
     x[i] = w[i * stride];
-    lo = std::min(lo, x[i]);
-    hi = std::max(hi, x[i]);
-  }
-  if (!std::isfinite(lo) || !std::isfinite(hi))
-    return 1.0f;
   float best = 1.0f;
   double bestError = std::numeric_limits<double>::infinity();
   for (int step = 0; step <= 10; ++step) {
     float clip = 1.0f - step * 0.05f;
-    Int4Params p = Int4Params::of(lo, hi, clip);
-    float error = 0.0f; // codes are within [0, 15]: x / scale stays far below 2^22
-    for (int64_t i = 0; i < group; ++i) {
-      float q = std::min(std::max(roundEven(x[i] / p.scale) + p.zp, 0.0f), 15.0f);
-      float d = x[i] - (q - p.zp) * p.scale;
-      error += importance[i] * d * d;
-    }
+    Int4Params p = Int4Params::fit(x.data(), 1, group, clip, importance);
+    double error = p.error(x.data(), 1, group, importance);
     if (error < bestError) {
       bestError = error;
       best = clip;

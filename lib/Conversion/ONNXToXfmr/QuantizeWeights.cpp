@@ -5,20 +5,24 @@
 // Decode streams every weight once per token, so its speed is bytes per
 // token. `xfmr-compile --quant=int4-gG` rewrites each onnx.MatMul with a
 // constant f32 [K, N] weight into com.microsoft MatMulNBits: 4-bit values in
-// blocks of G along K with an f32 scale and a 4-bit zero point per block
-// (0.5 + 4.5 / G bytes per weight instead of 4), accuracy_level 4 (int8
+// blocks of G along K with an f32 scale and an f32 zero point per block
+// (GGUF Q4_1's grid, Int4Block.h; 0.5 + 8 / G bytes per weight instead of
+// 4), accuracy_level 4 (int8
 // activations: the micro-kernel of runtime/ukernels). The same format
 // onnxruntime-genai and MatMulNBitsQuantizer write, so everything after this
 // pass (lowering, paging, the kernel) is shared with imported int4 models.
 //
 // `--quant=int8` (option bits=8): per output channel n, symmetric, scale =
 // max |w[:, n]| / 127, q = clamp(round(w / scale), -127, 127) (f32, ties to
-// even), and MatMul(A, W) becomes xfmr.linear(A, W_q) {int8_activations}
-// with W_q = quant.scast of the [K, N] int8 constant to
+// even), and MatMul(A, W) becomes xfmr.linear(A, W_q) with W_q =
+// quant.scast of the [K, N] int8 constant to
 // !quant.uniform<i8<-127:127>:f32:1, {scale_0, ...}>: the scales are part
-// of the weight's type. Its lowering quantizes A's rows to int8 at run time
-// and multiplies in integers (the 8-bit kernel of runtime/ukernels, VNNI
-// where present): 1 byte per weight. (Group-wise int4 keeps MatMulNBits: a
+// of the weight's type. Weight-only: the lowering widens the int8 weights
+// inside the f32 product (xfmr_uk_matmul_f32i8) and applies the scales
+// after the sum; 1 byte per weight. `--quant=w8a8` (method=smoothquant)
+// adds {int8_activations}: A's rows quantized to int8 at run time and
+// multiplied in integers (the 8-bit kernel, VNNI where present). In the
+// 4-bit modes the output product (lm_head) is int8 weight-only too. (Group-wise int4 keeps MatMulNBits: a
 // !quant.uniform sub-channel type would carry every block's scale in the
 // type, K * N / G values, millions for a small LLM.)
 //
@@ -77,37 +81,33 @@ struct Blockwise {
   int64_t bits, blockSize, blocks;
   std::vector<char> packed; // 4 bits: [N, blocks, blockSize / 2] (value 2i low); 8 bits: [K, N] int8
   std::vector<char> scales; // [N * blocks] f32
-  std::vector<char> zeros;  // 4 bits: [N, ceil(blocks / 2)], block 2j low; 8 bits: empty
+  std::vector<char> zeros;  // 4 bits: [N, blocks] f32 (q * scale + lo: zp = -lo / scale); 8 bits: empty
 };
 
 using quant::Int4Params;
 using quant::toE4M3;
 using quant::usableScale;
 
-/// int4: round to nearest, asymmetric, per block of `group` along K (see
-/// the pass description); f32 arithmetic, ties to even. With `importance`
+/// int4: round to nearest, asymmetric with a float offset, per block of
+/// `group` along K (Int4Block.h); f32 arithmetic, ties to even. With `importance`
 /// ([K]: E[x_k^2] of the input the weights multiply), each block's range
 /// is clipped by the ratio of least expected output error (AWQ).
 Blockwise quantizeInt4(const float *w, int64_t k, int64_t n, int64_t group,
                        const float *importance = nullptr) {
-  int64_t blocks = k / group, zeroCols = (blocks + 1) / 2;
+  int64_t blocks = k / group;
   Blockwise q{4, group, blocks};
   q.packed.assign(n * k / 2, 0);
   q.scales.resize(n * blocks * sizeof(float));
-  q.zeros.assign(n * zeroCols, 0);
+  q.zeros.resize(n * blocks * sizeof(float));
   for (int64_t col = 0; col < n; ++col)
     for (int64_t b = 0; b < blocks; ++b) {
       const float *block = w + b * group * n + col;
-      float lo = 0.0f, hi = 0.0f;
-      for (int64_t i = 0; i < group; ++i) {
-        lo = std::min(lo, block[i * n]);
-        hi = std::max(hi, block[i * n]);
-      }
-      float clip = importance ? quant::bestClip(block, n, group, importance + b * group) : 1.0f;
-      Int4Params p = Int4Params::of(lo, hi, clip);
+      const float *imp = importance ? importance + b * group : nullptr;
+      float clip = imp ? quant::bestClip(block, n, group, imp) : 1.0f;
+      Int4Params p = Int4Params::fit(block, n, group, clip, imp);
       std::memcpy(&q.scales[(col * blocks + b) * sizeof(float)], &p.scale, sizeof(float));
-      auto z = static_cast<uint8_t>(p.zp);
-      q.zeros[col * zeroCols + b / 2] |= static_cast<char>(z << (4 * (b % 2)));
+      float zp = p.zp();
+      std::memcpy(&q.zeros[(col * blocks + b) * sizeof(float)], &zp, sizeof(float));
       for (int64_t i = 0; i < group; ++i) {
         auto nibble = static_cast<uint8_t>(p.code(block[i * n]));
         q.packed[col * (k / 2) + (b * group + i) / 2] |=
@@ -200,10 +200,13 @@ struct QuantizeWeightsPass : impl::QuantizeWeightsPassBase<QuantizeWeightsPass> 
     // gate/up): activation-aware scales are per input channel.
     llvm::MapVector<Value, SmallVector<Member>> groups;
     DenseMap<Value, SmallVector<int64_t>> productsOf; // every product of an input
+    SmallVector<onnx::MatMulOp> outputs; // bits=4: the model's output products, to int8
     forEachProduct(getOperation(), [&](onnx::MatMulOp mm, int64_t index) {
       productsOf[mm.getA()].push_back(index);
       if (named(mm, mm.getB()))
         ++numNamed;
+      else if (bits == 4 && isOutput(mm) && constantWeight(mm, 1))
+        outputs.push_back(mm);
       else if (!constantWeight(mm, bits == 4 ? group : 1))
         ++numSkipped;
       else
@@ -233,13 +236,34 @@ struct QuantizeWeightsPass : impl::QuantizeWeightsPassBase<QuantizeWeightsPass> 
         else if (float8)
           rewriteFP8(mm, *constantWeight(mm, 1));
         else if (bits == 8)
-          emitInt8(mm, g.packed[i]);
+          emitInt8(mm, g.packed[i], /*int8Activations=*/method == "smoothquant");
         else
           emitBlockwise(mm, g.packed[i]);
         ++numQuantized;
       }
     }
+    for (onnx::MatMulOp mm : outputs) {
+      ArrayRef<float> w = *constantWeight(mm, 1);
+      emitInt8(mm, quantizeInt8(w.data(), dimOf(mm.getB(), 0), dimOf(mm.getB(), 1)),
+               /*int8Activations=*/false);
+      ++numQuantized;
+      ++numOutputs;
+    }
     quantizeEmbeddings();
+  }
+
+  /// Whether `mm` is a language model's output product (lm_head): its
+  /// result is returned by a function that takes input_ids. The 4-bit
+  /// modes quantize it to int8 per output channel, weight-only, as
+  /// llama.cpp keeps its output tensor at 6 or 8 bits: on SmolLM2-135M
+  /// (tied embeddings, 49152 x 576) a 4-bit lm_head alone cost +4% to +6%
+  /// perplexity, an int8 one -0.05% (docs/quantization.md).
+  static bool isOutput(onnx::MatMulOp mm) {
+    auto f = mm->getParentOfType<func::FuncOp>();
+    if (!f || !llvm::any_of(f.getArguments(), [](BlockArgument a) { return isTokenIds(a); }))
+      return false;
+    return llvm::any_of(mm.getY().getUsers(),
+                        [](Operation *u) { return isa<func::ReturnOp>(u); });
   }
 
   /// Token embedding tables in the mode's storage: bf16 for bits=16, else
@@ -489,9 +513,10 @@ struct QuantizeWeightsPass : impl::QuantizeWeightsPassBase<QuantizeWeightsPass> 
   }
 
   /// MatMul(A, W) -> xfmr.linear(A, quant.scast(q.packed) : the
-  /// per-channel !quant.uniform<i8<-127:127>:f32:1, {scales}>) with
-  /// int8_activations.
-  void emitInt8(onnx::MatMulOp mm, const Blockwise &q) {
+  /// per-channel !quant.uniform<i8<-127:127>:f32:1, {scales}>), with
+  /// int8_activations for w8a8 only: `--quant=int8` is weight-only (f32
+  /// activations, the weights widened inside the f32 x int8 kernel).
+  void emitInt8(onnx::MatMulOp mm, const Blockwise &q, bool int8Activations) {
     auto type = cast<RankedTensorType>(mm.getB().getType());
     int64_t n = type.getDimSize(1);
     OpBuilder b(mm);
@@ -511,7 +536,7 @@ struct QuantizeWeightsPass : impl::QuantizeWeightsPassBase<QuantizeWeightsPass> 
     Value w = mlir::quant::StorageCastOp::create(
         b, loc, RankedTensorType::get(type.getShape(), element), storage);
     auto y = LinearOp::create(b, loc, mm.getY().getType(), mm.getA(), w, Value());
-    y.setInt8Activations(true);
+    y.setInt8Activations(int8Activations);
     mm.getY().replaceAllUsesWith(y.getResult());
     mm.erase();
   }
@@ -530,7 +555,7 @@ struct QuantizeWeightsPass : impl::QuantizeWeightsPassBase<QuantizeWeightsPass> 
     Value none = onnx::NoValueOp::create(b, loc, b.getNoneType());
     Value zeros = q.zeros.empty()
                       ? none
-                      : blobConstant(b, loc, {n * ((q.blocks + 1) / 2)}, u8, q.zeros, name + "_zeros");
+                      : blobConstant(b, loc, {n, q.blocks}, b.getF32Type(), q.zeros, name + "_zeros");
     auto i64 = [&](int64_t v) { return b.getI64IntegerAttr(v); };
     Value y = onnx::MsMatMulNBitsOp::create(
         b, loc, mm.getY().getType(), mm.getA(), packed, scales, zeros, none, none, i64(k), i64(n),

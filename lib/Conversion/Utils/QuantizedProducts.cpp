@@ -137,7 +137,8 @@ Value int8ActivationProduct(OpBuilder &b, Location loc, Operation *anchor, Value
     return buffer(constantTensor(b, loc, bytes, {count}, element, (name + suffix).str()));
   };
   Value w = packed(kw.w, i8, "_weights"), sw = packed(kw.sw, f32, "_scales");
-  Value zp = kw.zw.empty() ? Value() : packed(kw.zw, i8, "_zeros");
+  // Zero points: f32 for the 4-bit kernel (float offsets), uint8 for the 8-bit one.
+  Value zp = kw.zw.empty() ? Value() : packed(kw.zw, kw.kernel == kMatmulQ4Q8 ? f32 : i8, "_zeros");
   Value aq = rowsQ.q, sa = rowsQ.scale, suma = rowsQ.sum;
   // The product [..., N] (identity layout: row m of [rows, N] at m * N).
   SmallVector<Value> outDims;
