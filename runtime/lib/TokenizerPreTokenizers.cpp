@@ -226,10 +226,12 @@ public:
           size_t take = std::min(from.size(), sizeof buffer / 2);
           char *dst = buffer;
           for (char c : from.substr(0, take)) {
+            // Both bytes written, the second overwritten when unused: no
+            // branch on the length for mixed text to mispredict.
             const MappedByte &m = mapped[static_cast<unsigned char>(c)];
-            *dst++ = m.bytes[0];
-            if (m.length == 2)
-              *dst++ = m.bytes[1];
+            dst[0] = m.bytes[0];
+            dst[1] = m.bytes[1];
+            dst += m.length;
           }
           word.text.append(buffer, size_t(dst - buffer));
           from.remove_prefix(take);
