@@ -533,6 +533,16 @@ func.func @linear_weight_rank(%x: tensor<4x64xf16>, %w: tensor<64xf16>) {
 
 // -----
 
+// Only uniform quantization has the scales the kernels multiply by.
+func.func @linear_quant_not_uniform(%x: tensor<4x2xf32>, %w: tensor<2x2x!quant.any<i8:f32>>) {
+  // expected-error @+1 {{'xfmr.linear' op quantized weight must be !quant.uniform (per tensor or per axis), got '!quant.any<i8:f32>'}}
+  %0 = xfmr.linear %x, %w
+      : tensor<4x2xf32>, tensor<2x2x!quant.any<i8:f32>> -> tensor<4x2xf32>
+  return
+}
+
+// -----
+
 // A quantized weight's scales are per output channel: quantized along dim 1.
 func.func @linear_quant_axis(%x: tensor<4x2xf32>, %w: tensor<2x2x!quant.uniform<i8:f32:0, {0.5, 0.25}>>) {
   // expected-error @+1 {{'xfmr.linear' op per-axis quantized weight must be quantized along dim 1 (output channels), got dim 0}}
@@ -548,6 +558,16 @@ func.func @linear_quant_scales(%x: tensor<4x2xf32>, %w: tensor<2x3x!quant.unifor
   // expected-error @+1 {{'xfmr.linear' op per-axis quantized weight has 2 scales for 3 output channels}}
   %0 = xfmr.linear %x, %w
       : tensor<4x2xf32>, tensor<2x3x!quant.uniform<i8:f32:1, {0.5, 0.25}>> -> tensor<4x3xf32>
+  return
+}
+
+// -----
+
+// Per-channel weights are symmetric too: no channel may have a zero point.
+func.func @linear_quant_axis_zero_point(%x: tensor<4x2xf32>, %w: tensor<2x2x!quant.uniform<i8:f32:1, {0.5, 0.25:3}>>) {
+  // expected-error @+1 {{'xfmr.linear' op quantized weight must be symmetric (zero points 0)}}
+  %0 = xfmr.linear %x, %w
+      : tensor<4x2xf32>, tensor<2x2x!quant.uniform<i8:f32:1, {0.5, 0.25:3}>> -> tensor<4x2xf32>
   return
 }
 
@@ -935,6 +955,35 @@ func.func @moe_mixed_types(%x: tensor<16x64xf32>, %router: tensor<64x8xf32>,
   // expected-error @+1 {{'xfmr.moe' op w_gate, w_up and w_down have different element types}}
   %0 = xfmr.moe silu %x, %router, %wg, %wu, %wd {top_k = 2 : i64}
       : tensor<16x64xf32>, tensor<64x8xf32>, tensor<8x64x128xbf16>, tensor<8x64x128xf32>,
+        tensor<8x128x64xf32>
+  return
+}
+
+// -----
+
+// Expert weights are the input's type, bf16 (rounded) or 8-bit with scales;
+// no kernel reads f16 experts under an f32 input.
+func.func @moe_f16_experts(%x: tensor<16x64xf32>, %router: tensor<64x8xf32>,
+                           %wg: tensor<8x64x128xf16>, %wu: tensor<8x64x128xf16>,
+                           %wd: tensor<8x128x64xf16>) {
+  // expected-error @+1 {{'xfmr.moe' op expert weights of type 'f16' are neither the input's type, bf16, i8 nor f8E4M3FN}}
+  %0 = xfmr.moe silu %x, %router, %wg, %wu, %wd {top_k = 2 : i64}
+      : tensor<16x64xf32>, tensor<64x8xf32>, tensor<8x64x128xf16>, tensor<8x64x128xf16>,
+        tensor<8x128x64xf16>
+  return
+}
+
+// -----
+
+// Scales dequantize 8-bit experts; on float experts nothing would read them.
+func.func @moe_scales_on_float(%x: tensor<16x64xf32>, %router: tensor<64x8xf32>,
+                               %wg: tensor<8x64x128xf32>, %wu: tensor<8x64x128xf32>,
+                               %wd: tensor<8x128x64xf32>, %s1: tensor<8x128xf32>,
+                               %s3: tensor<8x64xf32>) {
+  // expected-error @+1 {{'xfmr.moe' op scales need i8 or f8E4M3FN expert weights}}
+  %0 = xfmr.moe silu %x, %router, %wg, %wu, %wd
+      scales(%s1, %s1, %s3 : tensor<8x128xf32>, tensor<8x128xf32>, tensor<8x64xf32>) {top_k = 2 : i64}
+      : tensor<16x64xf32>, tensor<64x8xf32>, tensor<8x64x128xf32>, tensor<8x64x128xf32>,
         tensor<8x128x64xf32>
   return
 }
@@ -1786,6 +1835,20 @@ func.func @paged_attention_one_scale(%q: tensor<4x4x64xf32>, %kp: tensor<128x16x
 
 // -----
 
+// One element type for both pools: the kernels read keys and values alike.
+func.func @paged_attention_pool_types(%q: tensor<10x8x64xf32>, %kp: tensor<128x16x2x64xf32>,
+                                      %vp: tensor<128x16x2x64xbf16>, %bt: tensor<4x32xi32>,
+                                      %cl: tensor<4xi32>, %qsl: tensor<5xi32>) {
+  // expected-error @+1 {{'xfmr.paged_attention' op key and value pools differ in element type ('f32' vs 'bf16')}}
+  %0 = xfmr.paged_attention %q, %kp, %vp, %bt, %cl, %qsl
+      {block_size = 16 : i64, num_heads = 8 : i64, num_kv_heads = 2 : i64, scale = 0.125 : f32}
+      : tensor<10x8x64xf32>, tensor<128x16x2x64xf32>, tensor<128x16x2x64xbf16>, tensor<4x32xi32>,
+        tensor<4xi32>, tensor<5xi32>
+  return
+}
+
+// -----
+
 // A shared expert needs all three weights.
 func.func @moe_shared_incomplete(%x: tensor<16x64xf32>, %router: tensor<64x8xf32>,
                                  %wg: tensor<8x64x128xf32>, %wu: tensor<8x64x128xf32>,
@@ -1817,6 +1880,20 @@ func.func @moe_shared_gate_shape(%x: tensor<16x64xf32>, %router: tensor<64x8xf32
 
 // -----
 
+// The shared gate scales the shared expert; without one it gates nothing.
+func.func @moe_shared_gate_alone(%x: tensor<16x64xf32>, %router: tensor<64x8xf32>,
+                                 %wg: tensor<8x64x128xf32>, %wu: tensor<8x64x128xf32>,
+                                 %wd: tensor<8x128x64xf32>, %g: tensor<64x1xf32>) {
+  // expected-error @+1 {{'xfmr.moe' op shared_gate without a shared expert}}
+  %0 = xfmr.moe silu %x, %router, %wg, %wu, %wd shared_gate(%g : tensor<64x1xf32>)
+      {top_k = 2 : i64}
+      : tensor<16x64xf32>, tensor<64x8xf32>, tensor<8x64x128xf32>, tensor<8x64x128xf32>,
+        tensor<8x128x64xf32>
+  return
+}
+
+// -----
+
 // The buffer form has xfmr.attention's shape rules.
 func.func @attention_buffers_result_dim(%q: memref<1x4x8x64xf32>, %k: memref<1x2x8x64xf32>,
                                         %v: memref<1x2x8x32xf32>, %out: memref<1x4x8x64xf32>) {
@@ -1824,5 +1901,20 @@ func.func @attention_buffers_result_dim(%q: memref<1x4x8x64xf32>, %k: memref<1x2
   xfmr.attention_buffers %q, %k, %v into %out
       {num_heads = 4 : i64, num_kv_heads = 2 : i64, scale = 0.125 : f32}
       : memref<1x4x8x64xf32>, memref<1x2x8x64xf32>, memref<1x2x8x32xf32> into memref<1x4x8x64xf32>
+  return
+}
+
+// -----
+
+// The buffer form writes one output row per query row.
+func.func @paged_attention_buffers_out_shape(%q: memref<10x4x16xf32>, %kp: memref<8x4x2x16xf32>,
+                                             %vp: memref<8x4x2x16xf32>, %bt: memref<2x4xi32>,
+                                             %cl: memref<2xi32>, %qsl: memref<3xi32>,
+                                             %out: memref<8x4x16xf32>) {
+  // expected-error @+1 {{'xfmr.paged_attention_buffers' op out must have the query's shape [T, Hq, D]}}
+  xfmr.paged_attention_buffers %q, %kp, %vp, %bt, %cl, %qsl into %out
+      {block_size = 4 : i64, num_heads = 4 : i64, num_kv_heads = 2 : i64, scale = 0.25 : f32}
+      : memref<10x4x16xf32>, memref<8x4x2x16xf32>, memref<8x4x2x16xf32>, memref<2x4xi32>,
+        memref<2xi32>, memref<3xi32> into memref<8x4x16xf32>
   return
 }
