@@ -76,6 +76,56 @@ std::optional<DType> xfmr::rt::dtypeFromManifestName(std::string_view name) {
   return std::nullopt;
 }
 
+namespace {
+
+/// The KV-cache dtypes: their manifest names and their pools' element type.
+struct KVCacheDTypeInfo {
+  KVCacheDType dtype;
+  const char *name;
+  DType pool;
+};
+constexpr KVCacheDTypeInfo kKVCacheDTypes[] = {
+    {KVCacheDType::F32, "f32", DType::F32},
+    {KVCacheDType::F64, "f64", DType::F64},
+    {KVCacheDType::F16, "f16", DType::F16},
+    {KVCacheDType::BF16, "bf16", DType::BF16},
+    {KVCacheDType::Int8, "int8", DType::I8},
+    {KVCacheDType::FP8E4M3, "fp8-e4m3", DType::F8E4M3FN},
+};
+
+const KVCacheDTypeInfo &kvCacheDTypeInfo(KVCacheDType dtype) {
+  for (const KVCacheDTypeInfo &info : kKVCacheDTypes)
+    if (info.dtype == dtype)
+      return info;
+  return kKVCacheDTypes[0];
+}
+
+} // namespace
+
+const char *xfmr::rt::kvCacheDTypeName(KVCacheDType dtype) {
+  return kvCacheDTypeInfo(dtype).name;
+}
+
+std::optional<KVCacheDType> xfmr::rt::kvCacheDTypeFromName(std::string_view name) {
+  for (const KVCacheDTypeInfo &info : kKVCacheDTypes)
+    if (name == info.name)
+      return info.dtype;
+  return std::nullopt;
+}
+
+DType xfmr::rt::kvPoolDType(KVCacheDType dtype) { return kvCacheDTypeInfo(dtype).pool; }
+
+std::vector<int64_t> Manifest::stopTokenIds() const {
+  std::vector<int64_t> ids;
+  if (generation)
+    ids = generation->eosTokenIds;
+  if (text)
+    for (int64_t id : text->eosIds)
+      if (std::find(ids.begin(), ids.end(), id) == ids.end())
+        ids.push_back(id);
+  return ids;
+}
+
 std::string xfmr::rt::formatSpecShape(const TensorSpec &spec) {
   std::string s = "[";
   for (size_t i = 0; i < spec.shape.size(); ++i) {
@@ -92,6 +142,108 @@ std::string xfmr::rt::formatSpecShape(const TensorSpec &spec) {
 //===----------------------------------------------------------------------===//
 
 namespace {
+
+/// Readers of informative fields: they keep a field of the expected type
+/// and ignore one of another type, so that these fields never make a
+/// manifest fail. True when the field was taken.
+bool readInformative(const json &obj, const char *key, std::string &out) {
+  auto it = obj.find(key);
+  if (it == obj.end() || !it->is_string())
+    return false;
+  out = it->get<std::string>();
+  return true;
+}
+
+bool readInformative(const json &obj, const char *key, int64_t &out) {
+  auto it = obj.find(key);
+  if (it == obj.end() || !it->is_number_integer() ||
+      (it->is_number_unsigned() && it->get<json::number_unsigned_t>() >
+                                       uint64_t(std::numeric_limits<int64_t>::max())))
+    return false;
+  out = it->get<int64_t>();
+  return true;
+}
+
+bool readInformative(const json &obj, const char *key, bool &out) {
+  auto it = obj.find(key);
+  if (it == obj.end() || !it->is_boolean())
+    return false;
+  out = it->get<bool>();
+  return true;
+}
+
+bool readInformative(const json &obj, const char *key, double &out) {
+  auto it = obj.find(key);
+  if (it == obj.end() || !it->is_number())
+    return false;
+  out = it->get<double>();
+  return true;
+}
+
+/// The strings of an array (its other entries are ignored).
+bool readInformative(const json &obj, const char *key, std::vector<std::string> &out) {
+  auto it = obj.find(key);
+  if (it == obj.end() || !it->is_array())
+    return false;
+  out.clear();
+  for (const json &v : *it)
+    if (v.is_string())
+      out.push_back(v.get<std::string>());
+  return true;
+}
+
+template <typename T>
+bool readInformative(const json &obj, const char *key, std::optional<T> &out) {
+  T value{};
+  if (!readInformative(obj, key, value))
+    return false;
+  out = std::move(value);
+  return true;
+}
+
+/// "options" (an object; checked by the parser).
+CompileOptions readCompileOptions(const json &o) {
+  CompileOptions c;
+  readInformative(o, "opt_level", c.optLevel);
+  readInformative(o, "weights", c.weights);
+  readInformative(o, "min_weight_bytes", c.minWeightBytes);
+  readInformative(o, "blas_min_rows", c.blasMinRows);
+  readInformative(o, "parallel", c.parallel);
+  readInformative(o, "quant", c.quant);
+  readInformative(o, "quant_skip", c.quantSkip);
+  readInformative(o, "calibration", c.calibration);
+  readInformative(o, "smooth_alpha", c.smoothAlpha);
+  return c;
+}
+
+/// The informative fields of a "cuda" target and the manifest's "kernels".
+void readGPUInformative(const json &root, const json &target, Manifest &m) {
+  readInformative(target, "ptx_features", m.targetPTXFeatures);
+  readInformative(target, "kernels_ptx", m.kernelsPTXFile);
+  readInformative(target, "kernels_cubin", m.kernelsCubinFile);
+  readInformative(target, "host_calls", m.hostCalls);
+  if (auto host = target.find("host"); host != target.end() && host->is_object()) {
+    readInformative(*host, "triple", m.targetHost.triple);
+    readInformative(*host, "cpu", m.targetHost.cpu);
+    readInformative(*host, "features", m.targetHost.features);
+    readInformative(*host, "requires", m.targetHost.requiredCPUFeatures);
+  }
+  auto kernels = root.find("kernels");
+  if (kernels == root.end() || !kernels->is_array())
+    return;
+  for (const json &k : *kernels) {
+    if (!k.is_object())
+      continue;
+    KernelInfo info;
+    readInformative(k, "name", info.name);
+    readInformative(k, "registers", info.registers);
+    readInformative(k, "spill_bytes", info.spillBytes);
+    readInformative(k, "stack_bytes", info.stackBytes);
+    readInformative(k, "shared_bytes", info.sharedBytes);
+    readInformative(k, "uses", info.uses);
+    m.kernels.push_back(std::move(info));
+  }
+}
 
 /// Validates the fields of one manifest; every failure names the file and
 /// the field.
@@ -235,36 +387,52 @@ private:
   }
 
   /// "generation" (optional): {"eos_token_ids": [at most 64 ids],
-  /// "context_length": N}, both optional.
+  /// "context_length": N, "from": "..."}, each optional.
   Status getGeneration(const json &root, Manifest &m) const {
     Expected<const json *> gen = getObject(root, "", "generation", false);
     if (!gen)
       return gen.takeError();
     if (!*gen)
       return {};
+    GenerationConfig g;
     if ((*gen)->contains("eos_token_ids")) {
-      Expected<const json *> ids = getArray(**gen, "generation", "eos_token_ids");
+      Expected<std::vector<int64_t>> ids =
+          getTokenIds(**gen, "generation", "eos_token_ids");
       if (!ids)
         return ids.takeError();
-      if ((*ids)->size() > 64)
-        return fail("generation.eos_token_ids", "more than 64 entries");
-      for (size_t i = 0; i < (*ids)->size(); ++i) {
-        std::string where = "generation.eos_token_ids[" + std::to_string(i) + "]";
-        Expected<int64_t> id = asInt((**ids)[i], where);
-        if (!id)
-          return id.takeError();
-        if (*id < 0)
-          return fail(where, "must be non-negative");
-        m.eosTokenIds.push_back(*id);
-      }
+      g.eosTokenIds = ids.take();
     }
     if ((*gen)->contains("context_length")) {
       Expected<int64_t> n = getNonNegativeInt(**gen, "generation", "context_length");
       if (!n)
         return n.takeError();
-      m.contextLength = *n;
+      g.contextLength = *n;
     }
+    readInformative(**gen, "from", g.from);
+    m.generation = std::move(g);
     return {};
+  }
+
+  /// A required array of at most 64 non-negative token ids.
+  Expected<std::vector<int64_t>> getTokenIds(const json &obj, const std::string &parent,
+                                             const char *key) const {
+    Expected<const json *> ids = getArray(obj, parent, key);
+    if (!ids)
+      return ids.takeError();
+    std::string field = join(parent, key);
+    if ((*ids)->size() > 64)
+      return fail(field, "more than 64 entries");
+    std::vector<int64_t> out;
+    for (size_t i = 0; i < (*ids)->size(); ++i) {
+      std::string where = field + "[" + std::to_string(i) + "]";
+      Expected<int64_t> id = asInt((**ids)[i], where);
+      if (!id)
+        return id.takeError();
+      if (*id < 0)
+        return fail(where, "must be non-negative");
+      out.push_back(*id);
+    }
+    return Expected<std::vector<int64_t>>(std::move(out));
   }
 
   /// "expert_parallel" (optional): {"ranks": 1..1024, "experts": E >= ranks,
@@ -319,6 +487,10 @@ private:
   Status getWeightReferences(const json &weights, Manifest &m) const;
   Expected<WeightReference> getWeightReference(const json &v, const std::string &field,
                                                const Manifest &m) const;
+
+  /// "kv_cache" (required when inputs have role "kv_pool"), checked
+  /// against the kv_pool inputs.
+  Status getKVCache(const json &root, Manifest &m) const;
 
   Expected<std::vector<TensorSpec>> getSpecs(const json &root,
                                              const char *key) const;
@@ -557,20 +729,10 @@ Status ManifestParser::getText(const json &root, Manifest &m) const {
     ti.bosId = *id;
   }
   if (t.contains("eos_token_ids")) {
-    Expected<const json *> ids = getArray(t, "text", "eos_token_ids");
+    Expected<std::vector<int64_t>> ids = getTokenIds(t, "text", "eos_token_ids");
     if (!ids)
       return ids.takeError();
-    if ((*ids)->size() > 64)
-      return fail("text.eos_token_ids", "more than 64 entries");
-    for (size_t i = 0; i < (*ids)->size(); ++i) {
-      std::string where = "text.eos_token_ids[" + std::to_string(i) + "]";
-      Expected<int64_t> id = asInt((**ids)[i], where);
-      if (!id)
-        return id.takeError();
-      if (*id < 0)
-        return fail(where, "must be non-negative");
-      ti.eosIds.push_back(*id);
-    }
+    ti.eosIds = ids.take();
   }
   for (auto [key, out] : {std::pair<const char *, std::optional<bool> *>{"add_bos_token",
                                                                          &ti.addBosToken},
@@ -621,6 +783,7 @@ Status ManifestParser::getText(const json &root, Manifest &m) const {
     if (Status s = validateGenerationDefaults(g); !s)
       return fail(parent, s.error());
   }
+  readInformative(t, "from", ti.from);
   m.text = std::move(ti);
   return {};
 }
@@ -637,11 +800,6 @@ Status ManifestParser::getTextFiles(const json &files, Manifest &m) const {
       return f.takeError();
     m.text->files[*name] = f.take();
   }
-  // The stop ids of `xfmr-run generate`: generation's and the text
-  // interface's, each once.
-  for (int64_t id : m.text->eosIds)
-    if (std::find(m.eosTokenIds.begin(), m.eosTokenIds.end(), id) == m.eosTokenIds.end())
-      m.eosTokenIds.push_back(id);
   return {};
 }
 
@@ -735,9 +893,13 @@ Expected<Manifest> ManifestParser::parse(const json &root) {
     return requires_.takeError();
   m.requiredCPUFeatures = requires_.take();
 
-  if (Expected<const json *> options = getObject(root, "", "options", false);
-      !options)
+  Expected<const json *> options = getObject(root, "", "options", false);
+  if (!options)
     return options.takeError();
+  if (*options)
+    m.options = readCompileOptions(**options);
+  if (m.targetKind == "cuda")
+    readGPUInformative(root, **target, m);
   if (Status s = getExpertParallel(root, m); !s)
     return s.takeError();
   if (Status s = getGeneration(root, m); !s)
@@ -830,6 +992,12 @@ Expected<Manifest> ManifestParser::parse(const json &root) {
     return outputs.takeError();
   m.outputs = outputs.take();
 
+  if (Status s = getKVCache(root, m); !s)
+    return s.takeError();
+  return Expected<Manifest>(std::move(m));
+}
+
+Status ManifestParser::getKVCache(const json &root, Manifest &m) const {
   auto kv = root.find("kv_cache");
   size_t pools = 0;
   for (const TensorSpec &spec : m.inputs)
@@ -837,7 +1005,7 @@ Expected<Manifest> ManifestParser::parse(const json &root) {
   if (kv == root.end()) {
     if (pools)
       return fail("kv_cache", "missing, but inputs have role \"kv_pool\"");
-    return Expected<Manifest>(std::move(m));
+    return {};
   }
   if (!kv->is_object())
     return fail("kv_cache", std::string("expected an object, got ") + kv->type_name());
@@ -857,26 +1025,22 @@ Expected<Manifest> ManifestParser::parse(const json &root) {
     Expected<std::string> dtype = getString(*kv, "kv_cache", "dtype", /*required=*/true);
     if (!dtype)
       return dtype.takeError();
-    spec.dtype = *dtype;
+    std::optional<KVCacheDType> d = kvCacheDTypeFromName(*dtype);
+    if (!d)
+      return fail("kv_cache.dtype",
+                  quoted(*dtype) + " is not one of f32, f64, f16, bf16, int8, fp8-e4m3");
+    spec.dtype = *d;
   } else {
     // Manifests before kv_cache.dtype: float pools of the model's type.
     for (const TensorSpec &in : m.inputs)
       if (in.kvPool) {
-        spec.dtype = in.dtype == DType::F16 ? "f16" : in.dtype == DType::BF16 ? "bf16"
-                     : in.dtype == DType::F64 ? "f64" : "f32";
+        spec.dtype = in.dtype == DType::F16    ? KVCacheDType::F16
+                     : in.dtype == DType::BF16 ? KVCacheDType::BF16
+                     : in.dtype == DType::F64  ? KVCacheDType::F64
+                                               : KVCacheDType::F32;
         break;
       }
   }
-  std::optional<DType> poolDType = spec.dtype == "f32"        ? std::optional(DType::F32)
-                                   : spec.dtype == "f64"      ? std::optional(DType::F64)
-                                   : spec.dtype == "f16"      ? std::optional(DType::F16)
-                                   : spec.dtype == "bf16"     ? std::optional(DType::BF16)
-                                   : spec.dtype == "int8"     ? std::optional(DType::I8)
-                                   : spec.dtype == "fp8-e4m3" ? std::optional(DType::F8E4M3FN)
-                                                              : std::nullopt;
-  if (!poolDType)
-    return fail("kv_cache.dtype", quoted(spec.dtype) +
-                                      " is not one of f32, f64, f16, bf16, int8, fp8-e4m3");
   // Bounded before it is multiplied (the artifact fuzzer found 2 * 2^62).
   if (spec.numLayers > (int64_t(1) << 20))
     return fail("kv_cache.num_layers", std::to_string(spec.numLayers) + " is too large");
@@ -903,14 +1067,15 @@ Expected<Manifest> ManifestParser::parse(const json &root) {
                                 std::to_string(spec.blockSize) + ", " +
                                 std::to_string(spec.numKVHeads) +
                                 (isScale ? "] (the scales of a KV pool)" : ", head_dim]"));
-    DType expected = isScale ? DType::F32 : *poolDType;
+    DType expected = isScale ? DType::F32 : kvPoolDType(spec.dtype);
     if (in.dtype != expected)
       return fail("inputs", quoted(in.name) + " has dtype " + manifestDTypeName(in.dtype) +
-                                ", but kv_cache.dtype " + quoted(spec.dtype) + " needs " +
+                                ", but kv_cache.dtype " +
+                                quoted(kvCacheDTypeName(spec.dtype)) + " needs " +
                                 manifestDTypeName(expected));
   }
   m.kvCache = spec;
-  return Expected<Manifest>(std::move(m));
+  return {};
 }
 
 } // namespace

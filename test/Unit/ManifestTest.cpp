@@ -399,7 +399,7 @@ TEST(ManifestTest, QuantizedKVCache) {
     Expected<Manifest> m =
         parseManifest(quantizedStepManifest(kvDtype, dtype, "float32", kScalePool), kFile);
     ASSERT_TRUE(m) << m.error();
-    EXPECT_EQ(m->kvCache->dtype, kvDtype);
+    EXPECT_STREQ(kvCacheDTypeName(m->kvCache->dtype), kvDtype);
     EXPECT_TRUE(m->kvCache->scaled());
     EXPECT_EQ(m->kvCache->poolsPerLayer(), 4);
     EXPECT_EQ(m->inputs[3].dtype, DType::F32);
@@ -407,7 +407,7 @@ TEST(ManifestTest, QuantizedKVCache) {
   // Without "dtype" (artifacts before --kv-dtype), the pools' own type.
   Expected<Manifest> old = parseManifest(stepManifest(kKV, kPool), kFile);
   ASSERT_TRUE(old) << old.error();
-  EXPECT_EQ(old->kvCache->dtype, "f32");
+  EXPECT_EQ(old->kvCache->dtype, KVCacheDType::F32);
   EXPECT_FALSE(old->kvCache->scaled());
 
   struct Case {
@@ -451,12 +451,16 @@ TEST(ManifestTest, Generation) {
                         "from": "genai_config.json"})"),
       kFile);
   ASSERT_TRUE(m) << m.error();
-  EXPECT_EQ(m->eosTokenIds, (std::vector<int64_t>{2, 32000}));
-  EXPECT_EQ(m->contextLength, 4096);
+  ASSERT_TRUE(m->generation);
+  EXPECT_EQ(m->generation->eosTokenIds, (std::vector<int64_t>{2, 32000}));
+  EXPECT_EQ(m->generation->from, "genai_config.json");
+  EXPECT_EQ(m->stopTokenIds(), (std::vector<int64_t>{2, 32000}));
+  EXPECT_EQ(m->contextLength(), 4096);
   Expected<Manifest> plain = parseManifest(kManifest, kFile);
   ASSERT_TRUE(plain) << plain.error();
-  EXPECT_TRUE(plain->eosTokenIds.empty());
-  EXPECT_EQ(plain->contextLength, 0);
+  EXPECT_FALSE(plain->generation);
+  EXPECT_TRUE(plain->stopTokenIds().empty());
+  EXPECT_EQ(plain->contextLength(), 0);
   struct Case {
     std::string gen, expected;
   } cases[] = {
@@ -613,7 +617,7 @@ TEST(ManifestTest, TextInterface) {
   EXPECT_EQ(t.defaults.repetitionPenalty, std::optional<double>(1.1));
   EXPECT_EQ(t.defaults.maxNewTokens, std::optional<int64_t>(256));
   EXPECT_EQ(t.defaults.maxLength, std::optional<int64_t>(4096));
-  EXPECT_EQ(m->eosTokenIds, (std::vector<int64_t>{2, 7, 32000}));
+  EXPECT_EQ(m->stopTokenIds(), (std::vector<int64_t>{2, 7, 32000}));
 
   // The least: a tokenizer alone.
   Expected<Manifest> bare = parseManifest(
@@ -622,7 +626,7 @@ TEST(ManifestTest, TextInterface) {
   EXPECT_TRUE(bare->text->chatTemplateFile.empty());
   EXPECT_FALSE(bare->text->bosId);
   EXPECT_TRUE(bare->text->defaults.empty());
-  EXPECT_TRUE(bare->eosTokenIds.empty());
+  EXPECT_TRUE(bare->stopTokenIds().empty());
   Expected<Manifest> plain = parseManifest(kManifest, kFile);
   ASSERT_TRUE(plain) << plain.error();
   EXPECT_FALSE(plain->text);

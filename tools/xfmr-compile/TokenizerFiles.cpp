@@ -18,6 +18,7 @@
 #include "llvm/ADT/STLExtras.h"
 #include "llvm/ADT/StringMap.h"
 #include "llvm/Support/FileSystem.h"
+#include "llvm/Support/JSON.h"
 #include "llvm/Support/MemoryBuffer.h"
 #include "llvm/Support/Path.h"
 #include "llvm/Support/raw_ostream.h"
@@ -222,25 +223,6 @@ llvm::Error readGenerationConfig(const json::Object &config,
   return llvm::Error::success();
 }
 
-json::Object defaultsSection(const xfmr::rt::GenerationDefaults &d) {
-  json::Object o;
-  if (d.doSample)
-    o["do_sample"] = *d.doSample;
-  if (d.temperature)
-    o["temperature"] = *d.temperature;
-  if (d.topP)
-    o["top_p"] = *d.topP;
-  if (d.topK)
-    o["top_k"] = *d.topK;
-  if (d.repetitionPenalty)
-    o["repetition_penalty"] = *d.repetitionPenalty;
-  if (d.maxNewTokens)
-    o["max_new_tokens"] = *d.maxNewTokens;
-  if (d.maxLength)
-    o["max_length"] = *d.maxLength;
-  return o;
-}
-
 } // namespace
 
 llvm::Expected<std::optional<TokenizerFiles>> xfmr::compile::readTokenizerFiles(
@@ -276,7 +258,7 @@ llvm::Expected<std::optional<TokenizerFiles>> xfmr::compile::readTokenizerFiles(
   }
 
   TokenizerFiles out;
-  json::Array from;
+  rt::TextInterface &text = out.text;
   llvm::Expected<std::string> tokenizerJson = readFile(tokenizerPath);
   if (!tokenizerJson)
     return tokenizerJson.takeError();
@@ -284,9 +266,9 @@ llvm::Expected<std::optional<TokenizerFiles>> xfmr::compile::readTokenizerFiles(
       tokenIds(*tokenizerJson, tokenizerPath);
   if (!vocab)
     return vocab.takeError();
-  out.section["tokenizer"] = rt::kTokenizerFileName;
+  text.tokenizerFile = rt::kTokenizerFileName;
   out.files.emplace_back(rt::kTokenizerFileName, std::move(*tokenizerJson));
-  from.push_back(rt::kTokenizerFileName);
+  text.from.push_back(rt::kTokenizerFileName);
 
   // tokenizer_config.json: special tokens, add_bos_token, maybe the
   // template; special_tokens_map.json for what it does not say.
@@ -296,10 +278,10 @@ llvm::Expected<std::optional<TokenizerFiles>> xfmr::compile::readTokenizerFiles(
       configDir.empty() ? ""
                         : joinPath(configDir, rt::kTokenizerConfigFileName);
   if (!configPath.empty() && llvm::sys::fs::exists(configPath)) {
-    llvm::Expected<std::string> text = readFile(configPath);
-    if (!text)
-      return text.takeError();
-    llvm::Expected<json::Object> config = parseObject(*text, configPath);
+    llvm::Expected<std::string> configText = readFile(configPath);
+    if (!configText)
+      return configText.takeError();
+    llvm::Expected<json::Object> config = parseObject(*configText, configPath);
     if (!config)
       return config.takeError();
     llvm::Expected<std::string> b =
@@ -326,9 +308,9 @@ llvm::Expected<std::optional<TokenizerFiles>> xfmr::compile::readTokenizerFiles(
     if (!t)
       return t.takeError();
     chatTemplate = *t;
-    out.section["tokenizer_config"] = rt::kTokenizerConfigFileName;
-    out.files.emplace_back(rt::kTokenizerConfigFileName, std::move(*text));
-    from.push_back(rt::kTokenizerConfigFileName);
+    text.tokenizerConfigFile = rt::kTokenizerConfigFileName;
+    out.files.emplace_back(rt::kTokenizerConfigFileName, std::move(*configText));
+    text.from.push_back(rt::kTokenizerConfigFileName);
   }
   llvm::Expected<std::optional<json::Object>> specialMap =
       readOptionalObject(configDir, "special_tokens_map.json");
@@ -346,7 +328,7 @@ llvm::Expected<std::optional<TokenizerFiles>> xfmr::compile::readTokenizerFiles(
         return t.takeError();
       *token = *t;
     }
-    from.push_back("special_tokens_map.json");
+    text.from.push_back("special_tokens_map.json");
   }
 
   // The chat template: chat_template.jinja, else chat_template.json, else
@@ -355,11 +337,11 @@ llvm::Expected<std::optional<TokenizerFiles>> xfmr::compile::readTokenizerFiles(
     std::string jinja = joinPath(configDir, "chat_template.jinja");
     std::string jsonPath = joinPath(configDir, "chat_template.json");
     if (llvm::sys::fs::exists(jinja)) {
-      llvm::Expected<std::string> text = readFile(jinja);
-      if (!text)
-        return text.takeError();
-      chatTemplate = *text;
-      from.push_back("chat_template.jinja");
+      llvm::Expected<std::string> source = readFile(jinja);
+      if (!source)
+        return source.takeError();
+      chatTemplate = *source;
+      text.from.push_back("chat_template.jinja");
     } else if (llvm::sys::fs::exists(jsonPath)) {
       llvm::Expected<std::optional<json::Object>> o =
           readOptionalObject(configDir, "chat_template.json");
@@ -369,17 +351,16 @@ llvm::Expected<std::optional<TokenizerFiles>> xfmr::compile::readTokenizerFiles(
       if (!source)
         return fail(jsonPath + ": chat_template: expected a string");
       chatTemplate = source->str();
-      from.push_back("chat_template.json");
+      text.from.push_back("chat_template.json");
     }
   }
   if (!chatTemplate.empty()) {
-    out.section["chat_template"] = rt::kChatTemplateFileName;
+    text.chatTemplateFile = rt::kChatTemplateFileName;
     out.files.emplace_back(rt::kChatTemplateFileName, std::move(chatTemplate));
   }
 
   // generation_config.json: eos ids and sampling defaults.
   std::vector<int64_t> eosIds;
-  rt::GenerationDefaults defaults;
   llvm::Expected<std::optional<json::Object>> generation =
       readOptionalObject(configDir, "generation_config.json");
   if (!generation)
@@ -387,9 +368,9 @@ llvm::Expected<std::optional<TokenizerFiles>> xfmr::compile::readTokenizerFiles(
   if (*generation) {
     if (llvm::Error e = readGenerationConfig(
             **generation, joinPath(configDir, "generation_config.json"), eosIds,
-            defaults))
+            text.defaults))
       return std::move(e);
-    from.push_back("generation_config.json");
+    text.from.push_back("generation_config.json");
   }
   eosIds.insert(eosIds.end(), extraEosIds.begin(), extraEosIds.end());
 
@@ -403,40 +384,26 @@ llvm::Expected<std::optional<TokenizerFiles>> xfmr::compile::readTokenizerFiles(
          "is not recorded");
     return std::nullopt;
   };
-  if (!bos.empty()) {
-    out.section["bos_token"] = bos;
-    if (std::optional<int64_t> id = resolve(bos, "bos_token"))
-      out.section["bos_token_id"] = *id;
-  }
-  if (!eos.empty()) {
-    out.section["eos_token"] = eos;
+  text.bosToken = bos;
+  if (!bos.empty())
+    text.bosId = resolve(bos, "bos_token");
+  text.eosToken = eos;
+  if (!eos.empty())
     if (std::optional<int64_t> id = resolve(eos, "eos_token"))
       eosIds.push_back(*id);
-  }
-  json::Array uniqueEos;
-  std::vector<int64_t> seen;
   for (int64_t id : eosIds)
-    if (!llvm::is_contained(seen, id)) {
-      seen.push_back(id);
-      uniqueEos.push_back(id);
-    }
-  if (seen.size() > 64)
+    if (!llvm::is_contained(text.eosIds, id))
+      text.eosIds.push_back(id);
+  if (text.eosIds.size() > 64)
     return fail(tokenizerPath + ": more than 64 eos ids");
-  if (!uniqueEos.empty())
-    out.section["eos_token_ids"] = std::move(uniqueEos);
-  if (addBos)
-    out.section["add_bos_token"] = *addBos;
-  if (addEos)
-    out.section["add_eos_token"] = *addEos;
-  if (!defaults.empty())
-    out.section["generation_defaults"] = defaultsSection(defaults);
-  out.section["from"] = std::move(from);
+  text.addBosToken = addBos;
+  text.addEosToken = addEos;
   return std::optional<TokenizerFiles>(std::move(out));
 }
 
-llvm::Error xfmr::compile::writeTokenizerFiles(const TokenizerFiles &text,
-                                               llvm::StringRef dir,
-                                               json::Object &files) {
+llvm::Error xfmr::compile::writeTokenizerFiles(
+    const TokenizerFiles &text, llvm::StringRef dir,
+    std::map<std::string, rt::FileIntegrity> &files) {
   for (const auto &[name, contents] : text.files) {
     std::string path = joinPath(dir, name);
     std::error_code ec;
@@ -448,9 +415,8 @@ llvm::Error xfmr::compile::writeTokenizerFiles(const TokenizerFiles &text,
     if (os.has_error())
       return fail("cannot write '" + path + "': " + os.error().message());
     // Hashed by the code the loader checks with.
-    files[name] = json::Object{
-        {"size", static_cast<int64_t>(contents.size())},
-        {"sha256", rt::sha256Hex(contents.data(), contents.size())}};
+    files[name] = {contents.size(),
+                   rt::sha256Hex(contents.data(), contents.size())};
   }
   return llvm::Error::success();
 }

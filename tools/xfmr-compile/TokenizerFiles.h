@@ -6,20 +6,22 @@
 // onnxruntime-genai's, which ships the same tokenizer files) into an
 // artifact so that it can be run on text: tokenizer.json,
 // tokenizer_config.json and the chat template as files, and the manifest's
-// "text" section (docs/artifact.md): special tokens and their ids, eos ids,
-// add_bos_token, generation defaults. The runtime reads it back through
-// xfmr/runtime/Manifest.h and TextInterface.h.
+// "text" section (docs/artifact.md, xfmr::rt::TextInterface): special tokens
+// and their ids, eos ids, add_bos_token, generation defaults. The runtime
+// reads it back through xfmr/runtime/Manifest.h and TextInterface.h.
 //
 //===----------------------------------------------------------------------===//
 
 #ifndef XFMR_TOOLS_XFMR_COMPILE_TOKENIZERFILES_H
 #define XFMR_TOOLS_XFMR_COMPILE_TOKENIZERFILES_H
 
+#include "xfmr/runtime/Manifest.h"
+
 #include "llvm/ADT/ArrayRef.h"
 #include "llvm/ADT/StringRef.h"
 #include "llvm/Support/Error.h"
-#include "llvm/Support/JSON.h"
 
+#include <map>
 #include <optional>
 #include <string>
 #include <utility>
@@ -32,8 +34,9 @@ struct TokenizerFiles {
   /// Artifact file name -> contents (tokenizer.json, tokenizer_config.json,
   /// chat_template.jinja).
   std::vector<std::pair<std::string, std::string>> files;
-  /// The manifest's "text" section.
-  llvm::json::Object section;
+  /// The manifest's "text" section; its `files` are filled when the files
+  /// are written.
+  rt::TextInterface text;
 };
 
 /// Reads the text interface of a model.
@@ -54,10 +57,10 @@ readTokenizerFiles(llvm::StringRef tokenizer, llvm::StringRef modelFolder,
                    llvm::ArrayRef<int64_t> extraEosIds, std::string &note,
                    llvm::function_ref<void(const llvm::Twine &)> warn);
 
-/// Writes the files into the artifact directory being built and adds their
-/// size and SHA-256 to the manifest's `files`.
+/// Writes the files into the artifact directory being built and records
+/// their size and SHA-256 in `files` (the manifest's, by file name).
 llvm::Error writeTokenizerFiles(const TokenizerFiles &text, llvm::StringRef dir,
-                                llvm::json::Object &files);
+                                std::map<std::string, rt::FileIntegrity> &files);
 
 } // namespace xfmr::compile
 

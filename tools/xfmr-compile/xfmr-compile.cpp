@@ -289,53 +289,70 @@ private:
   std::mutex mutex;
 };
 
-std::string dtypeName(Type t) {
+/// The runtime's DType of an element type (manifestDTypeName names it in
+/// the manifest); nothing for a type the runtime cannot hold.
+std::optional<xfmr::rt::DType> runtimeDType(Type t) {
+  using xfmr::rt::DType;
   if (t.isF32())
-    return "float32";
+    return DType::F32;
   if (t.isF16())
-    return "float16";
+    return DType::F16;
   if (t.isBF16())
-    return "bfloat16";
+    return DType::BF16;
   if (t.isF64())
-    return "float64";
+    return DType::F64;
   if (isa<Float8E4M3FNType>(t))
-    return "float8e4m3fn";
+    return DType::F8E4M3FN;
   if (t.isInteger(1))
-    return "bool";
-  if (auto i = dyn_cast<IntegerType>(t))
-    return (i.isUnsigned() ? "uint" : "int") + std::to_string(i.getWidth());
-  return "";
+    return DType::Bool;
+  auto i = dyn_cast<IntegerType>(t);
+  if (!i)
+    return std::nullopt;
+  bool u = i.isUnsigned();
+  switch (i.getWidth()) {
+  case 8:
+    return u ? DType::U8 : DType::I8;
+  case 16:
+    return u ? DType::U16 : DType::I16;
+  case 32:
+    return u ? DType::U32 : DType::I32;
+  case 64:
+    return u ? DType::U64 : DType::I64;
+  default:
+    return std::nullopt;
+  }
 }
 
 /// {name, dtype, shape} of one function argument or result.
-llvm::json::Object tensorSpec(Type type, DictionaryAttr attrs, unsigned index,
-                              std::string &error) {
-  llvm::json::Object spec;
+xfmr::rt::TensorSpec tensorSpec(Type type, DictionaryAttr attrs, unsigned index,
+                                std::string &error) {
+  xfmr::rt::TensorSpec spec;
   auto name = attrs ? attrs.getAs<StringAttr>("onnx.name") : StringAttr();
-  spec["name"] = name ? name.getValue().str() : ("value" + std::to_string(index));
+  spec.name = name ? name.getValue().str() : ("value" + std::to_string(index));
   auto tensor = dyn_cast<RankedTensorType>(type);
   if (!tensor) {
-    error = "'" + spec.getString("name")->str() + "' has no known rank";
+    error = "'" + spec.name + "' has no known rank";
     return spec;
   }
-  std::string dt = dtypeName(tensor.getElementType());
-  if (dt.empty())
-    error = "'" + spec.getString("name")->str() + "' has an unsupported element type";
-  spec["dtype"] = dt;
+  if (std::optional<xfmr::rt::DType> dt = runtimeDType(tensor.getElementType()))
+    spec.dtype = *dt;
+  else
+    error = "'" + spec.name + "' has an unsupported element type";
   auto params = attrs ? attrs.getAs<ArrayAttr>("onnx.dim_params") : ArrayAttr();
-  llvm::json::Array shape;
   for (int64_t d = 0; d < tensor.getRank(); ++d) {
+    xfmr::rt::Dim dim;
     if (!tensor.isDynamicDim(d)) {
-      shape.push_back(tensor.getDimSize(d));
+      dim.value = tensor.getDimSize(d);
+      spec.shape.push_back(dim);
       continue;
     }
-    std::string p;
     if (params && d < static_cast<int64_t>(params.size()))
       if (auto s = dyn_cast<StringAttr>(params[d]))
-        p = s.getValue().str();
-    shape.push_back(p.empty() ? "?" : p);
+        dim.symbol = s.getValue().str();
+    if (dim.symbol.empty())
+      dim.symbol = "?";
+    spec.shape.push_back(std::move(dim));
   }
-  spec["shape"] = std::move(shape);
   return spec;
 }
 
@@ -471,31 +488,10 @@ LogicalResult printModule(ModuleOp module) {
   return success();
 }
 
-/// weights.sources and weights.references of an artifact whose weights
-/// stay in the model's files (--weights=reference; docs/artifact.md).
-void addReferences(llvm::json::Object &weights, const xfmr::cpu::WrittenWeights &w) {
-  llvm::json::Array sources, references;
-  for (const xfmr::rt::WeightSource &s : w.sources)
-    sources.push_back(llvm::json::Object{{"path", s.path},
-                                         {"size", static_cast<int64_t>(s.size)},
-                                         {"mtime_ns", s.mtimeNs}});
-  for (const xfmr::rt::WeightReference &r : w.references) {
-    llvm::json::Object ref{{"source", static_cast<int64_t>(r.source)},
-                           {"offset", static_cast<int64_t>(r.offset)},
-                           {"bytes", static_cast<int64_t>(r.bytes)},
-                           {"at", static_cast<int64_t>(r.at)}};
-    if (r.panelK > 0)
-      ref["panels"] = llvm::json::Array{r.panelK, r.panelN, r.elemBytes};
-    references.push_back(std::move(ref));
-  }
-  weights["sources"] = std::move(sources);
-  weights["references"] = std::move(references);
-}
-
-/// {"size": N, "sha256": "..."} of the file at `path` (manifest "files"),
-/// hashed by the same code the loader checks with; a missing file (no
-/// weights were written) is created empty.
-llvm::Expected<llvm::json::Object> describeFile(const std::string &path) {
+/// The size and SHA-256 of the file at `path` (manifest "files"), hashed
+/// by the same code the loader checks with; a missing file (no weights were
+/// written) is created empty.
+llvm::Expected<xfmr::rt::FileIntegrity> describeFile(const std::string &path) {
   int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
   if (fd < 0)
     return llvm::createStringError("cannot open '" + path + "': " + std::strerror(errno));
@@ -506,7 +502,7 @@ llvm::Expected<llvm::json::Object> describeFile(const std::string &path) {
   xfmr::rt::Expected<std::string> digest = xfmr::rt::sha256OfFile(fd, path);
   if (!digest)
     return llvm::createStringError(digest.error());
-  return llvm::json::Object{{"size", static_cast<int64_t>(st.st_size)}, {"sha256", *digest}};
+  return xfmr::rt::FileIntegrity{static_cast<uint64_t>(st.st_size), *digest};
 }
 
 LogicalResult commitArtifact(llvm::StringRef tmp, llvm::StringRef out) {
@@ -529,13 +525,13 @@ LogicalResult commitArtifact(llvm::StringRef tmp, llvm::StringRef out) {
 }
 
 /// What a model folder's genai_config.json says about generating, for the
-/// manifest's "generation" (empty: nothing).
-llvm::json::Object generation;
+/// manifest's "generation" (nothing: it says nothing).
+std::optional<xfmr::rt::GenerationConfig> generation;
 
 /// model.eos_token_id (an id or a list of ids) and model.context_length of
 /// genai_config.json into `generation`.
 LogicalResult readGenerationConfig(const llvm::json::Object &model, llvm::StringRef config) {
-  llvm::json::Array eos;
+  xfmr::rt::GenerationConfig g;
   if (const llvm::json::Value *v = model.get("eos_token_id")) {
     std::vector<const llvm::json::Value *> ids;
     if (const llvm::json::Array *list = v->getAsArray())
@@ -549,20 +545,20 @@ LogicalResult readGenerationConfig(const llvm::json::Object &model, llvm::String
         return fail(config.str() + ": model.eos_token_id must be a non-negative id or a list "
                                    "of at most 64"),
                failure();
-      eos.push_back(*n);
+      g.eosTokenIds.push_back(*n);
     }
   }
-  if (!eos.empty())
-    generation["eos_token_ids"] = std::move(eos);
   if (const llvm::json::Value *v = model.get("context_length")) {
     std::optional<int64_t> n = v->getAsInteger();
     if (!n || *n < 0)
       return fail(config.str() + ": model.context_length must be a non-negative integer"),
              failure();
-    generation["context_length"] = *n;
+    g.contextLength = *n;
   }
-  if (!generation.empty())
-    generation["from"] = "genai_config.json";
+  if (!g.eosTokenIds.empty() || g.contextLength) {
+    g.from = "genai_config.json";
+    generation = std::move(g);
+  }
   return success();
 }
 
@@ -574,10 +570,7 @@ std::optional<xfmr::compile::TokenizerFiles> tokenizerFiles;
 /// file), with genai_config.json's eos ids; before compiling, so that a
 /// malformed file fails at once.
 LogicalResult readTextInterface(const std::string &folder) {
-  std::vector<int64_t> genaiEos;
-  if (const llvm::json::Array *ids = generation.getArray("eos_token_ids"))
-    for (const llvm::json::Value &id : *ids)
-      genaiEos.push_back(*id.getAsInteger());
+  std::vector<int64_t> genaiEos = generation ? generation->eosTokenIds : std::vector<int64_t>();
   std::string note;
   auto text = xfmr::compile::readTokenizerFiles(
       tokenizerPath, folder, genaiEos, note,
@@ -715,50 +708,49 @@ lowerForGPU(ModuleOp module, const xfmr::gpu::GPUTarget &gpuTarget, Progress &pr
   return kernels;
 }
 
-/// The manifest's target of a GPU artifact: the device, and the host code
-/// that launches its kernels.
-llvm::json::Object gpuTargetSpec(const xfmr::gpu::GPUTarget &t, llvm::json::Object host,
-                                 ModuleOp module) {
-  // Checks inside kernels report through the device word xfmr_kernel_check
-  // (xfmr-gpu-map-loops): their messages, by number.
-  llvm::json::Array kernelChecks, hostCalls;
-  if (auto calls = module->getAttrOfType<ArrayAttr>("xfmr.host_calls"))
-    for (auto c : calls.getAsValueRange<StringAttr>())
-      hostCalls.push_back(c.str());
-  if (auto messages = module->getAttrOfType<ArrayAttr>("xfmr.kernel_checks"))
-    for (auto m : messages.getAsValueRange<StringAttr>())
-      kernelChecks.push_back(m.str());
-  // The host code's CPU features, checked like a CPU artifact's.
-  llvm::json::Value requires_ = *host.get("requires");
-  return llvm::json::Object{{"kind", "cuda"},
-                            {"requires", std::move(requires_)},
-                            {"chip", t.chip.str()},
-                            {"compute_capability", t.computeCapability},
-                            {"ptx_features", t.ptxFeatures.str()},
-                            // For inspection: model.so embeds the cubin
-                            // (or, without ptxas, the PTX).
-                            {"kernels_ptx", "kernels.ptx"},
-                            {"kernels_cubin", ("kernels." + t.chip + ".cubin").str()},
-                            {"kernel_checks", std::move(kernelChecks)},
-                            // Run on the host CPU, on unified memory.
-                            {"host_calls", std::move(hostCalls)},
-                            {"host", std::move(host)}};
+/// The strings of the module's array attribute `name` (none when absent).
+std::vector<std::string> stringsOf(ModuleOp module, StringRef name) {
+  std::vector<std::string> out;
+  if (auto list = module->getAttrOfType<ArrayAttr>(name))
+    for (auto s : list.getAsValueRange<StringAttr>())
+      out.push_back(s.str());
+  return out;
 }
 
-llvm::json::Array kernelsSpec(const std::vector<xfmr::gpu::KernelReport> &kernels) {
-  llvm::json::Array list;
-  for (const xfmr::gpu::KernelReport &k : kernels) {
-    llvm::json::Array uses;
-    for (llvm::StringRef name : xfmr::gpu::usedInstructions(k))
-      uses.push_back(name);
-    list.push_back(llvm::json::Object{{"name", k.name},
-                                      {"registers", k.registers},
-                                      {"spill_bytes", k.spillStores + k.spillLoads},
-                                      {"stack_bytes", k.stackBytes},
-                                      {"shared_bytes", k.sharedBytes},
-                                      {"uses", std::move(uses)}});
+/// The manifest's target: the host CPU's, or for a GPU artifact the device
+/// with the host code that launches its kernels.
+void describeTarget(xfmr::rt::Manifest &m, const xfmr::cpu::HostTarget &host,
+                    const xfmr::gpu::GPUTarget *t, ModuleOp module,
+                    const std::vector<xfmr::gpu::KernelReport> &kernels) {
+  // The host code's CPU features, checked like a CPU artifact's.
+  m.requiredCPUFeatures = host.required;
+  if (!t) {
+    m.targetKind = "cpu";
+    m.targetTriple = host.triple;
+    m.targetCPU = host.cpu;
+    m.targetFeatures = host.features;
+    return;
   }
-  return list;
+  m.targetKind = "cuda";
+  m.targetChip = t->chip.str();
+  m.targetComputeCapability = t->computeCapability;
+  m.targetPTXFeatures = t->ptxFeatures.str();
+  // For inspection: model.so embeds the cubin (or, without ptxas, the PTX).
+  m.kernelsPTXFile = "kernels.ptx";
+  m.kernelsCubinFile = ("kernels." + t->chip + ".cubin").str();
+  // Checks inside kernels report through the device word xfmr_kernel_check
+  // (xfmr-gpu-map-loops): their messages, by number.
+  m.kernelChecks = stringsOf(module, "xfmr.kernel_checks");
+  // Run on the host CPU, on unified memory.
+  m.hostCalls = stringsOf(module, "xfmr.host_calls");
+  m.targetHost = {host.triple, host.cpu, host.features, host.required};
+  for (const xfmr::gpu::KernelReport &k : kernels) {
+    xfmr::rt::KernelInfo info{k.name, k.registers, k.spillStores + k.spillLoads,
+                              k.stackBytes, k.sharedBytes, {}};
+    for (llvm::StringRef name : xfmr::gpu::usedInstructions(k))
+      info.uses.push_back(name.str());
+    m.kernels.push_back(std::move(info));
+  }
 }
 
 /// --report for a GPU target: one line per kernel from ptxas -v and the PTX.
@@ -780,6 +772,135 @@ void printKernelReport(const xfmr::gpu::GPUTarget &t,
   }
 }
 
+/// The signature the runtime sees, before lowering changes the types: the
+/// manifest's inputs, outputs and kv_cache. `expectedResults`: how many
+/// results the lowered function returns (a kv_pool result is written into
+/// its input instead).
+LogicalResult describeSignature(ModuleOp module, xfmr::rt::Manifest &m,
+                                unsigned &expectedResults) {
+  auto f = *module.getOps<func::FuncOp>().begin();
+  std::string error;
+  for (unsigned i = 0; i < f.getNumArguments(); ++i) {
+    m.inputs.push_back(tensorSpec(f.getArgument(i).getType(), f.getArgAttrDict(i), i, error));
+    // Read and updated in place by every call.
+    m.inputs.back().kvPool = static_cast<bool>(f.getArgAttr(i, "xfmr.kv_pool"));
+  }
+  unsigned poolResults = 0;
+  for (unsigned i = 0; i < f.getNumResults(); ++i) {
+    if (f.getResultAttr(i, "xfmr.kv_pool")) {
+      ++poolResults; // written into its input; not an output
+      continue;
+    }
+    m.outputs.push_back(tensorSpec(f.getResultTypes()[i], f.getResultAttrDict(i), i, error));
+  }
+  expectedResults = f.getNumResults() - poolResults;
+  // xfmr-paged-kv's description of the pools.
+  if (auto kv = module->getAttrOfType<DictionaryAttr>("xfmr.kv_cache")) {
+    auto get = [&](StringRef key) {
+      auto a = kv.getAs<IntegerAttr>(key);
+      return a ? a.getInt() : 0;
+    };
+    xfmr::rt::KVCacheSpec spec;
+    spec.blockSize = get("block_size");
+    spec.numLayers = get("num_layers");
+    spec.numKVHeads = get("num_kv_heads");
+    spec.headDim = get("head_dim");
+    auto dtype = kv.getAs<StringAttr>("dtype");
+    std::optional<xfmr::rt::KVCacheDType> d =
+        dtype ? xfmr::rt::kvCacheDTypeFromName(dtype.getValue()) : std::nullopt;
+    if (d)
+      spec.dtype = *d;
+    else
+      error = "the KV cache has no dtype the runtime knows";
+    m.kvCache = spec;
+  }
+  if (!error.empty())
+    return fail(inputFilename + ": " + error), failure();
+  return success();
+}
+
+/// The manifest's library, entry, weights and files: model.so and
+/// weights.bin (hashed as written, with its references) in `tmp`, and the
+/// text interface's files, which are written now when `withText`.
+LogicalResult describeFiles(xfmr::rt::Manifest &m, ModuleOp module, const std::string &tmp,
+                            const std::optional<xfmr::cpu::WrittenWeights> &written,
+                            bool withText) {
+  m.library = "model.so";
+  m.entry = "xfmr_entry";
+  m.weightsFile = "weights.bin";
+  m.weightsAlignment = 64;
+  if (auto weights = module->getAttrOfType<DictionaryAttr>("xfmr.weights")) {
+    m.weightsCount = weights.getAs<IntegerAttr>("count").getInt();
+    m.weightsSize = weights.getAs<IntegerAttr>("size").getInt();
+  }
+  llvm::Expected<xfmr::rt::FileIntegrity> library = describeFile(tmp + "/" + m.library);
+  if (!library)
+    return fail(llvm::toString(library.takeError())), failure();
+  m.libraryIntegrity = *library;
+  if (written) {
+    m.weightsIntegrity = {static_cast<uint64_t>(written->size), written->sha256};
+    if (!written->references.empty()) {
+      m.weightSources = written->sources;
+      m.weightReferences = written->references;
+    }
+  } else {
+    llvm::Expected<xfmr::rt::FileIntegrity> weights = describeFile(tmp + "/" + m.weightsFile);
+    if (!weights)
+      return fail(llvm::toString(weights.takeError())), failure();
+    m.weightsIntegrity = *weights;
+  }
+  if (!withText || !tokenizerFiles)
+    return success();
+  m.text = tokenizerFiles->text;
+  if (llvm::Error e = xfmr::compile::writeTokenizerFiles(*tokenizerFiles, tmp, m.text->files))
+    return fail(llvm::toString(std::move(e))), failure();
+  return success();
+}
+
+/// What the manifest records of how the artifact was built: versions,
+/// compiler, source, options, the run-time checks' messages, generation
+/// and expert_parallel.
+void describeBuild(xfmr::rt::Manifest &m, ModuleOp module, llvm::StringRef quantMode,
+                   bool calibrationArtifact) {
+  m.formatVersion = xfmr::rt::kManifestFormatVersion;
+  m.abiVersion = xfmr::rt::kArtifactABIVersion;
+  m.compiler = "xfmr 0.1 (LLVM " LLVM_VERSION_STRING ")";
+  m.source = llvm::sys::path::filename(inputFilename).str();
+  xfmr::rt::CompileOptions &options = m.options.emplace();
+  options.optLevel = optLevel;
+  options.weights = weightsMode;
+  options.minWeightBytes = minWeightBytes;
+  options.blasMinRows = blasMinRows;
+  options.parallel = parallel;
+  options.quant = quantMode.str();
+  options.quantSkip.assign(quantSkip.begin(), quantSkip.end());
+  if (!calibrationArtifact && !calibration.empty()) {
+    // Where the calibrated modes' statistics came from (docs/quantization.md).
+    options.calibration = llvm::sys::path::filename(calibration).str();
+    if (quantMode == "w8a8")
+      options.smoothAlpha = smoothAlpha.getValue();
+  }
+  m.checks = stringsOf(module, "xfmr.checks");
+  m.generation = generation;
+  if (expertParallel > 1) {
+    m.expertParallelRanks = expertParallel;
+    m.expertParallelExperts = partitionedExperts;
+  }
+}
+
+/// Writes `m` as `tmp`/manifest.json.
+LogicalResult writeManifest(const xfmr::rt::Manifest &m, const std::string &tmp) {
+  std::error_code ec;
+  llvm::raw_fd_ostream os(tmp + "/manifest.json", ec);
+  if (ec)
+    return fail("cannot write the manifest: " + ec.message()), failure();
+  os << xfmr::rt::formatManifest(m);
+  os.close();
+  if (os.has_error())
+    return fail("cannot write the manifest: " + os.error().message()), failure();
+  return success();
+}
+
 /// Lowers the raised `module` and writes the artifact directory `out`, or
 /// prints the stage `emitStage` (linalg, llvm). `quantMode` is the
 /// manifest's options.quant.
@@ -788,37 +909,11 @@ int lowerAndWrite(ModuleOp module, const xfmr::cpu::HostTarget &host,
                   llvm::StringRef emitStage,
                   const std::string &out, llvm::StringRef quantMode,
                   bool calibrationArtifact = false) {
-  auto f = *module.getOps<func::FuncOp>().begin();
   // The signature the runtime sees, before lowering changes the types.
-  std::string error;
-  llvm::json::Array inputs, outputs;
-  for (unsigned i = 0; i < f.getNumArguments(); ++i) {
-    llvm::json::Object spec = tensorSpec(f.getArgument(i).getType(), f.getArgAttrDict(i), i, error);
-    if (f.getArgAttr(i, "xfmr.kv_pool"))
-      spec["role"] = "kv_pool"; // read and updated in place by every call
-    inputs.push_back(std::move(spec));
-  }
-  unsigned poolResults = 0;
-  for (unsigned i = 0; i < f.getNumResults(); ++i) {
-    if (f.getResultAttr(i, "xfmr.kv_pool")) {
-      ++poolResults; // written into its input; not an output
-      continue;
-    }
-    outputs.push_back(tensorSpec(f.getResultTypes()[i], f.getResultAttrDict(i), i, error));
-  }
-  unsigned expectedResults = f.getNumResults() - poolResults;
-  std::optional<llvm::json::Object> kvSpec;
-  if (auto kv = module.getOperation()->getAttrOfType<DictionaryAttr>("xfmr.kv_cache")) {
-    kvSpec.emplace();
-    for (NamedAttribute a : kv) {
-      if (auto s = dyn_cast<StringAttr>(a.getValue()))
-        (*kvSpec)[a.getName().getValue()] = s.getValue().str();
-      else
-        (*kvSpec)[a.getName().getValue()] = cast<IntegerAttr>(a.getValue()).getInt();
-    }
-  }
-  if (!error.empty())
-    return fail(inputFilename + ": " + error);
+  xfmr::rt::Manifest manifest;
+  unsigned expectedResults = 0;
+  if (failed(describeSignature(module, manifest, expectedResults)))
+    return 1;
 
   progress.step("lowered to linalg");
   if (failed(runPipeline(module, [&](OpPassManager &pm) {
@@ -864,6 +959,7 @@ int lowerAndWrite(ModuleOp module, const xfmr::cpu::HostTarget &host,
   }
 
   progress.step("generated code");
+  std::string error;
   if (failed(xfmr::cpu::emitSharedObject(module, host, "xfmr_main",
                                          tmp + "/model.so", optLevel, error)))
     return fail(error);
@@ -871,104 +967,18 @@ int lowerAndWrite(ModuleOp module, const xfmr::cpu::HostTarget &host,
       xfmr::cpu::waitForWeights();
   if (!written)
     return fail(llvm::toString(written.takeError()));
-  llvm::json::Object files;
-  for (const std::string name : {"model.so", "weights.bin"}) {
-    if (*written && name == "weights.bin") {
-      files[name] = llvm::json::Object{{"size", (*written)->size}, {"sha256", (*written)->sha256}};
-      continue;
-    }
-    llvm::Expected<llvm::json::Object> entry = describeFile(tmp + "/" + name);
-    if (!entry)
-      return fail(llvm::toString(entry.takeError()));
-    files[name] = std::move(*entry);
+  if (failed(describeFiles(manifest, module, tmp, *written, !calibrationArtifact)))
+    return 1;
+  describeTarget(manifest, host, gpuTarget, module, kernels);
+  describeBuild(manifest, module, quantMode, calibrationArtifact);
+  if (gpuTarget && report) {
+    printKernelReport(*gpuTarget, kernels, llvm::outs());
+    if (!manifest.hostCalls.empty())
+      llvm::outs() << "on the host CPU (no GPU kernel yet, unified memory): "
+                   << llvm::join(manifest.hostCalls, " ") << "\n";
   }
-  if (tokenizerFiles && !calibrationArtifact)
-    if (llvm::Error e = xfmr::compile::writeTokenizerFiles(*tokenizerFiles, tmp, files))
-      return fail(llvm::toString(std::move(e)));
-  llvm::json::Array checks;
-  if (auto messages = module.getOperation()->getAttrOfType<ArrayAttr>("xfmr.checks"))
-    for (auto m : messages.getAsValueRange<StringAttr>())
-      checks.push_back(m.str());
-  llvm::json::Array requires_;
-  for (const std::string &f : host.required)
-    requires_.push_back(f);
-
-  llvm::json::Object hostSpec{{"kind", "cpu"},
-                              {"triple", host.triple},
-                              {"cpu", host.cpu},
-                              {"features", host.features},
-                              {"requires", std::move(requires_)}};
-  auto weights = module.getOperation()->getAttrOfType<DictionaryAttr>("xfmr.weights");
-  int64_t weightsCount = 0, weightsSize = 0;
-  if (weights) {
-    weightsCount = weights.getAs<IntegerAttr>("count").getInt();
-    weightsSize = weights.getAs<IntegerAttr>("size").getInt();
-  }
-  llvm::json::Object weightsEntry{{"file", "weights.bin"},
-                                  {"size", weightsSize},
-                                  {"alignment", 64},
-                                  {"count", weightsCount}};
-  if (*written && !(*written)->references.empty())
-    addReferences(weightsEntry, **written);
-  llvm::json::Object manifest{
-      {"format", "xfmr-artifact"},
-      {"format_version", xfmr::rt::kManifestFormatVersion},
-      {"abi_version", xfmr::rt::kArtifactABIVersion},
-      {"compiler", "xfmr 0.1 (LLVM " LLVM_VERSION_STRING ")"},
-      {"source", llvm::sys::path::filename(inputFilename).str()},
-      {"target", gpuTarget ? gpuTargetSpec(*gpuTarget, std::move(hostSpec), module)
-                           : std::move(hostSpec)},
-      {"options", llvm::json::Object{{"opt_level", static_cast<int64_t>(optLevel)},
-                                     {"weights", weightsMode.getValue()},
-                                     {"min_weight_bytes", minWeightBytes.getValue()},
-                                     {"blas_min_rows", blasMinRows.getValue()},
-                                     {"parallel", parallel.getValue()},
-                                     {"quant", quantMode.str()},
-                                     {"quant_skip", llvm::json::Array(std::vector<std::string>(
-                                                        quantSkip.begin(), quantSkip.end()))}}},
-      {"library", "model.so"},
-      {"entry", "xfmr_entry"},
-      {"weights", std::move(weightsEntry)},
-      {"files", std::move(files)},
-      {"inputs", std::move(inputs)},
-      {"outputs", std::move(outputs)},
-      {"checks", std::move(checks)},
-  };
-  if (kvSpec)
-    manifest["kv_cache"] = std::move(*kvSpec);
-  if (gpuTarget) {
-    manifest["kernels"] = kernelsSpec(kernels);
-    if (report) {
-      printKernelReport(*gpuTarget, kernels, llvm::outs());
-      if (auto calls = module->getAttrOfType<ArrayAttr>("xfmr.host_calls"); calls && !calls.empty()) {
-        llvm::outs() << "on the host CPU (no GPU kernel yet, unified memory):";
-        for (auto c : calls.getAsValueRange<StringAttr>())
-          llvm::outs() << " " << c;
-        llvm::outs() << "\n";
-      }
-    }
-  }
-  if (expertParallel > 1)
-    manifest["expert_parallel"] =
-        llvm::json::Object{{"ranks", expertParallel.getValue()}, {"experts", partitionedExperts}};
-  if (!calibrationArtifact && !calibration.empty()) {
-    // Where the calibrated modes' statistics came from (docs/quantization.md).
-    llvm::json::Object *options = manifest.getObject("options");
-    (*options)["calibration"] = llvm::sys::path::filename(calibration).str();
-    if (quantMode == "w8a8")
-      (*options)["smooth_alpha"] = smoothAlpha.getValue();
-  }
-  if (!generation.empty())
-    manifest["generation"] = std::move(generation);
-  if (tokenizerFiles && !calibrationArtifact)
-    manifest["text"] = std::move(tokenizerFiles->section);
-  {
-    std::error_code ec;
-    llvm::raw_fd_ostream os(tmp + "/manifest.json", ec);
-    if (ec)
-      return fail("cannot write the manifest: " + ec.message());
-    os << llvm::formatv("{0:2}", llvm::json::Value(std::move(manifest))) << "\n";
-  }
+  if (failed(writeManifest(manifest, tmp)))
+    return 1;
   progress.step("wrote " + out);
   if (failed(commitArtifact(tmp, out)))
     return 1;
@@ -1006,10 +1016,10 @@ FailureOr<std::string> calibrationFile(ModuleOp module, const xfmr::cpu::HostTar
   if (lowerAndWrite(*clone, host, nullptr, progress, "", art, "none", /*calibrationArtifact=*/true) != 0)
     return failure();
   int64_t context = calibrationContext;
-  if (context == 0)
-    context = generation.getInteger("context_length").value_or(0) > 1
-                  ? *generation.getInteger("context_length")
-                  : 512;
+  if (context == 0) {
+    int64_t stated = generation ? generation->contextLength.value_or(0) : 0;
+    context = stated > 1 ? stated : 512;
+  }
   progress.step("calibration: ran the f32 model on " + calibration);
   std::optional<xfmr::CalibrationStats> stats = xfmr::compile::measureCalibration(
       art, calibration, context,

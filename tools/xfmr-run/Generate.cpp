@@ -311,7 +311,7 @@ int generateMain(int argc, char **argv) {
     quiet = true;
     dumpDir.clear();
   }
-  const std::vector<int64_t> &eos = artifact.manifest().eosTokenIds;
+  const std::vector<int64_t> eos = artifact.manifest().stopTokenIds();
   if (!stopGiven && !ignoreEos && !eos.empty()) {
     sampling.stopTokens = eos;
     if (!quiet) {

@@ -192,7 +192,7 @@ int perplexityMain(int argc, char **argv) {
   if (ids->size() < 2)
     return fail(tokensPath + ": fewer than 2 tokens");
   if (context == 0)
-    context = m.contextLength > 1 ? m.contextLength : 512;
+    context = m.contextLength() > 1 ? m.contextLength() : 512;
   if (!m.kvCache) {
     // The model's inputs are checked once, before any window runs.
     Expected<std::vector<Tensor>> probe =

@@ -254,7 +254,7 @@ Expected<TextModel> loadText(const Artifact &artifact, const Flags &f) {
   }
   text.tokenizer = tokenizer.take();
   if (text.eosIds.empty())
-    text.eosIds = artifact.manifest().eosTokenIds;
+    text.eosIds = artifact.manifest().stopTokenIds();
   text.name = f.tokenizer;
   return text;
 }
@@ -318,9 +318,9 @@ int main(int argc, char **argv) {
         "class, shares in (0, 1] summing to at most 1)");
   if (f.modelName.empty())
     f.modelName = baseName(f.artifact);
-  int64_t maxModelLen = f.maxModelLen                ? f.maxModelLen
-                        : manifest.contextLength > 0 ? manifest.contextLength
-                                                     : 4096;
+  int64_t maxModelLen = f.maxModelLen                  ? f.maxModelLen
+                        : manifest.contextLength() > 0 ? manifest.contextLength()
+                                                       : 4096;
 
   EngineLoopOptions options;
   options.modelName = f.modelName;

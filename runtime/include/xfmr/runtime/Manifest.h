@@ -62,21 +62,34 @@ struct TensorSpec {
   size_t rank() const { return shape.size(); }
 };
 
+/// "kv_cache.dtype": what the KV pools hold (xfmr-compile --kv-dtype).
+enum class KVCacheDType : uint8_t { F32, F64, F16, BF16, Int8, FP8E4M3 };
+
+/// The manifest's name of `dtype`: "f32", "f64", "f16", "bf16", "int8" or
+/// "fp8-e4m3".
+const char *kvCacheDTypeName(KVCacheDType dtype);
+/// The KVCacheDType named `name` (kvCacheDTypeName), nothing for another name.
+std::optional<KVCacheDType> kvCacheDTypeFromName(std::string_view name);
+/// The element type of the key and value pools of a cache of `dtype`
+/// (float8e4m3fn for fp8-e4m3).
+DType kvPoolDType(KVCacheDType dtype);
+
 /// "kv_cache" of a step function compiled with --kv-cache=paged: per layer,
 /// in layer order, a key and a value pool [num_blocks, block_size,
-/// num_kv_heads, head_dim] of `dtype`; for int8 and fp8-e4m3 caches (see
-/// scaled()) followed by the key and the value scales [num_blocks,
-/// block_size, num_kv_heads] (float32).
+/// num_kv_heads, head_dim] of kvPoolDType(dtype); for int8 and fp8-e4m3
+/// caches (see scaled()) followed by the key and the value scales
+/// [num_blocks, block_size, num_kv_heads] (float32).
 struct KVCacheSpec {
   int64_t blockSize = 0;
   int64_t numLayers = 0;
   int64_t numKVHeads = 0;
   int64_t headDim = 0;
-  /// "f32", "f16", "bf16", "int8" or "fp8-e4m3" (xfmr-compile --kv-dtype);
-  /// manifests without it are "f32".
-  std::string dtype = "f32";
+  /// Manifests without it hold float pools of their own type.
+  KVCacheDType dtype = KVCacheDType::F32;
 
-  bool scaled() const { return dtype == "int8" || dtype == "fp8-e4m3"; }
+  bool scaled() const {
+    return dtype == KVCacheDType::Int8 || dtype == KVCacheDType::FP8E4M3;
+  }
   /// kv_pool inputs per layer.
   int64_t poolsPerLayer() const { return scaled() ? 4 : 2; }
 };
@@ -173,10 +186,68 @@ struct TextInterface {
   /// [bos] text [eos].
   std::optional<bool> addBosToken, addEosToken;
   GenerationDefaults defaults;
+  /// Informative: the model folder's files it was taken from ("from").
+  std::vector<std::string> from;
 };
 
-/// The parsed manifest.json. Unknown fields are ignored; "options" is
-/// informative and not kept.
+/// "generation" (optional): what the model's own configuration says about
+/// generating (onnxruntime-genai's genai_config.json).
+struct GenerationConfig {
+  /// The token ids that end a sequence: at most 64, non-negative.
+  std::vector<int64_t> eosTokenIds;
+  /// The context length the model was built for, when stated.
+  std::optional<int64_t> contextLength;
+  /// Informative: the file it was taken from ("" when absent).
+  std::string from;
+};
+
+/// "options" (informative): the xfmr-compile options the artifact was
+/// built with (docs/artifact.md). The loader keeps what it finds and
+/// ignores a field of another type.
+struct CompileOptions {
+  /// -O, --weights (embed, reference), --min-weight-bytes, --blas-min-rows,
+  /// --parallel.
+  int64_t optLevel = 2;
+  std::string weights = "embed";
+  int64_t minWeightBytes = 256;
+  int64_t blasMinRows = 0;
+  bool parallel = true;
+  /// --quant ("none", "int8", "int4-g32", ...) and --quant-skip.
+  std::string quant = "none";
+  std::vector<std::string> quantSkip;
+  /// The file name of --calibration, for the calibrated modes, and
+  /// --smooth-alpha, for w8a8.
+  std::optional<std::string> calibration;
+  std::optional<double> smoothAlpha;
+};
+
+/// The host code of a GPU artifact: the CPU target its code was generated
+/// for ("target.host"; its requires are also "target.requires").
+struct HostCodeTarget {
+  std::string triple;
+  std::string cpu;
+  std::string features;
+  std::vector<std::string> requiredCPUFeatures;
+};
+
+/// One kernel of a GPU artifact as ptxas reported it ("kernels",
+/// informative).
+struct KernelInfo {
+  std::string name;
+  int64_t registers = 0;
+  /// Spill stores and loads together.
+  int64_t spillBytes = 0;
+  int64_t stackBytes = 0;
+  int64_t sharedBytes = 0;
+  /// The notable instructions it uses: "mma.sync", "wgmma", "cp.async",
+  /// "tma".
+  std::vector<std::string> uses;
+};
+
+/// The parsed manifest.json, and what formatManifest writes. Unknown fields
+/// are ignored; the informative ones ("options", "kernels", a GPU target's
+/// ptx_features, kernel files, host_calls and host, the "from" of
+/// "generation" and "text") are kept but not checked.
 struct Manifest {
   int64_t formatVersion = 0;
   int64_t abiVersion = 0;
@@ -195,6 +266,16 @@ struct Manifest {
   /// target.kernel_checks: the messages of the run-time checks inside
   /// kernels, by number (the device word xfmr_kernel_check holds N + 1).
   std::vector<std::string> kernelChecks;
+  /// kind "cuda", informative: target.ptx_features, the kernel files
+  /// xfmr-compile kept for inspection (kernels_ptx, kernels_cubin; model.so
+  /// embeds them), the micro-kernels the host code still calls on the CPU
+  /// (host_calls), the host code's CPU target (host) and "kernels".
+  std::string targetPTXFeatures;
+  std::string kernelsPTXFile;
+  std::string kernelsCubinFile;
+  std::vector<std::string> hostCalls;
+  HostCodeTarget targetHost;
+  std::vector<KernelInfo> kernels;
   /// target.requires: the CPU features model.so may use, in LLVM's names
   /// (CPUFeatures.h); the loader refuses a host without one of them.
   std::vector<std::string> requiredCPUFeatures;
@@ -232,20 +313,28 @@ struct Manifest {
   std::vector<TensorSpec> outputs;
   /// Present for step functions; checked against the kv_pool inputs.
   std::optional<KVCacheSpec> kvCache;
-  /// "generation" (optional): what the model's own configuration says about
-  /// generating (onnxruntime-genai's genai_config.json): the token ids that
-  /// end a sequence (`xfmr-run generate` stops at them unless told other
-  /// stop ids) and the context length it was built for (0: not stated).
-  std::vector<int64_t> eosTokenIds;
-  int64_t contextLength = 0;
+  /// "options" (informative; absent in hand-written manifests).
+  std::optional<CompileOptions> options;
+  /// "generation" (optional).
+  std::optional<GenerationConfig> generation;
   /// "expert_parallel" (optional): {"ranks": N (1..1024), "experts": E}:
   /// the MPI processes the artifact runs as (xfmr-compile
   /// --expert-parallel=N; rank r owns experts [r E / N, (r + 1) E / N)).
+  /// Absent: one rank, expertParallelExperts 0.
   int64_t expertParallelRanks = 1;
   int64_t expertParallelExperts = 0;
   /// "text" (optional): tokenizer, chat template, special tokens and
-  /// generation defaults. Its eos ids are merged into eosTokenIds.
+  /// generation defaults.
   std::optional<TextInterface> text;
+
+  /// The ids that end a sequence for `xfmr-run generate` (unless told other
+  /// stop ids): generation's eos ids, then those of "text", each once.
+  std::vector<int64_t> stopTokenIds() const;
+  /// generation.context_length, 0 when not stated.
+  int64_t contextLength() const {
+    return generation && generation->contextLength ? *generation->contextLength
+                                                   : 0;
+  }
 };
 
 /// Parses and validates manifest text; `pathForErrors` prefixes every
@@ -266,6 +355,13 @@ Expected<Manifest> parseManifest(std::string_view json,
 /// Reads and parses the manifest file at `path` (a regular file of at most
 /// kMaxManifestBytes).
 Expected<Manifest> readManifest(const std::string &path);
+
+/// The manifest.json text of `m` (ManifestWriter.cpp): every field above,
+/// keys sorted, indented by 2, with a trailing newline; optional sections
+/// only when present (the GPU fields and "kernels" for kind "cuda").
+/// xfmr-compile writes artifacts with it; parseManifest reads the result
+/// back to an equal Manifest.
+std::string formatManifest(const Manifest &m);
 
 /// The dtype name manifests use: "float32", "bfloat16", "int64", "bool", ...
 /// (dtypeName gives the short "f32" form).
