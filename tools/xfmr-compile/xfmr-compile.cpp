@@ -371,13 +371,16 @@ LogicalResult bindInput(func::FuncOp f, llvm::StringRef binding) {
     const xfmr::rt::Tensor &t = *loaded;
     auto argType = cast<RankedTensorType>(f.getArgument(i).getType());
     Type elem = argType.getElementType();
-    // Both sides in the manifest's names ("float32"): the runtime's short
-    // dtypeName ("f32") never equals ours.
-    if (dtypeName(elem) != xfmr::rt::manifestDTypeName(t.dtype()))
+    std::optional<xfmr::rt::DType> inputDType = runtimeDType(elem);
+    if (inputDType != t.dtype()) {
+      std::string input;
+      llvm::raw_string_ostream(input) << elem;
+      if (inputDType)
+        input = xfmr::rt::manifestDTypeName(*inputDType);
       return fail("--bind-input " + name + ": " + file + " holds " +
-                  xfmr::rt::manifestDTypeName(t.dtype()) + ", the input is " +
-                  dtypeName(elem)),
+                  xfmr::rt::manifestDTypeName(t.dtype()) + ", the input is " + input),
              failure();
+    }
     auto type = RankedTensorType::get(t.shape(), elem);
     if (failed(verifyCompatibleShape(type, argType)))
       return fail("--bind-input " + name + ": " + file + " has shape " +
