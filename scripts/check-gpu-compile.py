@@ -5,7 +5,8 @@ For each model (default: examples/models/*.onnx; --corpus adds the Hugging
 Face corpus examples/hf/*.onnx, --genai the onnxruntime-genai builder folders
 examples/genai/*/; --model adds a file or model folder) and each
 target (default sm_90a and sm_80), `xfmr-compile MODEL --target=T --report`
-once as exported and once with --kv-cache=paged. A compile passes when it
+once as exported and once with --kv-cache=paged (only the latter for the
+targets of --paged-only). A compile passes when it
 succeeds, every kernel assembles (ptxas -v, run by the compiler) with 0 bytes
 of spills, and some product runs on tensor cores. A compile that fails where
 the CPU path fails too (the same flags with --target=cpu) is skipped with the
@@ -75,6 +76,10 @@ def main():
     ap.add_argument("--no-examples", action="store_true", help="skip examples/models")
     ap.add_argument("--only", nargs="+", metavar="NAME", help="only models whose name contains one")
     ap.add_argument("--forward-only", action="store_true", help="no --kv-cache=paged compiles")
+    ap.add_argument("--paged-only", default="", metavar="TARGETS",
+                    help="targets (comma-separated) compiled only as paged step functions "
+                         "(the corpus test: the graph is the same for every chip; the forward "
+                         "kernels of each chip are covered by the example models)")
     ap.add_argument("--jobs", type=int, default=os.cpu_count() or 2)
     ap.add_argument("--timeout", type=int, default=600)
     a = ap.parse_args()
@@ -90,8 +95,14 @@ def main():
     models += a.model
     if a.only:
         models = [m for m in models if any(o in os.path.basename(m.rstrip("/")) for o in a.only)]
-    jobs = [(m, t, p) for m in models for t in a.targets.split(",")
-            for p in ([False] if a.forward_only else [False, True])]
+    paged_only = set(filter(None, a.paged_only.split(",")))
+
+    def variants(target):
+        if a.forward_only:
+            return [False]
+        return [True] if target in paged_only else [False, True]
+
+    jobs = [(m, t, p) for m in models for t in a.targets.split(",") for p in variants(t)]
     work = tempfile.mkdtemp(prefix="xfmr-gpu-compile-")
     try:
         with concurrent.futures.ThreadPoolExecutor(max_workers=a.jobs) as pool:
