@@ -494,15 +494,9 @@ void CachedModel::tokenizeAll(const std::vector<Piece> &pieces,
   }
 }
 
-//===----------------------------------------------------------------------===//
-// BPE
-//===----------------------------------------------------------------------===//
-
-class BpeModel : public CachedModel {
+/// A cached model whose ids are those of a Vocabulary (BPE, WordPiece).
+class VocabularyModel : public CachedModel {
 public:
-  Status parse(const JsonReader &reader, const json &node,
-               const std::string &path);
-
   std::optional<int64_t> tokenToId(std::string_view token) const override {
     int32_t id = vocab.find(token);
     return id < 0 ? std::nullopt : std::optional<int64_t>(id);
@@ -512,6 +506,20 @@ public:
   }
   size_t size() const override { return vocab.size(); }
   int64_t idLimit() const override { return vocab.idLimit(); }
+
+protected:
+  Vocabulary vocab;
+};
+
+//===----------------------------------------------------------------------===//
+// BPE
+//===----------------------------------------------------------------------===//
+
+class BpeModel : public VocabularyModel {
+public:
+  Status parse(const JsonReader &reader, const json &node,
+               const std::string &path);
+
 
 protected:
   void tokenizeUncached(std::string_view word,
@@ -525,7 +533,6 @@ private:
   int32_t characterId(std::string_view word, size_t start, size_t end,
                       std::string &scratch) const;
 
-  Vocabulary vocab;
   /// The ids of the one- and two-byte characters (every character of a
   /// byte-level word) as tokens of their own, or -1.
   std::array<int32_t, 0x800> smallCharIds;
@@ -792,7 +799,7 @@ void BpeModel::mergeWord(std::string_view word,
 // WordPiece
 //===----------------------------------------------------------------------===//
 
-class WordPieceModel : public CachedModel {
+class WordPieceModel : public VocabularyModel {
 public:
   Status parse(const JsonReader &reader, const json &node,
                const std::string &path) {
@@ -829,15 +836,6 @@ public:
     return Status();
   }
 
-  std::optional<int64_t> tokenToId(std::string_view token) const override {
-    int32_t id = vocab.find(token);
-    return id < 0 ? std::nullopt : std::optional<int64_t>(id);
-  }
-  const std::string *idToToken(int64_t id) const override {
-    return vocab.token(id);
-  }
-  size_t size() const override { return vocab.size(); }
-  int64_t idLimit() const override { return vocab.idLimit(); }
 
 protected:
   /// Greedy longest-match-first (WordPiece::tokenize).
@@ -883,7 +881,6 @@ protected:
   }
 
 private:
-  Vocabulary vocab;
   /// The tokens that start with the prefix, by what follows it.
   StringIdMap continuing;
   std::string unkToken, prefix;
