@@ -22,6 +22,12 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 PROMPT = [1, 5, 9, 30, 17, 42]
 
 
+def genai_head_size(model_dir):
+    import json
+    with open(os.path.join(model_dir, "genai_config.json")) as f:
+        return json.load(f)["model"]["decoder"]["head_size"]
+
+
 def ort_tokens(model_dir, new):
     so = ort.SessionOptions()
     so.intra_op_num_threads = 2
@@ -32,9 +38,12 @@ def ort_tokens(model_dir, new):
     past = {}
     for i in s.get_inputs():
         if i.name.startswith("past_key_values."):
-            # [batch, kv heads, past, head dim]: batch 1, no past yet.
-            shape = [1 if j == 0 else (0 if isinstance(d, str) else d)
-                     for j, d in enumerate(i.shape)]
+            # [batch, kv heads, past, head dim]: batch 1, no past yet. The
+            # builder of onnxruntime-genai >= 0.12 names the head dim
+            # (kv_cache_dim): genai_config.json's head_size.
+            shape = [1, i.shape[1], 0, i.shape[3]]
+            if isinstance(shape[3], str):
+                shape[3] = genai_head_size(model_dir)
             past[i.name] = np.zeros(shape, np.float32)
     ids, past_len, toks = list(PROMPT), 0, []
     for _ in range(new):

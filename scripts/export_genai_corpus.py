@@ -227,11 +227,15 @@ def run_builder(hf_dir, out_dir, prec, cache_dir, log_path):
 
 
 def empty_past(sess):
-    """past_key_values.* inputs with a 0-length past, shaped from the graph."""
+    """past_key_values.* inputs with a 0-length past, shaped from the graph.
+
+    The builder of onnxruntime-genai >= 0.12 writes the head size as the
+    symbolic dimension kv_cache_dim; every architecture here has HEAD_DIM."""
     past = {}
     for i in sess.get_inputs():
         if i.name.startswith("past_key_values."):
             _, h, _, d = i.shape
+            d = d if isinstance(d, int) else HEAD_DIM
             past[i.name] = np.zeros((1, h, 0, d), np.float32)
     return past
 

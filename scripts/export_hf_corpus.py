@@ -166,6 +166,78 @@ def build_mixtral():  # 8 experts, top 2, renormalised scores
         **_decoder_common(num_local_experts=8, num_experts_per_tok=2))))
 
 
+class DenseMoE(torch.nn.Module):
+    """Mixtral's MoE block written in the dense coefficient form that
+    export-friendly code uses instead of a data-dependent loop: every expert
+    runs on every token, times a coefficient that is its routing weight or
+    zero, and the products are summed over the experts. `form` is how the
+    coefficient of expert e is written:
+
+      coef     (w * (idx == e)).sum(-1, keepdim=True)
+      where    torch.where(idx == e, w, 0).sum(-1, keepdim=True)
+      onehot   (w[..., None] * one_hot(idx, E)).sum(1)[:, e:e+1]
+      scatter  zeros(T, E).scatter(1, idx, w)[:, e:e+1]
+
+    The experts are separate w1/w3/w2 Linears (Mixtral's original checkpoint
+    layout) holding the block's weights, so the model computes what the
+    sparse block computes."""
+
+    def __init__(self, block, form):
+        super().__init__()
+        cfg_e, inter = block.experts.gate_up_proj.shape[0], block.experts.gate_up_proj.shape[1] // 2
+        hidden = block.experts.gate_up_proj.shape[2]
+        self.form, self.top_k, self.num_experts = form, block.top_k, cfg_e
+        self.router = torch.nn.Linear(hidden, cfg_e, bias=False)
+        self.router.weight = block.gate.weight
+        self.act = block.experts.act_fn
+        self.w1 = torch.nn.ModuleList()
+        self.w3 = torch.nn.ModuleList()
+        self.w2 = torch.nn.ModuleList()
+        for e in range(cfg_e):
+            for lst, w in ((self.w1, block.experts.gate_up_proj[e, :inter]),
+                           (self.w3, block.experts.gate_up_proj[e, inter:]),
+                           (self.w2, block.experts.down_proj[e])):
+                lin = torch.nn.Linear(w.shape[1], w.shape[0], bias=False)
+                lin.weight = torch.nn.Parameter(w.detach().clone())
+                lst.append(lin)
+
+    def forward(self, hidden_states):
+        b, s, h = hidden_states.shape
+        x = hidden_states.reshape(-1, h)
+        probs = torch.softmax(self.router(x), dim=-1)
+        w, idx = torch.topk(probs, self.top_k, dim=-1)
+        w = w / w.sum(dim=-1, keepdim=True)
+        if self.form == "onehot":
+            dense = (w.unsqueeze(-1) * torch.nn.functional.one_hot(idx, self.num_experts).to(w.dtype)).sum(1)
+        elif self.form == "scatter":
+            dense = torch.zeros(x.shape[0], self.num_experts, dtype=w.dtype).scatter(1, idx, w)
+        out = None
+        for e in range(self.num_experts):
+            if self.form == "coef":
+                c = (w * (idx == e)).sum(dim=-1, keepdim=True)
+            elif self.form == "where":
+                c = torch.where(idx == e, w, torch.zeros_like(w)).sum(dim=-1, keepdim=True)
+            else:
+                c = dense[:, e:e + 1]
+            y = self.w2[e](self.act(self.w1[e](x)) * self.w3[e](x))
+            out = c * y if out is None else out + c * y
+        return out.reshape(b, s, h)
+
+
+def _dense_moe(model, form):
+    for layer in model.model.layers:
+        layer.mlp = DenseMoE(layer.mlp, form)
+    return model
+
+
+def build_mixtral_dense(form):  # 4 experts, top 2: the dense coefficient forms
+    def build():
+        torch.manual_seed(SEED)
+        return _dense_moe(transformers.MixtralForCausalLM(transformers.MixtralConfig(
+            **_decoder_common(num_local_experts=4, num_experts_per_tok=2))), form)
+    return build
+
+
 def build_qwen2_moe():  # 8 experts, top 2, no renormalisation, a gated shared expert
     return _batched_experts(transformers.Qwen2MoeForCausalLM(transformers.Qwen2MoeConfig(
         **_decoder_common(num_experts=8, num_experts_per_tok=2, moe_intermediate_size=32,
@@ -192,6 +264,10 @@ ARCHS = collections.OrderedDict([
     ("bert", build_bert),
     ("mixtral", build_mixtral),
     ("qwen2_moe", build_qwen2_moe),
+    ("mixtral_dense", build_mixtral_dense("coef")),
+    ("mixtral_dense_where", build_mixtral_dense("where")),
+    ("mixtral_dense_onehot", build_mixtral_dense("onehot")),
+    ("mixtral_dense_scatter", build_mixtral_dense("scatter")),
 ])
 ENCODERS = {"bert"}
 
@@ -582,6 +658,10 @@ def write_readme(out_dir, results):
              "| `bert` | encoder: input_ids, attention_mask, token_type_ids -> last_hidden_state |",
              "| `mixtral` | 8 experts, top 2, renormalised scores (batched experts; dynamo only) |",
              "| `qwen2_moe` | 8 experts, top 2, sigmoid-gated shared expert (batched experts; dynamo only) |",
+             "| `mixtral_dense` | 4 experts, top 2, the dense coefficient form: every expert on every token times `(w * (idx == e)).sum(-1)` |",
+             "| `mixtral_dense_where` | the same, coefficient `where(idx == e, w, 0).sum(-1)` |",
+             "| `mixtral_dense_onehot` | the same, coefficients `(w[..., None] * one_hot(idx, E)).sum(1)[:, e]` |",
+             "| `mixtral_dense_scatter` | the same, coefficients `zeros(T, E).scatter(1, idx, w)[:, e]` |",
              "",
              "Files: `ARCH_ts.onnx` (TorchScript exporter, `dynamo=False`, opset %d) and" % TS_OPSET,
              "`ARCH_dynamo.onnx` (`dynamo=True`, opset %d, dynamic batch/sequence/past)." % DYNAMO_OPSET,

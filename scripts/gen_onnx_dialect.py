@@ -39,7 +39,7 @@ Sub Sum Tan Tanh ThresholdedRelu Tile TopK Transpose Trilu Unsqueeze Where Xor
 """.split()
 
 # com.microsoft ops emitted by onnxruntime-genai's model builder.
-MS_OPS = """GroupQueryAttention MatMulNBits RotaryEmbedding
+MS_OPS = """GatherBlockQuantized GroupQueryAttention MatMulNBits RotaryEmbedding
 SkipSimplifiedLayerNormalization SkipLayerNormalization""".split()
 # Default-domain ops that only onnxruntime defines (the model builder emits it).
 ORT_DEFAULT_OPS = ["SimplifiedLayerNormalization"]
@@ -49,7 +49,7 @@ VERIFIED = set("""ArgMax ArgMin Attention Cast Concat ConstantOfShape CumSum
 DequantizeLinear Einsum Expand Flatten Gather GatherElements Gemm Hardmax
 LayerNormalization LogSoftmax MatMul QuantizeLinear Reshape RMSNormalization
 RotaryEmbedding Softmax Split Squeeze TopK Transpose Trilu Unsqueeze
-ms.GroupQueryAttention ms.MatMulNBits ms.RotaryEmbedding""".split())
+ms.GatherBlockQuantized ms.GroupQueryAttention ms.MatMulNBits ms.RotaryEmbedding""".split())
 
 ONNX_TO_ODS_TYPE = {
     "float": "F32", "double": "F64", "float16": "F16", "bfloat16": "BF16",

@@ -11,6 +11,7 @@
 
 #include "dialects/onnx/IR/ONNXOps.h"
 
+#include "mlir/IR/TypeUtilities.h"
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/BuiltinTypes.h"
 #include "mlir/IR/Matchers.h"
@@ -591,6 +592,24 @@ LogicalResult MsGroupQueryAttentionOp::verify() {
   if (heads % kvHeads != 0)
     return emitOpError() << "num_heads " << heads
                          << " is not a multiple of kv_num_heads " << kvHeads;
+  return success();
+}
+
+LogicalResult MsGatherBlockQuantizedOp::verify() {
+  int64_t bits = i64(getBits()), block = i64(getBlockSize());
+  Type data = getElementTypeOrSelf(getData().getType());
+  bool isFloat8 = isa<FloatType>(data);
+  if (data.isUnsignedInteger(8) ? bits != 2 && bits != 4 && bits != 8 : !isFloat8 && bits != 4)
+    return emitOpError() << "bits " << bits << " does not fit data of type " << data;
+  if (!(isFloat8 && block == 0) && (block < 16 || !llvm::isPowerOf2_64(block)))
+    return emitOpError() << "block_size must be a power of 2 >= 16, got " << block;
+  int64_t rank = rankOf(getData());
+  if (rank >= 0 && rankOf(getScales()) >= 0 && rankOf(getScales()) != rank)
+    return emitOpError() << "scales must have the data's rank " << rank;
+  if (rank >= 0 && (i64(getGatherAxis()) < -rank || i64(getGatherAxis()) >= rank ||
+                    i64(getQuantizeAxis()) < -rank || i64(getQuantizeAxis()) >= rank))
+    return emitOpError() << "gather_axis and quantize_axis must be in [-" << rank << ", "
+                         << rank << ")";
   return success();
 }
 

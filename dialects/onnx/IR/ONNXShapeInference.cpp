@@ -15,6 +15,7 @@
 #include "mlir/IR/BuiltinOps.h"
 #include "mlir/IR/BuiltinTypes.h"
 #include "mlir/IR/SymbolTable.h"
+#include "mlir/IR/TypeUtilities.h"
 #include "llvm/ADT/StringSwitch.h"
 
 using namespace mlir;
@@ -316,6 +317,13 @@ DimOrigin dimOriginWithin(Value v, int64_t i, int &budget) {
     if (i < axis + q)
       return follow(def->getOperand(1), i - axis);
     return follow(def->getOperand(0), i - q + 1);
+  }
+  if (name == "ms.GatherBlockQuantized") {
+    // Gathered rows of an embedding table: the leading dims are the indices'.
+    auto idx = shapeOf(def->getOperand(1));
+    if (!idx || intAttr(def, "gather_axis", 0) != 0)
+      return self;
+    return i < static_cast<int64_t>(idx->size()) ? follow(def->getOperand(1), i) : self;
   }
   if (name == "Reshape") {
     // A target entry that is 0 (copy) or names a dim of some value.
@@ -1009,6 +1017,21 @@ bool xfmr::onnx::inferResultTypes(Operation *op) {
     if (auto x = shapeOf(op->getOperand(0)))
       changed |= refine(op, 0, *x);
     return changed;
+  }
+  if (name == "ms.GatherBlockQuantized") {
+    // uint8 data (gather axis 0, quantize axis last): [indices..., data
+    // dims 1.., last * 8 / bits].
+    auto data = shapeOf(op->getOperand(0)), idx = shapeOf(op->getOperand(1));
+    int64_t bits = intAttr(op, "bits", 4);
+    if (!data || !idx || data->size() < 2 || bits <= 0 || 8 % bits != 0 ||
+        !getElementTypeOrSelf(op->getOperand(0).getType()).isUnsignedInteger(8) ||
+        intAttr(op, "gather_axis", 0) != 0)
+      return false;
+    Shape out = *idx;
+    out.append(data->begin() + 1, data->end());
+    if (out.back() != kDyn)
+      out.back() *= 8 / bits;
+    return refine(op, 0, out);
   }
   if (name == "ms.MatMulNBits") {
     auto a = shapeOf(op->getOperand(0));

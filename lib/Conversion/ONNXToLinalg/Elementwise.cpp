@@ -545,9 +545,14 @@ LogicalResult ForwardLowering::lower(Operation *op, StringRef name,
                                      ConversionPatternRewriter &rewriter) const {
   Location loc = op->getLoc();
   if (name == "Dropout" && operands.size() > 2 && !isNone(operands[2])) {
+    // A model exported while its module was in training mode. Inference
+    // means identity (what the module computes after eval()); onnxruntime
+    // 1.32 would sample a random mask here, so its outputs differ from run
+    // to run. Said once per node.
     auto training = constantInts(operands[2], op->getOperand(2));
     if (!training || (*training)[0] != 0)
-      return unsupported(op, "Dropout in training mode");
+      op->emitWarning("Dropout with training_mode true (or not a constant) runs as identity, "
+                      "as in inference: the model was probably exported in training mode");
   }
   SmallVector<Value> results;
   Value x = operands[0];

@@ -18,11 +18,14 @@
 //
 // with scale and zero point per tensor (scalars) or per `axis` (1-D, the
 // length of that dim). Blocked scales (opset 21 block_size) and float8
-// outputs are reported unsupported.
+// outputs are reported unsupported. com.microsoft GatherBlockQuantized (a
+// blockwise 2/4/8-bit embedding table) gathers and dequantizes its rows.
 //
 //===----------------------------------------------------------------------===//
 
 #include "Common.h"
+
+#include "dialects/onnx/IR/ONNXOps.h"
 
 #include "mlir/Dialect/Linalg/IR/Linalg.h"
 #include "mlir/Dialect/Math/IR/Math.h"
@@ -230,6 +233,95 @@ LogicalResult DynamicQuantizeLinearLowering::lower(Operation *op, StringRef,
   return success();
 }
 
+XFMR_LOWERING_PATTERN(GatherBlockQuantizedLowering);
+
+/// `byte >> (slot * bits) & (2^bits - 1)` as i32: element `slot` of a byte
+/// that packs 8 / bits of them, the first in the low bits (MatMulNBits' and
+/// GatherBlockQuantized's order).
+Value unpackBits(OpBuilder &b, Location loc, Value byte, Value slot, int64_t bits) {
+  Type i32 = b.getI32Type();
+  Value v = arith::ExtUIOp::create(b, loc, i32, byte);
+  if (bits == 8)
+    return v;
+  Value shift = arith::MulIOp::create(b, loc, arith::IndexCastOp::create(b, loc, i32, slot),
+                                      scalarConstant(b, loc, i32, bits));
+  v = arith::ShRUIOp::create(b, loc, v, shift);
+  return arith::AndIOp::create(b, loc, v, scalarConstant(b, loc, i32, (1 << bits) - 1));
+}
+
+/// com.microsoft GatherBlockQuantized with uint8 data, as the model builder
+/// of onnxruntime-genai writes a 4-bit embedding table shared with the
+/// MatMulNBits lm_head: data [V, ..., C * bits / 8] packs C elements per
+/// row, 8 / bits per byte, quantized in blocks of `block_size` along the
+/// last axis; rows are gathered along axis 0 (onnxruntime requires both
+/// axes so for uint8 data). One element per output position:
+///
+///   q   = data[idx, .., c / (8 / bits)] >> (c % (8 / bits)) * bits & mask
+///   out = (q - zp[idx, .., c / block]) * scales[idx, .., c / block]
+///
+/// with zp packed like the data (default 2^(bits - 1)). Only the gathered
+/// rows are read. An index out of range is a run-time error (onnxruntime
+/// writes zeros), like Gather's.
+LogicalResult GatherBlockQuantizedLowering::lower(Operation *op, StringRef,
+                                                  ArrayRef<Value> operands,
+                                                  ConversionPatternRewriter &rewriter) const {
+  auto gbq = cast<onnx::MsGatherBlockQuantizedOp>(op);
+  Location loc = op->getLoc();
+  Value data = operands[0], indices = operands[1], scales = operands[2], zps = operands[3];
+  auto dType = cast<RankedTensorType>(data.getType());
+  int64_t r = dType.getRank(), q = cast<RankedTensorType>(indices.getType()).getRank();
+  int64_t bits = gbq.getBits(), block = gbq.getBlockSize();
+  if (!elementType(gbq.getData()).isUnsignedInteger(8))
+    return unsupported(op, "only uint8 data is supported (int4/uint4/float8 data is not)");
+  if (bits != 2 && bits != 4 && bits != 8)
+    return unsupported(op, "bits must be 2, 4 or 8 for uint8 data");
+  if (r < 2 || normalizeAxis(gbq.getGatherAxis(), r) != 0 ||
+      normalizeAxis(gbq.getQuantizeAxis(), r) != r - 1)
+    return unsupported(op, "uint8 data needs gather_axis 0 and quantize_axis the last axis");
+  if (cast<RankedTensorType>(scales.getType()).getRank() != r ||
+      (!isNone(zps) && cast<RankedTensorType>(zps.getType()).getRank() != r))
+    return unsupported(op, "scales and zero_points must have the data's rank");
+  int64_t perByte = 8 / bits;
+  RankedTensorType type = resultType(op);
+  Type outElem = elementType(op->getResult(0)), scaleElem = elementType(gbq.getScales());
+  Type f32 = rewriter.getF32Type();
+
+  // Output [indices..., data dims 1..r-2, C].
+  SmallVector<OpFoldResult> sizes = mixedSizes(rewriter, loc, indices);
+  for (int64_t d = 1; d < r - 1; ++d)
+    sizes.push_back(tensor::getMixedSize(rewriter, loc, data, d));
+  Value columns = arith::MulIOp::create(rewriter, loc, dimValue(rewriter, loc, data, r - 1),
+                                        indexConstant(rewriter, loc, perByte));
+  sizes.push_back(columns);
+  Value rows = dimValue(rewriter, loc, data, 0);
+  bool uns = isUnsignedInt(elementType(gbq.getIndices()));
+  Value result = buildIndexed(
+      rewriter, loc, type, sizes, [&](OpBuilder &b, Location l, ValueRange out) -> Value {
+        Value row = checkedIndex(b, l, tensor::ExtractOp::create(b, l, indices, out.take_front(q)),
+                                 rows, uns, "GatherBlockQuantized");
+        SmallVector<Value> at{row};
+        llvm::append_range(at, out.drop_front(q).drop_back());
+        Value c = out.back();
+        Value per = indexConstant(b, l, perByte);
+        at.push_back(arith::DivUIOp::create(b, l, c, per));
+        Value v = unpackBits(b, l, tensor::ExtractOp::create(b, l, data, at),
+                             arith::RemUIOp::create(b, l, c, per), bits);
+        Value blk = arith::DivUIOp::create(b, l, c, indexConstant(b, l, block));
+        at.back() = blk;
+        Value scale = castScalar(b, l, tensor::ExtractOp::create(b, l, scales, at), scaleElem, f32);
+        Value zp = scalarConstant(b, l, b.getI32Type(), 1 << (bits - 1));
+        if (!isNone(zps)) {
+          at.back() = arith::DivUIOp::create(b, l, blk, per);
+          zp = unpackBits(b, l, tensor::ExtractOp::create(b, l, zps, at),
+                          arith::RemUIOp::create(b, l, blk, per), bits);
+        }
+        Value x = arith::SIToFPOp::create(b, l, f32, arith::SubIOp::create(b, l, v, zp));
+        return castScalar(b, l, arith::MulFOp::create(b, l, x, scale), f32, outElem);
+      });
+  rewriter.replaceOp(op, result);
+  return success();
+}
+
 } // namespace
 
 void populateQuantizePatterns(RewritePatternSet &patterns, const TypeConverter &converter,
@@ -240,6 +332,8 @@ void populateQuantizePatterns(RewritePatternSet &patterns, const TypeConverter &
   patterns.add<QuantizeLinearLowering>(converter, ctx, log, ArrayRef<StringRef>{"QuantizeLinear"});
   patterns.add<DynamicQuantizeLinearLowering>(converter, ctx, log,
                                               ArrayRef<StringRef>{"DynamicQuantizeLinear"});
+  patterns.add<GatherBlockQuantizedLowering>(converter, ctx, log,
+                                             ArrayRef<StringRef>{"ms.GatherBlockQuantized"});
 }
 
 } // namespace xfmr::lowering

@@ -107,6 +107,38 @@ void assertSameLayout(OpBuilder &b, Location loc, Value seqlens, Value past, Val
                      });
 }
 
+/// `past` [B, Hkv, P, D] typed with the head dimensions the op fixes. The
+/// builder of onnxruntime-genai >= 0.12 names the head size of its past and
+/// present inputs symbolically (kv_cache_dim): the only consistent value is
+/// the one derived from the query, so a symbolic Hkv or D is asserted at run
+/// time to equal it and cast to the static type.
+Value withHeadDims(OpBuilder &b, Location loc, Value past, int64_t kvHeads, int64_t d,
+                   const std::string &where) {
+  auto type = cast<RankedTensorType>(past.getType());
+  SmallVector<int64_t> shape(type.getShape());
+  bool cast = false;
+  for (auto [axis, want] : {std::pair<int64_t, int64_t>{1, kvHeads}, {3, d}}) {
+    if (!ShapedType::isDynamic(shape[axis]))
+      continue;
+    Value got = tensor::DimOp::create(b, loc, past, axis);
+    Value ok = arith::CmpIOp::create(b, loc, arith::CmpIPredicate::eq, got,
+                                     arith::ConstantIndexOp::create(b, loc, want));
+    cf::AssertOp::create(b, loc, ok,
+                         where + ": past " + (axis == 1 ? "K/V heads" : "head size") +
+                             " must be " + std::to_string(want) + " (from the query and " +
+                             "num_heads/kv_num_heads)");
+    shape[axis] = want;
+    cast = true;
+  }
+  return cast ? tensor::CastOp::create(b, loc, type.clone(shape), past).getResult() : past;
+}
+
+/// Whether the static dimension `dim` of `v` is known and differs from `want`.
+bool conflicts(Value v, unsigned dim, int64_t want) {
+  int64_t got = dimOf(v, dim);
+  return !ShapedType::isDynamic(got) && got != want;
+}
+
 } // namespace
 
 bool raiseGroupQueryAttention(Operation *anchor, IRRewriter &rewriter, RaiseLog &log) {
@@ -126,6 +158,13 @@ bool raiseGroupQueryAttention(Operation *anchor, IRRewriter &rewriter, RaiseLog 
     return fail("key without value (or value without key)");
   if (!present(pastKey) || !present(pastValue) || rankOf(pastKey) != 4 || rankOf(pastValue) != 4)
     return fail("past_key/past_value are not [batch, kv_heads, past, head_size] inputs");
+  if (present(gqa.getKScale()) || present(gqa.getVScale()) ||
+      gqa.getKQuantType() != "NONE" || gqa.getVQuantType() != "NONE")
+    return fail("a quantized KV cache (k_quant_type/v_quant_type) is not raised yet");
+  if (present(gqa.getQNormWeight()) || present(gqa.getKNormWeight()))
+    return fail("QK-norm inside GroupQueryAttention is not raised yet");
+  if (present(gqa.getQuerySeqlens()) || gqa.getCausal() != 1)
+    return fail("non-causal attention or query_seqlens is not supported");
   if (std::optional<APFloat> cap = gqa.getSoftcap(); cap && !cap->isZero())
     return fail("softcap is not supported");
   if (static_cast<int64_t>(gqa.getSmoothSoftmax()) > 0 || present(gqa.getHeadSink()))
@@ -141,7 +180,8 @@ bool raiseGroupQueryAttention(Operation *anchor, IRRewriter &rewriter, RaiseLog 
     return fail("the query's hidden size is dynamic");
   int64_t d = present(key) ? hidden / heads : hidden / (heads + 2 * kvHeads);
   if (d * (present(key) ? heads : heads + 2 * kvHeads) != hidden ||
-      dimOf(pastKey, 3) != d || dimOf(pastKey, 1) != kvHeads)
+      conflicts(pastKey, 3, d) || conflicts(pastKey, 1, kvHeads) ||
+      conflicts(pastValue, 3, d) || conflicts(pastValue, 1, kvHeads))
     return fail("head sizes of query and past_key disagree");
   bool rotary = gqa.getDoRotary().value_or(0) != 0;
   Value cosCache = gqa.getCosCache(), sinCache = gqa.getSinCache();
@@ -154,6 +194,8 @@ bool raiseGroupQueryAttention(Operation *anchor, IRRewriter &rewriter, RaiseLog 
   MLIRContext *ctx = rewriter.getContext();
   rewriter.setInsertionPoint(gqa);
   std::string where = nodeName(gqa);
+  pastKey = withHeadDims(rewriter, loc, pastKey, kvHeads, d, where);
+  pastValue = withHeadDims(rewriter, loc, pastValue, kvHeads, d, where);
 
   // Q, K, V as [B, H, S, D].
   Value q, k, v;

@@ -57,6 +57,9 @@ bool raiseMoE(mlir::Operation *, mlir::IRRewriter &, RaiseLog &);
 /// A loop over the experts (transformers 4.x, unrolled) -> xfmr.moe
 /// (MoELoop.cpp).
 bool raiseMoELoop(mlir::Operation *, mlir::IRRewriter &, RaiseLog &);
+/// Every expert on every token times a routing coefficient or zero, summed
+/// (the dense form) -> xfmr.moe (MoEDense.cpp).
+bool raiseMoEDense(mlir::Operation *, mlir::IRRewriter &, RaiseLog &);
 bool raiseAttention(mlir::Operation *, mlir::IRRewriter &, RaiseLog &);
 bool raiseAttention23(mlir::Operation *, mlir::IRRewriter &, RaiseLog &);
 /// onnxruntime's SimplifiedLayerNormalization and com.microsoft

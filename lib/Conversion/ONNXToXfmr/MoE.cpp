@@ -362,6 +362,41 @@ void formMoE(IRRewriter &rewriter, Operation *combine, const Routing &routing,
   rewriter.replaceAllUsesWith(old, result);
 }
 
+/// [K, N] of a projection's weight.
+static std::pair<int64_t, int64_t> kn(const Projection &p) {
+  int64_t r = dimOf(p.weight, 0), c = dimOf(p.weight, 1);
+  return p.transposed ? std::pair(c, r) : std::pair(r, c);
+}
+
+std::optional<std::string> formPerExpertMoE(IRRewriter &rewriter, Operation *combine,
+                                            const Routing &routing,
+                                            const ExpertProjections &experts) {
+  Value x = routing.x;
+  int64_t n = experts.gates.size();
+  int64_t h = dimOf(x, 1), inter = kn(experts.gates.front()).second;
+  for (int64_t e = 0; e < n; ++e) {
+    const Projection &g = experts.gates[e], &u = experts.ups[e], &d = experts.downs[e];
+    if (kn(g) != std::pair(h, inter) || kn(u) != std::pair(h, inter) ||
+        kn(d) != std::pair(inter, h))
+      return std::string("expert weight shapes do not agree");
+    for (const Projection &p : {g, u, d})
+      if (!hasStaticBytes(p.weight) || elementTypeOf(p.weight) != elementTypeOf(x))
+        return std::string("expert weights are not constants of the tokens' type");
+  }
+  if (ShapedType::isDynamic(h) || kn(routing.router) != std::pair(h, n) ||
+      !hasStaticBytes(routing.router.weight))
+    return std::string("the router's weight is not a constant [hidden, experts]");
+  Type resultType = combine->getResult(0).getType();
+  if (resultType != x.getType() && !tensor::CastOp::areCastCompatible(x.getType(), resultType))
+    return std::string("the result's type differs from the tokens'");
+  formMoE(rewriter, combine, routing, [&](OpBuilder &b, Location loc, const std::string &base) {
+    return std::array<Value, 3>{stackedKN(b, loc, experts.gates, base + ".w_gate"),
+                                stackedKN(b, loc, experts.ups, base + ".w_up"),
+                                stackedKN(b, loc, experts.downs, base + ".w_down")};
+  });
+  return std::nullopt;
+}
+
 } // namespace moe
 
 bool raiseMoE(Operation *anchor, IRRewriter &rewriter, RaiseLog &log) {

@@ -90,6 +90,21 @@ void formMoE(mlir::IRRewriter &rewriter, mlir::Operation *combine, const Routing
                                                            const std::string &base)>
                  expertWeights);
 
+/// The experts of a block matched one by one (the loop and the dense
+/// forms): expert e's x . Wg, x . Wu and h . Wd products, in expert order.
+struct ExpertProjections {
+  llvm::SmallVector<Projection> gates, ups, downs;
+};
+
+/// Checks that `experts` are constants of the tokens' type with agreeing
+/// [H, I] / [I, H] shapes, one per router output, and that the router is a
+/// constant [H, E]; then stacks them and replaces `combine` (the routed sum
+/// [T, H], of `routing.x`'s type up to a cast) by one xfmr.moe. On failure
+/// nothing changes and the reason is returned.
+std::optional<std::string> formPerExpertMoE(mlir::IRRewriter &rewriter,
+                                            mlir::Operation *combine, const Routing &routing,
+                                            const ExpertProjections &experts);
+
 } // namespace xfmr::raise::moe
 
 #endif // XFMR_LIB_CONVERSION_ONNXTOXFMR_MOE_H

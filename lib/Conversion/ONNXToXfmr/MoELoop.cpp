@@ -272,12 +272,6 @@ std::optional<LoopExpert> loopExpert(const Step &step, std::string &why) {
   return std::nullopt;
 }
 
-/// [K, N] of a projection's weight.
-std::pair<int64_t, int64_t> kn(const Projection &p) {
-  int64_t r = dimOf(p.weight, 0), c = dimOf(p.weight, 1);
-  return p.transposed ? std::pair(c, r) : std::pair(r, c);
-}
-
 } // namespace
 
 bool raiseMoELoop(Operation *anchor, IRRewriter &rewriter, RaiseLog &log) {
@@ -327,35 +321,17 @@ bool raiseMoELoop(Operation *anchor, IRRewriter &rewriter, RaiseLog &log) {
   Value x = any->x;
   if (stripFlattening(x) != stripFlattening(routing->router.input))
     return fail("the experts and the router do not read the same tokens");
-
-  SmallVector<Projection> gates, ups, downs;
-  int64_t h = dimOf(x, 1), inter = kn(any->gate).second;
+  ExpertProjections projections;
   for (const std::optional<LoopExpert> &e : byIndex) {
-    if (kn(e->gate) != std::pair(h, inter) || kn(e->up) != std::pair(h, inter) ||
-        kn(e->down) != std::pair(inter, h))
-      return fail("expert weight shapes do not agree");
-    for (const Projection &p : {e->gate, e->up, e->down})
-      if (!hasStaticBytes(p.weight) || elementTypeOf(p.weight) != elementTypeOf(x))
-        return fail("expert weights are not constants of the tokens' type");
-    gates.push_back(e->gate);
-    ups.push_back(e->up);
-    downs.push_back(e->down);
+    projections.gates.push_back(e->gate);
+    projections.ups.push_back(e->up);
+    projections.downs.push_back(e->down);
   }
-  if (ShapedType::isDynamic(h) || kn(routing->router) != std::pair(h, experts) ||
-      !hasStaticBytes(routing->router.weight))
-    return fail("the router's weight is not a constant [hidden, experts]");
-  if (result.getType() != x.getType() &&
-      !tensor::CastOp::areCastCompatible(x.getType(), result.getType()))
-    return fail("the result's type differs from the tokens'");
-
   routing->x = x;
   routing->act = any->act;
-  formMoE(rewriter, anchor, *routing,
-          [&](OpBuilder &b, Location loc, const std::string &base) {
-            return std::array<Value, 3>{stackedKN(b, loc, gates, base + ".w_gate"),
-                                        stackedKN(b, loc, ups, base + ".w_up"),
-                                        stackedKN(b, loc, downs, base + ".w_down")};
-          });
+  if (std::optional<std::string> problem =
+          formPerExpertMoE(rewriter, anchor, *routing, projections))
+    return fail(*problem);
   log.formed("moe");
   return true;
 }

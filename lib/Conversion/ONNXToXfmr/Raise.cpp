@@ -18,6 +18,7 @@
 #include "xfmr/Conversion/Passes.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/Dialect/Tensor/IR/Tensor.h"
 #include "mlir/Transforms/RegionUtils.h"
 #include "llvm/Support/raw_ostream.h"
 
@@ -43,6 +44,73 @@ void runRaiser(func::FuncOp func, Raiser raiser, IRRewriter &rewriter, RaiseLog 
   (void)runRegionDCE(rewriter, func->getRegions());
 }
 
+/// Dropout whose mask is unused is its input at inference: removed first so
+/// that attention and MLP patterns see through it. training_mode true (a
+/// model exported while its module was training) is warned about, naming
+/// the node (onnxruntime would sample a random mask).
+bool dropInferenceDropout(Operation *anchor, IRRewriter &rewriter, RaiseLog &) {
+  auto dropout = cast<onnx::DropoutOp>(anchor);
+  if (!dropout.getMask().use_empty() || dropout.getData().getType() != dropout.getOutput().getType())
+    return false;
+  Value training = dropout.getTrainingMode();
+  std::optional<double> mode =
+      isa<NoneType>(training.getType()) ? std::optional<double>(0.0) : scalarValue(training);
+  if (!mode || *mode != 0.0)
+    dropout.emitWarning("Dropout with training_mode true (or not a constant) runs as identity, "
+                        "as in inference: the model was probably exported in training mode");
+  rewriter.replaceAllUsesWith(dropout.getOutput(), dropout.getData());
+  rewriter.eraseOp(dropout);
+  return true;
+}
+
+/// Arguments whose every cast agrees on a more static type take that type.
+/// A raising that derives a symbolic dimension of an input (the head size
+/// onnxruntime-genai >= 0.12 names kv_cache_dim) asserts it at run time and
+/// casts the input to the static type; the signature then states it, so the
+/// artifact's manifest and the runtime see the dimension too.
+void refineArgumentTypes(func::FuncOp func) {
+  bool changed = false;
+  for (BlockArgument arg : func.getArguments()) {
+    auto type = dyn_cast<RankedTensorType>(arg.getType());
+    if (!type || type.hasStaticShape())
+      continue;
+    RankedTensorType refined;
+    bool agree = true;
+    for (Operation *user : arg.getUsers()) {
+      auto cast = dyn_cast<tensor::CastOp>(user);
+      auto to = cast ? dyn_cast<RankedTensorType>(cast.getType()) : RankedTensorType();
+      if (!to || to.getRank() != type.getRank() || to.getElementType() != type.getElementType())
+        continue;
+      if (refined && refined != to)
+        agree = false;
+      refined = to;
+    }
+    if (!refined || !agree)
+      continue;
+    // Only the dims the argument leaves dynamic are taken from the cast.
+    SmallVector<int64_t> shape(type.getShape());
+    bool narrower = false;
+    for (int64_t d = 0; d < type.getRank(); ++d)
+      if (type.isDynamicDim(d) && !refined.isDynamicDim(d)) {
+        shape[d] = refined.getDimSize(d);
+        narrower = true;
+      }
+    if (!narrower)
+      continue;
+    arg.setType(type.clone(shape));
+    for (Operation *user : llvm::make_early_inc_range(arg.getUsers()))
+      if (auto cast = dyn_cast<tensor::CastOp>(user); cast && cast.getType() == arg.getType()) {
+        cast.getResult().replaceAllUsesWith(arg);
+        cast.erase();
+      }
+    changed = true;
+  }
+  if (changed)
+    func.setType(FunctionType::get(func.getContext(),
+                                   func.front().getArgumentTypes(),
+                                   func.getFunctionType().getResults()));
+}
+
 struct RaiseONNXToXfmrPass : impl::RaiseONNXToXfmrPassBase<RaiseONNXToXfmrPass> {
   using Base::Base;
 
@@ -52,6 +120,7 @@ struct RaiseONNXToXfmrPass : impl::RaiseONNXToXfmrPassBase<RaiseONNXToXfmrPass> 
         continue;
       IRRewriter rewriter(&getContext());
       RaiseLog log;
+      runRaiser<onnx::DropoutOp>(func, dropInferenceDropout, rewriter, log);
       runRaiser<onnx::MatMulOp>(func, raiseDequantizedProjection, rewriter, log);
       runRaiser<onnx::MatMulOp>(func, splitFusedProjection, rewriter, log);
       runRaiser<onnx::LayerNormalizationOp>(func, raiseLayerNorm, rewriter, log);
@@ -67,6 +136,7 @@ struct RaiseONNXToXfmrPass : impl::RaiseONNXToXfmrPassBase<RaiseONNXToXfmrPass> 
         runRaiser<onnx::ReduceSumOp>(func, raiseMoE, rewriter, log);
         runRaiser<onnx::AddOp>(func, raiseMoELoop, rewriter, log);
         runRaiser<onnx::ScatterElementsOp>(func, raiseMoELoop, rewriter, log);
+        runRaiser<onnx::AddOp>(func, raiseMoEDense, rewriter, log);
       }
       if (!llvm::is_contained(skip, "gated_mlp"))
         runRaiser<onnx::MatMulOp>(func, raiseGatedMLP, rewriter, log);
@@ -74,6 +144,7 @@ struct RaiseONNXToXfmrPass : impl::RaiseONNXToXfmrPassBase<RaiseONNXToXfmrPass> 
       runRaiser<onnx::AttentionOp>(func, raiseAttention23, rewriter, log);
       runRaiser<onnx::MsGroupQueryAttentionOp>(func, raiseGroupQueryAttention, rewriter, log);
       runRaiser<AttentionOp>(func, raiseCausalMask, rewriter, log);
+      refineArgumentTypes(func);
       numAttention += log.count("attention");
       numRMSNorm += log.count("rms_norm");
       numLayerNorm += log.count("layer_norm");

@@ -42,7 +42,7 @@ func.func @gqa_packed(%qkv: tensor<?x?x128xf32>, %pk: tensor<?x2x?x16xf32>, %pv:
   %none = onnx.NoValue : none
   %cos = onnx.Constant() {value = dense<1.0> : tensor<256x8xf32>} : () -> tensor<256x8xf32>
   %sin = onnx.Constant() {value = dense<0.0> : tensor<256x8xf32>} : () -> tensor<256x8xf32>
-  %out, %pk2, %pv2, %qk = onnx.ms.GroupQueryAttention(%qkv, %none, %none, %pk, %pv, %seqlens, %total, %cos, %sin, %none, %none, %none) {do_rotary = 1 : i64, kv_num_heads = 2 : i64, num_heads = 4 : i64, rotary_interleaved = 0 : i64, scale = 2.500000e-01 : f32, softcap = 0.000000e+00 : f32} : (tensor<?x?x128xf32>, none, none, tensor<?x2x?x16xf32>, tensor<?x2x?x16xf32>, tensor<?xi32>, tensor<i32>, tensor<256x8xf32>, tensor<256x8xf32>, none, none, none) -> (tensor<?x?x64xf32>, tensor<?x2x?x16xf32>, tensor<?x2x?x16xf32>, none)
+  %out, %pk2, %pv2, %qk = onnx.ms.GroupQueryAttention(%qkv, %none, %none, %pk, %pv, %seqlens, %total, %cos, %sin, %none, %none, %none, %none, %none, %none, %none, %none) {do_rotary = 1 : i64, kv_num_heads = 2 : i64, num_heads = 4 : i64, rotary_interleaved = 0 : i64, scale = 2.500000e-01 : f32, softcap = 0.000000e+00 : f32} : (tensor<?x?x128xf32>, none, none, tensor<?x2x?x16xf32>, tensor<?x2x?x16xf32>, tensor<?xi32>, tensor<i32>, tensor<256x8xf32>, tensor<256x8xf32>, none, none, none, none, none, none, none, none) -> (tensor<?x?x64xf32>, tensor<?x2x?x16xf32>, tensor<?x2x?x16xf32>, none)
   return %out, %pk2, %pv2 : tensor<?x?x64xf32>, tensor<?x2x?x16xf32>, tensor<?x2x?x16xf32>
 }
 
@@ -65,7 +65,7 @@ func.func @gqa_window(%qkv: tensor<?x?x128xf32>, %pk: tensor<?x2x?x16xf32>, %pv:
   %none = onnx.NoValue : none
   %cos = onnx.Constant() {value = dense<1.0> : tensor<256x8xf32>} : () -> tensor<256x8xf32>
   %sin = onnx.Constant() {value = dense<0.0> : tensor<256x8xf32>} : () -> tensor<256x8xf32>
-  %out, %pk2, %pv2, %qk = onnx.ms.GroupQueryAttention(%qkv, %none, %none, %pk, %pv, %seqlens, %total, %cos, %sin, %none, %none, %none) {do_rotary = 1 : i64, kv_num_heads = 2 : i64, local_window_size = 8 : i64, num_heads = 4 : i64, scale = 2.500000e-01 : f32} : (tensor<?x?x128xf32>, none, none, tensor<?x2x?x16xf32>, tensor<?x2x?x16xf32>, tensor<?xi32>, tensor<i32>, tensor<256x8xf32>, tensor<256x8xf32>, none, none, none) -> (tensor<?x?x64xf32>, tensor<?x2x?x16xf32>, tensor<?x2x?x16xf32>, none)
+  %out, %pk2, %pv2, %qk = onnx.ms.GroupQueryAttention(%qkv, %none, %none, %pk, %pv, %seqlens, %total, %cos, %sin, %none, %none, %none, %none, %none, %none, %none, %none) {do_rotary = 1 : i64, kv_num_heads = 2 : i64, local_window_size = 8 : i64, num_heads = 4 : i64, scale = 2.500000e-01 : f32} : (tensor<?x?x128xf32>, none, none, tensor<?x2x?x16xf32>, tensor<?x2x?x16xf32>, tensor<?xi32>, tensor<i32>, tensor<256x8xf32>, tensor<256x8xf32>, none, none, none, none, none, none, none, none) -> (tensor<?x?x64xf32>, tensor<?x2x?x16xf32>, tensor<?x2x?x16xf32>, none)
   return %out : tensor<?x?x64xf32>
 }
 
@@ -79,7 +79,55 @@ func.func @gqa_window(%qkv: tensor<?x?x128xf32>, %pk: tensor<?x2x?x16xf32>, %pv:
 func.func @gqa_softcap(%qkv: tensor<?x?x128xf32>, %pk: tensor<?x2x?x16xf32>, %pv: tensor<?x2x?x16xf32>,
                        %seqlens: tensor<?xi32>, %total: tensor<i32>) -> tensor<?x?x64xf32> {
   %none = onnx.NoValue : none
-  %out, %pk2, %pv2, %qk = onnx.ms.GroupQueryAttention(%qkv, %none, %none, %pk, %pv, %seqlens, %total, %none, %none, %none, %none, %none) {kv_num_heads = 2 : i64, num_heads = 4 : i64, softcap = 3.0e+01 : f32} : (tensor<?x?x128xf32>, none, none, tensor<?x2x?x16xf32>, tensor<?x2x?x16xf32>, tensor<?xi32>, tensor<i32>, none, none, none, none, none) -> (tensor<?x?x64xf32>, tensor<?x2x?x16xf32>, tensor<?x2x?x16xf32>, none)
+  %out, %pk2, %pv2, %qk = onnx.ms.GroupQueryAttention(%qkv, %none, %none, %pk, %pv, %seqlens, %total, %none, %none, %none, %none, %none, %none, %none, %none, %none, %none) {kv_num_heads = 2 : i64, num_heads = 4 : i64, softcap = 3.0e+01 : f32} : (tensor<?x?x128xf32>, none, none, tensor<?x2x?x16xf32>, tensor<?x2x?x16xf32>, tensor<?xi32>, tensor<i32>, none, none, none, none, none, none, none, none, none, none) -> (tensor<?x?x64xf32>, tensor<?x2x?x16xf32>, tensor<?x2x?x16xf32>, none)
+  return %out : tensor<?x?x64xf32>
+}
+
+// -----
+
+// The builder of onnxruntime-genai >= 0.12 names the past's head size
+// symbolically (kv_cache_dim); with K/V heads symbolic too, both are
+// derived from the query (128 = (4 + 2 * 2) * 16) and asserted at run time;
+// the inputs then take the static type (the signature, so the artifact's
+// manifest states them), and the present output keeps the graph's type.
+// CHECK-LABEL: xfmr-raise @gqa_symbolic_head_size: formed 1 attention; 0 candidate(s) left unfused
+// CHECK: func.func @gqa_symbolic_head_size(%arg0: tensor<?x?x128xf32>, %arg1: tensor<?x2x?x16xf32>, %arg2: tensor<?x2x?x16xf32>, %arg3: tensor<?xi32>, %arg4: tensor<i32>) -> (tensor<?x?x64xf32>, tensor<?x?x?x?xf32>)
+// CHECK: cf.assert %{{.*}}, "{{.*}}: past K/V heads must be 2 (from the query and num_heads/kv_num_heads)"
+// CHECK: %[[D:.*]] = tensor.dim %arg1, %c3
+// CHECK: %[[OK:.*]] = arith.cmpi eq, %[[D]], %c16
+// CHECK: cf.assert %[[OK]], "{{.*}}: past head size must be 16 (from the query and num_heads/kv_num_heads)"
+// CHECK: xfmr.attention
+// CHECK: tensor.cast %{{.*}} : tensor<?x2x?x16xf32> to tensor<?x?x?x?xf32>
+func.func @gqa_symbolic_head_size(%qkv: tensor<?x?x128xf32>, %pk: tensor<?x?x?x?xf32>,
+                                  %pv: tensor<?x?x?x?xf32>, %seqlens: tensor<?xi32>,
+                                  %total: tensor<i32>) -> (tensor<?x?x64xf32>, tensor<?x?x?x?xf32>) {
+  %none = onnx.NoValue : none
+  %out, %pk2, %pv2, %qk = onnx.ms.GroupQueryAttention(%qkv, %none, %none, %pk, %pv, %seqlens, %total, %none, %none, %none, %none, %none, %none, %none, %none, %none, %none) {kv_num_heads = 2 : i64, num_heads = 4 : i64} : (tensor<?x?x128xf32>, none, none, tensor<?x?x?x?xf32>, tensor<?x?x?x?xf32>, tensor<?xi32>, tensor<i32>, none, none, none, none, none, none, none, none, none, none) -> (tensor<?x?x64xf32>, tensor<?x?x?x?xf32>, tensor<?x?x?x?xf32>, none)
+  return %out, %pk2 : tensor<?x?x64xf32>, tensor<?x?x?x?xf32>
+}
+
+// -----
+
+// A static head size that differs from the query's is refused, not cast.
+// CHECK-LABEL: xfmr-raise @gqa_head_size_conflict: formed nothing; 1 candidate(s) left unfused
+// CHECK-NEXT: unfused attention at onnx.ms.GroupQueryAttention {{.*}}: head sizes of query and past_key disagree
+func.func @gqa_head_size_conflict(%qkv: tensor<?x?x128xf32>, %pk: tensor<?x2x?x8xf32>,
+                                  %pv: tensor<?x2x?x8xf32>, %seqlens: tensor<?xi32>,
+                                  %total: tensor<i32>) -> tensor<?x?x64xf32> {
+  %none = onnx.NoValue : none
+  %out, %pk2, %pv2, %qk = onnx.ms.GroupQueryAttention(%qkv, %none, %none, %pk, %pv, %seqlens, %total, %none, %none, %none, %none, %none, %none, %none, %none, %none, %none) {kv_num_heads = 2 : i64, num_heads = 4 : i64} : (tensor<?x?x128xf32>, none, none, tensor<?x2x?x8xf32>, tensor<?x2x?x8xf32>, tensor<?xi32>, tensor<i32>, none, none, none, none, none, none, none, none, none, none) -> (tensor<?x?x64xf32>, tensor<?x2x?x8xf32>, tensor<?x2x?x8xf32>, none)
+  return %out : tensor<?x?x64xf32>
+}
+
+// -----
+
+// QK-norm weights inside the op (onnxruntime >= 1.24) are not raised yet.
+// CHECK-LABEL: xfmr-raise @gqa_qk_norm: formed nothing; 1 candidate(s) left unfused
+// CHECK-NEXT: unfused attention at onnx.ms.GroupQueryAttention {{.*}}: QK-norm inside GroupQueryAttention is not raised yet
+func.func @gqa_qk_norm(%qkv: tensor<?x?x128xf32>, %pk: tensor<?x2x?x16xf32>, %pv: tensor<?x2x?x16xf32>,
+                       %seqlens: tensor<?xi32>, %total: tensor<i32>, %w: tensor<16xf32>) -> tensor<?x?x64xf32> {
+  %none = onnx.NoValue : none
+  %out, %pk2, %pv2, %qk = onnx.ms.GroupQueryAttention(%qkv, %none, %none, %pk, %pv, %seqlens, %total, %none, %none, %none, %none, %none, %none, %none, %w, %w, %none) {kv_num_heads = 2 : i64, num_heads = 4 : i64} : (tensor<?x?x128xf32>, none, none, tensor<?x2x?x16xf32>, tensor<?x2x?x16xf32>, tensor<?xi32>, tensor<i32>, none, none, none, none, none, none, none, tensor<16xf32>, tensor<16xf32>, none) -> (tensor<?x?x64xf32>, tensor<?x2x?x16xf32>, tensor<?x2x?x16xf32>, none)
   return %out : tensor<?x?x64xf32>
 }
 

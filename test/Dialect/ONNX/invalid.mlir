@@ -1067,11 +1067,12 @@ func.func @ms_gqa_zero_heads(%q: tensor<1x16x512xf16>, %k: tensor<1x16x128xf16>,
   %none = onnx.NoValue : none
   // expected-error @+1 {{'onnx.ms.GroupQueryAttention' op num_heads and kv_num_heads must be positive}}
   %out, %present_k, %present_v, %qk = onnx.ms.GroupQueryAttention(
-      %q, %k, %v, %pk, %pv, %seqlens, %total, %none, %none, %none, %none, %none)
+      %q, %k, %v, %pk, %pv, %seqlens, %total, %none, %none, %none, %none, %none,
+      %none, %none, %none, %none, %none)
       {kv_num_heads = 0 : i64, num_heads = 8 : i64}
       : (tensor<1x16x512xf16>, tensor<1x16x128xf16>, tensor<1x16x128xf16>,
          tensor<1x2x64x64xf16>, tensor<1x2x64x64xf16>, tensor<1xi32>, tensor<i32>,
-         none, none, none, none, none)
+         none, none, none, none, none, none, none, none, none, none)
       -> (tensor<1x16x512xf16>, tensor<1x2x64x64xf16>, tensor<1x2x64x64xf16>, none)
   return %out : tensor<1x16x512xf16>
 }
@@ -1086,11 +1087,12 @@ func.func @ms_gqa_heads_not_multiple(%q: tensor<1x16x384xf16>, %k: tensor<1x16x2
   %none = onnx.NoValue : none
   // expected-error @+1 {{'onnx.ms.GroupQueryAttention' op num_heads 6 is not a multiple of kv_num_heads 4}}
   %out, %present_k, %present_v, %qk = onnx.ms.GroupQueryAttention(
-      %q, %k, %v, %pk, %pv, %seqlens, %total, %none, %none, %none, %none, %none)
+      %q, %k, %v, %pk, %pv, %seqlens, %total, %none, %none, %none, %none, %none,
+      %none, %none, %none, %none, %none)
       {kv_num_heads = 4 : i64, num_heads = 6 : i64}
       : (tensor<1x16x384xf16>, tensor<1x16x256xf16>, tensor<1x16x256xf16>,
          tensor<1x4x64x64xf16>, tensor<1x4x64x64xf16>, tensor<1xi32>, tensor<i32>,
-         none, none, none, none, none)
+         none, none, none, none, none, none, none, none, none, none)
       -> (tensor<1x16x384xf16>, tensor<1x4x64x64xf16>, tensor<1x4x64x64xf16>, none)
   return %out : tensor<1x16x384xf16>
 }

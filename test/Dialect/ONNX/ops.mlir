@@ -397,9 +397,9 @@ func.func @rotary_embedding_3d(%x: tensor<2x16x512xf16>, %cos: tensor<2x16x32xf1
 // com.microsoft GroupQueryAttention as onnxruntime-genai exports it: packed
 // KV cache, rotary applied inside, optional inputs none and output_qk none.
 // CHECK-LABEL: func.func @ms_group_query_attention(
-// CHECK: %[[OUT:[A-Za-z0-9_]+]], %[[PK:[A-Za-z0-9_]+]], %[[PV:[A-Za-z0-9_]+]], %{{[A-Za-z0-9_]+}} = onnx.ms.GroupQueryAttention(%{{[a-z0-9]+}}, %{{[a-z0-9]+}}, %{{[a-z0-9]+}}, %{{[a-z0-9]+}}, %{{[a-z0-9]+}}, %{{[a-z0-9]+}}, %{{[a-z0-9]+}}, %{{[a-z0-9]+}}, %{{[a-z0-9]+}}, %{{[a-z0-9]+}}, %{{[a-z0-9]+}}, %{{[a-z0-9]+}})
+// CHECK: %[[OUT:[A-Za-z0-9_]+]], %[[PK:[A-Za-z0-9_]+]], %[[PV:[A-Za-z0-9_]+]], %{{[A-Za-z0-9_]+}} = onnx.ms.GroupQueryAttention(%{{[a-z0-9]+}}, %{{[a-z0-9]+}}, %{{[a-z0-9]+}}, %{{[a-z0-9]+}}, %{{[a-z0-9]+}}, %{{[a-z0-9]+}}, %{{[a-z0-9]+}}, %{{[a-z0-9]+}}, %{{[a-z0-9]+}}, %{{[a-z0-9]+}}, %{{[a-z0-9]+}}, %{{[a-z0-9]+}}, %{{[a-z0-9]+}}, %{{[a-z0-9]+}}, %{{[a-z0-9]+}}, %{{[a-z0-9]+}}, %{{[a-z0-9]+}})
 // CHECK-SAME: {do_rotary = 1 : i64, kv_num_heads = 2 : i64, num_heads = 8 : i64, scale = 1.250000e-01 : f32}
-// CHECK-SAME: : (tensor<1x16x512xf16>, tensor<1x16x128xf16>, tensor<1x16x128xf16>, tensor<1x2x64x64xf16>, tensor<1x2x64x64xf16>, tensor<1xi32>, tensor<i32>, tensor<64x32xf16>, tensor<64x32xf16>, none, none, none) -> (tensor<1x16x512xf16>, tensor<1x2x64x64xf16>, tensor<1x2x64x64xf16>, none)
+// CHECK-SAME: : (tensor<1x16x512xf16>, tensor<1x16x128xf16>, tensor<1x16x128xf16>, tensor<1x2x64x64xf16>, tensor<1x2x64x64xf16>, tensor<1xi32>, tensor<i32>, tensor<64x32xf16>, tensor<64x32xf16>, none, none, none, none, none, none, none, none) -> (tensor<1x16x512xf16>, tensor<1x2x64x64xf16>, tensor<1x2x64x64xf16>, none)
 // CHECK: return %[[OUT]], %[[PK]], %[[PV]] :
 func.func @ms_group_query_attention(
     %q: tensor<1x16x512xf16>, %k: tensor<1x16x128xf16>, %v: tensor<1x16x128xf16>,
@@ -408,11 +408,12 @@ func.func @ms_group_query_attention(
     -> (tensor<1x16x512xf16>, tensor<1x2x64x64xf16>, tensor<1x2x64x64xf16>) {
   %none = onnx.NoValue : none
   %out, %present_k, %present_v, %qk = onnx.ms.GroupQueryAttention(
-      %q, %k, %v, %pk, %pv, %seqlens, %total, %cos, %sin, %none, %none, %none)
+      %q, %k, %v, %pk, %pv, %seqlens, %total, %cos, %sin, %none, %none, %none,
+      %none, %none, %none, %none, %none)
       {do_rotary = 1 : i64, kv_num_heads = 2 : i64, num_heads = 8 : i64, scale = 0.125 : f32}
       : (tensor<1x16x512xf16>, tensor<1x16x128xf16>, tensor<1x16x128xf16>,
          tensor<1x2x64x64xf16>, tensor<1x2x64x64xf16>, tensor<1xi32>, tensor<i32>,
-         tensor<64x32xf16>, tensor<64x32xf16>, none, none, none)
+         tensor<64x32xf16>, tensor<64x32xf16>, none, none, none, none, none, none, none, none)
       -> (tensor<1x16x512xf16>, tensor<1x2x64x64xf16>, tensor<1x2x64x64xf16>, none)
   return %out, %present_k, %present_v
       : tensor<1x16x512xf16>, tensor<1x2x64x64xf16>, tensor<1x2x64x64xf16>
