@@ -348,9 +348,12 @@ struct OutlineLayersPass : impl::OutlineLayersPassBase<OutlineLayersPass> {
       layer.ops.push_back(&op);
       layer.members.insert(&op);
     }
+    // Every layer's copies first: a copy of a shared empty tensor may read
+    // another layer's extents, which makes them that layer's outputs.
+    for (auto &[index, layer] : layers)
+      layer.rematerialize(&body);
     std::vector<Layer> result;
     for (auto &[index, layer] : layers) {
-      layer.rematerialize(&body);
       layer.collectInputs(&body);
       layer.collectOutputs(&body);
       result.push_back(std::move(layer));
@@ -413,11 +416,17 @@ struct OutlineLayersPass : impl::OutlineLayersPassBase<OutlineLayersPass> {
     for (size_t r = 0; r < layers.size(); ++r) {
       if (done[r] || !movable[r])
         continue;
+      // An earlier group's calls replaced values these layers read (and
+      // erased their definitions): read the inputs afresh.
+      layers[r].collectInputs(&body);
       SmallVector<size_t> group{r};
-      for (size_t m = r + 1; m < layers.size(); ++m)
-        if (!done[m] && movable[m] &&
-            sameStructure(layers[r], layers[m], &body))
+      for (size_t m = r + 1; m < layers.size(); ++m) {
+        if (done[m] || !movable[m])
+          continue;
+        layers[m].collectInputs(&body);
+        if (sameStructure(layers[r], layers[m], &body))
           group.push_back(m);
+      }
       if (group.size() < 2)
         continue;
       for (size_t m : group)
@@ -430,6 +439,8 @@ struct OutlineLayersPass : impl::OutlineLayersPassBase<OutlineLayersPass> {
                     ArrayRef<size_t> group) {
     Block &body = fn.getBody().front();
     Layer &rep = layers[group.front()];
+    for (size_t m : group)
+      layers[m].collectOutputs(&body);
     // Outputs: the union over the group, by position.
     std::set<std::pair<unsigned, unsigned>> positions;
     for (size_t m : group)

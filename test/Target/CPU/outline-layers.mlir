@@ -126,3 +126,76 @@ module {
     return %n : tensor<64xf32>
   }
 }
+
+// -----
+
+// CSE gave each layer's second product the previous layer's empty tensor
+// (same extents): each layer makes its own copy, which reads the previous
+// layer's extent. That extent is then an output of the previous layer's
+// function (before, it was collected before the copies existed, and the
+// calls left the copies reading erased values).
+// CHECK-LABEL: func.func @shared_extent(
+//       CHECK:   %[[L1:.*]]:2 = call @xfmr_layer_1(%{{.*}}, %{{.*}}) : (tensor<?xf32>, index) -> (index, tensor<?xf32>)
+//       CHECK:   %[[L2:.*]]:2 = call @xfmr_layer_1(%[[L1]]#1, %[[L1]]#0)
+//       CHECK:   call @xfmr_layer_1(%[[L2]]#1, %[[L2]]#0)
+//       CHECK: func.func private @xfmr_layer_1(%{{.*}}: tensor<?xf32>, %[[PREV:.*]]: index) -> (index, tensor<?xf32>)
+//       CHECK:   %[[DIM:.*]] = tensor.dim
+//       CHECK:   tensor.empty(%[[PREV]])
+//       CHECK:   return %[[DIM]], %{{.*}} : index, tensor<?xf32>
+#map = affine_map<(d0) -> (d0)>
+module {
+  func.func @shared_extent(%x: tensor<?xf32>) -> tensor<?xf32> {
+    %c0 = arith.constant 0 : index
+    %d0 = tensor.dim %x, %c0 : tensor<?xf32> loc("/model/layers.0/neg")
+    %e0 = tensor.empty(%d0) : tensor<?xf32> loc("/model/layers.0/neg")
+    %a0 = linalg.generic {indexing_maps = [#map, #map], iterator_types = ["parallel"]}
+        ins(%x : tensor<?xf32>) outs(%e0 : tensor<?xf32>) {
+    ^bb0(%p: f32, %o: f32):
+      %s = arith.negf %p : f32
+      linalg.yield %s : f32
+    } -> tensor<?xf32> loc("/model/layers.0/neg")
+    %d1 = tensor.dim %a0, %c0 : tensor<?xf32> loc("/model/layers.1/add")
+    %e1 = tensor.empty(%d1) : tensor<?xf32> loc("/model/layers.1/add")
+    %a1 = linalg.generic {indexing_maps = [#map, #map], iterator_types = ["parallel"]}
+        ins(%a0 : tensor<?xf32>) outs(%e1 : tensor<?xf32>) {
+    ^bb0(%p: f32, %o: f32):
+      %s = arith.addf %p, %p : f32
+      linalg.yield %s : f32
+    } -> tensor<?xf32> loc("/model/layers.1/add")
+    %b1 = linalg.generic {indexing_maps = [#map, #map], iterator_types = ["parallel"]}
+        ins(%a1 : tensor<?xf32>) outs(%e0 : tensor<?xf32>) {
+    ^bb0(%p: f32, %o: f32):
+      %s = arith.mulf %p, %p : f32
+      linalg.yield %s : f32
+    } -> tensor<?xf32> loc("/model/layers.1/mul")
+    %d2 = tensor.dim %b1, %c0 : tensor<?xf32> loc("/model/layers.2/add")
+    %e2 = tensor.empty(%d2) : tensor<?xf32> loc("/model/layers.2/add")
+    %a2 = linalg.generic {indexing_maps = [#map, #map], iterator_types = ["parallel"]}
+        ins(%b1 : tensor<?xf32>) outs(%e2 : tensor<?xf32>) {
+    ^bb0(%p: f32, %o: f32):
+      %s = arith.addf %p, %p : f32
+      linalg.yield %s : f32
+    } -> tensor<?xf32> loc("/model/layers.2/add")
+    %b2 = linalg.generic {indexing_maps = [#map, #map], iterator_types = ["parallel"]}
+        ins(%a2 : tensor<?xf32>) outs(%e1 : tensor<?xf32>) {
+    ^bb0(%p: f32, %o: f32):
+      %s = arith.mulf %p, %p : f32
+      linalg.yield %s : f32
+    } -> tensor<?xf32> loc("/model/layers.2/mul")
+    %d3 = tensor.dim %b2, %c0 : tensor<?xf32> loc("/model/layers.3/add")
+    %e3 = tensor.empty(%d3) : tensor<?xf32> loc("/model/layers.3/add")
+    %a3 = linalg.generic {indexing_maps = [#map, #map], iterator_types = ["parallel"]}
+        ins(%b2 : tensor<?xf32>) outs(%e3 : tensor<?xf32>) {
+    ^bb0(%p: f32, %o: f32):
+      %s = arith.addf %p, %p : f32
+      linalg.yield %s : f32
+    } -> tensor<?xf32> loc("/model/layers.3/add")
+    %b3 = linalg.generic {indexing_maps = [#map, #map], iterator_types = ["parallel"]}
+        ins(%a3 : tensor<?xf32>) outs(%e2 : tensor<?xf32>) {
+    ^bb0(%p: f32, %o: f32):
+      %s = arith.mulf %p, %p : f32
+      linalg.yield %s : f32
+    } -> tensor<?xf32> loc("/model/layers.3/mul")
+    return %b3 : tensor<?xf32>
+  }
+}
