@@ -5,7 +5,8 @@ For every committed model examples/hf/NAME.onnx with a reference in
 examples/hf/ref/NAME/ (scripts/export_hf_corpus.py writes both):
 
   report    `xfmr-compile NAME.onnx --emit=xfmr --report`: one xfmr.attention
-            per layer and no candidate left unfused;
+            (and for Mixtral/Qwen-MoE, one xfmr.moe) per layer and no
+            candidate left unfused;
   run       compile to an artifact, run it with `xfmr-run` on the reference
             inputs and compare every output with onnxruntime's within
             1e-4 * max|ref| at the positions attention_mask keeps (logits and
@@ -24,7 +25,8 @@ Prints one line per check, `PASS name check[: detail]` or `FAIL name check:
 reason` (the first error line of the tool), `SKIP name check: reason`, and
 finally `N passed, N failed, N skipped`. Needs numpy only.
 
-  .venv/bin/python scripts/check-hf-corpus.py --build-dir build [--only NAME ...] [-j N]
+  .venv/bin/python scripts/check-hf-corpus.py --build-dir build [--only NAME ...]
+      [--skip NAME ...] [-j N]
 """
 
 import argparse
@@ -76,7 +78,7 @@ class Checker:
         self.opt = opt
         self.compile_args = list(compile_args)
 
-    def report(self, r, err, attention):
+    def report(self, r, err, attention, moe=0):
         """Checks the --report of the compile that produced `r`."""
         if err:
             return False, err
@@ -87,6 +89,8 @@ class Checker:
         problems = []
         if counts.get("attention", 0) != attention:
             problems.append("%d attention formed, expected %d" % (counts.get("attention", 0), attention))
+        if counts.get("moe", 0) != moe:
+            problems.append("%d moe formed, expected %d" % (counts.get("moe", 0), moe))
         if unfused:
             first = next((l.strip() for l in r.stdout.splitlines() if "unfused " in l), "")
             problems.append("%d candidate(s) left unfused (first: %s)" % (unfused, first))
@@ -171,6 +175,11 @@ def compare_outputs(out_dir, ref_dir, meta, rtol=None):
     return not problems, "; ".join(problems) if problems else detail
 
 
+def is_moe(stem):
+    """Mixture-of-experts architectures: one xfmr.moe per layer too."""
+    return stem.startswith("mixtral") or "_moe" in stem
+
+
 def check_model(ck, name, path, ref_dir, greedy_path):
     """Returns [(status, check, detail)]. `greedy_path`: the greedy reference
     of the architecture's forward export (same weights) for the paged
@@ -182,7 +191,7 @@ def check_model(ck, name, path, ref_dir, greedy_path):
         return out
     # One compile gives the raising report and the artifact.
     r, err = ck.build(path, name, ["--report"], with_report=True)
-    ok, detail = ck.report(r, err, LAYERS)
+    ok, detail = ck.report(r, err, LAYERS, LAYERS if is_moe(name) else 0)
     out.append(("PASS" if ok else "FAIL", "report", detail))
     xfa = os.path.join(ck.tmp, name + ".xfa")
     if err or r.returncode:
@@ -267,6 +276,7 @@ def main():
     ap.add_argument("--corpus", default=os.path.join(ROOT, "examples", "hf"))
     ap.add_argument("--minilm-dir", default=os.path.join(ROOT, "build", "hf-corpus"))
     ap.add_argument("--only", nargs="*", help="file stems (llama_ts) or architectures (llama, minilm)")
+    ap.add_argument("--skip", nargs="*", help="file stems or architectures to leave out")
     ap.add_argument("-j", "--jobs", type=int, default=min(4, os.cpu_count() or 1))
     ap.add_argument("--compile-time-limit", type=float, default=0.0, metavar="S",
                     help="fail MiniLM's compile-time check above S seconds (issue 11: %.0f; "
@@ -281,7 +291,11 @@ def main():
     def arch_of(stem):
         return re.sub(r"(_past)?_(ts|dynamo)$", "", stem)
 
+    skip = set(a.skip or [])
+
     def wanted(stem):
+        if stem in skip or arch_of(stem) in skip:
+            return False
         return not only or stem in only or arch_of(stem) in only
 
     stems = sorted(f[:-5] for f in os.listdir(a.corpus) if f.endswith(".onnx"))
