@@ -40,6 +40,7 @@ xfmr against onnxruntime counts.
 import argparse
 import json
 import os
+import shutil
 import subprocess
 import sys
 import time
@@ -122,8 +123,8 @@ def run_builder(hf_dir, out_dir, prec, force):
 
 def with_accuracy_level_1(src, dst, force):
     """dst: src's model with every MatMulNBits at accuracy_level 1 (the
-    weights hard-linked: onnxruntime refuses external data outside the
-    model's folder)."""
+    weights copied: onnxruntime refuses external data outside the model's
+    folder, xfmr-compile external data that is a link)."""
     if os.path.exists(os.path.join(dst, "genai_config.json")) and not force:
         return
     import onnx
@@ -133,7 +134,7 @@ def with_accuracy_level_1(src, dst, force):
             continue
         if os.path.exists(os.path.join(dst, f)):
             os.remove(os.path.join(dst, f))
-        os.link(os.path.join(src, f), os.path.join(dst, f))
+        shutil.copyfile(os.path.join(src, f), os.path.join(dst, f))
     m = onnx.load(os.path.join(src, "model.onnx"), load_external_data=False)
     for n in m.graph.node:
         for a in n.attribute:
