@@ -21,7 +21,10 @@ Policy, per test (one case = one model with all its data sets):
   SKIP  the compiler rejects the model as unsupported (exit 1 and "unsupported"
         or "not supported", or one of the importer's unsupported reasons, in
         its stderr; the first error line is the reason), or a graph input or
-        output is a sequence, map, optional or string tensor.
+        output is a sequence, map, optional or string tensor, or the model
+        runs Dropout in training mode (the expected outputs hold a mask drawn
+        from numpy's random generator; xfmr runs such a Dropout as identity,
+        as inference does, with a warning).
   FAIL  anything else: another compile error, a crash, a timeout (compile
         120 s, run 60 s), a run error, a missing output, or a shape, dtype or
         value mismatch.
@@ -172,6 +175,28 @@ def numbered(dirname, prefix):
     return sorted(files, key=lambda p: int(re.sub(r"\D", "", os.path.basename(p)) or 0))
 
 
+def training_dropout(model, dataset):
+    """Whether a Dropout runs in training mode with a non-zero ratio (its
+    ratio an initializer or a graph input fed by `dataset`)."""
+    from onnx import numpy_helper
+    values = {t.name: numpy_helper.to_array(t) for t in model.graph.initializer}
+    feeds = [vi.name for vi in model.graph.input if vi.name not in values]
+    for i, name in enumerate(feeds):
+        path = os.path.join(dataset, "input_%d.pb" % i)
+        if os.path.exists(path):
+            t = onnx.TensorProto()
+            with open(path, "rb") as f:
+                t.ParseFromString(f.read())
+            values[name] = numpy_helper.to_array(t)
+    for n in model.graph.node:
+        if n.op_type != "Dropout" or len(n.input) < 3 or not n.input[2]:
+            continue
+        ratio = values.get(n.input[1]) if len(n.input) > 1 and n.input[1] else 0.5
+        if ratio is None or float(ratio) != 0.0:
+            return True
+    return False
+
+
 def run_case(model_path, tools, work, opts):
     """('pass'|'fail'|'skip', reason) for one node test."""
     datasets = sorted(glob.glob(os.path.join(os.path.dirname(model_path), "test_data_set_*")))
@@ -180,6 +205,8 @@ def run_case(model_path, tools, work, opts):
     model = onnx.load(model_path)
     if unsupported_io(model):
         return "skip", unsupported_io(model)
+    if training_dropout(model, datasets[0]):
+        return "skip", "Dropout in training mode (a random mask; xfmr runs it as identity)"
     inits = {t.name for t in model.graph.initializer}
     elem_type = lambda vi: vi.type.tensor_type.elem_type
     inputs = [(vi.name, elem_type(vi)) for vi in model.graph.input if vi.name not in inits]

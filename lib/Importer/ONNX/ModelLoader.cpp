@@ -27,8 +27,11 @@ using namespace xfmr::onnx_import;
 
 namespace {
 /// ONNX IR versions the importer understands (IR 3 = ONNX 1.0 release with
-/// opset imports; IR 12 = ONNX 1.19).
-constexpr int64_t kMinIRVersion = 3, kMaxIRVersion = 12;
+/// opset imports; IR 14 = ONNX 1.23, what its helpers write by default).
+/// IR 13 and 14 add element types (2-bit integers, 6-bit floats) and no
+/// structure the importer reads: tensors of types it does not know are
+/// refused by type, as before.
+constexpr int64_t kMinIRVersion = 3, kMaxIRVersion = 14;
 constexpr uint64_t kProtobufLimit = (uint64_t(1) << 31) - 1;
 
 OwningOpRef<ModuleOp> importBytes(const ImportContext &ic,
