@@ -118,6 +118,25 @@ def build_qwen3():  # RMSNorm over each head of q and k
     return transformers.Qwen3ForCausalLM(transformers.Qwen3Config(**_decoder_common()))
 
 
+def build_llama31():  # rope_scaling "llama3" (Llama-3.1/3.2), tied embeddings (3.2 1B/3B)
+    return transformers.LlamaForCausalLM(transformers.LlamaConfig(**_decoder_common(
+        tie_word_embeddings=True,
+        rope_parameters={"rope_type": "llama3", "rope_theta": 500000.0, "factor": 8.0,
+                         "low_freq_factor": 1.0, "high_freq_factor": 4.0,
+                         "original_max_position_embeddings": 32})))
+
+
+def build_granite():  # embedding/residual/attention multipliers, logits scaling
+    return transformers.GraniteForCausalLM(transformers.GraniteConfig(**_decoder_common(
+        embedding_multiplier=12.0, residual_multiplier=0.22, attention_multiplier=0.0625,
+        logits_scaling=8.0)))
+
+
+def build_starcoder2():  # LayerNorm with bias, GELU-tanh MLP with bias, GQA, sliding window
+    d = _decoder_common(sliding_window=4, use_bias=True)
+    return transformers.Starcoder2ForCausalLM(transformers.Starcoder2Config(**d))
+
+
 def build_mistral():  # transformers' default sliding_window (4096): longer than any test
     return transformers.MistralForCausalLM(transformers.MistralConfig(**_decoder_common()))
 
@@ -257,6 +276,9 @@ ARCHS = collections.OrderedDict([
     ("qwen3", build_qwen3),
     ("mistral", build_mistral),
     ("mistral_swa", build_mistral_swa),
+    ("llama31", build_llama31),
+    ("granite", build_granite),
+    ("starcoder2", build_starcoder2),
     ("phi3", build_phi3),
     ("gemma", build_gemma),
     ("gpt2", build_gpt2),
@@ -655,6 +677,9 @@ def write_readme(out_dir, results):
              "| `qwen3` | + RMSNorm over each head of q and k |",
              "| `mistral` | Llama-like; MistralConfig's default sliding_window 4096 (longer than any test: the window mask is built but has no effect) |",
              "| `mistral_swa` | sliding_window = 4 (shorter than the test sequences) |",
+             "| `llama31` | Llama-3.1/3.2: rope_scaling `llama3` (factor 8, original context 32), theta 5e5, tied lm_head |",
+             "| `granite` | Granite: embedding x12, residual x0.22, attention scale 1/16, logits / 8 |",
+             "| `starcoder2` | StarCoder2: LayerNorm and projections with bias, GELU-tanh MLP, GQA, sliding_window 4 |",
              "| `phi3` | fused `qkv_proj` and `gate_up_proj` |",
              "| `gemma` | MQA (1 KV head), scaled embeddings, (1 + w) RMSNorm, GeLU-tanh MLP, tied lm_head |",
              "| `gpt2` | learned positions, Conv1D, layer norm, GeLU MLP |",
