@@ -66,25 +66,15 @@ def log(msg):
     print("[%s] %s" % (time.strftime("%H:%M:%S"), msg), flush=True)
 
 
-def load_export_smollm2():
-    import importlib.util
-    spec = importlib.util.spec_from_file_location(
-        "export_smollm2", os.path.join(ROOT, "scripts", "export_smollm2.py"))
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
-
-
 def write_hf_dir(hf_dir, force):
     """The fp32 HF folder the builder reads (step 1)."""
     done = os.path.join(hf_dir, "model.safetensors")
     if os.path.exists(done) and not force:
         log("%s exists" % hf_dir)
         return
-    import torch
     import transformers
-    ex = load_export_smollm2()
-    L = ex.Loaded()
+    import export_smollm2
+    L = export_smollm2.Loaded()
     cfg = L.model.config.to_dict()
     cfg.pop("quantization_config", None)
     cfg["architectures"] = ["LlamaForCausalLM"]
@@ -143,30 +133,6 @@ def with_accuracy_level_1(src, dst, force):
     onnx.save(m, os.path.join(dst, "model.onnx"))
 
 
-def prompt_ids(tok, kind, text):
-    if kind == "chat":
-        r = tok.apply_chat_template([{"role": "user", "content": text}],
-                                    add_generation_prompt=True, tokenize=True)
-        ids = r["input_ids"] if hasattr(r, "keys") else r
-    else:
-        ids = tok(text)["input_ids"]
-    if ids and isinstance(ids[0], list):
-        ids = ids[0]
-    return [int(i) for i in ids]
-
-
-def genai_tokens(model, prompt, new):
-    import onnxruntime_genai as og
-    p = og.GeneratorParams(model)
-    p.set_search_options(max_length=len(prompt) + new, min_length=len(prompt) + new,
-                         do_sample=False)
-    g = og.Generator(model, p)
-    g.append_tokens(np.array([prompt], np.int32))
-    while not g.is_done():
-        g.generate_next_token()
-    return [int(t) for t in g.get_sequence(0)[len(prompt):]]
-
-
 def ort_tokens(sess, head_size, prompt, new):
     """Greedy with the past/present loop; also the smallest top1 - top2."""
     outs = [o.name for o in sess.get_outputs()]
@@ -215,6 +181,8 @@ def main():
         og.__version__, ort.__version__, transformers.__version__))
     hf_dir = os.path.join(a.out, "hf")
     write_hf_dir(hf_dir, a.force)
+    from export_genai_corpus import greedy_genai
+    from export_smollm2 import prompt_ids
     tok = transformers.AutoTokenizer.from_pretrained(hf_dir)
     prompts = [prompt_ids(tok, k, t) for k, t in PROMPTS]
     passed = failed = differ = 0
@@ -246,11 +214,10 @@ def main():
         so.intra_op_num_threads = 2
         sess = ort.InferenceSession(os.path.join(out_dir, "model.onnx"), so,
                                     providers=["CPUExecutionProvider"])
-        model = og.Model(out_dir)
         xs = xfmr_tokens(a.build_dir, art, prompts, a.new)
         for (kind, text), p, x in zip(PROMPTS, prompts, xs):
             ref, margin = ort_tokens(sess, head, p, a.new)
-            gen = genai_tokens(model, p, a.new)
+            gen = greedy_genai(out_dir, p, a.new)
             ok = x == ref
             level4 = prec == "int4"
             passed += ok

@@ -139,6 +139,26 @@ bool conflicts(Value v, unsigned dim, int64_t want) {
   return !ShapedType::isDynamic(got) && got != want;
 }
 
+/// Why an op using a feature xfmr.attention lacks is left alone, if it is.
+std::optional<StringRef> unsupportedFeature(onnx::MsGroupQueryAttentionOp gqa) {
+  if (present(gqa.getKScale()) || present(gqa.getVScale()) || gqa.getKQuantType() != "NONE" ||
+      gqa.getVQuantType() != "NONE")
+    return StringRef("a quantized KV cache (k_quant_type/v_quant_type) is not raised yet");
+  if (present(gqa.getQNormWeight()) || present(gqa.getKNormWeight()))
+    return StringRef("QK-norm inside GroupQueryAttention is not raised yet");
+  if (present(gqa.getQuerySeqlens()) || gqa.getCausal() != 1)
+    return StringRef("non-causal attention or query_seqlens is not supported");
+  if (std::optional<APFloat> cap = gqa.getSoftcap(); cap && !cap->isZero())
+    return StringRef("softcap is not supported");
+  if (static_cast<int64_t>(gqa.getSmoothSoftmax()) > 0 || present(gqa.getHeadSink()))
+    return StringRef("smooth softmax / head sinks are not supported");
+  if (gqa.getQkOutput() != 0 || present(gqa.getOutputQk()))
+    return StringRef("the QK output is requested");
+  if (present(gqa.getAttentionBias()))
+    return StringRef("attention_bias is not raised yet");
+  return std::nullopt;
+}
+
 } // namespace
 
 bool raiseGroupQueryAttention(Operation *anchor, IRRewriter &rewriter, RaiseLog &log) {
@@ -158,21 +178,8 @@ bool raiseGroupQueryAttention(Operation *anchor, IRRewriter &rewriter, RaiseLog 
     return fail("key without value (or value without key)");
   if (!present(pastKey) || !present(pastValue) || rankOf(pastKey) != 4 || rankOf(pastValue) != 4)
     return fail("past_key/past_value are not [batch, kv_heads, past, head_size] inputs");
-  if (present(gqa.getKScale()) || present(gqa.getVScale()) ||
-      gqa.getKQuantType() != "NONE" || gqa.getVQuantType() != "NONE")
-    return fail("a quantized KV cache (k_quant_type/v_quant_type) is not raised yet");
-  if (present(gqa.getQNormWeight()) || present(gqa.getKNormWeight()))
-    return fail("QK-norm inside GroupQueryAttention is not raised yet");
-  if (present(gqa.getQuerySeqlens()) || gqa.getCausal() != 1)
-    return fail("non-causal attention or query_seqlens is not supported");
-  if (std::optional<APFloat> cap = gqa.getSoftcap(); cap && !cap->isZero())
-    return fail("softcap is not supported");
-  if (static_cast<int64_t>(gqa.getSmoothSoftmax()) > 0 || present(gqa.getHeadSink()))
-    return fail("smooth softmax / head sinks are not supported");
-  if (gqa.getQkOutput() != 0 || present(gqa.getOutputQk()))
-    return fail("the QK output is requested");
-  if (present(gqa.getAttentionBias()))
-    return fail("attention_bias is not raised yet");
+  if (std::optional<StringRef> why = unsupportedFeature(gqa))
+    return fail(*why);
   if (rankOf(gqa.getSeqlensK()) != 1)
     return fail("seqlens_k is not [batch]");
   int64_t hidden = dimOf(query, 2);

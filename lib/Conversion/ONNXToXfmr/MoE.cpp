@@ -248,7 +248,17 @@ std::optional<SharedExpert> sharedExpert(Value routed, Value x) {
           break;
         }
   }
-  auto down = projection(other);
+  std::optional<GatedExpert> e = gatedExpert(other);
+  if (!e)
+    return std::nullopt;
+  Value root = stripFlattening(x);
+  if (stripFlattening(e->gate.input) != root || (scale && stripFlattening(scale->input) != root))
+    return std::nullopt;
+  return SharedExpert{add, e->gate, e->up, e->down, scale, e->act};
+}
+
+std::optional<GatedExpert> gatedExpert(Value y) {
+  auto down = projection(y);
   auto gateTimesUp = down ? def<onnx::MulOp>(down->input) : onnx::MulOp();
   if (!gateTimesUp)
     return std::nullopt;
@@ -257,13 +267,8 @@ std::optional<SharedExpert> sharedExpert(Value routed, Value x) {
     auto act = matchActivation(a);
     auto g = act ? projection(act->first) : std::nullopt;
     auto up = projection(u);
-    if (!g || !up)
-      continue;
-    Value root = stripFlattening(x);
-    if (stripFlattening(g->input) != root || stripFlattening(up->input) != root ||
-        (scale && stripFlattening(scale->input) != root))
-      return std::nullopt;
-    return SharedExpert{add, *g, *up, *down, scale, act->second};
+    if (g && up && g->input == up->input)
+      return GatedExpert{*g, *up, *down, act->second};
   }
   return std::nullopt;
 }

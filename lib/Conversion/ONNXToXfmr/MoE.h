@@ -50,6 +50,15 @@ mlir::Value asKN(mlir::OpBuilder &b, mlir::Location loc, const Projection &p,
 mlir::Value stackedKN(mlir::OpBuilder &b, mlir::Location loc, llvm::ArrayRef<Projection> ps,
                       llvm::StringRef name);
 
+/// One expert's MLP down(act(x . Wg) * (x . Wu)) with constant-weight
+/// projections (MatMul or Gemm) of the same input: the form every MoE
+/// raising matches per expert.
+struct GatedExpert {
+  Projection gate, up, down;
+  Activation act;
+};
+std::optional<GatedExpert> gatedExpert(mlir::Value y);
+
 /// A shared expert (Qwen-MoE) added to the routed sum `routed`:
 /// Add(routed, [Sigmoid(x . Wsg) *] down(act(x . Wg) * (x . Wu))).
 struct SharedExpert {

@@ -220,33 +220,19 @@ std::optional<Coefficient> coefficient(Value v) {
 /// One term c_e * down_e(act(gate_e(x)) * up_e(x)).
 struct Term {
   Coefficient coef;
-  Projection gate, up, down;
-  Activation act;
+  GatedExpert expert;
 };
 
-/// `v` as c_e * down_e(act(gate_e(x)) * up_e(x)) (either order).
+/// `v` as a term (either order).
 std::optional<Term> term(Value v) {
   auto mul = def<onnx::MulOp>(v);
   if (!mul || rankOf(mul.getC()) != 2)
     return std::nullopt;
-  for (auto [c, y] : {std::pair(mul.getA(), mul.getB()), std::pair(mul.getB(), mul.getA())}) {
-    auto down = projection(y);
-    auto gateTimesUp = down ? def<onnx::MulOp>(down->input) : onnx::MulOp();
-    if (!gateTimesUp)
-      continue;
-    for (auto [a, u] : {std::pair(gateTimesUp.getA(), gateTimesUp.getB()),
-                        std::pair(gateTimesUp.getB(), gateTimesUp.getA())}) {
-      auto act = matchActivation(a);
-      auto g = act ? projection(act->first) : std::nullopt;
-      auto up = projection(u);
-      if (!g || !up || g->input != up->input)
-        continue;
+  for (auto [c, y] : {std::pair(mul.getA(), mul.getB()), std::pair(mul.getB(), mul.getA())})
+    if (std::optional<GatedExpert> e = gatedExpert(y)) {
       std::optional<Coefficient> coef = coefficient(c);
-      if (!coef)
-        return std::nullopt;
-      return Term{*coef, *g, *up, *down, act->second};
+      return coef ? std::optional<Term>(Term{*coef, *e}) : std::nullopt;
     }
-  }
   return std::nullopt;
 }
 
@@ -293,8 +279,8 @@ bool raiseMoEDense(Operation *anchor, IRRewriter &rewriter, RaiseLog &log) {
   };
   const Term &any = terms.front();
   for (const Term &t : terms)
-    if (t.coef.topk != any.coef.topk || t.coef.scores != any.coef.scores || t.act != any.act ||
-        t.gate.input != any.gate.input)
+    if (t.coef.topk != any.coef.topk || t.coef.scores != any.coef.scores ||
+        t.expert.act != any.expert.act || t.expert.gate.input != any.expert.gate.input)
       return fail("the experts do not share the routing, the tokens and the activation");
   std::string why;
   std::optional<Routing> routing = matchRouting(any.coef.topk, any.coef.scores, why);
@@ -312,17 +298,17 @@ bool raiseMoEDense(Operation *anchor, IRRewriter &rewriter, RaiseLog &log) {
       return fail("an expert appears twice in the sum");
     byIndex[t.coef.expert] = &t;
   }
-  Value x = any.gate.input;
+  Value x = any.expert.gate.input;
   if (stripFlattening(x) != stripFlattening(routing->router.input))
     return fail("the experts and the router do not read the same tokens");
   ExpertProjections projections;
   for (const Term *t : byIndex) {
-    projections.gates.push_back(t->gate);
-    projections.ups.push_back(t->up);
-    projections.downs.push_back(t->down);
+    projections.gates.push_back(t->expert.gate);
+    projections.ups.push_back(t->expert.up);
+    projections.downs.push_back(t->expert.down);
   }
   routing->x = x;
-  routing->act = any.act;
+  routing->act = any.expert.act;
   if (std::optional<std::string> problem =
           formPerExpertMoE(rewriter, anchor, *routing, projections))
     return fail(*problem);

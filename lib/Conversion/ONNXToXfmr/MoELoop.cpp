@@ -245,28 +245,17 @@ std::optional<LoopExpert> loopExpert(const Step &step, std::string &why) {
   }
   int64_t topK = constantK(mask->topk);
   for (auto [y, col] : {std::pair(mul.getA(), mul.getB()), std::pair(mul.getB(), mul.getA())}) {
-    auto down = projection(y);
-    auto gateTimesUp = down ? def<onnx::MulOp>(down->input) : onnx::MulOp();
-    if (!gateTimesUp)
-      continue;
-    Value scores = gatheredScores(col, step.tokens, tokRow->first, topK);
+    std::optional<GatedExpert> e = gatedExpert(y);
+    Value scores = e ? gatheredScores(col, step.tokens, tokRow->first, topK) : Value();
     if (!scores)
       continue;
-    for (auto [a, u] : {std::pair(gateTimesUp.getA(), gateTimesUp.getB()),
-                        std::pair(gateTimesUp.getB(), gateTimesUp.getA())}) {
-      auto act = matchActivation(a);
-      auto g = act ? projection(act->first) : std::nullopt;
-      auto up = projection(u);
-      if (!g || !up || g->input != up->input)
-        continue;
-      Value x = gatheredTokens(g->input, step.tokens);
-      if (!x) {
-        why = "an expert does not read the tokens routed to it";
-        return std::nullopt;
-      }
-      return LoopExpert{mask->expert, *g, *up, *down, act->second, x, scores, mask->topk,
-                        mask->experts};
+    Value x = gatheredTokens(e->gate.input, step.tokens);
+    if (!x) {
+      why = "an expert does not read the tokens routed to it";
+      return std::nullopt;
     }
+    return LoopExpert{mask->expert, e->gate, e->up, e->down, e->act, x, scores, mask->topk,
+                      mask->experts};
   }
   why = "an expert is not down(act(gate(x)) * up(x)) times its routing score";
   return std::nullopt;
