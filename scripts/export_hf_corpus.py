@@ -263,6 +263,55 @@ def build_qwen2_moe():  # 8 experts, top 2, no renormalisation, a gated shared e
                           shared_expert_intermediate_size=64, norm_topk_prob=False))))
 
 
+def build_qwen3_moe():  # QK-norm, 8 experts, top 2, renormalised
+    return _batched_experts(transformers.Qwen3MoeForCausalLM(transformers.Qwen3MoeConfig(
+        **_decoder_common(num_experts=8, num_experts_per_tok=2, moe_intermediate_size=32,
+                          norm_topk_prob=True, decoder_sparse_step=1, mlp_only_layers=[]))))
+
+
+def build_olmo2():  # QK-norm over the whole q/k projection, post-norms (no pre-norm)
+    return transformers.Olmo2ForCausalLM(transformers.Olmo2Config(**_decoder_common()))
+
+
+def build_gemma2():  # attention and final logit soft-capping, alternating sliding window
+    return transformers.Gemma2ForCausalLM(transformers.Gemma2Config(**_decoder_common(
+        sliding_window=4, attn_logit_softcapping=50.0, final_logit_softcapping=30.0,
+        query_pre_attn_scalar=HEAD_DIM)))
+
+
+def build_gemma3():  # QK-norm, sliding/global layers with their own RoPE bases
+    return transformers.Gemma3ForCausalLM(transformers.Gemma3TextConfig(**_decoder_common(
+        sliding_window=4, query_pre_attn_scalar=HEAD_DIM,
+        layer_types=["sliding_attention", "full_attention"])))
+
+
+def build_phi35():  # LongRoPE: per-frequency short/long factors, attention scaling
+    d = _decoder_common()
+    d.pop("head_dim")
+    half = HIDDEN // HEADS // 2
+    return transformers.Phi3ForCausalLM(transformers.Phi3Config(**d, rope_parameters={
+        "rope_type": "longrope", "rope_theta": 10000.0,
+        "short_factor": [1.0 + 0.25 * i for i in range(half)],
+        "long_factor": [2.0 + 0.5 * i for i in range(half)],
+        "original_max_position_embeddings": MAXPOS // 4}))
+
+
+def build_gpt_oss():  # attention sinks, MoE with biases and clamped SwiGLU, sliding layers
+    return _batched_experts(transformers.GptOssForCausalLM(transformers.GptOssConfig(
+        **_decoder_common(num_local_experts=4, num_experts_per_tok=2, sliding_window=4,
+                          layer_types=["sliding_attention", "full_attention"]))))
+
+
+def build_deepseek_v3():  # MLA (compressed latent KV), sigmoid group-limited MoE, shared expert
+    d = _decoder_common(
+        kv_lora_rank=16, q_lora_rank=24, qk_rope_head_dim=4, qk_nope_head_dim=8, v_head_dim=8,
+        n_routed_experts=8, num_experts_per_tok=2, n_group=4, topk_group=2,
+        n_shared_experts=1, moe_intermediate_size=32, routed_scaling_factor=2.5,
+        first_k_dense_replace=1, norm_topk_prob=True, num_key_value_heads=HEADS)
+    d.pop("head_dim")
+    return _batched_experts(transformers.DeepseekV3ForCausalLM(transformers.DeepseekV3Config(**d)))
+
+
 def build_bert():
     return transformers.BertModel(transformers.BertConfig(
         vocab_size=VOCAB, hidden_size=HIDDEN, num_hidden_layers=LAYERS, num_attention_heads=HEADS,
@@ -290,6 +339,13 @@ ARCHS = collections.OrderedDict([
     ("mixtral_dense_where", build_mixtral_dense("where")),
     ("mixtral_dense_onehot", build_mixtral_dense("onehot")),
     ("mixtral_dense_scatter", build_mixtral_dense("scatter")),
+    ("qwen3_moe", build_qwen3_moe),
+    ("olmo2", build_olmo2),
+    ("gemma2", build_gemma2),
+    ("gemma3", build_gemma3),
+    ("phi35", build_phi35),
+    ("gpt_oss", build_gpt_oss),
+    ("deepseek_v3", build_deepseek_v3),
 ])
 ENCODERS = {"bert"}
 # Exported without the with-past variant: the dense MoE spellings other than
@@ -310,13 +366,17 @@ def randomize_vectors(model, seed):
 
 
 def kv_shape(model):
-    """(kv heads, head dim) of the model's attention layers."""
+    """(kv heads, key head dim, value head dim) of the model's attention layers
+    as its DynamicCache holds them (MLA's cache holds decompressed per-head
+    keys of qk_nope + qk_rope and values of v_head_dim)."""
     c = model.config
     heads = getattr(c, "num_attention_heads", None) or c.n_head
     hidden = getattr(c, "hidden_size", None) or c.n_embd
     kv = getattr(c, "num_key_value_heads", None) or heads
+    if getattr(c, "kv_lora_rank", None):
+        return kv, c.qk_nope_head_dim + c.qk_rope_head_dim, c.v_head_dim
     hd = getattr(c, "head_dim", None) or hidden // heads
-    return kv, hd
+    return kv, hd, hd
 
 
 # --------------------------------------------------------------------------
@@ -394,11 +454,11 @@ def ref_inputs(kind, model, rng):
         mask = np.ones((BATCH, SEQ), np.int64)
         mask[1, :PAD] = 0
         return [ids, mask]
-    kvh, hd = kv_shape(model)
+    kvh, khd, vhd = kv_shape(model)
     mask = np.ones((BATCH, PAST + SEQ), np.int64)
     pos = np.tile(np.arange(PAST, PAST + SEQ, dtype=np.int64), (BATCH, 1))
-    past = [(rng.standard_normal((BATCH, kvh, PAST, hd)) * 0.5).astype(np.float32)
-            for _ in range(2 * LAYERS)]
+    past = [(rng.standard_normal((BATCH, kvh, PAST, khd if i % 2 == 0 else vhd)) * 0.5)
+            .astype(np.float32) for i in range(2 * LAYERS)]
     return [ids, mask, pos] + past
 
 

@@ -203,6 +203,35 @@ Rule shapeRule(StringRef name) {
       .Default(Rule::None);
 }
 
+/// Which of the `rank` input dims a Reduce* (axes as operand 1) or
+/// ArgMax/ArgMin (`axis` attribute) reduces; nullopt when the axes are not
+/// constant or out of range.
+std::optional<SmallVector<bool>> reducedDims(Operation *op, int64_t rank,
+                                             bool axesAsAttr) {
+  SmallVector<bool> reduce(rank, false);
+  std::optional<Shape> axes;
+  if (axesAsAttr) {
+    axes = Shape{normAxis(intAttr(op, "axis", 0), rank)};
+  } else if (Value a = operandOrNull(op, 1)) {
+    axes = getConstantInts(a);
+    if (!axes)
+      return std::nullopt;
+  }
+  if (!axes || axes->empty()) {
+    // noop_with_empty_axes: nothing reduced.
+    if (axesAsAttr || !intAttr(op, "noop_with_empty_axes", 0))
+      reduce.assign(rank, true);
+    return reduce;
+  }
+  for (int64_t a : *axes) {
+    a = normAxis(a, rank);
+    if (a < 0 || a >= rank)
+      return std::nullopt;
+    reduce[a] = true;
+  }
+  return reduce;
+}
+
 /// A dimension named by where it comes from: dim `index` of `value`.
 struct DimOrigin {
   Value value;
@@ -370,6 +399,24 @@ DimOrigin dimOriginWithin(Value v, int64_t i, int &budget) {
   if (name == "Concat" || name == "Split") {
     int64_t axis = normAxis(intAttr(def, "axis", 0), rank);
     return i != axis ? follow(def->getOperand(0), i) : self;
+  }
+  if (name.starts_with("Reduce")) {
+    // The kept dims pass through (RMSNorm's mean over the last axis; OLMo-2
+    // normalises the whole q projection before `view(..., -1, head_dim)`).
+    auto in = shapeOf(def->getOperand(0));
+    if (!in)
+      return self;
+    auto reduce = reducedDims(def, in->size(), /*axesAsAttr=*/false);
+    if (!reduce)
+      return self;
+    bool keep = intAttr(def, "keepdims", 1);
+    for (int64_t j = 0, k = 0, n = in->size(); j < n; ++j) {
+      if ((*reduce)[j] && !keep)
+        continue;
+      if (k++ == i)
+        return (*reduce)[j] ? self : follow(def->getOperand(0), j);
+    }
+    return self;
   }
   return self;
 }
@@ -770,31 +817,13 @@ bool inferReduce(Operation *op, bool axesAsAttr) {
   if (!in)
     return false;
   int64_t rank = in->size();
+  auto reduce = reducedDims(op, rank, axesAsAttr);
+  if (!reduce)
+    return false;
   bool keep = intAttr(op, "keepdims", 1);
-  SmallVector<bool> reduce(rank, false);
-  std::optional<Shape> axes;
-  if (axesAsAttr) {
-    axes = Shape{normAxis(intAttr(op, "axis", 0), rank)};
-  } else if (Value a = operandOrNull(op, 1)) {
-    axes = getConstantInts(a);
-    if (!axes)
-      return false;
-  }
-  if (!axes || axes->empty()) {
-    if (!axesAsAttr && intAttr(op, "noop_with_empty_axes", 0))
-      return refine(op, 0, *in);
-    reduce.assign(rank, true);
-  } else {
-    for (int64_t a : *axes) {
-      a = normAxis(a, rank);
-      if (a < 0 || a >= rank)
-        return false;
-      reduce[a] = true;
-    }
-  }
   Shape out;
   for (int64_t i = 0; i < rank; ++i) {
-    if (!reduce[i])
+    if (!(*reduce)[i])
       out.push_back((*in)[i]);
     else if (keep)
       out.push_back(1);

@@ -336,3 +336,34 @@ func.func @split_num_outputs_uneven(%x: tensor<10x8xf32>) -> (tensor<?x8xf32>, t
       : (tensor<10x8xf32>, none) -> (tensor<?x8xf32>, tensor<?x8xf32>, tensor<?x8xf32>)
   return %0#0, %0#1, %0#2 : tensor<?x8xf32>, tensor<?x8xf32>, tensor<?x8xf32>
 }
+
+// -----
+
+// OLMo-2's `view(*input_shape, -1, head_dim)` of a normalised projection:
+// the rows of the RMSNorm (a ReduceMean over the last axis, keepdims) keep
+// the origin of the input's dims, so the Reshape's -1 is inferred (4 heads)
+// although batch and sequence are dynamic. With keepdims = 0 the reduced
+// axis is gone and the dims after it shift.
+// CHECK-LABEL: func.func @reshape_minus_one_through_reduce(
+// CHECK: onnx.Reshape({{.*}}) : (tensor<?x?x32xf32>, tensor<4xi64>) -> tensor<?x?x4x8xf32>
+// CHECK: onnx.Reshape({{.*}}) : (tensor<?x32xf32>, tensor<3xi64>) -> tensor<?x4x8xf32>
+func.func @reshape_minus_one_through_reduce(%x: tensor<?x?x32xf32>, %w: tensor<32x32xf32>)
+    -> (tensor<*xf32>, tensor<*xf32>) {
+  %q = onnx.MatMul(%x, %w) : (tensor<?x?x32xf32>, tensor<32x32xf32>) -> tensor<?x?x32xf32>
+  %two = onnx.Constant() {value = dense<2.0> : tensor<f32>} : () -> tensor<f32>
+  %sq = onnx.Pow(%q, %two) : (tensor<?x?x32xf32>, tensor<f32>) -> tensor<?x?x32xf32>
+  %last = onnx.Constant() {value = dense<-1> : tensor<1xi64>} : () -> tensor<1xi64>
+  %ms = onnx.ReduceMean(%sq, %last) : (tensor<?x?x32xf32>, tensor<1xi64>) -> tensor<?x?x1xf32>
+  %n = onnx.Mul(%q, %ms) : (tensor<?x?x32xf32>, tensor<?x?x1xf32>) -> tensor<?x?x32xf32>
+  %s = onnx.Shape(%x) {end = 2 : i64} : (tensor<?x?x32xf32>) -> tensor<2xi64>
+  %tail = onnx.Constant() {value = dense<[-1, 8]> : tensor<2xi64>} : () -> tensor<2xi64>
+  %shape = onnx.Concat(%s, %tail) {axis = 0 : i64} : (tensor<2xi64>, tensor<2xi64>) -> tensor<4xi64>
+  %r = onnx.Reshape(%n, %shape) : (tensor<?x?x32xf32>, tensor<4xi64>) -> tensor<*xf32>
+  %mid = onnx.Constant() {value = dense<1> : tensor<1xi64>} : () -> tensor<1xi64>
+  %m = onnx.ReduceMean(%q, %mid) {keepdims = 0 : i64} : (tensor<?x?x32xf32>, tensor<1xi64>) -> tensor<?x32xf32>
+  %zero = onnx.Constant() {value = dense<0> : tensor<1xi64>} : () -> tensor<1xi64>
+  %b = onnx.Gather(%s, %zero) {axis = 0 : i64} : (tensor<2xi64>, tensor<1xi64>) -> tensor<1xi64>
+  %shape2 = onnx.Concat(%b, %tail) {axis = 0 : i64} : (tensor<1xi64>, tensor<2xi64>) -> tensor<3xi64>
+  %r2 = onnx.Reshape(%m, %shape2) : (tensor<?x32xf32>, tensor<3xi64>) -> tensor<*xf32>
+  return %r, %r2 : tensor<*xf32>, tensor<*xf32>
+}
