@@ -64,6 +64,32 @@ def compile_one(compiler, model, target, paged, work, timeout):
     return "pass", "PASS " + line
 
 
+def corpus_models(skip, one_exporter):
+    """examples/hf/*.onnx, less the architectures in `skip`; with
+    `one_exporter`, each architecture's forward model from dynamo and its
+    with-past model from TorchScript (falling back to the other exporter)."""
+    files = sorted(glob.glob(os.path.join(ROOT, "examples", "hf", "*.onnx")))
+    stems = {os.path.basename(f)[:-len(".onnx")] for f in files}
+
+    def arch_of(stem):
+        return re.sub(r"(_past)?_(ts|dynamo)$", "", stem)
+
+    def keep(stem):
+        if arch_of(stem) in skip:
+            return False
+        if not one_exporter:
+            return True
+        m = re.match(r"(.*?)(_past)?_(ts|dynamo)$", stem)
+        if not m:
+            return True
+        want, other = ("ts", "dynamo") if m.group(2) else ("dynamo", "ts")
+        if m.group(3) == want:
+            return True
+        return "%s%s_%s" % (m.group(1), m.group(2) or "", want) not in stems
+
+    return [f for f in files if keep(os.path.basename(f)[:-len(".onnx")])]
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -75,6 +101,12 @@ def main():
     ap.add_argument("--model", action="append", default=[], help="another model (file or folder)")
     ap.add_argument("--no-examples", action="store_true", help="skip examples/models")
     ap.add_argument("--only", nargs="+", metavar="NAME", help="only models whose name contains one")
+    ap.add_argument("--skip", nargs="+", default=[], metavar="ARCH",
+                    help="leave out the corpus models of these architectures (ARCH_*.onnx)")
+    ap.add_argument("--one-exporter", action="store_true",
+                    help="of the corpus, only ARCH_dynamo.onnx and ARCH_past_ts.onnx (and "
+                         "ARCH_ts.onnx where no dynamo export exists): both exporters, each "
+                         "variant once (the raised graph a GPU target compiles is the same)")
     ap.add_argument("--forward-only", action="store_true", help="no --kv-cache=paged compiles")
     ap.add_argument("--paged-only", default="", metavar="TARGETS",
                     help="targets (comma-separated) compiled only as paged step functions "
@@ -88,7 +120,7 @@ def main():
         sys.exit("error: %s is missing (build it first)" % compiler)
     models = [] if a.no_examples else sorted(glob.glob(os.path.join(ROOT, "examples", "models", "*.onnx")))
     if a.corpus:
-        models += sorted(glob.glob(os.path.join(ROOT, "examples", "hf", "*.onnx")))
+        models += corpus_models(a.skip, a.one_exporter)
     if a.genai:
         models += sorted(d.rstrip("/") for d in glob.glob(os.path.join(ROOT, "examples", "genai", "*/"))
                          if os.path.isfile(os.path.join(d, "genai_config.json")))

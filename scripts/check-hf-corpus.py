@@ -6,7 +6,8 @@ examples/hf/ref/NAME/ (scripts/export_hf_corpus.py writes both):
 
   report    `xfmr-compile NAME.onnx --emit=xfmr --report`: one xfmr.attention
             (and for Mixtral/Qwen-MoE, one xfmr.moe) per layer and no
-            candidate left unfused;
+            candidate left unfused (KNOWN_GAPS: architectures that run
+            unfused today; their report is skipped with the reason);
   run       compile to an artifact, run it with `xfmr-run` on the reference
             inputs and compare every output with onnxruntime's within
             1e-4 * max|ref| at the positions attention_mask keeps (logits and
@@ -176,8 +177,28 @@ def compare_outputs(out_dir, ref_dir, meta, rtol=None):
 
 
 def is_moe(stem):
-    """Mixture-of-experts architectures: one xfmr.moe per layer too."""
-    return stem.startswith("mixtral") or "_moe" in stem
+    """Mixture-of-experts architectures: one xfmr.moe per layer too
+    (DeepSeek-V3's first layer is dense: first_k_dense_replace 1)."""
+    return stem.startswith(("mixtral", "gpt_oss")) or "_moe" in stem
+
+
+# Architectures in the corpus that xfmr runs correctly but does not raise yet
+# (issue 41): their `run` check (numerics against onnxruntime, unfused) must
+# pass; `report` is expected to fail (a pass is reported as a FAIL, so that the
+# entry is removed when the gap closes) and `generate` (needs the fused,
+# paged form) is skipped.
+KNOWN_GAPS = {
+    "gpt_oss": "attention sinks (a learned per-head logit in the softmax) and gpt-oss's MoE "
+               "(router bias, clamped SwiGLU, expert biases) are not raised",
+    "deepseek_v3": "MLA is raised over the decompressed per-head keys (12) and values (8), "
+                   "which the paged pools refuse, not over the cached latent; sigmoid "
+                   "group-limited routing is not raised as xfmr.moe",
+}
+
+
+def known_gap(stem):
+    return next((why for arch, why in KNOWN_GAPS.items()
+                 if stem == arch or stem.startswith(arch + "_")), None)
 
 
 def check_model(ck, name, path, ref_dir, greedy_path):
@@ -192,7 +213,14 @@ def check_model(ck, name, path, ref_dir, greedy_path):
     # One compile gives the raising report and the artifact.
     r, err = ck.build(path, name, ["--report"], with_report=True)
     ok, detail = ck.report(r, err, LAYERS, LAYERS if is_moe(name) else 0)
-    out.append(("PASS" if ok else "FAIL", "report", detail))
+    gap = known_gap(name)
+    if gap and ok:
+        out.append(("FAIL", "report", "raised although listed in KNOWN_GAPS (%s): %s"
+                    % (gap, detail)))
+    elif gap:
+        out.append(("SKIP", "report", "known gap: %s [%s]" % (gap, detail)))
+    else:
+        out.append(("PASS" if ok else "FAIL", "report", detail))
     xfa = os.path.join(ck.tmp, name + ".xfa")
     if err or r.returncode:
         out.append(("FAIL", "run", "compile: " + (err or first_error(r.stderr))))
@@ -203,7 +231,9 @@ def check_model(ck, name, path, ref_dir, greedy_path):
         else:
             ok, detail = compare_outputs(out_dir, ref_dir, meta)
             out.append(("PASS" if ok else "FAIL", "run", detail))
-    if greedy_path:
+    if greedy_path and gap:
+        out.append(("SKIP", "generate", "known gap: not raised"))
+    elif greedy_path:
         gpath = greedy_path
         if not os.path.exists(gpath):
             out.append(("SKIP", "generate", "no greedy.json"))

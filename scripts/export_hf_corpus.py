@@ -273,9 +273,9 @@ def build_olmo2():  # QK-norm over the whole q/k projection, post-norms (no pre-
     return transformers.Olmo2ForCausalLM(transformers.Olmo2Config(**_decoder_common()))
 
 
-def build_gemma2():  # attention and final logit soft-capping, alternating sliding window
+def build_gemma2():  # attention and final logit soft-capping (caps small enough to bite), sliding window
     return transformers.Gemma2ForCausalLM(transformers.Gemma2Config(**_decoder_common(
-        sliding_window=4, attn_logit_softcapping=50.0, final_logit_softcapping=30.0,
+        sliding_window=4, attn_logit_softcapping=0.2, final_logit_softcapping=3.0,
         query_pre_attn_scalar=HEAD_DIM)))
 
 
@@ -367,14 +367,15 @@ def randomize_vectors(model, seed):
 
 def kv_shape(model):
     """(kv heads, key head dim, value head dim) of the model's attention layers
-    as its DynamicCache holds them (MLA's cache holds decompressed per-head
-    keys of qk_nope + qk_rope and values of v_head_dim)."""
+    as its DynamicCache holds them."""
     c = model.config
     heads = getattr(c, "num_attention_heads", None) or c.n_head
     hidden = getattr(c, "hidden_size", None) or c.n_embd
     kv = getattr(c, "num_key_value_heads", None) or heads
     if getattr(c, "kv_lora_rank", None):
-        return kv, c.qk_nope_head_dim + c.qk_rope_head_dim, c.v_head_dim
+        # transformers >= 5 caches MLA's compressed latents, as one head:
+        # "key" the normalised kv_lora_rank latent, "value" the RoPE key.
+        return 1, c.kv_lora_rank, c.qk_rope_head_dim
     hd = getattr(c, "head_dim", None) or hidden // heads
     return kv, hd, hd
 
@@ -751,6 +752,13 @@ def write_readme(out_dir, results):
              "| `mixtral_dense_where` | the same, coefficient `where(idx == e, w, 0).sum(-1)` (forward only) |",
              "| `mixtral_dense_onehot` | the same, coefficients `(w[..., None] * one_hot(idx, E)).sum(1)[:, e]` (forward only) |",
              "| `mixtral_dense_scatter` | the same, coefficients `zeros(T, E).scatter(1, idx, w)[:, e]` (forward only) |",
+             "| `qwen3_moe` | Qwen3-MoE: QK-norm, 8 experts, top 2, renormalised (batched experts) |",
+             "| `olmo2` | OLMo-2: RMSNorm over the whole q/k projections, norms after attention and MLP (no pre-norm) |",
+             "| `gemma3` | Gemma-3: QK-norm, (1 + w) norms before and after each block, sliding (window 4, local RoPE base) and global layers |",
+             "| `phi35` | Phi-3.5: LongRoPE (per-frequency short/long factors, attention factor; original context 32); dynamo only, see the failures |",
+             "| `gemma2` | Gemma-2: attention (cap 0.2, small enough that tanh saturates on these scores) and final (cap 3) logit soft-capping, alternating sliding window 4 |",
+             "| `gpt_oss` | gpt-oss: attention sinks, 4 experts top 2 with router and expert biases, clamped SwiGLU, sliding/full layers (runs unfused: KNOWN_GAPS) |",
+             "| `deepseek_v3` | DeepSeek-V3: MLA (q_lora 24, kv_lora 16, rope 4 + nope 8, v 8; the past holds the compressed latent and the RoPE key, one head each), sigmoid group-limited routing (8 experts, 4 groups, top 2 groups, top 2), shared expert, first layer dense (runs unfused: KNOWN_GAPS) |",
              "",
              "Files: `ARCH_ts.onnx` (TorchScript exporter, `dynamo=False`, opset %d) and" % TS_OPSET,
              "`ARCH_dynamo.onnx` (`dynamo=True`, opset %d, dynamic batch/sequence/past)." % DYNAMO_OPSET,

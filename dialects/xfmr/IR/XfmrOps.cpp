@@ -108,6 +108,15 @@ static LogicalResult verifySameElementType(Operation *op, StringRef lhsName,
 
 /// "epsilon must be non-negative": a negative epsilon can make the
 /// normalization divide by zero or take the root of a negative number.
+/// An attention's `softcap`: absent, or a positive finite cap.
+static LogicalResult verifySoftcap(Operation *op,
+                                   std::optional<APFloat> softcap) {
+  if (!softcap || (!softcap->isNegative() && !softcap->isZero() &&
+                   softcap->isFinite()))
+    return success();
+  return op->emitOpError() << "softcap must be positive and finite";
+}
+
 static LogicalResult verifyEpsilon(Operation *op, const APFloat &epsilon) {
   if (!epsilon.isNegative() && !epsilon.isNaN())
     return success();
@@ -213,6 +222,8 @@ static LogicalResult verifyAttention(Operation *op, ShapedType queryType, Shaped
 
 LogicalResult AttentionOp::verify() {
   TypedValue<RankedTensorType> mask = getMask();
+  if (failed(verifySoftcap(getOperation(), getSoftcap())))
+    return failure();
   return verifyAttention(getOperation(), getQuery().getType(), getKey().getType(),
                          getValue().getType(), getResult().getType(),
                          mask ? mask.getType() : ShapedType(), getNumHeads(), getNumKvHeads());
@@ -682,6 +693,8 @@ static LogicalResult verifyPagedAttention(PagedOp pagedOp, ShapedType queryType,
 }
 
 LogicalResult PagedAttentionOp::verify() {
+  if (failed(verifySoftcap(getOperation(), getSoftcap())))
+    return failure();
   return verifyPagedAttention(*this, getQuery().getType(), getKeyPool().getType(),
                               getValuePool().getType(), getBlockTables().getType(),
                               getContextLens().getType(), getQueryStartLoc().getType(),

@@ -115,7 +115,10 @@ def Xfmr_AttentionOp : Xfmr_Op<"attention"> {
     float mask is added to the scores before the softmax. `causal` lets
     query `i` see key `j` only when `j <= i + (Skv - Sq)`, aligned to the
     bottom right as in decoding with a KV cache; it combines with `mask`.
-    `scale` is usually `1 / sqrt(D)`. Rows that see no key are unspecified.
+    `scale` is usually `1 / sqrt(D)`. With `softcap` = c (Gemma-2's
+    attention logit soft-capping) the scaled scores become
+    `c * tanh(scores / c)` before the mask applies. Rows that see no key are
+    unspecified.
 
     ```mlir
     %out = xfmr.attention %q, %k, %v mask %mask
@@ -135,7 +138,8 @@ def Xfmr_AttentionOp : Xfmr_Op<"attention"> {
     I64Attr:$num_heads,
     I64Attr:$num_kv_heads,
     F32Attr:$scale,
-    DefaultValuedAttr<BoolAttr, "false">:$causal
+    DefaultValuedAttr<BoolAttr, "false">:$causal,
+    OptionalAttr<F32Attr>:$softcap
   );
   let results = (outs Xfmr_FloatTensor:$result);
 
@@ -506,7 +510,8 @@ def Xfmr_PagedAttentionOp : Xfmr_Op<"paged_attention",
     prefill and decode steps are all this op. With `sliding_window` = W
     (Mistral-style local attention), the token at position `p` sees only
     positions `p - W + 1` to `p`; blocks wholly before that are not read.
-    The result has the query's type; head grouping and `scale` are as in `xfmr.attention`.
+    The result has the query's type; head grouping, `scale` and `softcap`
+    are as in `xfmr.attention`.
 
     Quantized caches: with i8 pools (or 8-bit float pools) `scales` holds
     the key and the value scales, `[num_blocks, block_size, Hkv]` f32: the
@@ -536,7 +541,8 @@ def Xfmr_PagedAttentionOp : Xfmr_Op<"paged_attention",
     I64Attr:$num_kv_heads,
     F32Attr:$scale,
     I64Attr:$block_size,
-    OptionalAttr<I64Attr>:$sliding_window
+    OptionalAttr<I64Attr>:$sliding_window,
+    OptionalAttr<F32Attr>:$softcap
   );
   let results = (outs Xfmr_FloatTensor:$result);
 

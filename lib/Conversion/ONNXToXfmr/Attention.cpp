@@ -51,7 +51,7 @@ bool leadsToScores(Value v, int depth = 0) {
   if (isa<onnx::AddOp, onnx::MulOp>(op))
     return leadsToScores(op->getOperand(0), depth + 1) ||
            leadsToScores(op->getOperand(1), depth + 1);
-  if (isa<onnx::DivOp>(op) || isFloatCast(op))
+  if (isa<onnx::DivOp, onnx::TanhOp>(op) || isFloatCast(op))
     return leadsToScores(op->getOperand(0), depth + 1);
   if (auto where = dyn_cast<onnx::WhereOp>(op))
     return leadsToScores(where.getX(), depth + 1) || leadsToScores(where.getY(), depth + 1);
@@ -61,6 +61,7 @@ bool leadsToScores(Value v, int depth = 0) {
 struct Scores {
   onnx::MatMulOp qk;
   double scale = 1.0;
+  std::optional<double> softcap; ///< c of c * tanh(scores / c)
   SmallVector<Value> bias; ///< additive masks
   SmallVector<std::pair<Value, bool>> keep; ///< (condition, negated)
 };
@@ -107,6 +108,18 @@ LogicalResult peelScores(Value s, Scores &out, std::string &why) {
       continue;
     }
     if (isFloatCast(op)) {
+      s = op->getOperand(0);
+      continue;
+    }
+    if (isa<onnx::TanhOp>(op)) {
+      // Soft-capping, c * tanh(x / c): the factor met above the Tanh is c,
+      // the ones below it scale x (xfmr.attention's scale is x's times c).
+      if (out.softcap || out.scale <= 0) {
+        why = "the scores pass through a Tanh that is not one soft-cap c * tanh(x / c)";
+        return failure();
+      }
+      out.softcap = out.scale;
+      out.scale = 1.0;
       s = op->getOperand(0);
       continue;
     }
@@ -321,8 +334,12 @@ bool raiseAttention(Operation *anchor, IRRewriter &rewriter, RaiseLog &log) {
   auto op = AttentionOp::create(rewriter, loc, resultType, q, k, v, mask,
                                 rewriter.getI64IntegerAttr(heads),
                                 rewriter.getI64IntegerAttr(kvHeads),
-                                rewriter.getF32FloatAttr(scores.scale),
-                                rewriter.getBoolAttr(causalRowStart.has_value()));
+                                rewriter.getF32FloatAttr(scores.softcap
+                                                             ? scores.scale * *scores.softcap
+                                                             : scores.scale),
+                                rewriter.getBoolAttr(causalRowStart.has_value()),
+                                scores.softcap ? rewriter.getF32FloatAttr(*scores.softcap)
+                                               : FloatAttr());
   LogicalResult verified = success();
   {
     ScopedDiagnosticHandler silence(op.getContext(), [](Diagnostic &) { return success(); });
@@ -405,7 +422,8 @@ bool raiseAttention23(Operation *anchor, IRRewriter &rewriter, RaiseLog &log) {
   auto op = AttentionOp::create(rewriter, loc, resultType, q, k, v, mask,
                                 rewriter.getI64IntegerAttr(heads),
                                 rewriter.getI64IntegerAttr(kvHeads),
-                                rewriter.getF32FloatAttr(scale), rewriter.getBoolAttr(causal));
+                                rewriter.getF32FloatAttr(scale), rewriter.getBoolAttr(causal),
+                                FloatAttr());
   rewriter.replaceAllUsesWith(attn.getY(), op.getResult());
   log.formed("attention");
   return true;

@@ -310,7 +310,8 @@ bool raiseGroupQueryAttention(Operation *anchor, IRRewriter &rewriter, RaiseLog 
   auto attn = AttentionOp::create(rewriter, loc, qType, q, keys, values, keep,
                                   rewriter.getI64IntegerAttr(heads),
                                   rewriter.getI64IntegerAttr(kvHeads),
-                                  rewriter.getF32FloatAttr(scale), rewriter.getBoolAttr(true));
+                                  rewriter.getF32FloatAttr(scale), rewriter.getBoolAttr(true),
+                                  FloatAttr());
   // [B, H, S, D] -> [B, S, H * D]
   Value out = transpose(rewriter, loc, attn.getResult(), {0, 2, 1, 3});
   auto outType = cast<RankedTensorType>(gqa.getOutput().getType());

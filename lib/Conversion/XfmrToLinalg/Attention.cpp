@@ -118,6 +118,7 @@ struct LowerAttention : OpRewritePattern<AttentionOp> {
                                               Value s) -> Value {
                               Value qi = arith::AddIOp::create(nb, nl, q0, i);
                               Value kj = arith::AddIOp::create(nb, nl, k0, j);
+                              s = softcapScore(nb, nl, s, op.getSoftcap());
                               if (mask)
                                 s = applyMask(nb, nl, mask, maskBroadcasts, {bi, h, qi, kj}, s);
                               if (!causal)
@@ -185,6 +186,8 @@ struct AttentionToBuffers : OpRewritePattern<AttentionOp> {
     if (!isF32(op.getQuery()) || !isF32(op.getKey()) || !isF32(op.getValue()) ||
         ShapedType::isDynamic(dv) || dv > maxHeadDim)
       return rewriter.notifyMatchFailure(op, "not f32 with a static head dim the kernel takes");
+    if (op.getSoftcap()) // the fused kernels do not cap; the tiled lowering does
+      return rewriter.notifyMatchFailure(op, "soft-capped scores");
     Location loc = op.getLoc();
     auto buffer = [&](Value t) { return readOnlyBuffer(rewriter, loc, t); };
     // One statement each: the IR's order must not depend on the compiler's

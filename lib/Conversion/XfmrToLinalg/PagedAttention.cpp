@@ -315,6 +315,7 @@ struct LowerPagedAttention : OpRewritePattern<PagedAttentionOp> {
                                   nb, nl, i, indexConstant(nb, nl, rep));
                               Value pos = arith::AddIOp::create(nb, nl, pos0, token);
                               Value key = arith::AddIOp::create(nb, nl, k0, j);
+                              score = softcapScore(nb, nl, score, op.getSoftcap());
                               score = hideAfter(nb, nl, key, pos, score);
                               if (!window)
                                 return score;
@@ -369,6 +370,8 @@ struct PagedAttentionToBuffers : OpRewritePattern<PagedAttentionOp> {
     int64_t d = resultType.getDimSize(2);
     if (!resultType.getElementType().isF32() || ShapedType::isDynamic(d) || d > maxHeadDim)
       return rewriter.notifyMatchFailure(op, "not an f32 query with a head dim the kernel takes");
+    if (op.getSoftcap()) // the fused kernels do not cap; the tiled lowering does
+      return rewriter.notifyMatchFailure(op, "soft-capped scores");
     Location loc = op.getLoc();
     auto buffer = [&](Value t) { return readOnlyBuffer(rewriter, loc, t); };
     // One statement each: the IR's order must not depend on the compiler.

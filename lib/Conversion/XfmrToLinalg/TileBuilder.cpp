@@ -117,6 +117,14 @@ Value scoreTile(OpBuilder &b, Location loc, Value q, Value k, double scale, Mask
                  });
 }
 
+Value softcapScore(OpBuilder &b, Location loc, Value score, std::optional<APFloat> cap) {
+  if (!cap)
+    return score;
+  double c = cap->convertToDouble();
+  Value t = math::TanhOp::create(b, loc, arith::MulFOp::create(b, loc, score, f32Const(b, loc, 1.0 / c)));
+  return arith::MulFOp::create(b, loc, t, f32Const(b, loc, c));
+}
+
 SoftmaxState softmaxStep(OpBuilder &b, Location loc, const SoftmaxState &state, Value scores,
                          Value v, Value vScales) {
   MLIRContext *ctx = b.getContext();

@@ -52,6 +52,11 @@ using MaskFn = llvm::function_ref<mlir::Value(mlir::OpBuilder &, mlir::Location,
 mlir::Value scoreTile(mlir::OpBuilder &b, mlir::Location loc, mlir::Value q, mlir::Value k,
                       double scale, MaskFn mask, mlir::Value kScales = nullptr);
 
+/// `cap * tanh(score / cap)` (attention logit soft-capping) when `cap` is
+/// set, else `score`; for a MaskFn, before the mask applies.
+mlir::Value softcapScore(mlir::OpBuilder &b, mlir::Location loc, mlir::Value score,
+                         std::optional<llvm::APFloat> cap);
+
 /// One online-softmax step: folds the scores [tq, tk] and values [tk, Dv]
 /// into the state.
 /// A quantized value tile comes with its rows' scales `vScales` [tk], folded

@@ -559,3 +559,45 @@ func.func @negative_window_not_triangular(%q: tensor<1x2x?x16xf32>, %k: tensor<1
   %o = onnx.MatMul(%p, %v) : (tensor<1x2x?x?xf32>, tensor<1x2x?x16xf32>) -> tensor<1x2x?x16xf32>
   return %o : tensor<1x2x?x16xf32>
 }
+
+// -----
+
+// Gemma-2's attention logit soft-capping: scores * scaling, then
+// 50 * tanh(x / 50), then the additive mask. The op's scale is the scores'
+// (0.25 / 50) times the cap; softcap = 50.
+// CHECK-LABEL: xfmr-raise @gemma2_softcap: formed 1 attention; 0 candidate(s) left unfused
+// CHECK-LABEL: func.func @gemma2_softcap(
+// CHECK: xfmr.attention %{{.*}}, %{{.*}}, %{{.*}} mask %{{.*}} {num_heads = 4 : i64, num_kv_heads = 4 : i64, scale = 2.500000e-01 : f32, softcap = 5.000000e+01 : f32}
+// CHECK-NOT: onnx.Tanh
+func.func @gemma2_softcap(%q: tensor<1x4x8x16xf32>, %k: tensor<1x4x8x16xf32>,
+                          %v: tensor<1x4x8x16xf32>, %mask: tensor<1x1x8x8xf32>)
+    -> tensor<1x4x8x16xf32> {
+  %scaling = onnx.Constant() {value = dense<2.500000e-01> : tensor<f32>} : () -> tensor<f32>
+  %cap = onnx.Constant() {value = dense<5.000000e+01> : tensor<f32>} : () -> tensor<f32>
+  %kt = onnx.Transpose(%k) {perm = [0, 1, 3, 2]} : (tensor<1x4x8x16xf32>) -> tensor<1x4x16x8xf32>
+  %qk = onnx.MatMul(%q, %kt) : (tensor<1x4x8x16xf32>, tensor<1x4x16x8xf32>) -> tensor<1x4x8x8xf32>
+  %s = onnx.Mul(%qk, %scaling) : (tensor<1x4x8x8xf32>, tensor<f32>) -> tensor<1x4x8x8xf32>
+  %d = onnx.Div(%s, %cap) : (tensor<1x4x8x8xf32>, tensor<f32>) -> tensor<1x4x8x8xf32>
+  %t = onnx.Tanh(%d) : (tensor<1x4x8x8xf32>) -> tensor<1x4x8x8xf32>
+  %c = onnx.Mul(%t, %cap) : (tensor<1x4x8x8xf32>, tensor<f32>) -> tensor<1x4x8x8xf32>
+  %m = onnx.Add(%c, %mask) : (tensor<1x4x8x8xf32>, tensor<1x1x8x8xf32>) -> tensor<1x4x8x8xf32>
+  %p = onnx.Softmax(%m) {axis = -1 : i64} : (tensor<1x4x8x8xf32>) -> tensor<1x4x8x8xf32>
+  %o = onnx.MatMul(%p, %v) : (tensor<1x4x8x8xf32>, tensor<1x4x8x16xf32>) -> tensor<1x4x8x16xf32>
+  return %o : tensor<1x4x8x16xf32>
+}
+
+// -----
+
+// A Tanh on the scores that is not a soft-cap (two of them) stays unfused.
+// CHECK-LABEL: xfmr-raise @negative_double_tanh: formed nothing; 1 candidate(s) left unfused
+// CHECK: Tanh that is not one soft-cap
+func.func @negative_double_tanh(%q: tensor<1x4x8x16xf32>, %k: tensor<1x4x8x16xf32>,
+                                %v: tensor<1x4x8x16xf32>) -> tensor<1x4x8x16xf32> {
+  %kt = onnx.Transpose(%k) {perm = [0, 1, 3, 2]} : (tensor<1x4x8x16xf32>) -> tensor<1x4x16x8xf32>
+  %qk = onnx.MatMul(%q, %kt) : (tensor<1x4x8x16xf32>, tensor<1x4x16x8xf32>) -> tensor<1x4x8x8xf32>
+  %t1 = onnx.Tanh(%qk) : (tensor<1x4x8x8xf32>) -> tensor<1x4x8x8xf32>
+  %t2 = onnx.Tanh(%t1) : (tensor<1x4x8x8xf32>) -> tensor<1x4x8x8xf32>
+  %p = onnx.Softmax(%t2) {axis = -1 : i64} : (tensor<1x4x8x8xf32>) -> tensor<1x4x8x8xf32>
+  %o = onnx.MatMul(%p, %v) : (tensor<1x4x8x8xf32>, tensor<1x4x8x16xf32>) -> tensor<1x4x8x16xf32>
+  return %o : tensor<1x4x8x16xf32>
+}

@@ -114,3 +114,34 @@ func.func @negative_mixed_kv_heads(%ids: tensor<?x?xi64> {onnx.name = "input_ids
   %o = onnx.Reshape(%at, %flat) : (tensor<?x?x2x4xf32>, tensor<3xi64>) -> tensor<?x?x8xf32>
   return %o : tensor<?x?x8xf32>
 }
+
+// -----
+
+// A soft-capped attention (Gemma-2) keeps its cap in the paged form.
+// CHECK: xfmr.paged_attention {{.*}} {block_size = 8 : i64, num_heads = 2 : i64, num_kv_heads = 1 : i64, scale = 5.000000e-01 : f32, softcap = 2.000000e-01 : f32}
+func.func @main(%ids: tensor<?x?xi64> {onnx.name = "input_ids"},
+                %mask: tensor<?x?xi64> {onnx.name = "attention_mask"},
+                %pos: tensor<?x?xi64> {onnx.name = "position_ids"})
+    -> (tensor<?x?x16xf32> {onnx.name = "logits"}) {
+  %table = onnx.Constant() {value = dense<0.5> : tensor<16x8xf32>} : () -> tensor<16x8xf32>
+  %h = xfmr.embedding %table, %ids : tensor<16x8xf32>, tensor<?x?xi64> -> tensor<?x?x8xf32>
+  %shape = onnx.Constant() {value = dense<[0, 0, 2, 4]> : tensor<4xi64>} : () -> tensor<4xi64>
+  %kvshape = onnx.Constant() {value = dense<[0, 0, 1, 4]> : tensor<4xi64>} : () -> tensor<4xi64>
+  %kvw = onnx.Constant() {value = dense<0.25> : tensor<8x4xf32>} : () -> tensor<8x4xf32>
+  %kv = onnx.MatMul(%h, %kvw) : (tensor<?x?x8xf32>, tensor<8x4xf32>) -> tensor<?x?x4xf32>
+  %q3 = onnx.Reshape(%h, %shape) : (tensor<?x?x8xf32>, tensor<4xi64>) -> tensor<?x?x2x4xf32>
+  %q = onnx.Transpose(%q3) {perm = [0, 2, 1, 3]} : (tensor<?x?x2x4xf32>) -> tensor<?x2x?x4xf32>
+  %k3 = onnx.Reshape(%kv, %kvshape) : (tensor<?x?x4xf32>, tensor<4xi64>) -> tensor<?x?x1x4xf32>
+  %k = onnx.Transpose(%k3) {perm = [0, 2, 1, 3]} : (tensor<?x?x1x4xf32>) -> tensor<?x1x?x4xf32>
+  %m = onnx.Cast(%mask) {to = 1 : i64} : (tensor<?x?xi64>) -> tensor<?x?xf32>
+  %a = xfmr.attention %q, %k, %k mask %m
+      {num_heads = 2 : i64, num_kv_heads = 1 : i64, scale = 0.5 : f32, softcap = 0.2 : f32}
+      : tensor<?x2x?x4xf32>, tensor<?x1x?x4xf32>, tensor<?x1x?x4xf32>, tensor<?x?xf32>
+      -> tensor<?x2x?x4xf32>
+  %at = onnx.Transpose(%a) {perm = [0, 2, 1, 3]} : (tensor<?x2x?x4xf32>) -> tensor<?x?x2x4xf32>
+  %flat = onnx.Constant() {value = dense<[0, 0, 8]> : tensor<3xi64>} : () -> tensor<3xi64>
+  %o = onnx.Reshape(%at, %flat) : (tensor<?x?x2x4xf32>, tensor<3xi64>) -> tensor<?x?x8xf32>
+  %w = onnx.Constant() {value = dense<0.125> : tensor<8x16xf32>} : () -> tensor<8x16xf32>
+  %logits = onnx.MatMul(%o, %w) : (tensor<?x?x8xf32>, tensor<8x16xf32>) -> tensor<?x?x16xf32>
+  return %logits : tensor<?x?x16xf32>
+}

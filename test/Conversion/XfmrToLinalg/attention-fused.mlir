@@ -46,3 +46,20 @@ func.func @wide_heads(%q: tensor<1x1x8x512xf32>, %k: tensor<1x1x8x512xf32>, %v: 
       : tensor<1x1x8x512xf32>, tensor<1x1x8x512xf32>, tensor<1x1x8x512xf32> -> tensor<1x1x8x512xf32>
   return %o : tensor<1x1x8x512xf32>
 }
+
+// -----
+
+// Soft-capped scores (Gemma-2): the fused kernels do not cap, so the op is
+// lowered by the tiled loops, which apply 30 * tanh(s / 30) to every score
+// before the mask.
+// CHECK-LABEL: func.func @softcap(
+//   CHECK-NOT: xfmr.attention_buffers
+//       CHECK: scf.for
+//       CHECK: math.tanh
+func.func @softcap(%q: tensor<1x1x8x16xf32>, %k: tensor<1x1x8x16xf32>, %v: tensor<1x1x8x16xf32>)
+    -> tensor<1x1x8x16xf32> {
+  %o = xfmr.attention %q, %k, %v {causal = true, num_heads = 1 : i64, num_kv_heads = 1 : i64,
+                                  scale = 0.25 : f32, softcap = 30.0 : f32}
+      : tensor<1x1x8x16xf32>, tensor<1x1x8x16xf32>, tensor<1x1x8x16xf32> -> tensor<1x1x8x16xf32>
+  return %o : tensor<1x1x8x16xf32>
+}

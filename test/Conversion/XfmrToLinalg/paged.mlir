@@ -160,3 +160,27 @@ func.func @paged_attention_fp8(%q: tensor<?x4x8xf32>, %kp: tensor<?x16x2x8xf8E4M
         tensor<?xi32>, tensor<?xi32>
   return %0 : tensor<?x4x8xf32>
 }
+
+// -----
+
+// Soft-capped scores (Gemma-2): 0.2 * tanh(s / 0.2) on every score, before
+// the causal test hides the later keys.
+// CHECK-LABEL: func.func @paged_softcap(
+// CHECK: linalg.generic
+// CHECK: %[[INV:.*]] = arith.constant 5.000000e+00 : f32
+// CHECK: %[[X:.*]] = arith.mulf %{{.*}}, %[[INV]] : f32
+// CHECK: %[[T:.*]] = math.tanh %[[X]] : f32
+// CHECK: %[[CAP:.*]] = arith.constant 2.000000e-01 : f32
+// CHECK: %[[C:.*]] = arith.mulf %[[T]], %[[CAP]] : f32
+// CHECK: arith.cmpi sgt
+// CHECK: arith.select %{{.*}}, %{{.*}}, %[[C]] : f32
+func.func @paged_softcap(%q: tensor<?x8x8xf32>, %kp: tensor<?x16x2x8xf32>, %vp: tensor<?x16x2x8xf32>,
+                         %tables: tensor<?x?xi32>, %lens: tensor<?xi32>, %starts: tensor<?xi32>)
+    -> tensor<?x8x8xf32> {
+  %o = xfmr.paged_attention %q, %kp, %vp, %tables, %lens, %starts
+      {block_size = 16 : i64, num_heads = 8 : i64, num_kv_heads = 2 : i64, scale = 0.35 : f32,
+       softcap = 0.2 : f32}
+      : tensor<?x8x8xf32>, tensor<?x16x2x8xf32>, tensor<?x16x2x8xf32>, tensor<?x?xi32>,
+        tensor<?xi32>, tensor<?xi32>
+  return %o : tensor<?x8x8xf32>
+}

@@ -1918,3 +1918,16 @@ func.func @paged_attention_buffers_out_shape(%q: memref<10x4x16xf32>, %kp: memre
         memref<2xi32>, memref<3xi32> into memref<8x4x16xf32>
   return
 }
+
+// -----
+
+// A soft-cap of zero would divide by zero.
+func.func @attention_zero_softcap(%q: tensor<2x8x16x64xf32>, %k: tensor<2x2x16x64xf32>,
+                                  %v: tensor<2x2x16x64xf32>) {
+  // expected-error @+1 {{'xfmr.attention' op softcap must be positive and finite}}
+  %0 = xfmr.attention %q, %k, %v
+      {num_heads = 8 : i64, num_kv_heads = 2 : i64, scale = 0.125 : f32, softcap = 0.0 : f32}
+      : tensor<2x8x16x64xf32>, tensor<2x2x16x64xf32>,
+        tensor<2x2x16x64xf32> -> tensor<2x8x16x64xf32>
+  return
+}
