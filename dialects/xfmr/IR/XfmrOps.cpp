@@ -15,6 +15,8 @@
 #include "mlir/IR/OpImplementation.h"
 #include "llvm/ADT/StringSwitch.h"
 
+#include <cmath>
+
 using namespace mlir;
 using namespace xfmr;
 
@@ -115,6 +117,20 @@ static LogicalResult verifySoftcap(Operation *op,
                    softcap->isFinite()))
     return success();
   return op->emitOpError() << "softcap must be positive and finite";
+}
+
+/// An attention's `sinks`: absent, or one finite logit per query head.
+static LogicalResult verifySinks(Operation *op,
+                                 std::optional<ArrayRef<float>> sinks,
+                                 int64_t numHeads) {
+  if (!sinks)
+    return success();
+  if (static_cast<int64_t>(sinks->size()) != numHeads)
+    return op->emitOpError() << "has " << sinks->size()
+                             << " sinks for num_heads = " << numHeads;
+  if (llvm::any_of(*sinks, [](float v) { return !std::isfinite(v); }))
+    return op->emitOpError() << "sinks must be finite";
+  return success();
 }
 
 static LogicalResult verifyEpsilon(Operation *op, const APFloat &epsilon) {
@@ -222,7 +238,8 @@ static LogicalResult verifyAttention(Operation *op, ShapedType queryType, Shaped
 
 LogicalResult AttentionOp::verify() {
   TypedValue<RankedTensorType> mask = getMask();
-  if (failed(verifySoftcap(getOperation(), getSoftcap())))
+  if (failed(verifySoftcap(getOperation(), getSoftcap())) ||
+      failed(verifySinks(getOperation(), getSinks(), getNumHeads())))
     return failure();
   return verifyAttention(getOperation(), getQuery().getType(), getKey().getType(),
                          getValue().getType(), getResult().getType(),
@@ -693,7 +710,8 @@ static LogicalResult verifyPagedAttention(PagedOp pagedOp, ShapedType queryType,
 }
 
 LogicalResult PagedAttentionOp::verify() {
-  if (failed(verifySoftcap(getOperation(), getSoftcap())))
+  if (failed(verifySoftcap(getOperation(), getSoftcap())) ||
+      failed(verifySinks(getOperation(), getSinks(), getNumHeads())))
     return failure();
   return verifyPagedAttention(*this, getQuery().getType(), getKeyPool().getType(),
                               getValuePool().getType(), getBlockTables().getType(),

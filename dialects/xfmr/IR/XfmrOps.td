@@ -117,8 +117,11 @@ def Xfmr_AttentionOp : Xfmr_Op<"attention"> {
     bottom right as in decoding with a KV cache; it combines with `mask`.
     `scale` is usually `1 / sqrt(D)`. With `softcap` = c (Gemma-2's
     attention logit soft-capping) the scaled scores become
-    `c * tanh(scores / c)` before the mask applies. Rows that see no key are
-    unspecified.
+    `c * tanh(scores / c)` before the mask applies. With `sinks` (gpt-oss's
+    attention sinks, one f32 logit per query head) each row's softmax also
+    counts `exp(sinks[h])` in its denominator, a key that has no value:
+    `softmax(concat(scores, sink))[..., :-1] · v`. Rows that see no key
+    (and have no sink) are unspecified.
 
     ```mlir
     %out = xfmr.attention %q, %k, %v mask %mask
@@ -139,7 +142,8 @@ def Xfmr_AttentionOp : Xfmr_Op<"attention"> {
     I64Attr:$num_kv_heads,
     F32Attr:$scale,
     DefaultValuedAttr<BoolAttr, "false">:$causal,
-    OptionalAttr<F32Attr>:$softcap
+    OptionalAttr<F32Attr>:$softcap,
+    OptionalAttr<DenseF32ArrayAttr>:$sinks
   );
   let results = (outs Xfmr_FloatTensor:$result);
 
@@ -510,8 +514,8 @@ def Xfmr_PagedAttentionOp : Xfmr_Op<"paged_attention",
     prefill and decode steps are all this op. With `sliding_window` = W
     (Mistral-style local attention), the token at position `p` sees only
     positions `p - W + 1` to `p`; blocks wholly before that are not read.
-    The result has the query's type; head grouping, `scale` and `softcap`
-    are as in `xfmr.attention`.
+    The result has the query's type; head grouping, `scale`, `softcap` and
+    `sinks` are as in `xfmr.attention`.
 
     Quantized caches: with i8 pools (or 8-bit float pools) `scales` holds
     the key and the value scales, `[num_blocks, block_size, Hkv]` f32: the
@@ -542,7 +546,8 @@ def Xfmr_PagedAttentionOp : Xfmr_Op<"paged_attention",
     F32Attr:$scale,
     I64Attr:$block_size,
     OptionalAttr<I64Attr>:$sliding_window,
-    OptionalAttr<F32Attr>:$softcap
+    OptionalAttr<F32Attr>:$softcap,
+    OptionalAttr<DenseF32ArrayAttr>:$sinks
   );
   let results = (outs Xfmr_FloatTensor:$result);
 

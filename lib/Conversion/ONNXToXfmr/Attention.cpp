@@ -251,14 +251,67 @@ int64_t softmaxAxis(onnx::SoftmaxOp softmax) {
   return opset && opset.getInt() < 13 ? 1 : -1;
 }
 
+/// gpt-oss's attention sinks: the Softmax is over Concat(scores, sinks) on
+/// the key axis (less its row max, which changes nothing), and a Slice drops
+/// the sink column before the product with V. The sinks are a constant with
+/// one logit per query head ([1, Hq, 1, 1], expanded to [B, Hq, Sq, 1]).
+struct SinkForm {
+  Value scores; ///< the scores beside the sink column
+  Value probs;  ///< the Slice: the keys' probabilities
+  SmallVector<float> sinks;
+};
+
+bool isConstantInts(Value v, ArrayRef<int64_t> expected) {
+  auto values = constantInts(v);
+  return values && llvm::equal(*values, expected);
+}
+
+std::optional<SinkForm> matchSinks(onnx::SoftmaxOp softmax) {
+  Value in = softmax.getInput();
+  int64_t rank = rankOf(in);
+  if (rank != 4)
+    return std::nullopt;
+  if (auto sub = def<onnx::SubOp>(in)) {
+    auto max = def<onnx::ReduceMaxOp>(sub.getB());
+    if (!max || max.getData() != sub.getA() || max.getKeepdims() != 1 ||
+        !isLastAxisOnly(max.getAxes(), rank))
+      return std::nullopt;
+    in = sub.getA();
+  }
+  auto concat = def<onnx::ConcatOp>(in);
+  if (!concat || concat.getInputs().size() != 2 || !isLastAxis(concat.getAxis(), rank))
+    return std::nullopt;
+  Value sink = concat.getInputs()[1];
+  if (auto expand = def<onnx::ExpandOp>(sink))
+    sink = expand.getInput();
+  auto values = floatValues(sink);
+  if (!values || rankOf(sink) != rank || dimOf(sink, 0) != 1 || dimOf(sink, 2) != 1 ||
+      dimOf(sink, 3) != 1)
+    return std::nullopt;
+  // The Slice keeps keys [0, -1) of the last axis: one sink column, which
+  // the product with V (as many rows as keys) implies.
+  auto slice = soleUserOf<onnx::SliceOp>(softmax.getOutput());
+  auto noneOr = [](Value v, ArrayRef<int64_t> expected) {
+    return isa<NoneType>(v.getType()) || isConstantInts(v, expected);
+  };
+  if (!slice || !isConstantInts(slice.getStarts(), {0}) ||
+      !isConstantInts(slice.getEnds(), {-1}) ||
+      !(isConstantInts(slice.getAxes(), {-1}) || isConstantInts(slice.getAxes(), {rank - 1})) ||
+      !noneOr(slice.getSteps(), {1}))
+    return std::nullopt;
+  return SinkForm{concat.getInputs()[0], slice.getOutput(), std::move(*values)};
+}
+
 } // namespace
 
 bool raiseAttention(Operation *anchor, IRRewriter &rewriter, RaiseLog &log) {
   auto softmax = cast<onnx::SoftmaxOp>(anchor);
   Value probs = softmax.getOutput();
   int64_t rank = rankOf(probs);
+  std::optional<SinkForm> sinks = matchSinks(softmax);
+  Value scoresIn = sinks ? sinks->scores : softmax.getInput();
   if ((rank != 3 && rank != 4) || !isLastAxis(softmaxAxis(softmax), rank) ||
-      !leadsToScores(softmax.getInput()))
+      !leadsToScores(scoresIn))
     return false; // not a candidate
   auto fail = [&](const Twine &why) {
     log.unfused(anchor, "attention", why);
@@ -266,10 +319,10 @@ bool raiseAttention(Operation *anchor, IRRewriter &rewriter, RaiseLog &log) {
   };
   Scores scores;
   std::string why;
-  if (failed(peelScores(softmax.getInput(), scores, why)))
+  if (failed(peelScores(scoresIn, scores, why)))
     return fail(why);
-  Value probsUsed = probs;
-  if (Operation *user = soleUser(probs); isFloatCast(user))
+  Value probsUsed = sinks ? sinks->probs : probs;
+  if (Operation *user = soleUser(probsUsed); isFloatCast(user))
     probsUsed = user->getResult(0); // softmax in f32, back to the model's type
   auto pv = soleUserOf<onnx::MatMulOp>(probsUsed);
   if (!pv || pv.getA() != probsUsed)
@@ -329,6 +382,8 @@ bool raiseAttention(Operation *anchor, IRRewriter &rewriter, RaiseLog &log) {
     return fail("head counts are dynamic or K/V heads do not divide the query heads");
   if (mask && (rankOf(mask) < 2 || rankOf(mask) > 4))
     return fail("the mask has rank outside 2..4");
+  if (sinks && static_cast<int64_t>(sinks->sinks.size()) != heads)
+    return fail("the attention sinks are not one per query head");
   auto qType = cast<RankedTensorType>(q.getType());
   auto resultType = qType.clone({dimOf(q, 0), heads, dimOf(q, 2), dimOf(v, 3)});
   auto op = AttentionOp::create(rewriter, loc, resultType, q, k, v, mask,
@@ -339,7 +394,9 @@ bool raiseAttention(Operation *anchor, IRRewriter &rewriter, RaiseLog &log) {
                                                              : scores.scale),
                                 rewriter.getBoolAttr(causalRowStart.has_value()),
                                 scores.softcap ? rewriter.getF32FloatAttr(*scores.softcap)
-                                               : FloatAttr());
+                                               : FloatAttr(),
+                                sinks ? rewriter.getDenseF32ArrayAttr(sinks->sinks)
+                                      : DenseF32ArrayAttr());
   LogicalResult verified = success();
   {
     ScopedDiagnosticHandler silence(op.getContext(), [](Diagnostic &) { return success(); });
@@ -423,7 +480,7 @@ bool raiseAttention23(Operation *anchor, IRRewriter &rewriter, RaiseLog &log) {
                                 rewriter.getI64IntegerAttr(heads),
                                 rewriter.getI64IntegerAttr(kvHeads),
                                 rewriter.getF32FloatAttr(scale), rewriter.getBoolAttr(causal),
-                                FloatAttr());
+                                FloatAttr(), DenseF32ArrayAttr());
   rewriter.replaceAllUsesWith(attn.getY(), op.getResult());
   log.formed("attention");
   return true;

@@ -311,7 +311,7 @@ bool raiseGroupQueryAttention(Operation *anchor, IRRewriter &rewriter, RaiseLog 
                                   rewriter.getI64IntegerAttr(heads),
                                   rewriter.getI64IntegerAttr(kvHeads),
                                   rewriter.getF32FloatAttr(scale), rewriter.getBoolAttr(true),
-                                  FloatAttr());
+                                  FloatAttr(), DenseF32ArrayAttr());
   // [B, H, S, D] -> [B, S, H * D]
   Value out = transpose(rewriter, loc, attn.getResult(), {0, 2, 1, 3});
   auto outType = cast<RankedTensorType>(gqa.getOutput().getType());

@@ -415,7 +415,8 @@ struct PagedKVCachePass : impl::PagedKVCachePassBase<PagedKVCachePass> {
           ob, at, q.getType(), q, write.getNewKeyPool(), write.getNewValuePool(), arg(3), arg(4),
           arg(5), write.getNewScales(), op.getNumHeadsAttr(), op.getNumKvHeadsAttr(),
           op.getScaleAttr(), ob.getI64IntegerAttr(blockSize),
-          windows[l] ? ob.getI64IntegerAttr(*windows[l]) : IntegerAttr(), op.getSoftcapAttr());
+          windows[l] ? ob.getI64IntegerAttr(*windows[l]) : IntegerAttr(), op.getSoftcapAttr(),
+          op.getSinksAttr());
       Value out = transpose(ob, at, unsqueeze(ob, at, attn.getResult(), 0), {0, 2, 1, 3});
       if (out.getType() != op.getType())
         out = tensor::CastOp::create(ob, at, op.getType(), out);

@@ -84,6 +84,7 @@ struct LowerAttention : OpRewritePattern<AttentionOp> {
     for (int64_t i = 0; i < 4; ++i)
       outSizes.push_back(tensor::getMixedSize(rewriter, loc, i == 3 ? v : q, i));
     Value out = tensor::EmptyOp::create(rewriter, loc, outSizes, resultType.getElementType());
+    Value sinkTable = sinksConstant(rewriter, loc, op.getSinks());
 
     auto batchLoop = scf::ForOp::create(
         rewriter, loc, zero, batch, one, ValueRange{out},
@@ -106,6 +107,10 @@ struct LowerAttention : OpRewritePattern<AttentionOp> {
                                                        minIndex(b3, l3, last, skv));
                       }
                       SoftmaxState init = initialState(b3, l3, tq, dv);
+                      if (sinkTable) // every row of the tile is head h
+                        init = withSinks(b3, l3, init, [&](OpBuilder &nb, Location nl, Value) {
+                          return tensor::ExtractOp::create(nb, nl, sinkTable, ValueRange{h});
+                        });
                       auto keyLoop = scf::ForOp::create(
                           b3, l3, zero, kvEnd, kBlock,
                           ValueRange{init.max, init.sum, init.acc},
@@ -186,8 +191,8 @@ struct AttentionToBuffers : OpRewritePattern<AttentionOp> {
     if (!isF32(op.getQuery()) || !isF32(op.getKey()) || !isF32(op.getValue()) ||
         ShapedType::isDynamic(dv) || dv > maxHeadDim)
       return rewriter.notifyMatchFailure(op, "not f32 with a static head dim the kernel takes");
-    if (op.getSoftcap()) // the fused kernels do not cap; the tiled lowering does
-      return rewriter.notifyMatchFailure(op, "soft-capped scores");
+    if (op.getSoftcap() || op.getSinks()) // the fused kernels have neither
+      return rewriter.notifyMatchFailure(op, "soft-capped scores or sinks");
     Location loc = op.getLoc();
     auto buffer = [&](Value t) { return readOnlyBuffer(rewriter, loc, t); };
     // One statement each: the IR's order must not depend on the compiler's

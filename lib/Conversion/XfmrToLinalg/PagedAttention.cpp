@@ -215,6 +215,7 @@ struct LowerPagedAttention : OpRewritePattern<PagedAttentionOp> {
     std::optional<uint64_t> slidingWindow = op.getSlidingWindow();
     Value window = slidingWindow ? indexConstant(rewriter, loc, static_cast<int64_t>(*slidingWindow))
                                  : Value();
+    Value sinkTable = sinksConstant(rewriter, loc, op.getSinks());
     Value out = tensor::EmptyOp::create(rewriter, loc, tensor::getMixedSizes(rewriter, loc, q),
                                         resultType.getElementType());
 
@@ -278,6 +279,13 @@ struct LowerPagedAttention : OpRewritePattern<PagedAttentionOp> {
                       }
                       Value rows = arith::MulIOp::create(b3, l3, tq, group);
                       SoftmaxState init = initialState(b3, l3, rows, dv);
+                      if (sinkTable) // row i is query head h0 + i % rep
+                        init = withSinks(b3, l3, init, [&](OpBuilder &nb, Location nl, Value i) {
+                          Value h = arith::AddIOp::create(
+                              nb, nl, h0,
+                              arith::RemUIOp::create(nb, nl, i, indexConstant(nb, nl, rep)));
+                          return tensor::ExtractOp::create(nb, nl, sinkTable, ValueRange{h});
+                        });
                       auto blockLoop = scf::ForOp::create(
                           b3, l3, firstBlock, blocks, one,
                           ValueRange{init.max, init.sum, init.acc},
@@ -370,8 +378,8 @@ struct PagedAttentionToBuffers : OpRewritePattern<PagedAttentionOp> {
     int64_t d = resultType.getDimSize(2);
     if (!resultType.getElementType().isF32() || ShapedType::isDynamic(d) || d > maxHeadDim)
       return rewriter.notifyMatchFailure(op, "not an f32 query with a head dim the kernel takes");
-    if (op.getSoftcap()) // the fused kernels do not cap; the tiled lowering does
-      return rewriter.notifyMatchFailure(op, "soft-capped scores");
+    if (op.getSoftcap() || op.getSinks()) // the fused kernels have neither
+      return rewriter.notifyMatchFailure(op, "soft-capped scores or sinks");
     Location loc = op.getLoc();
     auto buffer = [&](Value t) { return readOnlyBuffer(rewriter, loc, t); };
     // One statement each: the IR's order must not depend on the compiler.

@@ -117,6 +117,27 @@ Value scoreTile(OpBuilder &b, Location loc, Value q, Value k, double scale, Mask
                  });
 }
 
+Value sinksConstant(OpBuilder &b, Location loc, std::optional<ArrayRef<float>> sinks) {
+  if (!sinks)
+    return nullptr;
+  auto type = RankedTensorType::get({static_cast<int64_t>(sinks->size())}, b.getF32Type());
+  return arith::ConstantOp::create(b, loc, DenseElementsAttr::get(type, *sinks));
+}
+
+SoftmaxState withSinks(OpBuilder &b, Location loc, SoftmaxState state, RowFn sinkOfRow) {
+  MLIRContext *ctx = b.getContext();
+  AffineMap i1 = map(ctx, 1, {0});
+  state.max = generic(b, loc, {}, state.max, {i1}, {par},
+                      [&](OpBuilder &nb, Location l, ValueRange) -> Value {
+                        return sinkOfRow(nb, l, linalg::IndexOp::create(nb, l, 0));
+                      });
+  state.sum = generic(b, loc, {}, state.sum, {i1}, {par},
+                      [&](OpBuilder &nb, Location l, ValueRange) -> Value {
+                        return f32Const(nb, l, 1.0);
+                      });
+  return state;
+}
+
 Value softcapScore(OpBuilder &b, Location loc, Value score, std::optional<APFloat> cap) {
   if (!cap)
     return score;

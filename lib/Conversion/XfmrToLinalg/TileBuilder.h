@@ -57,6 +57,19 @@ mlir::Value scoreTile(mlir::OpBuilder &b, mlir::Location loc, mlir::Value q, mli
 mlir::Value softcapScore(mlir::OpBuilder &b, mlir::Location loc, mlir::Value score,
                          std::optional<llvm::APFloat> cap);
 
+/// The sinks of an attention op as an f32 constant tensor [Hq] (null
+/// without sinks).
+mlir::Value sinksConstant(mlir::OpBuilder &b, mlir::Location loc,
+                          std::optional<llvm::ArrayRef<float>> sinks);
+
+/// Attention sinks (gpt-oss): a logit per query head that joins every row's
+/// softmax without a value. The state starts as if that key had been folded
+/// in: m = the row's sink, l = 1, acc = 0. `sinkOfRow(b, loc, i)` is row i's
+/// sink (f32).
+using RowFn = llvm::function_ref<mlir::Value(mlir::OpBuilder &, mlir::Location, mlir::Value)>;
+SoftmaxState withSinks(mlir::OpBuilder &b, mlir::Location loc, SoftmaxState state,
+                       RowFn sinkOfRow);
+
 /// One online-softmax step: folds the scores [tq, tk] and values [tk, Dv]
 /// into the state.
 /// A quantized value tile comes with its rows' scales `vScales` [tk], folded

@@ -601,3 +601,36 @@ func.func @negative_double_tanh(%q: tensor<1x4x8x16xf32>, %k: tensor<1x4x8x16xf3
   %o = onnx.MatMul(%p, %v) : (tensor<1x4x8x8xf32>, tensor<1x4x8x16xf32>) -> tensor<1x4x8x16xf32>
   return %o : tensor<1x4x8x16xf32>
 }
+
+// -----
+
+// gpt-oss's attention sinks: the softmax runs over Concat(scores, sinks) on
+// the key axis, less its row max; a Slice drops the sink column before the
+// product with V. The sinks ([1, Hq, 1, 1], one logit per query head) become
+// the op's `sinks`; the row max, the concat and the slice are gone.
+// CHECK-LABEL: xfmr-raise @gpt_oss_sinks: formed 1 attention; 0 candidate(s) left unfused
+// CHECK-LABEL: func.func @gpt_oss_sinks(
+// CHECK: xfmr.attention %{{.*}}, %{{.*}}, %{{.*}} mask %{{.*}} {num_heads = 2 : i64, num_kv_heads = 2 : i64, scale = 2.500000e-01 : f32, sinks = array<f32: 5.000000e-01, -1.000000e+00>}
+// CHECK-NOT: onnx.Softmax
+// CHECK-NOT: onnx.Slice
+func.func @gpt_oss_sinks(%q: tensor<?x2x?x16xf32>, %k: tensor<?x2x?x16xf32>,
+                         %v: tensor<?x2x?x16xf32>, %mask: tensor<?x1x?x?xf32>,
+                         %eshape: tensor<4xi64>) -> tensor<?x2x?x16xf32> {
+  %scaling = onnx.Constant() {value = dense<2.500000e-01> : tensor<f32>} : () -> tensor<f32>
+  %sinks = onnx.Constant() {value = dense<[[[[0.5]], [[-1.0]]]]> : tensor<1x2x1x1xf32>} : () -> tensor<1x2x1x1xf32>
+  %last = onnx.Constant() {value = dense<-1> : tensor<1xi64>} : () -> tensor<1xi64>
+  %zero = onnx.Constant() {value = dense<0> : tensor<1xi64>} : () -> tensor<1xi64>
+  %one = onnx.Constant() {value = dense<1> : tensor<1xi64>} : () -> tensor<1xi64>
+  %kt = onnx.Transpose(%k) {perm = [0, 1, 3, 2]} : (tensor<?x2x?x16xf32>) -> tensor<?x2x16x?xf32>
+  %qk = onnx.MatMul(%q, %kt) : (tensor<?x2x?x16xf32>, tensor<?x2x16x?xf32>) -> tensor<?x2x?x?xf32>
+  %s = onnx.Mul(%qk, %scaling) : (tensor<?x2x?x?xf32>, tensor<f32>) -> tensor<?x2x?x?xf32>
+  %m = onnx.Add(%s, %mask) : (tensor<?x2x?x?xf32>, tensor<?x1x?x?xf32>) -> tensor<?x2x?x?xf32>
+  %e = onnx.Expand(%sinks, %eshape) : (tensor<1x2x1x1xf32>, tensor<4xi64>) -> tensor<?x2x?x1xf32>
+  %c = onnx.Concat(%m, %e) {axis = -1 : i64} : (tensor<?x2x?x?xf32>, tensor<?x2x?x1xf32>) -> tensor<?x2x?x?xf32>
+  %mx = onnx.ReduceMax(%c, %last) : (tensor<?x2x?x?xf32>, tensor<1xi64>) -> tensor<?x2x?x1xf32>
+  %d = onnx.Sub(%c, %mx) : (tensor<?x2x?x?xf32>, tensor<?x2x?x1xf32>) -> tensor<?x2x?x?xf32>
+  %p = onnx.Softmax(%d) {axis = -1 : i64} : (tensor<?x2x?x?xf32>) -> tensor<?x2x?x?xf32>
+  %ps = onnx.Slice(%p, %zero, %last, %last, %one) : (tensor<?x2x?x?xf32>, tensor<1xi64>, tensor<1xi64>, tensor<1xi64>, tensor<1xi64>) -> tensor<?x2x?x?xf32>
+  %o = onnx.MatMul(%ps, %v) : (tensor<?x2x?x?xf32>, tensor<?x2x?x16xf32>) -> tensor<?x2x?x16xf32>
+  return %o : tensor<?x2x?x16xf32>
+}

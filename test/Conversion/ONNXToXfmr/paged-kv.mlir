@@ -117,8 +117,9 @@ func.func @negative_mixed_kv_heads(%ids: tensor<?x?xi64> {onnx.name = "input_ids
 
 // -----
 
-// A soft-capped attention (Gemma-2) keeps its cap in the paged form.
-// CHECK: xfmr.paged_attention {{.*}} {block_size = 8 : i64, num_heads = 2 : i64, num_kv_heads = 1 : i64, scale = 5.000000e-01 : f32, softcap = 2.000000e-01 : f32}
+// A soft-capped attention (Gemma-2) with sinks (gpt-oss) keeps its cap and
+// its sinks in the paged form.
+// CHECK: xfmr.paged_attention {{.*}} {block_size = 8 : i64, num_heads = 2 : i64, num_kv_heads = 1 : i64, scale = 5.000000e-01 : f32, sinks = array<f32: 5.000000e-01, -1.000000e+00>, softcap = 2.000000e-01 : f32}
 func.func @main(%ids: tensor<?x?xi64> {onnx.name = "input_ids"},
                 %mask: tensor<?x?xi64> {onnx.name = "attention_mask"},
                 %pos: tensor<?x?xi64> {onnx.name = "position_ids"})
@@ -135,7 +136,7 @@ func.func @main(%ids: tensor<?x?xi64> {onnx.name = "input_ids"},
   %k = onnx.Transpose(%k3) {perm = [0, 2, 1, 3]} : (tensor<?x?x1x4xf32>) -> tensor<?x1x?x4xf32>
   %m = onnx.Cast(%mask) {to = 1 : i64} : (tensor<?x?xi64>) -> tensor<?x?xf32>
   %a = xfmr.attention %q, %k, %k mask %m
-      {num_heads = 2 : i64, num_kv_heads = 1 : i64, scale = 0.5 : f32, softcap = 0.2 : f32}
+      {num_heads = 2 : i64, num_kv_heads = 1 : i64, scale = 0.5 : f32, softcap = 0.2 : f32, sinks = array<f32: 0.5, -1.0>}
       : tensor<?x2x?x4xf32>, tensor<?x1x?x4xf32>, tensor<?x1x?x4xf32>, tensor<?x?xf32>
       -> tensor<?x2x?x4xf32>
   %at = onnx.Transpose(%a) {perm = [0, 2, 1, 3]} : (tensor<?x2x?x4xf32>) -> tensor<?x?x2x4xf32>

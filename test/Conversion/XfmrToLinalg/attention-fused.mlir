@@ -49,17 +49,21 @@ func.func @wide_heads(%q: tensor<1x1x8x512xf32>, %k: tensor<1x1x8x512xf32>, %v: 
 
 // -----
 
-// Soft-capped scores (Gemma-2): the fused kernels do not cap, so the op is
-// lowered by the tiled loops, which apply 30 * tanh(s / 30) to every score
+// Soft-capped scores (Gemma-2) and sinks (gpt-oss): the fused kernels have
+// neither, so the op is lowered by the tiled loops: each query tile's running
+// max starts at its head's sink, and 30 * tanh(s / 30) caps every score
 // before the mask.
 // CHECK-LABEL: func.func @softcap(
 //   CHECK-NOT: xfmr.attention_buffers
+//       CHECK: %[[SINKS:.*]] = arith.constant dense<2.500000e-01> : tensor<1xf32>
 //       CHECK: scf.for
+//       CHECK: tensor.extract %[[SINKS]]
 //       CHECK: math.tanh
 func.func @softcap(%q: tensor<1x1x8x16xf32>, %k: tensor<1x1x8x16xf32>, %v: tensor<1x1x8x16xf32>)
     -> tensor<1x1x8x16xf32> {
   %o = xfmr.attention %q, %k, %v {causal = true, num_heads = 1 : i64, num_kv_heads = 1 : i64,
-                                  scale = 0.25 : f32, softcap = 30.0 : f32}
+                                  scale = 0.25 : f32, softcap = 30.0 : f32,
+                                  sinks = array<f32: 0.25>}
       : tensor<1x1x8x16xf32>, tensor<1x1x8x16xf32>, tensor<1x1x8x16xf32> -> tensor<1x1x8x16xf32>
   return %o : tensor<1x1x8x16xf32>
 }

@@ -164,8 +164,14 @@ func.func @paged_attention_fp8(%q: tensor<?x4x8xf32>, %kp: tensor<?x16x2x8xf8E4M
 // -----
 
 // Soft-capped scores (Gemma-2): 0.2 * tanh(s / 0.2) on every score, before
-// the causal test hides the later keys.
+// the causal test hides the later keys. Sinks (gpt-oss): each tile's running
+// max starts at its row's sink (row i is query head h0 + i % 4), its sum at 1.
 // CHECK-LABEL: func.func @paged_softcap(
+// CHECK: %[[SINKS:.*]] = arith.constant dense<[1.000000e+00, 2.000000e+00, 3.000000e+00, 4.000000e+00, 5.000000e+00, 6.000000e+00, 7.000000e+00, 8.000000e+00]> : tensor<8xf32>
+// CHECK: linalg.index 0
+// CHECK: %[[R:.*]] = arith.remui %{{.*}}, %c4
+// CHECK: %[[H:.*]] = arith.addi %{{.*}}, %[[R]]
+// CHECK: tensor.extract %[[SINKS]][%[[H]]]
 // CHECK: linalg.generic
 // CHECK: %[[INV:.*]] = arith.constant 5.000000e+00 : f32
 // CHECK: %[[X:.*]] = arith.mulf %{{.*}}, %[[INV]] : f32
@@ -179,7 +185,7 @@ func.func @paged_softcap(%q: tensor<?x8x8xf32>, %kp: tensor<?x16x2x8xf32>, %vp: 
     -> tensor<?x8x8xf32> {
   %o = xfmr.paged_attention %q, %kp, %vp, %tables, %lens, %starts
       {block_size = 16 : i64, num_heads = 8 : i64, num_kv_heads = 2 : i64, scale = 0.35 : f32,
-       softcap = 0.2 : f32}
+       softcap = 0.2 : f32, sinks = array<f32: 1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 7.0, 8.0>}
       : tensor<?x8x8xf32>, tensor<?x16x2x8xf32>, tensor<?x16x2x8xf32>, tensor<?x?xi32>,
         tensor<?xi32>, tensor<?xi32>
   return %o : tensor<?x8x8xf32>

@@ -1931,3 +1931,16 @@ func.func @attention_zero_softcap(%q: tensor<2x8x16x64xf32>, %k: tensor<2x2x16x6
         tensor<2x2x16x64xf32> -> tensor<2x8x16x64xf32>
   return
 }
+
+// -----
+
+// Attention sinks are one logit per query head.
+func.func @attention_sinks_count(%q: tensor<2x8x16x64xf32>, %k: tensor<2x2x16x64xf32>,
+                                 %v: tensor<2x2x16x64xf32>) {
+  // expected-error @+1 {{'xfmr.attention' op has 2 sinks for num_heads = 8}}
+  %0 = xfmr.attention %q, %k, %v
+      {num_heads = 8 : i64, num_kv_heads = 2 : i64, scale = 0.125 : f32, sinks = array<f32: 1.0, 2.0>}
+      : tensor<2x8x16x64xf32>, tensor<2x2x16x64xf32>,
+        tensor<2x2x16x64xf32> -> tensor<2x8x16x64xf32>
+  return
+}
