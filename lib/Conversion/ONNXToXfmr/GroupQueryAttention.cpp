@@ -139,6 +139,26 @@ bool conflicts(Value v, unsigned dim, int64_t want) {
   return !ShapedType::isDynamic(got) && got != want;
 }
 
+/// onnxruntime's softcap (applied when > 0, before the causal mask) as
+/// xfmr.attention's.
+FloatAttr softcapOf(OpBuilder &b, onnx::MsGroupQueryAttentionOp gqa) {
+  std::optional<APFloat> cap = gqa.getSoftcap();
+  if (!cap || cap->isNegative() || cap->isZero())
+    return FloatAttr();
+  return b.getF32FloatAttr(cap->convertToFloat());
+}
+
+/// head_sink (one logit per query head) or smooth_softmax (an extra 1 in
+/// each row's denominator: every sink 0) as xfmr.attention's sinks; both
+/// measured against onnxruntime 1.32 (scripts/check-gqa-features.py).
+DenseF32ArrayAttr sinksOf(OpBuilder &b, onnx::MsGroupQueryAttentionOp gqa) {
+  if (present(gqa.getHeadSink()))
+    return b.getDenseF32ArrayAttr(*floatValues(gqa.getHeadSink()));
+  if (static_cast<int64_t>(gqa.getSmoothSoftmax()) > 0)
+    return b.getDenseF32ArrayAttr(SmallVector<float>(gqa.getNumHeads(), 0.0f));
+  return DenseF32ArrayAttr();
+}
+
 /// Why an op using a feature xfmr.attention lacks is left alone, if it is.
 std::optional<StringRef> unsupportedFeature(onnx::MsGroupQueryAttentionOp gqa) {
   if (present(gqa.getKScale()) || present(gqa.getVScale()) || gqa.getKQuantType() != "NONE" ||
@@ -148,10 +168,10 @@ std::optional<StringRef> unsupportedFeature(onnx::MsGroupQueryAttentionOp gqa) {
     return StringRef("QK-norm inside GroupQueryAttention is not raised yet");
   if (present(gqa.getQuerySeqlens()) || gqa.getCausal() != 1)
     return StringRef("non-causal attention or query_seqlens is not supported");
-  if (std::optional<APFloat> cap = gqa.getSoftcap(); cap && !cap->isZero())
-    return StringRef("softcap is not supported");
-  if (static_cast<int64_t>(gqa.getSmoothSoftmax()) > 0 || present(gqa.getHeadSink()))
-    return StringRef("smooth softmax / head sinks are not supported");
+  if (present(gqa.getHeadSink()) &&
+      (!floatValues(gqa.getHeadSink()) ||
+       static_cast<int64_t>(floatValues(gqa.getHeadSink())->size()) != gqa.getNumHeads()))
+    return StringRef("head_sink is not a constant with one value per query head");
   if (gqa.getQkOutput() != 0 || present(gqa.getOutputQk()))
     return StringRef("the QK output is requested");
   if (present(gqa.getAttentionBias()))
@@ -311,7 +331,7 @@ bool raiseGroupQueryAttention(Operation *anchor, IRRewriter &rewriter, RaiseLog 
                                   rewriter.getI64IntegerAttr(heads),
                                   rewriter.getI64IntegerAttr(kvHeads),
                                   rewriter.getF32FloatAttr(scale), rewriter.getBoolAttr(true),
-                                  FloatAttr(), DenseF32ArrayAttr());
+                                  softcapOf(rewriter, gqa), sinksOf(rewriter, gqa));
   // [B, H, S, D] -> [B, S, H * D]
   Value out = transpose(rewriter, loc, attn.getResult(), {0, 2, 1, 3});
   auto outType = cast<RankedTensorType>(gqa.getOutput().getType());

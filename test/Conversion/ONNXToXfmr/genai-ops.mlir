@@ -71,15 +71,17 @@ func.func @gqa_window(%qkv: tensor<?x?x128xf32>, %pk: tensor<?x2x?x16xf32>, %pv:
 
 // -----
 
-// A softcap is not supported by xfmr.attention: the op stays, reported.
-// CHECK-LABEL: xfmr-raise @gqa_softcap: formed nothing; 1 candidate(s) left unfused
-// CHECK-NEXT: unfused attention at onnx.ms.GroupQueryAttention {{.*}}: softcap is not supported
-// CHECK-NOT: xfmr.attention
-// CHECK: onnx.ms.GroupQueryAttention
+// softcap (onnxruntime caps before the causal mask, as xfmr.attention does)
+// and smooth_softmax (an extra 1 in every row's denominator: sinks 0) are
+// the attention's softcap and sinks; numerics: check-gqa-features.py.
+// CHECK-LABEL: xfmr-raise @gqa_softcap: formed 1 attention; 0 candidate(s) left unfused
+// CHECK-LABEL: func.func @gqa_softcap(
+// CHECK: xfmr.attention {{.*}} {causal = true, num_heads = 4 : i64, num_kv_heads = 2 : i64, scale = 2.500000e-01 : f32, sinks = array<f32: 0.000000e+00, 0.000000e+00, 0.000000e+00, 0.000000e+00>, softcap = 3.000000e+01 : f32}
+// CHECK-NOT: onnx.ms.GroupQueryAttention
 func.func @gqa_softcap(%qkv: tensor<?x?x128xf32>, %pk: tensor<?x2x?x16xf32>, %pv: tensor<?x2x?x16xf32>,
                        %seqlens: tensor<?xi32>, %total: tensor<i32>) -> tensor<?x?x64xf32> {
   %none = onnx.NoValue : none
-  %out, %pk2, %pv2, %qk = onnx.ms.GroupQueryAttention(%qkv, %none, %none, %pk, %pv, %seqlens, %total, %none, %none, %none, %none, %none, %none, %none, %none, %none, %none) {kv_num_heads = 2 : i64, num_heads = 4 : i64, softcap = 3.0e+01 : f32} : (tensor<?x?x128xf32>, none, none, tensor<?x2x?x16xf32>, tensor<?x2x?x16xf32>, tensor<?xi32>, tensor<i32>, none, none, none, none, none, none, none, none, none, none) -> (tensor<?x?x64xf32>, tensor<?x2x?x16xf32>, tensor<?x2x?x16xf32>, none)
+  %out, %pk2, %pv2, %qk = onnx.ms.GroupQueryAttention(%qkv, %none, %none, %pk, %pv, %seqlens, %total, %none, %none, %none, %none, %none, %none, %none, %none, %none, %none) {kv_num_heads = 2 : i64, num_heads = 4 : i64, smooth_softmax = 1 : i64, softcap = 3.0e+01 : f32} : (tensor<?x?x128xf32>, none, none, tensor<?x2x?x16xf32>, tensor<?x2x?x16xf32>, tensor<?xi32>, tensor<i32>, none, none, none, none, none, none, none, none, none, none) -> (tensor<?x?x64xf32>, tensor<?x2x?x16xf32>, tensor<?x2x?x16xf32>, none)
   return %out : tensor<?x?x64xf32>
 }
 
