@@ -17,7 +17,10 @@ Policy, per test (one case = one model with all its data sets):
   PASS  every output of every data set has the expected shape, dtype and values:
         integers and bools exactly; floats (float16/bfloat16 widened to float32)
         with |got - expected| <= atol + rtol * |expected| (--rtol 1e-3,
-        --atol 1e-7), NaN matching NaN and an infinity the same infinity.
+        --atol 1e-7), NaN matching NaN and an infinity the same infinity;
+        float16/bfloat16 also within 2 units in the last place of the type
+        at |expected| (xfmr computes a fused graph, e.g. an expanded 16-bit
+        attention, in f32 where the reference rounds every intermediate).
   SKIP  the compiler rejects the model as unsupported (exit 1 and "unsupported"
         or "not supported", or one of the importer's unsupported reasons, in
         its stderr; the first error line is the reason), or a graph input or
@@ -122,6 +125,15 @@ def as_float(array, dtype):
     return array.astype(np.float64 if dtype == "float64" else np.float32)
 
 
+def ulp16(values, dtype):
+    """The spacing of float16 (10 mantissa bits) or bfloat16 (7) at |values|
+    (float32), normal numbers; the smallest normal's spacing below it."""
+    bits, min_exp = (10, -14) if dtype == "float16" else (7, -126)
+    with np.errstate(divide="ignore"):
+        exp = np.floor(np.log2(np.maximum(np.abs(values), 2.0 ** min_exp)))
+    return np.exp2(exp - bits).astype(np.float32)
+
+
 def compare(expected, expected_type, got, rtol=1e-3, atol=1e-7):
     """None if `got` matches `expected` (an array read from a TensorProto of
     element type `expected_type`), else a one-line reason."""
@@ -134,7 +146,10 @@ def compare(expected, expected_type, got, rtol=1e-3, atol=1e-7):
         e, g = as_float(expected, want), as_float(got, want)
         with np.errstate(invalid="ignore", over="ignore"):
             diff = np.abs(g - e)
-            ok = np.where(np.isinf(e), g == e, diff <= atol + rtol * np.abs(e))
+            tol = atol + rtol * np.abs(e)
+            if want in ("float16", "bfloat16"):
+                tol = np.maximum(tol, 2 * ulp16(e, want))
+            ok = np.where(np.isinf(e), g == e, diff <= tol)
             ok |= np.isnan(g) & np.isnan(e)
     else:
         e, g = expected, got

@@ -439,8 +439,12 @@ bool raiseAttention23(Operation *anchor, IRRewriter &rewriter, RaiseLog &log) {
   for (Value extra : anchor->getResults().drop_front())
     if (!extra.use_empty())
       return fail("present or qk_matmul outputs are used");
-  if (!attn.getSoftcap().isZero())
-    return fail("softcap is not supported");
+  // softcap > 0 caps the scaled scores before the mask (onnxruntime 1.32
+  // and ONNX's reference agree: scripts/onnx-conformance.py's softcap cases).
+  APFloat cap = attn.getSoftcap();
+  FloatAttr softcap = !cap.isNegative() && !cap.isZero()
+                          ? rewriter.getF32FloatAttr(cap.convertToFloat())
+                          : FloatAttr();
   int64_t d = dimOf(q, 3), heads = dimOf(q, 1), kvHeads = dimOf(k, 1);
   if (ShapedType::isDynamic(heads) || ShapedType::isDynamic(kvHeads) || heads % kvHeads)
     return fail("head counts are dynamic or K/V heads do not divide the query heads");
@@ -480,7 +484,7 @@ bool raiseAttention23(Operation *anchor, IRRewriter &rewriter, RaiseLog &log) {
                                 rewriter.getI64IntegerAttr(heads),
                                 rewriter.getI64IntegerAttr(kvHeads),
                                 rewriter.getF32FloatAttr(scale), rewriter.getBoolAttr(causal),
-                                FloatAttr(), DenseF32ArrayAttr());
+                                softcap, DenseF32ArrayAttr());
   rewriter.replaceAllUsesWith(attn.getY(), op.getResult());
   log.formed("attention");
   return true;
