@@ -460,13 +460,13 @@ func.func @negative_attention23_causal_decode(%q: tensor<1x4x1x16xf32>, %k: tens
 
 // -----
 
-// Attention-23 with a softcap (Gemma 2): tanh capping is not in xfmr.attention.
-// CHECK-LABEL: xfmr-raise @negative_attention23_softcap: formed nothing; 1 candidate(s) left unfused
-// CHECK-NEXT: unfused attention at node 'attn' (Attention): softcap is not supported
-// CHECK-LABEL: func.func @negative_attention23_softcap(
-// CHECK-NOT: xfmr.attention
-// CHECK: onnx.Attention
-func.func @negative_attention23_softcap(%q: tensor<1x4x8x16xf32>, %k: tensor<1x4x8x16xf32>,
+// Attention-23 with a softcap (Gemma 2): the scaled scores are capped before
+// the mask (onnxruntime and ONNX's reference agree), xfmr.attention's softcap.
+// CHECK-LABEL: xfmr-raise @attention23_softcap: formed 1 attention; 0 candidate(s) left unfused
+// CHECK-LABEL: func.func @attention23_softcap(
+// CHECK: xfmr.attention {{.*}} {num_heads = 4 : i64, num_kv_heads = 4 : i64, scale = 2.500000e-01 : f32, softcap = 5.000000e+01 : f32}
+// CHECK-NOT: onnx.Attention
+func.func @attention23_softcap(%q: tensor<1x4x8x16xf32>, %k: tensor<1x4x8x16xf32>,
                                         %v: tensor<1x4x8x16xf32>) -> tensor<1x4x8x16xf32> {
   %none = onnx.NoValue : none
   %y, %pk, %pv, %qk = onnx.Attention(%q, %k, %v, %none, %none, %none, %none) {softcap = 5.000000e+01 : f32}
