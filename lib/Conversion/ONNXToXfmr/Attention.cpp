@@ -441,10 +441,7 @@ bool raiseAttention23(Operation *anchor, IRRewriter &rewriter, RaiseLog &log) {
       return fail("present or qk_matmul outputs are used");
   // softcap > 0 caps the scaled scores before the mask (onnxruntime 1.32
   // and ONNX's reference agree: scripts/onnx-conformance.py's softcap cases).
-  APFloat cap = attn.getSoftcap();
-  FloatAttr softcap = !cap.isNegative() && !cap.isZero()
-                          ? rewriter.getF32FloatAttr(cap.convertToFloat())
-                          : FloatAttr();
+  FloatAttr softcap = positiveSoftcap(rewriter, attn.getSoftcap());
   int64_t d = dimOf(q, 3), heads = dimOf(q, 1), kvHeads = dimOf(k, 1);
   if (ShapedType::isDynamic(heads) || ShapedType::isDynamic(kvHeads) || heads % kvHeads)
     return fail("head counts are dynamic or K/V heads do not divide the query heads");

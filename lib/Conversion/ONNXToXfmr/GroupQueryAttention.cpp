@@ -139,15 +139,6 @@ bool conflicts(Value v, unsigned dim, int64_t want) {
   return !ShapedType::isDynamic(got) && got != want;
 }
 
-/// onnxruntime's softcap (applied when > 0, before the causal mask) as
-/// xfmr.attention's.
-FloatAttr softcapOf(OpBuilder &b, onnx::MsGroupQueryAttentionOp gqa) {
-  std::optional<APFloat> cap = gqa.getSoftcap();
-  if (!cap || cap->isNegative() || cap->isZero())
-    return FloatAttr();
-  return b.getF32FloatAttr(cap->convertToFloat());
-}
-
 /// head_sink (one logit per query head) or smooth_softmax (an extra 1 in
 /// each row's denominator: every sink 0) as xfmr.attention's sinks; both
 /// measured against onnxruntime 1.32 (scripts/check-gqa-features.py).
@@ -168,10 +159,11 @@ std::optional<StringRef> unsupportedFeature(onnx::MsGroupQueryAttentionOp gqa) {
     return StringRef("QK-norm inside GroupQueryAttention is not raised yet");
   if (present(gqa.getQuerySeqlens()) || gqa.getCausal() != 1)
     return StringRef("non-causal attention or query_seqlens is not supported");
-  if (present(gqa.getHeadSink()) &&
-      (!floatValues(gqa.getHeadSink()) ||
-       static_cast<int64_t>(floatValues(gqa.getHeadSink())->size()) != gqa.getNumHeads()))
-    return StringRef("head_sink is not a constant with one value per query head");
+  if (present(gqa.getHeadSink())) {
+    auto sinks = floatValues(gqa.getHeadSink());
+    if (!sinks || static_cast<int64_t>(sinks->size()) != gqa.getNumHeads())
+      return StringRef("head_sink is not a constant with one value per query head");
+  }
   if (gqa.getQkOutput() != 0 || present(gqa.getOutputQk()))
     return StringRef("the QK output is requested");
   if (present(gqa.getAttentionBias()))
@@ -331,7 +323,7 @@ bool raiseGroupQueryAttention(Operation *anchor, IRRewriter &rewriter, RaiseLog 
                                   rewriter.getI64IntegerAttr(heads),
                                   rewriter.getI64IntegerAttr(kvHeads),
                                   rewriter.getF32FloatAttr(scale), rewriter.getBoolAttr(true),
-                                  softcapOf(rewriter, gqa), sinksOf(rewriter, gqa));
+                                  positiveSoftcap(rewriter, gqa.getSoftcap()), sinksOf(rewriter, gqa));
   // [B, H, S, D] -> [B, S, H * D]
   Value out = transpose(rewriter, loc, attn.getResult(), {0, 2, 1, 3});
   auto outType = cast<RankedTensorType>(gqa.getOutput().getType());

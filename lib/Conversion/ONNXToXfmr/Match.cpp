@@ -194,6 +194,12 @@ Value i64Constant(OpBuilder &b, Location loc, ArrayRef<int64_t> values) {
   return makeConstant(b, loc, DenseIntElementsAttr::get(type, values));
 }
 
+FloatAttr positiveSoftcap(OpBuilder &b, std::optional<APFloat> cap) {
+  if (!cap || cap->isNegative() || cap->isZero())
+    return FloatAttr();
+  return b.getF32FloatAttr(cap->convertToFloat());
+}
+
 Value floatConstant(OpBuilder &b, Location loc, RankedTensorType type, double value) {
   auto element = cast<FloatType>(type.getElementType());
   APFloat f(value);

@@ -168,6 +168,10 @@ mlir::Value blobConstant(mlir::OpBuilder &b, mlir::Location loc, llvm::ArrayRef<
                          mlir::Type element, llvm::ArrayRef<char> bytes, llvm::StringRef name);
 mlir::Value i64Constant(mlir::OpBuilder &b, mlir::Location loc,
                         llvm::ArrayRef<int64_t> values);
+/// An ONNX attention's `softcap` (onnxruntime's GroupQueryAttention, ONNX
+/// Attention-23: applied when > 0, before the mask) as xfmr.attention's; null
+/// when it caps nothing.
+mlir::FloatAttr positiveSoftcap(mlir::OpBuilder &b, std::optional<llvm::APFloat> cap);
 mlir::Value floatConstant(mlir::OpBuilder &b, mlir::Location loc,
                           mlir::RankedTensorType type, double value);
 mlir::Value transpose(mlir::OpBuilder &b, mlir::Location loc, mlir::Value v,
