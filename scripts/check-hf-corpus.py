@@ -5,9 +5,10 @@ For every committed model examples/hf/NAME.onnx with a reference in
 examples/hf/ref/NAME/ (scripts/export_hf_corpus.py writes both):
 
   report    `xfmr-compile NAME.onnx --emit=xfmr --report`: one xfmr.attention
-            (and for Mixtral/Qwen-MoE, one xfmr.moe) per layer and no
-            candidate left unfused (KNOWN_GAPS: architectures that run
-            unfused today; their report is skipped with the reason);
+            (and for Mixtral/Qwen-MoE/DeepSeek-V3, one xfmr.moe) per layer
+            (DeepSeek-V3: per MoE layer) and no candidate left unfused
+            (KNOWN_GAPS: architectures that do not pass a check yet; that
+            check is skipped with the reason);
   run       compile to an artifact, run it with `xfmr-run` on the reference
             inputs and compare every output with onnxruntime's within
             1e-4 * max|ref| at the positions attention_mask keeps (logits and
@@ -176,30 +177,30 @@ def compare_outputs(out_dir, ref_dir, meta, rtol=None):
     return not problems, "; ".join(problems) if problems else detail
 
 
-def is_moe(stem):
-    """Mixture-of-experts architectures: one xfmr.moe per layer too
-    (DeepSeek-V3's first layer is dense: first_k_dense_replace 1)."""
-    return stem.startswith(("mixtral", "gpt_oss")) or "_moe" in stem
+def moe_layers(stem):
+    """xfmr.moe ops expected: one per layer of the mixture-of-experts
+    architectures, but DeepSeek-V3's first layer is dense
+    (first_k_dense_replace 1)."""
+    if stem.startswith("deepseek_v3"):
+        return LAYERS - 1
+    return LAYERS if stem.startswith(("mixtral", "gpt_oss")) or "_moe" in stem else 0
 
 
-# Architectures in the corpus that xfmr runs correctly but does not raise
-# completely yet (issue 41): their `run` check (numerics against onnxruntime)
-# must pass; `report` is expected to fail (a pass is reported as a FAIL, so
-# that the entry is removed when the gap closes); `generate` is skipped when
-# the paged step function does not compile (it needs every attention raised)
-# and checked when it does.
+# Architectures in the corpus that xfmr runs correctly but not yet all the
+# way: the check they do not pass yet (report: something unfused; generate:
+# no paged step function) and why. Those checks report SKIP with the reason,
+# and FAIL once they pass (so that the entry is removed).
 KNOWN_GAPS = {
-    "gpt_oss": "gpt-oss's MoE (router bias, softmax over the top k, clamped SwiGLU, expert "
-               "biases) is not raised (its attention with sinks is)",
-    "deepseek_v3": "MLA is raised over the decompressed per-head keys (12) and values (8), "
-                   "which the paged pools refuse, not over the cached latent; sigmoid "
-                   "group-limited routing is not raised as xfmr.moe",
+    "gpt_oss": ("report", "gpt-oss's MoE (router bias, softmax over the top k, clamped SwiGLU, "
+                "expert biases) is not raised (its attention with sinks is)"),
+    "deepseek_v3": ("generate", "MLA is raised over the decompressed per-head keys (12) and "
+                    "values (8), which the paged pools refuse, not over the cached latent"),
 }
 
 
-def known_gap(stem):
-    return next((why for arch, why in KNOWN_GAPS.items()
-                 if stem == arch or stem.startswith(arch + "_")), None)
+def known_gap(stem, check):
+    return next((why for arch, (gap_check, why) in KNOWN_GAPS.items()
+                 if (stem == arch or stem.startswith(arch + "_")) and check == gap_check), None)
 
 
 def check_model(ck, name, path, ref_dir, greedy_path):
@@ -213,8 +214,8 @@ def check_model(ck, name, path, ref_dir, greedy_path):
         return out
     # One compile gives the raising report and the artifact.
     r, err = ck.build(path, name, ["--report"], with_report=True)
-    ok, detail = ck.report(r, err, LAYERS, LAYERS if is_moe(name) else 0)
-    gap = known_gap(name)
+    ok, detail = ck.report(r, err, LAYERS, moe_layers(name))
+    gap = known_gap(name, "report")
     if gap and ok:
         out.append(("FAIL", "report", "raised although listed in KNOWN_GAPS (%s): %s"
                     % (gap, detail)))
@@ -239,9 +240,14 @@ def check_model(ck, name, path, ref_dir, greedy_path):
             return out
         g = json.load(open(gpath))
         xfa, err, _ = ck.build(path, name + "-paged", ["--kv-cache=paged"])
+        gap = known_gap(name, "generate")
+        if gap and not err:
+            out.append(("FAIL", "generate", "compiled paged although listed in KNOWN_GAPS (%s)"
+                        % gap))
+            return out
         if err:
             out.append(("SKIP" if gap else "FAIL", "generate",
-                        ("known gap: " if gap else "") + err))
+                        ("known gap: %s [%s]" % (gap, err)) if gap else err))
             return out
         r, err, _ = run([ck.xrun, "generate", xfa, "--prompt-ids", ",".join(map(str, g["prompt_ids"])),
                          "--max-new-tokens", str(g["max_new_tokens"]), "--quiet"])

@@ -357,12 +357,17 @@ def randomize_vectors(model, seed):
     """Transformers initialises every norm weight to 1 (Gemma's to 0) and every
     bias to 0, which lets the exporters merge identical norms and would let a
     wrong lowering that drops a norm weight or a bias pass: draw every 1-D
-    parameter around its initial value instead."""
+    parameter around its initial value instead. DeepSeek-V3's routing bias
+    (e_score_correction_bias, a buffer) too, at a scale that changes which
+    experts win."""
     g = torch.Generator().manual_seed(seed)
     with torch.no_grad():
         for p in model.parameters():
             if p.dim() == 1:
                 p.add_(torch.randn(p.shape, generator=g) * 0.1)
+        for name, b in model.named_buffers():
+            if name.endswith("e_score_correction_bias"):
+                b.add_(torch.randn(b.shape, generator=g) * 0.3)
 
 
 def kv_shape(model):

@@ -3,8 +3,10 @@
 // Part of xfmr.
 //
 // One call runs a block of tokens through an xfmr.moe layer:
-//   1. router logits x . router, softmax over the experts, the top_k
-//      highest (lowest index first on ties), optionally renormalised;
+//   1. router logits x . router, softmax over the experts (or sigmoids,
+//      chosen with a bias among the experts of the best groups:
+//      DeepSeek-V3), the top_k highest (lowest index first on ties),
+//      optionally renormalised, times the routed scale;
 //   2. the (token, slot) pairs grouped by expert (counting sort, token
 //      order kept inside a group);
 //   3. per expert with tokens: its rows of x gathered, gate and up
@@ -351,50 +353,115 @@ static void gatedMLP(int level, const Experts *w, int64_t e, const float *x, int
   expertProduct(level, w->format, gate, n, inter, wd, w->sd ? w->sd + e * h : 0, h, y);
 }
 
-/// Softmax of `logits` ([E]) and its top_k: ids[j], scores[j], highest
-/// first, lowest index on ties; renormalised with `normalize`.
-static void route(const float *logits, int64_t experts, int64_t topK, int normalize,
-                  float *probs, int32_t *ids, float *scores) {
-  float mx = logits[0];
-  for (int64_t e = 1; e < experts; ++e)
-    mx = logits[e] > mx ? logits[e] : mx;
-  float sum = 0.0f;
-  for (int64_t e = 0; e < experts; ++e) {
-    probs[e] = expf(logits[e] - mx);
-    sum += probs[e];
-  }
-  for (int64_t e = 0; e < experts; ++e)
-    probs[e] /= sum;
+/// How a layer routes (MoE.h): the flags, the selection bias and the
+/// routed scale.
+typedef struct {
+  int64_t flags;
+  const float *bias; // [E] or null
+  float scale;
+} Routing;
+
+/// The top_k of `choice` ([E]) into ids, highest first, lowest index on
+/// ties; -inf entries are never chosen while others are left.
+static void topExperts(const float *choice, int64_t experts, int64_t topK, int32_t *ids) {
   for (int64_t j = 0; j < topK; ++j) {
     int64_t best = -1;
     for (int64_t e = 0; e < experts; ++e) {
       int taken = 0;
       for (int64_t i = 0; i < j; ++i)
         taken |= ids[i] == e;
-      if (!taken && (best < 0 || probs[e] > probs[best]))
+      if (!taken && (best < 0 || choice[e] > choice[best]))
         best = e;
     }
     ids[j] = (int32_t)best;
-    scores[j] = probs[best];
   }
-  if (normalize) {
+}
+
+/// Group-limited routing: keeps the choice scores of the experts in the
+/// `topGroups` groups (of `groups` equal consecutive ones) whose two highest
+/// choice scores sum highest (lowest group on ties); the others become -inf.
+static void limitToGroups(float *choice, int64_t experts, int64_t groups, int64_t topGroups) {
+  int64_t size = experts / groups;
+  float groupScore[XFMR_UK_MOE_MAX_GROUPS];
+  int kept[XFMR_UK_MOE_MAX_GROUPS] = {0};
+  for (int64_t g = 0; g < groups; ++g) {
+    const float *c = choice + g * size;
+    float first = -INFINITY, second = -INFINITY;
+    for (int64_t i = 0; i < size; ++i) {
+      if (c[i] > first) {
+        second = first;
+        first = c[i];
+      } else if (c[i] > second) {
+        second = c[i];
+      }
+    }
+    groupScore[g] = size > 1 ? first + second : first;
+  }
+  for (int64_t j = 0; j < topGroups; ++j) {
+    int64_t best = -1;
+    for (int64_t g = 0; g < groups; ++g)
+      if (!kept[g] && (best < 0 || groupScore[g] > groupScore[best]))
+        best = g;
+    kept[best] = 1;
+  }
+  for (int64_t g = 0; g < groups; ++g)
+    if (!kept[g])
+      for (int64_t i = 0; i < size; ++i)
+        choice[g * size + i] = -INFINITY;
+}
+
+/// The scores of `logits` ([E], into probs: a softmax, or sigmoids) and
+/// the chosen top_k: ids[j], scores[j], highest first, lowest index on
+/// ties; renormalised and scaled as `r` says. `choice` is [E] scratch.
+static void route(const float *logits, int64_t experts, int64_t topK, const Routing *r,
+                  float *probs, float *choice, int32_t *ids, float *scores) {
+  if (r->flags & XFMR_UK_MOE_SIGMOID) {
+    for (int64_t e = 0; e < experts; ++e) {
+      probs[e] = 1.0f / (1.0f + expf(-logits[e]));
+      choice[e] = r->bias ? probs[e] + r->bias[e] : probs[e];
+    }
+    int64_t groups = (r->flags >> XFMR_UK_MOE_GROUPS_SHIFT) & 0xff;
+    int64_t topGroups = (r->flags >> XFMR_UK_MOE_TOP_GROUPS_SHIFT) & 0xff;
+    if (groups > 1 && topGroups < groups && experts % groups == 0)
+      limitToGroups(choice, experts, groups, topGroups);
+    topExperts(choice, experts, topK, ids);
+  } else {
+    float mx = logits[0];
+    for (int64_t e = 1; e < experts; ++e)
+      mx = logits[e] > mx ? logits[e] : mx;
+    float sum = 0.0f;
+    for (int64_t e = 0; e < experts; ++e) {
+      probs[e] = expf(logits[e] - mx);
+      sum += probs[e];
+    }
+    for (int64_t e = 0; e < experts; ++e)
+      probs[e] /= sum;
+    topExperts(probs, experts, topK, ids);
+  }
+  for (int64_t j = 0; j < topK; ++j)
+    scores[j] = probs[ids[j]];
+  if (r->flags & XFMR_UK_MOE_NORMALIZE) {
     float total = 0.0f;
     for (int64_t j = 0; j < topK; ++j)
       total += scores[j];
     for (int64_t j = 0; j < topK; ++j)
       scores[j] /= total;
   }
+  if (r->scale != 1.0f)
+    for (int64_t j = 0; j < topK; ++j)
+      scores[j] *= r->scale;
 }
 
 static void moe(int level, const float *x, int64_t rows, int64_t experts, int64_t topK,
-                int64_t flags, const float *router, const Experts *w, float *out) {
+                const Routing *routing, const float *router, const Experts *w, float *out) {
   int64_t h = w->h, inter = w->inter;
   if (rows <= 0)
     return;
   int64_t slots = rows * topK;
   // logits + probs [rows, E], scores [slots], gathered rows [rows, H],
-  // gate and up [rows, I], per-slot outputs [slots, H].
-  size_t floats = (size_t)(2 * rows * experts + slots + rows * h + 2 * rows * inter + slots * h);
+  // gate and up [rows, I], per-slot outputs [slots, H], choice scores [E].
+  size_t floats = (size_t)(2 * rows * experts + slots + rows * h + 2 * rows * inter +
+                           slots * h + experts);
   size_t ints = (size_t)(slots + slots + experts + 1);
   float *f = malloc(floats * sizeof(float));
   int32_t *iv = malloc(ints * sizeof(int32_t));
@@ -407,13 +474,13 @@ static void moe(int level, const float *x, int64_t rows, int64_t experts, int64_
   }
   float *logits = f, *probs = logits + rows * experts, *scores = probs + rows * experts;
   float *xs = scores + slots, *gate = xs + rows * h, *up = gate + rows * inter;
-  float *ys = up + rows * inter;
+  float *ys = up + rows * inter, *choice = ys + slots * h;
   int32_t *ids = iv, *order = ids + slots, *start = order + slots;
 
   product(level, x, h, rows, h, router, experts, logits, experts);
   for (int64_t t = 0; t < rows; ++t)
-    route(logits + t * experts, experts, topK, (int)(flags & XFMR_UK_MOE_NORMALIZE),
-          probs + t * experts, ids + t * topK, scores + t * topK);
+    route(logits + t * experts, experts, topK, routing, probs + t * experts, choice,
+          ids + t * topK, scores + t * topK);
 
   // Slots grouped by expert, in token order within a group.
   for (int64_t e = 0; e <= experts; ++e)
@@ -433,7 +500,7 @@ static void moe(int level, const float *x, int64_t rows, int64_t experts, int64_
   for (int64_t e = 0; load && e < experts; ++e)
     __atomic_fetch_add(&load[e], (uint64_t)(start[e + 1] - start[e]), __ATOMIC_RELAXED);
 
-  int act = (int)((flags >> XFMR_UK_MOE_ACTIVATION_SHIFT) & 0xff);
+  int act = (int)((routing->flags >> XFMR_UK_MOE_ACTIVATION_SHIFT) & 0xff);
   uint64_t used = 0;
   for (int64_t e = 0; e < experts; ++e) {
     int64_t n = start[e + 1] - start[e];
@@ -484,19 +551,22 @@ static void moe(int level, const float *x, int64_t rows, int64_t experts, int64_
 }
 
 void xfmr_uk_moe_f32(const float *x, int64_t rows, int64_t h, int64_t inter, int64_t experts,
-                     int64_t topK, int64_t flags, const float *router, const float *wg,
-                     const float *wu, const float *wd, float *out) {
+                     int64_t topK, int64_t flags, const float *router, const float *bias,
+                     float routedScale, const float *wg, const float *wu, const float *wd,
+                     float *out) {
   Experts w = {XFMR_UK_MOE_F32, wg, wu, wd, 0, 0, 0, h, inter};
-  moe(2, x, rows, experts, topK, flags, router, &w, out);
+  Routing r = {flags, bias, routedScale};
+  moe(2, x, rows, experts, topK, &r, router, &w, out);
 }
 
 void xfmr_uk_moe_narrow(const float *x, int64_t rows, int64_t h, int64_t inter,
                         int64_t experts, int64_t topK, int64_t flags, int64_t format,
-                        const float *router, const uint8_t *wg, const uint8_t *wu,
-                        const uint8_t *wd, const float *sg, const float *su, const float *sd,
-                        float *out) {
+                        const float *router, const float *bias, float routedScale,
+                        const uint8_t *wg, const uint8_t *wu, const uint8_t *wd,
+                        const float *sg, const float *su, const float *sd, float *out) {
   Experts w = {(int)format, wg, wu, wd, sg, su, sd, h, inter};
-  moe(2, x, rows, experts, topK, flags, router, &w, out);
+  Routing r = {flags, bias, routedScale};
+  moe(2, x, rows, experts, topK, &r, router, &w, out);
 }
 
 void xfmr_uk_moe_shared_f32(const float *x, int64_t rows, int64_t h, int64_t inter,
@@ -530,7 +600,9 @@ void xfmr_uk_moe_shared_f32(const float *x, int64_t rows, int64_t h, int64_t int
 /// For tests: the same layer with the paths capped at `level`.
 void xfmr_uk_moe_f32_at(int level, const float *x, int64_t rows, int64_t h, int64_t inter,
                         int64_t experts, int64_t topK, int64_t flags, const float *router,
-                        const float *wg, const float *wu, const float *wd, float *out) {
+                        const float *bias, float routedScale, const float *wg,
+                        const float *wu, const float *wd, float *out) {
   Experts w = {XFMR_UK_MOE_F32, wg, wu, wd, 0, 0, 0, h, inter};
-  moe(level, x, rows, experts, topK, flags, router, &w, out);
+  Routing r = {flags, bias, routedScale};
+  moe(level, x, rows, experts, topK, &r, router, &w, out);
 }

@@ -20,9 +20,18 @@ extern "C" {
 enum { XFMR_UK_MOE_COLUMNS = 16 };
 
 /// `flags` of xfmr_uk_moe_f32: bit 0 renormalises the top-k scores to sum
-/// 1; bits 8-15 hold the activation (xfmr's Activation: 0 silu, 1 gelu,
-/// 2 gelu_tanh, 3 relu).
-enum { XFMR_UK_MOE_NORMALIZE = 1, XFMR_UK_MOE_ACTIVATION_SHIFT = 8 };
+/// 1; bit 1 scores the experts by sigmoids instead of a softmax; bits 8-15
+/// hold the activation (xfmr's Activation: 0 silu, 1 gelu, 2 gelu_tanh,
+/// 3 relu); bits 16-23 the expert groups G and bits 24-31 the groups kept
+/// (group-limited routing; 0 or 1 group: none).
+enum {
+  XFMR_UK_MOE_NORMALIZE = 1,
+  XFMR_UK_MOE_SIGMOID = 2,
+  XFMR_UK_MOE_ACTIVATION_SHIFT = 8,
+  XFMR_UK_MOE_GROUPS_SHIFT = 16,
+  XFMR_UK_MOE_TOP_GROUPS_SHIFT = 24,
+  XFMR_UK_MOE_MAX_GROUPS = 255
+};
 
 /// Floats of `count` packed [K, N] matrices.
 int64_t xfmr_uk_moe_packed_floats(int64_t count, int64_t k, int64_t n);
@@ -38,9 +47,16 @@ void xfmr_uk_moe_pack(const float *src, int64_t count, int64_t k, int64_t n, flo
 /// read; each token's result depends on that token alone (the same FMA
 /// order per element whatever the other rows). On allocation failure the
 /// outputs are NaN.
+/// Sigmoid scoring (DeepSeek-V3): the scores are sigmoid(x[t] . router);
+/// experts are chosen by score + `bias[e]` (null: 0) but weighted by the
+/// score; with G groups (flags) a group's choice score is the sum of its two
+/// highest, and only the experts of the top groups can be chosen. The
+/// selected scores (renormalised with the flag) are multiplied by
+/// `routedScale` in either scoring.
 void xfmr_uk_moe_f32(const float *x, int64_t rows, int64_t h, int64_t inter, int64_t experts,
-                     int64_t topK, int64_t flags, const float *router, const float *wg,
-                     const float *wu, const float *wd, float *out);
+                     int64_t topK, int64_t flags, const float *router, const float *bias,
+                     float routedScale, const float *wg, const float *wu, const float *wd,
+                     float *out);
 
 /// Expert weight formats of xfmr_uk_moe_narrow.
 enum { XFMR_UK_MOE_F32 = 0, XFMR_UK_MOE_BF16 = 1, XFMR_UK_MOE_I8 = 2, XFMR_UK_MOE_FP8 = 3 };
@@ -53,14 +69,16 @@ enum { XFMR_UK_MOE_F32 = 0, XFMR_UK_MOE_BF16 = 1, XFMR_UK_MOE_I8 = 2, XFMR_UK_MO
 /// independence as xfmr_uk_moe_f32.
 void xfmr_uk_moe_narrow(const float *x, int64_t rows, int64_t h, int64_t inter,
                         int64_t experts, int64_t topK, int64_t flags, int64_t format,
-                        const float *router, const uint8_t *wg, const uint8_t *wu,
+                        const float *router, const float *bias, float routedScale,
+                        const uint8_t *wg, const uint8_t *wu,
                         const uint8_t *wd, const float *sg, const float *su, const float *sd,
                         float *out);
 /// The same with the paths capped at `level` (2 AVX-512, 1 AVX2, 0 any
 /// CPU), for tests that compare them bit for bit.
 void xfmr_uk_moe_f32_at(int level, const float *x, int64_t rows, int64_t h, int64_t inter,
                         int64_t experts, int64_t topK, int64_t flags, const float *router,
-                        const float *wg, const float *wu, const float *wd, float *out);
+                        const float *bias, float routedScale, const float *wg,
+                        const float *wu, const float *wd, float *out);
 
 /// The shared expert of an xfmr.moe, added to `out` (the routed sum) for
 /// t < rows: out[t] += s_t * down(act(x[t] . gate) * (x[t] . up)) with

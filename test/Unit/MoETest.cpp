@@ -3,8 +3,8 @@
 // Part of xfmr.
 //
 // runtime/ukernels/MoE.c against a plain double-precision loop over every
-// expert (softmax router, top-k, renormalisation, gated MLPs, weighted
-// sum), with sizes that leave partial panels and tiles; the AVX-512, AVX2
+// expert (softmax or sigmoid group-limited router, top-k, renormalisation,
+// gated MLPs, weighted sum), with sizes that leave partial panels and tiles; the AVX-512, AVX2
 // and scalar paths give the same bits; a token's result is the same alone
 // and among other tokens; the counters see only the selected experts.
 //
@@ -29,6 +29,19 @@ struct Layer {
   bool normalize;
   std::vector<float> router, wg, wu, wd;        // row-major [H,E], [E][H,I], [E][H,I], [E][I,H]
   std::vector<float> pRouter, pg, pu, pd;       // packed
+  // Sigmoid routing (DeepSeek-V3): selection bias [E] (or empty), groups.
+  bool sigmoid = false;
+  std::vector<float> bias;
+  int64_t groups = 1, topGroups = 1;
+  float scale = 1.0f;
+
+  int64_t flags() const {
+    int64_t f = (normalize ? XFMR_UK_MOE_NORMALIZE : 0) | (sigmoid ? XFMR_UK_MOE_SIGMOID : 0);
+    if (groups > 1)
+      f |= (groups << XFMR_UK_MOE_GROUPS_SHIFT) | (topGroups << XFMR_UK_MOE_TOP_GROUPS_SHIFT);
+    return f;
+  }
+  const float *biasData() const { return bias.empty() ? nullptr : bias.data(); }
 };
 
 Layer makeLayer(int64_t h, int64_t inter, int64_t experts, int64_t topK, bool normalize,
@@ -60,9 +73,9 @@ Layer makeLayer(int64_t h, int64_t inter, int64_t experts, int64_t topK, bool no
 std::vector<float> run(const Layer &l, const std::vector<float> &x, int level) {
   int64_t rows = static_cast<int64_t>(x.size()) / l.h;
   std::vector<float> out(rows * l.h);
-  xfmr_uk_moe_f32_at(level, x.data(), rows, l.h, l.inter, l.experts, l.topK,
-                     l.normalize ? XFMR_UK_MOE_NORMALIZE : 0, l.pRouter.data(), l.pg.data(),
-                     l.pu.data(), l.pd.data(), out.data());
+  xfmr_uk_moe_f32_at(level, x.data(), rows, l.h, l.inter, l.experts, l.topK, l.flags(),
+                     l.pRouter.data(), l.biasData(), l.scale, l.pg.data(), l.pu.data(),
+                     l.pd.data(), out.data());
   return out;
 }
 
@@ -79,20 +92,46 @@ std::vector<double> reference(const Layer &l, const std::vector<float> &x) {
         s += double(xt[c]) * l.router[c * l.experts + e];
       p[e] = s;
     }
-    double mx = *std::max_element(p.begin(), p.end()), sum = 0;
-    for (double &v : p)
-      sum += (v = std::exp(v - mx));
-    for (double &v : p)
-      v /= sum;
+    if (l.sigmoid) {
+      for (double &v : p)
+        v = 1 / (1 + std::exp(-v));
+    } else {
+      double mx = *std::max_element(p.begin(), p.end()), sum = 0;
+      for (double &v : p)
+        sum += (v = std::exp(v - mx));
+      for (double &v : p)
+        v /= sum;
+    }
+    // Choice scores: biased, the experts of all but the best groups out.
+    std::vector<double> choice(p);
+    for (int64_t e = 0; e < l.experts && !l.bias.empty(); ++e)
+      choice[e] += l.bias[e];
+    if (l.groups > 1) {
+      int64_t size = l.experts / l.groups;
+      std::vector<double> groupScore(l.groups);
+      for (int64_t g = 0; g < l.groups; ++g) {
+        std::vector<double> c(choice.begin() + g * size, choice.begin() + (g + 1) * size);
+        std::sort(c.rbegin(), c.rend());
+        groupScore[g] = c[0] + (size > 1 ? c[1] : 0.0);
+      }
+      std::vector<int64_t> order(l.groups);
+      std::iota(order.begin(), order.end(), 0);
+      std::stable_sort(order.begin(), order.end(),
+                       [&](int64_t a, int64_t b) { return groupScore[a] > groupScore[b]; });
+      for (int64_t j = l.topGroups; j < l.groups; ++j)
+        for (int64_t i = 0; i < size; ++i)
+          choice[order[j] * size + i] = -INFINITY;
+    }
     std::vector<int64_t> idx(l.experts);
     std::iota(idx.begin(), idx.end(), 0);
-    std::stable_sort(idx.begin(), idx.end(), [&](int64_t a, int64_t b) { return p[a] > p[b]; });
+    std::stable_sort(idx.begin(), idx.end(),
+                     [&](int64_t a, int64_t b) { return choice[a] > choice[b]; });
     double total = 0;
     for (int64_t j = 0; j < l.topK; ++j)
       total += p[idx[j]];
     for (int64_t j = 0; j < l.topK; ++j) {
       int64_t e = idx[j];
-      double w = l.normalize ? p[e] / total : p[e];
+      double w = (l.normalize ? p[e] / total : p[e]) * l.scale;
       std::vector<double> a(l.inter);
       for (int64_t i = 0; i < l.inter; ++i) {
         double g = 0, u = 0;
@@ -133,6 +172,43 @@ TEST(MoE, MatchesReference) {
       scale = std::max(scale, std::abs(v));
     for (size_t i = 0; i < got.size(); ++i)
       ASSERT_NEAR(got[i], want[i], 2e-5 * scale) << "element " << i << " normalize " << normalize;
+  }
+}
+
+/// DeepSeek-V3's routing: sigmoid scores, a selection bias large enough to
+/// change which experts win, 4 groups of 2 of which the best 2 are kept,
+/// renormalised or not, times a routed scale.
+Layer sigmoidLayer(bool normalize, unsigned seed) {
+  Layer l = makeLayer(/*h=*/40, /*inter=*/56, /*experts=*/8, /*topK=*/2, normalize, seed);
+  l.sigmoid = true;
+  l.groups = 4;
+  l.topGroups = 2;
+  l.scale = 2.5f;
+  std::mt19937 rng(seed + 1);
+  std::normal_distribution<float> dist(0.0f, 0.3f);
+  for (int64_t e = 0; e < l.experts; ++e)
+    l.bias.push_back(dist(rng));
+  return l;
+}
+
+TEST(MoE, SigmoidGroupLimitedRoutingMatchesReference) {
+  for (bool normalize : {true, false}) {
+    Layer l = sigmoidLayer(normalize, 31);
+    std::vector<float> x = tokens(23, l.h, 6);
+    std::vector<float> got = run(l, x, 2);
+    std::vector<double> want = reference(l, x);
+    double scale = 0;
+    for (double v : want)
+      scale = std::max(scale, std::abs(v));
+    for (size_t i = 0; i < got.size(); ++i)
+      ASSERT_NEAR(got[i], want[i], 2e-5 * scale) << "element " << i << " normalize " << normalize;
+    // The bias and the groups matter: without them the result differs.
+    Layer plain = l;
+    plain.bias.clear();
+    plain.groups = plain.topGroups = 1;
+    std::vector<float> other = run(plain, x, 2);
+    EXPECT_NE(0, std::memcmp(other.data(), got.data(), got.size() * sizeof(float)));
+    EXPECT_EQ(0, std::memcmp(run(l, x, 0).data(), got.data(), got.size() * sizeof(float)));
   }
 }
 
@@ -290,10 +366,9 @@ std::vector<float> runNarrow(const Layer &l, const NarrowExperts &q, const std::
   int64_t rows = static_cast<int64_t>(x.size()) / l.h;
   std::vector<float> out(rows * l.h);
   auto scales = [](const std::vector<float> &s) { return s.empty() ? nullptr : s.data(); };
-  xfmr_uk_moe_narrow(x.data(), rows, l.h, l.inter, l.experts, l.topK,
-                     l.normalize ? XFMR_UK_MOE_NORMALIZE : 0, q.format, l.pRouter.data(),
-                     q.wg.data(), q.wu.data(), q.wd.data(), scales(q.sg), scales(q.su),
-                     scales(q.sd), out.data());
+  xfmr_uk_moe_narrow(x.data(), rows, l.h, l.inter, l.experts, l.topK, l.flags(), q.format,
+                     l.pRouter.data(), l.biasData(), l.scale, q.wg.data(), q.wu.data(),
+                     q.wd.data(), scales(q.sg), scales(q.su), scales(q.sd), out.data());
   return out;
 }
 

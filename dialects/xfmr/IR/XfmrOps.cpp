@@ -500,6 +500,41 @@ LogicalResult EmbeddingOp::verify() {
 // MoEOp
 //===----------------------------------------------------------------------===//
 
+/// The routing of an xfmr.moe: its scoring, the selection bias, groups and
+/// the routed scale (`experts` may be dynamic).
+static LogicalResult verifyRouting(MoEOp moe, int64_t experts) {
+  StringRef scoring = moe.getScoring();
+  if (scoring != "softmax" && scoring != "sigmoid")
+    return moe.emitOpError() << "scoring must be \"softmax\" or \"sigmoid\", got \""
+                             << scoring << "\"";
+  if (Value bias = moe.getSelectionBias()) {
+    if (!moe.hasSigmoidScoring())
+      return moe.emitOpError() << "selection_bias needs sigmoid scoring";
+    auto type = cast<RankedTensorType>(bias.getType());
+    if (type.getRank() != 1 || !type.getElementType().isF32() ||
+        (!ShapedType::isDynamic(experts) && type.getDimSize(0) != experts))
+      return moe.emitOpError() << "selection_bias must be an f32 [" << experts
+                               << "] (one per expert), got " << type;
+  }
+  int64_t groups = moe.getGroups(), topGroups = moe.getTopGroups();
+  if (groups < 1 || topGroups < 1 || topGroups > groups)
+    return moe.emitOpError() << "needs 1 <= top_groups <= groups, got top_groups "
+                             << topGroups << " of " << groups;
+  if (groups > 1) {
+    if (!moe.hasSigmoidScoring())
+      return moe.emitOpError() << "group-limited routing needs sigmoid scoring";
+    if (!ShapedType::isDynamic(experts) &&
+        (experts % groups != 0 || moe.getTopK() > topGroups * (experts / groups)))
+      return moe.emitOpError() << experts << " experts in " << groups << " groups, top "
+                               << topGroups << " groups, cannot give top_k "
+                               << moe.getTopK();
+  }
+  float scale = moe.getRoutedScale().convertToFloat();
+  if (!std::isfinite(scale) || scale <= 0.0f)
+    return moe.emitOpError() << "routed_scale must be finite and positive, got " << scale;
+  return success();
+}
+
 /// The shared expert of an xfmr.moe: none, or all three weights (a gated
 /// MLP on the hidden size), and an optional [H, 1] gate.
 static LogicalResult verifySharedExpert(MoEOp moe, RankedTensorType inputType) {
@@ -601,6 +636,8 @@ LogicalResult MoEOp::verify() {
   if (failed(verifyGatedWeights(op, inputType, 1, gateType, upType, downType,
                                 /*expertDims=*/1)) ||
       failed(verifyExpertQuantization(*this, inputType)))
+    return failure();
+  if (failed(verifyRouting(*this, numExperts)))
     return failure();
   return verifySharedExpert(*this, inputType);
 }

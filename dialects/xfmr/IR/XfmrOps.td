@@ -436,6 +436,17 @@ def Xfmr_MoEOp : Xfmr_Op<"moe", [AllTypesMatch<["input", "result"]>,
     `sigmoid(x · shared_gate)` when `shared_gate` (`[H, 1]`) is given:
     `result = routed + sigmoid(x · shared_gate) * shared(x)`.
 
+    Sigmoid routing (DeepSeek-V3, `scoring = "sigmoid"`): the scores are
+    `sigmoid(x · router)`; the experts are chosen by those scores plus the
+    constant `selection_bias` (`[E]`, DeepSeek's `e_score_correction_bias`;
+    zero if absent), but weighted by the scores alone. With `groups` G > 1
+    the experts form G equal groups of consecutive experts, a group's score
+    is the sum of its two highest choice scores, and only the experts of the
+    `top_groups` highest groups can be chosen (group-limited routing). The
+    selected scores, renormalised with `normalize_top_k`, are multiplied by
+    `routed_scale` (DeepSeek's `routed_scaling_factor`; 1 by default) in
+    either scoring.
+
     Quantized experts (`xfmr-quantize-experts`): the expert weights may be
     bf16 (rounded, no scales) or i8 / f8E4M3FN with `scales(sg, su, sd)`,
     f32 per output column of each expert (`[E, I]`, `[E, I]`, `[E, H]`):
@@ -451,6 +462,12 @@ def Xfmr_MoEOp : Xfmr_Op<"moe", [AllTypesMatch<["input", "result"]>,
         shared(%sg, %su, %sd : tensor<64x256xf32>, tensor<64x256xf32>,
                tensor<256x64xf32>)
         shared_gate(%g : tensor<64x1xf32>) {top_k = 2 : i64}
+        : tensor<16x64xf32>, tensor<64x8xf32>, tensor<8x64x128xf32>,
+          tensor<8x64x128xf32>, tensor<8x128x64xf32>
+    %d = xfmr.moe silu %x, %router, %wg, %wu, %wd
+        selection_bias(%bias : tensor<8xf32>)
+        {groups = 4 : i64, normalize_top_k = true, routed_scale = 2.5 : f32,
+         scoring = "sigmoid", top_groups = 2 : i64, top_k = 2 : i64}
         : tensor<16x64xf32>, tensor<64x8xf32>, tensor<8x64x128xf32>,
           tensor<8x64x128xf32>, tensor<8x128x64xf32>
     %q = xfmr.moe silu %x, %router, %qg, %qu, %qd
@@ -475,8 +492,13 @@ def Xfmr_MoEOp : Xfmr_Op<"moe", [AllTypesMatch<["input", "result"]>,
     Optional<Xfmr_ScaleTensor>:$w_gate_scales,
     Optional<Xfmr_ScaleTensor>:$w_up_scales,
     Optional<Xfmr_ScaleTensor>:$w_down_scales,
+    Optional<Xfmr_FloatTensor>:$selection_bias,
     I64Attr:$top_k,
-    DefaultValuedAttr<BoolAttr, "false">:$normalize_top_k
+    DefaultValuedAttr<BoolAttr, "false">:$normalize_top_k,
+    DefaultValuedAttr<StrAttr, "\"softmax\"">:$scoring,
+    DefaultValuedAttr<I64Attr, "1">:$groups,
+    DefaultValuedAttr<I64Attr, "1">:$top_groups,
+    DefaultValuedAttr<F32Attr, "1.0f">:$routed_scale
   );
   let results = (outs Xfmr_FloatTensor:$result);
 
@@ -487,8 +509,13 @@ def Xfmr_MoEOp : Xfmr_Op<"moe", [AllTypesMatch<["input", "result"]>,
     (`shared_gate` `(` $shared_gate^ `:` type($shared_gate) `)`)?
     (`scales` `(` $w_gate_scales^ `,` $w_up_scales `,` $w_down_scales `:`
       type($w_gate_scales) `,` type($w_up_scales) `,` type($w_down_scales) `)`)?
+    (`selection_bias` `(` $selection_bias^ `:` type($selection_bias) `)`)?
     attr-dict `:` type($input) `,` type($router) `,` type($w_gate) `,`
     type($w_up) `,` type($w_down)
+  }];
+  let extraClassDeclaration = [{
+    /// Whether the scores are sigmoids (else a softmax over the experts).
+    bool hasSigmoidScoring() { return getScoring() == "sigmoid"; }
   }];
 }
 

@@ -31,6 +31,7 @@
 #include "mlir/Dialect/Tensor/IR/Tensor.h"
 #include "mlir/IR/Matchers.h"
 
+#include <cmath>
 #include <cstring>
 
 using namespace mlir;
@@ -157,24 +158,149 @@ std::optional<Projection> router(onnx::TopKOp topk) {
   return projection(sm.getInput());
 }
 
-/// w: TopK.values (false), or values / ReduceSum(values, -1, keepdims)
-/// (true, renormalised); nullopt for anything else.
-std::optional<bool> scoreNormalization(Value w, onnx::TopKOp topk) {
-  if (w == topk.getValues())
+/// w = Mul(v, c) with a constant scalar c (the routed scale) -> (v, c);
+/// (w, 1) otherwise.
+std::pair<Value, double> routedScale(Value w) {
+  if (auto mul = def<onnx::MulOp>(w))
+    for (auto [v, c] : {std::pair(mul.getA(), mul.getB()), std::pair(mul.getB(), mul.getA())})
+      if (auto scale = scalarValue(c); scale && std::isfinite(*scale) && *scale > 0)
+        return {v, *scale};
+  return {w, 1.0};
+}
+
+/// w: `values` (false), or values / ReduceSum(values, -1, keepdims)
+/// (true, renormalised), the sum plus at most a tiny constant (DeepSeek's
+/// 1e-20, below any f32 sum of selected scores); nullopt otherwise.
+std::optional<bool> scoreNormalization(Value w, Value values) {
+  if (w == values)
     return false;
   auto div = def<onnx::DivOp>(w);
-  if (!div || div.getA() != topk.getValues())
+  if (!div || div.getA() != values)
     return std::nullopt;
-  auto sum = def<onnx::ReduceSumOp>(div.getB());
-  if (!sum || sum.getData() != topk.getValues() || sum.getKeepdims() != 1 ||
+  Value denominator = div.getB();
+  if (auto add = def<onnx::AddOp>(denominator))
+    for (auto [v, c] : {std::pair(add.getA(), add.getB()), std::pair(add.getB(), add.getA())})
+      if (auto eps = scalarValue(c); eps && *eps >= 0 && *eps <= 1e-12) {
+        denominator = v;
+        break;
+      }
+  auto sum = def<onnx::ReduceSumOp>(denominator);
+  if (!sum || sum.getData() != values || sum.getKeepdims() != 1 ||
       !isAxis(sum.getAxes(), -1, 2))
     return std::nullopt;
+  return true;
+}
+
+/// Group-limited routing (DeepSeek-V3's): the choice scores c [T, E] with
+/// the experts outside the best groups masked,
+///   Where(Not(mask), -inf, c),
+///   mask = Reshape(Expand(Unsqueeze(ScatterElements(0, gi, 1, axis 1), -1),
+///                         [T, G, E/G]), [T, E])
+///   gi   = TopK(ReduceSum(TopK(Reshape(c, [T, G, E/G]), 2).values, -1), kg)
+/// (Casts around the mask allowed) -> c, G and kg.
+struct GroupLimit {
+  Value choice;
+  int64_t groups, topGroups;
+};
+
+std::optional<GroupLimit> groupLimit(Value masked) {
+  auto where = def<onnx::WhereOp>(masked);
+  auto fill = where ? scalarValue(where.getX()) : std::nullopt;
+  if (!fill || !std::isinf(*fill) || *fill > 0)
+    return std::nullopt;
+  auto notMask = def<onnx::NotOp>(stripCasts(where.getCondition()));
+  auto flat = notMask ? def<onnx::ReshapeOp>(stripCasts(notMask.getX())) : onnx::ReshapeOp();
+  auto expand = flat ? def<onnx::ExpandOp>(flat.getData()) : onnx::ExpandOp();
+  auto unsq = expand ? def<onnx::UnsqueezeOp>(expand.getInput()) : onnx::UnsqueezeOp();
+  if (!unsq || rankOf(expand.getOutput()) != 3 || !isAxis(unsq.getAxes(), -1, 3))
+    return std::nullopt;
+  auto scatter = def<onnx::ScatterElementsOp>(unsq.getData());
+  if (!scatter || rankOf(scatter.getOutput()) != 2 || !isLastAxis(scatter.getAxis(), 2) ||
+      scatter.getReduction() != "none" || !isFill(scatter.getData(), 0.0) ||
+      !isFill(scatter.getUpdates(), 1.0))
+    return std::nullopt;
+  auto groupTopK = def<onnx::TopKOp>(scatter.getIndices());
+  if (!groupTopK || scatter.getIndices() != groupTopK.getIndices() ||
+      groupTopK.getLargest() != 1 || !isLastAxis(groupTopK.getAxis(), 2))
+    return std::nullopt;
+  auto groupSum = def<onnx::ReduceSumOp>(groupTopK.getX());
+  auto inner = groupSum ? def<onnx::TopKOp>(groupSum.getData()) : onnx::TopKOp();
+  if (!inner || groupSum.getData() != inner.getValues() || groupSum.getKeepdims() != 0 ||
+      !isAxis(groupSum.getAxes(), -1, 3) || inner.getLargest() != 1 ||
+      !isLastAxis(inner.getAxis(), 3))
+    return std::nullopt;
+  auto grouped = def<onnx::ReshapeOp>(inner.getX());
+  if (!grouped || grouped.getData() != where.getY() || rankOf(grouped.getReshaped()) != 3)
+    return std::nullopt;
+  int64_t groups = dimOf(grouped.getReshaped(), 1), size = dimOf(grouped.getReshaped(), 2);
+  int64_t experts = dimOf(where.getY(), -1), topGroups = constantK(groupTopK);
+  if (ShapedType::isDynamic(groups) || ShapedType::isDynamic(size) || groups * size != experts ||
+      constantK(inner) != std::min<int64_t>(2, size) || topGroups < 1 || topGroups > groups ||
+      dimOf(expand.getOutput(), 1) != groups || dimOf(expand.getOutput(), 2) != size)
+    return std::nullopt;
+  return GroupLimit{where.getY(), groups, topGroups};
+}
+
+/// Sigmoid routing: `scores` = GatherElements(Sigmoid(x . router),
+/// topk.indices, last axis), TopK's input Sigmoid(...) [+ constant bias
+/// [E]], optionally group-limited. Fills the router and the sigmoid fields.
+bool matchSigmoidRouting(onnx::TopKOp topk, Value values, Routing &routing) {
+  auto gathered = def<onnx::GatherElementsOp>(values);
+  if (!gathered || gathered.getIndices() != topk.getIndices() ||
+      !isLastAxis(gathered.getAxis(), 2))
+    return false;
+  auto sig = def<onnx::SigmoidOp>(gathered.getData());
+  std::optional<Projection> r = sig ? projection(sig.getX()) : std::nullopt;
+  if (!r)
+    return false;
+  Value choice = topk.getX();
+  if (auto limit = groupLimit(choice)) {
+    choice = limit->choice;
+    routing.groups = limit->groups;
+    routing.topGroups = limit->topGroups;
+  }
+  if (choice != sig.getY()) {
+    auto add = def<onnx::AddOp>(choice);
+    Value bias = !add ? Value() : add.getA() == sig.getY() ? add.getB() : add.getA();
+    if (!add || (add.getA() != sig.getY() && add.getB() != sig.getY()) || !isConstant(bias) ||
+        rankOf(bias) != 1 || dimOf(bias, 0) != dimOf(sig.getY(), -1) ||
+        !elementTypeOf(bias).isF32())
+      return false;
+    routing.selectionBias = bias;
+  }
+  routing.router = *r;
+  routing.sigmoid = true;
   return true;
 }
 
 } // namespace
 
 namespace moe {
+
+Value stripCasts(Value v) {
+  while (auto cast = def<onnx::CastOp>(v))
+    v = cast.getInput();
+  return v;
+}
+
+bool isFill(Value v, double value) {
+  if (auto e = def<onnx::ExpandOp>(v))
+    v = e.getInput();
+  if (auto cos = def<onnx::ConstantOfShapeOp>(v)) {
+    auto fill = dyn_cast_or_null<DenseElementsAttr>(cos.getValueAttr());
+    if (!fill)
+      return value == 0.0;
+    if (!fill.isSplat())
+      return false;
+    if (isa<FloatType>(fill.getElementType()))
+      return fill.getSplatValue<APFloat>().convertToDouble() == value;
+    return fill.getSplatValue<APInt>().getSExtValue() == value;
+  }
+  if (isScalar(v, value))
+    return true;
+  auto bytes = value == 0.0 ? constantBytes(v) : std::nullopt;
+  return bytes && llvm::all_of(*bytes, [](char c) { return c == 0; });
+}
 
 Value stripFlattening(Value v) {
   while (auto r = def<onnx::ReshapeOp>(v)) {
@@ -297,17 +423,45 @@ std::optional<Routing> matchRouting(onnx::TopKOp topk, Value scores, std::string
     why = "the routing is not a TopK of the largest scores over the experts";
     return std::nullopt;
   }
-  std::optional<bool> normalize = scores ? scoreNormalization(scores, topk) : std::nullopt;
+  if (!scores) {
+    why = "the expert outputs are not weighted by the TopK scores (or their renormalisation)";
+    return std::nullopt;
+  }
+  Routing routing{Value(), Projection(), Activation(), topK, false};
+  // [routed scale *] (values | values / sum): softmax routing weights by
+  // TopK's values, sigmoid routing by the sigmoids at TopK's indices.
+  auto [weights, scale] = routedScale(scores);
+  auto div = def<onnx::DivOp>(weights);
+  Value values = div ? div.getA() : weights;
+  std::optional<bool> normalize = scoreNormalization(weights, values);
   if (!normalize) {
     why = "the expert outputs are not weighted by the TopK scores (or their renormalisation)";
     return std::nullopt;
   }
-  std::optional<Projection> r = router(topk);
-  if (!r) {
-    why = "the scores are not a softmax of the tokens times a constant router";
+  routing.routedScale = scale;
+  routing.normalize = *normalize;
+  if (values == topk.getValues()) {
+    // TopK's values of sigmoids are the sigmoids at its indices.
+    if (auto sig = def<onnx::SigmoidOp>(topk.getX()))
+      if (std::optional<Projection> r = projection(sig.getX())) {
+        routing.router = *r;
+        routing.sigmoid = true;
+        return routing;
+      }
+    std::optional<Projection> r = router(topk);
+    if (!r) {
+      why = "the scores are not a softmax or sigmoids of the tokens times a constant router";
+      return std::nullopt;
+    }
+    routing.router = *r;
+    return routing;
+  }
+  if (!matchSigmoidRouting(topk, values, routing)) {
+    why = "the scores are neither TopK's values of a softmax nor the sigmoids at its indices "
+          "(with a constant bias, group-limited or not) of the tokens times a constant router";
     return std::nullopt;
   }
-  return Routing{Value(), *r, Activation(), topK, *normalize};
+  return routing;
 }
 
 Value stackedKN(OpBuilder &b, Location loc, ArrayRef<Projection> ps, StringRef name) {
@@ -358,8 +512,13 @@ void formMoE(IRRewriter &rewriter, Operation *combine, const Routing &routing,
       sgate = asKN(rewriter, loc, *shared->scale, base + ".shared_gate");
   }
   auto op = MoEOp::create(rewriter, loc, routing.act, routing.x, routerHE, wg, wu, wd, sg, su, sd,
-                          sgate, Value(), Value(), Value(), rewriter.getI64IntegerAttr(routing.topK),
-                          rewriter.getBoolAttr(routing.normalize));
+                          sgate, Value(), Value(), Value(), routing.selectionBias,
+                          rewriter.getI64IntegerAttr(routing.topK),
+                          rewriter.getBoolAttr(routing.normalize),
+                          rewriter.getStringAttr(routing.sigmoid ? "sigmoid" : "softmax"),
+                          rewriter.getI64IntegerAttr(routing.groups),
+                          rewriter.getI64IntegerAttr(routing.topGroups),
+                          rewriter.getF32FloatAttr(static_cast<float>(routing.routedScale)));
   Value old = replaced->getResult(0);
   Value result = op.getResult();
   if (result.getType() != old.getType())

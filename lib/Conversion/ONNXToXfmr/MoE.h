@@ -70,14 +70,28 @@ struct SharedExpert {
 std::optional<SharedExpert> sharedExpert(mlir::Value routed, mlir::Value x);
 
 /// What every form agrees on once matched: the tokens [T, H], the router,
-/// the experts' activation, k and whether the top-k scores are renormalised.
+/// the experts' activation, k and whether the top-k scores are renormalised;
+/// for sigmoid routing (DeepSeek-V3) also the selection bias (a constant
+/// [E], or null), the groups and the groups kept; the routed scale.
 struct Routing {
   mlir::Value x;
   Projection router;
   Activation act;
   int64_t topK;
   bool normalize;
+  bool sigmoid = false;
+  mlir::Value selectionBias;
+  int64_t groups = 1, topGroups = 1;
+  double routedScale = 1.0;
 };
+
+/// `v` through Casts.
+mlir::Value stripCasts(mlir::Value v);
+
+/// Whether `v` is filled with `value`: a splat constant, ConstantOfShape
+/// (whose default fill is 0), either expanded, or (for 0) a constant whose
+/// bytes are all 0 (static exports store folded zeros as initializers).
+bool isFill(mlir::Value v, double value);
 
 /// The k of `topk` if it is one constant, else -1.
 int64_t constantK(onnx::TopKOp topk);
@@ -87,6 +101,10 @@ int64_t constantK(onnx::TopKOp topk);
 /// largest over the last axis, `scores` TopK's values or renormalised
 /// (values / ReduceSum(values, -1, keepdims)), and TopK's input a softmax
 /// of the tokens times a constant router (MatMul [H, E] or Gemm [E, H]).
+/// Or sigmoid routing (DeepSeek-V3): `scores` the sigmoids at the TopK's
+/// indices (GatherElements), renormalised or not, and TopK's input those
+/// sigmoids plus a constant bias, optionally group-limited. Either may be
+/// multiplied by a constant (the routed scale).
 /// Fills all but `x` and `act`; on failure `why` says which part differs.
 std::optional<Routing> matchRouting(onnx::TopKOp topk, mlir::Value scores, std::string &why);
 

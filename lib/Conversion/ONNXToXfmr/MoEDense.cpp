@@ -43,13 +43,6 @@ struct Coefficient {
   int64_t expert;
 };
 
-/// `v` through Casts.
-Value stripCasts(Value v) {
-  while (auto c = def<onnx::CastOp>(v))
-    v = c.getInput();
-  return v;
-}
-
 /// The single integer of a constant scalar or 1-element tensor.
 std::optional<int64_t> singleInt(Value v) {
   auto ints = constantInts(v);
@@ -72,19 +65,6 @@ std::optional<std::pair<onnx::TopKOp, int64_t>> indexEquals(Value v) {
   return std::nullopt;
 }
 
-/// Whether `v` is zeros: a zero splat, ConstantOfShape of 0, or either
-/// expanded.
-bool isZeroFill(Value v) {
-  if (auto e = def<onnx::ExpandOp>(v))
-    v = e.getInput();
-  if (auto cos = def<onnx::ConstantOfShapeOp>(v)) {
-    auto fill = dyn_cast_or_null<DenseElementsAttr>(cos.getValueAttr());
-    return !fill || (fill.isSplat() && isa<FloatType>(fill.getElementType()) &&
-                     fill.getSplatValue<APFloat>().isZero());
-  }
-  return isScalar(v, 0.0);
-}
-
 /// ReduceSum(s, last axis, keepdims) of a [T, k] per-slot coefficient:
 /// w * Cast(Equal(idx, e)) or Where(Equal(idx, e), w, 0).
 std::optional<Coefficient> summedSlots(Value v) {
@@ -101,7 +81,7 @@ std::optional<Coefficient> summedSlots(Value v) {
   }
   if (auto where = def<onnx::WhereOp>(perSlot)) {
     auto hit = indexEquals(where.getCondition());
-    if (hit && isZeroFill(where.getY()))
+    if (hit && isFill(where.getY(), 0.0))
       return Coefficient{hit->first, where.getX(), hit->second};
   }
   return std::nullopt;
@@ -159,7 +139,8 @@ std::optional<std::pair<onnx::TopKOp, Value>> denseCoefficients(Value v) {
   if (auto sc = def<onnx::ScatterElementsOp>(v)) {
     auto topk = def<onnx::TopKOp>(stripCasts(sc.getIndices()));
     if (topk && stripCasts(sc.getIndices()) == topk.getIndices() && sc.getAxis() == 1 &&
-        sc.getReduction() == "none" && rankOf(sc.getOutput()) == 2 && isZeroFill(sc.getData()))
+        sc.getReduction() == "none" && rankOf(sc.getOutput()) == 2 &&
+        isFill(sc.getData(), 0.0))
       return std::pair(topk, sc.getUpdates());
     return std::nullopt;
   }
@@ -269,7 +250,7 @@ bool raiseMoEDense(Operation *anchor, IRRewriter &rewriter, RaiseLog &log) {
     terms.push_back(s->second);
   if (auto first = term(acc))
     terms.push_back(*first);
-  else if (!isZeroFill(acc))
+  else if (!isFill(acc, 0.0))
     return false;
   if (terms.size() < 2)
     return false;

@@ -35,24 +35,6 @@ namespace {
 
 using namespace moe;
 
-/// Whether `v` is all zeros: ConstantOfShape of 0 (the default fill), a
-/// zero splat, or a constant whose bytes are all 0 (static exports store
-/// the folded zeros as initializers).
-bool isZeros(Value v) {
-  if (auto cos = def<onnx::ConstantOfShapeOp>(v)) {
-    auto value = cos.getValueAttr();
-    if (!value)
-      return true;
-    auto fill = dyn_cast<DenseElementsAttr>(value);
-    return fill && fill.isSplat() && isa<FloatType>(fill.getElementType()) &&
-           fill.getSplatValue<APFloat>().isZero();
-  }
-  if (isScalar(v, 0.0))
-    return true;
-  auto bytes = constantBytes(v);
-  return bytes && llvm::all_of(*bytes, [](char c) { return c == 0; });
-}
-
 /// Looks through Expand (the exporter broadcasts index_add's operands to
 /// the accumulator's shape) and Reshapes.
 Value stripBroadcast(Value v) {
@@ -93,7 +75,7 @@ std::optional<Step> accumulation(Value v) {
   for (auto [acc, other] :
        {std::pair(add.getA(), add.getB()), std::pair(add.getB(), add.getA())}) {
     auto s = def<onnx::ScatterElementsOp>(other);
-    if (!s || s.getReduction() != "none" || !isZeros(s.getData()))
+    if (!s || s.getReduction() != "none" || !isFill(s.getData(), 0.0))
       continue;
     if (Value tok = rows(s))
       return Step{acc, tok, stripBroadcast(s.getUpdates())};
@@ -271,7 +253,7 @@ bool raiseMoELoop(Operation *anchor, IRRewriter &rewriter, RaiseLog &log) {
   Value acc = result;
   for (std::optional<Step> step; (step = accumulation(acc)); acc = step->acc)
     steps.push_back(*step);
-  if (!isZeros(acc))
+  if (!isFill(acc, 0.0))
     return false;
   // Scatter-adds into zeros of rows NonZero picked: a loop over experts (or
   // some other index_add). Only report it once it looks like experts.

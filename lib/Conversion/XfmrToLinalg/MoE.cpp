@@ -12,6 +12,8 @@
 // are one call. A token's result depends on that token alone, so the
 // blocking keeps batch invariance. Then xfmr_uk_moe_combine sums the
 // ranks' partial outputs under expert parallelism (nothing otherwise).
+// Sigmoid, group-limited routing (DeepSeek-V3) is the kernel's too: its
+// flags, the selection bias and the routed scale.
 // Quantized experts (bf16, i8 or f8E4M3FN, xfmr-quantize-experts) are
 // packed by xfmr_uk_pack_narrow, one matrix after the other, and called
 // through xfmr_uk_moe_narrow with their column scales.
@@ -111,6 +113,18 @@ std::optional<int64_t> expertFormat(Type elem) {
   return std::nullopt;
 }
 
+/// The kernel's flags for `op`: renormalisation, scoring, activation and
+/// groups (MoE.h).
+int64_t routingFlags(MoEOp op) {
+  int64_t flags = (op.getNormalizeTopK() ? XFMR_UK_MOE_NORMALIZE : 0) |
+                  (op.hasSigmoidScoring() ? XFMR_UK_MOE_SIGMOID : 0) |
+                  (static_cast<int64_t>(op.getActivation()) << XFMR_UK_MOE_ACTIVATION_SHIFT);
+  if (op.getGroups() > 1)
+    flags |= (op.getGroups() << XFMR_UK_MOE_GROUPS_SHIFT) |
+             (op.getTopGroups() << XFMR_UK_MOE_TOP_GROUPS_SHIFT);
+  return flags;
+}
+
 struct MoELowering : public OpRewritePattern<MoEOp> {
   using Base::Base;
 
@@ -121,6 +135,8 @@ struct MoELowering : public OpRewritePattern<MoEOp> {
     // Every weight a constant (checked before any IR is created: the
     // conversion does not roll back).
     // Expert weights f32 or narrow (with f32 scales), the rest f32.
+    if (op.getGroups() > XFMR_UK_MOE_MAX_GROUPS)
+      return b.notifyMatchFailure(op, "more expert groups than the kernel takes");
     std::optional<int64_t> format = expertFormat(op.getWGate().getType().getElementType());
     if (!format)
       return b.notifyMatchFailure(op, "expert weights of a type the kernel does not read");
@@ -149,10 +165,10 @@ struct MoELowering : public OpRewritePattern<MoEOp> {
     Type ptr = LLVM::LLVMPointerType::get(ctx);
     if (narrow)
       declareKernel(b, op, kMoENarrowKernel, {ptr, i64, i64, i64, i64, i64, i64, i64, ptr, ptr,
-                                              ptr, ptr, ptr, ptr, ptr, ptr});
+                                              f32, ptr, ptr, ptr, ptr, ptr, ptr, ptr});
     else
       declareKernel(b, op, kMoEKernel,
-                    {ptr, i64, i64, i64, i64, i64, i64, ptr, ptr, ptr, ptr, ptr});
+                    {ptr, i64, i64, i64, i64, i64, i64, ptr, ptr, f32, ptr, ptr, ptr, ptr});
     // Column scales (int8, fp8), or null pointers.
     SmallVector<Value> scaleP;
     for (Value s : {op.getWGateScales(), op.getWUpScales(), op.getWDownScales()})
@@ -171,10 +187,14 @@ struct MoELowering : public OpRewritePattern<MoEOp> {
     Value out = memref::AllocOp::create(b, loc, memType, dyn);
 
     auto c64 = [&](int64_t v) -> Value { return arith::ConstantIntOp::create(b, loc, i64, v); };
-    int64_t flags = (op.getNormalizeTopK() ? XFMR_UK_MOE_NORMALIZE : 0) |
-                    (static_cast<int64_t>(op.getActivation()) << XFMR_UK_MOE_ACTIVATION_SHIFT);
+    int64_t flags = routingFlags(op);
     Value inP = addressOf(b, loc, in), outP = addressOf(b, loc, out);
     Value rP = addressOf(b, loc, router), gP = addressOf(b, loc, wg);
+    // The selection bias (sigmoid routing) or null, and the routed scale.
+    Value biasP = op.getSelectionBias()
+                      ? addressOf(b, loc, scaleBuffer(b, loc, op.getSelectionBias()))
+                      : LLVM::ZeroOp::create(b, loc, ptr).getResult();
+    Value routedScale = arith::ConstantOp::create(b, loc, op.getRoutedScaleAttr());
     Value uP = addressOf(b, loc, wu), dP = addressOf(b, loc, wd);
     // Tokens [r0, r0 + count).
     auto call = [&](OpBuilder &cb, Value r0, Value count) {
@@ -184,12 +204,14 @@ struct MoELowering : public OpRewritePattern<MoEOp> {
       if (narrow)
         func::CallOp::create(cb, loc, kMoENarrowKernel, TypeRange{},
                              ValueRange{xRow, count, c64(h), c64(inter), c64(experts),
-                                        c64(op.getTopK()), c64(flags), c64(*format), rP, gP, uP,
-                                        dP, scaleP[0], scaleP[1], scaleP[2], outRow});
+                                        c64(op.getTopK()), c64(flags), c64(*format), rP, biasP,
+                                        routedScale, gP, uP, dP, scaleP[0], scaleP[1],
+                                        scaleP[2], outRow});
       else
         func::CallOp::create(cb, loc, kMoEKernel, TypeRange{},
                              ValueRange{xRow, count, c64(h), c64(inter), c64(experts),
-                                        c64(op.getTopK()), c64(flags), rP, gP, uP, dP, outRow});
+                                        c64(op.getTopK()), c64(flags), rP, biasP, routedScale,
+                                        gP, uP, dP, outRow});
     };
     Value rows64 = arith::IndexCastOp::create(b, loc, i64, rows);
     forRowBlocks(b, loc, rows, rows64, kMoERowTile, kMoEParallelRows, call);

@@ -201,10 +201,11 @@ func.func @torchscript_overlapping_slices(%x: tensor<?x4xf32>) -> tensor<?x4xf32
 
 // -----
 
-// Sigmoid scores (DeepSeek-V3 style) are not xfmr.moe's softmax routing.
-// CHECK-LABEL: xfmr-raise @sigmoid_router: formed nothing; 1 candidate(s) left unfused
-// CHECK: moe at {{.*}}: the scores are not a softmax of the tokens times a constant router
-// CHECK-NOT: xfmr.moe
+// Sigmoid scores weighted by TopK's values (the sigmoids at its indices):
+// sigmoid routing without bias or groups. (DeepSeek-V3's biased,
+// group-limited choice is checked on its exports in hf-models.test.)
+// CHECK-LABEL: xfmr-raise @sigmoid_router: formed 1 moe; 0 candidate(s) left unfused
+// CHECK: xfmr.moe silu %{{.*}} {normalize_top_k = true, scoring = "sigmoid", top_k = 2 : i64}
 func.func @sigmoid_router(%x: tensor<?x4xf32>) -> tensor<?x4xf32> {
   %none = onnx.NoValue : none
   %wr = onnx.Constant() {value = dense<[[-1.541, 0.063, 0.157, 0.232], [-0.597, -0.238, -1.424, -0.493], [-0.543, 0.416, -1.156, 0.781], [1.494, -2.070, 0.426, 0.677]]> : tensor<4x4xf32>} : () -> tensor<4x4xf32>

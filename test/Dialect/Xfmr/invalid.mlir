@@ -1191,7 +1191,7 @@ func.func @moe_result_type(%x: tensor<16x64xf32>, %router: tensor<64x8xf32>,
                            %wd: tensor<8x128x64xf32>) {
   // expected-error @+1 {{'xfmr.moe' op failed to verify that all of {input, result} have same type}}
   %0 = "xfmr.moe"(%x, %router, %wg, %wu, %wd) <{activation = 0 : i32, top_k = 2 : i64,
-                                                operandSegmentSizes = array<i32: 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0, 0>}>
+                                                operandSegmentSizes = array<i32: 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0, 0, 0>}>
       : (tensor<16x64xf32>, tensor<64x8xf32>, tensor<8x64x128xf32>, tensor<8x64x128xf32>,
          tensor<8x128x64xf32>) -> tensor<16x32xf32>
   return
@@ -1855,7 +1855,7 @@ func.func @moe_shared_incomplete(%x: tensor<16x64xf32>, %router: tensor<64x8xf32
                                  %wd: tensor<8x128x64xf32>, %sg: tensor<64x32xf32>) {
   // expected-error @+1 {{'xfmr.moe' op a shared expert needs shared_w_gate, shared_w_up and shared_w_down}}
   %0 = "xfmr.moe"(%x, %router, %wg, %wu, %wd, %sg) <{activation = 0 : i32, top_k = 2 : i64,
-                                                     operandSegmentSizes = array<i32: 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0>}>
+                                                     operandSegmentSizes = array<i32: 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0, 0>}>
       : (tensor<16x64xf32>, tensor<64x8xf32>, tensor<8x64x128xf32>, tensor<8x64x128xf32>,
          tensor<8x128x64xf32>, tensor<64x32xf32>) -> tensor<16x64xf32>
   return
@@ -1942,5 +1942,84 @@ func.func @attention_sinks_count(%q: tensor<2x8x16x64xf32>, %k: tensor<2x2x16x64
       {num_heads = 8 : i64, num_kv_heads = 2 : i64, scale = 0.125 : f32, sinks = array<f32: 1.0, 2.0>}
       : tensor<2x8x16x64xf32>, tensor<2x2x16x64xf32>,
         tensor<2x2x16x64xf32> -> tensor<2x8x16x64xf32>
+  return
+}
+
+// -----
+
+// Routing: the scoring is softmax or sigmoid.
+func.func @moe_scoring(%x: tensor<16x64xf32>, %router: tensor<64x8xf32>,
+                       %wg: tensor<8x64x128xf32>, %wu: tensor<8x64x128xf32>,
+                       %wd: tensor<8x128x64xf32>) {
+  // expected-error @+1 {{'xfmr.moe' op scoring must be "softmax" or "sigmoid", got "relu"}}
+  %0 = xfmr.moe silu %x, %router, %wg, %wu, %wd {scoring = "relu", top_k = 2 : i64}
+      : tensor<16x64xf32>, tensor<64x8xf32>, tensor<8x64x128xf32>, tensor<8x64x128xf32>,
+        tensor<8x128x64xf32>
+  return
+}
+
+// -----
+
+// A selection bias chooses among sigmoid scores only.
+func.func @moe_bias_softmax(%x: tensor<16x64xf32>, %router: tensor<64x8xf32>,
+                            %wg: tensor<8x64x128xf32>, %wu: tensor<8x64x128xf32>,
+                            %wd: tensor<8x128x64xf32>, %b: tensor<8xf32>) {
+  // expected-error @+1 {{'xfmr.moe' op selection_bias needs sigmoid scoring}}
+  %0 = xfmr.moe silu %x, %router, %wg, %wu, %wd selection_bias(%b : tensor<8xf32>) {top_k = 2 : i64}
+      : tensor<16x64xf32>, tensor<64x8xf32>, tensor<8x64x128xf32>, tensor<8x64x128xf32>,
+        tensor<8x128x64xf32>
+  return
+}
+
+// -----
+
+// One selection bias per expert.
+func.func @moe_bias_shape(%x: tensor<16x64xf32>, %router: tensor<64x8xf32>,
+                          %wg: tensor<8x64x128xf32>, %wu: tensor<8x64x128xf32>,
+                          %wd: tensor<8x128x64xf32>, %b: tensor<4xf32>) {
+  // expected-error @+1 {{'xfmr.moe' op selection_bias must be an f32 [8] (one per expert), got 'tensor<4xf32>'}}
+  %0 = xfmr.moe silu %x, %router, %wg, %wu, %wd selection_bias(%b : tensor<4xf32>)
+      {scoring = "sigmoid", top_k = 2 : i64}
+      : tensor<16x64xf32>, tensor<64x8xf32>, tensor<8x64x128xf32>, tensor<8x64x128xf32>,
+        tensor<8x128x64xf32>
+  return
+}
+
+// -----
+
+// The groups split the experts evenly and the kept groups hold top_k.
+func.func @moe_groups(%x: tensor<16x64xf32>, %router: tensor<64x8xf32>,
+                      %wg: tensor<8x64x128xf32>, %wu: tensor<8x64x128xf32>,
+                      %wd: tensor<8x128x64xf32>) {
+  // expected-error @+1 {{'xfmr.moe' op 8 experts in 4 groups, top 1 groups, cannot give top_k 3}}
+  %0 = xfmr.moe silu %x, %router, %wg, %wu, %wd
+      {groups = 4 : i64, scoring = "sigmoid", top_groups = 1 : i64, top_k = 3 : i64}
+      : tensor<16x64xf32>, tensor<64x8xf32>, tensor<8x64x128xf32>, tensor<8x64x128xf32>,
+        tensor<8x128x64xf32>
+  return
+}
+
+// -----
+
+// Group-limited routing is DeepSeek-V3's, over sigmoid scores.
+func.func @moe_groups_softmax(%x: tensor<16x64xf32>, %router: tensor<64x8xf32>,
+                              %wg: tensor<8x64x128xf32>, %wu: tensor<8x64x128xf32>,
+                              %wd: tensor<8x128x64xf32>) {
+  // expected-error @+1 {{'xfmr.moe' op group-limited routing needs sigmoid scoring}}
+  %0 = xfmr.moe silu %x, %router, %wg, %wu, %wd {groups = 4 : i64, top_groups = 2 : i64, top_k = 2 : i64}
+      : tensor<16x64xf32>, tensor<64x8xf32>, tensor<8x64x128xf32>, tensor<8x64x128xf32>,
+        tensor<8x128x64xf32>
+  return
+}
+
+// -----
+
+func.func @moe_routed_scale(%x: tensor<16x64xf32>, %router: tensor<64x8xf32>,
+                            %wg: tensor<8x64x128xf32>, %wu: tensor<8x64x128xf32>,
+                            %wd: tensor<8x128x64xf32>) {
+  // expected-error @+1 {{'xfmr.moe' op routed_scale must be finite and positive, got 0}}
+  %0 = xfmr.moe silu %x, %router, %wg, %wu, %wd {routed_scale = 0.0 : f32, top_k = 2 : i64}
+      : tensor<16x64xf32>, tensor<64x8xf32>, tensor<8x64x128xf32>, tensor<8x64x128xf32>,
+        tensor<8x128x64xf32>
   return
 }

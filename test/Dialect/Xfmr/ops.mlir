@@ -243,6 +243,23 @@ func.func @embedding_packed_i32(%table: tensor<?x64xf32>, %ids: tensor<?xi32>) -
 
 // -----
 
+// DeepSeek-V3-style MoE: sigmoid scores chosen with a bias among the best 2
+// of 4 groups, renormalised, times 2.5.
+// CHECK-LABEL: func.func @moe_sigmoid_groups(
+// CHECK: xfmr.moe silu %{{.*}} selection_bias(%{{.*}} : tensor<8xf32>) {groups = 4 : i64, normalize_top_k = true, routed_scale = 2.500000e+00 : f32, scoring = "sigmoid", top_groups = 2 : i64, top_k = 2 : i64}
+func.func @moe_sigmoid_groups(%x: tensor<16x64xf32>, %router: tensor<64x8xf32>,
+                              %wg: tensor<8x64x128xf32>, %wu: tensor<8x64x128xf32>,
+                              %wd: tensor<8x128x64xf32>, %b: tensor<8xf32>) -> tensor<16x64xf32> {
+  %y = xfmr.moe silu %x, %router, %wg, %wu, %wd selection_bias(%b : tensor<8xf32>)
+      {groups = 4 : i64, normalize_top_k = true, routed_scale = 2.5 : f32, scoring = "sigmoid",
+       top_groups = 2 : i64, top_k = 2 : i64}
+      : tensor<16x64xf32>, tensor<64x8xf32>, tensor<8x64x128xf32>, tensor<8x64x128xf32>,
+        tensor<8x128x64xf32>
+  return %y : tensor<16x64xf32>
+}
+
+// -----
+
 // Mixtral-style MoE: 8 experts, top-2, renormalized top-k scores.
 // CHECK-LABEL: func.func @moe_top2(
 // CHECK-SAME: %[[X:[a-z0-9]+]]: tensor<16x64xbf16>, %[[R:[a-z0-9]+]]: tensor<64x8xbf16>, %[[WG:[a-z0-9]+]]: tensor<8x64x128xbf16>, %[[WU:[a-z0-9]+]]: tensor<8x64x128xbf16>, %[[WD:[a-z0-9]+]]: tensor<8x128x64xbf16>
