@@ -763,7 +763,7 @@ def write_readme(out_dir, results):
              "| `phi35` | Phi-3.5: LongRoPE (per-frequency short/long factors, attention factor; original context 32); dynamo only, see the failures |",
              "| `gemma2` | Gemma-2: attention (cap 0.2, small enough that tanh saturates on these scores) and final (cap 3) logit soft-capping, alternating sliding window 4 |",
              "| `gpt_oss` | gpt-oss: attention sinks, 4 experts top 2 with router and expert biases, clamped SwiGLU, sliding/full layers (runs unfused: KNOWN_GAPS) |",
-             "| `deepseek_v3` | DeepSeek-V3: MLA (q_lora 24, kv_lora 16, rope 4 + nope 8, v 8; the past holds the compressed latent and the RoPE key, one head each), sigmoid group-limited routing (8 experts, 4 groups, top 2 groups, top 2), shared expert, first layer dense (runs unfused: KNOWN_GAPS) |",
+             "| `deepseek_v3` | DeepSeek-V3: MLA (q_lora 24, kv_lora 16, rope 4 + nope 8, v 8; the past holds the compressed latent and the RoPE key, one head each), sigmoid group-limited routing (8 experts, 4 groups, top 2 groups, top 2, random e_score_correction_bias), shared expert, first layer dense (raised; no paged step function over MLA yet: KNOWN_GAPS) |",
              "",
              "Files: `ARCH_ts.onnx` (TorchScript exporter, `dynamo=False`, opset %d) and" % TS_OPSET,
              "`ARCH_dynamo.onnx` (`dynamo=True`, opset %d, dynamic batch/sequence/past)." % DYNAMO_OPSET,
