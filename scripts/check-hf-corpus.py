@@ -191,8 +191,6 @@ def moe_layers(stem):
 # no paged step function) and why. Those checks report SKIP with the reason,
 # and FAIL once they pass (so that the entry is removed).
 KNOWN_GAPS = {
-    "gpt_oss": ("report", "gpt-oss's MoE (router bias, softmax over the top k, clamped SwiGLU, "
-                "expert biases) is not raised (its attention with sinks is)"),
     "deepseek_v3": ("generate", "MLA is raised over the decompressed per-head keys (12) and "
                     "values (8), which the paged pools refuse, not over the cached latent"),
 }

@@ -357,13 +357,14 @@ def randomize_vectors(model, seed):
     """Transformers initialises every norm weight to 1 (Gemma's to 0) and every
     bias to 0, which lets the exporters merge identical norms and would let a
     wrong lowering that drops a norm weight or a bias pass: draw every 1-D
-    parameter around its initial value instead. DeepSeek-V3's routing bias
+    parameter (and gpt-oss's per-expert biases) around its initial value
+    instead. DeepSeek-V3's routing bias
     (e_score_correction_bias, a buffer) too, at a scale that changes which
     experts win."""
     g = torch.Generator().manual_seed(seed)
     with torch.no_grad():
-        for p in model.parameters():
-            if p.dim() == 1:
+        for name, p in model.named_parameters():
+            if p.dim() == 1 or name.endswith("_proj_bias"):  # gpt-oss's [E, N] expert biases
                 p.add_(torch.randn(p.shape, generator=g) * 0.1)
         for name, b in model.named_buffers():
             if name.endswith("e_score_correction_bias"):
@@ -762,7 +763,7 @@ def write_readme(out_dir, results):
              "| `gemma3` | Gemma-3: QK-norm, (1 + w) norms before and after each block, sliding (window 4, local RoPE base) and global layers |",
              "| `phi35` | Phi-3.5: LongRoPE (per-frequency short/long factors, attention factor; original context 32); dynamo only, see the failures |",
              "| `gemma2` | Gemma-2: attention (cap 0.2, small enough that tanh saturates on these scores) and final (cap 3) logit soft-capping, alternating sliding window 4 |",
-             "| `gpt_oss` | gpt-oss: attention sinks, 4 experts top 2 with router and expert biases, clamped SwiGLU, sliding/full layers (runs unfused: KNOWN_GAPS) |",
+             "| `gpt_oss` | gpt-oss: attention sinks, 4 experts top 2 with router and expert biases (random), clamped SwiGLU, sliding/full layers |",
              "| `deepseek_v3` | DeepSeek-V3: MLA (q_lora 24, kv_lora 16, rope 4 + nope 8, v 8; the past holds the compressed latent and the RoPE key, one head each), sigmoid group-limited routing (8 experts, 4 groups, top 2 groups, top 2, random e_score_correction_bias), shared expert, first layer dense (raised; no paged step function over MLA yet: KNOWN_GAPS) |",
              "",
              "Files: `ARCH_ts.onnx` (TorchScript exporter, `dynamo=False`, opset %d) and" % TS_OPSET,

@@ -309,6 +309,11 @@ typedef struct {
   const void *wg, *wu, *wd;
   const float *sg, *su, *sd; // [E][I], [E][I], [E][H]
   int64_t h, inter;
+  const float *bg, *bu, *bd; // biases [E][I], [E][I], [E][H], or null
+  // gpt-oss's clamped SwiGLU (XFMR_UK_MOE_CLAMPED_SWIGLU):
+  // min(g, limit) * sigmoid(alpha * min(g, limit)) * (clamp(u, +-limit) + upOffset).
+  float alpha, limit, upOffset;
+  int clamped;
 } Experts;
 
 static int64_t elementBytes(int format) {
@@ -338,8 +343,18 @@ static void expertProduct(int level, int format, const float *a, int64_t m, int6
         c[r * n + j] *= s[j];
 }
 
+/// c[r, j] += b[j] for the n rows of `c` ([n, cols]); nothing for null `b`.
+static void addBias(float *c, int64_t n, int64_t cols, const float *b) {
+  if (!b)
+    return;
+  for (int64_t r = 0; r < n; ++r)
+    for (int64_t j = 0; j < cols; ++j)
+      c[r * cols + j] += b[j];
+}
+
 /// y[n, H] = down(act(x . gate) * (x . up)) for the n rows of `x`
-/// ([n, H]) through expert `e`; `gate`, `up` are [n, I] scratch.
+/// ([n, H]) through expert `e`, each product plus its bias if any;
+/// `gate`, `up` are [n, I] scratch.
 static void gatedMLP(int level, const Experts *w, int64_t e, const float *x, int64_t n, int act,
                      float *gate, float *up, float *y) {
   int64_t h = w->h, inter = w->inter;
@@ -348,16 +363,28 @@ static void gatedMLP(int level, const Experts *w, int64_t e, const float *x, int
   const char *wd = (const char *)w->wd + e * downBytes;
   expertProduct(level, w->format, x, n, h, wg, w->sg ? w->sg + e * inter : 0, inter, gate);
   expertProduct(level, w->format, x, n, h, wu, w->su ? w->su + e * inter : 0, inter, up);
-  for (int64_t i = 0; i < n * inter; ++i)
-    gate[i] = activate(gate[i], act) * up[i];
+  addBias(gate, n, inter, w->bg ? w->bg + e * inter : 0);
+  addBias(up, n, inter, w->bu ? w->bu + e * inter : 0);
+  if (w->clamped) {
+    for (int64_t i = 0; i < n * inter; ++i) {
+      float g = gate[i] < w->limit ? gate[i] : w->limit;
+      float u = up[i] < -w->limit ? -w->limit : up[i] > w->limit ? w->limit : up[i];
+      gate[i] = g / (1.0f + expf(-w->alpha * g)) * (u + w->upOffset);
+    }
+  } else {
+    for (int64_t i = 0; i < n * inter; ++i)
+      gate[i] = activate(gate[i], act) * up[i];
+  }
   expertProduct(level, w->format, gate, n, inter, wd, w->sd ? w->sd + e * h : 0, h, y);
+  addBias(y, n, h, w->bd ? w->bd + e * h : 0);
 }
 
 /// How a layer routes (MoE.h): the flags, the selection bias and the
 /// routed scale.
 typedef struct {
   int64_t flags;
-  const float *bias; // [E] or null
+  const float *routerBias; // [E] added to the logits, or null
+  const float *bias;       // [E] selection bias, or null
   float scale;
 } Routing;
 
@@ -478,6 +505,7 @@ static void moe(int level, const float *x, int64_t rows, int64_t experts, int64_
   int32_t *ids = iv, *order = ids + slots, *start = order + slots;
 
   product(level, x, h, rows, h, router, experts, logits, experts);
+  addBias(logits, rows, experts, routing->routerBias);
   for (int64_t t = 0; t < rows; ++t)
     route(logits + t * experts, experts, topK, routing, probs + t * experts, choice,
           ids + t * topK, scores + t * topK);
@@ -550,22 +578,67 @@ static void moe(int level, const float *x, int64_t rows, int64_t experts, int64_
   free(iv);
 }
 
+int64_t xfmr_uk_moe_constants_floats(int64_t flags, int64_t experts, int64_t h,
+                                     int64_t inter) {
+  int64_t n = XFMR_UK_MOE_CONSTANTS_HEADER;
+  if (flags & XFMR_UK_MOE_ROUTER_BIAS)
+    n += experts;
+  if (flags & XFMR_UK_MOE_SELECTION_BIAS)
+    n += experts;
+  if (flags & XFMR_UK_MOE_EXPERT_BIASES)
+    n += experts * (2 * inter + h);
+  return n;
+}
+
+/// The routing and the experts' extras of a call from its constants
+/// buffer (MoE.h); defaults without one.
+static void readConstants(int64_t flags, const float *c, int64_t experts, Routing *r,
+                          Experts *w) {
+  *r = (Routing){flags, 0, 0, 1.0f};
+  w->bg = w->bu = w->bd = 0;
+  w->alpha = 1.0f;
+  w->limit = INFINITY;
+  w->upOffset = 0.0f;
+  w->clamped = (flags & XFMR_UK_MOE_CLAMPED_SWIGLU) != 0;
+  if (!c)
+    return;
+  r->scale = c[0];
+  w->alpha = c[1];
+  w->limit = c[2];
+  w->upOffset = c[3];
+  const float *next = c + XFMR_UK_MOE_CONSTANTS_HEADER;
+  if (flags & XFMR_UK_MOE_ROUTER_BIAS) {
+    r->routerBias = next;
+    next += experts;
+  }
+  if (flags & XFMR_UK_MOE_SELECTION_BIAS) {
+    r->bias = next;
+    next += experts;
+  }
+  if (flags & XFMR_UK_MOE_EXPERT_BIASES) {
+    w->bg = next;
+    w->bu = w->bg + experts * w->inter;
+    w->bd = w->bu + experts * w->inter;
+  }
+}
+
 void xfmr_uk_moe_f32(const float *x, int64_t rows, int64_t h, int64_t inter, int64_t experts,
-                     int64_t topK, int64_t flags, const float *router, const float *bias,
-                     float routedScale, const float *wg, const float *wu, const float *wd,
-                     float *out) {
+                     int64_t topK, int64_t flags, const float *router, const float *wg,
+                     const float *wu, const float *wd, const float *constants, float *out) {
   Experts w = {XFMR_UK_MOE_F32, wg, wu, wd, 0, 0, 0, h, inter};
-  Routing r = {flags, bias, routedScale};
+  Routing r;
+  readConstants(flags, constants, experts, &r, &w);
   moe(2, x, rows, experts, topK, &r, router, &w, out);
 }
 
 void xfmr_uk_moe_narrow(const float *x, int64_t rows, int64_t h, int64_t inter,
                         int64_t experts, int64_t topK, int64_t flags, int64_t format,
-                        const float *router, const float *bias, float routedScale,
-                        const uint8_t *wg, const uint8_t *wu, const uint8_t *wd,
-                        const float *sg, const float *su, const float *sd, float *out) {
+                        const float *router, const uint8_t *wg, const uint8_t *wu,
+                        const uint8_t *wd, const float *sg, const float *su, const float *sd,
+                        const float *constants, float *out) {
   Experts w = {(int)format, wg, wu, wd, sg, su, sd, h, inter};
-  Routing r = {flags, bias, routedScale};
+  Routing r;
+  readConstants(flags, constants, experts, &r, &w);
   moe(2, x, rows, experts, topK, &r, router, &w, out);
 }
 
@@ -600,9 +673,10 @@ void xfmr_uk_moe_shared_f32(const float *x, int64_t rows, int64_t h, int64_t int
 /// For tests: the same layer with the paths capped at `level`.
 void xfmr_uk_moe_f32_at(int level, const float *x, int64_t rows, int64_t h, int64_t inter,
                         int64_t experts, int64_t topK, int64_t flags, const float *router,
-                        const float *bias, float routedScale, const float *wg,
-                        const float *wu, const float *wd, float *out) {
+                        const float *wg, const float *wu, const float *wd,
+                        const float *constants, float *out) {
   Experts w = {XFMR_UK_MOE_F32, wg, wu, wd, 0, 0, 0, h, inter};
-  Routing r = {flags, bias, routedScale};
+  Routing r;
+  readConstants(flags, constants, experts, &r, &w);
   moe(level, x, rows, experts, topK, &r, router, &w, out);
 }

@@ -20,18 +20,37 @@ extern "C" {
 enum { XFMR_UK_MOE_COLUMNS = 16 };
 
 /// `flags` of xfmr_uk_moe_f32: bit 0 renormalises the top-k scores to sum
-/// 1; bit 1 scores the experts by sigmoids instead of a softmax; bits 8-15
-/// hold the activation (xfmr's Activation: 0 silu, 1 gelu, 2 gelu_tanh,
-/// 3 relu); bits 16-23 the expert groups G and bits 24-31 the groups kept
-/// (group-limited routing; 0 or 1 group: none).
+/// 1; bit 1 scores the experts by sigmoids instead of a softmax; bit 2
+/// replaces act(g) * u by gpt-oss's clamped SwiGLU; bits 3-5 say which
+/// biases the constants buffer holds; bits 8-15 hold the activation
+/// (xfmr's Activation: 0 silu, 1 gelu, 2 gelu_tanh, 3 relu); bits 16-23
+/// the expert groups G and bits 24-31 the groups kept (group-limited
+/// routing; 0 or 1 group: none).
 enum {
   XFMR_UK_MOE_NORMALIZE = 1,
   XFMR_UK_MOE_SIGMOID = 2,
+  XFMR_UK_MOE_CLAMPED_SWIGLU = 4,
+  XFMR_UK_MOE_ROUTER_BIAS = 8,
+  XFMR_UK_MOE_SELECTION_BIAS = 16,
+  XFMR_UK_MOE_EXPERT_BIASES = 32,
   XFMR_UK_MOE_ACTIVATION_SHIFT = 8,
   XFMR_UK_MOE_GROUPS_SHIFT = 16,
   XFMR_UK_MOE_TOP_GROUPS_SHIFT = 24,
   XFMR_UK_MOE_MAX_GROUPS = 255
 };
+
+/// A layer's constants beyond its weights, one f32 buffer built at compile
+/// time (null: the defaults, no biases): [0] the routed scale (1), [1] the
+/// SwiGLU alpha (1), [2] its limit (inf), [3] the offset added to the
+/// clamped up product (0); then, as the flags say, the router bias [E]
+/// (added to the logits), the selection bias [E] (sigmoid routing: added
+/// to the scores that choose, not to those that weight), and the experts'
+/// gate, up and down biases [E][I], [E][I], [E][H] (added to each
+/// product). Clamped SwiGLU: g' = min(g, limit), u' = clamp(u, -limit,
+/// limit), act = g' * sigmoid(alpha * g') * (u' + offset).
+enum { XFMR_UK_MOE_CONSTANTS_HEADER = 4 };
+int64_t xfmr_uk_moe_constants_floats(int64_t flags, int64_t experts, int64_t h,
+                                     int64_t inter);
 
 /// Floats of `count` packed [K, N] matrices.
 int64_t xfmr_uk_moe_packed_floats(int64_t count, int64_t k, int64_t n);
@@ -48,15 +67,14 @@ void xfmr_uk_moe_pack(const float *src, int64_t count, int64_t k, int64_t n, flo
 /// order per element whatever the other rows). On allocation failure the
 /// outputs are NaN.
 /// Sigmoid scoring (DeepSeek-V3): the scores are sigmoid(x[t] . router);
-/// experts are chosen by score + `bias[e]` (null: 0) but weighted by the
-/// score; with G groups (flags) a group's choice score is the sum of its two
+/// experts are chosen by score + selection bias but weighted by the score;
+/// with G groups (flags) a group's choice score is the sum of its two
 /// highest, and only the experts of the top groups can be chosen. The
-/// selected scores (renormalised with the flag) are multiplied by
-/// `routedScale` in either scoring.
+/// selected scores (renormalised with the flag) are multiplied by the
+/// routed scale in either scoring. `constants`: see above (may be null).
 void xfmr_uk_moe_f32(const float *x, int64_t rows, int64_t h, int64_t inter, int64_t experts,
-                     int64_t topK, int64_t flags, const float *router, const float *bias,
-                     float routedScale, const float *wg, const float *wu, const float *wd,
-                     float *out);
+                     int64_t topK, int64_t flags, const float *router, const float *wg,
+                     const float *wu, const float *wd, const float *constants, float *out);
 
 /// Expert weight formats of xfmr_uk_moe_narrow.
 enum { XFMR_UK_MOE_F32 = 0, XFMR_UK_MOE_BF16 = 1, XFMR_UK_MOE_I8 = 2, XFMR_UK_MOE_FP8 = 3 };
@@ -69,16 +87,15 @@ enum { XFMR_UK_MOE_F32 = 0, XFMR_UK_MOE_BF16 = 1, XFMR_UK_MOE_I8 = 2, XFMR_UK_MO
 /// independence as xfmr_uk_moe_f32.
 void xfmr_uk_moe_narrow(const float *x, int64_t rows, int64_t h, int64_t inter,
                         int64_t experts, int64_t topK, int64_t flags, int64_t format,
-                        const float *router, const float *bias, float routedScale,
-                        const uint8_t *wg, const uint8_t *wu,
+                        const float *router, const uint8_t *wg, const uint8_t *wu,
                         const uint8_t *wd, const float *sg, const float *su, const float *sd,
-                        float *out);
+                        const float *constants, float *out);
 /// The same with the paths capped at `level` (2 AVX-512, 1 AVX2, 0 any
 /// CPU), for tests that compare them bit for bit.
 void xfmr_uk_moe_f32_at(int level, const float *x, int64_t rows, int64_t h, int64_t inter,
                         int64_t experts, int64_t topK, int64_t flags, const float *router,
-                        const float *bias, float routedScale, const float *wg,
-                        const float *wu, const float *wd, float *out);
+                        const float *wg, const float *wu, const float *wd,
+                        const float *constants, float *out);
 
 /// The shared expert of an xfmr.moe, added to `out` (the routed sum) for
 /// t < rows: out[t] += s_t * down(act(x[t] . gate) * (x[t] . up)) with

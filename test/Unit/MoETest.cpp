@@ -34,14 +34,31 @@ struct Layer {
   std::vector<float> bias;
   int64_t groups = 1, topGroups = 1;
   float scale = 1.0f;
+  // gpt-oss: router bias [E], expert biases [E][I], [E][I], [E][H] (or
+  // empty), clamped SwiGLU.
+  std::vector<float> routerBias, bg, bu, bd;
+  bool clamped = false;
+  float alpha = 1.0f, limit = INFINITY, upOffset = 0.0f;
 
   int64_t flags() const {
-    int64_t f = (normalize ? XFMR_UK_MOE_NORMALIZE : 0) | (sigmoid ? XFMR_UK_MOE_SIGMOID : 0);
+    int64_t f = (normalize ? XFMR_UK_MOE_NORMALIZE : 0) | (sigmoid ? XFMR_UK_MOE_SIGMOID : 0) |
+                (clamped ? XFMR_UK_MOE_CLAMPED_SWIGLU : 0) |
+                (routerBias.empty() ? 0 : XFMR_UK_MOE_ROUTER_BIAS) |
+                (bias.empty() ? 0 : XFMR_UK_MOE_SELECTION_BIAS) |
+                (bg.empty() ? 0 : XFMR_UK_MOE_EXPERT_BIASES);
     if (groups > 1)
       f |= (groups << XFMR_UK_MOE_GROUPS_SHIFT) | (topGroups << XFMR_UK_MOE_TOP_GROUPS_SHIFT);
     return f;
   }
-  const float *biasData() const { return bias.empty() ? nullptr : bias.data(); }
+  /// The kernel's constants buffer (MoE.h).
+  std::vector<float> constants() const {
+    std::vector<float> c = {scale, alpha, limit, upOffset};
+    for (const std::vector<float> *v : {&routerBias, &bias, &bg, &bu, &bd})
+      c.insert(c.end(), v->begin(), v->end());
+    EXPECT_EQ(static_cast<int64_t>(c.size()),
+              xfmr_uk_moe_constants_floats(flags(), experts, h, inter));
+    return c;
+  }
 };
 
 Layer makeLayer(int64_t h, int64_t inter, int64_t experts, int64_t topK, bool normalize,
@@ -73,9 +90,10 @@ Layer makeLayer(int64_t h, int64_t inter, int64_t experts, int64_t topK, bool no
 std::vector<float> run(const Layer &l, const std::vector<float> &x, int level) {
   int64_t rows = static_cast<int64_t>(x.size()) / l.h;
   std::vector<float> out(rows * l.h);
+  std::vector<float> constants = l.constants();
   xfmr_uk_moe_f32_at(level, x.data(), rows, l.h, l.inter, l.experts, l.topK, l.flags(),
-                     l.pRouter.data(), l.biasData(), l.scale, l.pg.data(), l.pu.data(),
-                     l.pd.data(), out.data());
+                     l.pRouter.data(), l.pg.data(), l.pu.data(), l.pd.data(), constants.data(),
+                     out.data());
   return out;
 }
 
@@ -90,7 +108,7 @@ std::vector<double> reference(const Layer &l, const std::vector<float> &x) {
       double s = 0;
       for (int64_t c = 0; c < l.h; ++c)
         s += double(xt[c]) * l.router[c * l.experts + e];
-      p[e] = s;
+      p[e] = s + (l.routerBias.empty() ? 0.0 : l.routerBias[e]);
     }
     if (l.sigmoid) {
       for (double &v : p)
@@ -139,12 +157,24 @@ std::vector<double> reference(const Layer &l, const std::vector<float> &x) {
           g += double(xt[c]) * l.wg[(e * l.h + c) * l.inter + i];
           u += double(xt[c]) * l.wu[(e * l.h + c) * l.inter + i];
         }
-        a[i] = g / (1 + std::exp(-g)) * u;
+        if (!l.bg.empty()) {
+          g += l.bg[e * l.inter + i];
+          u += l.bu[e * l.inter + i];
+        }
+        if (l.clamped) {
+          g = std::min<double>(g, l.limit);
+          u = std::clamp<double>(u, -l.limit, l.limit);
+          a[i] = g / (1 + std::exp(-l.alpha * g)) * (u + l.upOffset);
+        } else {
+          a[i] = g / (1 + std::exp(-g)) * u;
+        }
       }
       for (int64_t c = 0; c < l.h; ++c) {
         double y = 0;
         for (int64_t i = 0; i < l.inter; ++i)
           y += a[i] * l.wd[(e * l.inter + i) * l.h + c];
+        if (!l.bd.empty())
+          y += l.bd[e * l.h + c];
         out[t * l.h + c] += w * y;
       }
     }
@@ -210,6 +240,36 @@ TEST(MoE, SigmoidGroupLimitedRoutingMatchesReference) {
     EXPECT_NE(0, std::memcmp(other.data(), got.data(), got.size() * sizeof(float)));
     EXPECT_EQ(0, std::memcmp(run(l, x, 0).data(), got.data(), got.size() * sizeof(float)));
   }
+}
+
+/// gpt-oss's experts: a router bias, softmax renormalised over the top k
+/// (the softmax of the top k logits), gate/up/down biases and the clamped
+/// SwiGLU (alpha 1.702, limit small enough to clamp, up + 1).
+TEST(MoE, BiasedClampedSwiGLUMatchesReference) {
+  Layer l = makeLayer(/*h=*/40, /*inter=*/56, /*experts=*/8, /*topK=*/2, true, 41);
+  std::mt19937 rng(43);
+  std::normal_distribution<float> dist(0.0f, 0.5f);
+  auto random = [&](std::vector<float> &v, size_t n) {
+    for (size_t i = 0; i < n; ++i)
+      v.push_back(dist(rng));
+  };
+  random(l.routerBias, l.experts);
+  random(l.bg, l.experts * l.inter);
+  random(l.bu, l.experts * l.inter);
+  random(l.bd, l.experts * l.h);
+  l.clamped = true;
+  l.alpha = 1.702f;
+  l.limit = 1.5f;
+  l.upOffset = 1.0f;
+  std::vector<float> x = tokens(19, l.h, 8);
+  std::vector<float> got = run(l, x, 2);
+  std::vector<double> want = reference(l, x);
+  double scale = 0;
+  for (double v : want)
+    scale = std::max(scale, std::abs(v));
+  for (size_t i = 0; i < got.size(); ++i)
+    ASSERT_NEAR(got[i], want[i], 2e-5 * scale) << "element " << i;
+  EXPECT_EQ(0, std::memcmp(run(l, x, 1).data(), got.data(), got.size() * sizeof(float)));
 }
 
 TEST(MoE, PathsGiveTheSameBits) {
@@ -366,9 +426,10 @@ std::vector<float> runNarrow(const Layer &l, const NarrowExperts &q, const std::
   int64_t rows = static_cast<int64_t>(x.size()) / l.h;
   std::vector<float> out(rows * l.h);
   auto scales = [](const std::vector<float> &s) { return s.empty() ? nullptr : s.data(); };
+  std::vector<float> constants = l.constants();
   xfmr_uk_moe_narrow(x.data(), rows, l.h, l.inter, l.experts, l.topK, l.flags(), q.format,
-                     l.pRouter.data(), l.biasData(), l.scale, q.wg.data(), q.wu.data(),
-                     q.wd.data(), scales(q.sg), scales(q.su), scales(q.sd), out.data());
+                     l.pRouter.data(), q.wg.data(), q.wu.data(), q.wd.data(), scales(q.sg),
+                     scales(q.su), scales(q.sd), constants.data(), out.data());
   return out;
 }
 

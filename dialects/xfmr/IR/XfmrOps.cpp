@@ -532,6 +532,40 @@ static LogicalResult verifyRouting(MoEOp moe, int64_t experts) {
   float scale = moe.getRoutedScale().convertToFloat();
   if (!std::isfinite(scale) || scale <= 0.0f)
     return moe.emitOpError() << "routed_scale must be finite and positive, got " << scale;
+  if (Value bias = moe.getRouterBias()) {
+    auto type = cast<RankedTensorType>(bias.getType());
+    if (type.getRank() != 1 || type.getElementType() != moe.getRouter().getType().getElementType() ||
+        (!ShapedType::isDynamic(experts) && type.getDimSize(0) != experts))
+      return moe.emitOpError() << "router_bias must be [" << experts
+                               << "] of the router's type, got " << type;
+  }
+  return success();
+}
+
+/// gpt-oss's expert biases and clamped SwiGLU.
+static LogicalResult verifyExpertExtras(MoEOp moe, RankedTensorType inputType) {
+  Value bg = moe.getWGateBias(), bu = moe.getWUpBias(), bd = moe.getWDownBias();
+  if (!bg != !bu || !bg != !bd)
+    return moe.emitOpError() << "expert biases need w_gate_bias, w_up_bias and w_down_bias";
+  if (bg) {
+    auto gate = moe.getWGate().getType();
+    int64_t e = gate.getDimSize(0), i = gate.getDimSize(2), h = gate.getDimSize(1);
+    for (auto [bias, what, cols] : {std::tuple(bg, "w_gate", i), std::tuple(bu, "w_up", i),
+                                    std::tuple(bd, "w_down", h)}) {
+      auto type = cast<RankedTensorType>(bias.getType());
+      if (type.getRank() != 2 || type.getElementType() != inputType.getElementType() ||
+          !type.hasStaticShape() || type.getDimSize(0) != e || type.getDimSize(1) != cols)
+        return moe.emitOpError() << what << " bias must be [" << e << ", " << cols
+                                 << "] of the input's type, got " << type;
+    }
+  }
+  if (moe.hasClampedSwiGLU()) {
+    if (moe.getActivation() != Activation::silu)
+      return moe.emitOpError() << "the clamped SwiGLU needs the silu activation";
+    std::optional<APFloat> limit = moe.getSwigluLimit();
+    if (!limit || !(limit->convertToFloat() > 0.0f))
+      return moe.emitOpError() << "the clamped SwiGLU needs a positive swiglu_limit";
+  }
   return success();
 }
 
@@ -637,7 +671,7 @@ LogicalResult MoEOp::verify() {
                                 /*expertDims=*/1)) ||
       failed(verifyExpertQuantization(*this, inputType)))
     return failure();
-  if (failed(verifyRouting(*this, numExperts)))
+  if (failed(verifyRouting(*this, numExperts)) || failed(verifyExpertExtras(*this, inputType)))
     return failure();
   return verifySharedExpert(*this, inputType);
 }

@@ -447,6 +447,12 @@ def Xfmr_MoEOp : Xfmr_Op<"moe", [AllTypesMatch<["input", "result"]>,
     `routed_scale` (DeepSeek's `routed_scaling_factor`; 1 by default) in
     either scoring.
 
+    gpt-oss's experts: `router_bias` (`[E]`) is added to the router logits;
+    `biases(bg, bu, bd)` (`[E, I]`, `[E, I]`, `[E, H]`) to each expert's
+    gate, up and down products; with `swiglu_limit` L (silu only) the gate
+    becomes the clamped SwiGLU `g' * sigmoid(swiglu_alpha * g') *
+    (u' + up_offset)` with `g' = min(g, L)`, `u' = clamp(u, -L, L)`.
+
     Quantized experts (`xfmr-quantize-experts`): the expert weights may be
     bf16 (rounded, no scales) or i8 / f8E4M3FN with `scales(sg, su, sd)`,
     f32 per output column of each expert (`[E, I]`, `[E, I]`, `[E, H]`):
@@ -493,12 +499,19 @@ def Xfmr_MoEOp : Xfmr_Op<"moe", [AllTypesMatch<["input", "result"]>,
     Optional<Xfmr_ScaleTensor>:$w_up_scales,
     Optional<Xfmr_ScaleTensor>:$w_down_scales,
     Optional<Xfmr_FloatTensor>:$selection_bias,
+    Optional<Xfmr_FloatTensor>:$router_bias,
+    Optional<Xfmr_FloatTensor>:$w_gate_bias,
+    Optional<Xfmr_FloatTensor>:$w_up_bias,
+    Optional<Xfmr_FloatTensor>:$w_down_bias,
     I64Attr:$top_k,
     DefaultValuedAttr<BoolAttr, "false">:$normalize_top_k,
     DefaultValuedAttr<StrAttr, "\"softmax\"">:$scoring,
     DefaultValuedAttr<I64Attr, "1">:$groups,
     DefaultValuedAttr<I64Attr, "1">:$top_groups,
-    DefaultValuedAttr<F32Attr, "1.0f">:$routed_scale
+    DefaultValuedAttr<F32Attr, "1.0f">:$routed_scale,
+    OptionalAttr<F32Attr>:$swiglu_limit,
+    DefaultValuedAttr<F32Attr, "1.0f">:$swiglu_alpha,
+    DefaultValuedAttr<F32Attr, "0.0f">:$up_offset
   );
   let results = (outs Xfmr_FloatTensor:$result);
 
@@ -510,12 +523,20 @@ def Xfmr_MoEOp : Xfmr_Op<"moe", [AllTypesMatch<["input", "result"]>,
     (`scales` `(` $w_gate_scales^ `,` $w_up_scales `,` $w_down_scales `:`
       type($w_gate_scales) `,` type($w_up_scales) `,` type($w_down_scales) `)`)?
     (`selection_bias` `(` $selection_bias^ `:` type($selection_bias) `)`)?
+    (`router_bias` `(` $router_bias^ `:` type($router_bias) `)`)?
+    (`biases` `(` $w_gate_bias^ `,` $w_up_bias `,` $w_down_bias `:`
+      type($w_gate_bias) `,` type($w_up_bias) `,` type($w_down_bias) `)`)?
     attr-dict `:` type($input) `,` type($router) `,` type($w_gate) `,`
     type($w_up) `,` type($w_down)
   }];
   let extraClassDeclaration = [{
     /// Whether the scores are sigmoids (else a softmax over the experts).
     bool hasSigmoidScoring() { return getScoring() == "sigmoid"; }
+    /// Whether the experts use gpt-oss's clamped SwiGLU.
+    bool hasClampedSwiGLU() {
+      return getSwigluLimit() || getSwigluAlpha().convertToFloat() != 1.0f ||
+             getUpOffset().convertToFloat() != 0.0f;
+    }
   }];
 }
 

@@ -54,7 +54,7 @@ onnx::TopKOp topKOfFlatIds(Value v) {
 /// `W`, as the exporters gather them: GatherND(W, Unsqueeze(ids, -1))
 /// (dynamo) or Gather(W, ids, axis 0) (TorchScript), ids =
 /// Reshape(TopK.indices, [-1]). Returns W and the TopK.
-std::optional<std::pair<Value, onnx::TopKOp>> gatheredExperts(Value v) {
+std::optional<std::pair<Value, onnx::TopKOp>> gatheredExperts(Value v, int64_t rank = 3) {
   Value data, ids;
   if (auto nd = def<onnx::GatherNDOp>(v); nd && nd.getBatchDims() == 0) {
     auto unsq = def<onnx::UnsqueezeOp>(nd.getIndices());
@@ -68,7 +68,7 @@ std::optional<std::pair<Value, onnx::TopKOp>> gatheredExperts(Value v) {
   } else {
     return std::nullopt;
   }
-  if (rankOf(data) != 3 || !isConstant(data))
+  if (rankOf(data) != rank || !isConstant(data))
     return std::nullopt;
   onnx::TopKOp topk = topKOfFlatIds(ids);
   if (!topk)
@@ -76,25 +76,75 @@ std::optional<std::pair<Value, onnx::TopKOp>> gatheredExperts(Value v) {
   return std::pair(data, topk);
 }
 
-/// One expert product proj(W, a): the constant [E, out, in] W, the
-/// per-slot input a [T*k, in] and the TopK of the routing ids.
+/// `v` through Squeeze(Unsqueeze(x, a), a) round trips.
+Value stripUnitRoundTrip(Value v) {
+  while (auto sq = def<onnx::SqueezeOp>(v)) {
+    auto unsq = def<onnx::UnsqueezeOp>(sq.getData());
+    auto a = constantInts(sq.getAxes()), b = unsq ? constantInts(unsq.getAxes()) : std::nullopt;
+    if (!unsq || !a || !b || *a != *b || rankOf(unsq.getData()) != rankOf(v))
+      break;
+    v = unsq.getData();
+  }
+  return v;
+}
+
+/// One expert product proj(W, a) [+ bias]: the constant W, the per-slot
+/// input a [T*k, in], the TopK of the routing ids, and the layout: W
+/// [E, out, in] multiplying a column (Mixtral) or [E, in, out] multiplied
+/// by a row (`rows`: gpt-oss); the bias a constant [E, out] gathered by the
+/// same ids, or null.
 struct ExpertProduct {
   Value weight, input;
   onnx::TopKOp topk;
+  bool rows = false;
+  Value bias;
+
+  int64_t in() const { return dimOf(weight, rows ? 1 : 2); }
+  int64_t out() const { return dimOf(weight, rows ? 2 : 1); }
 };
 
-std::optional<ExpertProduct> expertProduct(Value v) {
+std::optional<ExpertProduct> unbiasedExpertProduct(Value v) {
   auto sq = def<onnx::SqueezeOp>(v);
-  if (!sq || rankOf(sq.getData()) != 3 || !isAxis(sq.getAxes(), -1, 3))
+  if (!sq || rankOf(sq.getData()) != 3)
     return std::nullopt;
   auto mm = def<onnx::MatMulOp>(sq.getData());
   if (!mm)
     return std::nullopt;
-  auto gathered = gatheredExperts(mm.getA());
-  auto col = def<onnx::UnsqueezeOp>(mm.getB());
-  if (!gathered || !col || !isAxis(col.getAxes(), -1, 3))
+  // Squeeze(MatMul(W[ids] [S, out, in], Unsqueeze(a, -1)), -1)
+  if (isAxis(sq.getAxes(), -1, 3)) {
+    auto gathered = gatheredExperts(mm.getA());
+    auto col = def<onnx::UnsqueezeOp>(mm.getB());
+    if (!gathered || !col || !isAxis(col.getAxes(), -1, 3))
+      return std::nullopt;
+    return ExpertProduct{gathered->first, col.getData(), gathered->second};
+  }
+  // Squeeze(MatMul(Unsqueeze(a, 1), W[ids] [S, in, out]), 1)
+  if (isAxis(sq.getAxes(), 1, 3)) {
+    auto gathered = gatheredExperts(mm.getB());
+    auto row = def<onnx::UnsqueezeOp>(mm.getA());
+    if (!gathered || !row || !isAxis(row.getAxes(), 1, 3))
+      return std::nullopt;
+    return ExpertProduct{gathered->first, row.getData(), gathered->second, /*rows=*/true};
+  }
+  return std::nullopt;
+}
+
+std::optional<ExpertProduct> expertProduct(Value v) {
+  v = stripUnitRoundTrip(v);
+  if (auto add = def<onnx::AddOp>(v)) {
+    for (auto [p, b] : {std::pair(add.getA(), add.getB()), std::pair(add.getB(), add.getA())}) {
+      auto product = unbiasedExpertProduct(p);
+      auto bias = gatheredExperts(b, /*rank=*/2);
+      if (product && bias && bias->second == product->topk &&
+          dimOf(bias->first, 0) == dimOf(product->weight, 0) &&
+          dimOf(bias->first, 1) == product->out()) {
+        product->bias = bias->first;
+        return product;
+      }
+    }
     return std::nullopt;
-  return ExpertProduct{gathered->first, col.getData(), gathered->second};
+  }
+  return unbiasedExpertProduct(v);
 }
 
 /// The tokens x [T, H] repeated k times each (repeat_interleave):
@@ -156,6 +206,27 @@ std::optional<Projection> router(onnx::TopKOp topk) {
   if (!sm || rankOf(sm.getOutput()) != 2 || !isLastAxis(sm.getAxis(), 2))
     return std::nullopt;
   return projection(sm.getInput());
+}
+
+/// x . W + b with a constant [N] bias b: Gemm(x, W, b) (beta 1) or
+/// Add(projection, b) -> the projection and b.
+std::optional<std::pair<Projection, Value>> biasedProjection(Value v) {
+  auto isBias = [&](Value b) {
+    return isConstant(b) && rankOf(b) == 1 && dimOf(b, 0) == dimOf(v, -1) &&
+           elementTypeOf(b) == elementTypeOf(v);
+  };
+  if (auto gemm = def<onnx::GemmOp>(v); gemm && !gemm.getTransA() &&
+                                         gemm.getAlpha().convertToDouble() == 1.0 &&
+                                         gemm.getBeta().convertToDouble() == 1.0 &&
+                                         isConstant(gemm.getB()) && isBias(gemm.getC()))
+    return std::pair(Projection{gemm.getA(), gemm.getB(), gemm.getTransB() != 0}, gemm.getC());
+  if (auto add = def<onnx::AddOp>(v))
+    for (auto [p, b] : {std::pair(add.getA(), add.getB()), std::pair(add.getB(), add.getA())})
+      if (auto proj = projection(p); proj && isBias(b))
+        return std::pair(*proj, b);
+  if (auto proj = projection(v))
+    return std::pair(*proj, Value());
+  return std::nullopt;
 }
 
 /// w = Mul(v, c) with a constant scalar c (the routed scale) -> (v, c);
@@ -271,6 +342,113 @@ bool matchSigmoidRouting(onnx::TopKOp topk, Value values, Routing &routing) {
   routing.router = *r;
   routing.sigmoid = true;
   return true;
+}
+
+/// Slice(p, [first], [end], [last axis], [2]) -> p, with end past the
+/// last column.
+Value everyOther(Value v, int64_t first) {
+  auto slice = def<onnx::SliceOp>(v);
+  if (!slice || isa<NoneType>(slice.getSteps().getType()))
+    return nullptr;
+  int64_t rank = rankOf(slice.getData());
+  auto starts = constantInts(slice.getStarts()), ends = constantInts(slice.getEnds());
+  auto steps = constantInts(slice.getSteps());
+  int64_t cols = dimOf(slice.getData(), -1);
+  if (!starts || !ends || !steps || starts->size() != 1 || (*starts)[0] != first ||
+      *steps != SmallVector<int64_t>{2} || ShapedType::isDynamic(cols) || (*ends)[0] < cols ||
+      !isAxis(slice.getAxes(), -1, rank))
+    return nullptr;
+  return slice.getData();
+}
+
+/// gpt-oss's clamped SwiGLU of interleaved gate and up columns:
+///   (Clip(u, -L, L) + c) * (g' * Sigmoid(g' * alpha)), g' = Clip(g, -, L),
+///   g = p[..., 0::2], u = p[..., 1::2]
+/// -> p, alpha, L, c.
+struct ClampedSwiGLU {
+  Value product;
+  float alpha, limit, offset;
+};
+
+std::optional<ClampedSwiGLU> clampedSwiGLU(Value v) {
+  auto mul = def<onnx::MulOp>(v);
+  if (!mul)
+    return std::nullopt;
+  for (auto [a, b] : {std::pair(mul.getA(), mul.getB()), std::pair(mul.getB(), mul.getA())}) {
+    auto add = def<onnx::AddOp>(a);
+    auto glu = def<onnx::MulOp>(b);
+    if (!add || !glu)
+      continue;
+    onnx::ClipOp upClip;
+    std::optional<double> offset;
+    for (auto [c, k] : {std::pair(add.getA(), add.getB()), std::pair(add.getB(), add.getA())})
+      if (auto clip = def<onnx::ClipOp>(c); clip && (offset = scalarValue(k))) {
+        upClip = clip;
+        break;
+      }
+    auto lo = upClip ? scalarValue(upClip.getMin()) : std::nullopt;
+    auto hi = upClip ? scalarValue(upClip.getMax()) : std::nullopt;
+    if (!lo || !hi || !(*hi > 0) || *lo != -*hi)
+      continue;
+    for (auto [gp, sg] : {std::pair(glu.getA(), glu.getB()), std::pair(glu.getB(), glu.getA())}) {
+      auto gateClip = def<onnx::ClipOp>(gp);
+      auto sig = def<onnx::SigmoidOp>(sg);
+      auto scaled = sig ? def<onnx::MulOp>(sig.getX()) : onnx::MulOp();
+      if (!gateClip || !scaled || !isa<NoneType>(gateClip.getMin().getType()) ||
+          scalarValue(gateClip.getMax()) != hi)
+        continue;
+      Value other = scaled.getA() == gp ? scaled.getB() : scaled.getA();
+      auto alpha = scalarValue(other);
+      if ((scaled.getA() != gp && scaled.getB() != gp) || !alpha)
+        continue;
+      Value p = everyOther(gateClip.getInput(), 0);
+      if (!p || everyOther(upClip.getInput(), 1) != p)
+        continue;
+      return ClampedSwiGLU{p, static_cast<float>(*alpha), static_cast<float>(*hi),
+                           static_cast<float>(*offset)};
+    }
+  }
+  return std::nullopt;
+}
+
+/// The gate and up expert products feeding the down projection's input
+/// (act(g) * u from one fused product cut in halves, or from two; or
+/// gpt-oss's clamped SwiGLU of interleaved columns), all routed by `topk`,
+/// and where each one's `inter` columns start and step in its product.
+struct GateUp {
+  ExpertProduct gate, up;
+  int64_t gateFirst = 0, upFirst = 0, step = 1;
+  Activation act = Activation::silu;
+  std::optional<ClampedSwiGLU> clamped;
+};
+
+std::optional<GateUp> gateAndUp(Value downInput, onnx::TopKOp topk, int64_t inter) {
+  if (auto clamped = clampedSwiGLU(downInput)) {
+    auto fused = expertProduct(clamped->product);
+    if (!fused || fused->topk != topk || !fused->rows || fused->out() != 2 * inter)
+      return std::nullopt;
+    return GateUp{*fused, *fused, 0, 1, 2, Activation::silu, clamped};
+  }
+  auto gateTimesUp = def<onnx::MulOp>(downInput);
+  if (!gateTimesUp)
+    return std::nullopt;
+  for (auto [a, u] : {std::pair(gateTimesUp.getA(), gateTimesUp.getB()),
+                      std::pair(gateTimesUp.getB(), gateTimesUp.getA())}) {
+    auto candidate = matchActivation(a);
+    if (!candidate)
+      continue;
+    if (Value gu = fusedHalves(candidate->first, u, inter)) {
+      auto fused = expertProduct(gu);
+      if (!fused || fused->topk != topk || fused->out() != 2 * inter)
+        continue;
+      return GateUp{*fused, *fused, 0, inter, 1, candidate->second, std::nullopt};
+    }
+    auto g = expertProduct(candidate->first), up = expertProduct(u);
+    if (g && up && g->topk == topk && up->topk == topk && g->input == up->input &&
+        g->out() == inter && up->out() == inter)
+      return GateUp{*g, *up, 0, 0, 1, candidate->second, std::nullopt};
+  }
+  return std::nullopt;
 }
 
 } // namespace
@@ -399,6 +577,22 @@ std::optional<GatedExpert> gatedExpert(Value y) {
   return std::nullopt;
 }
 
+Value stridedColumns(OpBuilder &b, Location loc, Value w, int64_t first, int64_t step,
+                     int64_t count, StringRef name) {
+  auto type = cast<RankedTensorType>(w.getType());
+  int64_t cols = type.getShape().back(), outer = type.getNumElements() / cols;
+  unsigned bytes = type.getElementTypeBitWidth() / 8;
+  ArrayRef<char> raw = *constantBytes(w);
+  std::vector<char> out(outer * count * bytes);
+  for (int64_t o = 0; o < outer; ++o)
+    for (int64_t j = 0; j < count; ++j)
+      std::memcpy(&out[(o * count + j) * bytes], &raw[(o * cols + first + step * j) * bytes],
+                  bytes);
+  SmallVector<int64_t> shape(type.getShape());
+  shape.back() = count;
+  return blobConstant(b, loc, shape, type.getElementType(), out, name);
+}
+
 Value asKN(OpBuilder &b, Location loc, const Projection &p, const std::string &name) {
   if (!p.transposed)
     return p.weight;
@@ -440,6 +634,20 @@ std::optional<Routing> matchRouting(onnx::TopKOp topk, Value scores, std::string
   }
   routing.routedScale = scale;
   routing.normalize = *normalize;
+  // gpt-oss: Softmax over TopK's values of the (biased) logits, which is
+  // the softmax over all experts renormalised over the top k.
+  if (auto sm = def<onnx::SoftmaxOp>(stripCasts(scores));
+      sm && sm.getInput() == topk.getValues() && isLastAxis(sm.getAxis(), 2) && scale == 1.0) {
+    std::optional<std::pair<Projection, Value>> r = biasedProjection(topk.getX());
+    if (!r) {
+      why = "the top-k logits are not the tokens times a constant router (plus a constant bias)";
+      return std::nullopt;
+    }
+    routing.router = r->first;
+    routing.routerBias = r->second;
+    routing.normalize = true;
+    return routing;
+  }
   if (values == topk.getValues()) {
     // TopK's values of sigmoids are the sigmoids at its indices.
     if (auto sig = def<onnx::SigmoidOp>(topk.getX()))
@@ -486,7 +694,8 @@ Value stackedKN(OpBuilder &b, Location loc, ArrayRef<Projection> ps, StringRef n
 
 void formMoE(IRRewriter &rewriter, Operation *combine, const Routing &routing,
              function_ref<std::array<Value, 3>(OpBuilder &, Location, const std::string &)>
-                 expertWeights) {
+                 expertWeights,
+             const ExpertExtras &extras) {
   Value routed = combine->getResult(0);
   // A shared expert beside it (same activation, constant weights of the
   // tokens' type) joins the op; otherwise it stays as it is.
@@ -511,14 +720,22 @@ void formMoE(IRRewriter &rewriter, Operation *combine, const Routing &routing,
     if (shared->scale)
       sgate = asKN(rewriter, loc, *shared->scale, base + ".shared_gate");
   }
+  std::array<Value, 3> biases{};
+  if (extras.biases)
+    biases = extras.biases(rewriter, loc, base);
   auto op = MoEOp::create(rewriter, loc, routing.act, routing.x, routerHE, wg, wu, wd, sg, su, sd,
                           sgate, Value(), Value(), Value(), routing.selectionBias,
+                          routing.routerBias, biases[0], biases[1], biases[2],
                           rewriter.getI64IntegerAttr(routing.topK),
                           rewriter.getBoolAttr(routing.normalize),
                           rewriter.getStringAttr(routing.sigmoid ? "sigmoid" : "softmax"),
                           rewriter.getI64IntegerAttr(routing.groups),
                           rewriter.getI64IntegerAttr(routing.topGroups),
-                          rewriter.getF32FloatAttr(static_cast<float>(routing.routedScale)));
+                          rewriter.getF32FloatAttr(static_cast<float>(routing.routedScale)),
+                          extras.swigluLimit ? rewriter.getF32FloatAttr(*extras.swigluLimit)
+                                             : FloatAttr(),
+                          rewriter.getF32FloatAttr(extras.swigluAlpha),
+                          rewriter.getF32FloatAttr(extras.upOffset));
   Value old = replaced->getResult(0);
   Value result = op.getResult();
   if (result.getType() != old.getType())
@@ -601,67 +818,65 @@ bool raiseMoE(Operation *anchor, IRRewriter &rewriter, RaiseLog &log) {
   if (dimOf(perToken, 1) != topK)
     return fail("the expert outputs are not summed over the TopK slots");
 
-  // act(g) * u, g and u from one fused product or two.
-  auto gateTimesUp = def<onnx::MulOp>(down->input);
-  if (!gateTimesUp)
-    return fail("the down projection's input is not act(gate) * up");
-  Value gateW, upW, xr;
-  int64_t inter = dimOf(down->weight, 2);
-  int64_t gateBegin = 0, upBegin = 0;
-  std::optional<std::pair<Value, Activation>> act;
-  for (auto [a, u] : {std::pair(gateTimesUp.getA(), gateTimesUp.getB()),
-                      std::pair(gateTimesUp.getB(), gateTimesUp.getA())}) {
-    auto candidate = matchActivation(a);
-    if (!candidate)
-      continue;
-    if (Value gu = fusedHalves(candidate->first, u, inter)) {
-      auto fused = expertProduct(gu);
-      if (!fused || fused->topk != topk || dimOf(fused->weight, 1) != 2 * inter)
-        continue;
-      gateW = upW = fused->weight;
-      upBegin = inter;
-      xr = fused->input;
-      act = candidate;
-      break;
-    }
-    auto g = expertProduct(candidate->first), up = expertProduct(u);
-    if (g && up && g->topk == topk && up->topk == topk && g->input == up->input &&
-        dimOf(g->weight, 1) == inter && dimOf(up->weight, 1) == inter) {
-      gateW = g->weight;
-      upW = up->weight;
-      xr = g->input;
-      act = candidate;
-      break;
-    }
-  }
-  if (!act)
+  int64_t inter = down->in();
+  std::optional<GateUp> gu = gateAndUp(down->input, topk, inter);
+  if (!gu)
     return fail("gate and up are not expert products of the same tokens with a SiLU, GELU "
-                "or ReLU gate");
-  Value x = repeatedTokens(xr, topK);
+                "or ReLU gate (or gpt-oss's clamped SwiGLU)");
+  Value x = repeatedTokens(gu->gate.input, topK);
   if (!x || stripFlattening(x) != stripFlattening(routing->router.input))
     return fail("the experts and the router do not read the same tokens");
   int64_t h = dimOf(x, 1), experts = dimOf(down->weight, 0);
-  if (ShapedType::isDynamic(h) || dimOf(down->weight, 1) != h || dimOf(gateW, 0) != experts ||
-      dimOf(upW, 0) != experts || dimOf(gateW, 2) != h || dimOf(upW, 2) != h ||
+  const ExpertProduct &g = gu->gate, &u = gu->up;
+  if (ShapedType::isDynamic(h) || down->out() != h || dimOf(g.weight, 0) != experts ||
+      dimOf(u.weight, 0) != experts || g.in() != h || u.in() != h ||
       dimOf(routing->router.weight, routing->router.transposed ? 0 : 1) != experts ||
       dimOf(routing->router.weight, routing->router.transposed ? 1 : 0) != h)
     return fail("expert or router weight shapes do not agree");
-  if (!hasStaticBytes(gateW) || !hasStaticBytes(upW) || !hasStaticBytes(down->weight) ||
-      !hasStaticBytes(routing->router.weight) || elementTypeOf(gateW) != elementTypeOf(x))
+  if (!hasStaticBytes(g.weight) || !hasStaticBytes(u.weight) || !hasStaticBytes(down->weight) ||
+      !hasStaticBytes(routing->router.weight) || elementTypeOf(g.weight) != elementTypeOf(x))
     return fail("expert weights are not constants of the tokens' type");
+  bool biased = g.bias || u.bias || down->bias;
+  if (biased && (!g.bias || !u.bias || !down->bias || !hasStaticBytes(g.bias) ||
+                 !hasStaticBytes(u.bias) || !hasStaticBytes(down->bias) ||
+                 elementTypeOf(g.bias) != elementTypeOf(x)))
+    return fail("some expert products have a bias and others not, or one is not a constant");
   if (combine.getReduced().getType() != x.getType() &&
       !tensor::CastOp::areCastCompatible(x.getType(), combine.getReduced().getType()))
     return fail("the result's type differs from the tokens'");
 
   routing->x = x;
-  routing->act = act->second;
-  formMoE(rewriter, combine, *routing,
-          [&](OpBuilder &b, Location loc, const std::string &base) {
-            return std::array<Value, 3>{
-                transposedRows(b, loc, gateW, gateBegin, gateBegin + inter, base + ".w_gate"),
-                transposedRows(b, loc, upW, upBegin, upBegin + inter, base + ".w_up"),
-                transposedRows(b, loc, down->weight, 0, h, base + ".w_down")};
-          });
+  routing->act = gu->act;
+  // Expert e's [in, count] slice of a product's weight: columns first,
+  // first + step, ... of [E, in, out], or rows [first, first + count) of
+  // [E, out, in] transposed.
+  auto slice = [&](OpBuilder &b, Location loc, const ExpertProduct &p, int64_t first,
+                   int64_t step, int64_t count, const std::string &name) {
+    return p.rows ? stridedColumns(b, loc, p.weight, first, step, count, name)
+                  : transposedRows(b, loc, p.weight, first, first + count, name);
+  };
+  ExpertExtras extras;
+  if (gu->clamped) {
+    extras.swigluLimit = gu->clamped->limit;
+    extras.swigluAlpha = gu->clamped->alpha;
+    extras.upOffset = gu->clamped->offset;
+  }
+  if (biased)
+    extras.biases = [&](OpBuilder &b, Location loc, const std::string &base) {
+      return std::array<Value, 3>{
+          stridedColumns(b, loc, g.bias, gu->gateFirst, gu->step, inter, base + ".b_gate"),
+          stridedColumns(b, loc, u.bias, gu->upFirst, gu->step, inter, base + ".b_up"),
+          down->bias};
+    };
+  formMoE(
+      rewriter, combine, *routing,
+      [&](OpBuilder &b, Location loc, const std::string &base) {
+        return std::array<Value, 3>{
+            slice(b, loc, g, gu->gateFirst, gu->step, inter, base + ".w_gate"),
+            slice(b, loc, u, gu->upFirst, gu->step, inter, base + ".w_up"),
+            slice(b, loc, *down, 0, 1, h, base + ".w_down")};
+      },
+      extras);
   log.formed("moe");
   return true;
 }

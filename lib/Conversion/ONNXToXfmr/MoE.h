@@ -13,6 +13,7 @@
 #include "Match.h"
 
 #include <array>
+#include <functional>
 
 namespace xfmr::raise::moe {
 
@@ -41,6 +42,11 @@ bool hasStaticBytes(mlir::Value w);
 /// transposed: a new [M, C, r1 - r0] (or [C, r1 - r0]) constant.
 mlir::Value transposedRows(mlir::OpBuilder &b, mlir::Location loc, mlir::Value w, int64_t r0,
                            int64_t r1, llvm::StringRef name);
+
+/// Columns first, first + step, ... (`count` of them) of the last axis of
+/// the constant `w` ([..., C]): a new [..., count] constant.
+mlir::Value stridedColumns(mlir::OpBuilder &b, mlir::Location loc, mlir::Value w, int64_t first,
+                           int64_t step, int64_t count, llvm::StringRef name);
 
 /// A projection's weight as a [K, N] constant (transposing a Gemm's).
 mlir::Value asKN(mlir::OpBuilder &b, mlir::Location loc, const Projection &p,
@@ -83,6 +89,8 @@ struct Routing {
   mlir::Value selectionBias;
   int64_t groups = 1, topGroups = 1;
   double routedScale = 1.0;
+  /// A constant [E] added to the router's logits (gpt-oss), or null.
+  mlir::Value routerBias;
 };
 
 /// `v` through Casts.
@@ -108,6 +116,17 @@ int64_t constantK(onnx::TopKOp topk);
 /// Fills all but `x` and `act`; on failure `why` says which part differs.
 std::optional<Routing> matchRouting(onnx::TopKOp topk, mlir::Value scores, std::string &why);
 
+/// What gpt-oss's experts add: gate, up and down biases ([E, I], [E, I],
+/// [E, H], built at the insertion point like the weights) and the clamped
+/// SwiGLU's constants.
+struct ExpertExtras {
+  std::function<std::array<mlir::Value, 3>(mlir::OpBuilder &, mlir::Location,
+                                           const std::string &base)>
+      biases;
+  std::optional<float> swigluLimit;
+  float swigluAlpha = 1.0f, upOffset = 0.0f;
+};
+
 /// Replaces `combine` (the op whose result is the routed sum, [T, H]) and a
 /// shared expert added to it by one xfmr.moe. `expertWeights` builds the
 /// [E, H, I] gate, [E, H, I] up and [E, I, H] down constants at the
@@ -115,7 +134,8 @@ std::optional<Routing> matchRouting(onnx::TopKOp topk, mlir::Value scores, std::
 void formMoE(mlir::IRRewriter &rewriter, mlir::Operation *combine, const Routing &routing,
              llvm::function_ref<std::array<mlir::Value, 3>(mlir::OpBuilder &, mlir::Location,
                                                            const std::string &base)>
-                 expertWeights);
+                 expertWeights,
+             const ExpertExtras &extras = {});
 
 /// The experts of a block matched one by one (the loop and the dense
 /// forms): expert e's x . Wg, x . Wu and h . Wd products, in expert order.

@@ -131,13 +131,15 @@ struct RaiseONNXToXfmrPass : impl::RaiseONNXToXfmrPassBase<RaiseONNXToXfmrPass> 
                                                             log);
       runRaiser<onnx::ReduceMeanOp>(func, raiseRMSNorm, rewriter, log);
       runRaiser<onnx::ConcatOp>(func, raiseRope, rewriter, log);
-      runRaiser<onnx::GatherOp>(func, raiseEmbedding, rewriter, log);
+      // Before embeddings: TorchScript gathers gpt-oss's [E, N] expert
+      // biases with Gather, which would otherwise read as embedding tables.
       if (!llvm::is_contained(skip, "moe")) {
         runRaiser<onnx::ReduceSumOp>(func, raiseMoE, rewriter, log);
         runRaiser<onnx::AddOp>(func, raiseMoELoop, rewriter, log);
         runRaiser<onnx::ScatterElementsOp>(func, raiseMoELoop, rewriter, log);
         runRaiser<onnx::AddOp>(func, raiseMoEDense, rewriter, log);
       }
+      runRaiser<onnx::GatherOp>(func, raiseEmbedding, rewriter, log);
       if (!llvm::is_contained(skip, "gated_mlp"))
         runRaiser<onnx::MatMulOp>(func, raiseGatedMLP, rewriter, log);
       runRaiser<onnx::SoftmaxOp>(func, raiseAttention, rewriter, log);

@@ -12,8 +12,9 @@
 // are one call. A token's result depends on that token alone, so the
 // blocking keeps batch invariance. Then xfmr_uk_moe_combine sums the
 // ranks' partial outputs under expert parallelism (nothing otherwise).
-// Sigmoid, group-limited routing (DeepSeek-V3) is the kernel's too: its
-// flags, the selection bias and the routed scale.
+// Sigmoid, group-limited routing (DeepSeek-V3) and gpt-oss's biases and
+// clamped SwiGLU are the kernel's too: its flags and one constants buffer
+// per layer (routed scale, SwiGLU constants, biases).
 // Quantized experts (bf16, i8 or f8E4M3FN, xfmr-quantize-experts) are
 // packed by xfmr_uk_pack_narrow, one matrix after the other, and called
 // through xfmr_uk_moe_narrow with their column scales.
@@ -37,6 +38,8 @@
 #include "mlir/Dialect/SCF/IR/SCF.h"
 #include "mlir/Dialect/Tensor/IR/Tensor.h"
 
+#include <cassert>
+#include <cmath>
 #include <cstring>
 
 using namespace mlir;
@@ -122,7 +125,41 @@ int64_t routingFlags(MoEOp op) {
   if (op.getGroups() > 1)
     flags |= (op.getGroups() << XFMR_UK_MOE_GROUPS_SHIFT) |
              (op.getTopGroups() << XFMR_UK_MOE_TOP_GROUPS_SHIFT);
+  if (op.hasClampedSwiGLU())
+    flags |= XFMR_UK_MOE_CLAMPED_SWIGLU;
+  if (op.getRouterBias())
+    flags |= XFMR_UK_MOE_ROUTER_BIAS;
+  if (op.getSelectionBias())
+    flags |= XFMR_UK_MOE_SELECTION_BIAS;
+  if (op.getWGateBias())
+    flags |= XFMR_UK_MOE_EXPERT_BIASES;
   return flags;
+}
+
+/// The kernel's constants buffer for `op` (MoE.h: routed scale, SwiGLU
+/// constants, then the biases `flags` names), a read-only f32 buffer.
+Value constantsBuffer(OpBuilder &b, Location loc, MoEOp op, int64_t flags, int64_t experts,
+                      int64_t h, int64_t inter) {
+  std::optional<APFloat> limit = op.getSwigluLimit();
+  std::vector<float> c = {op.getRoutedScale().convertToFloat(),
+                          op.getSwigluAlpha().convertToFloat(),
+                          limit ? limit->convertToFloat() : INFINITY,
+                          op.getUpOffset().convertToFloat()};
+  for (Value v : {op.getRouterBias(), op.getSelectionBias(), op.getWGateBias(), op.getWUpBias(),
+                  op.getWDownBias()}) {
+    if (!v)
+      continue;
+    ArrayRef<char> bytes = *constantBytes(v);
+    const float *f = reinterpret_cast<const float *>(bytes.data());
+    c.insert(c.end(), f, f + bytes.size() / sizeof(float));
+  }
+  assert(static_cast<int64_t>(c.size()) ==
+         xfmr_uk_moe_constants_floats(flags, experts, h, inter));
+  int64_t n = static_cast<int64_t>(c.size());
+  ArrayRef<char> raw(reinterpret_cast<const char *>(c.data()), c.size() * sizeof(float));
+  Value t = constantTensor(b, loc, raw, {n}, b.getF32Type(), "xfmr_moe_constants");
+  return bufferization::ToBufferOp::create(b, loc, MemRefType::get({n}, b.getF32Type()), t,
+                                           /*read_only=*/true);
 }
 
 struct MoELowering : public OpRewritePattern<MoEOp> {
@@ -165,10 +202,10 @@ struct MoELowering : public OpRewritePattern<MoEOp> {
     Type ptr = LLVM::LLVMPointerType::get(ctx);
     if (narrow)
       declareKernel(b, op, kMoENarrowKernel, {ptr, i64, i64, i64, i64, i64, i64, i64, ptr, ptr,
-                                              f32, ptr, ptr, ptr, ptr, ptr, ptr, ptr});
+                                              ptr, ptr, ptr, ptr, ptr, ptr, ptr});
     else
       declareKernel(b, op, kMoEKernel,
-                    {ptr, i64, i64, i64, i64, i64, i64, ptr, ptr, f32, ptr, ptr, ptr, ptr});
+                    {ptr, i64, i64, i64, i64, i64, i64, ptr, ptr, ptr, ptr, ptr, ptr});
     // Column scales (int8, fp8), or null pointers.
     SmallVector<Value> scaleP;
     for (Value s : {op.getWGateScales(), op.getWUpScales(), op.getWDownScales()})
@@ -190,11 +227,9 @@ struct MoELowering : public OpRewritePattern<MoEOp> {
     int64_t flags = routingFlags(op);
     Value inP = addressOf(b, loc, in), outP = addressOf(b, loc, out);
     Value rP = addressOf(b, loc, router), gP = addressOf(b, loc, wg);
-    // The selection bias (sigmoid routing) or null, and the routed scale.
-    Value biasP = op.getSelectionBias()
-                      ? addressOf(b, loc, scaleBuffer(b, loc, op.getSelectionBias()))
-                      : LLVM::ZeroOp::create(b, loc, ptr).getResult();
-    Value routedScale = arith::ConstantOp::create(b, loc, op.getRoutedScaleAttr());
+    // The routing and expert constants beyond the weights.
+    Value constantsP =
+        addressOf(b, loc, constantsBuffer(b, loc, op, flags, experts, h, inter));
     Value uP = addressOf(b, loc, wu), dP = addressOf(b, loc, wd);
     // Tokens [r0, r0 + count).
     auto call = [&](OpBuilder &cb, Value r0, Value count) {
@@ -204,14 +239,14 @@ struct MoELowering : public OpRewritePattern<MoEOp> {
       if (narrow)
         func::CallOp::create(cb, loc, kMoENarrowKernel, TypeRange{},
                              ValueRange{xRow, count, c64(h), c64(inter), c64(experts),
-                                        c64(op.getTopK()), c64(flags), c64(*format), rP, biasP,
-                                        routedScale, gP, uP, dP, scaleP[0], scaleP[1],
-                                        scaleP[2], outRow});
+                                        c64(op.getTopK()), c64(flags), c64(*format), rP, gP, uP,
+                                        dP, scaleP[0], scaleP[1], scaleP[2], constantsP,
+                                        outRow});
       else
         func::CallOp::create(cb, loc, kMoEKernel, TypeRange{},
                              ValueRange{xRow, count, c64(h), c64(inter), c64(experts),
-                                        c64(op.getTopK()), c64(flags), rP, biasP, routedScale,
-                                        gP, uP, dP, outRow});
+                                        c64(op.getTopK()), c64(flags), rP, gP, uP, dP,
+                                        constantsP, outRow});
     };
     Value rows64 = arith::IndexCastOp::create(b, loc, i64, rows);
     forRowBlocks(b, loc, rows, rows64, kMoERowTile, kMoEParallelRows, call);

@@ -15,7 +15,7 @@
 // CHECK-DAG: %[[FMT:.*]] = arith.constant 2 : i64
 // CHECK: func.call @xfmr_uk_moe_narrow({{.*}}, %[[FMT]], {{.*}})
 // CHECK: call @xfmr_uk_moe_combine(
-// CHECK: func.func private @xfmr_uk_moe_narrow(!llvm.ptr, i64, i64, i64, i64, i64, i64, i64, !llvm.ptr, !llvm.ptr, f32, !llvm.ptr, !llvm.ptr, !llvm.ptr, !llvm.ptr, !llvm.ptr, !llvm.ptr, !llvm.ptr)
+// CHECK: func.func private @xfmr_uk_moe_narrow(!llvm.ptr, i64, i64, i64, i64, i64, i64, i64, !llvm.ptr, !llvm.ptr, !llvm.ptr, !llvm.ptr, !llvm.ptr, !llvm.ptr, !llvm.ptr, !llvm.ptr, !llvm.ptr)
 func.func @moe_int8(%x: tensor<?x4xf32>) -> tensor<?x4xf32> {
   %r = arith.constant dense<[[0.1, 0.2, 0.3, 0.4], [0.5, 0.6, 0.7, 0.8], [0.9, 1.0, 1.1, 1.2], [1.3, 1.4, 1.5, 1.6]]> : tensor<4x4xf32>
   %g = arith.constant dense<[[[1, 2], [3, 4], [5, 6], [7, 8]], [[9, 10], [11, 12], [13, 14], [15, 16]], [[-1, -2], [-3, -4], [-5, -6], [-7, -8]], [[9, 10], [11, 12], [13, 14], [15, 16]]]> : tensor<4x4x2xi8>

@@ -15,19 +15,16 @@
 // CHECK: %[[COPY:.*]] = linalg.copy {xfmr.kernel_input} ins(%[[X]] : tensor<?x4xf32>)
 // CHECK: bufferization.to_buffer %[[COPY]] read_only
 // CHECK: %[[OUT:.*]] = memref.alloc(%{{.*}}) : memref<?x4xf32>
-// Softmax routing: no selection bias (a null pointer), routed scale 1.
-// CHECK: %[[NOBIAS:.*]] = llvm.mlir.zero : !llvm.ptr
-// CHECK-NEXT: %[[ONE:.*]] = arith.constant 1.000000e+00 : f32
 // CHECK: %[[MANY:.*]] = arith.cmpi sge, %{{.*}}, %c64_i64
 // CHECK: scf.if %[[MANY]] {
 // CHECK: scf.for
 // CHECK: func.call @xfmr_uk_moe_f32(
 // CHECK: } {xfmr.independent_iterations}
 // CHECK: } else {
-// CHECK: func.call @xfmr_uk_moe_f32({{.*}}, %[[NOBIAS]], %[[ONE]], {{.*}})
+// CHECK: func.call @xfmr_uk_moe_f32(
 // CHECK: call @xfmr_uk_moe_combine(
 // CHECK: bufferization.to_tensor %[[OUT]] restrict writable
-// CHECK: func.func private @xfmr_uk_moe_f32(!llvm.ptr, i64, i64, i64, i64, i64, i64, !llvm.ptr, !llvm.ptr, f32, !llvm.ptr, !llvm.ptr, !llvm.ptr, !llvm.ptr)
+// CHECK: func.func private @xfmr_uk_moe_f32(!llvm.ptr, i64, i64, i64, i64, i64, i64, !llvm.ptr, !llvm.ptr, !llvm.ptr, !llvm.ptr, !llvm.ptr, !llvm.ptr)
 // CHECK: func.func private @xfmr_uk_moe_combine(!llvm.ptr, i64)
 func.func @moe(%x: tensor<?x4xf32>) -> tensor<?x4xf32> {
   %r = arith.constant dense<[[0.1, 0.2, 0.3, 0.4], [0.5, 0.6, 0.7, 0.8], [0.9, 1.0, 1.1, 1.2], [1.3, 1.4, 1.5, 1.6]]> : tensor<4x4xf32>
@@ -42,14 +39,13 @@ func.func @moe(%x: tensor<?x4xf32>) -> tensor<?x4xf32> {
 // -----
 
 // DeepSeek-V3's routing: the flags carry renormalisation (1), sigmoid
-// scoring (2), 4 groups (<< 16) of which the top 2 (<< 24) are kept:
-// 1 + 2 + 262144 + 33554432; the selection bias is a read-only buffer and
-// the routed scale a constant.
+// scoring (2), a selection bias (16), 4 groups (<< 16) of which the top 2
+// (<< 24) are kept: 1 + 2 + 16 + 262144 + 33554432; the constants buffer
+// holds the routed scale, the SwiGLU defaults and the bias: 4 + 8 floats.
 // CHECK-LABEL: func.func @moe_sigmoid_groups(
-// CHECK-DAG: %[[FLAGS:.*]] = arith.constant 33816579 : i64
-// CHECK-DAG: %[[SCALE:.*]] = arith.constant 2.500000e+00 : f32
-// CHECK-DAG: arith.constant dense_resource<xfmr_moe_scales{{.*}}> : tensor<8xf32>
-// CHECK: func.call @xfmr_uk_moe_f32({{.*}}, %[[FLAGS]], %{{.*}}, %{{.*}}, %[[SCALE]], {{.*}})
+// CHECK-DAG: %[[FLAGS:.*]] = arith.constant 33816595 : i64
+// CHECK-DAG: arith.constant dense_resource<xfmr_moe_constants{{.*}}> : tensor<12xf32>
+// CHECK: func.call @xfmr_uk_moe_f32({{.*}}, %[[FLAGS]], {{.*}})
 func.func @moe_sigmoid_groups(%x: tensor<?x4xf32>) -> tensor<?x4xf32> {
   %r = arith.constant dense<[[-0.52, 0.09, -0.26, 0.21, 0.25, -0.87, -0.97, 0.67], [-0.48, -0.53, 0.99, -0.06, 0.67, -0.05, 0.28, -0.70], [0.27, 0.74, 0.05, 0.48, 0.34, -0.87, 0.52, 0.18], [-0.40, -0.94, 0.73, -0.05, 0.44, 0.76, 0.43, 0.84]]> : tensor<4x8xf32>
   %b = arith.constant dense<[0.1, -0.2, 0.3, 0.0, 0.5, -0.1, 0.2, 0.4]> : tensor<8xf32>

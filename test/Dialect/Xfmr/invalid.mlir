@@ -1191,7 +1191,7 @@ func.func @moe_result_type(%x: tensor<16x64xf32>, %router: tensor<64x8xf32>,
                            %wd: tensor<8x128x64xf32>) {
   // expected-error @+1 {{'xfmr.moe' op failed to verify that all of {input, result} have same type}}
   %0 = "xfmr.moe"(%x, %router, %wg, %wu, %wd) <{activation = 0 : i32, top_k = 2 : i64,
-                                                operandSegmentSizes = array<i32: 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0, 0, 0>}>
+                                                operandSegmentSizes = array<i32: 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0>}>
       : (tensor<16x64xf32>, tensor<64x8xf32>, tensor<8x64x128xf32>, tensor<8x64x128xf32>,
          tensor<8x128x64xf32>) -> tensor<16x32xf32>
   return
@@ -1855,7 +1855,7 @@ func.func @moe_shared_incomplete(%x: tensor<16x64xf32>, %router: tensor<64x8xf32
                                  %wd: tensor<8x128x64xf32>, %sg: tensor<64x32xf32>) {
   // expected-error @+1 {{'xfmr.moe' op a shared expert needs shared_w_gate, shared_w_up and shared_w_down}}
   %0 = "xfmr.moe"(%x, %router, %wg, %wu, %wd, %sg) <{activation = 0 : i32, top_k = 2 : i64,
-                                                     operandSegmentSizes = array<i32: 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0, 0>}>
+                                                     operandSegmentSizes = array<i32: 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0>}>
       : (tensor<16x64xf32>, tensor<64x8xf32>, tensor<8x64x128xf32>, tensor<8x64x128xf32>,
          tensor<8x128x64xf32>, tensor<64x32xf32>) -> tensor<16x64xf32>
   return
@@ -2019,6 +2019,58 @@ func.func @moe_routed_scale(%x: tensor<16x64xf32>, %router: tensor<64x8xf32>,
                             %wd: tensor<8x128x64xf32>) {
   // expected-error @+1 {{'xfmr.moe' op routed_scale must be finite and positive, got 0}}
   %0 = xfmr.moe silu %x, %router, %wg, %wu, %wd {routed_scale = 0.0 : f32, top_k = 2 : i64}
+      : tensor<16x64xf32>, tensor<64x8xf32>, tensor<8x64x128xf32>, tensor<8x64x128xf32>,
+        tensor<8x128x64xf32>
+  return
+}
+
+// -----
+
+// gpt-oss's expert biases come as a set of three of the right shapes.
+func.func @moe_bias_shapes(%x: tensor<16x64xf32>, %router: tensor<64x8xf32>,
+                           %wg: tensor<8x64x128xf32>, %wu: tensor<8x64x128xf32>,
+                           %wd: tensor<8x128x64xf32>, %bg: tensor<8x128xf32>,
+                           %bd: tensor<8x128xf32>) {
+  // expected-error @+1 {{'xfmr.moe' op w_down bias must be [8, 64] of the input's type, got 'tensor<8x128xf32>'}}
+  %0 = xfmr.moe silu %x, %router, %wg, %wu, %wd
+      biases(%bg, %bg, %bd : tensor<8x128xf32>, tensor<8x128xf32>, tensor<8x128xf32>) {top_k = 2 : i64}
+      : tensor<16x64xf32>, tensor<64x8xf32>, tensor<8x64x128xf32>, tensor<8x64x128xf32>,
+        tensor<8x128x64xf32>
+  return
+}
+
+// -----
+
+// The clamped SwiGLU is a SiLU variant with a limit.
+func.func @moe_clamped_gelu(%x: tensor<16x64xf32>, %router: tensor<64x8xf32>,
+                            %wg: tensor<8x64x128xf32>, %wu: tensor<8x64x128xf32>,
+                            %wd: tensor<8x128x64xf32>) {
+  // expected-error @+1 {{'xfmr.moe' op the clamped SwiGLU needs the silu activation}}
+  %0 = xfmr.moe gelu %x, %router, %wg, %wu, %wd {swiglu_limit = 7.0 : f32, top_k = 2 : i64}
+      : tensor<16x64xf32>, tensor<64x8xf32>, tensor<8x64x128xf32>, tensor<8x64x128xf32>,
+        tensor<8x128x64xf32>
+  return
+}
+
+// -----
+
+func.func @moe_clamped_no_limit(%x: tensor<16x64xf32>, %router: tensor<64x8xf32>,
+                                %wg: tensor<8x64x128xf32>, %wu: tensor<8x64x128xf32>,
+                                %wd: tensor<8x128x64xf32>) {
+  // expected-error @+1 {{'xfmr.moe' op the clamped SwiGLU needs a positive swiglu_limit}}
+  %0 = xfmr.moe silu %x, %router, %wg, %wu, %wd {swiglu_alpha = 1.702 : f32, top_k = 2 : i64}
+      : tensor<16x64xf32>, tensor<64x8xf32>, tensor<8x64x128xf32>, tensor<8x64x128xf32>,
+        tensor<8x128x64xf32>
+  return
+}
+
+// -----
+
+func.func @moe_router_bias(%x: tensor<16x64xf32>, %router: tensor<64x8xf32>,
+                           %wg: tensor<8x64x128xf32>, %wu: tensor<8x64x128xf32>,
+                           %wd: tensor<8x128x64xf32>, %rb: tensor<4xf32>) {
+  // expected-error @+1 {{'xfmr.moe' op router_bias must be [8] of the router's type, got 'tensor<4xf32>'}}
+  %0 = xfmr.moe silu %x, %router, %wg, %wu, %wd router_bias(%rb : tensor<4xf32>) {top_k = 2 : i64}
       : tensor<16x64xf32>, tensor<64x8xf32>, tensor<8x64x128xf32>, tensor<8x64x128xf32>,
         tensor<8x128x64xf32>
   return

@@ -260,6 +260,24 @@ func.func @moe_sigmoid_groups(%x: tensor<16x64xf32>, %router: tensor<64x8xf32>,
 
 // -----
 
+// gpt-oss-style MoE: a router bias, expert biases, the clamped SwiGLU.
+// CHECK-LABEL: func.func @moe_gpt_oss(
+// CHECK: xfmr.moe silu %{{.*}} router_bias(%{{.*}} : tensor<8xf32>) biases(%{{.*}}, %{{.*}}, %{{.*}} : tensor<8x128xf32>, tensor<8x128xf32>, tensor<8x64xf32>) {normalize_top_k = true, swiglu_alpha = 1.702000e+00 : f32, swiglu_limit = 7.000000e+00 : f32, top_k = 2 : i64, up_offset = 1.000000e+00 : f32}
+func.func @moe_gpt_oss(%x: tensor<16x64xf32>, %router: tensor<64x8xf32>,
+                       %wg: tensor<8x64x128xf32>, %wu: tensor<8x64x128xf32>,
+                       %wd: tensor<8x128x64xf32>, %rb: tensor<8xf32>, %bg: tensor<8x128xf32>,
+                       %bu: tensor<8x128xf32>, %bd: tensor<8x64xf32>) -> tensor<16x64xf32> {
+  %y = xfmr.moe silu %x, %router, %wg, %wu, %wd router_bias(%rb : tensor<8xf32>)
+      biases(%bg, %bu, %bd : tensor<8x128xf32>, tensor<8x128xf32>, tensor<8x64xf32>)
+      {normalize_top_k = true, swiglu_alpha = 1.702 : f32, swiglu_limit = 7.0 : f32,
+       top_k = 2 : i64, up_offset = 1.0 : f32}
+      : tensor<16x64xf32>, tensor<64x8xf32>, tensor<8x64x128xf32>, tensor<8x64x128xf32>,
+        tensor<8x128x64xf32>
+  return %y : tensor<16x64xf32>
+}
+
+// -----
+
 // Mixtral-style MoE: 8 experts, top-2, renormalized top-k scores.
 // CHECK-LABEL: func.func @moe_top2(
 // CHECK-SAME: %[[X:[a-z0-9]+]]: tensor<16x64xbf16>, %[[R:[a-z0-9]+]]: tensor<64x8xbf16>, %[[WG:[a-z0-9]+]]: tensor<8x64x128xbf16>, %[[WU:[a-z0-9]+]]: tensor<8x64x128xbf16>, %[[WD:[a-z0-9]+]]: tensor<8x128x64xbf16>
