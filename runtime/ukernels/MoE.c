@@ -625,7 +625,7 @@ static void readConstants(int64_t flags, const float *c, int64_t experts, Routin
 void xfmr_uk_moe_f32(const float *x, int64_t rows, int64_t h, int64_t inter, int64_t experts,
                      int64_t topK, int64_t flags, const float *router, const float *wg,
                      const float *wu, const float *wd, const float *constants, float *out) {
-  Experts w = {XFMR_UK_MOE_F32, wg, wu, wd, 0, 0, 0, h, inter};
+  Experts w = {.format = XFMR_UK_MOE_F32, .wg = wg, .wu = wu, .wd = wd, .h = h, .inter = inter};
   Routing r;
   readConstants(flags, constants, experts, &r, &w);
   moe(2, x, rows, experts, topK, &r, router, &w, out);
@@ -636,7 +636,8 @@ void xfmr_uk_moe_narrow(const float *x, int64_t rows, int64_t h, int64_t inter,
                         const float *router, const uint8_t *wg, const uint8_t *wu,
                         const uint8_t *wd, const float *sg, const float *su, const float *sd,
                         const float *constants, float *out) {
-  Experts w = {(int)format, wg, wu, wd, sg, su, sd, h, inter};
+  Experts w = {.format = (int)format, .wg = wg, .wu = wu, .wd = wd,
+               .sg = sg, .su = su, .sd = sd, .h = h, .inter = inter};
   Routing r;
   readConstants(flags, constants, experts, &r, &w);
   moe(2, x, rows, experts, topK, &r, router, &w, out);
@@ -655,7 +656,8 @@ void xfmr_uk_moe_shared_f32(const float *x, int64_t rows, int64_t h, int64_t int
     return;
   }
   float *gate = f, *up = gate + rows * inter, *y = up + rows * inter, *s = y + rows * h;
-  Experts shared = {XFMR_UK_MOE_F32, wg, wu, wd, 0, 0, 0, h, inter};
+  Experts shared = {
+      .format = XFMR_UK_MOE_F32, .wg = wg, .wu = wu, .wd = wd, .h = h, .inter = inter};
   gatedMLP(2, &shared, 0, x, rows, (int)activation, gate, up, y);
   if (scale) {
     product(2, x, h, rows, h, scale, 1, s, 1);
@@ -675,7 +677,7 @@ void xfmr_uk_moe_f32_at(int level, const float *x, int64_t rows, int64_t h, int6
                         int64_t experts, int64_t topK, int64_t flags, const float *router,
                         const float *wg, const float *wu, const float *wd,
                         const float *constants, float *out) {
-  Experts w = {XFMR_UK_MOE_F32, wg, wu, wd, 0, 0, 0, h, inter};
+  Experts w = {.format = XFMR_UK_MOE_F32, .wg = wg, .wu = wu, .wd = wd, .h = h, .inter = inter};
   Routing r;
   readConstants(flags, constants, experts, &r, &w);
   moe(level, x, rows, experts, topK, &r, router, &w, out);

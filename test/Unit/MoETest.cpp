@@ -65,7 +65,12 @@ Layer makeLayer(int64_t h, int64_t inter, int64_t experts, int64_t topK, bool no
                 unsigned seed) {
   std::mt19937 rng(seed);
   std::normal_distribution<float> dist(0.0f, 0.5f);
-  Layer l{h, inter, experts, topK, normalize, {}, {}, {}, {}, {}, {}, {}, {}};
+  Layer l;
+  l.h = h;
+  l.inter = inter;
+  l.experts = experts;
+  l.topK = topK;
+  l.normalize = normalize;
   auto fill = [&](std::vector<float> &v, size_t n) {
     v.resize(n);
     for (float &x : v)

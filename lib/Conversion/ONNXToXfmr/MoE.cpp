@@ -29,6 +29,7 @@
 #include "MoE.h"
 
 #include "mlir/Dialect/Tensor/IR/Tensor.h"
+#include "mlir/IR/IRMapping.h"
 #include "mlir/IR/Matchers.h"
 
 #include <cmath>
@@ -538,6 +539,13 @@ Value transposedRows(OpBuilder &b, Location loc, Value w, int64_t r0, int64_t r1
 std::optional<SharedExpert> sharedExpert(Value routed, Value x) {
   if (!routed.hasOneUse())
     return std::nullopt;
+  // The routed sum reshaped back to the hidden states' shape first.
+  auto unflatten = dyn_cast<onnx::ReshapeOp>(*routed.getUsers().begin());
+  if (unflatten) {
+    if (!unflatten.getReshaped().hasOneUse() || dimOf(unflatten.getReshaped(), -1) != dimOf(x, 1))
+      return std::nullopt;
+    routed = unflatten.getReshaped();
+  }
   auto add = dyn_cast<onnx::AddOp>(*routed.getUsers().begin());
   if (!add || add.getC().getType() != routed.getType())
     return std::nullopt;
@@ -555,10 +563,17 @@ std::optional<SharedExpert> sharedExpert(Value routed, Value x) {
   std::optional<GatedExpert> e = gatedExpert(other);
   if (!e)
     return std::nullopt;
+  // The same tokens, flattened to [T, H] or (after an unflatten) not.
   Value root = stripFlattening(x);
-  if (stripFlattening(e->gate.input) != root || (scale && stripFlattening(scale->input) != root))
+  auto sameTokens = [&](Value v) {
+    if (stripFlattening(v) == root)
+      return true;
+    auto flat = def<onnx::ReshapeOp>(root);
+    return unflatten && flat && flat.getData() == v;
+  };
+  if (!sameTokens(e->gate.input) || (scale && !sameTokens(scale->input)))
     return std::nullopt;
-  return SharedExpert{add, e->gate, e->up, e->down, scale, e->act};
+  return SharedExpert{add, e->gate, e->up, e->down, scale, e->act, unflatten};
 }
 
 std::optional<GatedExpert> gatedExpert(Value y) {
@@ -703,7 +718,8 @@ void formMoE(IRRewriter &rewriter, Operation *combine, const Routing &routing,
   if (shared && (shared->act != routing.act || !hasStaticBytes(shared->gate.weight) ||
                  !hasStaticBytes(shared->up.weight) || !hasStaticBytes(shared->down.weight) ||
                  (shared->scale && !hasStaticBytes(shared->scale->weight)) ||
-                 shared->add.getC().getType() != routed.getType()))
+                 shared->add.getC().getType() !=
+                     (shared->unflatten ? shared->unflatten.getReshaped() : routed).getType()))
     shared.reset();
 
   Operation *replaced = shared ? shared->add.getOperation() : combine;
@@ -738,6 +754,12 @@ void formMoE(IRRewriter &rewriter, Operation *combine, const Routing &routing,
                           rewriter.getF32FloatAttr(extras.upOffset));
   Value old = replaced->getResult(0);
   Value result = op.getResult();
+  if (shared && shared->unflatten) {
+    // Reshaped back as the routed sum was.
+    IRMapping map;
+    map.map(shared->unflatten.getData(), result);
+    result = rewriter.clone(*shared->unflatten, map)->getResult(0);
+  }
   if (result.getType() != old.getType())
     result = tensor::CastOp::create(rewriter, loc, old.getType(), result);
   rewriter.replaceAllUsesWith(old, result);

@@ -65,13 +65,16 @@ struct GatedExpert {
 };
 std::optional<GatedExpert> gatedExpert(mlir::Value y);
 
-/// A shared expert (Qwen-MoE) added to the routed sum `routed`:
+/// A shared expert (Qwen-MoE, DeepSeek-V3) added to the routed sum `routed`:
 /// Add(routed, [Sigmoid(x . Wsg) *] down(act(x . Wg) * (x . Wu))).
+/// DeepSeek-V3 adds it after the routed sum is reshaped back to [B, S, H]
+/// (`unflatten`, else null).
 struct SharedExpert {
   onnx::AddOp add;
   Projection gate, up, down;
   std::optional<Projection> scale;
   Activation act;
+  onnx::ReshapeOp unflatten;
 };
 std::optional<SharedExpert> sharedExpert(mlir::Value routed, mlir::Value x);
 
