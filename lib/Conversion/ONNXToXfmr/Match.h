@@ -51,6 +51,8 @@ bool raiseLayerNorm(mlir::Operation *, mlir::IRRewriter &, RaiseLog &);
 bool raiseDecomposedLayerNorm(mlir::Operation *, mlir::IRRewriter &, RaiseLog &);
 bool raiseRMSNorm(mlir::Operation *, mlir::IRRewriter &, RaiseLog &);
 bool raiseRope(mlir::Operation *, mlir::IRRewriter &, RaiseLog &);
+/// gpt-oss's rotary form: the two halves rotated with half-width tables.
+bool raiseHalvesRope(mlir::Operation *, mlir::IRRewriter &, RaiseLog &);
 bool raiseGatedMLP(mlir::Operation *, mlir::IRRewriter &, RaiseLog &);
 /// Hugging Face's batched-experts MoE block -> xfmr.moe (MoE.cpp).
 bool raiseMoE(mlir::Operation *, mlir::IRRewriter &, RaiseLog &);

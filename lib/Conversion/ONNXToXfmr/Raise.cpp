@@ -131,6 +131,7 @@ struct RaiseONNXToXfmrPass : impl::RaiseONNXToXfmrPassBase<RaiseONNXToXfmrPass> 
                                                             log);
       runRaiser<onnx::ReduceMeanOp>(func, raiseRMSNorm, rewriter, log);
       runRaiser<onnx::ConcatOp>(func, raiseRope, rewriter, log);
+      runRaiser<onnx::ConcatOp>(func, raiseHalvesRope, rewriter, log);
       // Before embeddings: TorchScript gathers gpt-oss's [E, N] expert
       // biases with Gather, which would otherwise read as embedding tables.
       if (!llvm::is_contained(skip, "moe")) {

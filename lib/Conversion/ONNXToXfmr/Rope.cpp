@@ -13,9 +13,16 @@
 // (Gather(Slice(cache, 0:S), position_ids)): there the halves are compared
 // value by value and the op gets the first halves of the caches.
 //
+// gpt-oss's form rotates the two halves with half-width tables:
+//   Concat(x1 * cos - x2 * sin, x2 * cos + x1 * sin, axis=-1),
+//   x1, x2 = Split(x, 2, -1) | Slice(x, 0:R), Slice(x, R:2R),
+// with cos/sin = Unsqueeze(Cos/Sin(f) [* scaling], 1) (Casts allowed).
+//
 //===----------------------------------------------------------------------===//
 
 #include "Match.h"
+
+#include "mlir/Dialect/Tensor/IR/Tensor.h"
 
 #include "mlir/IR/DialectResourceBlobManager.h"
 #include "mlir/IR/Matchers.h"
@@ -105,15 +112,27 @@ FailureOr<AngleTable> matchCachedTable(Value v) {
   t.positions = gather.getIndices();
   return t;
 }
+/// `v` through Casts.
+Value throughCasts(Value v) {
+  while (auto cast = def<onnx::CastOp>(v))
+    v = cast.getInput();
+  return v;
+}
+
+/// The table Unsqueeze(T, 1) with T = [Mul(scaling)] TrigOp(g): with
+/// `doubled`, g = Concat(f, f, -1) (or T rows of a constant cache with equal
+/// halves), else g = f, the half-width angles themselves (gpt-oss).
 template <typename TrigOp>
-FailureOr<AngleTable> matchAngleTable(Value table) {
+FailureOr<AngleTable> matchAngleTable(Value table, bool doubled = true) {
   auto unsq = def<onnx::UnsqueezeOp>(table);
   auto axes = unsq ? constantInts(unsq.getAxes()) : std::nullopt;
   if (!axes || axes->size() != 1 || (*axes)[0] != 1)
     return failure();
   Value v = unsq.getData();
-  if (auto cached = matchCachedTable(v); succeeded(cached))
+  if (auto cached = matchCachedTable(v); doubled && succeeded(cached))
     return cached;
+  if (!doubled)
+    v = throughCasts(v);
   AngleTable result;
   if (auto mul = def<onnx::MulOp>(v)) {
     for (Value side : {mul.getA(), mul.getB()})
@@ -124,7 +143,11 @@ FailureOr<AngleTable> matchAngleTable(Value table) {
     if (!result.scaling)
       return failure();
   }
-  auto trig = def<TrigOp>(v);
+  auto trig = def<TrigOp>(doubled ? v : throughCasts(v));
+  if (trig && !doubled) {
+    result.freqs = trig.getInput();
+    return result;
+  }
   auto concat = trig ? def<onnx::ConcatOp>(trig.getInput()) : onnx::ConcatOp();
   if (!concat || concat.getInputs().size() != 2 ||
       concat.getInputs()[0] != concat.getInputs()[1] ||
@@ -154,7 +177,100 @@ Value buildTable(OpBuilder &b, Location loc, const AngleTable &t) {
   return v;
 }
 
+/// `v` as one half of the last axis of x: Split(x, 2 equal parts, -1)
+/// result `which`, or Slice(x, [0, R) or [R, 2R)) -> x and which half.
+std::optional<std::pair<Value, int>> halfOf(Value v) {
+  if (auto split = def<onnx::SplitOp>(v)) {
+    Value x = split.getInput();
+    if (split->getNumResults() != 2 || !isLastAxis(split.getAxis(), rankOf(x)))
+      return std::nullopt;
+    if (!isa<NoneType>(split.getSplit().getType())) {
+      auto sizes = constantInts(split.getSplit());
+      if (!sizes || sizes->size() != 2 || (*sizes)[0] != (*sizes)[1])
+        return std::nullopt;
+    }
+    return std::pair(x, static_cast<int>(cast<OpResult>(v).getResultNumber()));
+  }
+  int64_t begin, end;
+  Value x = sliceOfLastAxis(v, begin, end);
+  int64_t d = x ? dimOf(x, -1) : 0;
+  if (!x || d % 2 || end - begin != d / 2 || (begin != 0 && begin != d / 2))
+    return std::nullopt;
+  return std::pair(x, begin == 0 ? 0 : 1);
+}
+
+/// Mul(a, other) or Mul(other, a) -> other.
+Value timesWhat(Value v, Value a) {
+  auto mul = def<onnx::MulOp>(v);
+  if (!mul || (mul.getA() != a && mul.getB() != a))
+    return nullptr;
+  return mul.getA() == a ? mul.getB() : mul.getA();
+}
+
 } // namespace
+
+bool raiseHalvesRope(Operation *anchor, IRRewriter &rewriter, RaiseLog &log) {
+  auto concat = cast<onnx::ConcatOp>(anchor);
+  if (concat.getInputs().size() != 2)
+    return false;
+  auto sub = def<onnx::SubOp>(concat.getInputs()[0]);
+  auto add = def<onnx::AddOp>(concat.getInputs()[1]);
+  if (!sub || !add || !isLastAxis(concat.getAxis(), rankOf(concat.getConcatResult())))
+    return false;
+  // sub = x1 * cos - x2 * sin
+  Value x, x1, x2, cos, sin;
+  for (auto mulCos = def<onnx::MulOp>(sub.getA()); mulCos;) {
+    for (Value a : {mulCos.getA(), mulCos.getB()})
+      if (auto h = halfOf(a); h && h->second == 0) {
+        x = h->first;
+        x1 = a;
+        cos = otherOperand(mulCos, a);
+      }
+    break;
+  }
+  for (auto mulSin = def<onnx::MulOp>(sub.getB()); mulSin && x;) {
+    for (Value a : {mulSin.getA(), mulSin.getB()})
+      if (auto h = halfOf(a); h && h->first == x && h->second == 1) {
+        x2 = a;
+        sin = otherOperand(mulSin, a);
+      }
+    break;
+  }
+  if (!x2)
+    return false;
+  // add = x2 * cos + x1 * sin, either order.
+  bool matches = false;
+  for (auto [p, q] : {std::pair(add.getA(), add.getB()), std::pair(add.getB(), add.getA())})
+    matches |= timesWhat(p, x2) == cos && timesWhat(q, x1) == sin;
+  if (!matches)
+    return false;
+  if (rankOf(x) != 4) {
+    log.unfused(anchor, "rope", "input is not [batch, heads, sequence, head_dim]");
+    return false;
+  }
+  int64_t d = dimOf(x, -1), half = d / 2;
+  auto cosTable = matchAngleTable<onnx::CosOp>(cos, /*doubled=*/false);
+  auto sinTable = matchAngleTable<onnx::SinOp>(sin, /*doubled=*/false);
+  if (failed(cosTable) || failed(sinTable) || cosTable->freqs != sinTable->freqs ||
+      cosTable->scaling != sinTable->scaling || rankOf(cosTable->freqs) != 3 ||
+      dimOf(cosTable->freqs, -1) != half) {
+    log.unfused(anchor, "rope", "cos/sin are not Unsqueeze(Cos/Sin(f) [* scaling], 1) of "
+                                "[batch, sequence, head_dim / 2] angles");
+    return false;
+  }
+  Location loc = concat.getLoc();
+  rewriter.setInsertionPoint(concat);
+  Value cosR = buildTable<onnx::CosOp>(rewriter, loc, *cosTable);
+  Value sinR = buildTable<onnx::SinOp>(rewriter, loc, *sinTable);
+  auto rope = RopeOp::create(rewriter, loc, x, cosR, sinR, rewriter.getI64IntegerAttr(d),
+                             rewriter.getBoolAttr(false));
+  Value result = rope.getResult();
+  if (result.getType() != concat.getConcatResult().getType())
+    result = tensor::CastOp::create(rewriter, loc, concat.getConcatResult().getType(), result);
+  rewriter.replaceAllUsesWith(concat.getConcatResult(), result);
+  log.formed("rope");
+  return true;
+}
 
 bool raiseRope(Operation *anchor, IRRewriter &rewriter, RaiseLog &log) {
   auto concat = cast<onnx::ConcatOp>(anchor);

@@ -347,3 +347,64 @@ func.func @negative_rank3_input(%x: tensor<1x8x16xf32>, %cos: tensor<1x8x16xf32>
   %y = onnx.Add(%xc, %rs) : (tensor<1x8x16xf32>, tensor<1x8x16xf32>) -> tensor<1x8x16xf32>
   return %y : tensor<1x8x16xf32>
 }
+
+// -----
+
+// gpt-oss: the two halves (Split) rotated with half-width tables,
+// Concat(x1 * cos - x2 * sin, x2 * cos + x1 * sin), cos/sin =
+// Unsqueeze(Cos/Sin(f) * 1.3465 (YaRN's attention scaling), 1). One rope
+// with the scaled half tables.
+// CHECK-LABEL: xfmr-raise @gpt_oss_rope: formed 1 rope; 0 candidate(s) left unfused
+// CHECK-LABEL: func.func @gpt_oss_rope(
+// CHECK-SAME: %[[X:[a-z0-9]+]]: tensor<?x4x?x8xf32>, %[[F:[a-z0-9]+]]: tensor<?x?x4xf32>
+// CHECK: %[[C:.*]] = onnx.Cos(%[[F]])
+// CHECK: %[[CS:.*]] = onnx.Mul(%[[C]], %{{.*}})
+// CHECK: %[[S:.*]] = onnx.Sin(%[[F]])
+// CHECK: %[[SS:.*]] = onnx.Mul(%[[S]], %{{.*}})
+// CHECK: %[[R:.*]] = xfmr.rope %[[X]], %[[CS]], %[[SS]] {rotary_dim = 8 : i64} : tensor<?x4x?x8xf32>, tensor<?x?x4xf32>, tensor<?x?x4xf32>
+// CHECK-NOT: onnx.Concat
+// CHECK: return %[[R]]
+func.func @gpt_oss_rope(%x: tensor<?x4x?x8xf32>, %f: tensor<?x?x4xf32>) -> tensor<?x4x?x8xf32> {
+  %none = onnx.NoValue : none
+  %one = onnx.Constant() {value = dense<1> : tensor<1xi64>} : () -> tensor<1xi64>
+  %scale = onnx.Constant() {value = dense<1.3465736> : tensor<f32>} : () -> tensor<f32>
+  %c0 = onnx.Cos(%f) : (tensor<?x?x4xf32>) -> tensor<?x?x4xf32>
+  %c1 = onnx.Mul(%c0, %scale) : (tensor<?x?x4xf32>, tensor<f32>) -> tensor<?x?x4xf32>
+  %cos = onnx.Unsqueeze(%c1, %one) : (tensor<?x?x4xf32>, tensor<1xi64>) -> tensor<?x1x?x4xf32>
+  %s0 = onnx.Sin(%f) : (tensor<?x?x4xf32>) -> tensor<?x?x4xf32>
+  %s1 = onnx.Mul(%s0, %scale) : (tensor<?x?x4xf32>, tensor<f32>) -> tensor<?x?x4xf32>
+  %sin = onnx.Unsqueeze(%s1, %one) : (tensor<?x?x4xf32>, tensor<1xi64>) -> tensor<?x1x?x4xf32>
+  %h:2 = onnx.Split(%x, %none) {axis = 3 : i64, num_outputs = 2 : i64} : (tensor<?x4x?x8xf32>, none) -> (tensor<?x4x?x4xf32>, tensor<?x4x?x4xf32>)
+  %a = onnx.Mul(%h#0, %cos) : (tensor<?x4x?x4xf32>, tensor<?x1x?x4xf32>) -> tensor<?x4x?x4xf32>
+  %b = onnx.Mul(%h#1, %sin) : (tensor<?x4x?x4xf32>, tensor<?x1x?x4xf32>) -> tensor<?x4x?x4xf32>
+  %first = onnx.Sub(%a, %b) : (tensor<?x4x?x4xf32>, tensor<?x4x?x4xf32>) -> tensor<?x4x?x4xf32>
+  %c = onnx.Mul(%h#1, %cos) : (tensor<?x4x?x4xf32>, tensor<?x1x?x4xf32>) -> tensor<?x4x?x4xf32>
+  %d = onnx.Mul(%h#0, %sin) : (tensor<?x4x?x4xf32>, tensor<?x1x?x4xf32>) -> tensor<?x4x?x4xf32>
+  %second = onnx.Add(%c, %d) : (tensor<?x4x?x4xf32>, tensor<?x4x?x4xf32>) -> tensor<?x4x?x4xf32>
+  %y = onnx.Concat(%first, %second) {axis = -1 : i64} : (tensor<?x4x?x4xf32>, tensor<?x4x?x4xf32>) -> tensor<?x4x?x8xf32>
+  return %y : tensor<?x4x?x8xf32>
+}
+
+// -----
+
+// The same with the second half's terms swapped (x1 * cos + x2 * sin): not
+// a rotation; nothing is formed.
+// CHECK-LABEL: xfmr-raise @negative_halves_not_rotated: formed nothing; 0 candidate(s) left unfused
+// CHECK: onnx.Concat
+func.func @negative_halves_not_rotated(%x: tensor<?x4x?x8xf32>, %f: tensor<?x?x4xf32>) -> tensor<?x4x?x8xf32> {
+  %none = onnx.NoValue : none
+  %one = onnx.Constant() {value = dense<1> : tensor<1xi64>} : () -> tensor<1xi64>
+  %c0 = onnx.Cos(%f) : (tensor<?x?x4xf32>) -> tensor<?x?x4xf32>
+  %cos = onnx.Unsqueeze(%c0, %one) : (tensor<?x?x4xf32>, tensor<1xi64>) -> tensor<?x1x?x4xf32>
+  %s0 = onnx.Sin(%f) : (tensor<?x?x4xf32>) -> tensor<?x?x4xf32>
+  %sin = onnx.Unsqueeze(%s0, %one) : (tensor<?x?x4xf32>, tensor<1xi64>) -> tensor<?x1x?x4xf32>
+  %h:2 = onnx.Split(%x, %none) {axis = 3 : i64, num_outputs = 2 : i64} : (tensor<?x4x?x8xf32>, none) -> (tensor<?x4x?x4xf32>, tensor<?x4x?x4xf32>)
+  %a = onnx.Mul(%h#0, %cos) : (tensor<?x4x?x4xf32>, tensor<?x1x?x4xf32>) -> tensor<?x4x?x4xf32>
+  %b = onnx.Mul(%h#1, %sin) : (tensor<?x4x?x4xf32>, tensor<?x1x?x4xf32>) -> tensor<?x4x?x4xf32>
+  %first = onnx.Sub(%a, %b) : (tensor<?x4x?x4xf32>, tensor<?x4x?x4xf32>) -> tensor<?x4x?x4xf32>
+  %c = onnx.Mul(%h#0, %cos) : (tensor<?x4x?x4xf32>, tensor<?x1x?x4xf32>) -> tensor<?x4x?x4xf32>
+  %d = onnx.Mul(%h#1, %sin) : (tensor<?x4x?x4xf32>, tensor<?x1x?x4xf32>) -> tensor<?x4x?x4xf32>
+  %second = onnx.Add(%c, %d) : (tensor<?x4x?x4xf32>, tensor<?x4x?x4xf32>) -> tensor<?x4x?x4xf32>
+  %y = onnx.Concat(%first, %second) {axis = -1 : i64} : (tensor<?x4x?x4xf32>, tensor<?x4x?x4xf32>) -> tensor<?x4x?x8xf32>
+  return %y : tensor<?x4x?x8xf32>
+}
