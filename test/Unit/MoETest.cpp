@@ -20,6 +20,7 @@
 #include <cstring>
 #include <numeric>
 #include <random>
+#include <string>
 #include <vector>
 
 namespace {
@@ -196,17 +197,24 @@ std::vector<float> tokens(int64_t rows, int64_t h, unsigned seed) {
   return x;
 }
 
+/// Every element of `got` within 2e-5 x max|want| of the reference.
+void expectNearReference(const std::vector<float> &got, const std::vector<double> &want,
+                         const std::string &what) {
+  ASSERT_EQ(got.size(), want.size());
+  double scale = 0;
+  for (double v : want)
+    scale = std::max(scale, std::abs(v));
+  for (size_t i = 0; i < got.size(); ++i)
+    ASSERT_NEAR(got[i], want[i], 2e-5 * scale) << "element " << i << " " << what;
+}
+
 TEST(MoE, MatchesReference) {
   for (bool normalize : {true, false}) {
     Layer l = makeLayer(/*h=*/40, /*inter=*/56, /*experts=*/8, /*topK=*/2, normalize, 7);
     std::vector<float> x = tokens(13, l.h, 3);
     std::vector<float> got = run(l, x, 2);
     std::vector<double> want = reference(l, x);
-    double scale = 0;
-    for (double v : want)
-      scale = std::max(scale, std::abs(v));
-    for (size_t i = 0; i < got.size(); ++i)
-      ASSERT_NEAR(got[i], want[i], 2e-5 * scale) << "element " << i << " normalize " << normalize;
+    expectNearReference(got, want, "normalize " + std::to_string(normalize));
   }
 }
 
@@ -232,11 +240,7 @@ TEST(MoE, SigmoidGroupLimitedRoutingMatchesReference) {
     std::vector<float> x = tokens(23, l.h, 6);
     std::vector<float> got = run(l, x, 2);
     std::vector<double> want = reference(l, x);
-    double scale = 0;
-    for (double v : want)
-      scale = std::max(scale, std::abs(v));
-    for (size_t i = 0; i < got.size(); ++i)
-      ASSERT_NEAR(got[i], want[i], 2e-5 * scale) << "element " << i << " normalize " << normalize;
+    expectNearReference(got, want, "normalize " + std::to_string(normalize));
     // The bias and the groups matter: without them the result differs.
     Layer plain = l;
     plain.bias.clear();
@@ -269,11 +273,7 @@ TEST(MoE, BiasedClampedSwiGLUMatchesReference) {
   std::vector<float> x = tokens(19, l.h, 8);
   std::vector<float> got = run(l, x, 2);
   std::vector<double> want = reference(l, x);
-  double scale = 0;
-  for (double v : want)
-    scale = std::max(scale, std::abs(v));
-  for (size_t i = 0; i < got.size(); ++i)
-    ASSERT_NEAR(got[i], want[i], 2e-5 * scale) << "element " << i;
+  expectNearReference(got, want, "");
   EXPECT_EQ(0, std::memcmp(run(l, x, 1).data(), got.data(), got.size() * sizeof(float)));
 }
 

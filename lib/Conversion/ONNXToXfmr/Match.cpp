@@ -102,6 +102,12 @@ static std::optional<double> evaluate(Value v, int depth) {
 
 std::optional<double> scalarValue(Value v) { return evaluate(v, 0); }
 
+Value stripCasts(Value v) {
+  while (auto cast = def<onnx::CastOp>(v))
+    v = cast.getInput();
+  return v;
+}
+
 bool isScalar(Value v, double expected) {
   auto s = scalarValue(v);
   return s && std::abs(*s - expected) <= 1e-6 * std::max(1.0, std::abs(expected));

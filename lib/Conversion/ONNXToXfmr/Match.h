@@ -119,6 +119,8 @@ inline bool isMaskingFill(double fill) { return fill <= kMaskingFill; }
 /// The value of a constant scalar expression (a splat constant, or
 /// Add/Sub/Mul/Div/Pow/Sqrt/Cast/Reshape of such), if it is one.
 std::optional<double> scalarValue(mlir::Value v);
+/// `v` through Casts.
+mlir::Value stripCasts(mlir::Value v);
 bool isScalar(mlir::Value v, double expected);
 
 /// The integers of a constant int tensor (inline or an i64 resource blob).

@@ -456,12 +456,6 @@ std::optional<GateUp> gateAndUp(Value downInput, onnx::TopKOp topk, int64_t inte
 
 namespace moe {
 
-Value stripCasts(Value v) {
-  while (auto cast = def<onnx::CastOp>(v))
-    v = cast.getInput();
-  return v;
-}
-
 bool isFill(Value v, double value) {
   if (auto e = def<onnx::ExpandOp>(v))
     v = e.getInput();

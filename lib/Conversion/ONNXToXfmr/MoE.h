@@ -96,9 +96,6 @@ struct Routing {
   mlir::Value routerBias;
 };
 
-/// `v` through Casts.
-mlir::Value stripCasts(mlir::Value v);
-
 /// Whether `v` is filled with `value`: a splat constant, ConstantOfShape
 /// (whose default fill is 0), either expanded, or (for 0) a constant whose
 /// bytes are all 0 (static exports store folded zeros as initializers).

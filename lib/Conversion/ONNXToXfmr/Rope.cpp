@@ -112,13 +112,6 @@ FailureOr<AngleTable> matchCachedTable(Value v) {
   t.positions = gather.getIndices();
   return t;
 }
-/// `v` through Casts.
-Value throughCasts(Value v) {
-  while (auto cast = def<onnx::CastOp>(v))
-    v = cast.getInput();
-  return v;
-}
-
 /// The table Unsqueeze(T, 1) with T = [Mul(scaling)] TrigOp(g): with
 /// `doubled`, g = Concat(f, f, -1) (or T rows of a constant cache with equal
 /// halves), else g = f, the half-width angles themselves (gpt-oss).
@@ -132,7 +125,7 @@ FailureOr<AngleTable> matchAngleTable(Value table, bool doubled = true) {
   if (auto cached = matchCachedTable(v); doubled && succeeded(cached))
     return cached;
   if (!doubled)
-    v = throughCasts(v);
+    v = stripCasts(v);
   AngleTable result;
   if (auto mul = def<onnx::MulOp>(v)) {
     for (Value side : {mul.getA(), mul.getB()})
@@ -143,7 +136,7 @@ FailureOr<AngleTable> matchAngleTable(Value table, bool doubled = true) {
     if (!result.scaling)
       return failure();
   }
-  auto trig = def<TrigOp>(doubled ? v : throughCasts(v));
+  auto trig = def<TrigOp>(doubled ? v : stripCasts(v));
   if (trig && !doubled) {
     result.freqs = trig.getInput();
     return result;
@@ -175,6 +168,21 @@ Value buildTable(OpBuilder &b, Location loc, const AngleTable &t) {
                             floatConstant(b, loc, scalar, *t.scaling));
   }
   return v;
+}
+
+/// Replaces `old` by xfmr.rope of `x` (head dim `d`) over the tables,
+/// built before `before`.
+void formRope(IRRewriter &rewriter, Operation *before, Value x, int64_t d,
+              const AngleTable &cosTable, const AngleTable &sinTable, Value old) {
+  Location loc = before->getLoc();
+  rewriter.setInsertionPoint(before);
+  Value cosR = buildTable<onnx::CosOp>(rewriter, loc, cosTable);
+  Value sinR = buildTable<onnx::SinOp>(rewriter, loc, sinTable);
+  Value result = RopeOp::create(rewriter, loc, x, cosR, sinR, rewriter.getI64IntegerAttr(d),
+                                rewriter.getBoolAttr(false));
+  if (result.getType() != old.getType())
+    result = tensor::CastOp::create(rewriter, loc, old.getType(), result);
+  rewriter.replaceAllUsesWith(old, result);
 }
 
 /// `v` as one half of the last axis of x: Split(x, 2 equal parts, -1)
@@ -258,16 +266,7 @@ bool raiseHalvesRope(Operation *anchor, IRRewriter &rewriter, RaiseLog &log) {
                                 "[batch, sequence, head_dim / 2] angles");
     return false;
   }
-  Location loc = concat.getLoc();
-  rewriter.setInsertionPoint(concat);
-  Value cosR = buildTable<onnx::CosOp>(rewriter, loc, *cosTable);
-  Value sinR = buildTable<onnx::SinOp>(rewriter, loc, *sinTable);
-  auto rope = RopeOp::create(rewriter, loc, x, cosR, sinR, rewriter.getI64IntegerAttr(d),
-                             rewriter.getBoolAttr(false));
-  Value result = rope.getResult();
-  if (result.getType() != concat.getConcatResult().getType())
-    result = tensor::CastOp::create(rewriter, loc, concat.getConcatResult().getType(), result);
-  rewriter.replaceAllUsesWith(concat.getConcatResult(), result);
+  formRope(rewriter, concat, x, d, *cosTable, *sinTable, concat.getConcatResult());
   log.formed("rope");
   return true;
 }
@@ -318,13 +317,7 @@ bool raiseRope(Operation *anchor, IRRewriter &rewriter, RaiseLog &log) {
     log.unfused(anchor, "rope", "angles are not [batch, sequence, head_dim / 2]");
     return false;
   }
-  Location loc = add.getLoc();
-  rewriter.setInsertionPoint(add);
-  Value cosR = buildTable<onnx::CosOp>(rewriter, loc, *cosTable);
-  Value sinR = buildTable<onnx::SinOp>(rewriter, loc, *sinTable);
-  auto rope = RopeOp::create(rewriter, loc, x, cosR, sinR, rewriter.getI64IntegerAttr(d),
-                             rewriter.getBoolAttr(false));
-  rewriter.replaceAllUsesWith(add.getC(), rope.getResult());
+  formRope(rewriter, add, x, d, *cosTable, *sinTable, add.getC());
   log.formed("rope");
   return true;
 }
