@@ -99,13 +99,25 @@ int byteLevelByte(char32_t c);
 // Regular expressions (Utf8.cpp)
 //===----------------------------------------------------------------------===//
 
+/// The pre-tokenizer patterns matched by a hand-written scanner
+/// (TokenizerPatterns.cpp) rather than PCRE2.
+enum class KnownPattern { None, Gpt2, Llama3, Qwen2 };
+/// Which scanner matches exactly `pattern` (the string itself, not what it
+/// means), or None.
+KnownPattern knownPattern(std::string_view pattern);
+/// The matches of a known pattern in valid UTF-8 `text`, exactly PCRE2's.
+void scanKnownPattern(KnownPattern pattern, std::string_view text,
+                      std::vector<std::pair<size_t, size_t>> &out);
+
 /// A pattern of tokenizer.json (Oniguruma syntax, as `tokenizers` compiles
-/// it) run by PCRE2 with UTF, UCP and JIT. Immutable and shareable between
-/// threads.
+/// it) run by PCRE2 with UTF, UCP and JIT, or by a scanner when it is a
+/// known one. Immutable and shareable between threads.
 class Regex {
 public:
-  /// Compiles `pattern`; the error says where PCRE2 stopped.
-  static Expected<Regex> compile(const std::string &pattern);
+  /// Compiles `pattern`; the error says where PCRE2 stopped. A known
+  /// pattern gets its scanner unless `scanners` is false (its tests).
+  static Expected<Regex> compile(const std::string &pattern,
+                                 bool scanners = true);
   /// A pattern matching `literal` (tokenizers' String patterns).
   static Expected<Regex> literal(const std::string &literal);
 
@@ -120,6 +132,7 @@ private:
   std::string literalText;    // set for literal patterns (matched by find)
   bool isLiteral = false;
   bool jitCompiled = false; // pcre2_jit_match applies
+  KnownPattern known = KnownPattern::None;
 };
 
 //===----------------------------------------------------------------------===//

@@ -411,7 +411,13 @@ static std::string adaptPattern(const std::string &pattern) {
   return out;
 }
 
-Expected<Regex> Regex::compile(const std::string &pattern) {
+Expected<Regex> Regex::compile(const std::string &pattern, bool scanners) {
+  if (KnownPattern known = knownPattern(pattern);
+      scanners && known != KnownPattern::None) {
+    Regex regex;
+    regex.known = known;
+    return regex;
+  }
   std::string adapted = adaptPattern(pattern);
   int errorCode = 0;
   PCRE2_SIZE errorOffset = 0;
@@ -446,6 +452,10 @@ Expected<Regex> Regex::literal(const std::string &literal) {
 
 void Regex::findAll(std::string_view text,
                     std::vector<std::pair<size_t, size_t>> &out) const {
+  if (known != KnownPattern::None) {
+    scanKnownPattern(known, text, out);
+    return;
+  }
   out.clear();
   if (isLiteral) {
     for (size_t pos = text.find(literalText); pos != std::string_view::npos;
