@@ -190,10 +190,7 @@ def moe_layers(stem):
 # way: the check they do not pass yet (report: something unfused; generate:
 # no paged step function) and why. Those checks report SKIP with the reason,
 # and FAIL once they pass (so that the entry is removed).
-KNOWN_GAPS = {
-    "deepseek_v3": ("generate", "MLA is raised over the decompressed per-head keys (12) and "
-                    "values (8), which the paged pools refuse, not over the cached latent"),
-}
+KNOWN_GAPS = {}
 
 
 def known_gap(stem, check):

@@ -141,6 +141,8 @@ DecodeBytes measureDecodeBytes(ModuleOp module, int64_t minBytes) {
   b.kvLayers = get("num_layers");
   b.kvHeads = get("num_kv_heads");
   b.headDim = get("head_dim");
+  b.valueHeadDim = get("value_head_dim");
+  b.kvLatent = kv.contains("latent");
   if (auto dtype = kv.getAs<StringAttr>("dtype"))
     b.kvDtype = dtype.getValue().str();
   // Every pool's bytes per token: [num_blocks, block_size, rest...].
@@ -189,9 +191,14 @@ void printDecodeBytes(const DecodeBytes &b, llvm::raw_ostream &os) {
     }
   }
   if (b.kvPerToken) {
-    os << "xfmr-compile: KV cache " << human(b.kvPerToken) << " per token (" << b.kvLayers
-       << " layers x 2 x " << b.kvHeads << " KV heads x " << b.headDim << " x "
-       << b.kvElementBytes << " B";
+    os << "xfmr-compile: KV cache " << human(b.kvPerToken) << " per token (" << b.kvLayers;
+    if (b.valueHeadDim)
+      os << " layers x " << b.kvHeads << " KV heads x (" << b.headDim
+         << (b.kvLatent ? " RoPE key + " : " key + ") << b.valueHeadDim
+         << (b.kvLatent ? " latent" : " value") << ") x " << b.kvElementBytes << " B";
+    else
+      os << " layers x 2 x " << b.kvHeads << " KV heads x " << b.headDim << " x "
+         << b.kvElementBytes << " B";
     if (b.kvScaleBytes)
       os << " + " << human(b.kvScaleBytes) << " of f32 scales";
     os << ", " << (b.kvDtype.empty() ? "f32" : b.kvDtype) << ")\n";

@@ -1021,6 +1021,14 @@ Status ManifestParser::getKVCache(const json &root, Manifest &m) const {
       return fail(std::string("kv_cache.") + key, "must be positive");
     *out = *v;
   }
+  if (kv->contains("value_head_dim")) {
+    Expected<int64_t> v = getNonNegativeInt(*kv, "kv_cache", "value_head_dim");
+    if (!v)
+      return v.takeError();
+    if (*v == 0)
+      return fail("kv_cache.value_head_dim", "must be positive");
+    spec.valueHeadDim = *v;
+  }
   if (kv->contains("dtype")) {
     Expected<std::string> dtype = getString(*kv, "kv_cache", "dtype", /*required=*/true);
     if (!dtype)
@@ -1057,16 +1065,20 @@ Status ManifestParser::getKVCache(const json &root, Manifest &m) const {
     if (!in.kvPool)
       continue;
     // Per layer: key, value, then (scaled caches) their scales.
-    bool isScale = static_cast<int64_t>(index++ % perLayer) >= 2;
+    int64_t role = static_cast<int64_t>(index++ % perLayer);
+    bool isScale = role >= 2;
     size_t rank = isScale ? 3 : 4;
+    int64_t headDim = role == 1 ? spec.valueDim() : spec.headDim;
     bool ok = in.rank() == rank && !in.shape[0].isStatic() &&
               staticDim(in, 1, spec.blockSize) && staticDim(in, 2, spec.numKVHeads) &&
-              (isScale || staticDim(in, 3, spec.headDim));
+              (isScale || staticDim(in, 3, headDim));
     if (!ok)
-      return fail("inputs", quoted(in.name) + " is not [num_blocks, " +
-                                std::to_string(spec.blockSize) + ", " +
-                                std::to_string(spec.numKVHeads) +
-                                (isScale ? "] (the scales of a KV pool)" : ", head_dim]"));
+      return fail("inputs",
+                  quoted(in.name) + " is not [num_blocks, " + std::to_string(spec.blockSize) +
+                      ", " + std::to_string(spec.numKVHeads) +
+                      (isScale ? "] (the scales of a KV pool)"
+                               : ", " + std::to_string(headDim) +
+                                     (role == 1 ? "] (value_head_dim)" : "] (head_dim)")));
     DType expected = isScale ? DType::F32 : kvPoolDType(spec.dtype);
     if (in.dtype != expected)
       return fail("inputs", quoted(in.name) + " has dtype " + manifestDTypeName(in.dtype) +

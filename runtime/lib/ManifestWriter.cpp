@@ -139,11 +139,14 @@ json filesJson(const Manifest &m) {
 }
 
 json kvCacheJson(const KVCacheSpec &kv) {
-  return {{"block_size", kv.blockSize},
-          {"num_layers", kv.numLayers},
-          {"num_kv_heads", kv.numKVHeads},
-          {"head_dim", kv.headDim},
-          {"dtype", kvCacheDTypeName(kv.dtype)}};
+  json o = {{"block_size", kv.blockSize},
+            {"num_layers", kv.numLayers},
+            {"num_kv_heads", kv.numKVHeads},
+            {"head_dim", kv.headDim},
+            {"dtype", kvCacheDTypeName(kv.dtype)}};
+  if (kv.valueHeadDim && kv.valueHeadDim != kv.headDim)
+    o["value_head_dim"] = kv.valueHeadDim;
+  return o;
 }
 
 json generationJson(const GenerationConfig &g) {

@@ -808,6 +808,7 @@ LogicalResult describeSignature(ModuleOp module, xfmr::rt::Manifest &m,
     spec.numLayers = get("num_layers");
     spec.numKVHeads = get("num_kv_heads");
     spec.headDim = get("head_dim");
+    spec.valueHeadDim = get("value_head_dim");
     auto dtype = kv.getAs<StringAttr>("dtype");
     std::optional<xfmr::rt::KVCacheDType> d =
         dtype ? xfmr::rt::kvCacheDTypeFromName(dtype.getValue()) : std::nullopt;

@@ -720,7 +720,8 @@ template <typename PagedOp>
 static LogicalResult verifyPagedAttention(PagedOp pagedOp, ShapedType queryType,
                                           ShapedType keyPoolType, ShapedType valuePoolType,
                                           ShapedType tablesType, ShapedType lensType,
-                                          ShapedType startsType, ValueRange scales) {
+                                          ShapedType startsType, ValueRange scales,
+                                          bool latent = false) {
   Operation *op = pagedOp.getOperation();
   constexpr StringLiteral poolLayout = "[num_blocks, block_size, Hkv, D]";
   if (failed(verifyRank(op, "query", queryType, 3, "[T, Hq, D]")) ||
@@ -758,12 +759,25 @@ static LogicalResult verifyPagedAttention(PagedOp pagedOp, ShapedType queryType,
     return failure();
 
   if (failed(verifySameDim(op, "block count mismatch", "value_pool",
-                           valuePoolType, 0, "key_pool", keyPoolType, 0)) ||
-      failed(verifySameDim(op, "head dim mismatch", "key_pool", keyPoolType, 3,
-                           "query", queryType, 2)) ||
-      failed(verifySameDim(op, "head dim mismatch", "value_pool", valuePoolType,
-                           3, "query", queryType, 2)))
+                           valuePoolType, 0, "key_pool", keyPoolType, 0)))
     return failure();
+  // The query is a key: D = Dk, or Dv + Dk with latent keys. Without them
+  // the value pool's head size is the key's too.
+  int64_t dk = keyPoolType.getDimSize(3), dv = valuePoolType.getDimSize(3);
+  int64_t dq = queryType.getDimSize(2);
+  if (latent) {
+    if (!ShapedType::isDynamic(dk) && !ShapedType::isDynamic(dv) &&
+        !dimsCompatible(dq, dk + dv))
+      return op->emitOpError()
+             << "head dim mismatch: a latent query has the value's and the "
+                "key's head sizes together ("
+             << dv << " + " << dk << "), got " << dq;
+  } else if (failed(verifySameDim(op, "head dim mismatch", "key_pool", keyPoolType, 3,
+                                  "query", queryType, 2)) ||
+             failed(verifySameDim(op, "head dim mismatch", "value_pool", valuePoolType,
+                                  3, "query", queryType, 2))) {
+    return failure();
+  }
 
   // One block table row, one length and one query range per sequence.
   if (failed(verifySameDim(op, "sequence count mismatch", "context_lens",
@@ -780,14 +794,46 @@ static LogicalResult verifyPagedAttention(PagedOp pagedOp, ShapedType queryType,
   return success();
 }
 
+LogicalResult PagedAttentionOp::inferReturnTypes(MLIRContext *, std::optional<Location>,
+                                                 ValueRange operands, DictionaryAttr,
+                                                 OpaqueProperties, RegionRange,
+                                                 SmallVectorImpl<Type> &inferred) {
+  // query [T, Hq, D], key_pool, value_pool [N, bs, Hkv, Dv], ...: the result
+  // is [T, Hq, Dv] of the query's element type.
+  // Operands of other ranks give the query's type, for the verifier to
+  // name what is wrong.
+  if (operands.size() < 3)
+    return failure();
+  auto query = dyn_cast<RankedTensorType>(operands[0].getType());
+  auto values = dyn_cast<RankedTensorType>(operands[2].getType());
+  if (!query || !values || query.getRank() != 3 || values.getRank() != 4) {
+    inferred.push_back(operands[0].getType());
+    return success();
+  }
+  inferred.push_back(query.clone(
+      {query.getDimSize(0), query.getDimSize(1), values.getDimSize(3)}));
+  return success();
+}
+
 LogicalResult PagedAttentionOp::verify() {
   if (failed(verifySoftcap(getOperation(), getSoftcap())) ||
       failed(verifySinks(getOperation(), getSinks(), getNumHeads())))
     return failure();
-  return verifyPagedAttention(*this, getQuery().getType(), getKeyPool().getType(),
-                              getValuePool().getType(), getBlockTables().getType(),
-                              getContextLens().getType(), getQueryStartLoc().getType(),
-                              getScales());
+  if (failed(verifyPagedAttention(*this, getQuery().getType(), getKeyPool().getType(),
+                                  getValuePool().getType(), getBlockTables().getType(),
+                                  getContextLens().getType(), getQueryStartLoc().getType(),
+                                  getScales(), getLatent())))
+    return failure();
+  if (getLatent() && !getScales().empty())
+    return emitOpError() << "latent keys are read from float pools, not quantized ones";
+  RankedTensorType query = getQuery().getType(), result = getResult().getType();
+  if (result.getElementType() != query.getElementType() ||
+      !dimsCompatible(result.getDimSize(0), query.getDimSize(0)) ||
+      !dimsCompatible(result.getDimSize(1), query.getDimSize(1)) ||
+      !dimsCompatible(result.getDimSize(2), getValuePool().getType().getDimSize(3)))
+    return emitOpError() << "result must be [T, Hq, Dv] of the query's element type, got "
+                         << result;
+  return success();
 }
 
 LogicalResult PagedAttentionBuffersOp::verify() {

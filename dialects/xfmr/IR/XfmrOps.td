@@ -544,8 +544,8 @@ def Xfmr_MoEOp : Xfmr_Op<"moe", [AllTypesMatch<["input", "result"]>,
 // Paged KV cache
 //===----------------------------------------------------------------------===//
 
-def Xfmr_PagedAttentionOp : Xfmr_Op<"paged_attention",
-    [AllTypesMatch<["query", "result"]>]> {
+def Xfmr_PagedAttentionOp : Xfmr_Op<"paged_attention", [
+    DeclareOpInterfaceMethods<InferTypeOpInterface>]> {
   let summary = "Causal attention over a paged KV cache for a ragged batch";
   let description = [{
     The serving-time form of `xfmr.attention` (vLLM's layout). The query
@@ -562,8 +562,17 @@ def Xfmr_PagedAttentionOp : Xfmr_Op<"paged_attention",
     prefill and decode steps are all this op. With `sliding_window` = W
     (Mistral-style local attention), the token at position `p` sees only
     positions `p - W + 1` to `p`; blocks wholly before that are not read.
-    The result has the query's type; head grouping, `scale`, `softcap` and
-    `sinks` are as in `xfmr.attention`.
+    The result is `[T, Hq, Dv]` (Dv: the value pool's head size) with the
+    query's element type; head grouping, `scale`, `softcap` and `sinks` are
+    as in `xfmr.attention`.
+
+    `latent` (multi-head latent attention, DeepSeek-V2/V3, with the key and
+    value projections absorbed): a position's key is its value-pool entry
+    followed by its key-pool entry, so the query is `[T, Hq, Dv + Dk]`. The
+    value pool holds the compressed KV latent, which is also every head's
+    value, and the key pool the shared RoPE key (one KV head): the cache
+    stores `Dv + Dk` numbers per token and layer instead of per-head keys
+    and values (`xfmr-paged-kv` forms it).
 
     Quantized caches: with i8 pools (or 8-bit float pools) `scales` holds
     the key and the value scales, `[num_blocks, block_size, Hkv]` f32: the
@@ -595,7 +604,8 @@ def Xfmr_PagedAttentionOp : Xfmr_Op<"paged_attention",
     I64Attr:$block_size,
     OptionalAttr<I64Attr>:$sliding_window,
     OptionalAttr<F32Attr>:$softcap,
-    OptionalAttr<DenseF32ArrayAttr>:$sinks
+    OptionalAttr<DenseF32ArrayAttr>:$sinks,
+    UnitAttr:$latent
   );
   let results = (outs Xfmr_FloatTensor:$result);
 

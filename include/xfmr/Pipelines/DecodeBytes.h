@@ -39,6 +39,11 @@ struct DecodeBytes {
   /// (0: not a step function).
   int64_t kvPerToken = 0;
   int64_t kvLayers = 0, kvHeads = 0, headDim = 0, kvElementBytes = 0;
+  /// The value pools' head size where it differs from the keys' (latent
+  /// attention: the compressed latent beside the RoPE key), else 0.
+  int64_t valueHeadDim = 0;
+  /// Latent attention's pools (xfmr.kv_cache's "latent").
+  bool kvLatent = false;
   /// Bytes of the per-token, per-head scales of int8/fp8 pools (in kvPerToken).
   int64_t kvScaleBytes = 0;
   /// The pools' element type as the manifest names it (f32, bf16, int8, fp8-e4m3).

@@ -9,10 +9,12 @@
 // the T packed tokens; each xfmr.attention is replaced by writing the
 // tokens' K/V into their slots and attending over each sequence's blocks.
 // Mask inputs and the subgraphs built from them, past_key_values inputs and
-// present outputs become dead and are removed.
+// present outputs become dead and are removed. Latent attention (DeepSeek's
+// MLA, LatentAttention.h) caches its latent and RoPE key, not per-head K/V.
 //
 //===----------------------------------------------------------------------===//
 
+#include "LatentAttention.h"
 #include "Match.h"
 #include "StepPositions.h"
 
@@ -179,7 +181,8 @@ struct PagedKVCachePass : impl::PagedKVCachePassBase<PagedKVCachePass> {
   /// whose key or value pool differs from layer 0's key pool is refused
   /// here, naming it, instead of compiling an artifact that cannot load.
   static LogicalResult checkSamePools(AttentionOp op, size_t layer,
-                                      RankedTensorType first,
+                                      RankedTensorType firstKey,
+                                      RankedTensorType firstValue,
                                       RankedTensorType key,
                                       RankedTensorType value) {
     auto describe = [](RankedTensorType t) {
@@ -189,16 +192,17 @@ struct PagedKVCachePass : impl::PagedKVCachePassBase<PagedKVCachePass> {
          << t.getElementType() << ")";
       return s;
     };
-    for (auto [role, pool] :
-         {std::pair<StringRef, RankedTensorType>{"key", key},
-          std::pair<StringRef, RankedTensorType>{"value", value}}) {
+    for (auto [role, pool, first] :
+         {std::tuple<StringRef, RankedTensorType, RankedTensorType>{"key", key, firstKey},
+          std::tuple<StringRef, RankedTensorType, RankedTensorType>{"value", value,
+                                                                    firstValue}}) {
       if (pool.getShape().drop_front(2) == first.getShape().drop_front(2) &&
           pool.getElementType() == first.getElementType())
         continue;
       return op.emitError("xfmr-paged-kv: layer ")
              << layer << " (" << nodeName(op) << "): its " << role
              << " cache would hold " << describe(pool)
-             << " where layer 0's key cache holds " << describe(first)
+             << " where layer 0's " << role << " cache holds " << describe(first)
              << "; the runtime sizes every layer's KV pools alike";
     }
     return success();
@@ -279,6 +283,7 @@ struct PagedKVCachePass : impl::PagedKVCachePassBase<PagedKVCachePass> {
     SmallVector<RankedTensorType> keyPools, valuePools;
     // Each layer's own window: models mix local and global layers.
     SmallVector<std::optional<int64_t>> windows(layers.size());
+    SmallVector<std::optional<LatentAttention>> latents;
     for (auto [l, op] : llvm::enumerate(layers)) {
       // Paged attention is causal. A sliding window (key > query - W)
       // becomes the op's `sliding_window`; any other extra comparison is
@@ -295,13 +300,31 @@ struct PagedKVCachePass : impl::PagedKVCachePassBase<PagedKVCachePass> {
       }
       Value k = op.getKey(), v = op.getValue();
       int64_t kvHeads = op.getNumKvHeads(), d = dimOf(k, 3), dv = dimOf(v, 3);
+      // Latent attention caches [latent ; RoPE key] for one KV head: the
+      // value pool holds the latent, the key pool the RoPE key.
+      latents.push_back(matchLatentAttention(op));
+      if (const std::optional<LatentAttention> &mla = latents.back()) {
+        if (scaled())
+          return op.emitError("xfmr-paged-kv: ")
+                 << nodeName(op) << ": latent attention's cache is float only (kv-dtype "
+                 << kvDtype << " is not supported for it yet)";
+        k = mla->ropeKey;
+        v = mla->latent;
+        kvHeads = 1;
+        d = mla->ropeDim;
+        dv = mla->rank;
+      } else if (!latents.front() != !latents.back()) {
+        return op.emitError("xfmr-paged-kv: ")
+               << nodeName(op) << ": layers with and without latent attention in one model";
+      }
       if (ShapedType::isDynamic(d) || ShapedType::isDynamic(dv))
         return error("attention at ") << op.getLoc() << " has a dynamic head size";
       keyPools.push_back(
           RankedTensorType::get({dyn, blockSize, kvHeads, d}, poolElement(elementTypeOf(k))));
       valuePools.push_back(
           RankedTensorType::get({dyn, blockSize, kvHeads, dv}, poolElement(elementTypeOf(v))));
-      if (failed(checkSamePools(op, l, keyPools.front(), keyPools.back(), valuePools.back())))
+      if (failed(checkSamePools(op, l, keyPools.front(), valuePools.front(), keyPools.back(),
+                                valuePools.back())))
         return failure();
     }
     // Per layer: key, value[, key scales, value scales].
@@ -403,21 +426,26 @@ struct PagedKVCachePass : impl::PagedKVCachePassBase<PagedKVCachePass> {
       Location at = op.getLoc();
       if (op->getParentOp() != f)
         return error("attention inside a region is not supported");
+      const std::optional<LatentAttention> &mla = latents[l];
       Value q = packed(ob, op.getQuery());
-      Value k = packed(ob, newTokens(op.getKey()));
-      Value v = packed(ob, newTokens(op.getValue()));
+      Value k = packed(ob, newTokens(mla ? mla->ropeKey : op.getKey()));
+      Value v = packed(ob, newTokens(mla ? mla->latent : op.getValue()));
+      if (mla)
+        q = absorbQuery(ob, at, *mla, q);
       unsigned first = kStepInputs + poolsPerLayer * l;
       SmallVector<Value, 2> scales;
       for (unsigned i = 2; i < poolsPerLayer; ++i)
         scales.push_back(arg(first + i));
       auto write = KVWriteOp::create(ob, at, k, v, arg(first), arg(first + 1), arg(2), scales);
       auto attn = PagedAttentionOp::create(
-          ob, at, q.getType(), q, write.getNewKeyPool(), write.getNewValuePool(), arg(3), arg(4),
-          arg(5), write.getNewScales(), op.getNumHeadsAttr(), op.getNumKvHeadsAttr(),
-          op.getScaleAttr(), ob.getI64IntegerAttr(blockSize),
+          ob, at, q, write.getNewKeyPool(), write.getNewValuePool(), arg(3), arg(4), arg(5),
+          write.getNewScales(), op.getNumHeadsAttr(),
+          mla ? ob.getI64IntegerAttr(1) : op.getNumKvHeadsAttr(), op.getScaleAttr(),
+          ob.getI64IntegerAttr(blockSize),
           windows[l] ? ob.getI64IntegerAttr(*windows[l]) : IntegerAttr(), op.getSoftcapAttr(),
-          op.getSinksAttr());
-      Value out = transpose(ob, at, unsqueeze(ob, at, attn.getResult(), 0), {0, 2, 1, 3});
+          op.getSinksAttr(), mla ? ob.getUnitAttr() : UnitAttr());
+      Value heads = mla ? expandOutput(ob, at, *mla, attn.getResult()) : attn.getResult();
+      Value out = transpose(ob, at, unsqueeze(ob, at, heads, 0), {0, 2, 1, 3});
       if (out.getType() != op.getType())
         out = tensor::CastOp::create(ob, at, op.getType(), out);
       op.getResult().replaceAllUsesWith(out);
@@ -480,6 +508,10 @@ struct PagedKVCachePass : impl::PagedKVCachePassBase<PagedKVCachePass> {
         b.getNamedAttr("num_kv_heads", b.getI64IntegerAttr(keyPools.front().getDimSize(2))),
         b.getNamedAttr("head_dim", b.getI64IntegerAttr(keyPools.front().getDimSize(3))),
     };
+    if (int64_t dv = valuePools.front().getDimSize(3); dv != keyPools.front().getDimSize(3))
+      kv.push_back(b.getNamedAttr("value_head_dim", b.getI64IntegerAttr(dv)));
+    if (latents.front())
+      kv.push_back(b.getNamedAttr("latent", b.getUnitAttr()));
     // The pools' element type; int8 and fp8-e4m3 imply the scale pools.
     Type element = keyPools.front().getElementType();
     StringRef dtype = element.isInteger(8)               ? "int8"

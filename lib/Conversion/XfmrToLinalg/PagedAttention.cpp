@@ -87,6 +87,30 @@ Value ungroupRows(OpBuilder &b, Location loc, Value tile, Value tq, int64_t rep)
                                        ArrayRef<ReassociationIndices>{{0, 1}, {2}}, shape);
 }
 
+/// Latent keys (xfmr.paged_attention's `latent`): each row of the value
+/// tile [rows, Dv] followed by the same row of the key tile [rows, Dk].
+Value latentKeys(OpBuilder &b, Location loc, Value vTile, Value kTile) {
+  auto vType = cast<RankedTensorType>(vTile.getType());
+  auto kType = cast<RankedTensorType>(kTile.getType());
+  int64_t dv = vType.getDimSize(1), dk = kType.getDimSize(1);
+  OpFoldResult rows = tensor::getMixedSize(b, loc, vTile, 0);
+  OpFoldResult vCols = tensor::getMixedSize(b, loc, vTile, 1);
+  OpFoldResult kCols = tensor::getMixedSize(b, loc, kTile, 1);
+  OpFoldResult cols =
+      ShapedType::isDynamic(dv) || ShapedType::isDynamic(dk)
+          ? OpFoldResult(arith::AddIOp::create(b, loc, dimValue(b, loc, vTile, 1),
+                                               dimValue(b, loc, kTile, 1))
+                             .getResult())
+          : OpFoldResult(b.getIndexAttr(dv + dk));
+  Value keys = tensor::EmptyOp::create(b, loc, ArrayRef<OpFoldResult>{rows, cols},
+                                       vType.getElementType());
+  OpFoldResult zero = b.getIndexAttr(0), one = b.getIndexAttr(1);
+  keys = tensor::InsertSliceOp::create(b, loc, vTile, keys, {zero, zero}, {rows, vCols},
+                                       {one, one});
+  return tensor::InsertSliceOp::create(b, loc, kTile, keys, {zero, vCols}, {rows, kCols},
+                                       {one, one});
+}
+
 /// `row` converted to `element` (a no-op when it already has that type).
 Value convertTo(OpBuilder &b, Location loc, Value row, Type element) {
   auto type = cast<RankedTensorType>(row.getType());
@@ -209,15 +233,21 @@ struct LowerPagedAttention : OpRewritePattern<PagedAttentionOp> {
     Value numTokens = dimValue(rewriter, loc, q, 0);
     Value numBlocks = dimValue(rewriter, loc, kPool, 0);
     Value maxBlocks = dimValue(rewriter, loc, tables, 1);
-    OpFoldResult d = tensor::getMixedSize(rewriter, loc, q, 2);
+    // Latent keys are the value followed by the key-pool entry: the query
+    // has both widths, the key pool only its own.
+    bool latent = op.getLatent();
+    OpFoldResult d = tensor::getMixedSize(rewriter, loc, latent ? kPool : q, latent ? 3 : 2);
     OpFoldResult dv = tensor::getMixedSize(rewriter, loc, vPool, 3);
     Value qBlock = indexConstant(rewriter, loc, tiling.queryBlock);
     std::optional<uint64_t> slidingWindow = op.getSlidingWindow();
     Value window = slidingWindow ? indexConstant(rewriter, loc, static_cast<int64_t>(*slidingWindow))
                                  : Value();
     Value sinkTable = sinksConstant(rewriter, loc, op.getSinks());
-    Value out = tensor::EmptyOp::create(rewriter, loc, tensor::getMixedSizes(rewriter, loc, q),
-                                        resultType.getElementType());
+    Value out = tensor::EmptyOp::create(
+        rewriter, loc,
+        ArrayRef<OpFoldResult>{tensor::getMixedSize(rewriter, loc, q, 0),
+                               tensor::getMixedSize(rewriter, loc, q, 1), dv},
+        resultType.getElementType());
 
     auto seqLoop = scf::ForOp::create(
         rewriter, loc, zero, numSeqs, one, ValueRange{out},
@@ -261,8 +291,9 @@ struct LowerPagedAttention : OpRewritePattern<PagedAttentionOp> {
                                                         arith::SubIOp::create(b3, l3, n, q0));
                       Value row0 = arith::AddIOp::create(b3, l3, first, q0);
                       // [tq, rep, D] -> [tq * rep, D]: row i is token i / rep.
-                      Value qTile = groupRows(b3, l3, q, {row0, h0, z},
-                                              {tq, b3.getIndexAttr(rep), d});
+                      Value qTile = groupRows(
+                          b3, l3, q, {row0, h0, z},
+                          {tq, b3.getIndexAttr(rep), tensor::getMixedSize(b3, l3, q, 2)});
                       Value pos0 = arith::AddIOp::create(b3, l3, base, q0);
                       Value kvEnd = arith::MinSIOp::create(
                           b3, l3, ctx, arith::AddIOp::create(b3, l3, pos0, tq));
@@ -302,6 +333,8 @@ struct LowerPagedAttention : OpRewritePattern<PagedAttentionOp> {
                                 b4, l4, bs, arith::SubIOp::create(b4, l4, kvEnd, k0));
                             Value kTile = slice2D(b4, l4, kPool, {block, z, hk, z}, {o, tk, o, d});
                             Value vTile = slice2D(b4, l4, vPool, {block, z, hk, z}, {o, tk, o, dv});
+                            if (latent)
+                              kTile = latentKeys(b4, l4, vTile, kTile);
                             // Quantized pools: the tiles' rows' scales; the
                             // products widen the tiles in registers.
                             Value kRowScales, vRowScales;
@@ -378,8 +411,8 @@ struct PagedAttentionToBuffers : OpRewritePattern<PagedAttentionOp> {
     int64_t d = resultType.getDimSize(2);
     if (!resultType.getElementType().isF32() || ShapedType::isDynamic(d) || d > maxHeadDim)
       return rewriter.notifyMatchFailure(op, "not an f32 query with a head dim the kernel takes");
-    if (op.getSoftcap() || op.getSinks()) // the fused kernels have neither
-      return rewriter.notifyMatchFailure(op, "soft-capped scores or sinks");
+    if (op.getSoftcap() || op.getSinks() || op.getLatent()) // the fused kernels have none
+      return rewriter.notifyMatchFailure(op, "soft-capped scores, sinks or latent keys");
     Location loc = op.getLoc();
     auto buffer = [&](Value t) { return readOnlyBuffer(rewriter, loc, t); };
     // One statement each: the IR's order must not depend on the compiler.

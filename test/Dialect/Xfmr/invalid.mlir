@@ -1542,11 +1542,11 @@ func.func @paged_attention_i64_block_tables(%q: tensor<10x8x64xf32>,
 
 // -----
 
-// The result has the query's type (generic form to spell a different one).
+// The result is [T, Hq, Dv] (generic form to spell a different one).
 func.func @paged_attention_result_type(%q: tensor<10x8x64xf32>, %kp: tensor<128x16x2x64xf32>,
                                        %vp: tensor<128x16x2x64xf32>, %bt: tensor<4x32xi32>,
                                        %cl: tensor<4xi32>, %qsl: tensor<5xi32>) {
-  // expected-error @+1 {{'xfmr.paged_attention' op failed to verify that all of {query, result} have same type}}
+  // expected-error @+1 {{'xfmr.paged_attention' op result must be [T, Hq, Dv] of the query's element type, got 'tensor<10x8x32xf32>'}}
   %0 = "xfmr.paged_attention"(%q, %kp, %vp, %bt, %cl, %qsl)
       <{block_size = 16 : i64, num_heads = 8 : i64, num_kv_heads = 2 : i64, scale = 0.125 : f32}>
       : (tensor<10x8x64xf32>, tensor<128x16x2x64xf32>, tensor<128x16x2x64xf32>, tensor<4x32xi32>,

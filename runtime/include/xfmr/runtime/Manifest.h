@@ -86,7 +86,13 @@ struct KVCacheSpec {
   int64_t headDim = 0;
   /// Manifests without it hold float pools of their own type.
   KVCacheDType dtype = KVCacheDType::F32;
+  /// "value_head_dim": the value pools' head size where it differs from the
+  /// keys' (multi-head latent attention: the value pool holds the
+  /// compressed latent, the key pool the RoPE key); 0 in manifests without
+  /// it, where it is head_dim.
+  int64_t valueHeadDim = 0;
 
+  int64_t valueDim() const { return valueHeadDim ? valueHeadDim : headDim; }
   bool scaled() const {
     return dtype == KVCacheDType::Int8 || dtype == KVCacheDType::FP8E4M3;
   }
