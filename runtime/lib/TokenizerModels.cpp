@@ -20,6 +20,7 @@
 #include <array>
 #include <cstring>
 #include <functional>
+#include <limits>
 #include <mutex>
 
 #include <sys/mman.h>
@@ -528,6 +529,13 @@ protected:
 private:
   /// merge_word of tokenizers/src/models/bpe/model.rs.
   void mergeWord(std::string_view word, std::vector<int64_t> &out) const;
+  /// Words of at most this many symbols merge without the heap.
+  static constexpr size_t kShortWord = 32;
+  /// mergeWord's merges for a short word: a scan for the lowest rank
+  /// instead of a heap (no pushes, pops or stale entries, and no lookup
+  /// to check an entry is still current).
+  void mergeShortWord(const int32_t *symbols, size_t count,
+                      std::vector<int64_t> &out) const;
   /// The id of the character word[start, end), with the subword prefix
   /// and word suffix where they apply; -1 if none.
   int32_t characterId(std::string_view word, size_t start, size_t end,
@@ -696,6 +704,44 @@ struct MergeScratch {
 thread_local MergeScratch mergeScratch;
 } // namespace
 
+void BpeModel::mergeShortWord(const int32_t *symbols, size_t count,
+                              std::vector<int64_t> &out) const {
+  // The symbols and the rule of each with the next, kept packed as they
+  // merge: the lowest rank, leftmost first, is the heap's order (a rank is
+  // one pair's, so the leftmost of equal ranks is the lowest position).
+  constexpr int32_t kNone = std::numeric_limits<int32_t>::max();
+  int32_t ids[kShortWord];
+  MergeRule rules[kShortWord];
+  auto ruleOf = [&](int32_t a, int32_t b) {
+    const MergeRule *m = merges.find(a, b);
+    return m ? *m : MergeRule{kNone, -1};
+  };
+  for (size_t k = 0; k < count; ++k)
+    ids[k] = symbols[k];
+  for (size_t k = 0; k + 1 < count; ++k)
+    rules[k] = ruleOf(ids[k], ids[k + 1]);
+  while (count > 1) {
+    size_t best = 0;
+    for (size_t k = 1; k + 1 < count; ++k)
+      if (rules[k].rank < rules[best].rank)
+        best = k;
+    if (rules[best].rank == kNone)
+      break;
+    ids[best] = rules[best].newId;
+    // Symbol best + 1 is gone, and with it the rule after it.
+    for (size_t k = best + 1; k + 1 < count; ++k) {
+      ids[k] = ids[k + 1];
+      rules[k] = rules[k + 1];
+    }
+    --count;
+    if (best > 0)
+      rules[best - 1] = ruleOf(ids[best - 1], ids[best]);
+    if (best + 1 < count)
+      rules[best] = ruleOf(ids[best], ids[best + 1]);
+  }
+  out.insert(out.end(), ids, ids + count);
+}
+
 void BpeModel::mergeWord(std::string_view word,
                          std::vector<int64_t> &out) const {
   MergeScratch &scratch = mergeScratch;
@@ -754,6 +800,13 @@ void BpeModel::mergeWord(std::string_view word,
   if (pendingUnk)
     add(unkId);
 
+  if (symbols.size() <= kShortWord) {
+    int32_t ids[kShortWord];
+    for (size_t k = 0; k < symbols.size(); ++k)
+      ids[k] = symbols[k].id;
+    mergeShortWord(ids, symbols.size(), out);
+    return;
+  }
   std::vector<PendingMerge> &heap = scratch.heap;
   heap.clear();
   auto push = [&](int32_t pos, const MergeRule *m) {
