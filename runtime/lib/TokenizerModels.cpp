@@ -530,7 +530,7 @@ private:
   /// merge_word of tokenizers/src/models/bpe/model.rs.
   void mergeWord(std::string_view word, std::vector<int64_t> &out) const;
   /// Words of at most this many symbols merge without the heap.
-  static constexpr size_t kShortWord = 32;
+  static constexpr size_t kShortWord = 64;
   /// mergeWord's merges for a short word: a scan for the lowest rank
   /// instead of a heap (no pushes, pops or stale entries, and no lookup
   /// to check an entry is still current).
