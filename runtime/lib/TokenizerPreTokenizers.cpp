@@ -201,7 +201,10 @@ public:
   }
 
   void preTokenize(std::vector<Piece> &pieces) const override {
-    std::vector<Piece> out;
+    // The words go into a vector kept per thread, swapped with `pieces`:
+    // the input's pieces stay there until the next call.
+    thread_local std::vector<Piece> out;
+    out.clear();
     size_t bytes = 0;
     for (const Piece &p : pieces)
       bytes += p.text.size();
@@ -247,7 +250,7 @@ public:
       }
       emit(prev, text.size());
     }
-    pieces = std::move(out);
+    pieces.swap(out);
   }
 
 private:
@@ -324,7 +327,10 @@ public:
                                           : kOther;
   }
   void preTokenize(std::vector<Piece> &pieces) const override {
-    std::vector<Piece> out;
+    // The words go into a vector kept per thread, swapped with `pieces`:
+    // the input's pieces stay there until the next call.
+    thread_local std::vector<Piece> out;
+    out.clear();
     size_t bytes = 0;
     for (const Piece &p : pieces)
       bytes += p.text.size();
@@ -358,7 +364,7 @@ public:
       }
       emit(wordStart, text.size());
     }
-    pieces = std::move(out);
+    pieces.swap(out);
   }
 
 private:
