@@ -190,3 +190,26 @@ func.func @paged_softcap(%q: tensor<?x8x8xf32>, %kp: tensor<?x16x2x8xf32>, %vp: 
         tensor<?xi32>, tensor<?xi32>
   return %o : tensor<?x8x8xf32>
 }
+
+// -----
+
+// Latent keys (DeepSeek's MLA, absorbed): a key is its value (the 16-wide
+// latent) followed by its key-pool entry (the 4-wide RoPE key); each block's
+// key tile is the two tiles side by side, the value tile the latent alone,
+// and the result [T, Hq, 16].
+// CHECK-LABEL: func.func @paged_latent(
+// CHECK: %[[OUT:.*]] = tensor.empty(%{{.*}}) : tensor<?x4x16xf32>
+// CHECK: %[[K:.*]] = tensor.extract_slice %{{.*}} : tensor<?x16x1x4xf32> to tensor<?x4xf32>
+// CHECK: %[[V:.*]] = tensor.extract_slice %{{.*}} : tensor<?x16x1x16xf32> to tensor<?x16xf32>
+// CHECK: %[[E:.*]] = tensor.empty(%{{.*}}) : tensor<?x20xf32>
+// CHECK: %[[KV:.*]] = tensor.insert_slice %[[V]] into %[[E]][0, 0] [%{{.*}}, 16] [1, 1] : tensor<?x16xf32> into tensor<?x20xf32>
+// CHECK: tensor.insert_slice %[[K]] into %[[KV]][0, 16] [%{{.*}}, 4] [1, 1] : tensor<?x4xf32> into tensor<?x20xf32>
+func.func @paged_latent(%q: tensor<?x4x20xf32>, %kp: tensor<?x16x1x4xf32>, %vp: tensor<?x16x1x16xf32>,
+                        %tables: tensor<?x?xi32>, %lens: tensor<?xi32>, %starts: tensor<?xi32>)
+    -> tensor<?x4x16xf32> {
+  %o = xfmr.paged_attention %q, %kp, %vp, %tables, %lens, %starts
+      {block_size = 16 : i64, latent, num_heads = 4 : i64, num_kv_heads = 1 : i64, scale = 0.25 : f32}
+      : tensor<?x4x20xf32>, tensor<?x16x1x4xf32>, tensor<?x16x1x16xf32>, tensor<?x?xi32>,
+        tensor<?xi32>, tensor<?xi32>
+  return %o : tensor<?x4x16xf32>
+}
