@@ -125,6 +125,7 @@ TEST_P(TokenizerPatternTest, RandomText) {
     size_t atoms = rng() % 24;
     for (size_t k = 0; k < atoms; ++k)
       text += kAtoms[rng() % kAtomCount];
+    ASSERT_TRUE(isValidUtf8(text)) << "hex " << hex(text);
     if (!same(text))
       return;
   }
@@ -165,6 +166,23 @@ TEST_P(TokenizerPatternTest, EveryCodePoint) {
 
 INSTANTIATE_TEST_SUITE_P(KnownPatterns, TokenizerPatternTest,
                          ::testing::ValuesIn(kPatterns));
+
+TEST(TokenizerPatternTest, Utf8CheckAgreesWithReplacement) {
+  // isValidUtf8 (the check before every encode) against toValidUtf8 (which
+  // replaces what is ill-formed): text is valid when nothing is replaced.
+  std::mt19937 rng(7);
+  const unsigned char kBytes[] = {0x00, 0x41, 0x7F, 0x80, 0x8F, 0x90, 0x9F,
+                                  0xA0, 0xBF, 0xC0, 0xC1, 0xC2, 0xDF, 0xE0,
+                                  0xE1, 0xEC, 0xED, 0xEE, 0xEF, 0xF0, 0xF1,
+                                  0xF3, 0xF4, 0xF5, 0xFF};
+  for (int round = 0; round < 200000; ++round) {
+    std::string s(rng() % 40, 'a');
+    for (char &c : s)
+      if (rng() % 3)
+        c = static_cast<char>(kBytes[rng() % sizeof kBytes]);
+    ASSERT_EQ(isValidUtf8(s), toValidUtf8(s) == s) << "hex " << hex(s);
+  }
+}
 
 TEST(TokenizerPatternTest, OnlyTheExactPattern) {
   // A pattern that means the same but is written otherwise goes to PCRE2.
