@@ -1078,7 +1078,8 @@ Status ManifestParser::getKVCache(const json &root, Manifest &m) const {
                       ", " + std::to_string(spec.numKVHeads) +
                       (isScale ? "] (the scales of a KV pool)"
                                : ", " + std::to_string(headDim) +
-                                     (role == 1 ? "] (value_head_dim)" : "] (head_dim)")));
+                                     (role == 1 && spec.valueHeadDim ? "] (value_head_dim)"
+                                                                      : "] (head_dim)")));
     DType expected = isScale ? DType::F32 : kvPoolDType(spec.dtype);
     if (in.dtype != expected)
       return fail("inputs", quoted(in.name) + " has dtype " + manifestDTypeName(in.dtype) +

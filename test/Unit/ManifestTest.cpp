@@ -289,15 +289,17 @@ TEST(ManifestTest, ReadFromDisk) {
 
 namespace {
 
-/// A step function's manifest (xfmr-compile --kv-cache=paged), one layer.
-std::string stepManifest(const std::string &kv, const std::string &poolShape) {
+/// A step function's manifest (xfmr-compile --kv-cache=paged), one layer;
+/// the value pool has the key pool's shape unless `valueShape` is given.
+std::string stepManifest(const std::string &kv, const std::string &poolShape,
+                         const std::string &valueShape = "") {
   std::string s = kManifest;
   std::string inputs =
       R"("inputs":  [{"name": "input_ids", "dtype": "int64", "shape": ["tokens"]},
               {"name": "key_cache.0", "dtype": "float32", "shape": )" +
       poolShape + R"(, "role": "kv_pool"},
               {"name": "value_cache.0", "dtype": "float32", "shape": )" +
-      poolShape + R"(, "role": "kv_pool"}],)";
+      (valueShape.empty() ? poolShape : valueShape) + R"(, "role": "kv_pool"}],)";
   size_t begin = s.find("\"inputs\"");
   size_t end = s.find("\"outputs\"");
   s.replace(begin, end - begin, inputs + "\n  ");
@@ -328,6 +330,39 @@ TEST(ManifestTest, StepFunctionKVCache) {
   Expected<Manifest> plain = parseManifest(kManifest, kFile);
   ASSERT_TRUE(plain) << plain.error();
   EXPECT_FALSE(plain->kvCache.has_value());
+}
+
+// Latent attention (DeepSeek's MLA): value pools hold the latent (16), key
+// pools the RoPE key (4); value_head_dim says so.
+TEST(ManifestTest, StepFunctionLatentKVCache) {
+  const std::string kv = R"({"block_size": 16, "num_layers": 1, "num_kv_heads": 1,
+                             "head_dim": 4, "value_head_dim": 16})";
+  Expected<Manifest> m =
+      parseManifest(stepManifest(kv, R"(["num_blocks", 16, 1, 4])", R"(["num_blocks", 16, 1, 16])"),
+                    kFile);
+  ASSERT_TRUE(m) << m.error();
+  EXPECT_EQ(m->kvCache->headDim, 4);
+  EXPECT_EQ(m->kvCache->valueHeadDim, 16);
+  EXPECT_EQ(m->kvCache->valueDim(), 16);
+  // Without value_head_dim the value pools are head_dim wide.
+  EXPECT_EQ(parseManifest(stepManifest(kKV, kPool), kFile)->kvCache->valueDim(), 8);
+  struct Case {
+    std::string text, expected;
+  } cases[] = {
+      {stepManifest(kv, R"(["num_blocks", 16, 1, 4])", R"(["num_blocks", 16, 1, 4])"),
+       "'value_cache.0' is not [num_blocks, 16, 1, 16] (value_head_dim)"},
+      {stepManifest(kKV, kPool, R"(["num_blocks", 16, 2, 16])"),
+       "'value_cache.0' is not [num_blocks, 16, 2, 8] (head_dim)"},
+      {stepManifest(R"({"block_size": 16, "num_layers": 1, "num_kv_heads": 2, "head_dim": 8,
+                        "value_head_dim": 0})",
+                    kPool),
+       "kv_cache.value_head_dim: must be positive"},
+  };
+  for (const Case &c : cases) {
+    Expected<Manifest> bad = parseManifest(c.text, kFile);
+    ASSERT_FALSE(bad) << c.expected;
+    EXPECT_NE(bad.error().find(c.expected), std::string::npos) << bad.error();
+  }
 }
 
 TEST(ManifestTest, StepFunctionRejections) {
