@@ -218,7 +218,10 @@ public:
       }
     }
     terminal[size_t(node)] = id;
-    firstBytes[static_cast<unsigned char>(pattern[0])] = true;
+    auto first = static_cast<unsigned char>(pattern[0]);
+    distinctFirstBytes += !firstBytes[first];
+    firstBytes[first] = true;
+    onlyFirstByte = distinctFirstBytes == 1 ? first : -1;
   }
   bool empty() const { return terminal.empty(); }
 
@@ -226,8 +229,15 @@ public:
   /// (start, end, id), or id -1.
   Segment next(std::string_view text, size_t from) const {
     for (size_t i = from; i < text.size(); ++i) {
-      if (!firstBytes[static_cast<unsigned char>(text[i])])
+      if (onlyFirstByte >= 0) {
+        const void *hit =
+            std::memchr(text.data() + i, onlyFirstByte, text.size() - i);
+        if (!hit)
+          break;
+        i = size_t(static_cast<const char *>(hit) - text.data());
+      } else if (!firstBytes[static_cast<unsigned char>(text[i])]) {
         continue;
+      }
       int32_t node = 0;
       size_t bestEnd = 0;
       int64_t bestId = -1;
@@ -254,6 +264,10 @@ private:
   std::unordered_map<uint64_t, int32_t> edges;
   std::vector<int64_t> terminal;
   bool firstBytes[256] = {};
+  /// The first byte of every token when they share one (the special
+  /// tokens of most files start with '<'), found by memchr; else -1.
+  int onlyFirstByte = -1;
+  size_t distinctFirstBytes = 0;
 };
 
 /// The character before byte `pos` of valid UTF-8 text.

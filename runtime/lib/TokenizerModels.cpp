@@ -261,13 +261,13 @@ public:
       const char *entry = entryOf(shard, slot);
       if (std::memcmp(entry, word.data(), word.size()) != 0)
         continue;
+      // push_back rather than resize: resize's zero fill is a call of its
+      // own (the ids were reserved for the whole text).
       const char *ids = entry + slot.wordLen;
-      size_t mark = out.size();
-      out.resize(mark + slot.idCount);
       for (size_t k = 0; k < slot.idCount; ++k) {
         int32_t id;
         std::memcpy(&id, ids + 4 * k, 4);
-        out[mark + k] = id;
+        out.push_back(id);
       }
       return true;
     }
@@ -697,6 +697,7 @@ struct PendingMerge {
 };
 /// mergeWord's arrays, kept per thread: a merged word allocates nothing.
 struct MergeScratch {
+  std::vector<int32_t> ids;
   std::vector<Symbol> symbols;
   std::vector<PendingMerge> heap;
   std::string piece;
@@ -745,14 +746,9 @@ void BpeModel::mergeShortWord(const int32_t *symbols, size_t count,
 void BpeModel::mergeWord(std::string_view word,
                          std::vector<int64_t> &out) const {
   MergeScratch &scratch = mergeScratch;
-  std::vector<Symbol> &symbols = scratch.symbols;
-  symbols.clear();
-  auto add = [&](int32_t id) {
-    int32_t index = int32_t(symbols.size());
-    symbols.push_back({id, index - 1, -1, true});
-    if (index > 0)
-      symbols[size_t(index - 1)].next = index;
-  };
+  std::vector<int32_t> &ids = scratch.ids;
+  ids.clear();
+  auto add = [&](int32_t id) { ids.push_back(id); };
 
   // The initial symbols: one per character, unknown ones as bytes or unk.
   int32_t unkId = unkToken ? vocab.find(*unkToken) : -1;
@@ -800,13 +796,15 @@ void BpeModel::mergeWord(std::string_view word,
   if (pendingUnk)
     add(unkId);
 
-  if (symbols.size() <= kShortWord) {
-    int32_t ids[kShortWord];
-    for (size_t k = 0; k < symbols.size(); ++k)
-      ids[k] = symbols[k].id;
-    mergeShortWord(ids, symbols.size(), out);
+  if (ids.size() <= kShortWord) {
+    mergeShortWord(ids.data(), ids.size(), out);
     return;
   }
+  std::vector<Symbol> &symbols = scratch.symbols;
+  symbols.clear();
+  for (size_t k = 0; k < ids.size(); ++k)
+    symbols.push_back({ids[k], int32_t(k) - 1,
+                       k + 1 < ids.size() ? int32_t(k + 1) : -1, true});
   std::vector<PendingMerge> &heap = scratch.heap;
   heap.clear();
   auto push = [&](int32_t pos, const MergeRule *m) {
