@@ -1140,6 +1140,9 @@ int compile() {
   // GPU targets: kernels to NVPTX, the host's gpu.binary and launches.
   registerAllGPUToLLVMIRTranslations(registry);
   MLIRContext context(registry);
+  // An error names its node and location; the IR of the op it is attached
+  // to (often the whole model function) is not appended.
+  context.printOpOnDiagnostic(false);
   llvm::SourceMgr sourceMgr;
   SourceMgrDiagnosticHandler diagHandler(sourceMgr, &context);
   Progress progress;

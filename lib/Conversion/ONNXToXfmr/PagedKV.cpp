@@ -133,6 +133,40 @@ MaskPositions maskPositions(Value mask) {
   return out;
 }
 
+/// The K/V heads and head size of a past input [B, H, P, D]: its own static
+/// dims, else those of the new tokens its Concat(past, new) users append on
+/// the sequence axis (all users must agree; TorchScript's one-input Concat
+/// of the past is looked through).
+std::optional<std::pair<int64_t, int64_t>> pastHeadDims(Value past) {
+  auto type = cast<RankedTensorType>(past.getType());
+  if (type.getRank() != 4)
+    return std::nullopt;
+  int64_t heads = type.getDimSize(1), size = type.getDimSize(3);
+  SmallVector<Value> pasts{past};
+  for (size_t i = 0; i < pasts.size() && i < 16; ++i)
+    for (Operation *user : pasts[i].getUsers())
+      if (auto c = dyn_cast<onnx::ConcatOp>(user); c && c.getInputs().size() == 1)
+        pasts.push_back(c.getResult());
+  for (Value p : pasts)
+  for (Operation *user : p.getUsers()) {
+    auto concat = dyn_cast<onnx::ConcatOp>(user);
+    if (!concat || concat.getInputs().size() != 2 || concat.getInputs()[0] != p ||
+        (concat.getAxis() != 2 && concat.getAxis() != -2) || rankOf(concat.getInputs()[1]) != 4)
+      continue;
+    auto unify = [](int64_t &known, int64_t other) {
+      if (ShapedType::isDynamic(known))
+        known = other;
+      return ShapedType::isDynamic(other) || other == known;
+    };
+    if (!unify(heads, dimOf(concat.getInputs()[1], 1)) ||
+        !unify(size, dimOf(concat.getInputs()[1], 3)))
+      return std::nullopt;
+  }
+  if (ShapedType::isDynamic(heads) || ShapedType::isDynamic(size))
+    return std::nullopt;
+  return std::pair(heads, size);
+}
+
 struct PagedKVCachePass : impl::PagedKVCachePassBase<PagedKVCachePass> {
   using Base::Base;
 
@@ -394,10 +428,15 @@ struct PagedKVCachePass : impl::PagedKVCachePassBase<PagedKVCachePass> {
     for (unsigned p : pasts) {
       Value old = f.getArgument(p);
       auto type = cast<RankedTensorType>(old.getType());
-      if (type.getRank() != 4 || ShapedType::isDynamic(type.getDimSize(1)) ||
-          ShapedType::isDynamic(type.getDimSize(3)))
-        return error("past input '") << argName(f, p) << "' is not [batch, kv_heads, past, head_dim]";
-      auto emptyType = RankedTensorType::get({1, type.getDimSize(1), 0, type.getDimSize(3)},
+      // Exports may name the K/V heads and head size symbolically; the new
+      // tokens' K/V it is concatenated with fix them.
+      std::optional<std::pair<int64_t, int64_t>> dims = pastHeadDims(old);
+      if (type.getRank() != 4 || !dims)
+        return error("past input '") << argName(f, p)
+                                     << "' is not [batch, kv_heads, past, head_dim] with "
+                                        "kv_heads and head_dim known (from its type or the "
+                                        "new tokens it is concatenated with)";
+      auto emptyType = RankedTensorType::get({1, dims->first, 0, dims->second},
                                              type.getElementType());
       Value empty = onnx::ConstantOp::create(
           b, loc, emptyType, DenseElementsAttr::get(emptyType, ArrayRef<Attribute>{}), nullptr,

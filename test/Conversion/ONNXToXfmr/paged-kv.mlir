@@ -74,6 +74,64 @@ func.func @main(%ids: tensor<?x?xi64> {onnx.name = "input_ids"},
 
 // -----
 
+// A past input whose K/V heads and head size are symbolic (dim_params)
+// takes them from the new tokens its Concat(past, new) appends, also through
+// TorchScript's one-input Concat of the past: the pools are [?, 8, 1, 4].
+// CHECK-LABEL: func.func @symbolic_past(
+// CHECK-SAME: tensor<?x8x1x4xf32> {{.*}}onnx.name = "key_cache.0", xfmr.kv_pool}
+// CHECK: xfmr.kv_write
+// CHECK: xfmr.paged_attention
+func.func @symbolic_past(%ids: tensor<?x?xi64> {onnx.name = "input_ids"},
+                         %pos: tensor<?x?xi64> {onnx.name = "position_ids"},
+                         %past: tensor<?x?x?x?xf32> {onnx.name = "past_key_values.0.key"})
+    -> (tensor<?x?x16xf32> {onnx.name = "logits"}) {
+  %table = onnx.Constant() {value = dense<0.5> : tensor<16x8xf32>} : () -> tensor<16x8xf32>
+  %h = xfmr.embedding %table, %ids : tensor<16x8xf32>, tensor<?x?xi64> -> tensor<?x?x8xf32>
+  %shape = onnx.Constant() {value = dense<[0, 0, 2, 4]> : tensor<4xi64>} : () -> tensor<4xi64>
+  %kvshape = onnx.Constant() {value = dense<[0, 0, 1, 4]> : tensor<4xi64>} : () -> tensor<4xi64>
+  %kvw = onnx.Constant() {value = dense<0.25> : tensor<8x4xf32>} : () -> tensor<8x4xf32>
+  %kv = onnx.MatMul(%h, %kvw) : (tensor<?x?x8xf32>, tensor<8x4xf32>) -> tensor<?x?x4xf32>
+  %q3 = onnx.Reshape(%h, %shape) : (tensor<?x?x8xf32>, tensor<4xi64>) -> tensor<?x?x2x4xf32>
+  %q = onnx.Transpose(%q3) {perm = [0, 2, 1, 3]} : (tensor<?x?x2x4xf32>) -> tensor<?x2x?x4xf32>
+  %k3 = onnx.Reshape(%kv, %kvshape) : (tensor<?x?x4xf32>, tensor<4xi64>) -> tensor<?x?x1x4xf32>
+  %knew = onnx.Transpose(%k3) {perm = [0, 2, 1, 3]} : (tensor<?x?x1x4xf32>) -> tensor<?x1x?x4xf32>
+  %past1 = onnx.Concat(%past) {axis = -2 : i64} : (tensor<?x?x?x?xf32>) -> tensor<?x?x?x?xf32>
+  %k = onnx.Concat(%past1, %knew) {axis = -2 : i64} : (tensor<?x?x?x?xf32>, tensor<?x1x?x4xf32>) -> tensor<?x1x?x4xf32>
+  %a = xfmr.attention %q, %k, %k {causal = true, num_heads = 2 : i64, num_kv_heads = 1 : i64, scale = 0.5 : f32}
+      : tensor<?x2x?x4xf32>, tensor<?x1x?x4xf32>, tensor<?x1x?x4xf32> -> tensor<?x2x?x4xf32>
+  %at = onnx.Transpose(%a) {perm = [0, 2, 1, 3]} : (tensor<?x2x?x4xf32>) -> tensor<?x?x2x4xf32>
+  %flat = onnx.Constant() {value = dense<[0, 0, 8]> : tensor<3xi64>} : () -> tensor<3xi64>
+  %o = onnx.Reshape(%at, %flat) : (tensor<?x?x2x4xf32>, tensor<3xi64>) -> tensor<?x?x8xf32>
+  %w = onnx.Constant() {value = dense<0.125> : tensor<8x16xf32>} : () -> tensor<8x16xf32>
+  %logits = onnx.MatMul(%o, %w) : (tensor<?x?x8xf32>, tensor<8x16xf32>) -> tensor<?x?x16xf32>
+  return %logits : tensor<?x?x16xf32>
+}
+
+// -----
+
+// A symbolic past that nothing fixes is refused.
+// expected-error @+1 {{has a dynamic head size}}
+func.func @unknown_past(%ids: tensor<?x?xi64> {onnx.name = "input_ids"},
+                        %pos: tensor<?x?xi64> {onnx.name = "position_ids"},
+                        %past: tensor<?x?x?x?xf32> {onnx.name = "past_key_values.0.key"})
+    -> (tensor<?x?x16xf32> {onnx.name = "logits"}) {
+  %table = onnx.Constant() {value = dense<0.5> : tensor<16x8xf32>} : () -> tensor<16x8xf32>
+  %h = xfmr.embedding %table, %ids : tensor<16x8xf32>, tensor<?x?xi64> -> tensor<?x?x8xf32>
+  %shape = onnx.Constant() {value = dense<[0, 0, 2, 4]> : tensor<4xi64>} : () -> tensor<4xi64>
+  %q3 = onnx.Reshape(%h, %shape) : (tensor<?x?x8xf32>, tensor<4xi64>) -> tensor<?x?x2x4xf32>
+  %q = onnx.Transpose(%q3) {perm = [0, 2, 1, 3]} : (tensor<?x?x2x4xf32>) -> tensor<?x2x?x4xf32>
+  %a = xfmr.attention %q, %past, %past {causal = true, num_heads = 2 : i64, num_kv_heads = 1 : i64, scale = 0.5 : f32}
+      : tensor<?x2x?x4xf32>, tensor<?x?x?x?xf32>, tensor<?x?x?x?xf32> -> tensor<?x2x?x4xf32>
+  %at = onnx.Transpose(%a) {perm = [0, 2, 1, 3]} : (tensor<?x2x?x4xf32>) -> tensor<?x?x2x4xf32>
+  %flat = onnx.Constant() {value = dense<[0, 0, 8]> : tensor<3xi64>} : () -> tensor<3xi64>
+  %o = onnx.Reshape(%at, %flat) : (tensor<?x?x2x4xf32>, tensor<3xi64>) -> tensor<?x?x8xf32>
+  %w = onnx.Constant() {value = dense<0.125> : tensor<8x16xf32>} : () -> tensor<8x16xf32>
+  %logits = onnx.MatMul(%o, %w) : (tensor<?x?x8xf32>, tensor<8x16xf32>) -> tensor<?x?x16xf32>
+  return %logits : tensor<?x?x16xf32>
+}
+
+// -----
+
 // expected-error @+1 {{no xfmr.attention in the model: run xfmr-raise first}}
 func.func @not_raised(%ids: tensor<?x?xi64> {onnx.name = "input_ids"},
                       %pos: tensor<?x?xi64> {onnx.name = "position_ids"})
