@@ -59,6 +59,8 @@ public:
     return table;
   }
 
+  /// Whether PCRE2 compiled the classes (it has Unicode support).
+  bool ok() const { return code && matchData; }
   CharClass ascii(unsigned char b) const { return asciiClasses[b]; }
   CharClass of(char32_t c) const {
     if (c < 0x80)
@@ -373,13 +375,14 @@ const char *const kQwen2Pattern =
 } // namespace
 
 KnownPattern tok::knownPattern(std::string_view pattern) {
-  if (pattern == kGpt2Pattern)
-    return KnownPattern::Gpt2;
-  if (pattern == kLlama3Pattern)
-    return KnownPattern::Llama3;
-  if (pattern == kQwen2Pattern)
-    return KnownPattern::Qwen2;
-  return KnownPattern::None;
+  KnownPattern known = pattern == kGpt2Pattern     ? KnownPattern::Gpt2
+                       : pattern == kLlama3Pattern ? KnownPattern::Llama3
+                       : pattern == kQwen2Pattern  ? KnownPattern::Qwen2
+                                                   : KnownPattern::None;
+  // Without the classes PCRE2 compiles the pattern, or says why not.
+  if (known != KnownPattern::None && !CharClassTable::get().ok())
+    return KnownPattern::None;
+  return known;
 }
 
 void tok::scanKnownPattern(KnownPattern pattern, std::string_view text,
