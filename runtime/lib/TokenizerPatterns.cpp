@@ -65,6 +65,8 @@ public:
   CharClass of(char32_t c) const {
     if (c < 0x80)
       return asciiClasses[c];
+    if (c > 0x10FFFF) // only from bytes that are not UTF-8
+      return kOther;
     const CharClass *block = blocks[c >> 8].load(std::memory_order_acquire);
     if (!block)
       block = fill(c >> 8);
