@@ -146,6 +146,27 @@ TEST_P(TokenizerPatternTest, RandomBytes) {
   }
 }
 
+TEST_P(TokenizerPatternTest, NotUtf8StaysInBounds) {
+  // Not what encode passes (it replaces ill-formed bytes first), and PCRE2
+  // has no answer to compare with: the scanner must still cover the text
+  // with contiguous matches, reading nothing past it.
+  std::mt19937 rng(5);
+  for (int round = 0; round < 20000; ++round) {
+    std::string raw(rng() % 16, '\0');
+    for (char &c : raw)
+      c = static_cast<char>(rng() & 0xFF);
+    std::vector<std::pair<size_t, size_t>> out;
+    scanner->findAll(raw, out);
+    size_t at = 0;
+    for (auto [start, end] : out) {
+      ASSERT_EQ(start, at) << "hex " << hex(raw);
+      ASSERT_GT(end, start) << "hex " << hex(raw);
+      at = end;
+    }
+    ASSERT_EQ(at, raw.size()) << "hex " << hex(raw);
+  }
+}
+
 /// Every code point, each followed by a character of another class, so that
 /// its own class shows in where a match ends.
 TEST_P(TokenizerPatternTest, EveryCodePoint) {
