@@ -576,6 +576,8 @@ void JsonTokenizer::encodeSegment(std::string text, bool atStart,
       preTokenizer->preTokenize(pieces);
     model->tokenizeAll(pieces, ids);
   }
+  releaseScratch(pieces);
+  releaseScratch(segments);
 }
 
 std::vector<int64_t> JsonTokenizer::encode(std::string_view text,
@@ -596,6 +598,7 @@ std::vector<int64_t> JsonTokenizer::encode(std::string_view text,
       encodeSegment(std::string(text.substr(s.start, s.end - s.start)),
                     s.start == 0, ids);
   }
+  releaseScratch(segments);
   if (addSpecialTokens && postProcessor)
     postProcessor->process(ids);
   return ids;

@@ -258,6 +258,16 @@ struct Piece {
   bool atStart = false;
 };
 
+/// Empties a vector kept per thread between calls (saving an allocation a
+/// call), and frees it when one long text grew it past 1 MiB: a thread
+/// keeps no document's worth of words.
+template <typename T> void releaseScratch(std::vector<T> &v) {
+  if (v.capacity() * sizeof(T) > (size_t(1) << 20))
+    std::vector<T>().swap(v);
+  else
+    v.clear();
+}
+
 /// Splits pieces into words (tokenizers/src/pre_tokenizers).
 class PreTokenizer {
 public:

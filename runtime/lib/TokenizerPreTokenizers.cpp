@@ -130,6 +130,7 @@ void emitSplits(const Piece &piece, const std::vector<Span> &spans,
       continue;
     out.push_back({piece.text.substr(s, e - s), piece.atStart && s == 0});
   }
+  releaseScratch(parts);
 }
 
 Expected<SplitBehavior> parseBehavior(const JsonReader &reader,
@@ -167,6 +168,8 @@ void splitEach(std::vector<Piece> &pieces, SplitBehavior behavior,
     emitSplits(piece, spans, behavior, out);
   }
   pieces.swap(out);
+  releaseScratch(out);
+  releaseScratch(spans);
 }
 
 } // namespace
@@ -204,8 +207,8 @@ public:
   }
 
   void preTokenize(std::vector<Piece> &pieces) const override {
-    // The words go into a vector kept per thread, swapped with `pieces`:
-    // the input's pieces stay there until the next call.
+    // The words go into a vector kept per thread, swapped with `pieces`;
+    // the input's pieces are freed from it at the end.
     thread_local std::vector<Piece> out;
     out.clear();
     size_t bytes = 0;
@@ -254,6 +257,7 @@ public:
       emit(prev, text.size());
     }
     pieces.swap(out);
+    releaseScratch(out);
   }
 
 private:
@@ -276,6 +280,7 @@ public:
                 regex.findAll(text, matches);
                 spansFromMatches(text, matches, invert, spans);
               });
+    releaseScratch(matches);
   }
 
 private:
@@ -330,8 +335,8 @@ public:
                                           : kOther;
   }
   void preTokenize(std::vector<Piece> &pieces) const override {
-    // The words go into a vector kept per thread, swapped with `pieces`:
-    // the input's pieces stay there until the next call.
+    // The words go into a vector kept per thread, swapped with `pieces`;
+    // the input's pieces are freed from it at the end.
     thread_local std::vector<Piece> out;
     out.clear();
     size_t bytes = 0;
@@ -368,6 +373,7 @@ public:
       emit(wordStart, text.size());
     }
     pieces.swap(out);
+    releaseScratch(out);
   }
 
 private:
