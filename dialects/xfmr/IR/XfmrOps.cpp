@@ -824,8 +824,6 @@ LogicalResult PagedAttentionOp::verify() {
                                   getContextLens().getType(), getQueryStartLoc().getType(),
                                   getScales(), getLatent())))
     return failure();
-  if (getLatent() && !getScales().empty())
-    return emitOpError() << "latent keys are read from float pools, not quantized ones";
   RankedTensorType query = getQuery().getType(), result = getResult().getType();
   if (result.getElementType() != query.getElementType() ||
       !dimsCompatible(result.getDimSize(0), query.getDimSize(0)) ||

@@ -338,10 +338,6 @@ struct PagedKVCachePass : impl::PagedKVCachePassBase<PagedKVCachePass> {
       // value pool holds the latent, the key pool the RoPE key.
       latents.push_back(matchLatentAttention(op));
       if (const std::optional<LatentAttention> &mla = latents.back()) {
-        if (scaled())
-          return op.emitError("xfmr-paged-kv: ")
-                 << nodeName(op) << ": latent attention's cache is float only (kv-dtype "
-                 << kvDtype << " is not supported for it yet)";
         k = mla->ropeKey;
         v = mla->latent;
         kvHeads = 1;

@@ -111,6 +111,32 @@ Value latentKeys(OpBuilder &b, Location loc, Value vTile, Value kTile) {
                                        {one, one});
 }
 
+/// A quantized tile [rows, D] (i8 or f8E4M3FN) with its rows' scales
+/// [rows] as the f32 values it stands for.
+Value dequantizedTile(OpBuilder &b, Location loc, Value tile, Value rowScales) {
+  MLIRContext *ctx = b.getContext();
+  auto type = cast<RankedTensorType>(tile.getType());
+  Value init = tensor::EmptyOp::create(b, loc, tensor::getMixedSizes(b, loc, tile), b.getF32Type());
+  double widened = widenedScale(type.getElementType());
+  AffineMap id = AffineMap::getMultiDimIdentityMap(2, ctx);
+  AffineMap row = AffineMap::get(2, 0, {getAffineDimExpr(0, ctx)}, ctx);
+  SmallVector<utils::IteratorType> its(2, utils::IteratorType::parallel);
+  return linalg::GenericOp::create(
+             b, loc, init.getType(), ValueRange{tile, rowScales}, init,
+             ArrayRef<AffineMap>{id, row, id}, its,
+             [&](OpBuilder &nb, Location l, ValueRange a) {
+               Value s = a[1];
+               if (widened != 1.0)
+                 s = arith::MulFOp::create(
+                     nb, l, s,
+                     arith::ConstantOp::create(nb, l, nb.getF32FloatAttr(widened)).getResult());
+               linalg::YieldOp::create(nb, l,
+                                       arith::MulFOp::create(nb, l, widenKV(nb, l, a[0]), s)
+                                           .getResult());
+             })
+      .getResult(0);
+}
+
 /// `row` converted to `element` (a no-op when it already has that type).
 Value convertTo(OpBuilder &b, Location loc, Value row, Type element) {
   auto type = cast<RankedTensorType>(row.getType());
@@ -333,8 +359,6 @@ struct LowerPagedAttention : OpRewritePattern<PagedAttentionOp> {
                                 b4, l4, bs, arith::SubIOp::create(b4, l4, kvEnd, k0));
                             Value kTile = slice2D(b4, l4, kPool, {block, z, hk, z}, {o, tk, o, d});
                             Value vTile = slice2D(b4, l4, vPool, {block, z, hk, z}, {o, tk, o, dv});
-                            if (latent)
-                              kTile = latentKeys(b4, l4, vTile, kTile);
                             // Quantized pools: the tiles' rows' scales; the
                             // products widen the tiles in registers.
                             Value kRowScales, vRowScales;
@@ -349,6 +373,19 @@ struct LowerPagedAttention : OpRewritePattern<PagedAttentionOp> {
                               };
                               kRowScales = scalesAt(kScales);
                               vRowScales = scalesAt(vScales);
+                            }
+                            // Latent keys: the value tile and the key tile
+                            // side by side; quantized halves (each with its
+                            // own scales) are widened to f32 first.
+                            if (latent && kScales) {
+                              // One statement each: the IR's order must not
+                              // depend on the compiler.
+                              Value latents = dequantizedTile(b4, l4, vTile, vRowScales);
+                              Value ropeKeys = dequantizedTile(b4, l4, kTile, kRowScales);
+                              kTile = latentKeys(b4, l4, latents, ropeKeys);
+                              kRowScales = nullptr;
+                            } else if (latent) {
+                              kTile = latentKeys(b4, l4, vTile, kTile);
                             }
                             auto maskFn = [&](OpBuilder &nb, Location nl, Value i, Value j,
                                               Value score) -> Value {

@@ -213,3 +213,27 @@ func.func @paged_latent(%q: tensor<?x4x20xf32>, %kp: tensor<?x16x1x4xf32>, %vp: 
         tensor<?xi32>, tensor<?xi32>
   return %o : tensor<?x4x16xf32>
 }
+
+// -----
+
+// Quantized latent pools: the latent and the RoPE key tiles are widened to
+// f32 with their own rows' scales before they are joined into the key tile
+// (one score product, no scale per key row left).
+// CHECK-LABEL: func.func @paged_latent_int8(
+// CHECK: %[[KS:.*]] = tensor.extract_slice %{{.*}} : tensor<?x16x1xf32> to tensor<?xf32>
+// CHECK: %[[VS:.*]] = tensor.extract_slice %{{.*}} : tensor<?x16x1xf32> to tensor<?xf32>
+// CHECK: %[[VF:.*]] = linalg.generic {{.*}} ins(%{{.*}}, %[[VS]] : tensor<?x16xi8>, tensor<?xf32>) outs(%{{.*}} : tensor<?x16xf32>)
+// CHECK: %[[KF:.*]] = linalg.generic {{.*}} ins(%{{.*}}, %[[KS]] : tensor<?x4xi8>, tensor<?xf32>) outs(%{{.*}} : tensor<?x4xf32>)
+// CHECK: tensor.insert_slice %[[VF]] into %{{.*}}[0, 0] [%{{.*}}, 16] [1, 1] : tensor<?x16xf32> into tensor<?x20xf32>
+// CHECK: tensor.insert_slice %[[KF]] into %{{.*}}[0, 16] [%{{.*}}, 4] [1, 1] : tensor<?x4xf32> into tensor<?x20xf32>
+func.func @paged_latent_int8(%q: tensor<?x4x20xf32>, %kp: tensor<?x16x1x4xi8>, %vp: tensor<?x16x1x16xi8>,
+                             %tables: tensor<?x?xi32>, %lens: tensor<?xi32>, %starts: tensor<?xi32>,
+                             %ks: tensor<?x16x1xf32>, %vs: tensor<?x16x1xf32>)
+    -> tensor<?x4x16xf32> {
+  %o = xfmr.paged_attention %q, %kp, %vp, %tables, %lens, %starts
+      scales(%ks, %vs : tensor<?x16x1xf32>, tensor<?x16x1xf32>)
+      {block_size = 16 : i64, latent, num_heads = 4 : i64, num_kv_heads = 1 : i64, scale = 0.25 : f32}
+      : tensor<?x4x20xf32>, tensor<?x16x1x4xi8>, tensor<?x16x1x16xi8>, tensor<?x?xi32>,
+        tensor<?xi32>, tensor<?xi32>
+  return %o : tensor<?x4x16xf32>
+}

@@ -2105,17 +2105,3 @@ func.func @paged_attention_value_size(%q: tensor<10x4x4xf32>, %kp: tensor<128x16
   return
 }
 
-// -----
-
-// Latent keys come from float pools.
-func.func @paged_attention_latent_scales(%q: tensor<10x4x20xf32>, %kp: tensor<128x16x1x4xi8>,
-                                         %vp: tensor<128x16x1x16xi8>, %bt: tensor<4x32xi32>,
-                                         %cl: tensor<4xi32>, %qsl: tensor<5xi32>,
-                                         %ks: tensor<128x16x1xf32>, %vs: tensor<128x16x1xf32>) {
-  // expected-error @+1 {{'xfmr.paged_attention' op latent keys are read from float pools, not quantized ones}}
-  %0 = xfmr.paged_attention %q, %kp, %vp, %bt, %cl, %qsl scales(%ks, %vs : tensor<128x16x1xf32>, tensor<128x16x1xf32>)
-      {block_size = 16 : i64, latent, num_heads = 4 : i64, num_kv_heads = 1 : i64, scale = 0.125 : f32}
-      : tensor<10x4x20xf32>, tensor<128x16x1x4xi8>, tensor<128x16x1x16xi8>, tensor<4x32xi32>,
-        tensor<4xi32>, tensor<5xi32>
-  return
-}
