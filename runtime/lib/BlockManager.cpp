@@ -96,6 +96,14 @@ Expected<std::optional<BlockCopy>> SequenceBlocks::reserve(BlockManager &manager
   return copy;
 }
 
+void SequenceBlocks::releaseUnused(BlockManager &manager) {
+  const size_t keep = static_cast<size_t>(manager.blocksFor(tokens));
+  while (blocks.size() > keep) {
+    manager.release(blocks.back());
+    blocks.pop_back();
+  }
+}
+
 void SequenceBlocks::adoptPrefix(BlockManager &manager, const std::vector<int32_t> &prefix,
                                  int64_t prefixTokens) {
   for (int32_t b : prefix) {

@@ -8,8 +8,9 @@
 #include "xfmr/runtime/Text.h"
 
 #include <algorithm>
-#include <limits>
+#include <cmath>
 #include <cstdio>
+#include <limits>
 
 namespace xfmr::rt {
 
@@ -25,6 +26,9 @@ struct Engine::Sequence {
   int64_t admittedAt = -1; ///< admission order (preemption picks the latest)
   int64_t submittedAt = 0; ///< step it was submitted (batch aging)
   int64_t queueKey = 0;    ///< place in the queue (Engine::nextBackKey)
+  /// This step's proposed tokens (speculative decoding), verified after
+  /// the decode token and not part of `tokens` until accepted.
+  std::vector<int64_t> proposed;
 
   explicit Sequence(Request r) : request(std::move(r)), sampler(request.sampling) {}
   int64_t generated() const { return static_cast<int64_t>(tokens.size() - promptLength); }
@@ -288,10 +292,23 @@ void Engine::scheduleRunning(StepPlan &plan) {
       preempt(newestRunning(i, seq.request.cls), "out of its class's KV blocks", plan);
       continue;
     }
+    // A decoding sequence may verify proposed tokens in the same step.
+    seq.proposed = n == 1 && seq.uncomputed() == 1 ? proposeFor(seq, plan) : std::vector<int64_t>();
+    int64_t proposed = static_cast<int64_t>(seq.proposed.size());
     size_t held = seq.blocks.table().size();
-    if (ensureBlocks(seq, n, plan.copies)) {
+    bool reserved = ensureBlocks(seq, n + proposed, plan.copies);
+    if (!reserved && proposed) { // no room to speculate: decode alone
+      seq.proposed.clear();
+      proposed = 0;
+      reserved = ensureBlocks(seq, n, plan.copies);
+    }
+    if (reserved) {
+      if (proposed)
+        log(formatString("propose req %lld: %lld tokens", static_cast<long long>(seq.request.id),
+                         static_cast<long long>(proposed)));
       usageOf(seq).blocks += static_cast<int64_t>(seq.blocks.table().size() - held);
-      addToPlan(plan, seq, n, /*admitted=*/false);
+      addToPlan(plan, seq, n + proposed, /*admitted=*/false);
+      plan.sequences.back().numProposed = proposed;
       ++i;
       continue;
     }
@@ -318,6 +335,7 @@ Engine::newestRunning(size_t from, RequestClass cls) {
 void Engine::preempt(std::vector<std::unique_ptr<Sequence>>::iterator it, const char *why,
                      StepPlan &plan) {
   Sequence &seq = **it;
+  seq.proposed.clear(); // it proposes again once it decodes again
   usageOf(seq).blocks -= static_cast<int64_t>(seq.blocks.table().size());
   usageOf(seq).seqs -= 1;
   log(formatString("preempt req %lld (%s): %s, recompute %lld tokens later",
@@ -492,8 +510,11 @@ Expected<Tensor> Engine::execute(const StepPlan &plan) {
   for (const ScheduledSequence &s : plan.sequences) {
     const Sequence &seq = *s.sequence;
     auto first = seq.tokens.begin() + s.firstPosition;
-    batch.push_back({std::vector<int64_t>(first, first + s.numTokens), s.firstPosition,
-                     seq.blocks.table()});
+    int64_t own = s.numTokens - s.numProposed;
+    std::vector<int64_t> tokens(first, first + own);
+    tokens.insert(tokens.end(), seq.proposed.begin(), seq.proposed.end());
+    batch.push_back({std::move(tokens), s.firstPosition, seq.blocks.table(),
+                     /*allLogits=*/s.numProposed > 0});
   }
   log(formatString("step %lld: %zu sequences, %lld tokens, %lld free blocks",
                    static_cast<long long>(plan.step), plan.sequences.size(),
@@ -513,7 +534,9 @@ Status Engine::update(const StepPlan &plan, const Tensor &logits) {
   if (plan.step != planInFlight || plan.empty())
     return Error(formatString("update: step %lld is not the scheduled step",
                               static_cast<long long>(plan.step)));
-  int64_t rows = static_cast<int64_t>(plan.sequences.size());
+  int64_t rows = 0;
+  for (const ScheduledSequence &s : plan.sequences)
+    rows += 1 + s.numProposed;
   if (logits.dtype() != DType::F32 || logits.rank() != 2 || logits.shape()[0] != rows ||
       logits.shape()[1] != vocab) {
     endStep();
@@ -521,14 +544,22 @@ Status Engine::update(const StepPlan &plan, const Tensor &logits) {
                               static_cast<long long>(rows), static_cast<long long>(vocab)));
   }
   std::vector<const Sequence *> done;
-  for (size_t row = 0; row < plan.sequences.size(); ++row) {
-    const ScheduledSequence &s = plan.sequences[row];
+  int64_t row = 0;
+  for (const ScheduledSequence &s : plan.sequences) {
     Sequence &seq = *s.sequence;
-    commitTokens(seq, s.numTokens);
-    if (seq.uncomputed() > 0)
-      continue; // a prompt chunk: more to prefill
-    sampleNext(seq, logits.data<float>() + static_cast<int64_t>(row) * vocab);
-    if (std::optional<FinishReason> reason = finishReasonFor(seq)) {
+    const float *first = logits.data<float>() + row * vocab;
+    row += 1 + s.numProposed;
+    std::optional<FinishReason> reason;
+    if (s.numProposed) {
+      reason = acceptProposals(seq, s, first);
+    } else {
+      commitTokens(seq, s.numTokens);
+      if (seq.uncomputed() > 0)
+        continue; // a prompt chunk: more to prefill
+      sampleNext(seq, first);
+      reason = finishReasonFor(seq);
+    }
+    if (reason) {
       finish(seq, *reason);
       done.push_back(&seq);
     }
@@ -562,6 +593,54 @@ void Engine::sampleNext(Sequence &seq, const float *logits) {
     config.onToken(seq.request.id, seq.tokens.back());
   if (seq.result.firstToken < 0)
     seq.result.firstToken = clock();
+}
+
+std::vector<int64_t> Engine::proposeFor(const Sequence &seq, const StepPlan &plan) {
+  const SpeculativeConfig &spec = config.speculative;
+  const SamplingParams &params = seq.sampler.params();
+  bool greedy = !(params.temperature > 0 && std::isfinite(params.temperature));
+  if (!spec.enabled() || !greedy || static_cast<int64_t>(running.size()) > spec.maxBatch)
+    return {};
+  // Within the step's and the class's token rooms (besides the decode
+  // token) and the request's max_tokens (a step appends at most k + 1).
+  int64_t k = std::min({spec.numTokens,
+                        std::min(config.maxTokensPerStep - plan.numTokens, classTokenRoom(seq)) - 1,
+                        params.maxTokens - seq.generated() - 1});
+  if (k <= 0)
+    return {};
+  std::vector<int64_t> proposal = proposeNgram(seq.tokens, spec.ngramMin, spec.ngramMax, k);
+  if (!proposal.empty() && !classBlocksFit(seq, 1 + static_cast<int64_t>(proposal.size())))
+    return {};
+  return proposal;
+}
+
+std::optional<FinishReason> Engine::acceptProposals(Sequence &seq, const ScheduledSequence &s,
+                                                    const float *rows) {
+  // Row j is the model's distribution after the decode token (j = 0) or
+  // after proposal j; proposal j + 1 stands while it equals row j's choice.
+  std::vector<int64_t> proposed;
+  proposed.swap(seq.proposed);
+  int64_t accepted = 0;
+  std::optional<FinishReason> reason;
+  for (int64_t j = 0; j <= s.numProposed; ++j) {
+    sampleNext(seq, rows + j * vocab);
+    reason = finishReasonFor(seq);
+    if (reason || j == s.numProposed || seq.tokens.back() != proposed[j])
+      break;
+    ++accepted;
+  }
+  // The decode token and the accepted proposals have their K/V in the
+  // cache; the last appended token is computed by the next step.
+  commitTokens(seq, 1 + accepted);
+  seq.blocks.releaseUnused(blocks);
+  seq.result.speculativeSteps += 1;
+  seq.result.proposedTokens += s.numProposed;
+  seq.result.acceptedTokens += accepted;
+  log(formatString("verify req %lld: %lld of %lld proposed kept, %lld rolled back",
+                   static_cast<long long>(seq.request.id), static_cast<long long>(accepted),
+                   static_cast<long long>(s.numProposed),
+                   static_cast<long long>(s.numProposed - accepted)));
+  return reason;
 }
 
 std::optional<FinishReason> Engine::finishReasonFor(const Sequence &seq) const {

@@ -99,3 +99,39 @@ TEST(BlockManagerTest, ReserveIsAllOrNothing) {
   EXPECT_EQ(m.numFree(), 1);
   EXPECT_TRUE(b.table().empty());
 }
+
+// Speculative decoding reserves room for proposed tokens and keeps fewer:
+// releaseUnused gives back the blocks past the committed tokens, at a block
+// boundary and inside a copied (formerly shared) block alike.
+TEST(BlockManagerTest, RollbackReleasesUnusedBlocks) {
+  BlockManager m(8, 4);
+  SequenceBlocks s;
+  ASSERT_TRUE(s.reserve(m, 3));
+  s.commit(3);                  // one block, 3 of 4 used
+  ASSERT_TRUE(s.reserve(m, 4)); // decode token + 3 proposals: tokens 3..6
+  EXPECT_EQ(s.table().size(), 2u);
+  s.commit(1); // only the decode token kept
+  s.releaseUnused(m);
+  EXPECT_EQ(s.table().size(), 1u);
+  EXPECT_EQ(m.numFree(), 7);
+  ASSERT_TRUE(s.reserve(m, 5)); // tokens 4..8 need blocks 1 and 2
+  s.commit(3);                  // tokens 4..6 kept: block 1 stays, 2 goes
+  s.releaseUnused(m);
+  EXPECT_EQ(s.table().size(), 2u);
+  EXPECT_EQ(m.numFree(), 6);
+
+  // A sequence on a shared half-full block copies it before writing; its
+  // rolled-back proposals leave the copy (it holds kept tokens) and the
+  // shared original untouched.
+  SequenceBlocks b;
+  b.adoptPrefix(m, s.table(), 7);
+  auto copy = b.reserve(m, 6); // tokens 7..12: copy of block 1, blocks for 8..12
+  ASSERT_TRUE(copy && copy->has_value());
+  b.commit(2);
+  b.releaseUnused(m);
+  EXPECT_EQ(b.table().size(), 3u) << "tokens 0..8 fill two blocks and one of the third";
+  EXPECT_EQ(m.refCount(s.table()[1]), 1) << "the original is s's alone again";
+  b.releaseAll(m);
+  s.releaseAll(m);
+  EXPECT_EQ(m.numFree(), 8);
+}

@@ -55,6 +55,13 @@ const char *const kHelp =
     "                      'system' is a system prompt (protected in the cache)\n"
     "  --baseline sequential  also run the requests one at a time (same\n"
     "                      process) and compare outputs and throughput\n"
+    "  --baseline plain    with --speculative: also run them without speculation\n"
+    "                      (same process, same batching) and compare\n"
+    "  --speculative ngram speculative decoding by prompt lookup for greedy\n"
+    "                      requests (xfmr-run generate --help); the JSON adds\n"
+    "                      proposals, kept tokens, the acceptance rate and the\n"
+    "                      mean tokens a verification step appends\n"
+    "  --num-speculative K tokens proposed per step (1..64, default 4)\n"
     "  --json              print one JSON object instead of the table\n"
     "  --trace-decisions   print every scheduling and cache decision (the clock\n"
     "                      is then the step number: deterministic output)\n"
@@ -250,6 +257,7 @@ struct RunStats {
   double hitRate = 0, peakUsage = 0;
   int64_t generated = 0, preemptions = 0, freeAfter = 0, total = 0, steps = 0;
   int64_t hostBlocks = 0, hostOffloads = 0, hostLoads = 0;
+  int64_t speculativeSteps = 0, proposed = 0, accepted = 0;
   std::map<int64_t, std::vector<int64_t>> outputs;
   std::string error;
 };
@@ -312,6 +320,9 @@ RunStats replay(const Artifact &artifact, EngineConfig config,
     ++step;
     for (RequestResult &r : e.takeFinished()) {
       s.generated += static_cast<int64_t>(r.tokens.size());
+      s.speculativeSteps += r.speculativeSteps;
+      s.proposed += r.proposedTokens;
+      s.accepted += r.acceptedTokens;
       if (r.firstToken >= 0) {
         ttft.push_back((r.firstToken - r.arrival) * 1e3);
         if (r.tokens.size() > 1)
@@ -359,6 +370,8 @@ std::string loadJSON(const std::vector<std::vector<uint64_t>> &load) {
 
 int main(int argc, char **argv) {
   std::string artifactDir, spec, tracePath, baseline;
+  bool speculative = false;
+  int64_t numSpeculative = 4;
   bool json = false, decisions = false;
   EngineConfig config;
   uint64_t kvCacheBytes = 0; // 0: the default budget
@@ -402,10 +415,16 @@ int main(int argc, char **argv) {
     else if (name == "--trace")
       tracePath = value;
     else if (name == "--baseline") {
-      if (value != "sequential")
-        return usage("--baseline supports 'sequential'");
+      if (value != "sequential" && value != "plain")
+        return usage("--baseline supports 'sequential' and 'plain'");
       baseline = value;
-    } else if (name == "--kv-cache-bytes" && parseInt(value, 1, int64_t(1) << 46, n))
+    } else if (name == "--speculative") {
+      if (value != "ngram")
+        return usage("--speculative supports 'ngram'");
+      speculative = true;
+    } else if (name == "--num-speculative" && parseInt(value, 1, 64, n))
+      numSpeculative = n;
+    else if (name == "--kv-cache-bytes" && parseInt(value, 1, int64_t(1) << 46, n))
       kvCacheBytes = static_cast<uint64_t>(n);
     else if (name == "--host-cache-bytes" && parseInt(value, 0, int64_t(1) << 46, n))
       config.hostCacheBytes = static_cast<uint64_t>(n);
@@ -424,6 +443,10 @@ int main(int argc, char **argv) {
   }
   if (artifactDir.empty())
     return usage("no artifact given");
+  if (speculative)
+    config.speculative.numTokens = numSpeculative;
+  if (baseline == "plain" && !speculative)
+    return usage("--baseline plain compares against --speculative");
   if (spec.empty() == tracePath.empty())
     return usage("give exactly one of --synthetic and --trace");
   Expected<std::vector<TraceRequest>> trace = spec.empty() ? readTrace(tracePath) : synthetic(spec);
@@ -470,7 +493,10 @@ int main(int argc, char **argv) {
   bool identical = true;
   if (!baseline.empty()) {
     EngineConfig seq = config;
-    seq.maxNumSeqs = 1;
+    if (baseline == "plain")
+      seq.speculative = SpeculativeConfig();
+    else
+      seq.maxNumSeqs = 1;
     base = replay(**artifact, seq, *trace, false, vocab);
     if (!base.error.empty())
       return fail(base.error);
@@ -484,7 +510,9 @@ int main(int argc, char **argv) {
                 "\"prefix_hit_rate\": %.4f, \"preemptions\": %lld, \"peak_kv_usage\": %.4f, "
                 "\"steps\": %lld, \"host_blocks\": %lld, \"host_offloads\": %lld, "
                 "\"host_loads\": %lld, \"free_blocks_after\": %lld, \"total_blocks\": %lld, "
-                "\"moe_expert_tokens\": %s}\n",
+                "\"speculative_steps\": %lld, \"proposed_tokens\": %lld, "
+                "\"accepted_tokens\": %lld, \"acceptance_rate\": %.4f, "
+                "\"tokens_per_verification\": %.3f, \"moe_expert_tokens\": %s}\n",
                 trace->size(), static_cast<long long>(run.generated), run.seconds, run.throughput,
                 base.throughput, base.throughput > 0 ? run.throughput / base.throughput : 0.0,
                 identical ? "true" : "false", run.ttftP50, run.ttftP99, run.tpotP50, run.tpotP99,
@@ -492,14 +520,29 @@ int main(int argc, char **argv) {
                 static_cast<long long>(run.steps), static_cast<long long>(run.hostBlocks),
                 static_cast<long long>(run.hostOffloads), static_cast<long long>(run.hostLoads),
                 static_cast<long long>(run.freeAfter), static_cast<long long>(run.total),
+                static_cast<long long>(run.speculativeSteps), static_cast<long long>(run.proposed),
+                static_cast<long long>(run.accepted),
+                run.proposed ? static_cast<double>(run.accepted) / run.proposed : 0.0,
+                run.speculativeSteps
+                    ? static_cast<double>(run.accepted + run.speculativeSteps) / run.speculativeSteps
+                    : 0.0,
                 loadJSON(expertLoad).c_str());
   } else if (!decisions) {
     std::printf("requests %zu, generated %lld tokens in %.3f s: %.1f tok/s\n", trace->size(),
                 static_cast<long long>(run.generated), run.seconds, run.throughput);
     if (!baseline.empty())
-      std::printf("sequential baseline: %.1f tok/s -> %.2fx; outputs %s\n", base.throughput,
-                  run.throughput / std::max(base.throughput, 1e-9),
+      std::printf("%s baseline: %.1f tok/s -> %.2fx; outputs %s\n", baseline.c_str(),
+                  base.throughput, run.throughput / std::max(base.throughput, 1e-9),
                   identical ? "identical" : "DIFFER");
+    if (speculative)
+      std::printf("speculative: %lld verification steps, %lld proposed, %lld kept (%.1f%%), "
+                  "%.2f tokens per verification\n",
+                  static_cast<long long>(run.speculativeSteps),
+                  static_cast<long long>(run.proposed), static_cast<long long>(run.accepted),
+                  run.proposed ? 100.0 * run.accepted / run.proposed : 0.0,
+                  run.speculativeSteps ? static_cast<double>(run.accepted + run.speculativeSteps) /
+                                             run.speculativeSteps
+                                       : 0.0);
     std::printf("TTFT p50 %.2f ms, p99 %.2f ms; TPOT p50 %.3f ms, p99 %.3f ms\n", run.ttftP50,
                 run.ttftP99, run.tpotP50, run.tpotP99);
     std::printf("prefix hit rate %.3f, preemptions %lld, peak KV usage %.1f%%, free blocks after "

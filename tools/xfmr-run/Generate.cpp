@@ -85,6 +85,11 @@ const char *const kGenerateHelp =
     "  --seed S             sampling seed (request i uses S + i)\n"
     "  --kv-cache-bytes N   KV cache size (default: half of MemAvailable, at most\n"
     "                       what every request needs at full length at once)\n"
+    "  --speculative ngram  speculative decoding by prompt lookup (greedy requests):\n"
+    "                       each decode step also verifies up to K tokens that\n"
+    "                       followed the latest earlier occurrence of the last\n"
+    "                       1-4 tokens; the output is plain greedy decoding's\n"
+    "  --num-speculative K  tokens proposed per step (1..64, default 4)\n"
     "  --dump-logits DIR    write the logits each token of the first request is\n"
     "                       chosen from to DIR/step_K.npy (K from 0: the prefill)\n"
     "  --quiet              print only the ids, the text and errors\n";
@@ -156,7 +161,8 @@ int generateMain(int argc, char **argv) {
   // Flags given override the artifact's generation defaults.
   std::optional<double> temperature, topP, repetitionPenalty;
   std::optional<int64_t> topK;
-  int64_t maxNew = -1, kvBytes = 0, seed = 0;
+  int64_t maxNew = -1, kvBytes = 0, seed = 0, numSpeculative = 4;
+  std::string speculative;
   bool quiet = false, ignoreEos = false, stopGiven = false, printIds = false;
   for (int i = 2; i < argc; ++i) {
     std::string arg = argv[i];
@@ -221,6 +227,11 @@ int generateMain(int argc, char **argv) {
       ok = parseInt(value, 1, int64_t(1) << 46, kvBytes);
     } else if (name == "--dump-logits") {
       dumpDir = value;
+    } else if (name == "--speculative") {
+      speculative = value;
+      ok = value == "ngram";
+    } else if (name == "--num-speculative") {
+      ok = parseInt(value, 1, 64, numSpeculative);
     } else {
       return usageError("unknown option '" + name + "'");
     }
@@ -338,6 +349,8 @@ int generateMain(int argc, char **argv) {
     std::fprintf(stderr, "%s\n", budget.describe().c_str());
   EngineConfig config;
   config.kvCacheBytes = budget.bytes;
+  if (speculative == "ngram")
+    config.speculative.numTokens = numSpeculative;
   int64_t dumped = 0;
   std::string dumpError;
   if (!dumpDir.empty())
@@ -418,6 +431,11 @@ int generateMain(int argc, char **argv) {
                    static_cast<long long>(id), args[static_cast<size_t>(id)].ids.size(),
                    r.tokens.size(), finishReasonName(r.finishReason),
                    1e3 * (r.firstToken - r.arrival), 1e3 * decode);
+      if (config.speculative.enabled())
+        std::fprintf(stderr, "request %lld: speculative: %lld proposed, %lld kept (%.0f%%)\n",
+                     static_cast<long long>(id), static_cast<long long>(r.proposedTokens),
+                     static_cast<long long>(r.acceptedTokens),
+                     r.proposedTokens ? 100.0 * r.acceptedTokens / r.proposedTokens : 0.0);
     }
     if (auto end = artifact.moeStats(); end && moeAfterPrefill) {
       uint64_t tokens = end->tokens - moeAfterPrefill->tokens;

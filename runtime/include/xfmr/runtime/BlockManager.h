@@ -93,6 +93,9 @@ public:
   /// changed. Then commit(newTokens) once the step ran.
   Expected<std::optional<BlockCopy>> reserve(BlockManager &manager, int64_t newTokens);
   void commit(int64_t newTokens) { tokens += newTokens; }
+  /// Releases the blocks past the committed tokens (reserved for tokens a
+  /// step computed but the sequence did not keep: rejected speculation).
+  void releaseUnused(BlockManager &manager);
 
   /// Starts the sequence on `prefix` blocks owned by others (a prefix-cache
   /// hit covering `prefixTokens` tokens): retains each.

@@ -41,6 +41,8 @@
 #include <string>
 #include <vector>
 
+#include "xfmr/runtime/Speculative.h"
+
 namespace xfmr::rt {
 
 enum class RequestClass { Interactive, Batch };
@@ -100,6 +102,11 @@ struct EngineConfig {
   /// update() (a server streams them; it must not call back into the
   /// engine). The stop token that ends a request is passed too.
   std::function<void(int64_t requestId, int64_t token)> onToken;
+  /// Speculative decoding (prompt lookup) for greedy requests: a decoding
+  /// sequence's step also verifies up to `speculative.numTokens` proposed
+  /// tokens; it keeps the proposals equal to the model's own greedy choice
+  /// plus one token of the model's, and rolls back the rest.
+  SpeculativeConfig speculative;
 };
 
 /// Why a request ended.
@@ -120,6 +127,9 @@ struct RequestResult {
   double arrival = 0, firstToken = -1, finish = 0;
   int64_t preemptions = 0;
   int64_t cachedPromptTokens = 0; ///< prompt tokens served by the prefix cache
+  /// Speculative decoding: verification steps, tokens proposed in them,
+  /// and those the model kept.
+  int64_t speculativeSteps = 0, proposedTokens = 0, acceptedTokens = 0;
 };
 
 class Engine {
@@ -139,6 +149,10 @@ public:
     int64_t numTokens = 0;     ///< new tokens: one to decode, or a prompt chunk
     int64_t firstPosition = 0; ///< its tokens already in the KV cache
     bool admitted = false;     ///< admitted from the queue in this step
+    /// Proposed tokens verified after the decode token (speculative
+    /// decoding; counted in numTokens): the model returns a logits row for
+    /// each of the 1 + numProposed tokens.
+    int64_t numProposed = 0;
   };
 
   /// What one step runs, decided before anything runs (vLLM's
@@ -187,7 +201,8 @@ public:
   /// planned step has not been updated yet, or if nothing can ever run.
   Expected<StepPlan> schedule();
   /// Applies the plan's block copies, packs its sequences and runs the
-  /// model: the logits [sequences, vocab]. A failure abandons the step.
+  /// model: the logits [rows, vocab], a row per sequence (1 + numProposed
+  /// for a speculating one). A failure abandons the step.
   Expected<Tensor> execute(const StepPlan &plan);
   /// Commits the plan's tokens (new full blocks go to the prefix cache),
   /// samples a token for every sequence whose prompt is done, and finishes
@@ -282,6 +297,16 @@ private:
   void sampleNext(Sequence &seq, const float *logits);
   /// Whether the last token ends the request, and why.
   std::optional<FinishReason> finishReasonFor(const Sequence &seq) const;
+  /// Speculation: the tokens proposed for a decoding `seq` in `plan` (within
+  /// the step's, its class's and its request's limits), empty when it does
+  /// not speculate (sampled requests, large batches, nothing matched).
+  std::vector<int64_t> proposeFor(const Sequence &seq, const StepPlan &plan);
+  /// Verifies `seq`'s proposals against the model's rows (one per verified
+  /// position): keeps the longest prefix equal to the model's greedy choice
+  /// and the model's next token, commits their K/V and rolls back the rest.
+  /// Returns a finish reason when an appended token ends the request.
+  std::optional<FinishReason> acceptProposals(Sequence &seq, const ScheduledSequence &s,
+                                              const float *rows);
 
   /// Lets go of a sequence's blocks (its cached path counts as used now).
   void releaseBlocks(Sequence &seq);

@@ -1,0 +1,40 @@
+//===- Speculative.h - speculative decoding proposals -----------*- C++ -*-===//
+//
+// Part of xfmr. Speculative decoding proposes a few tokens cheaply and lets
+// one step of the target model verify them all: a decode step reads every
+// weight once, for one position or for k + 1 (Engine's verification steps,
+// EngineConfig::speculative). The proposer here is prompt lookup (vLLM's
+// `ngram`, llama.cpp's lookup decoding): the tokens that followed the most
+// recent earlier occurrence of the sequence's last n tokens.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef XFMR_RUNTIME_SPECULATIVE_H
+#define XFMR_RUNTIME_SPECULATIVE_H
+
+#include <cstdint>
+#include <vector>
+
+namespace xfmr::rt {
+
+struct SpeculativeConfig {
+  /// Tokens proposed per sequence and step (k); 0 turns speculation off.
+  int64_t numTokens = 0;
+  /// Match lengths tried, longest first.
+  int64_t ngramMin = 1, ngramMax = 4;
+  /// Speculate only while at most this many sequences run: verification
+  /// multiplies a step's tokens, which a large batch pays for in compute.
+  int64_t maxBatch = 8;
+  bool enabled() const { return numTokens > 0; }
+};
+
+/// Prompt lookup: for n from `maxN` down to `minN`, the last n tokens of
+/// `tokens` are searched for among the earlier ones, latest occurrence
+/// first; the up to `k` tokens after the first match are the proposal.
+/// Empty when nothing matches. O(length x maxN).
+std::vector<int64_t> proposeNgram(const std::vector<int64_t> &tokens, int64_t minN,
+                                  int64_t maxN, int64_t k);
+
+} // namespace xfmr::rt
+
+#endif // XFMR_RUNTIME_SPECULATIVE_H

@@ -1,0 +1,204 @@
+//===- SpeculativeTest.cpp - speculative decoding in the engine -----------===//
+//
+// Part of xfmr.
+//
+// Prompt-lookup proposals (proposeNgram) and the engine's verification
+// steps, on detached engines whose model call is a rule here: the argmax
+// after token t at position p is rule(t, p), with a row for every token of
+// a sequence that asks for all its logits. Greedy output with speculation
+// must equal greedy output without it, token for token, whether the
+// proposals are kept or rejected, and a rejected proposal's blocks go back.
+//
+//===----------------------------------------------------------------------===//
+
+#include "xfmr/runtime/Engine.h"
+
+#include <gtest/gtest.h>
+
+#include <map>
+
+using namespace xfmr::rt;
+
+namespace {
+
+constexpr int64_t kVocab = 8;
+using Rule = std::function<int64_t(int64_t token, int64_t position)>;
+
+Engine::ModelCall ruleModel(Rule rule) {
+  return [rule](const std::vector<StepSequence> &batch) -> Expected<Tensor> {
+    int64_t rows = 0;
+    for (const StepSequence &s : batch)
+      rows += s.allLogits ? static_cast<int64_t>(s.tokens.size()) : 1;
+    Expected<Tensor> logits = Tensor::create(DType::F32, {rows, kVocab}, "logits");
+    if (!logits)
+      return logits;
+    float *out = logits->data<float>();
+    std::fill(out, out + rows * kVocab, 0.0f);
+    int64_t row = 0;
+    for (const StepSequence &s : batch) {
+      size_t from = s.allLogits ? 0 : s.tokens.size() - 1;
+      for (size_t i = from; i < s.tokens.size(); ++i, ++row)
+        out[row * kVocab + rule(s.tokens[i], s.firstPosition + static_cast<int64_t>(i))] = 1.0f;
+    }
+    return logits;
+  };
+}
+
+/// Runs `prompts` (request i: prompts[i], maxTokens[i]) to completion and
+/// returns each request's tokens; `trace` collects the engine's lines.
+std::map<int64_t, RequestResult> runAll(const Rule &rule, EngineConfig config,
+                                        const std::vector<std::vector<int64_t>> &prompts,
+                                        int64_t maxTokens, int64_t numBlocks, int64_t blockSize,
+                                        std::vector<std::string> *trace = nullptr,
+                                        int64_t *leaked = nullptr) {
+  double now = 0;
+  auto e = Engine::createDetached(
+      ruleModel(rule), kVocab, numBlocks, blockSize, config, [&] { return now; },
+      [&](const std::string &line) {
+        if (trace)
+          trace->push_back(line);
+      });
+  EXPECT_TRUE(e) << e.error();
+  std::map<int64_t, RequestResult> out;
+  if (!e)
+    return out;
+  std::unique_ptr<Engine> engine = e.take();
+  for (size_t i = 0; i < prompts.size(); ++i) {
+    Request r;
+    r.id = static_cast<int64_t>(i);
+    r.prompt = prompts[i];
+    r.sampling.maxTokens = maxTokens + static_cast<int64_t>(i % 5);
+    EXPECT_TRUE(engine->submit(std::move(r)));
+  }
+  for (int guard = 0; !engine->idle() && guard < 10000; ++guard) {
+    Status s = engine->step();
+    EXPECT_TRUE(s) << s.error();
+    now += 1;
+    if (!s)
+      break;
+  }
+  for (RequestResult &r : engine->takeFinished())
+    out[r.id] = std::move(r);
+  engine->clearPrefixCache();
+  if (leaked)
+    *leaked = engine->totalBlocks() - engine->freeBlocks();
+  return out;
+}
+
+std::vector<std::vector<int64_t>> mixedPrompts(int64_t n) {
+  std::vector<std::vector<int64_t>> prompts;
+  for (int64_t i = 0; i < n; ++i) {
+    std::vector<int64_t> p;
+    for (int64_t j = 0; j < 3 + (i * 7) % 19; ++j)
+      p.push_back((i * 3 + j * (1 + i % 3)) % kVocab);
+    prompts.push_back(p);
+  }
+  return prompts;
+}
+
+} // namespace
+
+TEST(ProposeNgramTest, LatestLongestMatch) {
+  // ... 1 2 3 [4 5] ... 1 2 3 [6 7] ... 1 2 3: the latest "1 2 3" wins.
+  std::vector<int64_t> t{1, 2, 3, 4, 5, 0, 1, 2, 3, 6, 7, 0, 1, 2, 3};
+  EXPECT_EQ(proposeNgram(t, 1, 3, 2), (std::vector<int64_t>{6, 7}));
+  EXPECT_EQ(proposeNgram(t, 1, 3, 5), (std::vector<int64_t>{6, 7, 0, 1, 2}));
+  // The longest match decides before a more recent shorter one: "9 3"
+  // occurs earlier, "3" alone later.
+  std::vector<int64_t> u{9, 3, 5, 3, 6, 9, 3};
+  EXPECT_EQ(proposeNgram(u, 1, 2, 1), (std::vector<int64_t>{5}));
+  EXPECT_EQ(proposeNgram(u, 1, 1, 1), (std::vector<int64_t>{6}));
+  // Nothing repeats, or nothing asked.
+  EXPECT_TRUE(proposeNgram({1, 2, 3, 4}, 1, 3, 4).empty());
+  EXPECT_TRUE(proposeNgram(t, 1, 3, 0).empty());
+  EXPECT_TRUE(proposeNgram({5}, 1, 3, 4).empty());
+  // A match overlapping the suffix proposes what follows it, up to the end.
+  EXPECT_EQ(proposeNgram({4, 4, 4}, 1, 1, 3), (std::vector<int64_t>{4}));
+}
+
+// A model whose next token is (t + 1) mod 8 repeats its prompt's pattern:
+// every proposal is kept, and the output equals plain greedy decoding.
+TEST(SpeculativeTest, KeptProposalsGiveTheGreedyTokens) {
+  Rule cycle = [](int64_t t, int64_t) { return (t + 1) % kVocab; };
+  EngineConfig plain;
+  plain.maxTokensPerStep = 64;
+  EngineConfig spec = plain;
+  spec.speculative.numTokens = 4;
+  std::vector<std::vector<int64_t>> prompts{{0, 1, 2, 3, 4, 5, 6, 7, 0, 1}};
+  std::vector<std::string> trace;
+  auto want = runAll(cycle, plain, prompts, 20, 64, 4);
+  int64_t leaked = -1;
+  auto got = runAll(cycle, spec, prompts, 20, 64, 4, &trace, &leaked);
+  ASSERT_EQ(got.size(), 1u);
+  EXPECT_EQ(got[0].tokens, want[0].tokens);
+  EXPECT_EQ(got[0].proposedTokens, got[0].acceptedTokens);
+  EXPECT_GE(got[0].acceptedTokens, 12);
+  EXPECT_EQ(leaked, 0);
+  EXPECT_NE(std::find(trace.begin(), trace.end(), "verify req 0: 4 of 4 proposed kept, 0 rolled back"),
+            trace.end());
+}
+
+// A model that depends on the position rejects most proposals; the engine
+// rolls them back (their K/V slots and any block they alone needed) and
+// still produces plain greedy decoding's tokens, alone and batched, across
+// block boundaries, with the prefix cache on and off.
+TEST(SpeculativeTest, RejectedProposalsRollBack) {
+  Rule mixed = [](int64_t t, int64_t p) { return (t * 3 + p / 3) % kVocab; };
+  for (bool caching : {false, true})
+    for (int64_t batch : {1, 64}) {
+      EngineConfig plain;
+      plain.maxTokensPerStep = 256;
+      plain.prefixCaching = caching;
+      plain.maxNumSeqs = batch;
+      EngineConfig spec = plain;
+      spec.speculative.numTokens = 3;
+      spec.speculative.maxBatch = 64;
+      std::vector<std::vector<int64_t>> prompts = mixedPrompts(64);
+      auto want = runAll(mixed, plain, prompts, 24, 512, 4);
+      int64_t leaked = -1;
+      auto got = runAll(mixed, spec, prompts, 24, 512, 4, nullptr, &leaked);
+      ASSERT_EQ(got.size(), want.size());
+      int64_t proposed = 0, accepted = 0;
+      for (auto &[id, r] : got) {
+        EXPECT_EQ(r.tokens, want[id].tokens) << "request " << id << " batch " << batch;
+        proposed += r.proposedTokens;
+        accepted += r.acceptedTokens;
+      }
+      EXPECT_GT(proposed, accepted) << "some proposals are rejected";
+      EXPECT_GT(accepted, 0) << "some are kept";
+      EXPECT_EQ(leaked, 0) << "caching " << caching << " batch " << batch;
+    }
+}
+
+// Speculation stays off above maxBatch running sequences and for sampled
+// requests: nothing is proposed, and the tokens are plain decoding's.
+TEST(SpeculativeTest, OffForLargeBatchesAndSampling) {
+  Rule cycle = [](int64_t t, int64_t) { return (t + 1) % kVocab; };
+  EngineConfig spec;
+  spec.speculative.numTokens = 4;
+  spec.speculative.maxBatch = 2;
+  std::vector<int64_t> p{0, 1, 2, 3, 0, 1};
+  // Three requests admitted together (max_tokens 10, 11, 12): request 0
+  // finishes first, so it only ever ran beside two others.
+  auto three = runAll(cycle, spec, {p, p, p}, 10, 64, 4);
+  EXPECT_EQ(three[0].proposedTokens, 0);
+  EXPECT_GT(three[2].proposedTokens, 0) << "alone at the end, it speculates";
+  auto one = runAll(cycle, spec, {p}, 10, 64, 4);
+  EXPECT_GT(one[0].proposedTokens, 0) << "alone it speculates";
+
+  double now = 0;
+  auto e = Engine::createDetached(ruleModel(cycle), kVocab, 64, 4, spec, [&] { return now; });
+  ASSERT_TRUE(e) << e.error();
+  std::unique_ptr<Engine> engine = e.take();
+  Request r;
+  r.prompt = p;
+  r.sampling.maxTokens = 12;
+  r.sampling.temperature = 1.0;
+  r.sampling.seed = 7;
+  ASSERT_TRUE(engine->submit(r));
+  while (!engine->idle())
+    ASSERT_TRUE(engine->step());
+  std::vector<RequestResult> done = engine->takeFinished();
+  ASSERT_EQ(done.size(), 1u);
+  EXPECT_EQ(done[0].proposedTokens, 0) << "sampled requests do not speculate";
+}
