@@ -598,8 +598,7 @@ void Engine::sampleNext(Sequence &seq, const float *logits) {
 std::vector<int64_t> Engine::proposeFor(const Sequence &seq, const StepPlan &plan) {
   const SpeculativeConfig &spec = config.speculative;
   const SamplingParams &params = seq.sampler.params();
-  bool greedy = !(params.temperature > 0 && std::isfinite(params.temperature));
-  if (!spec.enabled() || !greedy || static_cast<int64_t>(running.size()) > spec.maxBatch)
+  if (!spec.enabled() || static_cast<int64_t>(running.size()) > spec.maxBatch)
     return {};
   // Within the step's and the class's token rooms (besides the decode
   // token) and the request's max_tokens (a step appends at most k + 1).
@@ -617,7 +616,13 @@ std::vector<int64_t> Engine::proposeFor(const Sequence &seq, const StepPlan &pla
 std::optional<FinishReason> Engine::acceptProposals(Sequence &seq, const ScheduledSequence &s,
                                                     const float *rows) {
   // Row j is the model's distribution after the decode token (j = 0) or
-  // after proposal j; proposal j + 1 stands while it equals row j's choice.
+  // after proposal j; proposal j + 1 stands while it equals the token the
+  // sampler draws from row j. For a sampled request that is speculative
+  // sampling's rule for a proposal of probability 1 (prompt lookup): kept
+  // with probability p(x) = min(1, p(x) / q(x)); when not, the drawn token
+  // comes from p without x, renormalised, which is max(0, p - q)
+  // normalised. Each appended token takes one draw, in order, as without
+  // speculation: with the same seed, the same tokens.
   std::vector<int64_t> proposed;
   proposed.swap(seq.proposed);
   int64_t accepted = 0;

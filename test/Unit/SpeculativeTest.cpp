@@ -15,6 +15,7 @@
 
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <map>
 
 using namespace xfmr::rt;
@@ -170,9 +171,8 @@ TEST(SpeculativeTest, RejectedProposalsRollBack) {
     }
 }
 
-// Speculation stays off above maxBatch running sequences and for sampled
-// requests: nothing is proposed, and the tokens are plain decoding's.
-TEST(SpeculativeTest, OffForLargeBatchesAndSampling) {
+// Speculation stays off above maxBatch running sequences.
+TEST(SpeculativeTest, OffForLargeBatches) {
   Rule cycle = [](int64_t t, int64_t) { return (t + 1) % kVocab; };
   EngineConfig spec;
   spec.speculative.numTokens = 4;
@@ -183,22 +183,129 @@ TEST(SpeculativeTest, OffForLargeBatchesAndSampling) {
   auto three = runAll(cycle, spec, {p, p, p}, 10, 64, 4);
   EXPECT_EQ(three[0].proposedTokens, 0);
   EXPECT_GT(three[2].proposedTokens, 0) << "alone at the end, it speculates";
-  auto one = runAll(cycle, spec, {p}, 10, 64, 4);
-  EXPECT_GT(one[0].proposedTokens, 0) << "alone it speculates";
+}
 
+namespace {
+
+/// A model with a soft next-token distribution: after token t, v has
+/// probability proportional to 1 + (5t + 3v) mod 8 (every token possible).
+double weightAfter(int64_t t, int64_t v) { return 1.0 + static_cast<double>((5 * t + 3 * v) % 8); }
+
+Engine::ModelCall softModel() {
+  return [](const std::vector<StepSequence> &batch) -> Expected<Tensor> {
+    int64_t rows = 0;
+    for (const StepSequence &s : batch)
+      rows += s.allLogits ? static_cast<int64_t>(s.tokens.size()) : 1;
+    Expected<Tensor> logits = Tensor::create(DType::F32, {rows, kVocab}, "logits");
+    if (!logits)
+      return logits;
+    float *out = logits->data<float>();
+    int64_t row = 0;
+    for (const StepSequence &s : batch)
+      for (size_t i = s.allLogits ? 0 : s.tokens.size() - 1; i < s.tokens.size(); ++i, ++row)
+        for (int64_t v = 0; v < kVocab; ++v)
+          out[row * kVocab + v] = static_cast<float>(std::log(weightAfter(s.tokens[i], v)));
+    return logits;
+  };
+}
+
+/// Runs `n` sampled requests (seed = id) of `prompt`, `maxTokens` each.
+std::vector<RequestResult> sampleMany(EngineConfig config, const std::vector<int64_t> &prompt,
+                                      int64_t n, int64_t maxTokens) {
   double now = 0;
-  auto e = Engine::createDetached(ruleModel(cycle), kVocab, 64, 4, spec, [&] { return now; });
-  ASSERT_TRUE(e) << e.error();
+  config.maxNumSeqs = 256;
+  config.prefixCaching = false;
+  auto e = Engine::createDetached(softModel(), kVocab, 2048, 4, config, [&] { return now; });
+  EXPECT_TRUE(e) << e.error();
+  std::vector<RequestResult> out;
+  if (!e)
+    return out;
   std::unique_ptr<Engine> engine = e.take();
-  Request r;
-  r.prompt = p;
-  r.sampling.maxTokens = 12;
-  r.sampling.temperature = 1.0;
-  r.sampling.seed = 7;
-  ASSERT_TRUE(engine->submit(r));
-  while (!engine->idle())
-    ASSERT_TRUE(engine->step());
-  std::vector<RequestResult> done = engine->takeFinished();
-  ASSERT_EQ(done.size(), 1u);
-  EXPECT_EQ(done[0].proposedTokens, 0) << "sampled requests do not speculate";
+  for (int64_t id = 0; id < n; ++id) {
+    Request r;
+    r.id = id;
+    r.prompt = prompt;
+    r.sampling.maxTokens = maxTokens;
+    r.sampling.temperature = 1.0;
+    r.sampling.seed = static_cast<uint64_t>(id);
+    EXPECT_TRUE(engine->submit(std::move(r)));
+  }
+  while (!engine->idle()) {
+    Status s = engine->step();
+    EXPECT_TRUE(s) << s.error();
+    if (!s)
+      break;
+    for (RequestResult &r : engine->takeFinished())
+      out.push_back(std::move(r));
+  }
+  return out;
+}
+
+} // namespace
+
+// Sampled requests speculate too: a proposal is kept when the sampler draws
+// it (probability p(x), speculative sampling's rule for a proposal of
+// probability 1), otherwise the drawn token stands. Each token still takes
+// one draw in order, so a seed gives the same tokens as without speculation.
+TEST(SpeculativeTest, SampledRequestsKeepTheirSeededTokens) {
+  EngineConfig plain, spec;
+  spec.speculative.numTokens = 3;
+  spec.speculative.maxBatch = 256;
+  std::vector<int64_t> prompt{1, 2, 1, 2, 1};
+  std::vector<RequestResult> want = sampleMany(plain, prompt, 64, 12);
+  std::vector<RequestResult> got = sampleMany(spec, prompt, 64, 12);
+  ASSERT_EQ(got.size(), want.size());
+  std::map<int64_t, std::vector<int64_t>> byId;
+  for (const RequestResult &r : want)
+    byId[r.id] = r.tokens;
+  int64_t proposed = 0, accepted = 0;
+  for (const RequestResult &r : got) {
+    EXPECT_EQ(r.tokens, byId[r.id]) << "request " << r.id;
+    proposed += r.proposedTokens;
+    accepted += r.acceptedTokens;
+  }
+  EXPECT_GT(accepted, 0);
+  EXPECT_GT(proposed, accepted);
+}
+
+// The distribution of sampled continuations with speculation is the
+// model's: 100,000 requests of 3 tokens after [1, 2, 1, 2] (proposals from
+// the repeated pattern, kept and rejected), the counts of the 512
+// continuations against p(x1 | 2) p(x2 | x1) p(x3 | x2): chi-square with
+// 511 degrees of freedom, p-value from the Wilson-Hilferty approximation.
+TEST(SpeculativeTest, SampledContinuationsFollowTheModel) {
+  EngineConfig spec;
+  spec.speculative.numTokens = 3;
+  spec.speculative.maxBatch = 256;
+  const int64_t n = 100000;
+  std::vector<RequestResult> got = sampleMany(spec, {1, 2, 1, 2}, n, 3);
+  ASSERT_EQ(static_cast<int64_t>(got.size()), n);
+  auto prob = [](int64_t t, int64_t v) {
+    double total = 0;
+    for (int64_t u = 0; u < kVocab; ++u)
+      total += weightAfter(t, u);
+    return weightAfter(t, v) / total;
+  };
+  std::vector<int64_t> counts(kVocab * kVocab * kVocab, 0);
+  int64_t proposed = 0, accepted = 0;
+  for (const RequestResult &r : got) {
+    ASSERT_EQ(r.tokens.size(), 3u);
+    ++counts[(r.tokens[0] * kVocab + r.tokens[1]) * kVocab + r.tokens[2]];
+    proposed += r.proposedTokens;
+    accepted += r.acceptedTokens;
+  }
+  double chi2 = 0;
+  for (int64_t a = 0; a < kVocab; ++a)
+    for (int64_t b = 0; b < kVocab; ++b)
+      for (int64_t c = 0; c < kVocab; ++c) {
+        double expected = n * prob(2, a) * prob(a, b) * prob(b, c);
+        double d = static_cast<double>(counts[(a * kVocab + b) * kVocab + c]) - expected;
+        chi2 += d * d / expected;
+      }
+  const double df = kVocab * kVocab * kVocab - 1;
+  double z = (std::cbrt(chi2 / df) - (1 - 2 / (9 * df))) / std::sqrt(2 / (9 * df));
+  double pValue = 0.5 * std::erfc(z / std::sqrt(2.0));
+  EXPECT_GT(pValue, 0.01) << "chi2 " << chi2 << " over " << df << " degrees of freedom";
+  EXPECT_GT(accepted, n / 100) << "proposals were kept";
+  EXPECT_GT(proposed - accepted, n / 100) << "and rejected";
 }

@@ -102,10 +102,11 @@ struct EngineConfig {
   /// update() (a server streams them; it must not call back into the
   /// engine). The stop token that ends a request is passed too.
   std::function<void(int64_t requestId, int64_t token)> onToken;
-  /// Speculative decoding (prompt lookup) for greedy requests: a decoding
-  /// sequence's step also verifies up to `speculative.numTokens` proposed
-  /// tokens; it keeps the proposals equal to the model's own greedy choice
-  /// plus one token of the model's, and rolls back the rest.
+  /// Speculative decoding (prompt lookup): a decoding sequence's step also
+  /// verifies up to `speculative.numTokens` proposed tokens; it keeps the
+  /// proposals equal to what the request's sampler draws from the model
+  /// (its greedy choice, or a sample) plus one token drawn after them, and
+  /// rolls back the rest. The output is the same as without speculation.
   SpeculativeConfig speculative;
 };
 
@@ -299,11 +300,11 @@ private:
   std::optional<FinishReason> finishReasonFor(const Sequence &seq) const;
   /// Speculation: the tokens proposed for a decoding `seq` in `plan` (within
   /// the step's, its class's and its request's limits), empty when it does
-  /// not speculate (sampled requests, large batches, nothing matched).
+  /// not speculate (large batches, nothing matched).
   std::vector<int64_t> proposeFor(const Sequence &seq, const StepPlan &plan);
   /// Verifies `seq`'s proposals against the model's rows (one per verified
-  /// position): keeps the longest prefix equal to the model's greedy choice
-  /// and the model's next token, commits their K/V and rolls back the rest.
+  /// position): keeps the longest prefix equal to the sampler's tokens and
+  /// the next token it draws, commits their K/V and rolls back the rest.
   /// Returns a finish reason when an appended token ends the request.
   std::optional<FinishReason> acceptProposals(Sequence &seq, const ScheduledSequence &s,
                                               const float *rows);
