@@ -352,6 +352,13 @@ def main():
     check("48 concurrent streams", not errors, errors[:3])
     gen = s.metric("xfmr:generation_tokens_total")
     check("/metrics counts generated tokens", gen and gen > 48 * 8, gen)
+    if "--speculative-config" in a.server_args:
+        # Every answer above equalled plain decoding's while the engine
+        # speculated (this random model's text rarely repeats, so few are kept).
+        drafts = s.metric("xfmr:spec_decode_num_draft_tokens_total")
+        kept = s.metric("xfmr:spec_decode_num_accepted_tokens_total")
+        check("speculative decoding: tokens proposed, counted in /metrics",
+              drafts and drafts > 0 and kept is not None and 0 <= kept <= drafts, (drafts, kept))
 
     rc = s.stop()
     check("SIGTERM: exit 0", rc == 0, (rc, "".join(s.stderr_lines[-5:])))

@@ -203,6 +203,13 @@ void EngineLoop::declareMetrics() {
                   "Prompt tokens looked up in the prefix cache.");
   metrics.declare("xfmr:prefix_cache_hits_total", K::Counter,
                   "Prompt tokens served by the prefix cache.");
+  metrics.declare("xfmr:spec_decode_num_drafts_total", K::Counter,
+                  "Speculative decoding: verification steps (steps that "
+                  "checked proposed tokens).");
+  metrics.declare("xfmr:spec_decode_num_draft_tokens_total", K::Counter,
+                  "Speculative decoding: tokens proposed.");
+  metrics.declare("xfmr:spec_decode_num_accepted_tokens_total", K::Counter,
+                  "Speculative decoding: proposed tokens kept.");
   metrics.declare("xfmr:time_to_first_token_seconds", K::Histogram,
                   "Time from arrival to the first generated token.",
                   latencyBuckets());
@@ -574,6 +581,12 @@ void EngineLoop::finishResults() {
                 static_cast<double>(a.job.prompt.size()));
     metrics.add("xfmr:prefix_cache_hits_total", l,
                 static_cast<double>(r.cachedPromptTokens));
+    metrics.add("xfmr:spec_decode_num_drafts_total", l,
+                static_cast<double>(r.speculativeSteps));
+    metrics.add("xfmr:spec_decode_num_draft_tokens_total", l,
+                static_cast<double>(r.proposedTokens));
+    metrics.add("xfmr:spec_decode_num_accepted_tokens_total", l,
+                static_cast<double>(r.acceptedTokens));
     if (a.done) {
       // Answered already (a stop string ended it).
     } else if (r.finishReason != FinishReason::Cancelled) {

@@ -27,6 +27,8 @@
 #include "xfmr/runtime/Text.h"
 #include "xfmr/runtime/TextInterface.h"
 
+#include <nlohmann/json.hpp>
+
 #include <csignal>
 #include <cstdio>
 #include <ctime>
@@ -99,7 +101,13 @@ const char *const kHelp =
     "  --drain-timeout S        seconds SIGTERM lets requests finish (default "
     "30)\n"
     "  --seed S                 seed of requests that give none (default: "
-    "random)\n";
+    "random)\n"
+    "  --speculative-config JSON  speculative decoding, as vLLM's flag:\n"
+    "                           {\"method\": \"ngram\", \"num_speculative_tokens\": 4,\n"
+    "                           \"prompt_lookup_max\": 4, \"prompt_lookup_min\": 1,\n"
+    "                           \"max_batch\": 8} (prompt lookup; the output is\n"
+    "                           the same as without it, for greedy and seeded\n"
+    "                           requests)\n";
 
 int usageError(const std::string &message) {
   std::fprintf(stderr, "xfmr-serve: error: %s (run 'xfmr-serve --help')\n",
@@ -150,8 +158,54 @@ std::string baseName(std::string path) {
   return slash == std::string::npos ? path : path.substr(slash + 1);
 }
 
+/// vLLM's --speculative-config for prompt lookup; an error names the key.
+bool parseSpeculativeConfig(const std::string &text, SpeculativeConfig &out,
+                            std::string &error) {
+  nlohmann::json j = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
+  if (!j.is_object()) {
+    error = "not a JSON object";
+    return false;
+  }
+  auto integer = [&](const char *key, int64_t lo, int64_t hi, int64_t &field) {
+    auto it = j.find(key);
+    if (it == j.end())
+      return true;
+    if (!it->is_number_integer() || it->get<int64_t>() < lo || it->get<int64_t>() > hi) {
+      error = std::string(key) + " must be an integer in [" + std::to_string(lo) + ", " +
+              std::to_string(hi) + "]";
+      return false;
+    }
+    field = it->get<int64_t>();
+    return true;
+  };
+  for (auto &[key, value] : j.items())
+    if (key != "method" && key != "num_speculative_tokens" && key != "prompt_lookup_max" &&
+        key != "prompt_lookup_min" && key != "max_batch") {
+      error = "unknown key '" + key + "'";
+      return false;
+    }
+  auto method = j.find("method");
+  if (method == j.end() || !method->is_string() || method->get<std::string>() != "ngram") {
+    error = "method must be \"ngram\" (prompt lookup; draft models are not supported yet)";
+    return false;
+  }
+  out = SpeculativeConfig();
+  out.numTokens = 4;
+  if (!integer("num_speculative_tokens", 1, 64, out.numTokens) ||
+      !integer("prompt_lookup_max", 1, 64, out.ngramMax) ||
+      !integer("prompt_lookup_min", 1, 64, out.ngramMin) ||
+      !integer("max_batch", 1, 1 << 20, out.maxBatch))
+    return false;
+  if (out.ngramMin > out.ngramMax) {
+    error = "prompt_lookup_min exceeds prompt_lookup_max";
+    return false;
+  }
+  return true;
+}
+
 struct Flags {
   std::string artifact, tokenizer, modelName, pools;
+  SpeculativeConfig speculative;
   HttpServerOptions http;
   int64_t maxModelLen = 0, maxNumSeqs = 256, maxTokensPerStep = 2048,
           kvCacheBytes = 0, hostCacheBytes = 0, maxWaiting = 4096, seed = -1;
@@ -223,6 +277,10 @@ int parseFlags(int argc, char **argv, Flags &f) {
       ok = parseDouble(value, f.drainTimeout) && f.drainTimeout >= 0;
     } else if (name == "--seed") {
       ok = parseInt(value, 0, INT64_MAX, f.seed);
+    } else if (name == "--speculative-config") {
+      std::string why;
+      if (!parseSpeculativeConfig(value, f.speculative, why))
+        return usageError("bad --speculative-config: " + why);
     } else {
       return usageError("unknown option '" + name + "'");
     }
@@ -331,6 +389,7 @@ int main(int argc, char **argv) {
   options.engine.maxTokensPerStep = f.maxTokensPerStep;
   options.engine.prefixCaching = f.prefixCaching;
   options.engine.hostCacheBytes = static_cast<uint64_t>(f.hostCacheBytes);
+  options.engine.speculative = f.speculative;
   uint64_t fullLength =
       static_cast<uint64_t>(f.maxNumSeqs) *
       static_cast<uint64_t>(maxModelLen + manifest.kvCache->blockSize) /
