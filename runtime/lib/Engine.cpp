@@ -602,7 +602,10 @@ std::vector<int64_t> Engine::proposeFor(const Sequence &seq, const StepPlan &pla
     return {};
   // Within the step's and the class's token rooms (besides the decode
   // token) and the request's max_tokens (a step appends at most k + 1).
-  int64_t k = std::min({spec.numTokens,
+  int64_t wanted = spec.adaptive ? adaptiveProposals(seq.result.acceptedTokens,
+                                                     seq.result.proposedTokens, spec.numTokens)
+                                 : spec.numTokens;
+  int64_t k = std::min({wanted,
                         std::min(config.maxTokensPerStep - plan.numTokens, classTokenRoom(seq)) - 1,
                         params.maxTokens - seq.generated() - 1});
   if (k <= 0)

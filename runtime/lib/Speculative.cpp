@@ -7,8 +7,17 @@
 #include "xfmr/runtime/Speculative.h"
 
 #include <algorithm>
+#include <cmath>
 
 namespace xfmr::rt {
+
+int64_t adaptiveProposals(int64_t kept, int64_t proposed, int64_t limit) {
+  double a = (static_cast<double>(kept) + 1) / (static_cast<double>(proposed) + 2);
+  double run = a / (1 - a);
+  double k = std::ceil(run) + 1;
+  return std::clamp<int64_t>(k > static_cast<double>(limit) ? limit : static_cast<int64_t>(k),
+                             1, std::max<int64_t>(limit, 1));
+}
 
 std::vector<int64_t> proposeNgram(const std::vector<int64_t> &tokens, int64_t minN,
                                   int64_t maxN, int64_t k) {

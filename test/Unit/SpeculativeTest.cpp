@@ -117,6 +117,18 @@ TEST(ProposeNgramTest, LatestLongestMatch) {
   EXPECT_EQ(proposeNgram({4, 4, 4}, 1, 1, 3), (std::vector<int64_t>{4}));
 }
 
+// Fewer proposals while few are kept: 2 without evidence, 1 + the expected
+// run of kept tokens, the limit once most are kept.
+TEST(ProposeNgramTest, AdaptiveProposals) {
+  EXPECT_EQ(adaptiveProposals(0, 0, 4), 2);
+  EXPECT_EQ(adaptiveProposals(0, 20, 4), 2) << "a = 1/22: run 0.05 -> 1 + 1";
+  EXPECT_EQ(adaptiveProposals(10, 20, 4), 2) << "a = 0.5: run 1 -> 1 + 1";
+  EXPECT_EQ(adaptiveProposals(12, 20, 8), 3) << "a = 0.59: run 1.44 -> 2 + 1";
+  EXPECT_EQ(adaptiveProposals(17, 20, 4), 4) << "a = 0.82: run 4.5 -> capped";
+  EXPECT_EQ(adaptiveProposals(0, 0, 1), 1);
+  EXPECT_EQ(adaptiveProposals(1000, 1000, 64), 64);
+}
+
 // A model whose next token is (t + 1) mod 8 repeats its prompt's pattern:
 // every proposal is kept, and the output equals plain greedy decoding.
 TEST(SpeculativeTest, KeptProposalsGiveTheGreedyTokens) {

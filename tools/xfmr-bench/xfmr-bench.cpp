@@ -61,7 +61,7 @@ const char *const kHelp =
     "                      generate --help); the JSON adds\n"
     "                      proposals, kept tokens, the acceptance rate and the\n"
     "                      mean tokens a verification step appends\n"
-    "  --num-speculative K tokens proposed per step (1..64, default 4)\n"
+    "  --num-speculative K tokens proposed per step at most (1..64, default 4)\n"
     "  --json              print one JSON object instead of the table\n"
     "  --trace-decisions   print every scheduling and cache decision (the clock\n"
     "                      is then the step number: deterministic output)\n"

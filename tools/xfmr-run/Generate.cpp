@@ -90,7 +90,8 @@ const char *const kGenerateHelp =
     "                       followed the latest earlier occurrence of the last\n"
     "                       1-4 tokens; the output is plain decoding's (the\n"
     "                       same tokens for the same seed when sampling)\n"
-    "  --num-speculative K  tokens proposed per step (1..64, default 4)\n"
+    "  --num-speculative K  tokens proposed per step at most (1..64, default 4;\n"
+    "                       fewer while few proposals are kept)\n"
     "  --dump-logits DIR    write the logits each token of the first request is\n"
     "                       chosen from to DIR/step_K.npy (K from 0: the prefill)\n"
     "  --quiet              print only the ids, the text and errors\n";

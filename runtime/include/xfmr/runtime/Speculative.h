@@ -25,8 +25,18 @@ struct SpeculativeConfig {
   /// Speculate only while at most this many sequences run: verification
   /// multiplies a step's tokens, which a large batch pays for in compute.
   int64_t maxBatch = 8;
+  /// Each sequence proposes fewer tokens while few of its proposals are
+  /// kept (adaptiveProposals), up to numTokens.
+  bool adaptive = true;
   bool enabled() const { return numTokens > 0; }
 };
+
+/// How many tokens a sequence that kept `kept` of `proposed` so far should
+/// propose, at most `limit`: its expected run of kept tokens, a / (1 - a)
+/// with a = (kept + 1) / (proposed + 2), rounded up, plus one (a verified
+/// position costs little next to the weight read, so err long). 2 before
+/// any evidence; `limit` once 4 of 5 are kept.
+int64_t adaptiveProposals(int64_t kept, int64_t proposed, int64_t limit);
 
 /// Prompt lookup: for n from `maxN` down to `minN`, the last n tokens of
 /// `tokens` are searched for among the earlier ones, latest occurrence
