@@ -423,11 +423,14 @@ def main():
     check_pipelining(server)
     check_limits(server, max_body)
     check_streams(server, args.streams)
-    cancelled = check_cancelled(server, 50)
+    check_cancelled(server, 50)
     # An idle keep-alive connection does not hold up the shutdown.
     idle = http.client.HTTPConnection("127.0.0.1", server.port, timeout=10)
     idle.request("GET", "/idle")
     idle.getresponse().read()
+    # The server's own total: a client of the 1,000 streams that closes as
+    # its last chunk is written may count as cancelled too (seen once: 52).
+    cancelled = server.stats()["cancelled"]
     code = server.terminate()
     expect(code == 0, f"exit status {code} on SIGTERM")
     expect(f"cancelled streams: {cancelled}" in server.lines,
