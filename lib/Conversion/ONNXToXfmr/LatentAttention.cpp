@@ -21,6 +21,10 @@
 
 #include "LatentAttention.h"
 
+#include "mlir/IR/BuiltinDialect.h"
+#include "mlir/IR/DialectResourceBlobManager.h"
+#include "mlir/IR/Matchers.h"
+
 using namespace mlir;
 
 namespace xfmr::raise {
@@ -186,6 +190,35 @@ Value matmul(OpBuilder &b, Location loc, Value x, Value y) {
   return onnx::MatMulOp::create(b, loc, xt.clone(shape), x, y);
 }
 
+/// W's per-head columns [from, from + n) as a constant [H, r, n], or
+/// [H, n, r] with `transposed`, rearranged at compile time (a step then reads
+/// them as any weight, instead of reshuffling W every step); null when W's
+/// values are not at hand here.
+Value perHeadConstant(OpBuilder &b, Location loc, const LatentAttention &mla, int64_t heads,
+                      int64_t from, int64_t n, bool transposed) {
+  std::optional<ArrayRef<float>> w = constantMatrix(mla.weight);
+  if (!w)
+    return nullptr;
+  const int64_t r = mla.rank, cols = heads * (mla.noPe + mla.valueDim);
+  std::vector<float> out(static_cast<size_t>(heads * r * n));
+  for (int64_t h = 0; h < heads; ++h)
+    for (int64_t i = 0; i < r; ++i)
+      for (int64_t c = 0; c < n; ++c) {
+        float v = (*w)[i * cols + h * (mla.noPe + mla.valueDim) + from + c];
+        out[static_cast<size_t>(transposed ? (h * n + c) * r + i : (h * r + i) * n + c)] = v;
+      }
+  std::string name = "latent_attention";
+  ElementsAttr attr;
+  if (matchPattern(mla.weight, m_Constant(&attr)))
+    if (auto resource = dyn_cast<DenseResourceElementsAttr>(attr))
+      name = resource.getRawHandle().getKey().str();
+  name += transposed ? ".absorbed_keys" : ".absorbed_values";
+  SmallVector<int64_t> shape = transposed ? SmallVector<int64_t>{heads, n, r}
+                                          : SmallVector<int64_t>{heads, r, n};
+  ArrayRef<char> bytes(reinterpret_cast<const char *>(out.data()), out.size() * sizeof(float));
+  return blobConstant(b, loc, shape, b.getF32Type(), bytes, name);
+}
+
 /// W [r, H * (dn + dv)] as [H, r, dn + dv], sliced to columns [from, from + n).
 Value perHead(OpBuilder &b, Location loc, const LatentAttention &mla, int64_t heads,
               int64_t from, int64_t n) {
@@ -224,7 +257,9 @@ std::optional<LatentAttention> matchLatentAttention(AttentionOp op) {
 Value absorbQuery(OpBuilder &b, Location loc, const LatentAttention &mla, Value query) {
   int64_t heads = dimOf(query, 1);
   // q_nope_h · Wk_hᵀ per head: [H, T, dn] x [H, dn, r] -> [H, T, r].
-  Value wk = transpose(b, loc, perHead(b, loc, mla, heads, 0, mla.noPe), {0, 2, 1});
+  Value wk = perHeadConstant(b, loc, mla, heads, 0, mla.noPe, /*transposed=*/true);
+  if (!wk)
+    wk = transpose(b, loc, perHead(b, loc, mla, heads, 0, mla.noPe), {0, 2, 1});
   Value nope = transpose(b, loc, sliceLast(b, loc, query, 0, mla.noPe), {1, 0, 2});
   Value latentQuery = transpose(b, loc, matmul(b, loc, nope, wk), {1, 0, 2});
   Value rope = sliceLast(b, loc, query, mla.noPe, mla.ropeDim);
@@ -238,7 +273,9 @@ Value absorbQuery(OpBuilder &b, Location loc, const LatentAttention &mla, Value 
 Value expandOutput(OpBuilder &b, Location loc, const LatentAttention &mla, Value out) {
   int64_t heads = dimOf(out, 1);
   // (Σ p · c) · Wv_h per head: [H, T, r] x [H, r, dv] -> [H, T, dv].
-  Value wv = perHead(b, loc, mla, heads, mla.noPe, mla.valueDim);
+  Value wv = perHeadConstant(b, loc, mla, heads, mla.noPe, mla.valueDim, /*transposed=*/false);
+  if (!wv)
+    wv = perHead(b, loc, mla, heads, mla.noPe, mla.valueDim);
   return transpose(b, loc, matmul(b, loc, transpose(b, loc, out, {1, 0, 2}), wv), {1, 0, 2});
 }
 
