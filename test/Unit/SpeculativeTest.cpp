@@ -25,36 +25,49 @@ namespace {
 constexpr int64_t kVocab = 8;
 using Rule = std::function<int64_t(int64_t token, int64_t position)>;
 
-Engine::ModelCall ruleModel(Rule rule) {
-  return [rule](const std::vector<StepSequence> &batch) -> Expected<Tensor> {
+/// A model call whose logits row after token t at position p is filled by
+/// `fill(row, t, p)`, with a row for every token of a sequence that asks for
+/// all its logits.
+using RowFill =
+    std::function<void(float *row, int64_t token, int64_t position)>;
+Engine::ModelCall rowsModel(RowFill fill) {
+  return [fill](const std::vector<StepSequence> &batch) -> Expected<Tensor> {
     int64_t rows = 0;
     for (const StepSequence &s : batch)
       rows += s.allLogits ? static_cast<int64_t>(s.tokens.size()) : 1;
-    Expected<Tensor> logits = Tensor::create(DType::F32, {rows, kVocab}, "logits");
+    Expected<Tensor> logits =
+        Tensor::create(DType::F32, {rows, kVocab}, "logits");
     if (!logits)
       return logits;
     float *out = logits->data<float>();
     std::fill(out, out + rows * kVocab, 0.0f);
     int64_t row = 0;
-    for (const StepSequence &s : batch) {
-      size_t from = s.allLogits ? 0 : s.tokens.size() - 1;
-      for (size_t i = from; i < s.tokens.size(); ++i, ++row)
-        out[row * kVocab + rule(s.tokens[i], s.firstPosition + static_cast<int64_t>(i))] = 1.0f;
-    }
+    for (const StepSequence &s : batch)
+      for (size_t i = s.allLogits ? 0 : s.tokens.size() - 1;
+           i < s.tokens.size(); ++i, ++row)
+        fill(out + row * kVocab, s.tokens[i],
+             s.firstPosition + static_cast<int64_t>(i));
     return logits;
   };
 }
 
+/// The argmax after token t at position p is rule(t, p).
+Engine::ModelCall ruleModel(Rule rule) {
+  return rowsModel(
+      [rule](float *row, int64_t t, int64_t p) { row[rule(t, p)] = 1.0f; });
+}
+
 /// Runs `prompts` (request i: prompts[i], maxTokens[i]) to completion and
 /// returns each request's tokens; `trace` collects the engine's lines.
-std::map<int64_t, RequestResult> runAll(const Rule &rule, EngineConfig config,
-                                        const std::vector<std::vector<int64_t>> &prompts,
-                                        int64_t maxTokens, int64_t numBlocks, int64_t blockSize,
-                                        std::vector<std::string> *trace = nullptr,
-                                        int64_t *leaked = nullptr) {
+std::map<int64_t, RequestResult>
+runAll(const Rule &rule, EngineConfig config,
+       const std::vector<std::vector<int64_t>> &prompts, int64_t maxTokens,
+       int64_t numBlocks, int64_t blockSize,
+       std::vector<std::string> *trace = nullptr, int64_t *leaked = nullptr) {
   double now = 0;
   auto e = Engine::createDetached(
-      ruleModel(rule), kVocab, numBlocks, blockSize, config, [&] { return now; },
+      ruleModel(rule), kVocab, numBlocks, blockSize, config,
+      [&] { return now; },
       [&](const std::string &line) {
         if (trace)
           trace->push_back(line);
@@ -147,7 +160,8 @@ TEST(SpeculativeTest, KeptProposalsGiveTheGreedyTokens) {
   EXPECT_EQ(got[0].proposedTokens, got[0].acceptedTokens);
   EXPECT_GE(got[0].acceptedTokens, 12);
   EXPECT_EQ(leaked, 0);
-  EXPECT_NE(std::find(trace.begin(), trace.end(), "verify req 0: 4 of 4 proposed kept, 0 rolled back"),
+  EXPECT_NE(std::find(trace.begin(), trace.end(),
+                      "verify req 0: 4 of 4 proposed kept, 0 rolled back"),
             trace.end());
 }
 
@@ -173,7 +187,8 @@ TEST(SpeculativeTest, RejectedProposalsRollBack) {
       ASSERT_EQ(got.size(), want.size());
       int64_t proposed = 0, accepted = 0;
       for (auto &[id, r] : got) {
-        EXPECT_EQ(r.tokens, want[id].tokens) << "request " << id << " batch " << batch;
+        EXPECT_EQ(r.tokens, want[id].tokens)
+            << "request " << id << " batch " << batch;
         proposed += r.proposedTokens;
         accepted += r.acceptedTokens;
       }
@@ -201,33 +216,26 @@ namespace {
 
 /// A model with a soft next-token distribution: after token t, v has
 /// probability proportional to 1 + (5t + 3v) mod 8 (every token possible).
-double weightAfter(int64_t t, int64_t v) { return 1.0 + static_cast<double>((5 * t + 3 * v) % 8); }
+double weightAfter(int64_t t, int64_t v) {
+  return 1.0 + static_cast<double>((5 * t + 3 * v) % 8);
+}
 
 Engine::ModelCall softModel() {
-  return [](const std::vector<StepSequence> &batch) -> Expected<Tensor> {
-    int64_t rows = 0;
-    for (const StepSequence &s : batch)
-      rows += s.allLogits ? static_cast<int64_t>(s.tokens.size()) : 1;
-    Expected<Tensor> logits = Tensor::create(DType::F32, {rows, kVocab}, "logits");
-    if (!logits)
-      return logits;
-    float *out = logits->data<float>();
-    int64_t row = 0;
-    for (const StepSequence &s : batch)
-      for (size_t i = s.allLogits ? 0 : s.tokens.size() - 1; i < s.tokens.size(); ++i, ++row)
-        for (int64_t v = 0; v < kVocab; ++v)
-          out[row * kVocab + v] = static_cast<float>(std::log(weightAfter(s.tokens[i], v)));
-    return logits;
-  };
+  return rowsModel([](float *row, int64_t t, int64_t) {
+    for (int64_t v = 0; v < kVocab; ++v)
+      row[v] = static_cast<float>(std::log(weightAfter(t, v)));
+  });
 }
 
 /// Runs `n` sampled requests (seed = id) of `prompt`, `maxTokens` each.
-std::vector<RequestResult> sampleMany(EngineConfig config, const std::vector<int64_t> &prompt,
+std::vector<RequestResult> sampleMany(EngineConfig config,
+                                      const std::vector<int64_t> &prompt,
                                       int64_t n, int64_t maxTokens) {
   double now = 0;
   config.maxNumSeqs = 256;
   config.prefixCaching = false;
-  auto e = Engine::createDetached(softModel(), kVocab, 2048, 4, config, [&] { return now; });
+  auto e = Engine::createDetached(softModel(), kVocab, 2048, 4, config,
+                                  [&] { return now; });
   EXPECT_TRUE(e) << e.error();
   std::vector<RequestResult> out;
   if (!e)
@@ -311,13 +319,16 @@ TEST(SpeculativeTest, SampledContinuationsFollowTheModel) {
     for (int64_t b = 0; b < kVocab; ++b)
       for (int64_t c = 0; c < kVocab; ++c) {
         double expected = n * prob(2, a) * prob(a, b) * prob(b, c);
-        double d = static_cast<double>(counts[(a * kVocab + b) * kVocab + c]) - expected;
+        double d = static_cast<double>(counts[(a * kVocab + b) * kVocab + c]) -
+                   expected;
         chi2 += d * d / expected;
       }
   const double df = kVocab * kVocab * kVocab - 1;
-  double z = (std::cbrt(chi2 / df) - (1 - 2 / (9 * df))) / std::sqrt(2 / (9 * df));
+  double z =
+      (std::cbrt(chi2 / df) - (1 - 2 / (9 * df))) / std::sqrt(2 / (9 * df));
   double pValue = 0.5 * std::erfc(z / std::sqrt(2.0));
-  EXPECT_GT(pValue, 0.01) << "chi2 " << chi2 << " over " << df << " degrees of freedom";
+  EXPECT_GT(pValue, 0.01) << "chi2 " << chi2 << " over " << df
+                          << " degrees of freedom";
   EXPECT_GT(accepted, n / 100) << "proposals were kept";
   EXPECT_GT(proposed - accepted, n / 100) << "and rejected";
 }

@@ -60,16 +60,6 @@ Value dimScalar(OpBuilder &b, Location loc, Value x, int64_t d) {
                                 b.getI64IntegerAttr(0));
 }
 
-/// Features [from, from + n) of the last axis of x [B, S, F].
-Value sliceLast(OpBuilder &b, Location loc, Value x, int64_t from, int64_t n) {
-  auto type = cast<RankedTensorType>(x.getType());
-  SmallVector<int64_t> shape(type.getShape());
-  shape.back() = n;
-  return onnx::SliceOp::create(b, loc, type.clone(shape), x, i64Constant(b, loc, {from}),
-                               i64Constant(b, loc, {from + n}), i64Constant(b, loc, {-1}),
-                               i64Constant(b, loc, {1}));
-}
-
 /// [B, S, H * D] -> [B, H, S, D].
 Value toHeads(OpBuilder &b, Location loc, Value x, int64_t heads, int64_t d) {
   auto type = cast<RankedTensorType>(x.getType());

@@ -1,4 +1,5 @@
-//===- LatentAttention.cpp - DeepSeek's latent attention in a paged cache --===//
+//===- LatentAttention.cpp - DeepSeek's latent attention in a paged cache
+//--===//
 //
 // Part of xfmr.
 //
@@ -6,8 +7,8 @@
 // DeepseekV3Attention) caches per token a compressed latent c [r] and one
 // RoPE key k_rope [dr] shared by all heads, and expands them for every head
 // h with the kv_b_proj weight W [r, H * (dn + dv)]:
-//   key_h   = [c · Wk_h ; k_rope]   (Wk_h [r, dn]: W's columns h*(dn+dv) + [0, dn))
-//   value_h = c · Wv_h              (Wv_h [r, dv]: the next dv columns)
+//   key_h   = [c · Wk_h ; k_rope]   (Wk_h [r, dn]: W's columns h*(dn+dv) + [0,
+//   dn)) value_h = c · Wv_h              (Wv_h [r, dv]: the next dv columns)
 // The exported graph does that expansion over the whole context on every
 // step. Matrix products are associative, so the projections can move to the
 // query and the output instead (DeepSeek-V2 §2.1.2, "absorbed"):
@@ -69,7 +70,8 @@ std::optional<int64_t> contiguousStart(ArrayRef<int64_t> values, int64_t n) {
 /// The first last-axis column that `scatter` writes `width` columns from:
 /// dynamo's constant [width, 1] indices into the transposed tensor, or
 /// TorchScript's index grid whose last component is a constant range.
-std::optional<int64_t> scatterColumn(onnx::ScatterNDOp scatter, int64_t width, bool transposed) {
+std::optional<int64_t> scatterColumn(onnx::ScatterNDOp scatter, int64_t width,
+                                     bool transposed) {
   Value indices = scatter.getIndices();
   if (transposed) {
     std::optional<SmallVector<int64_t>> c = constantInts(indices);
@@ -78,7 +80,8 @@ std::optional<int64_t> scatterColumn(onnx::ScatterNDOp scatter, int64_t width, b
     return contiguousStart(*c, width);
   }
   auto grid = def<onnx::ConcatOp>(indices);
-  if (!grid || !isLastAxis(grid.getAxis(), rankOf(indices)) || grid.getInputs().size() != 4)
+  if (!grid || !isLastAxis(grid.getAxis(), rankOf(indices)) ||
+      grid.getInputs().size() != 4)
     return std::nullopt;
   Value column = grid.getInputs().back();
   for (bool stripped = true; stripped;) {
@@ -96,7 +99,8 @@ std::optional<int64_t> scatterColumn(onnx::ScatterNDOp scatter, int64_t width, b
 /// (Reshape to the same shape, Expand, dynamo's Transpose).
 Value updateSource(Value v) {
   while (true) {
-    if (auto r = def<onnx::ReshapeOp>(v); r && r.getData().getType() == v.getType())
+    if (auto r = def<onnx::ReshapeOp>(v);
+        r && r.getData().getType() == v.getType())
       v = r.getData();
     else if (auto e = def<onnx::ExpandOp>(v))
       v = e.getInput();
@@ -151,13 +155,17 @@ std::optional<SmallVector<KeyPart>> keyParts(Value key) {
 /// axis. Fills the latent, the weight and the widths.
 onnx::SplitOp expansionOf(Value value, LatentAttention &out) {
   auto split = def<onnx::SplitOp>(value);
-  if (!split || split.getOutputs().size() != 2 || value != split.getOutputs()[1] ||
-      !isLastAxis(split.getAxis(), rankOf(value)) || !hasPerm(split.getInput(), {0, 2, 1, 3}))
+  if (!split || split.getOutputs().size() != 2 ||
+      value != split.getOutputs()[1] ||
+      !isLastAxis(split.getAxis(), rankOf(value)) ||
+      !hasPerm(split.getInput(), {0, 2, 1, 3}))
     return nullptr;
-  auto reshape = def<onnx::ReshapeOp>(def<onnx::TransposeOp>(split.getInput()).getData());
+  auto reshape =
+      def<onnx::ReshapeOp>(def<onnx::TransposeOp>(split.getInput()).getData());
   auto mm = reshape ? def<onnx::MatMulOp>(reshape.getData()) : nullptr;
-  if (!mm || !isConstant(mm.getB()) || rankOf(mm.getA()) != 4 || dimOf(mm.getA(), 1) != 1 ||
-      rankOf(mm.getB()) != 2 || rankOf(reshape) != 4)
+  if (!mm || !isConstant(mm.getB()) || rankOf(mm.getA()) != 4 ||
+      dimOf(mm.getA(), 1) != 1 || rankOf(mm.getB()) != 2 ||
+      rankOf(reshape) != 4)
     return nullptr;
   out.latent = mm.getA();
   out.weight = mm.getB();
@@ -173,15 +181,6 @@ onnx::SplitOp expansionOf(Value value, LatentAttention &out) {
   return split;
 }
 
-Value sliceLast(OpBuilder &b, Location loc, Value x, int64_t from, int64_t n) {
-  auto type = cast<RankedTensorType>(x.getType());
-  SmallVector<int64_t> shape(type.getShape());
-  shape.back() = n;
-  return onnx::SliceOp::create(b, loc, type.clone(shape), x, i64Constant(b, loc, {from}),
-                               i64Constant(b, loc, {from + n}), i64Constant(b, loc, {-1}),
-                               i64Constant(b, loc, {1}));
-}
-
 Value matmul(OpBuilder &b, Location loc, Value x, Value y) {
   auto xt = cast<RankedTensorType>(x.getType());
   auto yt = cast<RankedTensorType>(y.getType());
@@ -194,8 +193,8 @@ Value matmul(OpBuilder &b, Location loc, Value x, Value y) {
 /// [H, n, r] with `transposed`, rearranged at compile time (a step then reads
 /// them as any weight, instead of reshuffling W every step); null when W's
 /// values are not at hand here.
-Value perHeadConstant(OpBuilder &b, Location loc, const LatentAttention &mla, int64_t heads,
-                      int64_t from, int64_t n, bool transposed) {
+Value perHeadConstant(OpBuilder &b, Location loc, const LatentAttention &mla,
+                      int64_t heads, int64_t from, int64_t n, bool transposed) {
   std::optional<ArrayRef<float>> w = constantMatrix(mla.weight);
   if (!w)
     return nullptr;
@@ -205,7 +204,8 @@ Value perHeadConstant(OpBuilder &b, Location loc, const LatentAttention &mla, in
     for (int64_t i = 0; i < r; ++i)
       for (int64_t c = 0; c < n; ++c) {
         float v = (*w)[i * cols + h * (mla.noPe + mla.valueDim) + from + c];
-        out[static_cast<size_t>(transposed ? (h * n + c) * r + i : (h * r + i) * n + c)] = v;
+        out[static_cast<size_t>(transposed ? (h * n + c) * r + i
+                                           : (h * r + i) * n + c)] = v;
       }
   std::string name = "latent_attention";
   ElementsAttr attr;
@@ -215,18 +215,19 @@ Value perHeadConstant(OpBuilder &b, Location loc, const LatentAttention &mla, in
   name += transposed ? ".absorbed_keys" : ".absorbed_values";
   SmallVector<int64_t> shape = transposed ? SmallVector<int64_t>{heads, n, r}
                                           : SmallVector<int64_t>{heads, r, n};
-  ArrayRef<char> bytes(reinterpret_cast<const char *>(out.data()), out.size() * sizeof(float));
+  ArrayRef<char> bytes(reinterpret_cast<const char *>(out.data()),
+                       out.size() * sizeof(float));
   return blobConstant(b, loc, shape, b.getF32Type(), bytes, name);
 }
 
 /// W [r, H * (dn + dv)] as [H, r, dn + dv], sliced to columns [from, from + n).
-Value perHead(OpBuilder &b, Location loc, const LatentAttention &mla, int64_t heads,
-              int64_t from, int64_t n) {
+Value perHead(OpBuilder &b, Location loc, const LatentAttention &mla,
+              int64_t heads, int64_t from, int64_t n) {
   int64_t width = mla.noPe + mla.valueDim;
   auto type = cast<RankedTensorType>(mla.weight.getType());
-  Value w = onnx::ReshapeOp::create(b, loc, type.clone({mla.rank, heads, width}), mla.weight,
-                                    i64Constant(b, loc, {mla.rank, heads, width}),
-                                    b.getI64IntegerAttr(0));
+  Value w = onnx::ReshapeOp::create(
+      b, loc, type.clone({mla.rank, heads, width}), mla.weight,
+      i64Constant(b, loc, {mla.rank, heads, width}), b.getI64IntegerAttr(0));
   return sliceLast(b, loc, transpose(b, loc, w, {1, 0, 2}), from, n);
 }
 
@@ -235,18 +236,23 @@ Value perHead(OpBuilder &b, Location loc, const LatentAttention &mla, int64_t he
 std::optional<LatentAttention> matchLatentAttention(AttentionOp op) {
   LatentAttention mla;
   onnx::SplitOp split = expansionOf(op.getValue(), mla);
-  if (!split || op.getNumKvHeads() != op.getNumHeads() || dimOf(op.getValue(), 1) != op.getNumHeads())
+  if (!split || op.getNumKvHeads() != op.getNumHeads() ||
+      dimOf(op.getValue(), 1) != op.getNumHeads())
     return std::nullopt;
   std::optional<SmallVector<KeyPart>> parts = keyParts(op.getKey());
   if (!parts || parts->size() != 2)
     return std::nullopt;
   // [k_nope ; k_rope]: the expansion's first part, then the RoPE key
   // broadcast over the heads.
-  llvm::sort(*parts, [](const KeyPart &x, const KeyPart &y) { return x.start < y.start; });
+  llvm::sort(*parts, [](const KeyPart &x, const KeyPart &y) {
+    return x.start < y.start;
+  });
   const KeyPart &nope = (*parts)[0], &rope = (*parts)[1];
-  if (nope.start != 0 || nope.width != mla.noPe || nope.source != split.getOutputs()[0] ||
-      rope.start != mla.noPe || rankOf(rope.source) != 4 || dimOf(rope.source, 1) != 1 ||
-      dimOf(rope.source, 3) != rope.width || dimOf(op.getKey(), 3) != mla.noPe + rope.width ||
+  if (nope.start != 0 || nope.width != mla.noPe ||
+      nope.source != split.getOutputs()[0] || rope.start != mla.noPe ||
+      rankOf(rope.source) != 4 || dimOf(rope.source, 1) != 1 ||
+      dimOf(rope.source, 3) != rope.width ||
+      dimOf(op.getKey(), 3) != mla.noPe + rope.width ||
       dimOf(op.getQuery(), 3) != mla.noPe + rope.width)
     return std::nullopt;
   mla.ropeKey = rope.source;
@@ -254,29 +260,36 @@ std::optional<LatentAttention> matchLatentAttention(AttentionOp op) {
   return mla;
 }
 
-Value absorbQuery(OpBuilder &b, Location loc, const LatentAttention &mla, Value query) {
+Value absorbQuery(OpBuilder &b, Location loc, const LatentAttention &mla,
+                  Value query) {
   int64_t heads = dimOf(query, 1);
   // q_nope_h · Wk_hᵀ per head: [H, T, dn] x [H, dn, r] -> [H, T, r].
-  Value wk = perHeadConstant(b, loc, mla, heads, 0, mla.noPe, /*transposed=*/true);
+  Value wk =
+      perHeadConstant(b, loc, mla, heads, 0, mla.noPe, /*transposed=*/true);
   if (!wk)
     wk = transpose(b, loc, perHead(b, loc, mla, heads, 0, mla.noPe), {0, 2, 1});
-  Value nope = transpose(b, loc, sliceLast(b, loc, query, 0, mla.noPe), {1, 0, 2});
+  Value nope =
+      transpose(b, loc, sliceLast(b, loc, query, 0, mla.noPe), {1, 0, 2});
   Value latentQuery = transpose(b, loc, matmul(b, loc, nope, wk), {1, 0, 2});
   Value rope = sliceLast(b, loc, query, mla.noPe, mla.ropeDim);
   auto type = cast<RankedTensorType>(query.getType());
   SmallVector<int64_t> shape(type.getShape());
   shape.back() = mla.rank + mla.ropeDim;
-  return onnx::ConcatOp::create(b, loc, type.clone(shape), ValueRange{latentQuery, rope},
+  return onnx::ConcatOp::create(b, loc, type.clone(shape),
+                                ValueRange{latentQuery, rope},
                                 b.getI64IntegerAttr(-1));
 }
 
-Value expandOutput(OpBuilder &b, Location loc, const LatentAttention &mla, Value out) {
+Value expandOutput(OpBuilder &b, Location loc, const LatentAttention &mla,
+                   Value out) {
   int64_t heads = dimOf(out, 1);
   // (Σ p · c) · Wv_h per head: [H, T, r] x [H, r, dv] -> [H, T, dv].
-  Value wv = perHeadConstant(b, loc, mla, heads, mla.noPe, mla.valueDim, /*transposed=*/false);
+  Value wv = perHeadConstant(b, loc, mla, heads, mla.noPe, mla.valueDim,
+                             /*transposed=*/false);
   if (!wv)
     wv = perHead(b, loc, mla, heads, mla.noPe, mla.valueDim);
-  return transpose(b, loc, matmul(b, loc, transpose(b, loc, out, {1, 0, 2}), wv), {1, 0, 2});
+  return transpose(
+      b, loc, matmul(b, loc, transpose(b, loc, out, {1, 0, 2}), wv), {1, 0, 2});
 }
 
 } // namespace xfmr::raise

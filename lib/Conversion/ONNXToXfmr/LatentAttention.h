@@ -1,4 +1,5 @@
-//===- LatentAttention.h - DeepSeek's latent attention -----------*- C++ -*-===//
+//===- LatentAttention.h - DeepSeek's latent attention -----------*- C++
+//-*-===//
 //
 // Part of xfmr. Recognises the expanded form of multi-head latent attention
 // around an xfmr.attention and builds its absorbed form for the paged KV
@@ -27,11 +28,11 @@ struct LatentAttention {
 std::optional<LatentAttention> matchLatentAttention(AttentionOp op);
 
 /// The absorbed query [T, H, r + dr] of `query` [T, H, dn + dr].
-mlir::Value absorbQuery(mlir::OpBuilder &b, mlir::Location loc, const LatentAttention &mla,
-                        mlir::Value query);
+mlir::Value absorbQuery(mlir::OpBuilder &b, mlir::Location loc,
+                        const LatentAttention &mla, mlir::Value query);
 /// Attention over latents [T, H, r] projected to the heads' values [T, H, dv].
-mlir::Value expandOutput(mlir::OpBuilder &b, mlir::Location loc, const LatentAttention &mla,
-                         mlir::Value out);
+mlir::Value expandOutput(mlir::OpBuilder &b, mlir::Location loc,
+                         const LatentAttention &mla, mlir::Value out);
 
 } // namespace xfmr::raise
 

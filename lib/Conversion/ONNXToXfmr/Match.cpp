@@ -239,6 +239,15 @@ Value squeeze(OpBuilder &b, Location loc, Value v, int64_t axis) {
                                  i64Constant(b, loc, {axis}));
 }
 
+Value sliceLast(OpBuilder &b, Location loc, Value x, int64_t from, int64_t n) {
+  auto type = cast<RankedTensorType>(x.getType());
+  SmallVector<int64_t> shape(type.getShape());
+  shape.back() = n;
+  return onnx::SliceOp::create(b, loc, type.clone(shape), x, i64Constant(b, loc, {from}),
+                               i64Constant(b, loc, {from + n}), i64Constant(b, loc, {-1}),
+                               i64Constant(b, loc, {1}));
+}
+
 /// The f32 [K, N] weight of `mm` with K a multiple of `group`, or nothing.
 std::optional<ArrayRef<char>> rawBytes(ElementsAttr attr) {
   if (auto dense = dyn_cast<DenseElementsAttr>(attr))

@@ -184,6 +184,9 @@ mlir::Value unsqueeze(mlir::OpBuilder &b, mlir::Location loc, mlir::Value v,
                       int64_t axis);
 mlir::Value squeeze(mlir::OpBuilder &b, mlir::Location loc, mlir::Value v,
                     int64_t axis);
+/// Elements [from, from + n) of the last axis of `x`.
+mlir::Value sliceLast(mlir::OpBuilder &b, mlir::Location loc, mlir::Value x, int64_t from,
+                      int64_t n);
 
 } // namespace xfmr::raise
 

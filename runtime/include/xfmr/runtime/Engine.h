@@ -287,6 +287,10 @@ private:
   int64_t chunkFor(const Sequence &seq, const StepPlan &plan);
   /// Whether `tokens` more tokens of `seq` keep its class within its blocks.
   bool classBlocksFit(const Sequence &seq, int64_t tokens);
+  /// Speculation: the tokens proposed for a decoding `seq` in `plan` (within
+  /// the step's, its class's and its request's limits), empty when it does
+  /// not speculate (large batches, nothing matched).
+  std::vector<int64_t> proposeFor(const Sequence &seq, const StepPlan &plan);
   /// The most recently admitted running sequence of `cls` from `from` on.
   std::vector<std::unique_ptr<Sequence>>::iterator newestRunning(size_t from,
                                                                  RequestClass cls);
@@ -298,10 +302,6 @@ private:
   void sampleNext(Sequence &seq, const float *logits);
   /// Whether the last token ends the request, and why.
   std::optional<FinishReason> finishReasonFor(const Sequence &seq) const;
-  /// Speculation: the tokens proposed for a decoding `seq` in `plan` (within
-  /// the step's, its class's and its request's limits), empty when it does
-  /// not speculate (large batches, nothing matched).
-  std::vector<int64_t> proposeFor(const Sequence &seq, const StepPlan &plan);
   /// Verifies `seq`'s proposals against the model's rows (one per verified
   /// position): keeps the longest prefix equal to the sampler's tokens and
   /// the next token it draws, commits their K/V and rolls back the rest.

@@ -42,8 +42,8 @@ int64_t adaptiveProposals(int64_t kept, int64_t proposed, int64_t limit);
 /// `tokens` are searched for among the earlier ones, latest occurrence
 /// first; the up to `k` tokens after the first match are the proposal.
 /// Empty when nothing matches. O(length x maxN).
-std::vector<int64_t> proposeNgram(const std::vector<int64_t> &tokens, int64_t minN,
-                                  int64_t maxN, int64_t k);
+std::vector<int64_t> proposeNgram(const std::vector<int64_t> &tokens,
+                                  int64_t minN, int64_t maxN, int64_t k);
 
 } // namespace xfmr::rt
 
