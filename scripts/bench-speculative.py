@@ -1,8 +1,9 @@
 #!/usr/bin/env python3
-"""Batch-1 decode speed with and without speculative decoding (prompt lookup).
+"""Batch-1 decode speed with and without speculative decoding.
 
 Runs `xfmr-run generate ARTIFACT --chat PROMPT` for each prompt, plain and
-with `--speculative ngram --num-speculative K`, alternating, --runs times,
+with `--speculative PROPOSER --num-speculative K` (PROPOSER: `ngram`, prompt
+lookup, or `draft:DIR`, a draft model), alternating, --runs times,
 and reports per prompt the decode time per token (the engine's "then X
 ms/token": every token after the first), the speed ratio (plain ms/token /
 speculative ms/token, best of the runs for each), the acceptance rate, and
@@ -15,6 +16,8 @@ Prompt sets (--set):
            make them slower).
 
   .venv/bin/python scripts/bench-speculative.py build/models/smollm2.xfa --set repeat
+  .venv/bin/python scripts/bench-speculative.py build/models/smollm2.xfa --set chat \
+      --proposer draft:build/models/smollm2-int8.xfa
 """
 
 import argparse
@@ -59,15 +62,17 @@ PROMPTS = {
         "What is the capital of France?",
         "Give me three tips for staying healthy.",
         "Explain what a neural network is in two sentences.",
+        "Write a short poem about the sea.",
+        "How do I make a cup of tea?",
     ],
 }
 
 
-def generate(build, artifact, prompt, max_new, spec, k):
+def generate(build, artifact, prompt, max_new, spec, k, proposer="ngram"):
     cmd = [os.path.join(build, "bin", "xfmr-run"), "generate", artifact, "--chat", prompt,
            "--max-new-tokens", str(max_new)]
     if spec:
-        cmd += ["--speculative", "ngram", "--num-speculative", str(k)]
+        cmd += ["--speculative", proposer, "--num-speculative", str(k)]
     r = subprocess.run(cmd, capture_output=True, text=True)
     if r.returncode != 0:
         raise RuntimeError(r.stderr.strip()[-1000:])
@@ -85,6 +90,8 @@ def main():
     ap.add_argument("--runs", type=int, default=3)
     ap.add_argument("--max-new-tokens", type=int, default=160)
     ap.add_argument("--num-speculative", type=int, default=4)
+    ap.add_argument("--proposer", default="ngram",
+                    help="ngram (prompt lookup) or draft:DIR (a draft model)")
     args = ap.parse_args()
     ratios = []
     identical = True
@@ -98,7 +105,7 @@ def main():
             texts.add(text)
             text, n, ms, (proposed, kept) = generate(args.build_dir, args.artifact, prompt,
                                                      args.max_new_tokens, True,
-                                                     args.num_speculative)
+                                                     args.num_speculative, args.proposer)
             spec.append(ms)
             texts.add(text)
         ratio = min(plain) / min(spec)
@@ -113,8 +120,9 @@ def main():
     for r in ratios:
         geo *= r
     geo **= 1.0 / len(ratios)
-    print("%s: geometric mean %.2fx over %d prompts, outputs %s"
-          % (args.set, geo, len(ratios), "identical" if identical else "DIFFER"))
+    print("%s, %s: geometric mean %.2fx over %d prompts, outputs %s"
+          % (args.set, args.proposer, geo, len(ratios),
+             "identical" if identical else "DIFFER"))
     return 0 if identical else 1
 
 

@@ -29,6 +29,9 @@ struct Engine::Sequence {
   /// This step's proposed tokens (speculative decoding), verified after
   /// the decode token and not part of `tokens` until accepted.
   std::vector<int64_t> proposed;
+  /// A draft model's distributions of `proposed` for a sampled request,
+  /// [proposed, vocab]; empty for greedy requests and prompt lookup.
+  std::vector<float> proposalProbs;
 
   explicit Sequence(Request r) : request(std::move(r)), sampler(request.sampling) {}
   int64_t generated() const { return static_cast<int64_t>(tokens.size() - promptLength); }
@@ -51,15 +54,6 @@ namespace {
 
 const char *className(RequestClass c) {
   return c == RequestClass::Interactive ? "interactive" : "batch";
-}
-
-/// The vocabulary of a step function: its logits' static second dimension.
-int64_t vocabOf(const Artifact &artifact) {
-  int64_t vocab = 0;
-  for (const TensorSpec &out : artifact.manifest().outputs)
-    if (out.rank() == 2 && out.shape[1].isStatic())
-      vocab = out.shape[1].value;
-  return vocab;
 }
 
 } // namespace
@@ -87,7 +81,7 @@ Expected<std::unique_ptr<Engine>> Engine::create(const Artifact &artifact, Engin
     return host.takeError();
   int64_t numBlocks = pools->numBlocks(), blockSize = pools->blockSize();
   std::unique_ptr<Engine> e(new Engine(&artifact, nullptr, pools.take(), host.take(), numBlocks,
-                                       blockSize, vocabOf(artifact), config, std::move(clock),
+                                       blockSize, stepVocabulary(artifact), config, std::move(clock),
                                        std::move(trace)));
   if (e->vocab < 1)
     return Error(artifact.directory() + ": the step function has no [tokens, vocab] logits");
@@ -202,6 +196,8 @@ void Engine::releaseBlocks(Sequence &seq) {
 
 void Engine::finish(Sequence &seq, FinishReason reason) {
   releaseBlocks(seq);
+  if (drafter)
+    drafter->forget(seq.request.id);
   seq.result.tokens.assign(seq.tokens.begin() + static_cast<long>(seq.promptLength),
                            seq.tokens.end());
   seq.result.finishReason = reason;
@@ -258,6 +254,9 @@ Expected<Engine::StepPlan> Engine::schedule() {
   scheduleRunning(plan);
   if (!plan.admissionStopped)
     admitWaiting(plan);
+  if (drafter)
+    if (Status s = draftProposals(plan); !s)
+      return s.takeError(); // an abandoned step: the next one plans again
   if (!plan.empty()) {
     planInFlight = plan.step;
     return plan;
@@ -303,7 +302,7 @@ void Engine::scheduleRunning(StepPlan &plan) {
       reserved = ensureBlocks(seq, n, plan.copies);
     }
     if (reserved) {
-      if (proposed)
+      if (proposed && !drafter)
         log(formatString("propose req %lld: %lld tokens", static_cast<long long>(seq.request.id),
                          static_cast<long long>(proposed)));
       usageOf(seq).blocks += static_cast<int64_t>(seq.blocks.table().size() - held);
@@ -554,6 +553,7 @@ Status Engine::update(const StepPlan &plan, const Tensor &logits) {
       reason = acceptProposals(seq, s, first);
     } else {
       commitTokens(seq, s.numTokens);
+      seq.blocks.releaseUnused(blocks); // reserved for proposals a draft did not make
       if (seq.uncomputed() > 0)
         continue; // a prompt chunk: more to prefill
       sampleNext(seq, first);
@@ -585,10 +585,13 @@ void Engine::commitTokens(Sequence &seq, int64_t tokens) {
                  seq.request.systemPrompt);
 }
 
-void Engine::sampleNext(Sequence &seq, const float *logits) {
+void Engine::sampleNext(Sequence &seq, const float *logits, int64_t proposal,
+                        const float *draftProbs) {
   if (config.onLogits)
     config.onLogits(seq.request.id, logits, vocab);
-  seq.tokens.push_back(seq.sampler.next(logits, vocab, seq.tokens));
+  seq.tokens.push_back(draftProbs
+                           ? seq.sampler.verify(logits, vocab, seq.tokens, proposal, draftProbs)
+                           : seq.sampler.next(logits, vocab, seq.tokens));
   if (config.onToken)
     config.onToken(seq.request.id, seq.tokens.back());
   if (seq.result.firstToken < 0)
@@ -610,10 +613,69 @@ std::vector<int64_t> Engine::proposeFor(const Sequence &seq, const StepPlan &pla
                         params.maxTokens - seq.generated() - 1});
   if (k <= 0)
     return {};
-  std::vector<int64_t> proposal = proposeNgram(seq.tokens, spec.ngramMin, spec.ngramMax, k);
+  // A draft model proposes once the step is planned (draftProposals):
+  // placeholders hold the count until then.
+  std::vector<int64_t> proposal =
+      drafter ? std::vector<int64_t>(static_cast<size_t>(k), -1)
+              : proposeNgram(seq.tokens, spec.ngramMin, spec.ngramMax, k);
   if (!proposal.empty() && !classBlocksFit(seq, 1 + static_cast<int64_t>(proposal.size())))
     return {};
   return proposal;
+}
+
+Status Engine::setDraft(std::unique_ptr<DraftModel> draft) {
+  if (draft)
+    if (Status s = draft->attach(artifact ? &pools : nullptr,
+                                 artifact ? &artifact->manifest() : nullptr);
+        !s)
+      return s;
+  drafter = std::move(draft);
+  return {};
+}
+
+Status Engine::draftProposals(StepPlan &plan) {
+  std::vector<DraftModel::Request> requests;
+  std::vector<ScheduledSequence *> speculating;
+  for (ScheduledSequence &s : plan.sequences)
+    if (s.numProposed > 0) {
+      const Sequence &seq = *s.sequence;
+      requests.push_back({seq.request.id, &seq.tokens, s.numProposed, &seq.sampler.params(),
+                          &seq.blocks.table(), s.firstPosition});
+      speculating.push_back(&s);
+    }
+  if (requests.empty())
+    return {};
+  // A draft on the target's pools reads the context from them now: the
+  // copy-on-write copies are made before it runs, not in execute().
+  if (drafter->sharesKV()) {
+    if (artifact)
+      for (const BlockCopy &c : plan.copies)
+        pools.copyBlock(c.src, c.dst);
+    plan.copies.clear();
+  }
+  Expected<std::vector<DraftModel::Proposal>> proposals = drafter->propose(requests);
+  for (size_t i = 0; i < speculating.size(); ++i) {
+    ScheduledSequence &s = *speculating[i];
+    Sequence &seq = *s.sequence;
+    seq.proposed.clear();
+    seq.proposalProbs.clear();
+    if (proposals) {
+      seq.proposed = std::move((*proposals)[i].tokens);
+      seq.proposalProbs = std::move((*proposals)[i].probs);
+    }
+    // Fewer than counted (the draft's KV pool was full): a shorter step.
+    int64_t missing = s.numProposed - static_cast<int64_t>(seq.proposed.size());
+    s.numProposed -= missing;
+    s.numTokens -= missing;
+    plan.numTokens -= missing;
+    if (s.numProposed)
+      log(formatString("propose req %lld: %lld tokens from the draft",
+                       static_cast<long long>(seq.request.id),
+                       static_cast<long long>(s.numProposed)));
+  }
+  if (!proposals)
+    return proposals.takeError();
+  return {};
 }
 
 std::optional<FinishReason> Engine::acceptProposals(Sequence &seq, const ScheduledSequence &s,
@@ -626,12 +688,18 @@ std::optional<FinishReason> Engine::acceptProposals(Sequence &seq, const Schedul
   // comes from p without x, renormalised, which is max(0, p - q)
   // normalised. Each appended token takes one draw, in order, as without
   // speculation: with the same seed, the same tokens.
+  // A draft model's proposal for a sampled request comes with its
+  // distribution q, and Sampler::verify applies the general rule.
   std::vector<int64_t> proposed;
   proposed.swap(seq.proposed);
+  std::vector<float> probs;
+  probs.swap(seq.proposalProbs);
   int64_t accepted = 0;
   std::optional<FinishReason> reason;
   for (int64_t j = 0; j <= s.numProposed; ++j) {
-    sampleNext(seq, rows + j * vocab);
+    bool general = j < s.numProposed && !probs.empty();
+    sampleNext(seq, rows + j * vocab, general ? proposed[j] : -1,
+               general ? probs.data() + j * vocab : nullptr);
     reason = finishReasonFor(seq);
     if (reason || j == s.numProposed || seq.tokens.back() != proposed[j])
       break;

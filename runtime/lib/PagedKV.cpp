@@ -236,4 +236,12 @@ Expected<Tensor> runStep(const Artifact &artifact, KVPools &pools,
   return std::move((*out)[0]);
 }
 
+int64_t stepVocabulary(const Artifact &artifact) {
+  int64_t vocab = 0;
+  for (const TensorSpec &out : artifact.manifest().outputs)
+    if (out.rank() == 2 && out.shape[1].isStatic())
+      vocab = out.shape[1].value;
+  return vocab;
+}
+
 } // namespace xfmr::rt

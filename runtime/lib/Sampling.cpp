@@ -251,4 +251,104 @@ int64_t Sampler::next(const float *logits, int64_t vocab,
   return lastPossible;
 }
 
+bool Sampler::sampling() const {
+  return config.temperature > 0 && std::isfinite(config.temperature);
+}
+
+void Sampler::distribution(const float *logits, int64_t vocab,
+                           const std::vector<int64_t> &previousTokens,
+                           std::vector<float> &probs) {
+  probs.assign(static_cast<size_t>(std::max<int64_t>(vocab, 0)), 0.0f);
+  if (vocab < 1 || !logits)
+    return;
+  if (!sampling()) {
+    // next() draws nothing: the argmax of the penalised logits.
+    int64_t token = next(logits, vocab, previousTokens);
+    probs[static_cast<size_t>(token)] = 1;
+    return;
+  }
+  double penalty = config.repetitionPenalty;
+  bool penalised = penalty != 1.0 && penalty > 0 && std::isfinite(penalty);
+  candidates.resize(static_cast<size_t>(vocab));
+  for (int64_t i = 0; i < vocab; ++i)
+    candidates[i] = {logitAt(logits, i), 0.0, i};
+  if (penalised)
+    for (int64_t token : previousTokens)
+      if (token >= 0 && token < vocab)
+        candidates[token].logit = penalise(logitAt(logits, token), penalty);
+
+  // The kept tokens, as next() keeps them: top-k, then (sorted best first)
+  // the smallest prefix whose probability reaches top-p.
+  Better better;
+  auto first = candidates.begin(), last = candidates.end();
+  int64_t k = config.topK;
+  if (k > 0 && k < vocab) {
+    std::nth_element(first, first + k, last, better);
+    last = first + k;
+  }
+  double maxLogit = std::min_element(first, last, better)->logit;
+  if (maxLogit == -kInf) { // nothing to draw: next() returns the best
+    probs[static_cast<size_t>(std::min_element(first, last, better)->index)] = 1;
+    return;
+  }
+  double total = 0;
+  for (auto it = first; it != last; ++it) {
+    it->weight = maxLogit == kInf ? (it->logit == kInf ? 1.0 : 0.0)
+                                  : std::exp((it->logit - maxLogit) / config.temperature);
+    total += it->weight;
+  }
+  double mass = 1;
+  if (config.topP < 1) {
+    std::sort(first, last, better);
+    double cumulative = 0;
+    auto end = first;
+    do
+      cumulative += (end++)->weight / total;
+    while (end != last && cumulative < config.topP);
+    last = end;
+    mass = cumulative;
+  }
+  for (auto it = first; it != last; ++it)
+    probs[static_cast<size_t>(it->index)] = static_cast<float>(it->weight / total / mass);
+}
+
+int64_t Sampler::draw(const float *probs, int64_t vocab) {
+  double u = drawUniform(rng);
+  double cumulative = 0;
+  int64_t lastPossible = -1;
+  for (int64_t i = 0; i < vocab; ++i) {
+    cumulative += probs[i];
+    if (probs[i] > 0) {
+      if (cumulative > u)
+        return i;
+      lastPossible = i;
+    }
+  }
+  return lastPossible; // rounding left the sum at or below u
+}
+
+int64_t Sampler::verify(const float *logits, int64_t vocab,
+                        const std::vector<int64_t> &previousTokens, int64_t proposal,
+                        const float *draftProbs) {
+  if (!sampling() || proposal < 0 || proposal >= vocab)
+    return next(logits, vocab, previousTokens);
+  distribution(logits, vocab, previousTokens, targetProbs);
+  double p = targetProbs[proposal], q = draftProbs[proposal];
+  // Kept with probability min(1, p / q): u < p / q without dividing.
+  if (drawUniform(rng) * q < p)
+    return proposal;
+  // The residual max(0, p - q), normalised; in place of p.
+  double total = 0;
+  for (int64_t i = 0; i < vocab; ++i) {
+    float r = std::max(0.0f, targetProbs[i] - draftProbs[i]);
+    targetProbs[i] = r;
+    total += r;
+  }
+  if (!(total > 0)) // p == q up to rounding: the proposal had p / q >= 1
+    return proposal;
+  for (float &r : targetProbs)
+    r = static_cast<float>(r / total);
+  return draw(targetProbs.data(), vocab);
+}
+
 } // namespace xfmr::rt

@@ -63,7 +63,9 @@ std::map<int64_t, RequestResult>
 runAll(const Rule &rule, EngineConfig config,
        const std::vector<std::vector<int64_t>> &prompts, int64_t maxTokens,
        int64_t numBlocks, int64_t blockSize,
-       std::vector<std::string> *trace = nullptr, int64_t *leaked = nullptr) {
+       std::vector<std::string> *trace = nullptr, int64_t *leaked = nullptr,
+       const Rule &draftRule = nullptr, int64_t draftBlocks = 512,
+       bool sharedKV = false) {
   double now = 0;
   auto e = Engine::createDetached(
       ruleModel(rule), kVocab, numBlocks, blockSize, config,
@@ -77,6 +79,10 @@ runAll(const Rule &rule, EngineConfig config,
   if (!e)
     return out;
   std::unique_ptr<Engine> engine = e.take();
+  if (draftRule) {
+    EXPECT_TRUE(engine->setDraft(DraftModel::createDetached(
+        ruleModel(draftRule), kVocab, draftBlocks, blockSize, 64, sharedKV)));
+  }
   for (size_t i = 0; i < prompts.size(); ++i) {
     Request r;
     r.id = static_cast<int64_t>(i);
@@ -96,6 +102,10 @@ runAll(const Rule &rule, EngineConfig config,
   engine->clearPrefixCache();
   if (leaked)
     *leaked = engine->totalBlocks() - engine->freeBlocks();
+  if (const DraftModel *draft = engine->draft()) {
+    EXPECT_EQ(draft->numSequences(), 0) << "finished requests' drafts are dropped";
+    EXPECT_EQ(draft->freeBlocks(), draft->totalBlocks());
+  }
   return out;
 }
 
@@ -230,7 +240,8 @@ Engine::ModelCall softModel() {
 /// Runs `n` sampled requests (seed = id) of `prompt`, `maxTokens` each.
 std::vector<RequestResult> sampleMany(EngineConfig config,
                                       const std::vector<int64_t> &prompt,
-                                      int64_t n, int64_t maxTokens) {
+                                      int64_t n, int64_t maxTokens,
+                                      Engine::ModelCall draft = nullptr) {
   double now = 0;
   config.maxNumSeqs = 256;
   config.prefixCaching = false;
@@ -241,6 +252,10 @@ std::vector<RequestResult> sampleMany(EngineConfig config,
   if (!e)
     return out;
   std::unique_ptr<Engine> engine = e.take();
+  if (draft) {
+    EXPECT_TRUE(engine->setDraft(
+        DraftModel::createDetached(std::move(draft), kVocab, 2048, 4, 4096)));
+  }
   for (int64_t id = 0; id < n; ++id) {
     Request r;
     r.id = id;
@@ -331,4 +346,176 @@ TEST(SpeculativeTest, SampledContinuationsFollowTheModel) {
                           << " degrees of freedom";
   EXPECT_GT(accepted, n / 100) << "proposals were kept";
   EXPECT_GT(proposed - accepted, n / 100) << "and rejected";
+}
+
+//===----------------------------------------------------------------------===//
+// Draft models
+//===----------------------------------------------------------------------===//
+
+namespace {
+
+/// The chi-square statistic's p-value for `df` degrees of freedom
+/// (Wilson-Hilferty).
+double chiSquarePValue(double chi2, double df) {
+  double z =
+      (std::cbrt(chi2 / df) - (1 - 2 / (9 * df))) / std::sqrt(2 / (9 * df));
+  return 0.5 * std::erfc(z / std::sqrt(2.0));
+}
+
+} // namespace
+
+// A draft equal to the target proposes what the target decodes: every
+// proposal is kept, which holds only if the draft's positions and K/V
+// follow its request through catch-up, proposals and rollback (a rule of
+// the position would otherwise disagree), in its own cache and on the
+// target's.
+TEST(DraftModelTest, IdenticalDraftIsAlwaysKept) {
+  Rule mixed = [](int64_t t, int64_t p) { return (t * 3 + p / 3) % kVocab; };
+  EngineConfig plain;
+  plain.maxTokensPerStep = 256;
+  EngineConfig spec = plain;
+  spec.speculative.numTokens = 4;
+  spec.speculative.adaptive = false;
+  std::vector<std::vector<int64_t>> prompts = mixedPrompts(4);
+  auto want = runAll(mixed, plain, prompts, 30, 512, 4);
+  for (bool sharedKV : {false, true}) {
+    std::vector<std::string> trace;
+    auto got = runAll(mixed, spec, prompts, 30, 512, 4, &trace, nullptr, mixed,
+                      512, sharedKV);
+    ASSERT_EQ(got.size(), want.size());
+    for (auto &[id, r] : got) {
+      EXPECT_EQ(r.tokens, want[id].tokens) << "request " << id;
+      EXPECT_GT(r.proposedTokens, 0);
+      EXPECT_EQ(r.acceptedTokens, r.proposedTokens)
+          << "request " << id << " shared " << sharedKV;
+    }
+    EXPECT_NE(std::find(trace.begin(), trace.end(),
+                        "propose req 0: 4 tokens from the draft"),
+              trace.end());
+  }
+}
+
+// A draft that disagrees at some positions: greedy output is still plain
+// decoding's, for 64 requests of mixed lengths alone and batched, with a
+// roomy draft cache, with one too small for every sequence (those that do
+// not fit propose nothing) and on the target's cache; both caches end
+// empty.
+TEST(DraftModelTest, GreedyOutputIsPlainDecoding) {
+  Rule target = [](int64_t t, int64_t p) { return (t * 3 + p / 3) % kVocab; };
+  Rule draft = [&](int64_t t, int64_t p) {
+    return p % 5 == 0 ? (t + 1) % kVocab : target(t, p);
+  };
+  // Blocks 0: the draft shares the target's cache.
+  for (int64_t draftBlocks : {512, 12, 0})
+    for (int64_t batch : {1, 64}) {
+      EngineConfig plain;
+      plain.maxTokensPerStep = 256;
+      plain.maxNumSeqs = batch;
+      EngineConfig spec = plain;
+      spec.speculative.numTokens = 3;
+      spec.speculative.maxBatch = 64;
+      std::vector<std::vector<int64_t>> prompts = mixedPrompts(64);
+      auto want = runAll(target, plain, prompts, 24, 512, 4);
+      int64_t leaked = -1;
+      auto got = runAll(target, spec, prompts, 24, 512, 4, nullptr, &leaked,
+                        draft, std::max<int64_t>(draftBlocks, 1),
+                        draftBlocks == 0);
+      ASSERT_EQ(got.size(), want.size());
+      int64_t proposed = 0, accepted = 0;
+      for (auto &[id, r] : got) {
+        EXPECT_EQ(r.tokens, want[id].tokens)
+            << "request " << id << " batch " << batch;
+        proposed += r.proposedTokens;
+        accepted += r.acceptedTokens;
+      }
+      EXPECT_GT(proposed, accepted) << "some proposals are rejected";
+      EXPECT_GT(accepted, proposed / 2) << "most are kept";
+      EXPECT_EQ(leaked, 0);
+    }
+}
+
+// Sampler::verify's rule alone: proposals drawn from q, verified against p
+// (temperature 0.7, top-k 6 of 8 logits), give tokens distributed as p.
+TEST(DraftModelTest, VerifyFollowsTheTargetDistribution) {
+  const float logits[kVocab] = {0.5f, 2.0f, -1.0f, 1.5f, 0.0f, 1.0f, 3.0f, -2.0f};
+  const float q[kVocab] = {0.3f, 0.05f, 0.2f, 0.05f, 0.1f, 0.1f, 0.1f, 0.1f};
+  SamplingParams params;
+  params.temperature = 0.7;
+  params.topK = 6;
+  Sampler target(params), reference(params);
+  SamplingParams drafting;
+  drafting.temperature = 1;
+  drafting.seed = 99;
+  Sampler draft(drafting);
+  std::vector<float> p;
+  reference.distribution(logits, kVocab, {}, p);
+  EXPECT_EQ(p[2], 0.0f) << "top-k drops the two lowest";
+  EXPECT_EQ(p[7], 0.0f);
+  const int64_t n = 200000;
+  std::vector<int64_t> counts(kVocab, 0);
+  int64_t kept = 0;
+  for (int64_t i = 0; i < n; ++i) {
+    int64_t x = draft.draw(q, kVocab);
+    int64_t token = target.verify(logits, kVocab, {}, x, q);
+    ++counts[token];
+    kept += token == x;
+  }
+  double chi2 = 0;
+  for (int64_t v = 0; v < kVocab; ++v) {
+    if (p[v] == 0) {
+      EXPECT_EQ(counts[v], 0) << "token " << v;
+      continue;
+    }
+    double d = static_cast<double>(counts[v]) - n * p[v];
+    chi2 += d * d / (n * p[v]);
+  }
+  EXPECT_GT(chiSquarePValue(chi2, 5), 0.01) << "chi2 " << chi2;
+  double overlap = 0;
+  for (int64_t v = 0; v < kVocab; ++v)
+    overlap += std::min(p[v], q[v]);
+  EXPECT_NEAR(static_cast<double>(kept) / n, overlap, 0.01)
+      << "kept with probability sum min(p, q)";
+}
+
+// Sampled continuations with a draft whose distribution differs from the
+// target's follow the target: 100,000 requests of 3 tokens after [1, 2],
+// chi-square over the 512 continuations as above.
+TEST(DraftModelTest, SampledContinuationsFollowTheTarget) {
+  EngineConfig spec;
+  spec.speculative.numTokens = 3;
+  spec.speculative.maxBatch = 256;
+  spec.speculative.adaptive = false;
+  Engine::ModelCall draft = rowsModel([](float *row, int64_t t, int64_t) {
+    for (int64_t v = 0; v < kVocab; ++v)
+      row[v] = static_cast<float>(std::log(1.0 + (3 * t + 5 * v) % 8));
+  });
+  const int64_t n = 100000;
+  std::vector<RequestResult> got = sampleMany(spec, {1, 2}, n, 3, draft);
+  ASSERT_EQ(static_cast<int64_t>(got.size()), n);
+  auto prob = [](int64_t t, int64_t v) {
+    double total = 0;
+    for (int64_t u = 0; u < kVocab; ++u)
+      total += weightAfter(t, u);
+    return weightAfter(t, v) / total;
+  };
+  std::vector<int64_t> counts(kVocab * kVocab * kVocab, 0);
+  int64_t proposed = 0, accepted = 0;
+  for (const RequestResult &r : got) {
+    ASSERT_EQ(r.tokens.size(), 3u);
+    ++counts[(r.tokens[0] * kVocab + r.tokens[1]) * kVocab + r.tokens[2]];
+    proposed += r.proposedTokens;
+    accepted += r.acceptedTokens;
+  }
+  double chi2 = 0;
+  for (int64_t a = 0; a < kVocab; ++a)
+    for (int64_t b = 0; b < kVocab; ++b)
+      for (int64_t c = 0; c < kVocab; ++c) {
+        double expected = n * prob(2, a) * prob(a, b) * prob(b, c);
+        double d = static_cast<double>(counts[(a * kVocab + b) * kVocab + c]) -
+                   expected;
+        chi2 += d * d / expected;
+      }
+  EXPECT_GT(chiSquarePValue(chi2, 511), 0.01) << "chi2 " << chi2;
+  EXPECT_GT(accepted, n / 10) << "proposals were kept";
+  EXPECT_GT(proposed - accepted, n / 10) << "and rejected";
 }

@@ -57,8 +57,9 @@ const char *const kHelp =
     "                      process) and compare outputs and throughput\n"
     "  --baseline plain    with --speculative: also run them without speculation\n"
     "                      (same process, same batching) and compare\n"
-    "  --speculative ngram speculative decoding by prompt lookup (xfmr-run\n"
-    "                      generate --help); the JSON adds\n"
+    "  --speculative ngram|draft:DIR  speculative decoding by prompt lookup or\n"
+    "                      with the draft model DIR (xfmr-run generate --help);\n"
+    "                      the JSON adds\n"
     "                      proposals, kept tokens, the acceptance rate and the\n"
     "                      mean tokens a verification step appends\n"
     "  --num-speculative K tokens proposed per step at most (1..64, default 4)\n"
@@ -262,8 +263,11 @@ struct RunStats {
   std::string error;
 };
 
+/// Replays `trace`; with `draftDir`, speculation proposes with that draft
+/// model (loaded before the clock starts).
 RunStats replay(const Artifact &artifact, EngineConfig config,
-                const std::vector<TraceRequest> &trace, bool printDecisions, int64_t vocab) {
+                const std::vector<TraceRequest> &trace, bool printDecisions, int64_t vocab,
+                const std::string &draftDir) {
   RunStats s;
   auto start = std::chrono::steady_clock::now();
   int64_t step = 0;
@@ -284,6 +288,20 @@ RunStats replay(const Artifact &artifact, EngineConfig config,
     return s;
   }
   Engine &e = **made;
+  if (!draftDir.empty() && config.speculative.enabled()) {
+    Expected<std::unique_ptr<DraftModel>> draft =
+        DraftModel::load(draftDir, vocab, e.totalBlocks() * artifact.manifest().kvCache->blockSize,
+                         config.maxTokensPerStep);
+    if (!draft) {
+      s.error = draft.error();
+      return s;
+    }
+    if (Status st = e.setDraft(draft.take()); !st) {
+      s.error = st.error();
+      return s;
+    }
+    start = std::chrono::steady_clock::now();
+  }
   std::vector<double> ttft, tpot;
   size_t next = 0;
   int64_t used = 0;
@@ -371,6 +389,7 @@ std::string loadJSON(const std::vector<std::vector<uint64_t>> &load) {
 int main(int argc, char **argv) {
   std::string artifactDir, spec, tracePath, baseline;
   bool speculative = false;
+  std::string draftDir; // --speculative draft:DIR
   int64_t numSpeculative = 4;
   bool json = false, decisions = false;
   EngineConfig config;
@@ -419,8 +438,10 @@ int main(int argc, char **argv) {
         return usage("--baseline supports 'sequential' and 'plain'");
       baseline = value;
     } else if (name == "--speculative") {
-      if (value != "ngram")
-        return usage("--speculative supports 'ngram'");
+      if (value.rfind("draft:", 0) == 0 && value.size() > 6)
+        draftDir = value.substr(6);
+      else if (value != "ngram")
+        return usage("--speculative supports 'ngram' and 'draft:DIR'");
       speculative = true;
     } else if (name == "--num-speculative" && parseInt(value, 1, 64, n))
       numSpeculative = n;
@@ -482,10 +503,10 @@ int main(int argc, char **argv) {
   config.kvCacheBytes = budget.bytes;
 
   for (int64_t i = 0; i < warmup; ++i)
-    if (RunStats w = replay(**artifact, config, *trace, false, vocab); !w.error.empty())
+    if (RunStats w = replay(**artifact, config, *trace, false, vocab, draftDir); !w.error.empty())
       return fail(w.error);
   (*artifact)->resetMoEStats(); // load statistics of the timed replay only
-  RunStats run = replay(**artifact, config, *trace, decisions, vocab);
+  RunStats run = replay(**artifact, config, *trace, decisions, vocab, draftDir);
   std::vector<std::vector<uint64_t>> expertLoad = (*artifact)->moeExpertTokens();
   if (!run.error.empty())
     return fail(run.error);
@@ -497,7 +518,7 @@ int main(int argc, char **argv) {
       seq.speculative = SpeculativeConfig();
     else
       seq.maxNumSeqs = 1;
-    base = replay(**artifact, seq, *trace, false, vocab);
+    base = replay(**artifact, seq, *trace, false, vocab, draftDir);
     if (!base.error.empty())
       return fail(base.error);
     identical = base.outputs == run.outputs;

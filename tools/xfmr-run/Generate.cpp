@@ -90,6 +90,12 @@ const char *const kGenerateHelp =
     "                       followed the latest earlier occurrence of the last\n"
     "                       1-4 tokens; the output is plain decoding's (the\n"
     "                       same tokens for the same seed when sampling)\n"
+    "  --speculative draft:DIR  speculative decoding with a draft model: the\n"
+    "                       step artifact DIR (same vocabulary, e.g. this model\n"
+    "                       quantized) decodes K tokens that one step verifies;\n"
+    "                       greedy output is plain decoding's, sampled output\n"
+    "                       has its distribution. Its KV cache holds as many\n"
+    "                       tokens as this model's\n"
     "  --num-speculative K  tokens proposed per step at most (1..64, default 4;\n"
     "                       fewer while few proposals are kept)\n"
     "  --dump-logits DIR    write the logits each token of the first request is\n"
@@ -231,7 +237,7 @@ int generateMain(int argc, char **argv) {
       dumpDir = value;
     } else if (name == "--speculative") {
       speculative = value;
-      ok = value == "ngram";
+      ok = value == "ngram" || (value.rfind("draft:", 0) == 0 && value.size() > 6);
     } else if (name == "--num-speculative") {
       ok = parseInt(value, 1, 64, numSpeculative);
     } else {
@@ -351,7 +357,7 @@ int generateMain(int argc, char **argv) {
     std::fprintf(stderr, "%s\n", budget.describe().c_str());
   EngineConfig config;
   config.kvCacheBytes = budget.bytes;
-  if (speculative == "ngram")
+  if (!speculative.empty())
     config.speculative.numTokens = numSpeculative;
   int64_t dumped = 0;
   std::string dumpError;
@@ -384,6 +390,16 @@ int generateMain(int argc, char **argv) {
       longest);
   if (!engine)
     return fail(engine.error());
+  if (speculative.rfind("draft:", 0) == 0) {
+    Expected<std::unique_ptr<DraftModel>> draft = DraftModel::load(
+        speculative.substr(6), (*engine)->vocabulary(),
+        (*engine)->totalBlocks() * artifact.manifest().kvCache->blockSize,
+        config.maxTokensPerStep);
+    if (!draft)
+      return fail(draft.error());
+    if (Status s = (*engine)->setDraft(draft.take()); !s)
+      return fail(s.error());
+  }
   for (size_t i = 0; i < args.size(); ++i) {
     Request r;
     r.id = static_cast<int64_t>(i);

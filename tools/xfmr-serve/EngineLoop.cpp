@@ -116,6 +116,15 @@ EngineLoop::create(const Artifact &artifact, const Tokenizer &tokenizer,
   if (!engine)
     return engine.takeError();
   loop->engine = engine.take();
+  if (!loop->options.draftModel.empty() && config.speculative.enabled()) {
+    Expected<std::unique_ptr<DraftModel>> draft = DraftModel::load(
+        loop->options.draftModel, loop->engine->vocabulary(),
+        loop->engine->totalBlocks() * m.kvCache->blockSize, config.maxTokensPerStep);
+    if (!draft)
+      return draft.takeError();
+    if (Status s = loop->engine->setDraft(draft.take()); !s)
+      return s.takeError();
+  }
   if (split)
     for (const PoolSpec &spec : loop->options.pools) {
       auto share = [&](int64_t whole) {

@@ -56,6 +56,10 @@ struct EngineLoopOptions {
   std::string modelName;
   std::vector<PoolSpec> pools; ///< at least one
   rt::EngineConfig engine;     ///< the whole KV budget and token budget
+  /// Speculation's draft model (an artifact directory; empty: prompt
+  /// lookup, if engine.speculative is on). Its KV cache holds as many
+  /// tokens as the target's.
+  std::string draftModel;
   /// Requests queued per pool beyond which new ones get 429.
   int64_t maxWaiting = 4096;
   /// Bytes per second the machine reads from memory (the denominator of

@@ -107,7 +107,11 @@ const char *const kHelp =
     "                           \"prompt_lookup_max\": 4, \"prompt_lookup_min\": 1,\n"
     "                           \"max_batch\": 8} (prompt lookup; the output is\n"
     "                           the same as without it, for greedy and seeded\n"
-    "                           requests)\n";
+    "                           requests), or {\"method\": \"draft_model\",\n"
+    "                           \"model\": DIR, \"num_speculative_tokens\": 4}\n"
+    "                           (a draft step artifact of the same vocabulary,\n"
+    "                           e.g. this model quantized; greedy output as\n"
+    "                           without it, sampled output of its distribution)\n";
 
 int usageError(const std::string &message) {
   std::fprintf(stderr, "xfmr-serve: error: %s (run 'xfmr-serve --help')\n",
@@ -160,7 +164,7 @@ std::string baseName(std::string path) {
 
 /// vLLM's --speculative-config for prompt lookup; an error names the key.
 bool parseSpeculativeConfig(const std::string &text, SpeculativeConfig &out,
-                            std::string &error) {
+                            std::string &draftModel, std::string &error) {
   nlohmann::json j = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
   if (!j.is_object()) {
     error = "not a JSON object";
@@ -180,13 +184,28 @@ bool parseSpeculativeConfig(const std::string &text, SpeculativeConfig &out,
   };
   for (auto &[key, value] : j.items())
     if (key != "method" && key != "num_speculative_tokens" && key != "prompt_lookup_max" &&
-        key != "prompt_lookup_min" && key != "max_batch") {
+        key != "prompt_lookup_min" && key != "max_batch" && key != "model") {
       error = "unknown key '" + key + "'";
       return false;
     }
-  auto method = j.find("method");
-  if (method == j.end() || !method->is_string() || method->get<std::string>() != "ngram") {
-    error = "method must be \"ngram\" (prompt lookup; draft models are not supported yet)";
+  // vLLM infers the method from "model" when it is left out.
+  auto method = j.find("method"), model = j.find("model");
+  std::string name = method != j.end() && method->is_string() ? method->get<std::string>()
+                     : method == j.end() && model != j.end()  ? "draft_model"
+                                                              : "";
+  if (name != "ngram" && name != "draft_model") {
+    error = "method must be \"ngram\" (prompt lookup) or \"draft_model\"";
+    return false;
+  }
+  draftModel.clear();
+  if (name == "draft_model") {
+    if (model == j.end() || !model->is_string() || model->get<std::string>().empty()) {
+      error = "method \"draft_model\" needs \"model\": the draft artifact's directory";
+      return false;
+    }
+    draftModel = model->get<std::string>();
+  } else if (model != j.end()) {
+    error = "\"model\" is for method \"draft_model\"";
     return false;
   }
   out = SpeculativeConfig();
@@ -206,6 +225,7 @@ bool parseSpeculativeConfig(const std::string &text, SpeculativeConfig &out,
 struct Flags {
   std::string artifact, tokenizer, modelName, pools;
   SpeculativeConfig speculative;
+  std::string draftModel; ///< --speculative-config's "model"
   HttpServerOptions http;
   int64_t maxModelLen = 0, maxNumSeqs = 256, maxTokensPerStep = 2048,
           kvCacheBytes = 0, hostCacheBytes = 0, maxWaiting = 4096, seed = -1;
@@ -279,7 +299,7 @@ int parseFlags(int argc, char **argv, Flags &f) {
       ok = parseInt(value, 0, INT64_MAX, f.seed);
     } else if (name == "--speculative-config") {
       std::string why;
-      if (!parseSpeculativeConfig(value, f.speculative, why))
+      if (!parseSpeculativeConfig(value, f.speculative, f.draftModel, why))
         return usageError("bad --speculative-config: " + why);
     } else {
       return usageError("unknown option '" + name + "'");
@@ -390,6 +410,7 @@ int main(int argc, char **argv) {
   options.engine.prefixCaching = f.prefixCaching;
   options.engine.hostCacheBytes = static_cast<uint64_t>(f.hostCacheBytes);
   options.engine.speculative = f.speculative;
+  options.draftModel = f.draftModel;
   uint64_t fullLength =
       static_cast<uint64_t>(f.maxNumSeqs) *
       static_cast<uint64_t>(maxModelLen + manifest.kvCache->blockSize) /

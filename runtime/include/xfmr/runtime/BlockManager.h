@@ -15,6 +15,7 @@
 
 #include "xfmr/runtime/Error.h"
 
+#include <algorithm>
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -96,6 +97,13 @@ public:
   /// Releases the blocks past the committed tokens (reserved for tokens a
   /// step computed but the sequence did not keep: rejected speculation).
   void releaseUnused(BlockManager &manager);
+  /// Shortens the sequence to its first `newTokens` tokens (no-op if it is
+  /// not longer) and releases the blocks past them. For private blocks: a
+  /// shared block kept partially would be written by both holders.
+  void truncate(BlockManager &manager, int64_t newTokens) {
+    tokens = std::min(tokens, newTokens);
+    releaseUnused(manager);
+  }
 
   /// Starts the sequence on `prefix` blocks owned by others (a prefix-cache
   /// hit covering `prefixTokens` tokens): retains each.

@@ -29,6 +29,7 @@
 #define XFMR_RUNTIME_ENGINE_H
 
 #include "xfmr/runtime/BlockManager.h"
+#include "xfmr/runtime/DraftModel.h"
 #include "xfmr/runtime/PagedKV.h"
 #include "xfmr/runtime/PrefixCache.h"
 #include "xfmr/runtime/Sampling.h"
@@ -102,11 +103,14 @@ struct EngineConfig {
   /// update() (a server streams them; it must not call back into the
   /// engine). The stop token that ends a request is passed too.
   std::function<void(int64_t requestId, int64_t token)> onToken;
-  /// Speculative decoding (prompt lookup): a decoding sequence's step also
-  /// verifies up to `speculative.numTokens` proposed tokens; it keeps the
-  /// proposals equal to what the request's sampler draws from the model
-  /// (its greedy choice, or a sample) plus one token drawn after them, and
-  /// rolls back the rest. The output is the same as without speculation.
+  /// Speculative decoding: a decoding sequence's step also verifies up to
+  /// `speculative.numTokens` proposed tokens, by prompt lookup or from a
+  /// draft model (Engine::setDraft). Greedy requests keep the proposals
+  /// equal to the model's argmax; sampled ones keep prompt lookup's
+  /// proposals equal to what their sampler draws (the same tokens as
+  /// without speculation, per seed) and a draft's by speculative sampling's
+  /// rule (Sampler::verify: the same distribution). A token drawn after the
+  /// kept proposals is appended too, and the rest rolled back.
   SpeculativeConfig speculative;
 };
 
@@ -235,6 +239,12 @@ public:
   void setClassLimits(RequestClass cls, ClassLimits limits) {
     config.classLimits[cls == RequestClass::Batch] = limits;
   }
+  /// Proposes speculative tokens with `draft` (over this engine's
+  /// vocabulary) instead of prompt lookup, while speculative.numTokens > 0.
+  /// A draft of this artifact's KV layout shares its pools (DraftModel.h).
+  Status setDraft(std::unique_ptr<DraftModel> draft);
+  const DraftModel *draft() const { return drafter.get(); }
+  int64_t vocabulary() const { return vocab; }
   /// Releases the prefix cache's blocks (after this free == total when idle).
   void clearPrefixCache();
   std::string summary(int64_t tokensPerSequence) const { return blocks.summary(tokensPerSequence); }
@@ -291,6 +301,10 @@ private:
   /// the step's, its class's and its request's limits), empty when it does
   /// not speculate (large batches, nothing matched).
   std::vector<int64_t> proposeFor(const Sequence &seq, const StepPlan &plan);
+  /// Runs the draft model for the plan's speculating sequences (their
+  /// proposals were counted by proposeFor) and shrinks the plan where it
+  /// proposed fewer.
+  Status draftProposals(StepPlan &plan);
   /// The most recently admitted running sequence of `cls` from `from` on.
   std::vector<std::unique_ptr<Sequence>>::iterator newestRunning(size_t from,
                                                                  RequestClass cls);
@@ -298,8 +312,10 @@ private:
   // update(), one decision each.
   /// Marks `tokens` more tokens computed; new full blocks go to the cache.
   void commitTokens(Sequence &seq, int64_t tokens);
-  /// Samples and appends the next token from `logits`.
-  void sampleNext(Sequence &seq, const float *logits);
+  /// Samples and appends the next token from `logits`; with a draft
+  /// model's `proposal` and its distribution, by Sampler::verify.
+  void sampleNext(Sequence &seq, const float *logits, int64_t proposal = -1,
+                  const float *draftProbs = nullptr);
   /// Whether the last token ends the request, and why.
   std::optional<FinishReason> finishReasonFor(const Sequence &seq) const;
   /// Verifies `seq`'s proposals against the model's rows (one per verified
@@ -335,6 +351,7 @@ private:
   Trace trace;
   BlockManager blocks;
   PrefixCache cache;
+  std::unique_ptr<DraftModel> drafter; ///< speculation's proposer, if a draft model
   int64_t vocab = 0;
   /// Queued requests by class, each in queue order (queueKey ascending).
   Queue interactiveQueue, batchQueue;

@@ -76,6 +76,10 @@ private:
   int64_t slots = 0;
 };
 
+/// The vocabulary of a step function: its logits' static second dimension
+/// (0 when it has no [tokens, vocab] output).
+int64_t stepVocabulary(const Artifact &artifact);
+
 /// One sequence's share of a step: its new tokens, the positions they take
 /// (the sequence's cached length before the step onwards) and its blocks.
 struct StepSequence {

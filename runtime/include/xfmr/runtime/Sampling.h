@@ -71,6 +71,32 @@ public:
   int64_t next(const float *logits, int64_t vocab,
                const std::vector<int64_t> &previousTokens);
 
+  /// The distribution next() draws from, one probability per token:
+  /// penalties, temperature, top-k and top-p applied, the rest 0; one-hot
+  /// for greedy decoding. Draws nothing.
+  void distribution(const float *logits, int64_t vocab,
+                    const std::vector<int64_t> &previousTokens, std::vector<float> &probs);
+
+  /// One token drawn from `probs` (a distribution over `vocab` tokens):
+  /// the first index at which the cumulative probability exceeds a uniform
+  /// draw. One draw.
+  int64_t draw(const float *probs, int64_t vocab);
+
+  /// Speculative sampling's verification of a draft model's `proposal`,
+  /// drawn from the draft's distribution `draftProbs` (q), given the target
+  /// model's `logits` (p after this sampler's processing): the proposal is
+  /// kept with probability min(1, p(x) / q(x)); otherwise the token is
+  /// drawn from max(0, p - q) normalised. Either way the returned token is
+  /// distributed as next()'s would be (Leviathan et al. 2023, Chen et al.
+  /// 2023). Greedy decoding returns the argmax, as next(). One draw when
+  /// the proposal is kept, two when not.
+  int64_t verify(const float *logits, int64_t vocab, const std::vector<int64_t> &previousTokens,
+                 int64_t proposal, const float *draftProbs);
+
+  /// Whether next() draws at all (temperature > 0): a greedy sampler's
+  /// distribution is one-hot.
+  bool sampling() const;
+
   /// Whether `token` is one of the stop tokens.
   bool isStop(int64_t token) const;
 
@@ -90,6 +116,7 @@ private:
   /// Reused between calls so that next() allocates only when the vocabulary
   /// grows.
   std::vector<Candidate> candidates;
+  std::vector<float> targetProbs; ///< verify()'s p
 };
 
 } // namespace xfmr::rt
