@@ -121,6 +121,15 @@ Status DraftModel::attach(KVPools *targetPools, const Manifest *target) {
   return {};
 }
 
+std::string DraftModel::summary() const {
+  std::string name = artifact ? artifact->directory() : std::string("(detached)");
+  if (shared)
+    return "draft model " + name + ": on the target's KV cache (the same layout)";
+  return formatString("draft model %s: own KV cache of %lld blocks x %lld tokens", name.c_str(),
+                      static_cast<long long>(blocks.numBlocks()),
+                      static_cast<long long>(blocks.blockSize()));
+}
+
 void DraftModel::release(Sequence &seq) {
   seq.blocks.releaseAll(blocks);
   seq.computed.clear();

@@ -399,6 +399,8 @@ int generateMain(int argc, char **argv) {
       return fail(draft.error());
     if (Status s = (*engine)->setDraft(draft.take()); !s)
       return fail(s.error());
+    if (!quiet)
+      std::fprintf(stderr, "%s\n", (*engine)->draft()->summary().c_str());
   }
   for (size_t i = 0; i < args.size(); ++i) {
     Request r;

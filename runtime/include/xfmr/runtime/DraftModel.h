@@ -104,6 +104,9 @@ public:
   Status attach(KVPools *targetPools, const Manifest *target);
   /// Whether the draft reads and writes the target's pools.
   bool sharesKV() const { return shared; }
+  /// "draft model DIR: on the target's KV cache" or "...: own KV cache of
+  /// N blocks x B tokens" (the tools' startup line).
+  std::string summary() const;
 
   /// Proposes for every request (batched draft steps); one Proposal each,
   /// in order. A model failure fails the whole call.
