@@ -26,6 +26,7 @@
 #include "CPUCheck.h"
 
 #include <stdint.h>
+#include <string.h>
 
 #if defined(__x86_64__)
 #include <immintrin.h>
@@ -102,29 +103,35 @@ static void groupScalar(const int8_t *qa, const float *sa, const int32_t *suma, 
 }
 
 #if defined(__x86_64__)
-enum { kPrefetchBytes = 2048 };
+enum { kPrefetchBytes = 2048, kMaxRows = 4, kTileGroups = 4 };
 
-/// One row of one column group with AVX2: per 32-value chunk, two 32-byte
-/// loads hold four columns' nibbles; columns (0, 1) and (2, 3) share a
-/// register, so each vpmaddubsw serves two columns.
-__attribute__((target("avx2,fma"))) static void
-groupAVX2(const int8_t *qa, const float *sa, const int32_t *suma, int64_t k, int64_t blk,
-          const uint8_t *w, const float *sw, const float *zw, float out[kColumns]) {
-  int64_t blocks = k / blk, chunks = blk / kChunk;
+/// R rows of one column group with AVX2 (row r's activations at qa + r *
+/// lda, its four results at out + r * ldo): per 32-value chunk, two 32-byte
+/// loads hold four columns' nibbles, unpacked once for all R rows; columns
+/// (0, 1) and (2, 3) share a register, so each vpmaddubsw serves two
+/// columns. Each row's operations are the same for every R.
+__attribute__((target("avx2,fma"), always_inline)) static inline void
+groupAVX2(const int R, const int8_t *qa, int64_t lda, const float *sa, const int32_t *suma,
+          int64_t ldsa, int64_t blocks, int64_t blk, const uint8_t *w, const float *sw,
+          const float *zw, float *out, int64_t ldo) {
+  int64_t chunks = blk / kChunk;
   const __m256i low = _mm256_set1_epi8(0x0F);
   const __m256i ones = _mm256_set1_epi16(1);
   // Lane i of a block's int32 sums belongs to column i / 4 (of the pair).
   const __m256i pairLanes = _mm256_setr_epi32(0, 0, 0, 0, 1, 1, 1, 1);
   const __m256i pairLanes2 = _mm256_setr_epi32(2, 2, 2, 2, 3, 3, 3, 3);
-  __m256 acc01 = _mm256_setzero_ps(), acc23 = _mm256_setzero_ps();
-  __m128 corr = _mm_setzero_ps();
   const __m128 eight = _mm_set1_ps(8.0f);
+  __m256 acc01[kMaxRows], acc23[kMaxRows];
+  __m128 corr[kMaxRows];
+  for (int r = 0; r < R; ++r) {
+    acc01[r] = acc23[r] = _mm256_setzero_ps();
+    corr[r] = _mm_setzero_ps();
+  }
   for (int64_t b = 0; b < blocks; ++b) {
-    __m256i dot01 = _mm256_setzero_si256(), dot23 = _mm256_setzero_si256();
+    __m256i dot01[kMaxRows], dot23[kMaxRows];
+    for (int r = 0; r < R; ++r)
+      dot01[r] = dot23[r] = _mm256_setzero_si256();
     for (int64_t c = 0; c < chunks; ++c) {
-      const int8_t *x = qa + b * blk + c * kChunk;
-      __m256i xlo = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)x));
-      __m256i xhi = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)(x + 16)));
       const uint8_t *y = w + (b * chunks + c) * kColumns * 16;
       // Decode streams the weights from memory once: the hardware
       // prefetcher alone left the loop at 0.65 of the read bandwidth here
@@ -132,63 +139,254 @@ groupAVX2(const int8_t *qa, const float *sa, const int32_t *suma, int64_t k, int
       _mm_prefetch((const char *)y + kPrefetchBytes, _MM_HINT_T0);
       __m256i y01 = _mm256_loadu_si256((const __m256i *)y);
       __m256i y23 = _mm256_loadu_si256((const __m256i *)(y + 32));
-      __m256i p01 = _mm256_add_epi16(
-          _mm256_maddubs_epi16(_mm256_and_si256(y01, low), xlo),
-          _mm256_maddubs_epi16(_mm256_and_si256(_mm256_srli_epi16(y01, 4), low), xhi));
-      __m256i p23 = _mm256_add_epi16(
-          _mm256_maddubs_epi16(_mm256_and_si256(y23, low), xlo),
-          _mm256_maddubs_epi16(_mm256_and_si256(_mm256_srli_epi16(y23, 4), low), xhi));
-      dot01 = _mm256_add_epi32(dot01, _mm256_madd_epi16(p01, ones));
-      dot23 = _mm256_add_epi32(dot23, _mm256_madd_epi16(p23, ones));
+      __m256i lo01 = _mm256_and_si256(y01, low);
+      __m256i hi01 = _mm256_and_si256(_mm256_srli_epi16(y01, 4), low);
+      __m256i lo23 = _mm256_and_si256(y23, low);
+      __m256i hi23 = _mm256_and_si256(_mm256_srli_epi16(y23, 4), low);
+      for (int r = 0; r < R; ++r) {
+        const int8_t *x = qa + r * lda + b * blk + c * kChunk;
+        __m256i xlo = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)x));
+        __m256i xhi = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)(x + 16)));
+        __m256i p01 = _mm256_add_epi16(_mm256_maddubs_epi16(lo01, xlo),
+                                       _mm256_maddubs_epi16(hi01, xhi));
+        __m256i p23 = _mm256_add_epi16(_mm256_maddubs_epi16(lo23, xlo),
+                                       _mm256_maddubs_epi16(hi23, xhi));
+        dot01[r] = _mm256_add_epi32(dot01[r], _mm256_madd_epi16(p01, ones));
+        dot23[r] = _mm256_add_epi32(dot23[r], _mm256_madd_epi16(p23, ones));
+      }
     }
     _mm_prefetch((const char *)(sw + b * kColumns) + kPrefetchBytes / 4, _MM_HINT_T0);
-    __m128 d = _mm_mul_ps(_mm_loadu_ps(sw + b * kColumns), _mm_set1_ps(sa[b]));
-    __m256 d4 = _mm256_castps128_ps256(d);
-    d4 = _mm256_insertf128_ps(d4, d, 1);
-    acc01 = _mm256_fmadd_ps(_mm256_cvtepi32_ps(dot01), _mm256_permutevar8x32_ps(d4, pairLanes),
-                            acc01);
-    acc23 = _mm256_fmadd_ps(_mm256_cvtepi32_ps(dot23), _mm256_permutevar8x32_ps(d4, pairLanes2),
-                            acc23);
+    __m128 s = _mm_loadu_ps(sw + b * kColumns);
     __m128 z = zw ? _mm_loadu_ps(zw + b * kColumns) : eight;
-    corr = _mm_fmadd_ps(_mm_mul_ps(d, z), _mm_set1_ps((float)suma[b]), corr);
+    for (int r = 0; r < R; ++r) {
+      __m128 d = _mm_mul_ps(s, _mm_set1_ps(sa[r * ldsa + b]));
+      __m256 d4 = _mm256_insertf128_ps(_mm256_castps128_ps256(d), d, 1);
+      acc01[r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(dot01[r]),
+                                 _mm256_permutevar8x32_ps(d4, pairLanes), acc01[r]);
+      acc23[r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(dot23[r]),
+                                 _mm256_permutevar8x32_ps(d4, pairLanes2), acc23[r]);
+      corr[r] = _mm_fmadd_ps(_mm_mul_ps(d, z), _mm_set1_ps((float)suma[r * ldsa + b]), corr[r]);
+    }
   }
   // Each column's four lanes: (0, 1) in acc01, (2, 3) in acc23.
-  float lanes01[8], lanes23[8];
-  _mm256_storeu_ps(lanes01, acc01);
-  _mm256_storeu_ps(lanes23, acc23);
-  float cr[4];
-  _mm_storeu_ps(cr, corr);
-  out[0] = (lanes01[0] + lanes01[1]) + (lanes01[2] + lanes01[3]) - cr[0];
-  out[1] = (lanes01[4] + lanes01[5]) + (lanes01[6] + lanes01[7]) - cr[1];
-  out[2] = (lanes23[0] + lanes23[1]) + (lanes23[2] + lanes23[3]) - cr[2];
-  out[3] = (lanes23[4] + lanes23[5]) + (lanes23[6] + lanes23[7]) - cr[3];
+  for (int r = 0; r < R; ++r) {
+    float lanes01[8], lanes23[8], cr[4];
+    _mm256_storeu_ps(lanes01, acc01[r]);
+    _mm256_storeu_ps(lanes23, acc23[r]);
+    _mm_storeu_ps(cr, corr[r]);
+    float *o = out + r * ldo;
+    o[0] = (lanes01[0] + lanes01[1]) + (lanes01[2] + lanes01[3]) - cr[0];
+    o[1] = (lanes01[4] + lanes01[5]) + (lanes01[6] + lanes01[7]) - cr[1];
+    o[2] = (lanes23[0] + lanes23[1]) + (lanes23[2] + lanes23[3]) - cr[2];
+    o[3] = (lanes23[4] + lanes23[5]) + (lanes23[6] + lanes23[7]) - cr[3];
+  }
 }
+
+typedef void (*GroupFn)(const int8_t *, int64_t, const float *, const int32_t *, int64_t, int64_t,
+                        int64_t, const uint8_t *, const float *, const float *, float *, int64_t);
+#define XFMR_Q4_GROUP(R)                                                                           \
+  __attribute__((target("avx2,fma"))) static void groupAVX2_##R(                                   \
+      const int8_t *qa, int64_t lda, const float *sa, const int32_t *suma, int64_t ldsa,           \
+      int64_t blocks, int64_t blk, const uint8_t *w, const float *sw, const float *zw, float *out, \
+      int64_t ldo) {                                                                               \
+    groupAVX2(R, qa, lda, sa, suma, ldsa, blocks, blk, w, sw, zw, out, ldo);                       \
+  }
+XFMR_Q4_GROUP(1)
+XFMR_Q4_GROUP(2)
+XFMR_Q4_GROUP(3)
+XFMR_Q4_GROUP(4)
+#undef XFMR_Q4_GROUP
+static const GroupFn kGroupsAVX2[kMaxRows] = {groupAVX2_1, groupAVX2_2, groupAVX2_3, groupAVX2_4};
+
+#define XFMR_VNNI "avx2,fma,avx512f,avx512bw,avx512vl,avx512vnni"
+
+/// The sums of a block's four column groups (16 int32 lanes each, column
+/// j of a group in lanes 4j..4j+3) as one vector: element 4j + g is
+/// column j of group g.
+__attribute__((target(XFMR_VNNI), always_inline)) static inline __m512i
+sumColumns(__m512i d0, __m512i d1, __m512i d2, __m512i d3) {
+  __m512i t01 = _mm512_add_epi32(_mm512_unpacklo_epi32(d0, d1), _mm512_unpackhi_epi32(d0, d1));
+  __m512i t23 = _mm512_add_epi32(_mm512_unpacklo_epi32(d2, d3), _mm512_unpackhi_epi32(d2, d3));
+  return _mm512_add_epi32(_mm512_unpacklo_epi64(t01, t23), _mm512_unpackhi_epi64(t01, t23));
+}
+
+/// Four groups' [blocks][4] f32 metadata of block b (groups past G: `fill`)
+/// in sumColumns' order.
+__attribute__((target(XFMR_VNNI), always_inline)) static inline __m512
+metaOf(const int G, const float *m, int64_t groupMeta, int64_t b, float fill) {
+  const __m512i byColumn =
+      _mm512_setr_epi32(0, 4, 8, 12, 1, 5, 9, 13, 2, 6, 10, 14, 3, 7, 11, 15);
+  __m512 v = _mm512_set1_ps(fill);
+  m += b * kColumns;
+  v = _mm512_insertf32x4(v, _mm_loadu_ps(m), 0);
+  if (G > 1)
+    v = _mm512_insertf32x4(v, _mm_loadu_ps(m + groupMeta), 1);
+  if (G > 2)
+    v = _mm512_insertf32x4(v, _mm_loadu_ps(m + 2 * groupMeta), 2);
+  if (G > 3)
+    v = _mm512_insertf32x4(v, _mm_loadu_ps(m + 3 * groupMeta), 3);
+  return _mm512_permutexvar_ps(byColumn, v);
+}
+
+/// R rows x G consecutive column groups (up to 16 columns) with
+/// AVX512-VNNI: one 64-byte line is one 32-value chunk of a group, its low
+/// nibbles (vpdpbusd's unsigned operand) meet the row's activations [0, 16)
+/// broadcast to the four 128-bit lanes, the high ones [16, 32), so a chunk
+/// of the tile is G loads and R * G * 2 vpdpbusd. Per block, each row's 4 x
+/// G column sums (four lanes a column) are added into one vector and
+/// scaled: acc = fma(sa * sw, dot - zp * sum x, acc), lane by lane, so a
+/// column's result is the same operations in every tile shape. Row r's
+/// results at out + r * ldo, in column order.
+__attribute__((target(XFMR_VNNI), always_inline)) static inline void
+tileVNNI(const int R, const int G, const int8_t *qa, int64_t lda, const float *sa,
+         const int32_t *suma, int64_t ldsa, int64_t blocks, int64_t blk, const uint8_t *w,
+         int64_t groupBytes, const float *sw, const float *zw, int64_t groupMeta, float *out,
+         int64_t ldo) {
+  int64_t chunks = blk / kChunk;
+  const __m512i low = _mm512_set1_epi8(0x0F);
+  const __m512i byColumn =
+      _mm512_setr_epi32(0, 4, 8, 12, 1, 5, 9, 13, 2, 6, 10, 14, 3, 7, 11, 15);
+  __m512 acc[kMaxRows];
+  for (int r = 0; r < R; ++r)
+    acc[r] = _mm512_setzero_ps();
+  for (int64_t b = 0; b < blocks; ++b) {
+    __m512i dot[kMaxRows][kTileGroups];
+    for (int r = 0; r < R; ++r)
+      for (int g = 0; g < kTileGroups; ++g)
+        dot[r][g] = _mm512_setzero_si512();
+    const uint8_t *line = w + b * chunks * kColumns * 16;
+    const int8_t *x = qa + b * blk;
+    for (int64_t c = 0; c < chunks; ++c, line += kColumns * 16, x += kChunk) {
+      __m512i lo[kTileGroups], hi[kTileGroups];
+      for (int g = 0; g < G; ++g) {
+        __m512i y = _mm512_loadu_si512((const void *)(line + g * groupBytes));
+        if (R <= 2)
+          _mm_prefetch((const char *)(line + g * groupBytes) + kPrefetchBytes, _MM_HINT_T0);
+        lo[g] = _mm512_and_si512(y, low);
+        hi[g] = _mm512_and_si512(_mm512_srli_epi16(y, 4), low);
+      }
+      for (int r = 0; r < R; ++r) {
+        __m512i xlo = _mm512_broadcast_i32x4(_mm_loadu_si128((const __m128i *)(x + r * lda)));
+        __m512i xhi =
+            _mm512_broadcast_i32x4(_mm_loadu_si128((const __m128i *)(x + r * lda + 16)));
+        for (int g = 0; g < G; ++g) {
+          dot[r][g] = _mm512_dpbusd_epi32(dot[r][g], lo[g], xlo);
+          dot[r][g] = _mm512_dpbusd_epi32(dot[r][g], hi[g], xhi);
+        }
+      }
+    }
+    __m512 s = metaOf(G, sw, groupMeta, b, 0.0f);
+    __m512 z = zw ? metaOf(G, zw, groupMeta, b, 8.0f) : _mm512_set1_ps(8.0f);
+    for (int r = 0; r < R; ++r) {
+      __m512 dots = _mm512_cvtepi32_ps(sumColumns(dot[r][0], dot[r][1], dot[r][2], dot[r][3]));
+      __m512 t = _mm512_fnmadd_ps(z, _mm512_set1_ps((float)suma[r * ldsa + b]), dots);
+      __m512 d = _mm512_mul_ps(_mm512_set1_ps(sa[r * ldsa + b]), s);
+      acc[r] = _mm512_fmadd_ps(d, t, acc[r]);
+    }
+  }
+  for (int r = 0; r < R; ++r)
+    _mm512_storeu_ps(out + r * ldo, _mm512_permutexvar_ps(byColumn, acc[r]));
+}
+
+typedef void (*TileFn)(const int8_t *, int64_t, const float *, const int32_t *, int64_t, int64_t,
+                       int64_t, const uint8_t *, int64_t, const float *, const float *, int64_t,
+                       float *, int64_t);
+#define XFMR_Q4_TILE(R, G)                                                                         \
+  __attribute__((target(XFMR_VNNI))) static void tile_##R##_##G(                                   \
+      const int8_t *qa, int64_t lda, const float *sa, const int32_t *suma, int64_t ldsa,           \
+      int64_t blocks, int64_t blk, const uint8_t *w, int64_t groupBytes, const float *sw,          \
+      const float *zw, int64_t groupMeta, float *out, int64_t ldo) {                               \
+    tileVNNI(R, G, qa, lda, sa, suma, ldsa, blocks, blk, w, groupBytes, sw, zw, groupMeta, out,    \
+             ldo);                                                                                 \
+  }
+#define XFMR_Q4_ROWS(R) XFMR_Q4_TILE(R, 1) XFMR_Q4_TILE(R, 2) XFMR_Q4_TILE(R, 3) XFMR_Q4_TILE(R, 4)
+XFMR_Q4_ROWS(1)
+XFMR_Q4_ROWS(2)
+XFMR_Q4_ROWS(3)
+XFMR_Q4_ROWS(4)
+#undef XFMR_Q4_ROWS
+#undef XFMR_Q4_TILE
+static const TileFn kTilesVNNI[kMaxRows][kTileGroups] = {
+    {tile_1_1, tile_1_2, tile_1_3, tile_1_4},
+    {tile_2_1, tile_2_2, tile_2_3, tile_2_4},
+    {tile_3_1, tile_3_2, tile_3_3, tile_3_4},
+    {tile_4_1, tile_4_2, tile_4_3, tile_4_4}};
 #endif
 
-/// C[m, n0:n1] for all `rows` rows (n0 a multiple of 4): `aq`, `sa`, `suma`
-/// A quantized as lib/Conversion/ONNXToLinalg/Linear.cpp (quantizeRows)
-/// does; `w`, `sw`, `zw` (null: zero point 8) from
-/// xfmr_uk_pack_q4. `blk` is a multiple of 32.
+/// The best path this CPU has: 2 AVX512-VNNI, 1 AVX2, 0 scalar.
+static int bestLevel(void) {
+#if defined(__x86_64__)
+  if (xfmr_uk_has_avx512vnni())
+    return 2;
+  if (xfmr_uk_has_avx2())
+    return 1;
+#endif
+  return 0;
+}
+
+void xfmr_uk_matmul_q4q8_at(int level, const int8_t *aq, const float *sa, const int32_t *suma,
+                            int64_t rows, int64_t k, int64_t blk, const uint8_t *w,
+                            const float *sw, const float *zw, int64_t n0, int64_t n1, float *c,
+                            int64_t ldc) {
+  if (level > bestLevel())
+    level = bestLevel();
+  int64_t blocks = k / blk, groupBytes = blocks * kColumns * (blk / 2),
+          groupMeta = blocks * kColumns;
+#if defined(__x86_64__)
+  if (level == 2) {
+    // Row tiles outside, column tiles inside: a tile's activations stay in
+    // L1 while the call's columns (64: 32 * K bytes) stay in L1 or L2.
+    enum { kWidth = kTileGroups * kColumns };
+    for (int64_t m = 0; m < rows; m += kMaxRows) {
+      int R = rows - m < kMaxRows ? (int)(rows - m) : kMaxRows;
+      for (int64_t n = n0; n < n1; n += kWidth) {
+        int64_t g = n / kColumns, width = n1 - n < kWidth ? n1 - n : kWidth;
+        int G = (int)((width + kColumns - 1) / kColumns);
+        // Whole tiles straight into C, a partial one through `part`.
+        float part[kMaxRows * kWidth];
+        int whole = width == kWidth;
+        kTilesVNNI[R - 1][G - 1](aq + m * k, k, sa + m * blocks, suma + m * blocks, blocks, blocks,
+                                 blk, w + g * groupBytes, groupBytes, sw + g * groupMeta,
+                                 zw ? zw + g * groupMeta : 0, groupMeta,
+                                 whole ? c + m * ldc + n : part, whole ? ldc : kWidth);
+        for (int r = 0; !whole && r < R; ++r)
+          memcpy(c + (m + r) * ldc + n, part + r * kWidth, width * sizeof(float));
+      }
+    }
+    return;
+  }
+#endif
+  for (int64_t n = n0; n < n1; n += kColumns) {
+    int64_t g = n / kColumns, width = n1 - n < kColumns ? n1 - n : kColumns;
+    const uint8_t *wg = w + g * groupBytes;
+    const float *sg = sw + g * groupMeta;
+    const float *zg = zw ? zw + g * groupMeta : 0;
+    for (int64_t m = 0; m < rows;) {
+      float out[kMaxRows * kColumns];
+      int R = 1;
+#if defined(__x86_64__)
+      if (level == 1) {
+        // Up to four rows share each unpacked chunk of the group.
+        R = rows - m < kMaxRows ? (int)(rows - m) : kMaxRows;
+        kGroupsAVX2[R - 1](aq + m * k, k, sa + m * blocks, suma + m * blocks, blocks, blocks, blk,
+                           wg, sg, zg, out, kColumns);
+      } else
+#endif
+        groupScalar(aq + m * k, sa + m * blocks, suma + m * blocks, k, blk, wg, sg, zg, out);
+      for (int r = 0; r < R; ++r)
+        memcpy(c + (m + r) * ldc + n, out + r * kColumns, width * sizeof(float));
+      m += R;
+    }
+  }
+}
+
+/// C[m, n0:n1] for all `rows` rows (n0 a multiple of 4) on the best path
+/// this CPU has: `aq`, `sa`, `suma` A quantized as
+/// lib/Conversion/ONNXToLinalg/Linear.cpp (quantizeRows) does; `w`, `sw`,
+/// `zw` (null: zero point 8) from xfmr_uk_pack_q4. `blk` is a multiple of
+/// 32. Each row's results depend on that row alone (on one path).
 void xfmr_uk_matmul_q4q8(const int8_t *aq, const float *sa, const int32_t *suma, int64_t rows,
                          int64_t k, int64_t blk, const uint8_t *w, const float *sw,
                          const float *zw, int64_t n0, int64_t n1, float *c, int64_t ldc) {
-  int64_t blocks = k / blk;
-  void (*group)(const int8_t *, const float *, const int32_t *, int64_t, int64_t,
-                const uint8_t *, const float *, const float *, float *) = groupScalar;
-#if defined(__x86_64__)
-  if (xfmr_uk_has_avx2())
-    group = groupAVX2;
-#endif
-  for (int64_t n = n0; n < n1; n += kColumns) {
-    int64_t g = n / kColumns;
-    const uint8_t *wg = w + g * blocks * kColumns * (blk / 2);
-    const float *sg = sw + g * blocks * kColumns;
-    const float *zg = zw ? zw + g * blocks * kColumns : 0;
-    for (int64_t m = 0; m < rows; ++m) {
-      float out[kColumns];
-      group(aq + m * k, sa + m * blocks, suma + m * blocks, k, blk, wg, sg, zg, out);
-      for (int j = 0; j < kColumns && n + j < n1; ++j)
-        c[m * ldc + n + j] = out[j];
-    }
-  }
+  xfmr_uk_matmul_q4q8_at(2, aq, sa, suma, rows, k, blk, w, sw, zw, n0, n1, c, ldc);
 }

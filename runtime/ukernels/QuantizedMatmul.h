@@ -34,6 +34,12 @@ void xfmr_uk_pack_q4(const uint8_t *src, const float *scales, const float *zeros
 void xfmr_uk_matmul_q4q8(const int8_t *aq, const float *sa, const int32_t *suma, int64_t rows,
                          int64_t k, int64_t blk, const uint8_t *w, const float *sw,
                          const float *zw, int64_t n0, int64_t n1, float *c, int64_t ldc);
+/// xfmr_uk_matmul_q4q8 on a given path, capped by what the CPU has (tests
+/// compare them): 0 scalar, 1 AVX2, 2 AVX512-VNNI.
+void xfmr_uk_matmul_q4q8_at(int level, const int8_t *aq, const float *sa, const int32_t *suma,
+                            int64_t rows, int64_t k, int64_t blk, const uint8_t *w,
+                            const float *sw, const float *zw, int64_t n0, int64_t n1, float *c,
+                            int64_t ldc);
 
 /// Columns per panel of the 8-bit kernel (16 columns x 4 k per 64-byte
 /// line, VNNI's operand); N is rounded up to a multiple.

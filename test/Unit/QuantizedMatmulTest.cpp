@@ -94,11 +94,19 @@ public:
     quantizeRows(a.data(), p.rows, p.k, p.blk, aq.data(), sa.data(), suma.data());
   }
 
-  /// C for rows [r0, r0 + rows), columns [n0, n1).
-  void run(int64_t r0, int64_t rows, int64_t n0, int64_t n1, std::vector<float> &c) const {
-    xfmr_uk_matmul_q4q8(aq.data() + r0 * p.k, sa.data() + r0 * blocks, suma.data() + r0 * blocks,
-                        rows, p.k, p.blk, packed.w.data(), packed.sw.data(),
-                        p.zeros ? packed.zw.data() : nullptr, n0, n1, c.data() + r0 * p.n, p.n);
+  /// C for rows [r0, r0 + rows), columns [n0, n1), on the best path the CPU
+  /// has or on `level` (0 scalar, 1 AVX2, 2 AVX512-VNNI).
+  void run(int64_t r0, int64_t rows, int64_t n0, int64_t n1, std::vector<float> &c,
+           int level = 2) const {
+    const float *zw = p.zeros ? packed.zw.data() : nullptr;
+    if (level == 2) // the entry point generated code calls
+      xfmr_uk_matmul_q4q8(aq.data() + r0 * p.k, sa.data() + r0 * blocks,
+                          suma.data() + r0 * blocks, rows, p.k, p.blk, packed.w.data(),
+                          packed.sw.data(), zw, n0, n1, c.data() + r0 * p.n, p.n);
+    else
+      xfmr_uk_matmul_q4q8_at(level, aq.data() + r0 * p.k, sa.data() + r0 * blocks,
+                             suma.data() + r0 * blocks, rows, p.k, p.blk, packed.w.data(),
+                             packed.sw.data(), zw, n0, n1, c.data() + r0 * p.n, p.n);
   }
 
   /// sum_b sa * sw * sum_i q_a * (q_w - zp), in double from the stored layout.
@@ -156,38 +164,68 @@ TEST(QuantizedMatmul, QuantizesLikeMLAS) {
     EXPECT_EQ(v, 0);
 }
 
+/// The 4-bit paths (as far as this CPU has them: scalar, AVX2 and
+/// AVX512-VNNI, whose row tiles of up to 4 rows x 16 columns meet partial
+/// tiles in both directions here).
+constexpr int kLevels[] = {0, 1, 2};
+
 TEST(QuantizedMatmul, MatchesIntegerReference) {
   for (Problem p : {Problem{64, 48, 32, 1, false}, Problem{96, 70, 32, 3, true},
                     Problem{256, 37, 64, 2, true}, Problem{384, 9, 128, 5, false},
-                    Problem{1024, 130, 32, 1, true}}) {
-    QuantizedMatmul q(p);
-    std::vector<float> c(p.rows * p.n, NAN);
-    q.run(0, p.rows, 0, p.n, c);
-    for (int64_t m = 0; m < p.rows; ++m)
-      for (int64_t n = 0; n < p.n; ++n) {
-        double want = q.reference(m, n);
-        EXPECT_NEAR(c[m * p.n + n], want, 1e-5 * std::max(1.0, std::fabs(want)))
-            << "k " << p.k << " n " << p.n << " blk " << p.blk << " at (" << m << ", " << n << ")";
-      }
-  }
+                    Problem{1024, 130, 32, 1, true}, Problem{576, 83, 32, 11, true},
+                    Problem{192, 64, 64, 4, false}, Problem{128, 20, 32, 9, false}})
+    for (int level : kLevels) {
+      QuantizedMatmul q(p);
+      std::vector<float> c(p.rows * p.n, NAN);
+      q.run(0, p.rows, 0, p.n, c, level);
+      for (int64_t m = 0; m < p.rows; ++m)
+        for (int64_t n = 0; n < p.n; ++n) {
+          double want = q.reference(m, n);
+          EXPECT_NEAR(c[m * p.n + n], want, 1e-5 * std::max(1.0, std::fabs(want)))
+              << "level " << level << " k " << p.k << " n " << p.n << " blk " << p.blk
+              << " at (" << m << ", " << n << ")";
+        }
+    }
 }
 
 /// All rows at once, each row alone, and in column tiles of 16: the same
-/// bits (`K` is QuantizedMatmul or QuantizedMatmul8).
-template <typename K> void expectIndependentOfBatchAndTiling(const K &q) {
+/// bits (`K` is QuantizedMatmul or QuantizedMatmul8), on the best path or on
+/// `level`; `step` > 0 also checks tiles of `step` columns and rows taken
+/// in uneven runs (1, 2, 3, ...).
+template <typename K>
+void expectIndependentOfBatchAndTiling(const K &q, int level = 2, int64_t step = 0) {
   int64_t rows = q.p.rows, n = q.p.n;
   std::vector<float> batched(rows * n), alone(rows * n), tiled(rows * n);
-  q.run(0, rows, 0, n, batched);
+  q.run(0, rows, 0, n, batched, level);
   for (int64_t m = 0; m < rows; ++m)
-    q.run(m, 1, 0, n, alone);
+    q.run(m, 1, 0, n, alone, level);
   for (int64_t n0 = 0; n0 < n; n0 += 16)
-    q.run(0, rows, n0, std::min<int64_t>(n0 + 16, n), tiled);
-  EXPECT_EQ(0, std::memcmp(batched.data(), alone.data(), batched.size() * sizeof(float)));
-  EXPECT_EQ(0, std::memcmp(batched.data(), tiled.data(), batched.size() * sizeof(float)));
+    q.run(0, rows, n0, std::min<int64_t>(n0 + 16, n), tiled, level);
+  EXPECT_EQ(0, std::memcmp(batched.data(), alone.data(), batched.size() * sizeof(float)))
+      << "level " << level;
+  EXPECT_EQ(0, std::memcmp(batched.data(), tiled.data(), batched.size() * sizeof(float)))
+      << "level " << level;
+  if (step <= 0)
+    return;
+  std::vector<float> uneven(rows * n);
+  for (int64_t m = 0, run = 1; m < rows; m += run, ++run)
+    for (int64_t n0 = 0; n0 < n; n0 += step)
+      q.run(m, std::min(run, rows - m), n0, std::min(n0 + step, n), uneven, level);
+  EXPECT_EQ(0, std::memcmp(batched.data(), uneven.data(), batched.size() * sizeof(float)))
+      << "level " << level << " step " << step;
 }
 
 TEST(QuantizedMatmul, IndependentOfBatchAndTiling) {
-  expectIndependentOfBatchAndTiling(QuantizedMatmul(Problem{256, 70, 64, 5, true}));
+  // Every path: whole and partial row tiles (4 rows on AVX2 and
+  // AVX512-VNNI), column tiles of 16 and 12 (VNNI tiles of 1-4 groups
+  // starting at any group) and a last partial group.
+  for (Problem p : {Problem{256, 70, 64, 5, true}, Problem{576, 83, 32, 11, true},
+                    Problem{384, 64, 128, 9, false}})
+    for (int level : kLevels) {
+      QuantizedMatmul q(p);
+      expectIndependentOfBatchAndTiling(q, level, 12);
+      expectIndependentOfBatchAndTiling(q, level, 20);
+    }
 }
 
 /// An 8-bit problem: `blk` values per block (k a multiple), MatMulNBits
