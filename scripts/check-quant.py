@@ -21,7 +21,8 @@ activations on both sides):
            the reference keeps the MatMul and stores the rounded weights
            as f32 (exact), so onnxruntime runs its own f32 product
   fp8-e4m3 per column: scale = max |x| / 448, q = x / scale rounded to
-           float8 e4m3fn (ml_dtypes; to nearest even, saturated); the
+           float8 e4m3fn (ml_dtypes; to nearest even, saturated; the
+           output product int8 as below); the
            reference stores q * scale as f32 (exact) in the MatMul
 
   int8-weights
@@ -200,22 +201,30 @@ def quantize_embeddings(model, mode):
     return count
 
 
-def rounded_model(model, fn):
+def rounded_model(model, fn, output_fn=None):
     """A copy of `model` with every MatMul's constant f32 [K, N] B replaced by
-    fn(B) (f32 values); the count."""
+    fn(B) (f32 values), or by output_fn(B) for a MatMul whose result is a
+    graph output (lm_head) when given; the count."""
     out = onnx.ModelProto()
     out.CopyFrom(model)
-    weights = {n.input[1] for n in out.graph.node if n.op_type == "MatMul" and len(n.input) == 2}
+    outputs = {o.name for o in out.graph.output}
+    matmuls = [n for n in out.graph.node if n.op_type == "MatMul" and len(n.input) == 2]
+    weights = {n.input[1] for n in matmuls}
+    heads = {n.input[1] for n in matmuls if n.output[0] in outputs} if output_fn else set()
     count = 0
+
+    def round_(name, t):
+        return (output_fn if name in heads else fn)(numpy_helper.to_array(t))
+
     for t in out.graph.initializer:
         if t.name in weights and t.data_type == onnx.TensorProto.FLOAT and len(t.dims) == 2:
-            t.CopyFrom(numpy_helper.from_array(fn(numpy_helper.to_array(t)), t.name))
+            t.CopyFrom(numpy_helper.from_array(round_(t.name, t), t.name))
             count += 1
     for n in out.graph.node:
         if n.op_type == "Constant" and n.output[0] in weights and n.attribute[0].name == "value":
             t = n.attribute[0].t
             if t.data_type == onnx.TensorProto.FLOAT and len(t.dims) == 2:
-                t.CopyFrom(numpy_helper.from_array(fn(numpy_helper.to_array(t)), t.name))
+                t.CopyFrom(numpy_helper.from_array(round_(n.output[0], t), t.name))
                 count += 1
     return out, count, 0
 
@@ -236,8 +245,8 @@ def quantized_model(model, mode):
         return rounded_model(model, int8_rounded)
     if mode == "bf16":
         return rounded_model(model, bf16_rounded)
-    if mode == "fp8-e4m3":
-        return rounded_model(model, fp8_rounded)
+    if mode == "fp8-e4m3":  # lm_head int8, as in the 4-bit modes
+        return rounded_model(model, fp8_rounded, int8_rounded)
     consts = constants_of(model.graph)
     outputs = {o.name for o in model.graph.output}
     nodes, inits, count, largest = [], [], 0, 0
