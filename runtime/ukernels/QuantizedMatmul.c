@@ -13,12 +13,23 @@
 // Decode reads each weight byte once per token; the AVX2 loop unpacks a
 // block's 32 nibbles into one register and multiplies it with the block's
 // 32 int8 activations in two instructions (vpmaddubsw, vpmaddwd), four
-// columns at a time so one activation load serves four weight streams.
+// columns at a time so one activation load serves four weight streams, and
+// up to four rows at a time so one unpacked chunk serves four rows.
+//
+// With AVX512-VNNI (Ice Lake, Sapphire Rapids, Zen 4 on) one 64-byte line
+// of four columns' nibbles is vpdpbusd's operand as packed: tiles of up to
+// 4 rows x 8 columns for prefill and batched steps, 1-2 rows x 4 columns
+// for decode (one sequential stream of weights, as the AVX2 loop). Its
+// int32 lanes hold the same partial sums as the AVX2 loop's and its float
+// epilogue is the same operations, so both paths give the same bits, and
+// a row's result depends on that row alone: not on the batch, the tile or
+// the column split (test/Unit/QuantizedMatmulTest.cpp).
 //
 // This file is built into libxfmr_ukernels.a and linked into every
 // artifact whose code calls it (lib/Target/CPU/ObjectEmitter.cpp). It is
-// plain C with no run-time dependency; the AVX2 path is chosen at
-// run time, the scalar path gives the same integers on any CPU.
+// plain C with no run-time dependency; the vector path is chosen at run
+// time, the scalar path gives the same integers on any CPU (its float
+// rounding differs in the last bits).
 //
 //===----------------------------------------------------------------------===//
 
@@ -103,7 +114,11 @@ static void groupScalar(const int8_t *qa, const float *sa, const int32_t *suma, 
 }
 
 #if defined(__x86_64__)
-enum { kPrefetchBytes = 2048, kMaxRows = 4, kTileGroups = 4 };
+// Row tiles of up to kMaxRows rows; tiles of more than kDecodeRows rows
+// take kTileGroups groups at once, fewer one group (decode streams the
+// weights from memory: two or four groups side by side read it at half
+// the rate of one sequential stream, measured on this layout).
+enum { kPrefetchBytes = 2048, kMaxRows = 4, kTileGroups = 2, kDecodeRows = 2 };
 
 /// R rows of one column group with AVX2 (row r's activations at qa + r *
 /// lda, its four results at out + r * ldo): per 32-value chunk, two 32-byte
@@ -200,43 +215,15 @@ static const GroupFn kGroupsAVX2[kMaxRows] = {groupAVX2_1, groupAVX2_2, groupAVX
 
 #define XFMR_VNNI "avx2,fma,avx512f,avx512bw,avx512vl,avx512vnni"
 
-/// The sums of a block's four column groups (16 int32 lanes each, column
-/// j of a group in lanes 4j..4j+3) as one vector: element 4j + g is
-/// column j of group g.
-__attribute__((target(XFMR_VNNI), always_inline)) static inline __m512i
-sumColumns(__m512i d0, __m512i d1, __m512i d2, __m512i d3) {
-  __m512i t01 = _mm512_add_epi32(_mm512_unpacklo_epi32(d0, d1), _mm512_unpackhi_epi32(d0, d1));
-  __m512i t23 = _mm512_add_epi32(_mm512_unpacklo_epi32(d2, d3), _mm512_unpackhi_epi32(d2, d3));
-  return _mm512_add_epi32(_mm512_unpacklo_epi64(t01, t23), _mm512_unpackhi_epi64(t01, t23));
-}
-
-/// Four groups' [blocks][4] f32 metadata of block b (groups past G: `fill`)
-/// in sumColumns' order.
-__attribute__((target(XFMR_VNNI), always_inline)) static inline __m512
-metaOf(const int G, const float *m, int64_t groupMeta, int64_t b, float fill) {
-  const __m512i byColumn =
-      _mm512_setr_epi32(0, 4, 8, 12, 1, 5, 9, 13, 2, 6, 10, 14, 3, 7, 11, 15);
-  __m512 v = _mm512_set1_ps(fill);
-  m += b * kColumns;
-  v = _mm512_insertf32x4(v, _mm_loadu_ps(m), 0);
-  if (G > 1)
-    v = _mm512_insertf32x4(v, _mm_loadu_ps(m + groupMeta), 1);
-  if (G > 2)
-    v = _mm512_insertf32x4(v, _mm_loadu_ps(m + 2 * groupMeta), 2);
-  if (G > 3)
-    v = _mm512_insertf32x4(v, _mm_loadu_ps(m + 3 * groupMeta), 3);
-  return _mm512_permutexvar_ps(byColumn, v);
-}
-
-/// R rows x G consecutive column groups (up to 16 columns) with
-/// AVX512-VNNI: one 64-byte line is one 32-value chunk of a group, its low
-/// nibbles (vpdpbusd's unsigned operand) meet the row's activations [0, 16)
+/// R rows x G consecutive column groups with AVX512-VNNI (row r's
+/// activations at qa + r * lda, its G * 4 results at out + r * ldo). One
+/// 64-byte line is one 32-value chunk of a group: its low nibbles
+/// (vpdpbusd's unsigned operand) meet the row's activations [0, 16)
 /// broadcast to the four 128-bit lanes, the high ones [16, 32), so a chunk
-/// of the tile is G loads and R * G * 2 vpdpbusd. Per block, each row's 4 x
-/// G column sums (four lanes a column) are added into one vector and
-/// scaled: acc = fma(sa * sw, dot - zp * sum x, acc), lane by lane, so a
-/// column's result is the same operations in every tile shape. Row r's
-/// results at out + r * ldo, in column order.
+/// of the tile is G loads and R * G * 2 vpdpbusd. Lane i of a group's sums
+/// holds bytes 4 (i % 4) .. + 3 of column i / 4, the same integers as
+/// groupAVX2's lanes, and the float epilogue is groupAVX2's operations lane
+/// by lane: the results are the AVX2 path's bits in every tile shape.
 __attribute__((target(XFMR_VNNI), always_inline)) static inline void
 tileVNNI(const int R, const int G, const int8_t *qa, int64_t lda, const float *sa,
          const int32_t *suma, int64_t ldsa, int64_t blocks, int64_t blk, const uint8_t *w,
@@ -244,26 +231,36 @@ tileVNNI(const int R, const int G, const int8_t *qa, int64_t lda, const float *s
          int64_t ldo) {
   int64_t chunks = blk / kChunk;
   const __m512i low = _mm512_set1_epi8(0x0F);
-  const __m512i byColumn =
-      _mm512_setr_epi32(0, 4, 8, 12, 1, 5, 9, 13, 2, 6, 10, 14, 3, 7, 11, 15);
-  __m512 acc[kMaxRows];
-  for (int r = 0; r < R; ++r)
-    acc[r] = _mm512_setzero_ps();
+  // Lane i of a group's sums belongs to column i / 4; groups 2p and 2p + 1
+  // share a 256-bit register of scales and corrections (fewer registers).
+  const __m512i columnLanes[2] = {
+      _mm512_setr_epi32(0, 0, 0, 0, 1, 1, 1, 1, 2, 2, 2, 2, 3, 3, 3, 3),
+      _mm512_setr_epi32(4, 4, 4, 4, 5, 5, 5, 5, 6, 6, 6, 6, 7, 7, 7, 7)};
+  const int P = (G + 1) / 2;
+  __m512 acc[kMaxRows][kTileGroups];
+  __m256 corr[kMaxRows][kTileGroups / 2];
+  for (int r = 0; r < R; ++r) {
+    for (int g = 0; g < G; ++g)
+      acc[r][g] = _mm512_setzero_ps();
+    for (int p = 0; p < P; ++p)
+      corr[r][p] = _mm256_setzero_ps();
+  }
   for (int64_t b = 0; b < blocks; ++b) {
     __m512i dot[kMaxRows][kTileGroups];
     for (int r = 0; r < R; ++r)
-      for (int g = 0; g < kTileGroups; ++g)
+      for (int g = 0; g < G; ++g)
         dot[r][g] = _mm512_setzero_si512();
     const uint8_t *line = w + b * chunks * kColumns * 16;
     const int8_t *x = qa + b * blk;
     for (int64_t c = 0; c < chunks; ++c, line += kColumns * 16, x += kChunk) {
       __m512i lo[kTileGroups], hi[kTileGroups];
       for (int g = 0; g < G; ++g) {
-        __m512i y = _mm512_loadu_si512((const void *)(line + g * groupBytes));
-        if (R <= 2)
-          _mm_prefetch((const char *)(line + g * groupBytes) + kPrefetchBytes, _MM_HINT_T0);
-        lo[g] = _mm512_and_si512(y, low);
-        hi[g] = _mm512_and_si512(_mm512_srli_epi16(y, 4), low);
+        const uint8_t *y = line + g * groupBytes;
+        if (R <= kDecodeRows) // one stream (G = 1), as groupAVX2
+          _mm_prefetch((const char *)y + kPrefetchBytes, _MM_HINT_T0);
+        __m512i v = _mm512_loadu_si512((const void *)y);
+        lo[g] = _mm512_and_si512(v, low);
+        hi[g] = _mm512_and_si512(_mm512_srli_epi16(v, 4), low);
       }
       for (int r = 0; r < R; ++r) {
         __m512i xlo = _mm512_broadcast_i32x4(_mm_loadu_si128((const __m128i *)(x + r * lda)));
@@ -275,17 +272,43 @@ tileVNNI(const int R, const int G, const int8_t *qa, int64_t lda, const float *s
         }
       }
     }
-    __m512 s = metaOf(G, sw, groupMeta, b, 0.0f);
-    __m512 z = zw ? metaOf(G, zw, groupMeta, b, 8.0f) : _mm512_set1_ps(8.0f);
-    for (int r = 0; r < R; ++r) {
-      __m512 dots = _mm512_cvtepi32_ps(sumColumns(dot[r][0], dot[r][1], dot[r][2], dot[r][3]));
-      __m512 t = _mm512_fnmadd_ps(z, _mm512_set1_ps((float)suma[r * ldsa + b]), dots);
-      __m512 d = _mm512_mul_ps(_mm512_set1_ps(sa[r * ldsa + b]), s);
-      acc[r] = _mm512_fmadd_ps(d, t, acc[r]);
+    for (int p = 0; p < P; ++p) {
+      const float *s = sw + 2 * p * groupMeta + b * kColumns;
+      const float *z = zw ? zw + 2 * p * groupMeta + b * kColumns : 0;
+      if (R <= kDecodeRows)
+        _mm_prefetch((const char *)s + kPrefetchBytes / 4, _MM_HINT_T0);
+      int pair = 2 * p + 1 < G;
+      __m256 s8 = _mm256_castps128_ps256(_mm_loadu_ps(s));
+      s8 = _mm256_insertf128_ps(s8, pair ? _mm_loadu_ps(s + groupMeta) : _mm_setzero_ps(), 1);
+      __m256 z8 = _mm256_set1_ps(8.0f);
+      if (z) {
+        z8 = _mm256_castps128_ps256(_mm_loadu_ps(z));
+        z8 = _mm256_insertf128_ps(z8, pair ? _mm_loadu_ps(z + groupMeta) : _mm_setzero_ps(), 1);
+      }
+      for (int r = 0; r < R; ++r) {
+        __m256 d = _mm256_mul_ps(s8, _mm256_set1_ps(sa[r * ldsa + b]));
+        for (int h = 0; h < 2 && 2 * p + h < G; ++h) {
+          __m512 d16 = _mm512_permutexvar_ps(columnLanes[h], _mm512_castps256_ps512(d));
+          acc[r][2 * p + h] =
+              _mm512_fmadd_ps(_mm512_cvtepi32_ps(dot[r][2 * p + h]), d16, acc[r][2 * p + h]);
+        }
+        corr[r][p] = _mm256_fmadd_ps(_mm256_mul_ps(d, z8),
+                                     _mm256_set1_ps((float)suma[r * ldsa + b]), corr[r][p]);
+      }
     }
   }
+  // groupAVX2's (l0 + l1) + (l2 + l3) - corr per column.
   for (int r = 0; r < R; ++r)
-    _mm512_storeu_ps(out + r * ldo, _mm512_permutexvar_ps(byColumn, acc[r]));
+    for (int g = 0; g < G; ++g) {
+      __m512 a = acc[r][g];
+      a = _mm512_add_ps(a, _mm512_permute_ps(a, 0xB1));   // (l0 + l1) in lanes 0 and 2
+      a = _mm512_add_ps(a, _mm512_permute_ps(a, 0x4E));   // + (l2 + l3) in lane 0
+      __m512 sums = _mm512_permutexvar_ps(
+          _mm512_setr_epi32(0, 4, 8, 12, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0), a);
+      __m128 cr = g % 2 ? _mm256_extractf128_ps(corr[r][g / 2], 1)
+                        : _mm256_castps256_ps128(corr[r][g / 2]);
+      _mm_storeu_ps(out + r * ldo + g * kColumns, _mm_sub_ps(_mm512_castps512_ps128(sums), cr));
+    }
 }
 
 typedef void (*TileFn)(const int8_t *, int64_t, const float *, const int32_t *, int64_t, int64_t,
@@ -299,7 +322,7 @@ typedef void (*TileFn)(const int8_t *, int64_t, const float *, const int32_t *, 
     tileVNNI(R, G, qa, lda, sa, suma, ldsa, blocks, blk, w, groupBytes, sw, zw, groupMeta, out,    \
              ldo);                                                                                 \
   }
-#define XFMR_Q4_ROWS(R) XFMR_Q4_TILE(R, 1) XFMR_Q4_TILE(R, 2) XFMR_Q4_TILE(R, 3) XFMR_Q4_TILE(R, 4)
+#define XFMR_Q4_ROWS(R) XFMR_Q4_TILE(R, 1) XFMR_Q4_TILE(R, 2)
 XFMR_Q4_ROWS(1)
 XFMR_Q4_ROWS(2)
 XFMR_Q4_ROWS(3)
@@ -307,10 +330,7 @@ XFMR_Q4_ROWS(4)
 #undef XFMR_Q4_ROWS
 #undef XFMR_Q4_TILE
 static const TileFn kTilesVNNI[kMaxRows][kTileGroups] = {
-    {tile_1_1, tile_1_2, tile_1_3, tile_1_4},
-    {tile_2_1, tile_2_2, tile_2_3, tile_2_4},
-    {tile_3_1, tile_3_2, tile_3_3, tile_3_4},
-    {tile_4_1, tile_4_2, tile_4_3, tile_4_4}};
+    {tile_1_1, tile_1_2}, {tile_2_1, tile_2_2}, {tile_3_1, tile_3_2}, {tile_4_1, tile_4_2}};
 #endif
 
 /// The best path this CPU has: 2 AVX512-VNNI, 1 AVX2, 0 scalar.
@@ -339,18 +359,21 @@ void xfmr_uk_matmul_q4q8_at(int level, const int8_t *aq, const float *sa, const 
     enum { kWidth = kTileGroups * kColumns };
     for (int64_t m = 0; m < rows; m += kMaxRows) {
       int R = rows - m < kMaxRows ? (int)(rows - m) : kMaxRows;
-      for (int64_t n = n0; n < n1; n += kWidth) {
-        int64_t g = n / kColumns, width = n1 - n < kWidth ? n1 - n : kWidth;
-        int G = (int)((width + kColumns - 1) / kColumns);
-        // Whole tiles straight into C, a partial one through `part`.
+      int widest = R <= kDecodeRows ? 1 : kTileGroups;
+      for (int64_t n = n0; n < n1;) {
+        int64_t g = n / kColumns, left = (n1 - n + kColumns - 1) / kColumns;
+        int G = left < widest ? (int)left : widest;
+        int64_t width = n1 - n < G * kColumns ? n1 - n : G * kColumns;
+        // Whole tiles straight into C, a last partial group through `part`.
         float part[kMaxRows * kWidth];
-        int whole = width == kWidth;
+        int whole = width == G * kColumns;
         kTilesVNNI[R - 1][G - 1](aq + m * k, k, sa + m * blocks, suma + m * blocks, blocks, blocks,
                                  blk, w + g * groupBytes, groupBytes, sw + g * groupMeta,
                                  zw ? zw + g * groupMeta : 0, groupMeta,
                                  whole ? c + m * ldc + n : part, whole ? ldc : kWidth);
         for (int r = 0; !whole && r < R; ++r)
           memcpy(c + (m + r) * ldc + n, part + r * kWidth, width * sizeof(float));
+        n += width;
       }
     }
     return;

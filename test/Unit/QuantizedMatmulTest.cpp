@@ -8,7 +8,8 @@
 // sums, zero points, partial column groups (and for 8 bits blocks that are
 // not whole 32-value chunks, a block longer than K, and the extreme products
 // vpmaddubsw could saturate on), and results that do not depend on the batch
-// or on the column tiling.
+// or on the column tiling, on every path the CPU has (4 bits: scalar, AVX2
+// and AVX512-VNNI, the last two the same bits).
 //
 //===----------------------------------------------------------------------===//
 
@@ -165,7 +166,7 @@ TEST(QuantizedMatmul, QuantizesLikeMLAS) {
 }
 
 /// The 4-bit paths (as far as this CPU has them: scalar, AVX2 and
-/// AVX512-VNNI, whose row tiles of up to 4 rows x 16 columns meet partial
+/// AVX512-VNNI, whose row tiles of up to 4 rows x 8 columns meet partial
 /// tiles in both directions here).
 constexpr int kLevels[] = {0, 1, 2};
 
@@ -215,10 +216,25 @@ void expectIndependentOfBatchAndTiling(const K &q, int level = 2, int64_t step =
       << "level " << level << " step " << step;
 }
 
+TEST(QuantizedMatmul, AVX2AndVNNIGiveTheSameBits) {
+  // The same lane sums and float epilogue (as far as this CPU has them;
+  // on an AVX2-only CPU both runs take AVX2): 1-11 rows, zero points,
+  // blocks of one and four chunks.
+  for (Problem p : {Problem{576, 83, 32, 11, true}, Problem{384, 64, 128, 9, false},
+                    Problem{96, 70, 32, 1, true}, Problem{256, 37, 64, 2, false}}) {
+    QuantizedMatmul q(p);
+    std::vector<float> avx2(p.rows * p.n), best(p.rows * p.n);
+    q.run(0, p.rows, 0, p.n, avx2, 1);
+    q.run(0, p.rows, 0, p.n, best, 2);
+    EXPECT_EQ(0, std::memcmp(avx2.data(), best.data(), avx2.size() * sizeof(float)))
+        << "k " << p.k << " n " << p.n << " rows " << p.rows;
+  }
+}
+
 TEST(QuantizedMatmul, IndependentOfBatchAndTiling) {
   // Every path: whole and partial row tiles (4 rows on AVX2 and
-  // AVX512-VNNI), column tiles of 16 and 12 (VNNI tiles of 1-4 groups
-  // starting at any group) and a last partial group.
+  // AVX512-VNNI), column tiles of 16, 12 and 20 (VNNI tiles of one and two
+  // groups starting at any group) and a last partial group.
   for (Problem p : {Problem{256, 70, 64, 5, true}, Problem{576, 83, 32, 11, true},
                     Problem{384, 64, 128, 9, false}})
     for (int level : kLevels) {
