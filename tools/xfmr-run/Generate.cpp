@@ -30,7 +30,9 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <functional>
 #include <map>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -162,7 +164,10 @@ std::string describeDefaults(const GenerationDefaults &d) {
 
 double peakResidentMiB(); // xfmr-run.cpp
 
-int generateMain(int argc, char **argv) {
+namespace {
+
+/// xfmr-run generate's command line.
+struct GenerateOptions {
   std::string artifactDir, dumpDir, system;
   std::vector<PromptArg> args;
   std::vector<int64_t> stopIds;
@@ -170,30 +175,30 @@ int generateMain(int argc, char **argv) {
   std::optional<double> temperature, topP, repetitionPenalty;
   std::optional<int64_t> topK;
   int64_t maxNew = -1, kvBytes = 0, seed = 0, numSpeculative = 4;
-  std::string speculative;
+  std::string speculative; ///< "", "ngram" or "draft:DIR"
   bool quiet = false, ignoreEos = false, stopGiven = false, printIds = false;
+};
+
+/// Parses argv[2..]: -1 to go on, else the exit status (0 after --help).
+int parseOptions(int argc, char **argv, GenerateOptions &o) {
   for (int i = 2; i < argc; ++i) {
     std::string arg = argv[i];
     if (arg == "--help" || arg == "-h") {
       std::printf("%s", kGenerateHelp);
       return 0;
     }
-    if (arg == "--quiet" || arg == "-q") {
-      quiet = true;
-      continue;
-    }
-    if (arg == "--ignore-eos") {
-      ignoreEos = true;
-      continue;
-    }
-    if (arg == "--print-ids") {
-      printIds = true;
+    bool *flag = arg == "--quiet" || arg == "-q" ? &o.quiet
+                 : arg == "--ignore-eos"         ? &o.ignoreEos
+                 : arg == "--print-ids"          ? &o.printIds
+                                                 : nullptr;
+    if (flag) {
+      *flag = true;
       continue;
     }
     if (arg.empty() || arg[0] != '-') {
-      if (!artifactDir.empty())
+      if (!o.artifactDir.empty())
         return usageError("more than one artifact given");
-      artifactDir = arg;
+      o.artifactDir = arg;
       continue;
     }
     std::string name, value;
@@ -203,123 +208,321 @@ int generateMain(int argc, char **argv) {
     double number = 0;
     int64_t integer = 0;
     if (name == "--prompt-ids") {
-      args.emplace_back();
-      ok = parseIds(value, args.back().ids);
+      o.args.emplace_back();
+      ok = parseIds(value, o.args.back().ids);
     } else if (name == "--prompt" || name == "--chat") {
       PromptArg p;
       p.kind = name == "--prompt" ? PromptArg::Text : PromptArg::Chat;
       p.text = value;
-      args.push_back(std::move(p));
+      o.args.push_back(std::move(p));
     } else if (name == "--system") {
-      system = value;
+      o.system = value;
     } else if (name == "--stop-ids") {
-      ok = parseIds(value, stopIds);
-      stopGiven = true;
+      ok = parseIds(value, o.stopIds);
+      o.stopGiven = true;
     } else if (name == "--max-new-tokens") {
-      ok = parseInt(value, 1, 1000000, maxNew);
+      ok = parseInt(value, 1, 1000000, o.maxNew);
     } else if (name == "--temperature") {
       if ((ok = parseDouble(value, number)))
-        temperature = number;
+        o.temperature = number;
     } else if (name == "--top-k") {
       if ((ok = parseInt(value, 0, INT32_MAX, integer)))
-        topK = integer;
+        o.topK = integer;
     } else if (name == "--top-p") {
       if ((ok = parseDouble(value, number)))
-        topP = number;
+        o.topP = number;
     } else if (name == "--repetition-penalty") {
       if ((ok = parseDouble(value, number)))
-        repetitionPenalty = number;
+        o.repetitionPenalty = number;
     } else if (name == "--seed") {
-      ok = parseInt(value, 0, INT64_MAX, seed);
+      ok = parseInt(value, 0, INT64_MAX, o.seed);
     } else if (name == "--kv-cache-bytes") {
-      ok = parseInt(value, 1, int64_t(1) << 46, kvBytes);
+      ok = parseInt(value, 1, int64_t(1) << 46, o.kvBytes);
     } else if (name == "--dump-logits") {
-      dumpDir = value;
+      o.dumpDir = value;
     } else if (name == "--speculative") {
-      speculative = value;
-      ok = value == "ngram" || (value.rfind("draft:", 0) == 0 && value.size() > 6);
+      o.speculative = value;
+      ok = value == "ngram" ||
+           (value.rfind("draft:", 0) == 0 && value.size() > 6);
     } else if (name == "--num-speculative") {
-      ok = parseInt(value, 1, 64, numSpeculative);
+      ok = parseInt(value, 1, 64, o.numSpeculative);
     } else {
       return usageError("unknown option '" + name + "'");
     }
     if (!ok)
       return usageError("bad value for " + name + ": '" + value + "'");
   }
-  if (artifactDir.empty())
+  if (o.artifactDir.empty())
     return usageError("no artifact given");
-  if (args.empty())
+  if (o.args.empty())
     return usageError("--prompt-ids, --prompt or --chat is required");
-  bool anyText = false, anyChat = false;
-  for (const PromptArg &p : args) {
-    anyText |= p.kind != PromptArg::Ids;
-    anyChat |= p.kind == PromptArg::Chat;
-  }
-  if (!system.empty() && !anyChat)
+  bool anyChat =
+      std::any_of(o.args.begin(), o.args.end(),
+                  [](const PromptArg &p) { return p.kind == PromptArg::Chat; });
+  if (!o.system.empty() && !anyChat)
     return usageError("--system applies to --chat messages, and none is given");
+  return -1;
+}
 
-  Expected<std::unique_ptr<Artifact>> loaded = Artifact::load(artifactDir);
-  if (!loaded)
-    return fail(loaded.error());
-  const Artifact &artifact = **loaded;
-  if (!artifact.manifest().kvCache)
-    return fail(artifactDir + ": not a step function (compile with xfmr-compile --kv-cache=paged)");
-  std::optional<TextModel> text;
-  if (anyText) {
+/// Encodes the --prompt and --chat arguments with the artifact's tokenizer
+/// and chat template (loaded into `text` when any is given).
+Status encodePrompts(const Artifact &artifact, GenerateOptions &o,
+                     std::optional<TextModel> &text) {
+  if (std::any_of(o.args.begin(), o.args.end(), [](const PromptArg &p) {
+        return p.kind != PromptArg::Ids;
+      })) {
     Expected<TextModel> model = loadTextModel(artifact);
     if (!model)
-      return fail(model.error());
+      return model.takeError();
     text.emplace(model.take());
   }
-  for (PromptArg &p : args) {
+  for (PromptArg &p : o.args) {
     if (p.kind == PromptArg::Text) {
       p.ids = encodePrompt(*text, p.text);
     } else if (p.kind == PromptArg::Chat) {
       nlohmann::json messages = nlohmann::json::array();
-      if (!system.empty())
-        messages.push_back({{"role", "system"}, {"content", system}});
+      if (!o.system.empty())
+        messages.push_back({{"role", "system"}, {"content", o.system}});
       messages.push_back({{"role", "user"}, {"content", p.text}});
-      Expected<std::vector<int64_t>> ids = encodeChat(*text, messages, /*addGenerationPrompt=*/true);
+      Expected<std::vector<int64_t>> ids =
+          encodeChat(*text, messages, /*addGenerationPrompt=*/true);
       if (!ids)
-        return fail(ids.error());
+        return ids.takeError();
       p.ids = ids.take();
     }
     if (p.ids.empty())
-      return fail("a prompt encodes to no tokens");
+      return Error("a prompt encodes to no tokens");
   }
+  return {};
+}
 
-  // The artifact's generation defaults (generation_config.json), then the
-  // flags given.
-  const std::optional<TextInterface> &textInfo = artifact.manifest().text;
-  GenerationDefaults defaults = textInfo ? textInfo->defaults : GenerationDefaults();
+/// The artifact's generation defaults (generation_config.json), then the
+/// flags given.
+SamplingParams samplingFor(const GenerationDefaults &defaults,
+                           const GenerateOptions &o) {
   SamplingParams sampling = applyGenerationDefaults(defaults);
-  if (!quiet && !defaults.empty())
-    std::fprintf(stderr, "generation defaults from the artifact: %s (flags override)\n",
-                 describeDefaults(defaults).c_str());
-  if (temperature)
-    sampling.temperature = *temperature;
-  if (topK)
-    sampling.topK = *topK;
-  if (topP)
-    sampling.topP = *topP;
-  if (repetitionPenalty)
-    sampling.repetitionPenalty = *repetitionPenalty;
-  if (stopGiven)
-    sampling.stopTokens = stopIds;
-  // Tokens to generate per request: --max-new-tokens, else the defaults'
-  // max_new_tokens, else max_length less the prompt.
+  if (o.temperature)
+    sampling.temperature = *o.temperature;
+  if (o.topK)
+    sampling.topK = *o.topK;
+  if (o.topP)
+    sampling.topP = *o.topP;
+  if (o.repetitionPenalty)
+    sampling.repetitionPenalty = *o.repetitionPenalty;
+  if (o.stopGiven)
+    sampling.stopTokens = o.stopIds;
+  return sampling;
+}
+
+/// Tokens to generate per request: --max-new-tokens, else the defaults'
+/// max_new_tokens, else max_length less the prompt; empty when none says.
+std::vector<int64_t> maxTokensFor(const GenerationDefaults &defaults,
+                                  const GenerateOptions &o) {
   std::vector<int64_t> maxTokens;
-  for (const PromptArg &p : args) {
-    int64_t n = maxNew;
+  for (const PromptArg &p : o.args) {
+    int64_t n = o.maxNew;
     if (n < 0 && defaults.maxNewTokens)
       n = *defaults.maxNewTokens;
     else if (n < 0 && defaults.maxLength)
-      n = std::max<int64_t>(1, *defaults.maxLength - static_cast<int64_t>(p.ids.size()));
+      n = std::max<int64_t>(1, *defaults.maxLength -
+                                   static_cast<int64_t>(p.ids.size()));
     if (n < 0)
-      return usageError("--max-new-tokens is required (the artifact states no max_new_tokens "
-                        "or max_length)");
+      return {};
     maxTokens.push_back(std::min<int64_t>(n, 1000000));
   }
+  return maxTokens;
+}
+
+/// The KV cache's size: --kv-cache-bytes, else every request at its full
+/// length at once, in whole blocks (the most the cache could hold), capped
+/// by the memory available.
+KVCacheBudget kvBudgetFor(const Artifact &artifact, const GenerateOptions &o,
+                          const std::vector<int64_t> &maxTokens) {
+  uint64_t blocksNeeded = 0,
+           bs = static_cast<uint64_t>(artifact.manifest().kvCache->blockSize);
+  for (size_t i = 0; i < o.args.size(); ++i)
+    blocksNeeded +=
+        (o.args[i].ids.size() + static_cast<uint64_t>(maxTokens[i]) + bs - 1) /
+        bs;
+  return o.kvBytes > 0
+             ? explicitKVCacheBudget(static_cast<uint64_t>(o.kvBytes),
+                                     "--kv-cache-bytes")
+             : defaultKVCacheBudget(
+                   blocksNeeded * KVPools::bytesPerBlock(artifact.manifest()),
+                   availableMemoryBytes());
+}
+
+/// --dump-logits: writes each logits row request 0's tokens are chosen
+/// from to DIR/step_K.npy; the first failure is kept in `error`.
+std::function<void(int64_t, const float *, int64_t)>
+logitsDumper(const std::string &dir, std::string &error) {
+  auto dumped = std::make_shared<int64_t>(0);
+  return [dir, dumped, &error](int64_t id, const float *logits, int64_t vocab) {
+    if (id != 0 || !error.empty())
+      return;
+    Expected<Tensor> row = Tensor::create(DType::F32, {vocab}, "logits");
+    if (!row) {
+      error = row.error();
+      return;
+    }
+    std::memcpy(row->bytes(), logits,
+                static_cast<size_t>(vocab) * sizeof(float));
+    if (Status s = writeNpy(
+            dir + "/step_" + std::to_string((*dumped)++) + ".npy", *row);
+        !s)
+      error = s.error();
+  };
+}
+
+/// --speculative draft:DIR: loads the draft and gives it to `engine`.
+Status attachDraft(Engine &engine, const Artifact &artifact,
+                   const GenerateOptions &o, const EngineConfig &config) {
+  Expected<std::unique_ptr<DraftModel>> draft = DraftModel::load(
+      o.speculative.substr(6), engine.vocabulary(),
+      engine.totalBlocks() * artifact.manifest().kvCache->blockSize,
+      config.maxTokensPerStep);
+  if (!draft)
+    return draft.takeError();
+  if (Status s = engine.setDraft(draft.take()); !s)
+    return s;
+  if (!o.quiet)
+    std::fprintf(stderr, "%s\n", engine.draft()->summary().c_str());
+  return {};
+}
+
+/// Each request's ids (when asked or given as ids) and text, in order.
+void printResults(const GenerateOptions &o,
+                  const std::optional<TextModel> &text,
+                  const std::map<int64_t, RequestResult> &results) {
+  for (const auto &[id, r] : results) {
+    const PromptArg &p = o.args[static_cast<size_t>(id)];
+    if (p.kind == PromptArg::Ids || o.printIds) {
+      for (size_t k = 0; k < r.tokens.size(); ++k)
+        std::printf("%s%lld", k ? "," : "",
+                    static_cast<long long>(r.tokens[k]));
+      std::printf("\n");
+    }
+    if (p.kind != PromptArg::Ids) {
+      std::string generated = decodeText(*text, r.tokens);
+      std::fwrite(generated.data(), 1, generated.size(), stdout);
+      std::printf("\n");
+    }
+  }
+}
+
+/// Per request: prompt and generated lengths, first-token and per-token
+/// times, speculation's proposals.
+void printRequestStats(const GenerateOptions &o, bool speculative,
+                       const std::map<int64_t, RequestResult> &results) {
+  for (const auto &[id, r] : results) {
+    double decode = r.tokens.size() > 1
+                        ? (r.finish - r.firstToken) / (r.tokens.size() - 1)
+                        : 0;
+    std::fprintf(stderr,
+                 "request %lld: prompt %zu tokens, generated %zu (%s); first "
+                 "token %.2f ms, "
+                 "then %.2f ms/token\n",
+                 static_cast<long long>(id),
+                 o.args[static_cast<size_t>(id)].ids.size(), r.tokens.size(),
+                 finishReasonName(r.finishReason),
+                 1e3 * (r.firstToken - r.arrival), 1e3 * decode);
+    if (speculative)
+      std::fprintf(
+          stderr,
+          "request %lld: speculative: %lld proposed, %lld kept (%.0f%%)\n",
+          static_cast<long long>(id), static_cast<long long>(r.proposedTokens),
+          static_cast<long long>(r.acceptedTokens),
+          r.proposedTokens ? 100.0 * r.acceptedTokens / r.proposedTokens : 0.0);
+  }
+}
+
+/// MoE counters: what the decode steps (after `afterPrefill`) read of the
+/// expert weights, and the tokens per expert over the whole run.
+void printMoEStats(const Artifact &artifact,
+                   const std::optional<Artifact::MoEStats> &afterPrefill,
+                   int64_t engineSteps) {
+  if (auto end = artifact.moeStats(); end && afterPrefill) {
+    uint64_t tokens = end->tokens - afterPrefill->tokens;
+    uint64_t read = end->expertBytesRead - afterPrefill->expertBytesRead;
+    uint64_t dense = end->expertBytesDense - afterPrefill->expertBytesDense;
+    if (tokens && dense) {
+      // Every layer's call counts the step's tokens once: per token and
+      // layer, then times the layers (calls per step).
+      uint64_t calls = end->calls - afterPrefill->calls;
+      uint64_t steps =
+          static_cast<uint64_t>(engineSteps) - 1; // after the prefill
+      double perStep = steps ? static_cast<double>(read) / steps : 0;
+      double densePerStep = steps ? static_cast<double>(dense) / steps : 0;
+      double others =
+          static_cast<double>(artifact.weightsBytes()) - densePerStep;
+      std::fprintf(stderr,
+                   "moe: decode steps read %.2f MB of expert weights per step "
+                   "(%.3f of all "
+                   "experts, %llu layer calls, %.2f tokens per call); weights "
+                   "read per step "
+                   "%.2f MB of %.2f MB (%.3f)\n",
+                   perStep / 1e6, static_cast<double>(read) / dense,
+                   static_cast<unsigned long long>(calls),
+                   static_cast<double>(tokens) / std::max<uint64_t>(1, calls),
+                   (others + perStep) / 1e6,
+                   static_cast<double>(artifact.weightsBytes()) / 1e6,
+                   (others + perStep) /
+                       static_cast<double>(artifact.weightsBytes()));
+    }
+  }
+  // Load statistics over the whole run (prefill and decode): tokens per
+  // expert, and the busiest expert against the mean (1.00 = balanced).
+  std::vector<std::vector<uint64_t>> load = artifact.moeExpertTokens();
+  for (size_t layer = 0; layer < load.size(); ++layer) {
+    uint64_t total = 0, most = 0;
+    std::string counts;
+    for (uint64_t n : load[layer]) {
+      total += n;
+      most = std::max(most, n);
+      counts += (counts.empty() ? "" : " ") + std::to_string(n);
+    }
+    double mean = load[layer].empty()
+                      ? 0
+                      : static_cast<double>(total) / load[layer].size();
+    std::fprintf(
+        stderr,
+        "moe: layer %zu tokens per expert: %s (busiest %.2fx the mean)\n",
+        layer, counts.c_str(),
+        mean > 0 ? static_cast<double>(most) / mean : 0.0);
+  }
+}
+
+} // namespace
+
+int generateMain(int argc, char **argv) {
+  GenerateOptions o;
+  if (int rc = parseOptions(argc, argv, o); rc >= 0)
+    return rc;
+  Expected<std::unique_ptr<Artifact>> loaded = Artifact::load(o.artifactDir);
+  if (!loaded)
+    return fail(loaded.error());
+  const Artifact &artifact = **loaded;
+  if (!artifact.manifest().kvCache)
+    return fail(
+        o.artifactDir +
+        ": not a step function (compile with xfmr-compile --kv-cache=paged)");
+  std::optional<TextModel> text;
+  if (Status s = encodePrompts(artifact, o, text); !s)
+    return fail(s.error());
+
+  const std::optional<TextInterface> &textInfo = artifact.manifest().text;
+  GenerationDefaults defaults =
+      textInfo ? textInfo->defaults : GenerationDefaults();
+  if (!o.quiet && !defaults.empty())
+    std::fprintf(stderr,
+                 "generation defaults from the artifact: %s (flags override)\n",
+                 describeDefaults(defaults).c_str());
+  SamplingParams sampling = samplingFor(defaults, o);
+  std::vector<int64_t> maxTokens = maxTokensFor(defaults, o);
+  if (maxTokens.empty())
+    return usageError(
+        "--max-new-tokens is required (the artifact states no max_new_tokens "
+        "or max_length)");
   // Under mpirun (--expert-parallel artifacts) every rank generates the
   // same tokens in the same steps; rank 0 prints them.
   ExpertParallelScope scope;
@@ -327,88 +530,65 @@ int generateMain(int argc, char **argv) {
   if (!rank)
     return fail(rank.error());
   if (!rank->isRoot()) {
-    quiet = true;
-    dumpDir.clear();
+    o.quiet = true;
+    o.dumpDir.clear();
   }
   const std::vector<int64_t> eos = artifact.manifest().stopTokenIds();
-  if (!stopGiven && !ignoreEos && !eos.empty()) {
+  if (!o.stopGiven && !o.ignoreEos && !eos.empty()) {
     sampling.stopTokens = eos;
-    if (!quiet) {
+    if (!o.quiet) {
       std::string list;
       for (int64_t id : eos)
         list += (list.empty() ? "" : ",") + std::to_string(id);
-      std::fprintf(stderr, "stopping at the artifact's eos ids %s (--ignore-eos: don't)\n",
-                   list.c_str());
+      std::fprintf(
+          stderr,
+          "stopping at the artifact's eos ids %s (--ignore-eos: don't)\n",
+          list.c_str());
     }
   }
-  if (!dumpDir.empty() && ::mkdir(dumpDir.c_str(), 0777) != 0 && errno != EEXIST)
-    return fail(dumpDir + ": cannot create the directory");
+  if (!o.dumpDir.empty() && ::mkdir(o.dumpDir.c_str(), 0777) != 0 &&
+      errno != EEXIST)
+    return fail(o.dumpDir + ": cannot create the directory");
 
-  // Every request at its full length at once, in whole blocks: the most
-  // the cache could hold, so the cap of the default budget.
-  uint64_t blocksNeeded = 0, bs = static_cast<uint64_t>(artifact.manifest().kvCache->blockSize);
-  for (size_t i = 0; i < args.size(); ++i)
-    blocksNeeded += (args[i].ids.size() + static_cast<uint64_t>(maxTokens[i]) + bs - 1) / bs;
-  KVCacheBudget budget =
-      kvBytes > 0 ? explicitKVCacheBudget(static_cast<uint64_t>(kvBytes), "--kv-cache-bytes")
-                  : defaultKVCacheBudget(blocksNeeded * KVPools::bytesPerBlock(artifact.manifest()),
-                                         availableMemoryBytes());
-  if (!quiet)
+  KVCacheBudget budget = kvBudgetFor(artifact, o, maxTokens);
+  if (!o.quiet)
     std::fprintf(stderr, "%s\n", budget.describe().c_str());
   EngineConfig config;
   config.kvCacheBytes = budget.bytes;
-  if (!speculative.empty())
-    config.speculative.numTokens = numSpeculative;
-  int64_t dumped = 0;
+  if (!o.speculative.empty())
+    config.speculative.numTokens = o.numSpeculative;
   std::string dumpError;
-  if (!dumpDir.empty())
-    config.onLogits = [&](int64_t id, const float *logits, int64_t vocab) {
-      if (id != 0 || !dumpError.empty())
-        return;
-      Expected<Tensor> row = Tensor::create(DType::F32, {vocab}, "logits");
-      if (!row) {
-        dumpError = row.error();
-        return;
-      }
-      std::memcpy(row->bytes(), logits, static_cast<size_t>(vocab) * sizeof(float));
-      if (Status s = writeNpy(dumpDir + "/step_" + std::to_string(dumped++) + ".npy", *row); !s)
-        dumpError = s.error();
-    };
+  if (!o.dumpDir.empty())
+    config.onLogits = logitsDumper(o.dumpDir, dumpError);
   auto start = std::chrono::steady_clock::now();
   auto clock = [&] {
-    return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    return std::chrono::duration<double>(std::chrono::steady_clock::now() -
+                                         start)
+        .count();
   };
   int64_t longest = 0;
-  for (size_t i = 0; i < args.size(); ++i)
-    longest = std::max<int64_t>(longest, static_cast<int64_t>(args[i].ids.size()) + maxTokens[i]);
+  for (size_t i = 0; i < o.args.size(); ++i)
+    longest = std::max<int64_t>(
+        longest, static_cast<int64_t>(o.args[i].ids.size()) + maxTokens[i]);
   Expected<std::unique_ptr<Engine>> engine = Engine::create(
       artifact, config, clock,
-      quiet ? Engine::Trace() : [](const std::string &line) {
+      o.quiet ? Engine::Trace() : [](const std::string &line) {
         if (line.rfind("KV cache:", 0) == 0 || line.rfind("host tier:", 0) == 0)
           std::fprintf(stderr, "%s\n", line.c_str());
       },
       longest);
   if (!engine)
     return fail(engine.error());
-  if (speculative.rfind("draft:", 0) == 0) {
-    Expected<std::unique_ptr<DraftModel>> draft = DraftModel::load(
-        speculative.substr(6), (*engine)->vocabulary(),
-        (*engine)->totalBlocks() * artifact.manifest().kvCache->blockSize,
-        config.maxTokensPerStep);
-    if (!draft)
-      return fail(draft.error());
-    if (Status s = (*engine)->setDraft(draft.take()); !s)
+  if (o.speculative.rfind("draft:", 0) == 0)
+    if (Status s = attachDraft(**engine, artifact, o, config); !s)
       return fail(s.error());
-    if (!quiet)
-      std::fprintf(stderr, "%s\n", (*engine)->draft()->summary().c_str());
-  }
-  for (size_t i = 0; i < args.size(); ++i) {
+  for (size_t i = 0; i < o.args.size(); ++i) {
     Request r;
     r.id = static_cast<int64_t>(i);
-    r.prompt = args[i].ids;
+    r.prompt = o.args[i].ids;
     r.sampling = sampling;
     r.sampling.maxTokens = maxTokens[i];
-    r.sampling.seed = static_cast<uint64_t>(seed) + i;
+    r.sampling.seed = static_cast<uint64_t>(o.seed) + i;
     if (Status s = (*engine)->submit(std::move(r)); !s)
       return fail(s.error());
   }
@@ -426,75 +606,11 @@ int generateMain(int argc, char **argv) {
     for (RequestResult &r : (*engine)->takeFinished())
       results[r.id] = std::move(r);
   }
-  for (const auto &[id, r] : results) {
-    if (!rank->isRoot())
-      break;
-    const PromptArg &p = args[static_cast<size_t>(id)];
-    if (p.kind == PromptArg::Ids || printIds) {
-      for (size_t k = 0; k < r.tokens.size(); ++k)
-        std::printf("%s%lld", k ? "," : "", static_cast<long long>(r.tokens[k]));
-      std::printf("\n");
-    }
-    if (p.kind != PromptArg::Ids)
-    {
-      std::string generated = decodeText(*text, r.tokens);
-      std::fwrite(generated.data(), 1, generated.size(), stdout);
-      std::printf("\n");
-    }
-  }
-  if (!quiet) {
-    for (const auto &[id, r] : results) {
-      double decode = r.tokens.size() > 1 ? (r.finish - r.firstToken) / (r.tokens.size() - 1) : 0;
-      std::fprintf(stderr,
-                   "request %lld: prompt %zu tokens, generated %zu (%s); first token %.2f ms, "
-                   "then %.2f ms/token\n",
-                   static_cast<long long>(id), args[static_cast<size_t>(id)].ids.size(),
-                   r.tokens.size(), finishReasonName(r.finishReason),
-                   1e3 * (r.firstToken - r.arrival), 1e3 * decode);
-      if (config.speculative.enabled())
-        std::fprintf(stderr, "request %lld: speculative: %lld proposed, %lld kept (%.0f%%)\n",
-                     static_cast<long long>(id), static_cast<long long>(r.proposedTokens),
-                     static_cast<long long>(r.acceptedTokens),
-                     r.proposedTokens ? 100.0 * r.acceptedTokens / r.proposedTokens : 0.0);
-    }
-    if (auto end = artifact.moeStats(); end && moeAfterPrefill) {
-      uint64_t tokens = end->tokens - moeAfterPrefill->tokens;
-      uint64_t read = end->expertBytesRead - moeAfterPrefill->expertBytesRead;
-      uint64_t dense = end->expertBytesDense - moeAfterPrefill->expertBytesDense;
-      if (tokens && dense) {
-        // Every layer's call counts the step's tokens once: per token and
-        // layer, then times the layers (calls per step).
-        uint64_t calls = end->calls - moeAfterPrefill->calls;
-        uint64_t steps = static_cast<uint64_t>((*engine)->steps()) - 1;
-        double perStep = steps ? static_cast<double>(read) / steps : 0;
-        double densePerStep = steps ? static_cast<double>(dense) / steps : 0;
-        double others = static_cast<double>(artifact.weightsBytes()) - densePerStep;
-        std::fprintf(stderr,
-                     "moe: decode steps read %.2f MB of expert weights per step (%.3f of all "
-                     "experts, %llu layer calls, %.2f tokens per call); weights read per step "
-                     "%.2f MB of %.2f MB (%.3f)\n",
-                     perStep / 1e6, static_cast<double>(read) / dense,
-                     static_cast<unsigned long long>(calls),
-                     static_cast<double>(tokens) / std::max<uint64_t>(1, calls), (others + perStep) / 1e6,
-                     static_cast<double>(artifact.weightsBytes()) / 1e6,
-                     (others + perStep) / static_cast<double>(artifact.weightsBytes()));
-      }
-    }
-    // Load statistics over the whole run (prefill and decode): tokens per
-    // expert, and the busiest expert against the mean (1.00 = balanced).
-    std::vector<std::vector<uint64_t>> load = artifact.moeExpertTokens();
-    for (size_t layer = 0; layer < load.size(); ++layer) {
-      uint64_t total = 0, most = 0;
-      std::string counts;
-      for (uint64_t n : load[layer]) {
-        total += n;
-        most = std::max(most, n);
-        counts += (counts.empty() ? "" : " ") + std::to_string(n);
-      }
-      double mean = load[layer].empty() ? 0 : static_cast<double>(total) / load[layer].size();
-      std::fprintf(stderr, "moe: layer %zu tokens per expert: %s (busiest %.2fx the mean)\n",
-                   layer, counts.c_str(), mean > 0 ? static_cast<double>(most) / mean : 0.0);
-    }
+  if (rank->isRoot())
+    printResults(o, text, results);
+  if (!o.quiet) {
+    printRequestStats(o, config.speculative.enabled(), results);
+    printMoEStats(artifact, moeAfterPrefill, (*engine)->steps());
     std::fprintf(stderr, "%lld steps, %lld preemptions\n",
                  static_cast<long long>((*engine)->steps()),
                  static_cast<long long>((*engine)->preemptions()));
