@@ -603,12 +603,16 @@ std::vector<int64_t> Engine::proposeFor(const Sequence &seq, const StepPlan &pla
   const SamplingParams &params = seq.sampler.params();
   if (!spec.enabled() || static_cast<int64_t>(running.size()) > spec.maxBatch)
     return {};
-  // Within the step's and the class's token rooms (besides the decode
-  // token) and the request's max_tokens (a step appends at most k + 1).
+  // Within the step's verification budget, the step's and the class's
+  // token rooms (besides the decode token) and the request's max_tokens (a
+  // step appends at most k + 1).
   int64_t wanted = spec.adaptive ? adaptiveProposals(seq.result.acceptedTokens,
                                                      seq.result.proposedTokens, spec.numTokens)
                                  : spec.numTokens;
-  int64_t k = std::min({wanted,
+  int64_t verifyRoom = spec.maxVerifyTokens > 0
+                           ? spec.maxVerifyTokens / static_cast<int64_t>(running.size()) - 1
+                           : wanted;
+  int64_t k = std::min({wanted, verifyRoom,
                         std::min(config.maxTokensPerStep - plan.numTokens, classTokenRoom(seq)) - 1,
                         params.maxTokens - seq.generated() - 1});
   if (k <= 0)

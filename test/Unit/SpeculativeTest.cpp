@@ -190,6 +190,7 @@ TEST(SpeculativeTest, RejectedProposalsRollBack) {
       EngineConfig spec = plain;
       spec.speculative.numTokens = 3;
       spec.speculative.maxBatch = 64;
+      spec.speculative.maxVerifyTokens = 0;
       std::vector<std::vector<int64_t>> prompts = mixedPrompts(64);
       auto want = runAll(mixed, plain, prompts, 24, 512, 4);
       int64_t leaked = -1;
@@ -220,6 +221,33 @@ TEST(SpeculativeTest, OffForLargeBatches) {
   auto three = runAll(cycle, spec, {p, p, p}, 10, 64, 4);
   EXPECT_EQ(three[0].proposedTokens, 0);
   EXPECT_GT(three[2].proposedTokens, 0) << "alone at the end, it speculates";
+}
+
+// The step's verification budget (maxVerifyTokens) is shared by the running
+// sequences: with 8 tokens, a sequence alone proposes up to 7 (here the
+// limit, 6), two running together up to 3 each.
+TEST(SpeculativeTest, VerificationBudgetSharedByTheBatch) {
+  Rule cycle = [](int64_t t, int64_t) { return (t + 1) % kVocab; };
+  EngineConfig spec;
+  spec.speculative.numTokens = 6;
+  spec.speculative.adaptive = false;
+  spec.speculative.maxVerifyTokens = 8;
+  std::vector<int64_t> p{0, 1, 2, 3, 4, 5, 6, 7, 0, 1};
+  auto largest = [](const std::vector<std::string> &trace, const std::string &req) {
+    int64_t most = 0;
+    for (const std::string &line : trace)
+      if (line.rfind("propose " + req + ": ", 0) == 0)
+        most = std::max<int64_t>(most, std::stoll(line.substr(req.size() + 10)));
+    return most;
+  };
+  std::vector<std::string> alone, two;
+  runAll(cycle, spec, {p}, 30, 64, 4, &alone);
+  EXPECT_EQ(largest(alone, "req 0"), 6);
+  // Request 0 (max_tokens 30) finishes before request 1 (31): it never
+  // ran alone.
+  auto got = runAll(cycle, spec, {p, p}, 30, 64, 4, &two);
+  EXPECT_EQ(largest(two, "req 0"), 3);
+  EXPECT_GT(got[0].acceptedTokens, 0);
 }
 
 namespace {
@@ -286,6 +314,7 @@ TEST(SpeculativeTest, SampledRequestsKeepTheirSeededTokens) {
   EngineConfig plain, spec;
   spec.speculative.numTokens = 3;
   spec.speculative.maxBatch = 256;
+  spec.speculative.maxVerifyTokens = 0;
   std::vector<int64_t> prompt{1, 2, 1, 2, 1};
   std::vector<RequestResult> want = sampleMany(plain, prompt, 64, 12);
   std::vector<RequestResult> got = sampleMany(spec, prompt, 64, 12);
@@ -312,6 +341,7 @@ TEST(SpeculativeTest, SampledContinuationsFollowTheModel) {
   EngineConfig spec;
   spec.speculative.numTokens = 3;
   spec.speculative.maxBatch = 256;
+  spec.speculative.maxVerifyTokens = 0;
   const int64_t n = 100000;
   std::vector<RequestResult> got = sampleMany(spec, {1, 2, 1, 2}, n, 3);
   ASSERT_EQ(static_cast<int64_t>(got.size()), n);
@@ -376,6 +406,7 @@ TEST(DraftModelTest, IdenticalDraftIsAlwaysKept) {
   EngineConfig spec = plain;
   spec.speculative.numTokens = 4;
   spec.speculative.adaptive = false;
+  spec.speculative.maxVerifyTokens = 0;
   std::vector<std::vector<int64_t>> prompts = mixedPrompts(4);
   auto want = runAll(mixed, plain, prompts, 30, 512, 4);
   for (bool sharedKV : {false, true}) {
@@ -414,6 +445,7 @@ TEST(DraftModelTest, GreedyOutputIsPlainDecoding) {
       EngineConfig spec = plain;
       spec.speculative.numTokens = 3;
       spec.speculative.maxBatch = 64;
+      spec.speculative.maxVerifyTokens = 0;
       std::vector<std::vector<int64_t>> prompts = mixedPrompts(64);
       auto want = runAll(target, plain, prompts, 24, 512, 4);
       int64_t leaked = -1;
@@ -484,6 +516,7 @@ TEST(DraftModelTest, SampledContinuationsFollowTheTarget) {
   EngineConfig spec;
   spec.speculative.numTokens = 3;
   spec.speculative.maxBatch = 256;
+  spec.speculative.maxVerifyTokens = 0;
   spec.speculative.adaptive = false;
   Engine::ModelCall draft = rowsModel([](float *row, int64_t t, int64_t) {
     for (int64_t v = 0; v < kVocab; ++v)

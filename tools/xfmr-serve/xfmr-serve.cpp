@@ -105,7 +105,9 @@ const char *const kHelp =
     "  --speculative-config JSON  speculative decoding, as vLLM's flag:\n"
     "                           {\"method\": \"ngram\", \"num_speculative_tokens\": 4,\n"
     "                           \"prompt_lookup_max\": 4, \"prompt_lookup_min\": 1,\n"
-    "                           \"max_batch\": 8} (prompt lookup; the output is\n"
+    "                           \"max_batch\": 8, \"max_verify_tokens\": 8} (prompt\n"
+    "                           lookup; verification tokens per step shared by\n"
+    "                           the running sequences, 0: no limit; the output is\n"
     "                           the same as without it, for greedy and seeded\n"
     "                           requests), or {\"method\": \"draft_model\",\n"
     "                           \"model\": DIR, \"num_speculative_tokens\": 4}\n"
@@ -184,7 +186,8 @@ bool parseSpeculativeConfig(const std::string &text, SpeculativeConfig &out,
   };
   for (auto &[key, value] : j.items())
     if (key != "method" && key != "num_speculative_tokens" && key != "prompt_lookup_max" &&
-        key != "prompt_lookup_min" && key != "max_batch" && key != "model") {
+        key != "prompt_lookup_min" && key != "max_batch" && key != "max_verify_tokens" &&
+        key != "model") {
       error = "unknown key '" + key + "'";
       return false;
     }
@@ -213,7 +216,8 @@ bool parseSpeculativeConfig(const std::string &text, SpeculativeConfig &out,
   if (!integer("num_speculative_tokens", 1, 64, out.numTokens) ||
       !integer("prompt_lookup_max", 1, 64, out.ngramMax) ||
       !integer("prompt_lookup_min", 1, 64, out.ngramMin) ||
-      !integer("max_batch", 1, 1 << 20, out.maxBatch))
+      !integer("max_batch", 1, 1 << 20, out.maxBatch) ||
+      !integer("max_verify_tokens", 0, 1 << 20, out.maxVerifyTokens))
     return false;
   if (out.ngramMin > out.ngramMax) {
     error = "prompt_lookup_min exceeds prompt_lookup_max";
