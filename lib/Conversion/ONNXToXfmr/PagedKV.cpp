@@ -150,8 +150,10 @@ std::optional<std::pair<int64_t, int64_t>> pastHeadDims(Value past) {
   for (Value p : pasts)
   for (Operation *user : p.getUsers()) {
     auto concat = dyn_cast<onnx::ConcatOp>(user);
-    if (!concat || concat.getInputs().size() != 2 || concat.getInputs()[0] != p ||
-        (concat.getAxis() != 2 && concat.getAxis() != -2) || rankOf(concat.getInputs()[1]) != 4)
+    if (!concat || concat.getInputs().size() != 2 || concat.getInputs()[0] != p)
+      continue;
+    int64_t axis = static_cast<int64_t>(concat.getAxis());
+    if ((axis != 2 && axis != -2) || rankOf(concat.getInputs()[1]) != 4)
       continue;
     auto unify = [](int64_t &known, int64_t other) {
       if (ShapedType::isDynamic(known))
