@@ -617,8 +617,8 @@ std::vector<int64_t> Engine::proposeFor(const Sequence &seq, const StepPlan &pla
                         params.maxTokens - seq.generated() - 1});
   if (k <= 0)
     return {};
-  // A draft model proposes once the step is planned (draftProposals):
-  // placeholders hold the count until then.
+  // A draft model's tokens come from draftProposals once the step is
+  // planned; here only their number is decided (k slots of -1).
   std::vector<int64_t> proposal =
       drafter ? std::vector<int64_t>(static_cast<size_t>(k), -1)
               : proposeNgram(seq.tokens, spec.ngramMin, spec.ngramMax, k);

@@ -114,6 +114,21 @@ bool Sampler::isStop(int64_t token) const {
   return std::find(stops.begin(), stops.end(), token) != stops.end();
 }
 
+void Sampler::fillCandidates(const float *logits, int64_t vocab,
+                             const std::vector<int64_t> &previousTokens) {
+  // resize() keeps the capacity: this allocates only for a larger vocabulary.
+  candidates.resize(static_cast<size_t>(vocab));
+  for (int64_t i = 0; i < vocab; ++i)
+    candidates[i] = {logitAt(logits, i), 0.0, i};
+  double penalty = config.repetitionPenalty;
+  if (penalty != 1.0 && penalty > 0 && std::isfinite(penalty))
+    for (int64_t token : previousTokens)
+      // Recomputed from the original logit, so that a token seen many times
+      // is penalised once, as each distinct id is in vLLM.
+      if (token >= 0 && token < vocab)
+        candidates[token].logit = penalise(logitAt(logits, token), penalty);
+}
+
 int64_t Sampler::next(const float *logits, int64_t vocab,
                       const std::vector<int64_t> &previousTokens) {
   if (vocab < 1 || !logits)
@@ -137,17 +152,7 @@ int64_t Sampler::next(const float *logits, int64_t vocab,
     return best;
   }
 
-  // resize() keeps the capacity: this allocates only for a larger vocabulary.
-  candidates.resize(static_cast<size_t>(vocab));
-  for (int64_t i = 0; i < vocab; ++i)
-    candidates[i] = {logitAt(logits, i), 0.0, i};
-
-  if (penalised)
-    for (int64_t token : previousTokens)
-      // Recomputed from the original logit, so that a token seen many times
-      // is penalised once, as each distinct id is in vLLM.
-      if (token >= 0 && token < vocab)
-        candidates[token].logit = penalise(logitAt(logits, token), penalty);
+  fillCandidates(logits, vocab, previousTokens);
 
   Better better;
   auto first = candidates.begin();
@@ -267,15 +272,7 @@ void Sampler::distribution(const float *logits, int64_t vocab,
     probs[static_cast<size_t>(token)] = 1;
     return;
   }
-  double penalty = config.repetitionPenalty;
-  bool penalised = penalty != 1.0 && penalty > 0 && std::isfinite(penalty);
-  candidates.resize(static_cast<size_t>(vocab));
-  for (int64_t i = 0; i < vocab; ++i)
-    candidates[i] = {logitAt(logits, i), 0.0, i};
-  if (penalised)
-    for (int64_t token : previousTokens)
-      if (token >= 0 && token < vocab)
-        candidates[token].logit = penalise(logitAt(logits, token), penalty);
+  fillCandidates(logits, vocab, previousTokens);
 
   // The kept tokens, as next() keeps them: top-k, then (sorted best first)
   // the smallest prefix whose probability reaches top-p.
@@ -286,9 +283,10 @@ void Sampler::distribution(const float *logits, int64_t vocab,
     std::nth_element(first, first + k, last, better);
     last = first + k;
   }
-  double maxLogit = std::min_element(first, last, better)->logit;
+  auto top = std::min_element(first, last, better);
+  double maxLogit = top->logit;
   if (maxLogit == -kInf) { // nothing to draw: next() returns the best
-    probs[static_cast<size_t>(std::min_element(first, last, better)->index)] = 1;
+    probs[static_cast<size_t>(top->index)] = 1;
     return;
   }
   double total = 0;

@@ -304,6 +304,49 @@ std::vector<RequestResult> sampleMany(EngineConfig config,
   return out;
 }
 
+/// The chi-square statistic's p-value for `df` degrees of freedom
+/// (Wilson-Hilferty).
+double chiSquarePValue(double chi2, double df) {
+  double z =
+      (std::cbrt(chi2 / df) - (1 - 2 / (9 * df))) / std::sqrt(2 / (9 * df));
+  return 0.5 * std::erfc(z / std::sqrt(2.0));
+}
+
+/// 3-token continuations after token 2 of the soft model: how far their
+/// counts are from p(x1 | 2) p(x2 | x1) p(x3 | x2) (chi-square over the
+/// 512 continuations), and the proposals made and kept.
+struct ContinuationTally {
+  double chi2 = 0;
+  int64_t counted = 0, proposed = 0, accepted = 0;
+};
+ContinuationTally tallyContinuations(const std::vector<RequestResult> &got) {
+  auto prob = [](int64_t t, int64_t v) {
+    double total = 0;
+    for (int64_t u = 0; u < kVocab; ++u)
+      total += weightAfter(t, u);
+    return weightAfter(t, v) / total;
+  };
+  ContinuationTally t;
+  std::vector<int64_t> counts(kVocab * kVocab * kVocab, 0);
+  for (const RequestResult &r : got) {
+    if (r.tokens.size() != 3)
+      continue;
+    ++counts[(r.tokens[0] * kVocab + r.tokens[1]) * kVocab + r.tokens[2]];
+    ++t.counted;
+    t.proposed += r.proposedTokens;
+    t.accepted += r.acceptedTokens;
+  }
+  for (int64_t a = 0; a < kVocab; ++a)
+    for (int64_t b = 0; b < kVocab; ++b)
+      for (int64_t c = 0; c < kVocab; ++c) {
+        double expected = t.counted * prob(2, a) * prob(a, b) * prob(b, c);
+        double d = static_cast<double>(counts[(a * kVocab + b) * kVocab + c]) -
+                   expected;
+        t.chi2 += d * d / expected;
+      }
+  return t;
+}
+
 } // namespace
 
 // Sampled requests speculate too: a proposal is kept when the sampler draws
@@ -345,35 +388,13 @@ TEST(SpeculativeTest, SampledContinuationsFollowTheModel) {
   const int64_t n = 100000;
   std::vector<RequestResult> got = sampleMany(spec, {1, 2, 1, 2}, n, 3);
   ASSERT_EQ(static_cast<int64_t>(got.size()), n);
-  auto prob = [](int64_t t, int64_t v) {
-    double total = 0;
-    for (int64_t u = 0; u < kVocab; ++u)
-      total += weightAfter(t, u);
-    return weightAfter(t, v) / total;
-  };
-  std::vector<int64_t> counts(kVocab * kVocab * kVocab, 0);
-  int64_t proposed = 0, accepted = 0;
-  for (const RequestResult &r : got) {
-    ASSERT_EQ(r.tokens.size(), 3u);
-    ++counts[(r.tokens[0] * kVocab + r.tokens[1]) * kVocab + r.tokens[2]];
-    proposed += r.proposedTokens;
-    accepted += r.acceptedTokens;
-  }
-  double chi2 = 0;
-  for (int64_t a = 0; a < kVocab; ++a)
-    for (int64_t b = 0; b < kVocab; ++b)
-      for (int64_t c = 0; c < kVocab; ++c) {
-        double expected = n * prob(2, a) * prob(a, b) * prob(b, c);
-        double d = static_cast<double>(counts[(a * kVocab + b) * kVocab + c]) -
-                   expected;
-        chi2 += d * d / expected;
-      }
+  ContinuationTally t = tallyContinuations(got);
+  ASSERT_EQ(t.counted, n) << "every request generated 3 tokens";
+  double chi2 = t.chi2;
+  int64_t proposed = t.proposed, accepted = t.accepted;
   const double df = kVocab * kVocab * kVocab - 1;
-  double z =
-      (std::cbrt(chi2 / df) - (1 - 2 / (9 * df))) / std::sqrt(2 / (9 * df));
-  double pValue = 0.5 * std::erfc(z / std::sqrt(2.0));
-  EXPECT_GT(pValue, 0.01) << "chi2 " << chi2 << " over " << df
-                          << " degrees of freedom";
+  EXPECT_GT(chiSquarePValue(chi2, df), 0.01)
+      << "chi2 " << chi2 << " over " << df << " degrees of freedom";
   EXPECT_GT(accepted, n / 100) << "proposals were kept";
   EXPECT_GT(proposed - accepted, n / 100) << "and rejected";
 }
@@ -382,17 +403,6 @@ TEST(SpeculativeTest, SampledContinuationsFollowTheModel) {
 // Draft models
 //===----------------------------------------------------------------------===//
 
-namespace {
-
-/// The chi-square statistic's p-value for `df` degrees of freedom
-/// (Wilson-Hilferty).
-double chiSquarePValue(double chi2, double df) {
-  double z =
-      (std::cbrt(chi2 / df) - (1 - 2 / (9 * df))) / std::sqrt(2 / (9 * df));
-  return 0.5 * std::erfc(z / std::sqrt(2.0));
-}
-
-} // namespace
 
 // A draft equal to the target proposes what the target decodes: every
 // proposal is kept, which holds only if the draft's positions and K/V
@@ -525,29 +535,10 @@ TEST(DraftModelTest, SampledContinuationsFollowTheTarget) {
   const int64_t n = 100000;
   std::vector<RequestResult> got = sampleMany(spec, {1, 2}, n, 3, draft);
   ASSERT_EQ(static_cast<int64_t>(got.size()), n);
-  auto prob = [](int64_t t, int64_t v) {
-    double total = 0;
-    for (int64_t u = 0; u < kVocab; ++u)
-      total += weightAfter(t, u);
-    return weightAfter(t, v) / total;
-  };
-  std::vector<int64_t> counts(kVocab * kVocab * kVocab, 0);
-  int64_t proposed = 0, accepted = 0;
-  for (const RequestResult &r : got) {
-    ASSERT_EQ(r.tokens.size(), 3u);
-    ++counts[(r.tokens[0] * kVocab + r.tokens[1]) * kVocab + r.tokens[2]];
-    proposed += r.proposedTokens;
-    accepted += r.acceptedTokens;
-  }
-  double chi2 = 0;
-  for (int64_t a = 0; a < kVocab; ++a)
-    for (int64_t b = 0; b < kVocab; ++b)
-      for (int64_t c = 0; c < kVocab; ++c) {
-        double expected = n * prob(2, a) * prob(a, b) * prob(b, c);
-        double d = static_cast<double>(counts[(a * kVocab + b) * kVocab + c]) -
-                   expected;
-        chi2 += d * d / expected;
-      }
+  ContinuationTally t = tallyContinuations(got);
+  ASSERT_EQ(t.counted, n) << "every request generated 3 tokens";
+  double chi2 = t.chi2;
+  int64_t proposed = t.proposed, accepted = t.accepted;
   EXPECT_GT(chiSquarePValue(chi2, 511), 0.01) << "chi2 " << chi2;
   EXPECT_GT(accepted, n / 10) << "proposals were kept";
   EXPECT_GT(proposed - accepted, n / 10) << "and rejected";

@@ -111,6 +111,10 @@ private:
     int64_t index;
   };
 
+  /// `candidates` := every token with its logit, repetition penalty applied.
+  void fillCandidates(const float *logits, int64_t vocab,
+                      const std::vector<int64_t> &previousTokens);
+
   SamplingParams config;
   std::mt19937_64 rng;
   /// Reused between calls so that next() allocates only when the vocabulary
