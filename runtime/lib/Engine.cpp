@@ -25,6 +25,7 @@ struct Engine::Sequence {
   RequestResult result;
   int64_t admittedAt = -1; ///< admission order (preemption picks the latest)
   int64_t submittedAt = 0; ///< step it was submitted (batch aging)
+  int64_t prefixWaits = 0; ///< steps it waited for a running prompt's blocks
   int64_t queueKey = 0;    ///< place in the queue (Engine::nextBackKey)
   /// This step's proposed tokens (speculative decoding), verified after
   /// the decode token and not part of `tokens` until accepted.
@@ -379,17 +380,68 @@ void Engine::adoptCachedPrefix(Sequence &seq) {
                std::min<int64_t>(hit.tokens, static_cast<int64_t>(seq.promptLength)));
 }
 
+const Engine::Sequence *Engine::prefixProducer(const Sequence &seq, const StepPlan &plan,
+                                               int64_t &sharedTokens) const {
+  if (seq.prefixWaits >= config.prefixWaitSteps)
+    return nullptr;
+  // The last prompt token is always computed by the request itself.
+  int64_t bs = blocks.blockSize();
+  int64_t limit = static_cast<int64_t>(seq.tokens.size()) - 1;
+  const Sequence *best = nullptr;
+  sharedTokens = 0;
+  for (const auto &p : running) {
+    if (p->uncomputed() <= 1) // decoding: its prompt's blocks are cached
+      continue;
+    int64_t n = std::min<int64_t>(limit, static_cast<int64_t>(p->tokens.size()));
+    if (n <= sharedTokens)
+      continue;
+    int64_t common =
+        std::mismatch(seq.tokens.begin(), seq.tokens.begin() + n, p->tokens.begin()).first -
+        seq.tokens.begin();
+    common -= common % bs;
+    if (common <= sharedTokens || p->computed >= common)
+      continue;
+    // Due this step or the next: what it computes now and one more step.
+    int64_t now = 0;
+    for (const ScheduledSequence &s : plan.sequences)
+      if (s.sequence == p.get())
+        now = s.numTokens;
+    if (common - p->computed - now > config.maxTokensPerStep)
+      continue;
+    best = p.get();
+    sharedTokens = common;
+  }
+  // Blocks cached already (another request computed them): no wait.
+  if (best && cache.cachedTokens(seq.tokens) >= sharedTokens)
+    return nullptr;
+  return best;
+}
+
 void Engine::admitWaiting(StepPlan &plan) {
+  // Requests waiting for a running prompt's blocks leave the queue for
+  // this step and go back to its front, in order, at the end.
+  std::vector<std::unique_ptr<Sequence>> waiting;
   while (plan.numTokens < config.maxTokensPerStep &&
          static_cast<int64_t>(running.size()) < config.maxNumSeqs) {
     Queue *queue = admissionQueue();
     if (!queue)
-      return;
+      break;
     Sequence &seq = *queue->front();
     const ClassLimits &limits = limitsOf(seq);
     if ((limits.maxNumSeqs && usageOf(seq).seqs >= limits.maxNumSeqs) ||
         chunkFor(seq, plan) <= 0)
-      return; // its class is full: wait
+      break; // its class is full: wait
+    int64_t shared = 0;
+    if (const Sequence *producer = config.prefixCaching ? prefixProducer(seq, plan, shared)
+                                                        : nullptr) {
+      log(formatString("defer req %lld: its first %lld tokens are being computed by req %lld",
+                       static_cast<long long>(seq.request.id), static_cast<long long>(shared),
+                       static_cast<long long>(producer->request.id)));
+      ++seq.prefixWaits;
+      waiting.push_back(std::move(queue->front()));
+      queue->pop_front();
+      continue;
+    }
     if (config.prefixCaching)
       adoptCachedPrefix(seq);
     int64_t n = chunkFor(seq, plan);
@@ -400,7 +452,7 @@ void Engine::admitWaiting(StepPlan &plan) {
       seq.computed = 0;
       log(formatString("wait req %lld: %lld free blocks", static_cast<long long>(seq.request.id),
                        static_cast<long long>(blocks.numFree())));
-      return;
+      break;
     }
     seq.admittedAt = admissionCounter++;
     bool isAged = seq.request.cls == RequestClass::Batch && aged(seq);
@@ -412,6 +464,8 @@ void Engine::admitWaiting(StepPlan &plan) {
     running.push_back(std::move(queue->front()));
     queue->pop_front();
   }
+  for (auto it = waiting.rbegin(); it != waiting.rend(); ++it)
+    queueFor(**it).push_front(std::move(*it));
 }
 
 bool Engine::ensureBlocks(Sequence &seq, int64_t tokens, std::vector<BlockCopy> &copies) {

@@ -258,6 +258,21 @@ void PrefixCache::unpin(Cursor &cursor) {
   refreshEvictable(node);
 }
 
+int64_t PrefixCache::cachedTokens(const std::vector<int64_t> &tokens) const {
+  int64_t bs = manager.blockSize();
+  int64_t usable = tokens.empty() ? 0 : (static_cast<int64_t>(tokens.size()) - 1) / bs;
+  std::vector<int64_t> key(static_cast<size_t>(bs));
+  int64_t b = 0;
+  for (const Node *node = root.get(); b < usable; ++b) {
+    std::copy(tokens.begin() + b * bs, tokens.begin() + (b + 1) * bs, key.begin());
+    auto it = node->children.find(key);
+    if (it == node->children.end())
+      break;
+    node = it->second.get();
+  }
+  return b * bs;
+}
+
 PrefixCache::Match PrefixCache::match(const std::vector<int64_t> &tokens, double now,
                                       std::vector<std::string> *log, Cursor *cursor) {
   if (cursor)

@@ -15,6 +15,7 @@
 #include <gtest/gtest.h>
 
 #include <limits>
+#include <map>
 
 #include <numeric>
 
@@ -355,4 +356,76 @@ TEST(EngineTest, RunningPromptsAreSharedAsTheirBlocksFill) {
   p = h.step();
   EXPECT_EQ(Harness::describe(p), "0:1@12 1:3@8+") << "admitted on 8 cached tokens";
   EXPECT_EQ(h.engine->prefixCache().checkInvariants(), "");
+}
+
+// In-batch prefix sharing: requests arriving together on one prefix wait
+// for the first one's blocks instead of computing copies of them; a request
+// on another prefix behind them is admitted meanwhile, and the waiting ones
+// keep their queue order.
+TEST(EngineTest, BurstOnOnePrefixWaitsForItsBlocks) {
+  EngineConfig config;
+  config.maxTokensPerStep = 64;
+  Harness h(64, 4, config);
+  std::vector<int64_t> shared = prompt(12);
+  for (int64_t id : {0, 1, 2}) {
+    std::vector<int64_t> p = shared;
+    p.push_back(id); // a 13-token prompt: 12 shared tokens, 3 full blocks
+    p.push_back(7);
+    ASSERT_TRUE(h.submit(id, p, 2));
+  }
+  ASSERT_TRUE(h.submit(3, prompt(14, 5), 2)); // another prefix
+  Engine::StepPlan p1 = h.step();
+  EXPECT_EQ(Harness::describe(p1), "0:14@0+ 3:14@0+");
+  EXPECT_NE(std::find(h.trace.begin(), h.trace.end(),
+                      "defer req 1: its first 12 tokens are being computed by req 0"),
+            h.trace.end());
+  Engine::StepPlan p2 = h.step();
+  EXPECT_EQ(Harness::describe(p2), "0:1@14 3:1@14 1:2@12+ 2:2@12+")
+      << "both admitted on the 12 cached tokens, in queue order";
+  while (!h.engine->idle())
+    h.step();
+  std::map<int64_t, RequestResult> byId;
+  for (RequestResult &r : h.engine->takeFinished())
+    byId[r.id] = std::move(r);
+  EXPECT_EQ(byId[1].cachedPromptTokens, 12);
+  EXPECT_EQ(byId[2].cachedPromptTokens, 12);
+  EXPECT_EQ(byId[3].cachedPromptTokens, 0);
+  EXPECT_EQ(h.engine->freeBlocks() + h.engine->prefixCache().numCachedBlocks(),
+            h.engine->totalBlocks());
+  EXPECT_EQ(h.engine->prefixCache().checkInvariants(), "");
+}
+
+// prefixWaitSteps bounds the wait (0: never): then the burst computes its
+// own copies, as before.
+TEST(EngineTest, PrefixWaitIsBounded) {
+  EngineConfig config;
+  config.maxTokensPerStep = 64;
+  config.prefixWaitSteps = 0;
+  Harness h(64, 4, config);
+  ASSERT_TRUE(h.submit(0, prompt(14), 2));
+  ASSERT_TRUE(h.submit(1, prompt(14), 2));
+  EXPECT_EQ(Harness::describe(h.step()), "0:14@0+ 1:14@0+");
+  for (const std::string &line : h.trace)
+    EXPECT_EQ(line.rfind("defer", 0), std::string::npos) << line;
+}
+
+// A waiting request whose producer goes away (cancelled) is admitted at
+// the next step and computes the prefix itself.
+TEST(EngineTest, PrefixWaitEndsWithItsProducer) {
+  EngineConfig config;
+  config.maxTokensPerStep = 64;
+  Harness h(64, 4, config);
+  ASSERT_TRUE(h.submit(0, prompt(14), 2));
+  ASSERT_TRUE(h.submit(1, prompt(14), 2));
+  Expected<Engine::StepPlan> plan = h.engine->schedule();
+  ASSERT_TRUE(plan);
+  EXPECT_EQ(Harness::describe(*plan), "0:14@0+");
+  h.engine->cancel(0); // cancelled when the step ends
+  Expected<Tensor> logits = h.engine->execute(*plan);
+  ASSERT_TRUE(logits);
+  ASSERT_TRUE(h.engine->update(*plan, *logits));
+  Engine::StepPlan p2 = h.step();
+  ASSERT_EQ(p2.sequences.size(), 1u);
+  EXPECT_EQ(p2.sequences[0].requestId, 1);
+  EXPECT_TRUE(p2.sequences[0].admitted);
 }

@@ -215,6 +215,7 @@ TEST(SpeculativeTest, OffForLargeBatches) {
   EngineConfig spec;
   spec.speculative.numTokens = 4;
   spec.speculative.maxBatch = 2;
+  spec.prefixWaitSteps = 0; // the same prompts, admitted in one step
   std::vector<int64_t> p{0, 1, 2, 3, 0, 1};
   // Three requests admitted together (max_tokens 10, 11, 12): request 0
   // finishes first, so it only ever ran beside two others.
@@ -232,6 +233,7 @@ TEST(SpeculativeTest, VerificationBudgetSharedByTheBatch) {
   spec.speculative.numTokens = 6;
   spec.speculative.adaptive = false;
   spec.speculative.maxVerifyTokens = 8;
+  spec.prefixWaitSteps = 0; // the same prompts, admitted in one step
   std::vector<int64_t> p{0, 1, 2, 3, 4, 5, 6, 7, 0, 1};
   auto largest = [](const std::vector<std::string> &trace, const std::string &req) {
     int64_t most = 0;

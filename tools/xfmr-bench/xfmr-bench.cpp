@@ -77,6 +77,10 @@ const char *const kHelp =
     "                      back on a hit instead of being recomputed\n"
     "  --batch-aging N     steps a batch-class request waits before it is\n"
     "                      scheduled as interactive (default 64)\n"
+    "  --prefix-wait-steps N\n"
+    "                      steps a request may wait for prompt blocks a running\n"
+    "                      sequence is computing, instead of computing its own\n"
+    "                      copy (default 4; 0: never wait)\n"
     "  --preempt-every N   test hook: preempt the newest sequence every N steps\n"
     "  --warmup N          replay the requests N times first, untimed, on engines\n"
     "                      of their own (default 0): the measured run then finds\n"
@@ -457,6 +461,8 @@ int main(int argc, char **argv) {
       config.preemptEvery = n;
     else if (name == "--batch-aging" && parseInt(value, 0, 1 << 30, n))
       config.batchAgingSteps = n;
+    else if (name == "--prefix-wait-steps" && parseInt(value, 0, 1 << 30, n))
+      config.prefixWaitSteps = n;
     else if (name == "--warmup" && parseInt(value, 0, 100, n))
       warmup = n;
     else

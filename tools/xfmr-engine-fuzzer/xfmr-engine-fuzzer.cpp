@@ -479,6 +479,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   config.cachePolicy.protectionBudget =
       in.ConsumeIntegralInRange<int64_t>(0, kMaxBlocks);
   config.cachePolicy.hostMinHits = in.ConsumeIntegralInRange<int64_t>(0, 3);
+  config.prefixWaitSteps = in.ConsumeIntegralInRange<int64_t>(0, 4);
   config.onLogits = [](int64_t, const float *logits, int64_t vocab) {
     if (vocab != kVocab || !logits)
       violated("onLogits got a vocabulary of " + std::to_string(vocab));

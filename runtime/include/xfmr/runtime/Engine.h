@@ -92,6 +92,14 @@ struct EngineConfig {
   /// Steps a batch request waits, from its submission, before it is
   /// scheduled as interactive (xfmr-bench --batch-aging).
   int64_t batchAgingSteps = 64;
+  /// In-batch prefix sharing (SGLang's "in-batch prefix caching"): a queued
+  /// request whose prompt shares full blocks, beyond what the prefix cache
+  /// holds, with a prompt a running sequence is still computing waits for
+  /// those blocks instead of computing its own copy, while they are due
+  /// this step or the next, and for at most this many steps in all (0:
+  /// never waits; xfmr-bench --prefix-wait-steps). Requests behind it in
+  /// the queue are admitted meanwhile.
+  int64_t prefixWaitSteps = 4;
   /// Per class limits, indexed by RequestClass (interactive, batch).
   ClassLimits classLimits[2];
   /// Test hook: preempt the most recently admitted sequence every N steps.
@@ -272,6 +280,11 @@ private:
   bool aged(const Sequence &seq) const;
   /// Starts a queued sequence on its cached prefix.
   void adoptCachedPrefix(Sequence &seq);
+  /// The running sequence computing full blocks of `seq`'s prompt that the
+  /// cache does not hold yet, due this step or the next (prefixWaitSteps),
+  /// and the tokens `seq` would then find cached; nullptr when none.
+  const Sequence *prefixProducer(const Sequence &seq, const StepPlan &plan,
+                                 int64_t &sharedTokens) const;
   /// Reserves blocks for `tokens` more tokens of `seq`, evicting cached
   /// blocks if needed; false when they cannot be had.
   bool ensureBlocks(Sequence &seq, int64_t tokens, std::vector<BlockCopy> &copies);

@@ -109,6 +109,10 @@ public:
   Match match(const std::vector<int64_t> &tokens, double now,
               std::vector<std::string> *log = nullptr, Cursor *cursor = nullptr);
 
+  /// The tokens match() would find for `tokens` (device or host blocks),
+  /// without counting a query, loading or touching anything.
+  int64_t cachedTokens(const std::vector<int64_t> &tokens) const;
+
   /// Adds a running sequence's blocks that became full since the cursor's
   /// last call: block i holds tokens [i*B, (i+1)*B) and is full once
   /// `computedTokens` covers it. Costs one tree step per new block. A block
