@@ -8,9 +8,11 @@
 #include "xfmr/runtime/Text.h"
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <limits>
+#include <thread>
 
 namespace xfmr::rt {
 
@@ -57,13 +59,21 @@ const char *className(RequestClass c) {
   return c == RequestClass::Interactive ? "interactive" : "batch";
 }
 
+double secondsSince(std::chrono::steady_clock::time_point start) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+}
+
+/// The copy rate assumed before any copy was measured: a conservative
+/// memcpy (the first preemption's choice; later ones use measured rates).
+constexpr double kAssumedCopyRate = 2e9;
+
 } // namespace
 
 Engine::Engine(const Artifact *artifact, ModelCall model, KVPools pools, HostKVPool host,
                int64_t numBlocks, int64_t blockSize, int64_t vocab, EngineConfig config,
                Clock clock, Trace trace)
     : artifact(artifact), model(std::move(model)), pools(std::move(pools)),
-      host(std::move(host)), mover(this->pools, this->host), config(config),
+      host(std::move(host)), mover(this->pools, this->host, config.hostCopyDelaySeconds), config(config),
       clock(std::move(clock)), trace(std::move(trace)), blocks(numBlocks, blockSize),
       cache(blocks, config.cachePolicy, &mover, this->host.numSlots()), vocab(vocab) {}
 
@@ -189,9 +199,32 @@ void Engine::cancel(int64_t id) {
   }
 }
 
-void Engine::releaseBlocks(Sequence &seq) {
+void Engine::HostMover::delay() const {
+  if (delaySeconds > 0)
+    std::this_thread::sleep_for(std::chrono::duration<double>(delaySeconds));
+}
+
+void Engine::HostMover::offload(int32_t block, int32_t slot) {
+  auto start = std::chrono::steady_clock::now();
+  host.store(pools, block, slot);
+  delay();
+  stats.copySeconds += secondsSince(start);
+  stats.offloadedBlocks += 1;
+  stats.offloadedBytes += pools.blockBytes();
+}
+
+void Engine::HostMover::load(int32_t slot, int32_t block) {
+  auto start = std::chrono::steady_clock::now();
+  host.load(slot, pools, block);
+  delay();
+  stats.copySeconds += secondsSince(start);
+  stats.loadedBlocks += 1;
+  stats.loadedBytes += pools.blockBytes();
+}
+
+void Engine::releaseBlocks(Sequence &seq, bool swap) {
   if (seq.cursor.holds())
-    cache.release(seq.cursor, clock(), seq.request.systemPrompt);
+    cache.release(seq.cursor, clock(), seq.request.systemPrompt, swap);
   seq.blocks.releaseAll(blocks);
 }
 
@@ -338,10 +371,12 @@ void Engine::preempt(std::vector<std::unique_ptr<Sequence>>::iterator it, const 
   seq.proposed.clear(); // it proposes again once it decodes again
   usageOf(seq).blocks -= static_cast<int64_t>(seq.blocks.table().size());
   usageOf(seq).seqs -= 1;
-  log(formatString("preempt req %lld (%s): %s, recompute %lld tokens later",
-                   static_cast<long long>(seq.request.id), className(seq.request.cls), why,
-                   static_cast<long long>(seq.tokens.size())));
-  releaseBlocks(seq);
+  std::string choice;
+  bool swap = swapOnPreemption(seq, choice);
+  log(formatString("preempt req %lld (%s): %s, %s", static_cast<long long>(seq.request.id),
+                   className(seq.request.cls), why, choice.c_str()));
+  numSwapPreemptions += swap;
+  releaseBlocks(seq, swap);
   seq.computed = 0;
   seq.admittedAt = -1;
   seq.queueKey = nextFrontKey--;
@@ -351,6 +386,43 @@ void Engine::preempt(std::vector<std::unique_ptr<Sequence>>::iterator it, const 
   plan.admissionStopped = true;
   queueFor(seq).push_front(std::move(*it));
   running.erase(it);
+}
+
+bool Engine::swapOnPreemption(const Sequence &seq, std::string &why) const {
+  int64_t tokens = static_cast<int64_t>(seq.tokens.size());
+  why = formatString("recompute %lld tokens later", static_cast<long long>(tokens));
+  int64_t n = seq.cursor.blocks(); // its full blocks in the tree
+  if (host.numSlots() == 0 || !config.prefixCaching || n == 0 ||
+      config.preemption == PreemptionMode::Recompute)
+    return false;
+  if (n > host.numSlots()) {
+    why += formatString(" (%lld blocks to swap, the host tier holds %lld)",
+                        static_cast<long long>(n), static_cast<long long>(host.numSlots()));
+    return false;
+  }
+  // Out now and back at resumption, against computing its cached tokens
+  // again (the rest, a partial block, is recomputed either way).
+  double rate = mover.stats.copyRate() > 0 ? mover.stats.copyRate() : kAssumedCopyRate;
+  double bytes = 2.0 * static_cast<double>(n) * static_cast<double>(pools.blockBytes());
+  double copyMs = 1e3 * bytes / rate;
+  int64_t cached = n * blocks.blockSize();
+  std::string copy =
+      formatString("%lld blocks to the host (%.2f ms at %.4g MB/s%s)", static_cast<long long>(n),
+                   copyMs, rate / 1e6, mover.stats.copyRate() > 0 ? "" : " assumed");
+  if (config.preemption == PreemptionMode::Swap || prefillRate() <= 0) {
+    // Forced, or nothing measured yet: moving bytes is the safe bet.
+    why = "swap " + copy;
+    return true;
+  }
+  double recomputeMs = 1e3 * static_cast<double>(cached) / prefillRate();
+  std::string recompute = formatString("%lld tokens (%.2f ms at %.0f tokens/s)",
+                                       static_cast<long long>(cached), recomputeMs, prefillRate());
+  if (copyMs < recomputeMs) {
+    why = "swap " + copy + " instead of recomputing " + recompute;
+    return true;
+  }
+  why += "; recomputing " + recompute + " is cheaper than swapping " + copy;
+  return false;
 }
 
 bool Engine::aged(const Sequence &seq) const {
@@ -417,6 +489,26 @@ const Engine::Sequence *Engine::prefixProducer(const Sequence &seq, const StepPl
   return best;
 }
 
+bool Engine::hostLoadsFit(const Sequence &seq, const StepPlan &plan) const {
+  // With nothing running, nothing would free blocks for it later: go ahead
+  // (a match loads what fits).
+  if (!config.prefixCaching || host.numSlots() == 0 || running.empty())
+    return true;
+  int64_t resident = 0;
+  int64_t cached = cache.cachedTokens(seq.tokens, &resident);
+  if (cached == resident) // nothing to load
+    return true;
+  // Device blocks for the loads and the first chunk after them.
+  int64_t chunk = std::min<int64_t>(static_cast<int64_t>(seq.tokens.size()) - cached,
+                                    config.maxTokensPerStep - plan.numTokens);
+  int64_t need = blocks.blocksFor(cached + std::max<int64_t>(chunk, 1)) -
+                 resident / blocks.blockSize();
+  // Blocks only the cache holds can be evicted for it (its own resident
+  // path aside).
+  int64_t cacheOnly = blocks.numBlocks() - blocks.numFree() - blocksHeldByRequests();
+  return need <= blocks.numFree() + cacheOnly - resident / blocks.blockSize();
+}
+
 void Engine::admitWaiting(StepPlan &plan) {
   // Requests waiting for a running prompt's blocks leave the queue for
   // this step and go back to its front, in order, at the end.
@@ -441,6 +533,12 @@ void Engine::admitWaiting(StepPlan &plan) {
       waiting.push_back(std::move(queue->front()));
       queue->pop_front();
       continue;
+    }
+    if (!hostLoadsFit(seq, plan)) {
+      log(formatString("wait req %lld: %lld free blocks, its blocks stay on the host",
+                       static_cast<long long>(seq.request.id),
+                       static_cast<long long>(blocks.numFree())));
+      break;
     }
     if (config.prefixCaching)
       adoptCachedPrefix(seq);
@@ -573,9 +671,18 @@ Expected<Tensor> Engine::execute(const StepPlan &plan) {
                    static_cast<long long>(plan.step), plan.sequences.size(),
                    static_cast<long long>(plan.numTokens),
                    static_cast<long long>(blocks.numFree())));
+  auto start = std::chrono::steady_clock::now();
   Expected<Tensor> logits = model ? model(batch) : runStep(*artifact, pools, batch);
-  if (!logits)
+  if (!logits) {
     endStep();
+    return logits;
+  }
+  bool prefill = std::any_of(plan.sequences.begin(), plan.sequences.end(),
+                             [](const ScheduledSequence &s) { return s.sequence->uncomputed() > 1; });
+  if (prefill) {
+    prefillTokens += plan.numTokens;
+    prefillSeconds += secondsSince(start);
+  }
   return logits;
 }
 

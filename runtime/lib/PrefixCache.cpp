@@ -46,6 +46,7 @@ struct PrefixCache::Node {
   bool systemPrompt = false;
   bool protectedNow = false;
   bool onPath = false; ///< part of the match being served: not evictable now
+  bool swapped = false; ///< a preempted sequence's: to the host when evicted
   struct {
     Node *prev = nullptr, *next = nullptr;
     const RecencyList *list = nullptr;
@@ -258,18 +259,22 @@ void PrefixCache::unpin(Cursor &cursor) {
   refreshEvictable(node);
 }
 
-int64_t PrefixCache::cachedTokens(const std::vector<int64_t> &tokens) const {
+int64_t PrefixCache::cachedTokens(const std::vector<int64_t> &tokens,
+                                  int64_t *residentTokens) const {
   int64_t bs = manager.blockSize();
   int64_t usable = tokens.empty() ? 0 : (static_cast<int64_t>(tokens.size()) - 1) / bs;
   std::vector<int64_t> key(static_cast<size_t>(bs));
-  int64_t b = 0;
+  int64_t b = 0, resident = 0;
   for (const Node *node = root.get(); b < usable; ++b) {
     std::copy(tokens.begin() + b * bs, tokens.begin() + (b + 1) * bs, key.begin());
     auto it = node->children.find(key);
     if (it == node->children.end())
       break;
     node = it->second.get();
+    resident += node->resident(); // resident nodes form the top of the path
   }
+  if (residentTokens)
+    *residentTokens = resident * bs;
   return b * bs;
 }
 
@@ -316,6 +321,7 @@ PrefixCache::Match PrefixCache::match(const std::vector<int64_t> &tokens, double
         log->push_back(formatString("load host slot %d -> block %d", n->hostSlot, n->block));
     }
     ++n->hitCount;
+    n->swapped = false;
     used.push_back(n);
     m.blocks.push_back(n->block);
   }
@@ -368,9 +374,10 @@ void PrefixCache::extend(Cursor &cursor, const std::vector<int64_t> &tokens,
   pin(cursor, node, b);
 }
 
-void PrefixCache::release(Cursor &cursor, double now, bool systemPrompt) {
+void PrefixCache::release(Cursor &cursor, double now, bool systemPrompt, bool swap) {
   for (Node *n = cursor.node; n && n != root.get(); n = n->parent) {
     n->systemPrompt |= systemPrompt;
+    n->swapped |= swap;
     touch(n, now);
   }
   unpin(cursor);
@@ -482,8 +489,8 @@ int64_t PrefixCache::evict(int64_t needed, double now, std::vector<std::string> 
                      expired ? "ttl" : (victim->protectedNow ? "protected-lru" : "lru"),
                      now - victim->lastUse);
     // Likely to be reused: keep a host copy (it may have one already).
-    bool reusable =
-        !expired && (victim->hitCount >= policy.hostMinHits || victim->systemPrompt);
+    bool reused = victim->hitCount >= policy.hostMinHits || victim->systemPrompt;
+    bool reusable = !expired && (reused || victim->swapped);
     if (victim->hostSlot < 0 && reusable && hostSlots > 0) {
       int32_t slot = takeHostSlot(log);
       if (slot >= 0) {
@@ -491,6 +498,7 @@ int64_t PrefixCache::evict(int64_t needed, double now, std::vector<std::string> 
         victim->hostSlot = slot;
         hostCopies.insert(victim);
         ++numOffloads;
+        numSwapOffloads += !reused;
       }
     }
     if (victim->hostSlot >= 0)

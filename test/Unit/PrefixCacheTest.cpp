@@ -220,6 +220,41 @@ TEST(PrefixCacheTest, HostTierIsBoundedAndDropsLeastRecentlyUsedCopies) {
   EXPECT_EQ(m.numFree(), 2);
 }
 
+// A preempted sequence that swaps: its blocks (never hit, so otherwise
+// dropped when evicted) go to the host tier and come back, with their
+// contents, when it resumes; once matched they are ordinary blocks again.
+TEST(PrefixCacheTest, SwappedSequenceGoesToTheHostAndComesBack) {
+  BlockManager m(4, 4);
+  FakeMover mover(4, 4);
+  PrefixCache cache(m, {}, &mover, /*hostSlots=*/4);
+  auto run = [&](int64_t from, bool swap) {
+    SequenceBlocks s;
+    EXPECT_TRUE(s.reserve(m, 8));
+    s.commit(8);
+    for (size_t i = 0; i < s.table().size(); ++i)
+      mover.device[s.table()[i]] = static_cast<int>(from + i);
+    PrefixCache::Cursor cursor;
+    cache.extend(cursor, iota(8, from), 8, s.table(), 0);
+    cache.release(cursor, 1, /*systemPrompt=*/false, swap);
+    s.releaseAll(m);
+  };
+  run(0, /*swap=*/true);
+  run(100, /*swap=*/false);
+  std::vector<std::string> log;
+  EXPECT_EQ(cache.evict(4, 2, &log), 4);
+  EXPECT_EQ(cache.hostOffloads(), 2);
+  EXPECT_EQ(cache.swapOffloads(), 2);
+  EXPECT_EQ(cache.numHostBlocks(), 2) << "the swapped path only";
+  EXPECT_EQ(cache.match(iota(9, 100), 3).tokens, 0) << "not swapped: recomputed";
+  PrefixCache::Match back = cache.match(iota(9, 0), 3);
+  ASSERT_EQ(back.tokens, 8);
+  EXPECT_EQ(mover.device[back.blocks[0]], 0);
+  EXPECT_EQ(mover.device[back.blocks[1]], 1);
+  EXPECT_EQ(cache.checkInvariants(), "");
+  cache.clear();
+  EXPECT_EQ(m.numFree(), 4);
+}
+
 // A running sequence hands the cache only its newly full blocks: nothing
 // while a block fills, one node per filled block (the prefix is not
 // re-inserted every step).

@@ -55,6 +55,8 @@ const char *const kHelp =
     "                      'system' is a system prompt (protected in the cache)\n"
     "  --baseline sequential  also run the requests one at a time (same\n"
     "                      process) and compare outputs and throughput\n"
+    "  --baseline recompute  also run them with preemption by recomputation\n"
+    "                      only (same process) and compare\n"
     "  --baseline plain    with --speculative: also run them without speculation\n"
     "                      (same process, same batching) and compare\n"
     "  --speculative ngram|draft:DIR  speculative decoding by prompt lookup or\n"
@@ -77,11 +79,18 @@ const char *const kHelp =
     "                      back on a hit instead of being recomputed\n"
     "  --batch-aging N     steps a batch-class request waits before it is\n"
     "                      scheduled as interactive (default 64)\n"
+    "  --preemption auto|recompute|swap\n"
+    "                      what a preempted sequence's cached blocks become with\n"
+    "                      --host-cache-bytes: swapped to the host tier and\n"
+    "                      loaded back, or recomputed; auto (default) picks the\n"
+    "                      cheaper from the measured copy and prefill rates\n"
     "  --prefix-wait-steps N\n"
     "                      steps a request may wait for prompt blocks a running\n"
     "                      sequence is computing, instead of computing its own\n"
     "                      copy (default 4; 0: never wait)\n"
     "  --preempt-every N   test hook: preempt the newest sequence every N steps\n"
+    "  --host-copy-delay-ms X  test hook: each host-tier block copy also\n"
+    "                      sleeps X ms (a slow link)\n"
     "  --warmup N          replay the requests N times first, untimed, on engines\n"
     "                      of their own (default 0): the measured run then finds\n"
     "                      the process's memory warm, as a serving process does\n"
@@ -262,6 +271,9 @@ struct RunStats {
   double hitRate = 0, peakUsage = 0;
   int64_t generated = 0, preemptions = 0, freeAfter = 0, total = 0, steps = 0;
   int64_t hostBlocks = 0, hostOffloads = 0, hostLoads = 0;
+  int64_t swapPreemptions = 0, swapOffloads = 0;
+  TransferStats transfers;
+  double prefillRate = 0;
   int64_t speculativeSteps = 0, proposed = 0, accepted = 0;
   std::map<int64_t, std::vector<int64_t>> outputs;
   std::string error;
@@ -367,6 +379,15 @@ RunStats replay(const Artifact &artifact, EngineConfig config,
   s.hostBlocks = e.hostBlocks();
   s.hostOffloads = e.prefixCache().hostOffloads();
   s.hostLoads = e.prefixCache().hostLoads();
+  s.swapPreemptions = e.swapPreemptions();
+  s.swapOffloads = e.prefixCache().swapOffloads();
+  s.transfers = e.transfers();
+  s.prefillRate = e.prefillRate();
+  // Both tiers' bookkeeping (blocks, host slots) against the tree.
+  if (std::string broken = e.prefixCache().checkInvariants(); !broken.empty()) {
+    s.error = "prefix cache: " + broken;
+    return s;
+  }
   e.clearPrefixCache();
   s.freeAfter = e.freeBlocks();
   if (printDecisions)
@@ -433,13 +454,14 @@ int main(int argc, char **argv) {
       value = argv[++i];
     }
     int64_t n = 0;
+    double x = 0;
     if (name == "--synthetic")
       spec = value;
     else if (name == "--trace")
       tracePath = value;
     else if (name == "--baseline") {
-      if (value != "sequential" && value != "plain")
-        return usage("--baseline supports 'sequential' and 'plain'");
+      if (value != "sequential" && value != "plain" && value != "recompute")
+        return usage("--baseline supports 'sequential', 'plain' and 'recompute'");
       baseline = value;
     } else if (name == "--speculative") {
       if (value.rfind("draft:", 0) == 0 && value.size() > 6)
@@ -461,6 +483,14 @@ int main(int argc, char **argv) {
       config.preemptEvery = n;
     else if (name == "--batch-aging" && parseInt(value, 0, 1 << 30, n))
       config.batchAgingSteps = n;
+    else if (name == "--preemption" && value == "auto")
+      config.preemption = PreemptionMode::Auto;
+    else if (name == "--preemption" && value == "recompute")
+      config.preemption = PreemptionMode::Recompute;
+    else if (name == "--preemption" && value == "swap")
+      config.preemption = PreemptionMode::Swap;
+    else if (name == "--host-copy-delay-ms" && parseDouble(value, x) && x >= 0 && x <= 1e4)
+      config.hostCopyDelaySeconds = x / 1e3;
     else if (name == "--prefix-wait-steps" && parseInt(value, 0, 1 << 30, n))
       config.prefixWaitSteps = n;
     else if (name == "--warmup" && parseInt(value, 0, 100, n))
@@ -522,6 +552,8 @@ int main(int argc, char **argv) {
     EngineConfig seq = config;
     if (baseline == "plain")
       seq.speculative = SpeculativeConfig();
+    else if (baseline == "recompute")
+      seq.preemption = PreemptionMode::Recompute;
     else
       seq.maxNumSeqs = 1;
     base = replay(**artifact, seq, *trace, false, vocab, draftDir);
@@ -539,7 +571,10 @@ int main(int argc, char **argv) {
                 "\"host_loads\": %lld, \"free_blocks_after\": %lld, \"total_blocks\": %lld, "
                 "\"speculative_steps\": %lld, \"proposed_tokens\": %lld, "
                 "\"accepted_tokens\": %lld, \"acceptance_rate\": %.4f, "
-                "\"tokens_per_verification\": %.3f, \"moe_expert_tokens\": %s}\n",
+                "\"tokens_per_verification\": %.3f, \"swap_preemptions\": %lld, "
+                "\"swap_offloads\": %lld, \"offloaded_bytes\": %llu, \"loaded_bytes\": %llu, "
+                "\"copy_ms\": %.3f, \"prefill_tokens_per_s\": %.1f, "
+                "\"moe_expert_tokens\": %s}\n",
                 trace->size(), static_cast<long long>(run.generated), run.seconds, run.throughput,
                 base.throughput, base.throughput > 0 ? run.throughput / base.throughput : 0.0,
                 identical ? "true" : "false", run.ttftP50, run.ttftP99, run.tpotP50, run.tpotP99,
@@ -553,7 +588,11 @@ int main(int argc, char **argv) {
                 run.speculativeSteps
                     ? static_cast<double>(run.accepted + run.speculativeSteps) / run.speculativeSteps
                     : 0.0,
-                loadJSON(expertLoad).c_str());
+                static_cast<long long>(run.swapPreemptions),
+                static_cast<long long>(run.swapOffloads),
+                static_cast<unsigned long long>(run.transfers.offloadedBytes),
+                static_cast<unsigned long long>(run.transfers.loadedBytes),
+                1e3 * run.transfers.copySeconds, run.prefillRate, loadJSON(expertLoad).c_str());
   } else if (!decisions) {
     std::printf("requests %zu, generated %lld tokens in %.3f s: %.1f tok/s\n", trace->size(),
                 static_cast<long long>(run.generated), run.seconds, run.throughput);
@@ -576,6 +615,15 @@ int main(int argc, char **argv) {
                 "%lld of %lld\n",
                 run.hitRate, static_cast<long long>(run.preemptions), 100 * run.peakUsage,
                 static_cast<long long>(run.freeAfter), static_cast<long long>(run.total));
+    if (run.hostBlocks)
+      std::printf("host tier: %lld preemptions swapped (%lld blocks), %lld recomputed; copies "
+                  "%.1f MiB out, %.1f MiB in, %.2f ms\n",
+                  static_cast<long long>(run.swapPreemptions),
+                  static_cast<long long>(run.swapOffloads),
+                  static_cast<long long>(run.preemptions - run.swapPreemptions),
+                  static_cast<double>(run.transfers.offloadedBytes) / (1 << 20),
+                  static_cast<double>(run.transfers.loadedBytes) / (1 << 20),
+                  1e3 * run.transfers.copySeconds);
   }
   return identical ? 0 : 1;
 }

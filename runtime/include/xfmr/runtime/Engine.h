@@ -79,6 +79,13 @@ struct ClassLimits {
   }
 };
 
+/// What a preempted sequence's cached blocks become (EngineConfig::preemption).
+enum class PreemptionMode {
+  Auto,      ///< swap to the host tier when that is cheaper than recomputing
+  Recompute, ///< always recompute (vLLM's default)
+  Swap,      ///< always swap when the host tier can hold the blocks
+};
+
 struct EngineConfig {
   /// KV pools' size (the tools' default is defaultKVCacheBudget's).
   uint64_t kvCacheBytes = uint64_t(256) << 20;
@@ -89,6 +96,9 @@ struct EngineConfig {
   /// Host tier of the prefix cache (0: none): evicted blocks likely to be
   /// reused are copied here and copied back on a hit.
   uint64_t hostCacheBytes = 0;
+  /// A preempted sequence's full blocks: swapped to the host tier (and
+  /// loaded back when it resumes) or recomputed; needs a host tier.
+  PreemptionMode preemption = PreemptionMode::Auto;
   /// Steps a batch request waits, from its submission, before it is
   /// scheduled as interactive (xfmr-bench --batch-aging).
   int64_t batchAgingSteps = 64;
@@ -104,6 +114,9 @@ struct EngineConfig {
   ClassLimits classLimits[2];
   /// Test hook: preempt the most recently admitted sequence every N steps.
   int64_t preemptEvery = 0;
+  /// Test hook: every host-tier block copy also sleeps this long (a slow
+  /// link), so the measured copy rate drops.
+  double hostCopyDelaySeconds = 0;
   /// Called with the logits a request's next token is sampled from, before
   /// sampling (xfmr-run generate --dump-logits).
   std::function<void(int64_t requestId, const float *logits, int64_t vocab)> onLogits;
@@ -132,6 +145,17 @@ enum class FinishReason {
 /// "stop", "length", "cancelled": the name in traces and tool output.
 const char *finishReasonName(FinishReason reason);
 inline std::string toString(FinishReason reason) { return finishReasonName(reason); }
+
+/// Host-tier copies and preemptions (xfmr-bench's JSON).
+struct TransferStats {
+  int64_t offloadedBlocks = 0, loadedBlocks = 0;
+  uint64_t offloadedBytes = 0, loadedBytes = 0;
+  double copySeconds = 0; ///< spent copying, both ways
+  /// Bytes per second from the copies so far (0 before the first).
+  double copyRate() const {
+    return copySeconds > 0 ? static_cast<double>(offloadedBytes + loadedBytes) / copySeconds : 0;
+  }
+};
 
 struct RequestResult {
   int64_t id = 0;
@@ -224,6 +248,14 @@ public:
 
   int64_t steps() const { return numSteps; }
   int64_t preemptions() const { return numPreemptions; }
+  /// Of those, the ones that swapped their blocks to the host tier.
+  int64_t swapPreemptions() const { return numSwapPreemptions; }
+  const TransferStats &transfers() const { return mover.stats; }
+  /// Prompt tokens per second of the steps that computed prompt chunks
+  /// (0 before the first).
+  double prefillRate() const {
+    return prefillSeconds > 0 ? static_cast<double>(prefillTokens) / prefillSeconds : 0;
+  }
   int64_t totalBlocks() const { return blocks.numBlocks(); }
   int64_t freeBlocks() const { return blocks.numFree(); }
   /// Distinct blocks the running sequences hold (shared prefix blocks once):
@@ -278,6 +310,10 @@ private:
   /// The queue whose head is admitted next (nullptr: none).
   Queue *admissionQueue();
   bool aged(const Sequence &seq) const;
+  /// Whether the device can take `seq`'s host-tier blocks and its first
+  /// chunk now (free or evictable blocks); if not it waits without loading
+  /// them (a load evicted again before it is used is wasted).
+  bool hostLoadsFit(const Sequence &seq, const StepPlan &plan) const;
   /// Starts a queued sequence on its cached prefix.
   void adoptCachedPrefix(Sequence &seq);
   /// The running sequence computing full blocks of `seq`'s prompt that the
@@ -338,21 +374,33 @@ private:
   std::optional<FinishReason> acceptProposals(Sequence &seq, const ScheduledSequence &s,
                                               const float *rows);
 
-  /// Lets go of a sequence's blocks (its cached path counts as used now).
-  void releaseBlocks(Sequence &seq);
+  /// Lets go of a sequence's blocks (its cached path counts as used now;
+  /// with `swap`, it goes to the host tier when evicted).
+  void releaseBlocks(Sequence &seq, bool swap = false);
   void finish(Sequence &seq, FinishReason reason);
   /// The planned step is over (done or abandoned): deferred cancellations run.
   void endStep();
   Queue &queueFor(const Sequence &seq);
 
-  /// The prefix cache's transfers between the pools and the host tier.
+  /// The prefix cache's transfers between the pools and the host tier,
+  /// timed (the copy rate swap-or-recompute decisions use).
   struct HostMover : BlockMover {
     KVPools &pools;
     HostKVPool &host;
-    HostMover(KVPools &pools, HostKVPool &host) : pools(pools), host(host) {}
-    void offload(int32_t block, int32_t slot) override { host.store(pools, block, slot); }
-    void load(int32_t slot, int32_t block) override { host.load(slot, pools, block); }
+    TransferStats stats;
+    double delaySeconds = 0; ///< EngineConfig::hostCopyDelaySeconds
+    HostMover(KVPools &pools, HostKVPool &host, double delaySeconds)
+        : pools(pools), host(host), delaySeconds(delaySeconds) {}
+    void delay() const;
+    void offload(int32_t block, int32_t slot) override;
+    void load(int32_t slot, int32_t block) override;
   };
+  /// Whether preempting `seq` swaps its cached blocks to the host tier
+  /// instead of recomputing them later (the cheaper of moving the bytes out
+  /// and back at the measured copy rate and recomputing the tokens at the
+  /// measured prefill rate, when the host tier can hold them); `why` is
+  /// the trace's account of the choice.
+  bool swapOnPreemption(const Sequence &seq, std::string &why) const;
 
   const Artifact *artifact; ///< nullptr for a detached engine
   ModelCall model;          ///< set for a detached engine
@@ -373,6 +421,11 @@ private:
   /// Requests cancelled while their step was planned.
   std::vector<int64_t> deferredCancels;
   int64_t numSteps = 0, numPreemptions = 0, admissionCounter = 0;
+  int64_t numSwapPreemptions = 0;
+  /// Tokens and seconds of the steps that computed prompt chunks (the
+  /// prefill rate a recomputation would run at).
+  int64_t prefillTokens = 0;
+  double prefillSeconds = 0;
   /// Queue keys: submissions count up at the back, preemptions down at the
   /// front, so both queues merge by key into the one arrival order.
   int64_t nextBackKey = 0, nextFrontKey = -1;

@@ -44,6 +44,8 @@ public:
   int64_t numBlocks() const { return blocks; }
   int64_t blockSize() const { return tokensPerBlock; }
   uint64_t bytes() const;
+  /// Bytes of one block across all pools (0 for no pools).
+  uint64_t blockBytes() const { return blocks ? bytes() / static_cast<uint64_t>(blocks) : 0; }
   /// In the manifest's kv_pool input order.
   std::vector<Tensor> &tensors() { return pools; }
 

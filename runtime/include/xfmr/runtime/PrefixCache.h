@@ -26,6 +26,9 @@
 // (a node's ancestors are resident), so "leaf" for device eviction means a
 // node without resident children. The host pool is bounded: when full, the
 // least recently used host copy goes (a host-only leaf leaves the tree).
+// A preempted sequence that swaps (Engine::preempt) marks its path: those
+// blocks are copied to the host when evicted even without hits, and come
+// back when it resumes and matches them.
 //
 // Work is proportional to what changes, not to what is cached: a running
 // sequence adds its blocks one at a time as they fill, through a Cursor
@@ -110,8 +113,11 @@ public:
               std::vector<std::string> *log = nullptr, Cursor *cursor = nullptr);
 
   /// The tokens match() would find for `tokens` (device or host blocks),
-  /// without counting a query, loading or touching anything.
-  int64_t cachedTokens(const std::vector<int64_t> &tokens) const;
+  /// without counting a query, loading or touching anything; with
+  /// `residentTokens`, also those of them in device blocks (the rest would
+  /// be loaded from the host).
+  int64_t cachedTokens(const std::vector<int64_t> &tokens,
+                       int64_t *residentTokens = nullptr) const;
 
   /// Adds a running sequence's blocks that became full since the cursor's
   /// last call: block i holds tokens [i*B, (i+1)*B) and is full once
@@ -126,7 +132,10 @@ public:
   /// counts as used at `now` (the blocks it held are the most recently used
   /// once it lets go of them; `systemPrompt` protects the path), and the
   /// cursor lets go of its node.
-  void release(Cursor &cursor, double now, bool systemPrompt = false);
+  /// With `swap` (a preempted sequence that swaps instead of recomputing),
+  /// its path's blocks go to the host tier when evicted, whatever their
+  /// hits, until a match uses them again.
+  void release(Cursor &cursor, double now, bool systemPrompt = false, bool swap = false);
 
   /// Stores the full blocks of a whole sequence at once (extend from an
   /// empty cursor, then let go): every node on the path counts as used.
@@ -160,6 +169,8 @@ public:
   int64_t numHostBlocks() const { return hostSlots - static_cast<int64_t>(hostFree.size()); }
   int64_t hostCapacity() const { return hostSlots; }
   int64_t hostOffloads() const { return numOffloads; }
+  /// Of those, the copies made only because a preempted sequence swapped.
+  int64_t swapOffloads() const { return numSwapOffloads; }
   /// Device blocks freed by evict() so far.
   int64_t evictions() const { return numEvictions; }
   int64_t hostLoads() const { return numLoads; }
@@ -252,7 +263,7 @@ private:
   /// Nodes with a host copy.
   RecencyList hostCopies;
   int64_t cachedBlocks = 0;
-  int64_t numOffloads = 0, numLoads = 0, numEvictions = 0;
+  int64_t numOffloads = 0, numLoads = 0, numEvictions = 0, numSwapOffloads = 0;
   int64_t numQueries = 0, numHits = 0, numQueryTokens = 0, numHitTokens = 0;
 };
 
