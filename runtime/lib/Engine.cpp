@@ -222,14 +222,19 @@ void Engine::HostMover::load(int32_t slot, int32_t block) {
   stats.loadedBytes += pools.blockBytes();
 }
 
-void Engine::releaseBlocks(Sequence &seq, bool swap) {
-  if (seq.cursor.holds())
-    cache.release(seq.cursor, clock(), seq.request.systemPrompt, swap);
+void Engine::releaseBlocks(Sequence &seq, PrefixCache::Keep keep) {
+  if (seq.cursor.holds()) {
+    double now = clock();
+    cache.release(seq.cursor, now, seq.request.systemPrompt, keep,
+                  keep == PrefixCache::Keep::Session ? now + config.sessionTtlSeconds : 0);
+  }
   seq.blocks.releaseAll(blocks);
 }
 
 void Engine::finish(Sequence &seq, FinishReason reason) {
-  releaseBlocks(seq);
+  bool session = config.sessionTtlSeconds > 0 && host.numSlots() > 0 &&
+                 reason != FinishReason::Cancelled;
+  releaseBlocks(seq, session ? PrefixCache::Keep::Session : PrefixCache::Keep::None);
   if (drafter)
     drafter->forget(seq.request.id);
   seq.result.tokens.assign(seq.tokens.begin() + static_cast<long>(seq.promptLength),
@@ -376,7 +381,7 @@ void Engine::preempt(std::vector<std::unique_ptr<Sequence>>::iterator it, const 
   log(formatString("preempt req %lld (%s): %s, %s", static_cast<long long>(seq.request.id),
                    className(seq.request.cls), why, choice.c_str()));
   numSwapPreemptions += swap;
-  releaseBlocks(seq, swap);
+  releaseBlocks(seq, swap ? PrefixCache::Keep::Swap : PrefixCache::Keep::None);
   seq.computed = 0;
   seq.admittedAt = -1;
   seq.queueKey = nextFrontKey--;
@@ -588,8 +593,10 @@ void Engine::addToPlan(StepPlan &plan, Sequence &seq, int64_t tokens, bool admit
   plan.numTokens += tokens;
   ClassUsage &usage = usageOf(seq);
   usage.tokens += tokens;
-  if (seq.uncomputed() > 1)
+  if (seq.uncomputed() > 1) {
     usage.prefillTokens += tokens;
+    numPromptTokensComputed += tokens;
+  }
   if (admitted) {
     usage.seqs += 1;
     usage.blocks += static_cast<int64_t>(seq.blocks.table().size());

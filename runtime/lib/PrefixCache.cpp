@@ -11,6 +11,7 @@
 #include <cassert>
 #include <cmath>
 #include <cstdio>
+#include <limits>
 #include <unordered_map>
 
 namespace xfmr::rt {
@@ -46,7 +47,9 @@ struct PrefixCache::Node {
   bool systemPrompt = false;
   bool protectedNow = false;
   bool onPath = false; ///< part of the match being served: not evictable now
-  bool swapped = false; ///< a preempted sequence's: to the host when evicted
+  /// To the host when evicted (before keepUntil), whatever its hits.
+  Keep keep = Keep::None;
+  double keepUntil = 0;
   struct {
     Node *prev = nullptr, *next = nullptr;
     const RecencyList *list = nullptr;
@@ -321,7 +324,7 @@ PrefixCache::Match PrefixCache::match(const std::vector<int64_t> &tokens, double
         log->push_back(formatString("load host slot %d -> block %d", n->hostSlot, n->block));
     }
     ++n->hitCount;
-    n->swapped = false;
+    n->keep = Keep::None;
     used.push_back(n);
     m.blocks.push_back(n->block);
   }
@@ -374,10 +377,16 @@ void PrefixCache::extend(Cursor &cursor, const std::vector<int64_t> &tokens,
   pin(cursor, node, b);
 }
 
-void PrefixCache::release(Cursor &cursor, double now, bool systemPrompt, bool swap) {
+void PrefixCache::release(Cursor &cursor, double now, bool systemPrompt, Keep keep,
+                          double keepUntil) {
+  if (keep == Keep::Swap)
+    keepUntil = std::numeric_limits<double>::infinity();
   for (Node *n = cursor.node; n && n != root.get(); n = n->parent) {
     n->systemPrompt |= systemPrompt;
-    n->swapped |= swap;
+    if (keep != Keep::None && (n->keep == Keep::None || keepUntil > n->keepUntil)) {
+      n->keep = keep;
+      n->keepUntil = keepUntil;
+    }
     touch(n, now);
   }
   unpin(cursor);
@@ -490,7 +499,8 @@ int64_t PrefixCache::evict(int64_t needed, double now, std::vector<std::string> 
                      now - victim->lastUse);
     // Likely to be reused: keep a host copy (it may have one already).
     bool reused = victim->hitCount >= policy.hostMinHits || victim->systemPrompt;
-    bool reusable = !expired && (reused || victim->swapped);
+    bool kept = victim->keep != Keep::None && now < victim->keepUntil;
+    bool reusable = !expired && (reused || kept);
     if (victim->hostSlot < 0 && reusable && hostSlots > 0) {
       int32_t slot = takeHostSlot(log);
       if (slot >= 0) {
@@ -498,7 +508,8 @@ int64_t PrefixCache::evict(int64_t needed, double now, std::vector<std::string> 
         victim->hostSlot = slot;
         hostCopies.insert(victim);
         ++numOffloads;
-        numSwapOffloads += !reused;
+        numSwapOffloads += !reused && victim->keep == Keep::Swap;
+        numSessionOffloads += !reused && victim->keep == Keep::Session;
       }
     }
     if (victim->hostSlot >= 0)

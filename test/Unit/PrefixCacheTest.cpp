@@ -235,7 +235,8 @@ TEST(PrefixCacheTest, SwappedSequenceGoesToTheHostAndComesBack) {
       mover.device[s.table()[i]] = static_cast<int>(from + i);
     PrefixCache::Cursor cursor;
     cache.extend(cursor, iota(8, from), 8, s.table(), 0);
-    cache.release(cursor, 1, /*systemPrompt=*/false, swap);
+    cache.release(cursor, 1, /*systemPrompt=*/false,
+                  swap ? PrefixCache::Keep::Swap : PrefixCache::Keep::None);
     s.releaseAll(m);
   };
   run(0, /*swap=*/true);
@@ -253,6 +254,32 @@ TEST(PrefixCacheTest, SwappedSequenceGoesToTheHostAndComesBack) {
   EXPECT_EQ(cache.checkInvariants(), "");
   cache.clear();
   EXPECT_EQ(m.numFree(), 4);
+}
+
+// A finished request's history is kept for its session until the session
+// TTL: evicted before it, it goes to the host; after it, it is dropped like
+// any block nobody hit.
+TEST(PrefixCacheTest, SessionHistoryGoesToTheHostUntilItsTTL) {
+  BlockManager m(4, 4);
+  FakeMover mover(4, 4);
+  PrefixCache cache(m, {}, &mover, /*hostSlots=*/4);
+  auto finished = [&](int64_t from, double keepUntil) {
+    SequenceBlocks s;
+    EXPECT_TRUE(s.reserve(m, 8));
+    s.commit(8);
+    PrefixCache::Cursor cursor;
+    cache.extend(cursor, iota(8, from), 8, s.table(), 0);
+    cache.release(cursor, 1, /*systemPrompt=*/false, PrefixCache::Keep::Session, keepUntil);
+    s.releaseAll(m);
+  };
+  finished(0, /*keepUntil=*/10);
+  finished(100, /*keepUntil=*/3);
+  EXPECT_EQ(cache.evict(4, 5), 4);
+  EXPECT_EQ(cache.sessionOffloads(), 2);
+  EXPECT_EQ(cache.swapOffloads(), 0);
+  EXPECT_EQ(cache.match(iota(9, 100), 6).tokens, 0) << "its session expired";
+  EXPECT_EQ(cache.match(iota(20, 0), 6).tokens, 8) << "the next turn reloads the history";
+  EXPECT_EQ(cache.checkInvariants(), "");
 }
 
 // A running sequence hands the cache only its newly full blocks: nothing

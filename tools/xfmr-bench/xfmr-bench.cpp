@@ -45,7 +45,12 @@ const char *const kHelp =
     "  --synthetic SPEC    comma-separated key=value: requests=64, prompt=128,\n"
     "                      output=64, shared-prefix=0 (tokens every prompt\n"
     "                      starts with, a system prompt), batch=0 (fraction of\n"
-    "                      batch-class requests), seed=0, every=0 (arrival steps\n"
+    "                      batch-class requests), seed=0, sessions=0 and\n"
+    "                      turns=1 (multi-turn chats: each of `sessions`\n"
+    "                      conversations sends `turns` requests, the next when\n"
+    "                      the previous one is done, each prompt the whole\n"
+    "                      history, previous answers included, plus `prompt` new\n"
+    "                      tokens), every=0 (arrival steps\n"
     "                      between requests; 0: all at once)\n"
     "  --trace FILE        one request per line: `at=STEP prompt=N output=M\n"
     "                      [prefix=GROUP:LEN] [class=batch] [cancel=STEP]`\n"
@@ -57,6 +62,8 @@ const char *const kHelp =
     "                      process) and compare outputs and throughput\n"
     "  --baseline recompute  also run them with preemption by recomputation\n"
     "                      only (same process) and compare\n"
+    "  --baseline device-only  also run them without the host tier (same\n"
+    "                      process) and compare\n"
     "  --baseline plain    with --speculative: also run them without speculation\n"
     "                      (same process, same batching) and compare\n"
     "  --speculative ngram|draft:DIR  speculative decoding by prompt lookup or\n"
@@ -77,6 +84,9 @@ const char *const kHelp =
     "  --host-cache-bytes N  host tier of the prefix cache (default 0: none):\n"
     "                      evicted blocks that were reused move there and come\n"
     "                      back on a hit instead of being recomputed\n"
+    "  --session-ttl S     seconds a finished request's history goes to the host\n"
+    "                      tier when evicted, for its conversation's next turn\n"
+    "                      (default 0: off; needs --host-cache-bytes)\n"
     "  --batch-aging N     steps a batch-class request waits before it is\n"
     "                      scheduled as interactive (default 64)\n"
     "  --preemption auto|recompute|swap\n"
@@ -113,6 +123,9 @@ struct TraceRequest {
   std::vector<int64_t> ids;
   /// "trace.txt:3" for errors about this request ("" when synthetic).
   std::string where;
+  /// A later turn of a conversation: the index of the previous turn, whose
+  /// prompt and output begin this prompt; sent once that one is done.
+  int64_t after = -1;
 };
 
 /// "1,2,3" as token ids (any int64: the vocabulary is checked later, with
@@ -139,10 +152,32 @@ Status checkTraceIds(const std::vector<TraceRequest> &trace, int64_t vocab) {
   return Status();
 }
 
+/// `sessions` conversations of `turns` requests each (session-major): turn 0
+/// of session i arrives at step i * every, each later turn when the
+/// previous one is done.
+std::vector<TraceRequest> sessionRequests(int64_t sessions, int64_t turns, int64_t prompt,
+                                          int64_t output, int64_t shared, int64_t every) {
+  std::vector<TraceRequest> out;
+  for (int64_t i = 0; i < sessions; ++i)
+    for (int64_t t = 0; t < turns; ++t) {
+      TraceRequest r;
+      r.at = i * every;
+      r.output = output;
+      r.prompt = prompt + (t == 0 ? shared : 0);
+      if (t == 0 && shared) {
+        r.prefixGroup = "system";
+        r.prefixLen = shared;
+      }
+      r.after = t == 0 ? -1 : static_cast<int64_t>(out.size()) - 1;
+      out.push_back(r);
+    }
+  return out;
+}
+
 Expected<std::vector<TraceRequest>> synthetic(const std::string &spec) {
   std::map<std::string, std::string> kv{{"requests", "64"}, {"prompt", "128"}, {"output", "64"},
                                          {"shared-prefix", "0"}, {"batch", "0"}, {"seed", "0"},
-                                         {"every", "0"}};
+                                         {"every", "0"}, {"sessions", "0"}, {"turns", "1"}};
   std::stringstream ss(spec);
   std::string item;
   while (std::getline(ss, item, ',')) {
@@ -151,12 +186,15 @@ Expected<std::vector<TraceRequest>> synthetic(const std::string &spec) {
       return Error("--synthetic: unknown item '" + item + "'");
     kv[item.substr(0, eq)] = item.substr(eq + 1);
   }
-  int64_t n, prompt, output, shared, seed, every;
+  int64_t n, prompt, output, shared, seed, every, sessions, turns;
   if (!parseInt(kv["requests"], 1, 100000, n) || !parseInt(kv["prompt"], 1, 1 << 20, prompt) ||
       !parseInt(kv["output"], 1, 1 << 20, output) ||
       !parseInt(kv["shared-prefix"], 0, 1 << 20, shared) || !parseInt(kv["seed"], 0, 1 << 30, seed) ||
-      !parseInt(kv["every"], 0, 1 << 20, every))
+      !parseInt(kv["every"], 0, 1 << 20, every) || !parseInt(kv["sessions"], 0, 10000, sessions) ||
+      !parseInt(kv["turns"], 1, 1000, turns))
     return Error("--synthetic: every value must be a non-negative integer in range");
+  if (sessions)
+    return sessionRequests(sessions, turns, prompt, output, shared, every);
   double batch = std::atof(kv["batch"].c_str());
   std::vector<TraceRequest> out;
   std::mt19937_64 rng(static_cast<uint64_t>(seed));
@@ -253,8 +291,13 @@ uint64_t workloadBytes(const Manifest &manifest, const std::vector<TraceRequest>
   if (!manifest.kvCache || manifest.kvCache->blockSize < 1)
     return 0;
   uint64_t bs = static_cast<uint64_t>(manifest.kvCache->blockSize), blocks = 0;
-  for (const TraceRequest &r : trace)
-    blocks += (static_cast<uint64_t>(r.prompt + r.output) + bs - 1) / bs;
+  std::vector<uint64_t> length(trace.size()); // a later turn's prompt holds the history
+  for (size_t i = 0; i < trace.size(); ++i) {
+    const TraceRequest &r = trace[i];
+    length[i] = (r.after >= 0 ? length[static_cast<size_t>(r.after)] : 0) +
+                static_cast<uint64_t>(r.prompt + r.output);
+    blocks += (length[i] + bs - 1) / bs;
+  }
   return blocks * KVPools::bytesPerBlock(manifest);
 }
 
@@ -271,7 +314,11 @@ struct RunStats {
   double hitRate = 0, peakUsage = 0;
   int64_t generated = 0, preemptions = 0, freeAfter = 0, total = 0, steps = 0;
   int64_t hostBlocks = 0, hostOffloads = 0, hostLoads = 0;
-  int64_t swapPreemptions = 0, swapOffloads = 0;
+  int64_t swapPreemptions = 0, swapOffloads = 0, sessionOffloads = 0;
+  /// Prompt tokens sent, and those the steps computed (not cached).
+  int64_t promptTokens = 0, promptTokensComputed = 0;
+  /// TTFT p50 of later turns of conversations (--synthetic sessions=).
+  double ttftLaterP50 = 0;
   TransferStats transfers;
   double prefillRate = 0;
   int64_t speculativeSteps = 0, proposed = 0, accepted = 0;
@@ -318,29 +365,50 @@ RunStats replay(const Artifact &artifact, EngineConfig config,
     }
     start = std::chrono::steady_clock::now();
   }
-  std::vector<double> ttft, tpot;
-  size_t next = 0;
+  std::vector<double> ttft, tpot, ttftLater;
   int64_t used = 0;
   std::map<int64_t, int64_t> cancels; // step -> id
-  while (next < trace.size() || !e.idle()) {
-    while (next < trace.size() && trace[next].at <= step) {
-      const TraceRequest &r = trace[next];
-      Request req;
-      req.id = static_cast<int64_t>(next);
-      req.prompt = promptTokens(r, next, vocab);
-      req.sampling.maxTokens = r.output;
-      req.cls = r.cls;
-      req.systemPrompt = r.prefixGroup == "system";
-      if (Status st = e.submit(std::move(req)); !st) {
-        if (printDecisions)
-          std::printf("reject: %s\n", st.error().c_str());
-        else
-          std::fprintf(stderr, "xfmr-bench: rejected: %s\n", st.error().c_str());
-      }
-      if (r.cancelAt >= 0)
-        cancels[r.cancelAt] = static_cast<int64_t>(next);
-      ++next;
+  // Requests go in trace order once their step comes; a conversation's
+  // later turn also waits for the previous one, whose prompt and output
+  // (`history`) begin its prompt.
+  size_t firstPending = 0;
+  std::vector<char> submitted(trace.size()), done(trace.size());
+  std::vector<std::vector<int64_t>> history(trace.size());
+  auto submit = [&](size_t i) {
+    const TraceRequest &r = trace[i];
+    Request req;
+    req.id = static_cast<int64_t>(i);
+    req.prompt = r.after >= 0 ? history[static_cast<size_t>(r.after)] : std::vector<int64_t>();
+    std::vector<int64_t> fresh = promptTokens(r, i, vocab);
+    req.prompt.insert(req.prompt.end(), fresh.begin(), fresh.end());
+    history[i] = req.prompt;
+    s.promptTokens += static_cast<int64_t>(req.prompt.size());
+    req.sampling.maxTokens = r.output;
+    req.cls = r.cls;
+    req.systemPrompt = r.prefixGroup == "system";
+    submitted[i] = 1;
+    if (Status st = e.submit(std::move(req)); !st) {
+      done[i] = 1; // a later turn goes on without its answer
+      if (printDecisions)
+        std::printf("reject: %s\n", st.error().c_str());
+      else
+        std::fprintf(stderr, "xfmr-bench: rejected: %s\n", st.error().c_str());
     }
+    if (r.cancelAt >= 0)
+      cancels[r.cancelAt] = static_cast<int64_t>(i);
+  };
+  while (firstPending < trace.size() || !e.idle()) {
+    for (size_t i = firstPending; i < trace.size(); ++i) {
+      const TraceRequest &r = trace[i];
+      if (submitted[i])
+        continue;
+      if (r.after < 0 && r.at > step)
+        break;
+      if (r.at <= step && (r.after < 0 || done[static_cast<size_t>(r.after)]))
+        submit(i);
+    }
+    while (firstPending < trace.size() && submitted[firstPending])
+      ++firstPending;
     if (auto it = cancels.find(step); it != cancels.end()) {
       if (printDecisions)
         std::printf("cancel req %lld\n", static_cast<long long>(it->second));
@@ -357,8 +425,13 @@ RunStats replay(const Artifact &artifact, EngineConfig config,
       s.speculativeSteps += r.speculativeSteps;
       s.proposed += r.proposedTokens;
       s.accepted += r.acceptedTokens;
+      size_t i = static_cast<size_t>(r.id);
+      done[i] = 1;
+      history[i].insert(history[i].end(), r.tokens.begin(), r.tokens.end());
       if (r.firstToken >= 0) {
         ttft.push_back((r.firstToken - r.arrival) * 1e3);
+        if (trace[i].after >= 0)
+          ttftLater.push_back(ttft.back());
         if (r.tokens.size() > 1)
           tpot.push_back((r.finish - r.firstToken) * 1e3 / static_cast<double>(r.tokens.size() - 1));
       }
@@ -369,6 +442,8 @@ RunStats replay(const Artifact &artifact, EngineConfig config,
   s.throughput = s.generated / std::max(s.seconds, 1e-9);
   s.ttftP50 = percentile(ttft, 0.5);
   s.ttftP99 = percentile(ttft, 0.99);
+  s.ttftLaterP50 = percentile(ttftLater, 0.5);
+  s.promptTokensComputed = e.computedPromptTokens();
   s.tpotP50 = percentile(tpot, 0.5);
   s.tpotP99 = percentile(tpot, 0.99);
   s.hitRate = e.prefixCache().hitRate();
@@ -381,6 +456,7 @@ RunStats replay(const Artifact &artifact, EngineConfig config,
   s.hostLoads = e.prefixCache().hostLoads();
   s.swapPreemptions = e.swapPreemptions();
   s.swapOffloads = e.prefixCache().swapOffloads();
+  s.sessionOffloads = e.prefixCache().sessionOffloads();
   s.transfers = e.transfers();
   s.prefillRate = e.prefillRate();
   // Both tiers' bookkeeping (blocks, host slots) against the tree.
@@ -460,8 +536,9 @@ int main(int argc, char **argv) {
     else if (name == "--trace")
       tracePath = value;
     else if (name == "--baseline") {
-      if (value != "sequential" && value != "plain" && value != "recompute")
-        return usage("--baseline supports 'sequential', 'plain' and 'recompute'");
+      if (value != "sequential" && value != "plain" && value != "recompute" &&
+          value != "device-only")
+        return usage("--baseline supports 'sequential', 'plain', 'recompute' and 'device-only'");
       baseline = value;
     } else if (name == "--speculative") {
       if (value.rfind("draft:", 0) == 0 && value.size() > 6)
@@ -489,6 +566,8 @@ int main(int argc, char **argv) {
       config.preemption = PreemptionMode::Recompute;
     else if (name == "--preemption" && value == "swap")
       config.preemption = PreemptionMode::Swap;
+    else if (name == "--session-ttl" && parseDouble(value, x) && x >= 0 && x <= 1e9)
+      config.sessionTtlSeconds = x;
     else if (name == "--host-copy-delay-ms" && parseDouble(value, x) && x >= 0 && x <= 1e4)
       config.hostCopyDelaySeconds = x / 1e3;
     else if (name == "--prefix-wait-steps" && parseInt(value, 0, 1 << 30, n))
@@ -554,6 +633,8 @@ int main(int argc, char **argv) {
       seq.speculative = SpeculativeConfig();
     else if (baseline == "recompute")
       seq.preemption = PreemptionMode::Recompute;
+    else if (baseline == "device-only")
+      seq.hostCacheBytes = 0;
     else
       seq.maxNumSeqs = 1;
     base = replay(**artifact, seq, *trace, false, vocab, draftDir);
@@ -574,6 +655,10 @@ int main(int argc, char **argv) {
                 "\"tokens_per_verification\": %.3f, \"swap_preemptions\": %lld, "
                 "\"swap_offloads\": %lld, \"offloaded_bytes\": %llu, \"loaded_bytes\": %llu, "
                 "\"copy_ms\": %.3f, \"prefill_tokens_per_s\": %.1f, "
+                "\"session_offloads\": %lld, \"prompt_tokens\": %lld, "
+                "\"prompt_tokens_computed\": %lld, \"ttft_later_turns_p50_ms\": %.3f, "
+                "\"baseline_prompt_tokens_computed\": %lld, "
+                "\"baseline_ttft_later_turns_p50_ms\": %.3f, "
                 "\"moe_expert_tokens\": %s}\n",
                 trace->size(), static_cast<long long>(run.generated), run.seconds, run.throughput,
                 base.throughput, base.throughput > 0 ? run.throughput / base.throughput : 0.0,
@@ -592,7 +677,11 @@ int main(int argc, char **argv) {
                 static_cast<long long>(run.swapOffloads),
                 static_cast<unsigned long long>(run.transfers.offloadedBytes),
                 static_cast<unsigned long long>(run.transfers.loadedBytes),
-                1e3 * run.transfers.copySeconds, run.prefillRate, loadJSON(expertLoad).c_str());
+                1e3 * run.transfers.copySeconds, run.prefillRate,
+                static_cast<long long>(run.sessionOffloads), static_cast<long long>(run.promptTokens),
+                static_cast<long long>(run.promptTokensComputed), run.ttftLaterP50,
+                static_cast<long long>(base.promptTokensComputed), base.ttftLaterP50,
+                loadJSON(expertLoad).c_str());
   } else if (!decisions) {
     std::printf("requests %zu, generated %lld tokens in %.3f s: %.1f tok/s\n", trace->size(),
                 static_cast<long long>(run.generated), run.seconds, run.throughput);
@@ -615,6 +704,16 @@ int main(int argc, char **argv) {
                 "%lld of %lld\n",
                 run.hitRate, static_cast<long long>(run.preemptions), 100 * run.peakUsage,
                 static_cast<long long>(run.freeAfter), static_cast<long long>(run.total));
+    if (run.ttftLaterP50 > 0)
+      std::printf("later turns: TTFT p50 %.2f ms%s; prompt tokens computed %lld of %lld\n",
+                  run.ttftLaterP50,
+                  base.ttftLaterP50 > 0
+                      ? formatString(" (baseline %.2f ms, %.2fx lower)", base.ttftLaterP50,
+                                     base.ttftLaterP50 / run.ttftLaterP50)
+                            .c_str()
+                      : "",
+                  static_cast<long long>(run.promptTokensComputed),
+                  static_cast<long long>(run.promptTokens));
     if (run.hostBlocks)
       std::printf("host tier: %lld preemptions swapped (%lld blocks), %lld recomputed; copies "
                   "%.1f MiB out, %.1f MiB in, %.2f ms\n",

@@ -99,6 +99,12 @@ struct EngineConfig {
   /// A preempted sequence's full blocks: swapped to the host tier (and
   /// loaded back when it resumes) or recomputed; needs a host tier.
   PreemptionMode preemption = PreemptionMode::Auto;
+  /// Multi-turn sessions: a finished request's history (prompt and
+  /// generated tokens, full blocks) goes to the host tier when evicted for
+  /// this long after it finished, so the conversation's next turn, whose
+  /// prompt starts with it, loads it instead of recomputing it (0: off;
+  /// needs a host tier; xfmr-bench --session-ttl).
+  double sessionTtlSeconds = 0;
   /// Steps a batch request waits, from its submission, before it is
   /// scheduled as interactive (xfmr-bench --batch-aging).
   int64_t batchAgingSteps = 64;
@@ -248,7 +254,10 @@ public:
 
   int64_t steps() const { return numSteps; }
   int64_t preemptions() const { return numPreemptions; }
-  /// Of those, the ones that swapped their blocks to the host tier.
+  /// Prompt tokens the steps computed (chunks of prompts and of
+  /// recomputation; not those served by the prefix cache).
+  int64_t computedPromptTokens() const { return numPromptTokensComputed; }
+  /// Of the preemptions, the ones that swapped their blocks to the host tier.
   int64_t swapPreemptions() const { return numSwapPreemptions; }
   const TransferStats &transfers() const { return mover.stats; }
   /// Prompt tokens per second of the steps that computed prompt chunks
@@ -375,8 +384,8 @@ private:
                                               const float *rows);
 
   /// Lets go of a sequence's blocks (its cached path counts as used now;
-  /// with `swap`, it goes to the host tier when evicted).
-  void releaseBlocks(Sequence &seq, bool swap = false);
+  /// `keep`: it goes to the host tier when evicted, PrefixCache::release).
+  void releaseBlocks(Sequence &seq, PrefixCache::Keep keep = PrefixCache::Keep::None);
   void finish(Sequence &seq, FinishReason reason);
   /// The planned step is over (done or abandoned): deferred cancellations run.
   void endStep();
@@ -421,7 +430,7 @@ private:
   /// Requests cancelled while their step was planned.
   std::vector<int64_t> deferredCancels;
   int64_t numSteps = 0, numPreemptions = 0, admissionCounter = 0;
-  int64_t numSwapPreemptions = 0;
+  int64_t numSwapPreemptions = 0, numPromptTokensComputed = 0;
   /// Tokens and seconds of the steps that computed prompt chunks (the
   /// prefill rate a recomputation would run at).
   int64_t prefillTokens = 0;

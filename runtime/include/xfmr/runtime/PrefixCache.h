@@ -28,7 +28,8 @@
 // least recently used host copy goes (a host-only leaf leaves the tree).
 // A preempted sequence that swaps (Engine::preempt) marks its path: those
 // blocks are copied to the host when evicted even without hits, and come
-// back when it resumes and matches them.
+// back when it resumes and matches them. A finished request's history is
+// kept the same way, for a while, for its conversation's next turn.
 //
 // Work is proportional to what changes, not to what is cached: a running
 // sequence adds its blocks one at a time as they fill, through a Cursor
@@ -132,10 +133,13 @@ public:
   /// counts as used at `now` (the blocks it held are the most recently used
   /// once it lets go of them; `systemPrompt` protects the path), and the
   /// cursor lets go of its node.
-  /// With `swap` (a preempted sequence that swaps instead of recomputing),
-  /// its path's blocks go to the host tier when evicted, whatever their
-  /// hits, until a match uses them again.
-  void release(Cursor &cursor, double now, bool systemPrompt = false, bool swap = false);
+  /// Why a released path should go to the host tier when evicted, whatever
+  /// its hits: a preempted sequence that swaps (until a match uses the
+  /// blocks again), or a finished request's history kept for its session's
+  /// next turn (until `keepUntil`).
+  enum class Keep { None, Swap, Session };
+  void release(Cursor &cursor, double now, bool systemPrompt = false, Keep keep = Keep::None,
+               double keepUntil = 0);
 
   /// Stores the full blocks of a whole sequence at once (extend from an
   /// empty cursor, then let go): every node on the path counts as used.
@@ -169,8 +173,10 @@ public:
   int64_t numHostBlocks() const { return hostSlots - static_cast<int64_t>(hostFree.size()); }
   int64_t hostCapacity() const { return hostSlots; }
   int64_t hostOffloads() const { return numOffloads; }
-  /// Of those, the copies made only because a preempted sequence swapped.
+  /// Of those, the copies made only because a preempted sequence swapped,
+  /// or to keep a session's history.
   int64_t swapOffloads() const { return numSwapOffloads; }
+  int64_t sessionOffloads() const { return numSessionOffloads; }
   /// Device blocks freed by evict() so far.
   int64_t evictions() const { return numEvictions; }
   int64_t hostLoads() const { return numLoads; }
@@ -263,7 +269,8 @@ private:
   /// Nodes with a host copy.
   RecencyList hostCopies;
   int64_t cachedBlocks = 0;
-  int64_t numOffloads = 0, numLoads = 0, numEvictions = 0, numSwapOffloads = 0;
+  int64_t numOffloads = 0, numLoads = 0, numEvictions = 0, numSwapOffloads = 0,
+          numSessionOffloads = 0;
   int64_t numQueries = 0, numHits = 0, numQueryTokens = 0, numHitTokens = 0;
 };
 
