@@ -28,6 +28,9 @@ struct Engine::Sequence {
   int64_t admittedAt = -1; ///< admission order (preemption picks the latest)
   int64_t submittedAt = 0; ///< step it was submitted (batch aging)
   int64_t prefixWaits = 0; ///< steps it waited for a running prompt's blocks
+  /// Queued while blocks of its cached prefix load from the host tier
+  /// (asynchronous copies, PrefixCache::prefetch): admitted once they are in.
+  std::vector<int32_t> loading;
   int64_t queueKey = 0;    ///< place in the queue (Engine::nextBackKey)
   /// This step's proposed tokens (speculative decoding), verified after
   /// the decode token and not part of `tokens` until accepted.
@@ -67,6 +70,14 @@ double secondsSince(std::chrono::steady_clock::time_point start) {
 /// memcpy (the first preemption's choice; later ones use measured rates).
 constexpr double kAssumedCopyRate = 2e9;
 
+/// The prefix cache's policy: kept paths are written back at release when
+/// copies are asynchronous (they run behind the steps).
+PrefixCachePolicy cachePolicyFor(const EngineConfig &config, int64_t hostSlots) {
+  PrefixCachePolicy policy = config.cachePolicy;
+  policy.writeBackKept = config.asyncHostCopies && hostSlots > 0;
+  return policy;
+}
+
 } // namespace
 
 Engine::Engine(const Artifact *artifact, ModelCall model, KVPools pools, HostKVPool host,
@@ -75,7 +86,13 @@ Engine::Engine(const Artifact *artifact, ModelCall model, KVPools pools, HostKVP
     : artifact(artifact), model(std::move(model)), pools(std::move(pools)),
       host(std::move(host)), mover(this->pools, this->host, config.hostCopyDelaySeconds), config(config),
       clock(std::move(clock)), trace(std::move(trace)), blocks(numBlocks, blockSize),
-      cache(blocks, config.cachePolicy, &mover, this->host.numSlots()), vocab(vocab) {}
+      cache(blocks, cachePolicyFor(config, this->host.numSlots()), &mover, this->host.numSlots()),
+      vocab(vocab) {
+  if (this->host.numSlots() > 0 && config.asyncHostCopies) {
+    copyQueue = std::make_unique<CopyQueue>(numBlocks);
+    mover.queue = copyQueue.get();
+  }
+}
 
 Engine::~Engine() = default;
 
@@ -199,28 +216,43 @@ void Engine::cancel(int64_t id) {
   }
 }
 
-void Engine::HostMover::delay() const {
-  if (delaySeconds > 0)
-    std::this_thread::sleep_for(std::chrono::duration<double>(delaySeconds));
+void Engine::HostMover::run(int32_t block, bool out, std::function<void()> copy) {
+  auto timed = [this, out, copy = std::move(copy)] {
+    auto start = std::chrono::steady_clock::now();
+    copy();
+    if (delaySeconds > 0) // test hook: a slow link
+      std::this_thread::sleep_for(std::chrono::duration<double>(delaySeconds));
+    double took = secondsSince(start);
+    std::lock_guard<std::mutex> lock(statsMutex);
+    stats.copySeconds += took;
+    (out ? stats.offloadedBlocks : stats.loadedBlocks) += 1;
+    (out ? stats.offloadedBytes : stats.loadedBytes) += pools.blockBytes();
+    if (!queue) // synchronous: the engine waited for all of it
+      stats.waitSeconds += took;
+  };
+  if (queue)
+    queue->enqueue(block, /*writes=*/!out, std::move(timed));
+  else
+    timed();
 }
 
 void Engine::HostMover::offload(int32_t block, int32_t slot) {
-  auto start = std::chrono::steady_clock::now();
-  host.store(pools, block, slot);
-  delay();
-  stats.copySeconds += secondsSince(start);
-  stats.offloadedBlocks += 1;
-  stats.offloadedBytes += pools.blockBytes();
+  run(block, /*out=*/true, [this, block, slot] { host.store(pools, block, slot); });
 }
 
 void Engine::HostMover::load(int32_t slot, int32_t block) {
-  auto start = std::chrono::steady_clock::now();
-  host.load(slot, pools, block);
-  delay();
-  stats.copySeconds += secondsSince(start);
-  stats.loadedBlocks += 1;
-  stats.loadedBytes += pools.blockBytes();
+  run(block, /*out=*/false, [this, block, slot] { host.load(slot, pools, block); });
 }
+
+TransferStats Engine::HostMover::snapshot() const {
+  std::lock_guard<std::mutex> lock(statsMutex);
+  TransferStats s = stats;
+  if (queue)
+    s.waitSeconds = queue->waitSeconds();
+  return s;
+}
+
+TransferStats Engine::transfers() const { return mover.snapshot(); }
 
 void Engine::releaseBlocks(Sequence &seq, PrefixCache::Keep keep) {
   if (seq.cursor.holds()) {
@@ -275,6 +307,7 @@ void Engine::clearPrefixCache() {
   for (auto &seq : running)
     if (seq->cursor.holds())
       cache.release(seq->cursor, clock());
+
   cache.clear();
 }
 
@@ -407,13 +440,14 @@ bool Engine::swapOnPreemption(const Sequence &seq, std::string &why) const {
   }
   // Out now and back at resumption, against computing its cached tokens
   // again (the rest, a partial block, is recomputed either way).
-  double rate = mover.stats.copyRate() > 0 ? mover.stats.copyRate() : kAssumedCopyRate;
+  TransferStats moved = mover.snapshot();
+  double rate = moved.copyRate() > 0 ? moved.copyRate() : kAssumedCopyRate;
   double bytes = 2.0 * static_cast<double>(n) * static_cast<double>(pools.blockBytes());
   double copyMs = 1e3 * bytes / rate;
   int64_t cached = n * blocks.blockSize();
   std::string copy =
       formatString("%lld blocks to the host (%.2f ms at %.4g MB/s%s)", static_cast<long long>(n),
-                   copyMs, rate / 1e6, mover.stats.copyRate() > 0 ? "" : " assumed");
+                   copyMs, rate / 1e6, moved.copyRate() > 0 ? "" : " assumed");
   if (config.preemption == PreemptionMode::Swap || prefillRate() <= 0) {
     // Forced, or nothing measured yet: moving bytes is the safe bet.
     why = "swap " + copy;
@@ -494,6 +528,30 @@ const Engine::Sequence *Engine::prefixProducer(const Sequence &seq, const StepPl
   return best;
 }
 
+bool Engine::loadsPending(const Sequence &seq) const {
+  if (!copyQueue)
+    return false;
+  for (int32_t b : seq.loading)
+    if (copyQueue->writePending(b))
+      return true;
+  return false;
+}
+
+bool Engine::startLoads(Sequence &seq, const StepPlan &plan) {
+  // Only behind other sequences: a step of this one alone would wait.
+  if (!copyQueue || !config.prefixCaching || plan.sequences.empty())
+    return false;
+  std::vector<std::string> loads;
+  seq.loading = cache.prefetch(seq.tokens, clock(), trace ? &loads : nullptr);
+  if (seq.loading.empty())
+    return false;
+  for (const std::string &line : loads)
+    log(line);
+  log(formatString("load req %lld: %zu blocks from the host, admitted once they are in",
+                   static_cast<long long>(seq.request.id), seq.loading.size()));
+  return true;
+}
+
 bool Engine::hostLoadsFit(const Sequence &seq, const StepPlan &plan) const {
   // With nothing running, nothing would free blocks for it later: go ahead
   // (a match loads what fits).
@@ -528,6 +586,12 @@ void Engine::admitWaiting(StepPlan &plan) {
     if ((limits.maxNumSeqs && usageOf(seq).seqs >= limits.maxNumSeqs) ||
         chunkFor(seq, plan) <= 0)
       break; // its class is full: wait
+    if (!seq.loading.empty() && !plan.sequences.empty() && loadsPending(seq)) {
+      waiting.push_back(std::move(queue->front())); // still loading: let others run
+      queue->pop_front();
+      continue;
+    }
+    seq.loading.clear();
     int64_t shared = 0;
     if (const Sequence *producer = config.prefixCaching ? prefixProducer(seq, plan, shared)
                                                         : nullptr) {
@@ -544,6 +608,11 @@ void Engine::admitWaiting(StepPlan &plan) {
                        static_cast<long long>(seq.request.id),
                        static_cast<long long>(blocks.numFree())));
       break;
+    }
+    if (startLoads(seq, plan)) {
+      waiting.push_back(std::move(queue->front()));
+      queue->pop_front();
+      continue;
     }
     if (config.prefixCaching)
       adoptCachedPrefix(seq);
@@ -656,10 +725,25 @@ int64_t Engine::numRunning(RequestClass cls) const {
 // execute()
 //===----------------------------------------------------------------------===//
 
+std::vector<int32_t> Engine::blocksOf(const StepPlan &plan) {
+  std::vector<int32_t> out;
+  for (const ScheduledSequence &s : plan.sequences) {
+    const std::vector<int32_t> &table = s.sequence->blocks.table();
+    out.insert(out.end(), table.begin(), table.end());
+  }
+  for (const BlockCopy &c : plan.copies) {
+    out.push_back(c.src);
+    out.push_back(c.dst);
+  }
+  return out;
+}
+
 Expected<Tensor> Engine::execute(const StepPlan &plan) {
   if (plan.step != planInFlight || plan.empty())
     return Error(formatString("execute: step %lld is not the scheduled step",
                               static_cast<long long>(plan.step)));
+  if (copyQueue) // host-tier copies still touching the blocks this step uses
+    copyQueue->waitForBlocks(blocksOf(plan));
   if (artifact)
     for (const BlockCopy &c : plan.copies)
       pools.copyBlock(c.src, c.dst);
@@ -817,6 +901,8 @@ Status Engine::draftProposals(StepPlan &plan) {
     }
   if (requests.empty())
     return {};
+  if (copyQueue) // the draft reads and writes the pools now
+    copyQueue->waitForBlocks(blocksOf(plan));
   // A draft on the target's pools reads the context from them now: the
   // copy-on-write copies are made before it runs, not in execute().
   if (drafter->sharesKV()) {

@@ -264,30 +264,17 @@ void PrefixCache::unpin(Cursor &cursor) {
 
 int64_t PrefixCache::cachedTokens(const std::vector<int64_t> &tokens,
                                   int64_t *residentTokens) const {
-  int64_t bs = manager.blockSize();
-  int64_t usable = tokens.empty() ? 0 : (static_cast<int64_t>(tokens.size()) - 1) / bs;
-  std::vector<int64_t> key(static_cast<size_t>(bs));
-  int64_t b = 0, resident = 0;
-  for (const Node *node = root.get(); b < usable; ++b) {
-    std::copy(tokens.begin() + b * bs, tokens.begin() + (b + 1) * bs, key.begin());
-    auto it = node->children.find(key);
-    if (it == node->children.end())
-      break;
-    node = it->second.get();
-    resident += node->resident(); // resident nodes form the top of the path
-  }
+  std::vector<Node *> path = findPath(tokens);
+  // Resident nodes form the top of the path.
   if (residentTokens)
-    *residentTokens = resident * bs;
-  return b * bs;
+    *residentTokens =
+        std::count_if(path.begin(), path.end(), [](Node *n) { return n->resident(); }) *
+        manager.blockSize();
+  return static_cast<int64_t>(path.size()) * manager.blockSize();
 }
 
-PrefixCache::Match PrefixCache::match(const std::vector<int64_t> &tokens, double now,
-                                      std::vector<std::string> *log, Cursor *cursor) {
-  if (cursor)
-    unpin(*cursor);
+std::vector<PrefixCache::Node *> PrefixCache::findPath(const std::vector<int64_t> &tokens) const {
   int64_t bs = manager.blockSize();
-  ++numQueries;
-  numQueryTokens += static_cast<int64_t>(tokens.size());
   // Leave at least one token for the step to compute.
   int64_t usable = tokens.empty() ? 0 : (static_cast<int64_t>(tokens.size()) - 1) / bs;
   std::vector<Node *> path;
@@ -301,11 +288,15 @@ PrefixCache::Match PrefixCache::match(const std::vector<int64_t> &tokens, double
     node = it->second.get();
     path.push_back(node);
   }
+  return path;
+}
+
+std::vector<PrefixCache::Node *> PrefixCache::loadPath(const std::vector<Node *> &path, double now,
+                                                       std::vector<std::string> *log, bool hit) {
   for (Node *n : path) {
     n->onPath = true;
     refreshEvictable(n);
   }
-  Match m;
   std::vector<Node *> used;
   for (Node *n : path) {
     if (!n->resident()) {
@@ -323,10 +314,11 @@ PrefixCache::Match PrefixCache::match(const std::vector<int64_t> &tokens, double
       if (log)
         log->push_back(formatString("load host slot %d -> block %d", n->hostSlot, n->block));
     }
-    ++n->hitCount;
-    n->keep = Keep::None;
+    if (hit) { // before touch(): hits decide protection
+      ++n->hitCount;
+      n->keep = Keep::None;
+    }
     used.push_back(n);
-    m.blocks.push_back(n->block);
   }
   for (Node *n : used)
     touch(n, now);
@@ -335,12 +327,41 @@ PrefixCache::Match PrefixCache::match(const std::vector<int64_t> &tokens, double
     (*it)->onPath = false;
     refreshEvictable(*it);
   }
+  return used;
+}
+
+PrefixCache::Match PrefixCache::match(const std::vector<int64_t> &tokens, double now,
+                                      std::vector<std::string> *log, Cursor *cursor) {
+  if (cursor)
+    unpin(*cursor);
+  ++numQueries;
+  numQueryTokens += static_cast<int64_t>(tokens.size());
+  std::vector<Node *> used = loadPath(findPath(tokens), now, log, /*hit=*/true);
+  Match m;
+  for (Node *n : used)
+    m.blocks.push_back(n->block);
   if (cursor)
     pin(*cursor, used.empty() ? nullptr : used.back(), static_cast<int64_t>(used.size()));
-  m.tokens = static_cast<int64_t>(m.blocks.size()) * bs;
+  m.tokens = static_cast<int64_t>(m.blocks.size()) * manager.blockSize();
   numHitTokens += m.tokens;
   numHits += m.tokens > 0;
   return m;
+}
+
+std::vector<int32_t> PrefixCache::prefetch(const std::vector<int64_t> &tokens, double now,
+                                           std::vector<std::string> *log) {
+  std::vector<Node *> path = findPath(tokens);
+  std::vector<bool> wasResident;
+  for (Node *n : path)
+    wasResident.push_back(n->resident());
+  std::vector<int32_t> loaded;
+  if (std::all_of(wasResident.begin(), wasResident.end(), [](bool r) { return r; }))
+    return loaded;
+  std::vector<Node *> used = loadPath(path, now, log, /*hit=*/false);
+  for (size_t i = 0; i < used.size(); ++i)
+    if (!wasResident[i])
+      loaded.push_back(used[i]->block);
+  return loaded;
 }
 
 void PrefixCache::extend(Cursor &cursor, const std::vector<int64_t> &tokens,
@@ -387,6 +408,8 @@ void PrefixCache::release(Cursor &cursor, double now, bool systemPrompt, Keep ke
       n->keep = keep;
       n->keepUntil = keepUntil;
     }
+    if (keep != Keep::None && policy.writeBackKept)
+      writeBack(n);
     touch(n, now);
   }
   unpin(cursor);
@@ -397,6 +420,24 @@ void PrefixCache::insert(const std::vector<int64_t> &tokens, const std::vector<i
   Cursor cursor;
   extend(cursor, tokens, static_cast<int64_t>(tokens.size()), blocks, now, systemPrompt);
   unpin(cursor);
+}
+
+void PrefixCache::writeBack(Node *n) {
+  if (!n->resident() || n->hostSlot >= 0 || hostSlots == 0)
+    return;
+  n->onPath = true; // its own copy is not the one dropped to make room
+  int32_t slot = takeHostSlot(nullptr);
+  n->onPath = false;
+  refreshEvictable(n);
+  if (slot < 0)
+    return;
+  mover->offload(n->block, slot);
+  n->hostSlot = slot;
+  hostCopies.insert(n);
+  ++numOffloads;
+  bool reused = n->hitCount >= policy.hostMinHits || n->systemPrompt;
+  numSwapOffloads += !reused && n->keep == Keep::Swap;
+  numSessionOffloads += !reused && n->keep == Keep::Session;
 }
 
 PrefixCache::Node *PrefixCache::pickVictim(double now, bool &expired) {

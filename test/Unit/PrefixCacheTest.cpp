@@ -375,8 +375,8 @@ TEST(PrefixCacheTest, EvictionFollowsReleaseOrderLeafFirst) {
 // budget and a host tier: after each one, the lists and counters kept
 // incrementally agree with a walk of the tree, and no block leaks.
 TEST(PrefixCacheTest, IncrementalStateMatchesTheTreeUnderRandomOperations) {
-  int64_t evicted = 0, offloads = 0, loads = 0, protectedSeen = 0;
-  for (uint64_t seed = 1; seed <= 20; ++seed) {
+  int64_t evicted = 0, offloads = 0, loads = 0, protectedSeen = 0, kept = 0, prefetched = 0;
+  for (uint64_t seed = 1; seed <= 40; ++seed) {
     std::mt19937_64 rng(seed);
     auto pick = [&](int64_t n) { return static_cast<int64_t>(rng() % static_cast<uint64_t>(n)); };
     BlockManager m(24, 2);
@@ -384,7 +384,11 @@ TEST(PrefixCacheTest, IncrementalStateMatchesTheTreeUnderRandomOperations) {
     PrefixCachePolicy policy;
     policy.protectionBudget = 3;
     policy.ttlSeconds = 40;
-    policy.hostMinHits = 0; // every evicted block that is not expired goes to the host
+    // Half the runs: every evicted block that is not expired goes to the
+    // host; the other half: only kept paths (swap, session), written back
+    // when released.
+    policy.hostMinHits = seed % 2 ? 0 : 1000;
+    policy.writeBackKept = seed % 2 == 0;
     PrefixCache cache(m, policy, &mover, /*hostSlots=*/4);
     struct Running {
       std::vector<int64_t> tokens;
@@ -418,9 +422,17 @@ TEST(PrefixCacheTest, IncrementalStateMatchesTheTreeUnderRandomOperations) {
         }
       } else if (kind == 3 && !running.empty()) { // finish or preempt
         size_t i = static_cast<size_t>(pick(static_cast<int64_t>(running.size())));
-        cache.release(running[i].cursor, now);
+        auto keep = static_cast<PrefixCache::Keep>(pick(3));
+        kept += keep != PrefixCache::Keep::None;
+        cache.release(running[i].cursor, now, /*systemPrompt=*/false, keep, now + pick(20));
         running[i].blocks.releaseAll(m);
         running.erase(running.begin() + static_cast<long>(i));
+      } else if (pick(4) == 0) { // a queued request's prefix starts loading
+        std::vector<int64_t> tokens;
+        int64_t prefix = pick(3) * 100;
+        for (int64_t i = 0; i < 6; ++i)
+          tokens.push_back(prefix + i);
+        prefetched += static_cast<int64_t>(cache.prefetch(tokens, now).size());
       } else {
         evicted += cache.evict(m.numFree() + 1 + pick(6), now);
       }
@@ -442,4 +454,6 @@ TEST(PrefixCacheTest, IncrementalStateMatchesTheTreeUnderRandomOperations) {
   EXPECT_GT(offloads, 10);
   EXPECT_GT(loads, 10);
   EXPECT_GT(protectedSeen, 100);
+  EXPECT_GT(kept, 100);
+  EXPECT_GT(prefetched, 5);
 }

@@ -101,6 +101,8 @@ const char *const kHelp =
     "  --preempt-every N   test hook: preempt the newest sequence every N steps\n"
     "  --host-copy-delay-ms X  test hook: each host-tier block copy also\n"
     "                      sleeps X ms (a slow link)\n"
+    "  --sync-host-copies  run host-tier copies inside the step that needs them\n"
+    "                      (default: on a copy thread, behind the steps)\n"
     "  --warmup N          replay the requests N times first, untimed, on engines\n"
     "                      of their own (default 0): the measured run then finds\n"
     "                      the process's memory warm, as a serving process does\n"
@@ -510,6 +512,10 @@ int main(int argc, char **argv) {
       decisions = true;
       continue;
     }
+    if (arg == "--sync-host-copies") {
+      config.asyncHostCopies = false;
+      continue;
+    }
     if (arg == "--no-prefix-cache") {
       config.prefixCaching = false;
       continue;
@@ -654,7 +660,7 @@ int main(int argc, char **argv) {
                 "\"accepted_tokens\": %lld, \"acceptance_rate\": %.4f, "
                 "\"tokens_per_verification\": %.3f, \"swap_preemptions\": %lld, "
                 "\"swap_offloads\": %lld, \"offloaded_bytes\": %llu, \"loaded_bytes\": %llu, "
-                "\"copy_ms\": %.3f, \"prefill_tokens_per_s\": %.1f, "
+                "\"copy_ms\": %.3f, \"copy_wait_ms\": %.3f, \"prefill_tokens_per_s\": %.1f, "
                 "\"session_offloads\": %lld, \"prompt_tokens\": %lld, "
                 "\"prompt_tokens_computed\": %lld, \"ttft_later_turns_p50_ms\": %.3f, "
                 "\"baseline_prompt_tokens_computed\": %lld, "
@@ -677,7 +683,7 @@ int main(int argc, char **argv) {
                 static_cast<long long>(run.swapOffloads),
                 static_cast<unsigned long long>(run.transfers.offloadedBytes),
                 static_cast<unsigned long long>(run.transfers.loadedBytes),
-                1e3 * run.transfers.copySeconds, run.prefillRate,
+                1e3 * run.transfers.copySeconds, 1e3 * run.transfers.waitSeconds, run.prefillRate,
                 static_cast<long long>(run.sessionOffloads), static_cast<long long>(run.promptTokens),
                 static_cast<long long>(run.promptTokensComputed), run.ttftLaterP50,
                 static_cast<long long>(base.promptTokensComputed), base.ttftLaterP50,
@@ -716,13 +722,13 @@ int main(int argc, char **argv) {
                   static_cast<long long>(run.promptTokens));
     if (run.hostBlocks)
       std::printf("host tier: %lld preemptions swapped (%lld blocks), %lld recomputed; copies "
-                  "%.1f MiB out, %.1f MiB in, %.2f ms\n",
+                  "%.1f MiB out, %.1f MiB in, %.2f ms (%.2f ms waited for)\n",
                   static_cast<long long>(run.swapPreemptions),
                   static_cast<long long>(run.swapOffloads),
                   static_cast<long long>(run.preemptions - run.swapPreemptions),
                   static_cast<double>(run.transfers.offloadedBytes) / (1 << 20),
                   static_cast<double>(run.transfers.loadedBytes) / (1 << 20),
-                  1e3 * run.transfers.copySeconds);
+                  1e3 * run.transfers.copySeconds, 1e3 * run.transfers.waitSeconds);
   }
   return identical ? 0 : 1;
 }

@@ -29,6 +29,7 @@
 #define XFMR_RUNTIME_ENGINE_H
 
 #include "xfmr/runtime/BlockManager.h"
+#include "xfmr/runtime/CopyQueue.h"
 #include "xfmr/runtime/DraftModel.h"
 #include "xfmr/runtime/PagedKV.h"
 #include "xfmr/runtime/PrefixCache.h"
@@ -123,6 +124,13 @@ struct EngineConfig {
   /// Test hook: every host-tier block copy also sleeps this long (a slow
   /// link), so the measured copy rate drops.
   double hostCopyDelaySeconds = 0;
+  /// Host-tier copies run on a copy thread (CopyQueue) behind the steps: a
+  /// kept path (swap, session) is written back when released, a request
+  /// whose prefix is loaded from the host is admitted a step later, once
+  /// the load is in, and a step waits only for copies of the blocks it
+  /// reads or writes. false: copies run inside the step that needs them
+  /// (xfmr-bench --sync-host-copies).
+  bool asyncHostCopies = true;
   /// Called with the logits a request's next token is sampled from, before
   /// sampling (xfmr-run generate --dump-logits).
   std::function<void(int64_t requestId, const float *logits, int64_t vocab)> onLogits;
@@ -157,6 +165,9 @@ struct TransferStats {
   int64_t offloadedBlocks = 0, loadedBlocks = 0;
   uint64_t offloadedBytes = 0, loadedBytes = 0;
   double copySeconds = 0; ///< spent copying, both ways
+  /// Of that, the time the engine waited for copies (asynchronous copies:
+  /// the rest ran behind the steps; synchronous ones: all of it).
+  double waitSeconds = 0;
   /// Bytes per second from the copies so far (0 before the first).
   double copyRate() const {
     return copySeconds > 0 ? static_cast<double>(offloadedBytes + loadedBytes) / copySeconds : 0;
@@ -259,7 +270,7 @@ public:
   int64_t computedPromptTokens() const { return numPromptTokensComputed; }
   /// Of the preemptions, the ones that swapped their blocks to the host tier.
   int64_t swapPreemptions() const { return numSwapPreemptions; }
-  const TransferStats &transfers() const { return mover.stats; }
+  TransferStats transfers() const;
   /// Prompt tokens per second of the steps that computed prompt chunks
   /// (0 before the first).
   double prefillRate() const {
@@ -323,6 +334,12 @@ private:
   /// chunk now (free or evictable blocks); if not it waits without loading
   /// them (a load evicted again before it is used is wasted).
   bool hostLoadsFit(const Sequence &seq, const StepPlan &plan) const;
+  /// Whether the loads startLoads queued for `seq` are still running.
+  bool loadsPending(const Sequence &seq) const;
+  /// With asynchronous copies and other sequences in the plan: starts
+  /// loading `seq`'s host-tier prefix (it is admitted a step later, the
+  /// copies hidden behind this step); false when nothing is to load.
+  bool startLoads(Sequence &seq, const StepPlan &plan);
   /// Starts a queued sequence on its cached prefix.
   void adoptCachedPrefix(Sequence &seq);
   /// The running sequence computing full blocks of `seq`'s prompt that the
@@ -367,6 +384,9 @@ private:
   std::vector<std::unique_ptr<Sequence>>::iterator newestRunning(size_t from,
                                                                  RequestClass cls);
 
+  /// The blocks a plan's step reads or writes (tables and copies).
+  static std::vector<int32_t> blocksOf(const StepPlan &plan);
+
   // update(), one decision each.
   /// Marks `tokens` more tokens computed; new full blocks go to the cache.
   void commitTokens(Sequence &seq, int64_t tokens);
@@ -396,13 +416,19 @@ private:
   struct HostMover : BlockMover {
     KVPools &pools;
     HostKVPool &host;
-    TransferStats stats;
     double delaySeconds = 0; ///< EngineConfig::hostCopyDelaySeconds
+    CopyQueue *queue = nullptr; ///< asynchronous copies, when set
     HostMover(KVPools &pools, HostKVPool &host, double delaySeconds)
         : pools(pools), host(host), delaySeconds(delaySeconds) {}
-    void delay() const;
     void offload(int32_t block, int32_t slot) override;
     void load(int32_t slot, int32_t block) override;
+    TransferStats snapshot() const;
+
+  private:
+    /// Runs `copy` (now, or on the queue) and counts it.
+    void run(int32_t block, bool out, std::function<void()> copy);
+    mutable std::mutex statsMutex; ///< the copy thread updates stats
+    TransferStats stats;
   };
   /// Whether preempting `seq` swaps its cached blocks to the host tier
   /// instead of recomputing them later (the cheaper of moving the bytes out
@@ -416,6 +442,9 @@ private:
   KVPools pools;
   HostKVPool host;
   HostMover mover;
+  /// The copy thread (EngineConfig::asyncHostCopies with a host tier);
+  /// declared after the pools it copies, so it finishes first.
+  std::unique_ptr<CopyQueue> copyQueue;
   EngineConfig config;
   Clock clock;
   Trace trace;

@@ -61,6 +61,11 @@ struct PrefixCachePolicy {
   int64_t protectionBudget = 1024; ///< blocks
   /// Hits a block needs before eviction moves it to the host tier.
   int64_t hostMinHits = 1;
+  /// Copy a kept path (release's Keep::Swap, Keep::Session) to the host
+  /// tier when it is released, not when it is evicted: with asynchronous
+  /// copies this runs behind the next steps, and eviction finds the copy
+  /// made (SGLang's write-through).
+  bool writeBackKept = false;
 };
 
 /// Copies one block's K/V (every layer) between the device pools and a host
@@ -112,6 +117,14 @@ public:
   /// is set to the end of the match (released first if it held a node).
   Match match(const std::vector<int64_t> &tokens, double now,
               std::vector<std::string> *log = nullptr, Cursor *cursor = nullptr);
+
+  /// Starts loading the host copies on `tokens`' cached path into device
+  /// blocks (as match() does, evicting others if needed), without counting
+  /// a query or a hit: a request about to be admitted (Engine, with
+  /// asynchronous copies) finds them resident a step later. Returns the
+  /// device blocks loads went to (none when the path is resident).
+  std::vector<int32_t> prefetch(const std::vector<int64_t> &tokens, double now,
+                                std::vector<std::string> *log = nullptr);
 
   /// The tokens match() would find for `tokens` (device or host blocks),
   /// without counting a query, loading or touching anything; with
@@ -243,9 +256,20 @@ private:
   Node *childFor(Node *node, const int64_t *tokens);
   void pin(Cursor &cursor, Node *node, int64_t count);
   void unpin(Cursor &cursor);
+  /// The cached path of `tokens`' full blocks, leaving at least one token.
+  std::vector<Node *> findPath(const std::vector<int64_t> &tokens) const;
+  /// Makes the path resident from its root, loading host copies into
+  /// device blocks (evicting others if needed) until none can be had;
+  /// returns the resident prefix, touched at `now` (and counted as hit by
+  /// a request with `hit`).
+  std::vector<Node *> loadPath(const std::vector<Node *> &path, double now,
+                               std::vector<std::string> *log, bool hit);
   /// A free host slot, dropping the least recently used copy if none is
   /// free; -1 when every slot is taken by a node on the current path.
   int32_t takeHostSlot(std::vector<std::string> *log);
+  /// Copies a resident node without a host copy to the host tier now
+  /// (PrefixCachePolicy::writeBackKept).
+  void writeBack(Node *n);
   /// Removes `node` and its (host-only) subtree from the tree.
   void erase(Node *node);
   /// Takes `node` out of every list.
