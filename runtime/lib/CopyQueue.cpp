@@ -17,9 +17,11 @@ double since(Clock::time_point start) {
 }
 } // namespace
 
-CopyQueue::CopyQueue(int64_t numBlocks)
+CopyQueue::CopyQueue(int64_t numBlocks, int64_t numSlots)
     : pendingPerBlock(static_cast<size_t>(numBlocks), 0),
-      writesPerBlock(static_cast<size_t>(numBlocks), 0), worker([this] { run(); }) {}
+      writesPerBlock(static_cast<size_t>(numBlocks), 0),
+      offloadsFromBlock(static_cast<size_t>(numBlocks), 0),
+      offloadsIntoSlot(static_cast<size_t>(numSlots), 0), worker([this] { run(); }) {}
 
 CopyQueue::~CopyQueue() {
   {
@@ -30,12 +32,16 @@ CopyQueue::~CopyQueue() {
   worker.join();
 }
 
-void CopyQueue::enqueue(int32_t block, bool writes, std::function<void()> copy) {
+void CopyQueue::enqueue(int32_t block, int32_t slot, bool load, std::function<void()> copy) {
   {
     std::lock_guard<std::mutex> lock(mutex);
     ++pendingPerBlock[static_cast<size_t>(block)];
-    writesPerBlock[static_cast<size_t>(block)] += writes;
-    jobs.push_back({block, writes, std::move(copy)});
+    writesPerBlock[static_cast<size_t>(block)] += load;
+    if (!load) {
+      ++offloadsFromBlock[static_cast<size_t>(block)];
+      ++offloadsIntoSlot[static_cast<size_t>(slot)];
+    }
+    jobs.push_back({block, slot, load, std::move(copy)});
   }
   wake.notify_one();
 }
@@ -51,11 +57,20 @@ bool CopyQueue::writePending(int32_t block) const {
 }
 
 void CopyQueue::waitForBlocks(const std::vector<int32_t> &blocks) {
+  waitUntilClear(blocks, pendingPerBlock);
+}
+
+void CopyQueue::waitForLoads(const std::vector<int32_t> &blocks) {
+  waitUntilClear(blocks, writesPerBlock);
+}
+
+void CopyQueue::waitUntilClear(const std::vector<int32_t> &blocks,
+                               const std::vector<int32_t> &perBlock) {
   auto start = Clock::now();
   std::unique_lock<std::mutex> lock(mutex);
   auto clear = [&] {
     for (int32_t b : blocks)
-      if (b >= 0 && pendingPerBlock[static_cast<size_t>(b)] > 0)
+      if (b >= 0 && perBlock[static_cast<size_t>(b)] > 0)
         return false;
     return true;
   };
@@ -68,8 +83,8 @@ void CopyQueue::waitForBlocks(const std::vector<int32_t> &blocks) {
 void CopyQueue::waitAll() {
   auto start = Clock::now();
   std::unique_lock<std::mutex> lock(mutex);
-  if (!jobs.empty()) {
-    idle.wait(lock, [&] { return jobs.empty(); });
+  if (!jobs.empty() || running) {
+    idle.wait(lock, [&] { return jobs.empty() && !running; });
     waited += since(start);
   }
 }
@@ -79,23 +94,37 @@ double CopyQueue::busySeconds() const {
   return busy;
 }
 
+std::deque<CopyQueue::Job>::iterator CopyQueue::next() {
+  for (auto it = jobs.begin(); it != jobs.end(); ++it)
+    if (it->load && offloadsFromBlock[static_cast<size_t>(it->block)] == 0 &&
+        offloadsIntoSlot[static_cast<size_t>(it->slot)] == 0)
+      return it;
+  return jobs.begin();
+}
+
 void CopyQueue::run() {
   std::unique_lock<std::mutex> lock(mutex);
   for (;;) {
     wake.wait(lock, [&] { return stopping || !jobs.empty(); });
     if (jobs.empty())
       return; // stopping, and everything queued has run
-    // The job stays at the front (so waitAll sees it) while it runs.
-    std::function<void()> copy = std::move(jobs.front().copy);
+    auto it = next();
+    Job job = std::move(*it);
+    jobs.erase(it);
+    ++running;
     lock.unlock();
     auto start = Clock::now();
-    copy();
+    job.copy();
     double took = since(start);
     lock.lock();
     busy += took;
-    --pendingPerBlock[static_cast<size_t>(jobs.front().block)];
-    writesPerBlock[static_cast<size_t>(jobs.front().block)] -= jobs.front().writes;
-    jobs.pop_front();
+    --running;
+    --pendingPerBlock[static_cast<size_t>(job.block)];
+    writesPerBlock[static_cast<size_t>(job.block)] -= job.load;
+    if (!job.load) {
+      --offloadsFromBlock[static_cast<size_t>(job.block)];
+      --offloadsIntoSlot[static_cast<size_t>(job.slot)];
+    }
     idle.notify_all();
   }
 }

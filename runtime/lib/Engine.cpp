@@ -75,6 +75,7 @@ constexpr double kAssumedCopyRate = 2e9;
 PrefixCachePolicy cachePolicyFor(const EngineConfig &config, int64_t hostSlots) {
   PrefixCachePolicy policy = config.cachePolicy;
   policy.writeBackKept = config.asyncHostCopies && hostSlots > 0;
+  policy.writeThrough = policy.writeBackKept && config.sessionTtlSeconds > 0;
   return policy;
 }
 
@@ -89,7 +90,7 @@ Engine::Engine(const Artifact *artifact, ModelCall model, KVPools pools, HostKVP
       cache(blocks, cachePolicyFor(config, this->host.numSlots()), &mover, this->host.numSlots()),
       vocab(vocab) {
   if (this->host.numSlots() > 0 && config.asyncHostCopies) {
-    copyQueue = std::make_unique<CopyQueue>(numBlocks);
+    copyQueue = std::make_unique<CopyQueue>(numBlocks, this->host.numSlots());
     mover.queue = copyQueue.get();
   }
 }
@@ -216,7 +217,7 @@ void Engine::cancel(int64_t id) {
   }
 }
 
-void Engine::HostMover::run(int32_t block, bool out, std::function<void()> copy) {
+void Engine::HostMover::run(int32_t block, int32_t slot, bool out, std::function<void()> copy) {
   auto timed = [this, out, copy = std::move(copy)] {
     auto start = std::chrono::steady_clock::now();
     copy();
@@ -231,17 +232,17 @@ void Engine::HostMover::run(int32_t block, bool out, std::function<void()> copy)
       stats.waitSeconds += took;
   };
   if (queue)
-    queue->enqueue(block, /*writes=*/!out, std::move(timed));
+    queue->enqueue(block, slot, /*load=*/!out, std::move(timed));
   else
     timed();
 }
 
 void Engine::HostMover::offload(int32_t block, int32_t slot) {
-  run(block, /*out=*/true, [this, block, slot] { host.store(pools, block, slot); });
+  run(block, slot, /*out=*/true, [this, block, slot] { host.store(pools, block, slot); });
 }
 
 void Engine::HostMover::load(int32_t slot, int32_t block) {
-  run(block, /*out=*/false, [this, block, slot] { host.load(slot, pools, block); });
+  run(block, slot, /*out=*/false, [this, block, slot] { host.load(slot, pools, block); });
 }
 
 TransferStats Engine::HostMover::snapshot() const {
@@ -538,8 +539,17 @@ bool Engine::loadsPending(const Sequence &seq) const {
 }
 
 bool Engine::startLoads(Sequence &seq, const StepPlan &plan) {
-  // Only behind other sequences: a step of this one alone would wait.
+  // Only behind other sequences (a step of this one alone would wait), and
+  // only into free blocks with a block to spare for each running sequence's
+  // next step: the loaded blocks are the cache's alone until it is
+  // admitted, and evicted again before that they were loaded for nothing.
+  // Otherwise the match loads them now and the step waits for them.
   if (!copyQueue || !config.prefixCaching || plan.sequences.empty())
+    return false;
+  int64_t resident = 0;
+  int64_t need = hostLoadBlocks(seq, plan, resident);
+  if (need == 0 ||
+      need + static_cast<int64_t>(running.size()) > blocks.numFree())
     return false;
   std::vector<std::string> loads;
   seq.loading = cache.prefetch(seq.tokens, clock(), trace ? &loads : nullptr);
@@ -552,24 +562,32 @@ bool Engine::startLoads(Sequence &seq, const StepPlan &plan) {
   return true;
 }
 
+int64_t Engine::hostLoadBlocks(const Sequence &seq, const StepPlan &plan,
+                               int64_t &residentBlocks) const {
+  int64_t resident = 0;
+  int64_t cached = cache.cachedTokens(seq.tokens, &resident);
+  residentBlocks = resident / blocks.blockSize();
+  if (cached == resident) // nothing to load
+    return 0;
+  // Device blocks for the loads and the first chunk after them.
+  int64_t chunk = std::min<int64_t>(static_cast<int64_t>(seq.tokens.size()) - cached,
+                                    config.maxTokensPerStep - plan.numTokens);
+  return blocks.blocksFor(cached + std::max<int64_t>(chunk, 1)) - residentBlocks;
+}
+
 bool Engine::hostLoadsFit(const Sequence &seq, const StepPlan &plan) const {
   // With nothing running, nothing would free blocks for it later: go ahead
   // (a match loads what fits).
   if (!config.prefixCaching || host.numSlots() == 0 || running.empty())
     return true;
   int64_t resident = 0;
-  int64_t cached = cache.cachedTokens(seq.tokens, &resident);
-  if (cached == resident) // nothing to load
+  int64_t need = hostLoadBlocks(seq, plan, resident);
+  if (need == 0)
     return true;
-  // Device blocks for the loads and the first chunk after them.
-  int64_t chunk = std::min<int64_t>(static_cast<int64_t>(seq.tokens.size()) - cached,
-                                    config.maxTokensPerStep - plan.numTokens);
-  int64_t need = blocks.blocksFor(cached + std::max<int64_t>(chunk, 1)) -
-                 resident / blocks.blockSize();
   // Blocks only the cache holds can be evicted for it (its own resident
   // path aside).
   int64_t cacheOnly = blocks.numBlocks() - blocks.numFree() - blocksHeldByRequests();
-  return need <= blocks.numFree() + cacheOnly - resident / blocks.blockSize();
+  return need <= blocks.numFree() + cacheOnly - resident;
 }
 
 void Engine::admitWaiting(StepPlan &plan) {
@@ -725,17 +743,23 @@ int64_t Engine::numRunning(RequestClass cls) const {
 // execute()
 //===----------------------------------------------------------------------===//
 
-std::vector<int32_t> Engine::blocksOf(const StepPlan &plan) {
-  std::vector<int32_t> out;
+void Engine::waitForCopies(const StepPlan &plan) {
+  // Reading a block an offload is copying out is fine; writing it is not,
+  // nor reading one a load is still filling.
+  std::vector<int32_t> read, written;
+  int64_t bs = blocks.blockSize();
   for (const ScheduledSequence &s : plan.sequences) {
     const std::vector<int32_t> &table = s.sequence->blocks.table();
-    out.insert(out.end(), table.begin(), table.end());
+    size_t firstWritten = static_cast<size_t>(s.firstPosition / bs);
+    for (size_t i = 0; i < table.size(); ++i)
+      (i < firstWritten ? read : written).push_back(table[i]);
   }
   for (const BlockCopy &c : plan.copies) {
-    out.push_back(c.src);
-    out.push_back(c.dst);
+    read.push_back(c.src);
+    written.push_back(c.dst);
   }
-  return out;
+  copyQueue->waitForBlocks(written);
+  copyQueue->waitForLoads(read);
 }
 
 Expected<Tensor> Engine::execute(const StepPlan &plan) {
@@ -743,7 +767,7 @@ Expected<Tensor> Engine::execute(const StepPlan &plan) {
     return Error(formatString("execute: step %lld is not the scheduled step",
                               static_cast<long long>(plan.step)));
   if (copyQueue) // host-tier copies still touching the blocks this step uses
-    copyQueue->waitForBlocks(blocksOf(plan));
+    waitForCopies(plan);
   if (artifact)
     for (const BlockCopy &c : plan.copies)
       pools.copyBlock(c.src, c.dst);
@@ -902,7 +926,7 @@ Status Engine::draftProposals(StepPlan &plan) {
   if (requests.empty())
     return {};
   if (copyQueue) // the draft reads and writes the pools now
-    copyQueue->waitForBlocks(blocksOf(plan));
+    waitForCopies(plan);
   // A draft on the target's pools reads the context from them now: the
   // copy-on-write copies are made before it runs, not in execute().
   if (drafter->sharesKV()) {

@@ -393,6 +393,8 @@ void PrefixCache::extend(Cursor &cursor, const std::vector<int64_t> &tokens,
     }
     child->systemPrompt |= systemPrompt;
     touch(child, now);
+    if (policy.writeThrough)
+      writeBack(child);
     node = child;
   }
   pin(cursor, node, b);

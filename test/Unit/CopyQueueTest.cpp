@@ -10,6 +10,8 @@
 
 #include <atomic>
 #include <chrono>
+#include <mutex>
+#include <string>
 
 using namespace xfmr::rt;
 
@@ -17,16 +19,14 @@ namespace {
 void sleepMs(int ms) { std::this_thread::sleep_for(std::chrono::milliseconds(ms)); }
 } // namespace
 
-// Copies run in the order they were queued (the hazards between an offload
-// from a block and a later load into it depend on it), off the caller's
-// thread.
+// Offloads run in the order they were queued, off the caller's thread.
 TEST(CopyQueueTest, RunsInOrderOnItsOwnThread) {
   std::vector<int> order;
   std::thread::id ran;
   {
-    CopyQueue q(4);
-    for (int i = 0; i < 50; ++i)
-      q.enqueue(i % 4, i % 2 == 1, [&order, &ran, i] {
+    CopyQueue q(4, 4);
+    for (int i = 0; i < 50; ++i) // offloads only: issue order
+      q.enqueue(i % 4, i % 4, /*load=*/false, [&order, &ran, i] {
         order.push_back(i);
         ran = std::this_thread::get_id();
       });
@@ -41,10 +41,10 @@ TEST(CopyQueueTest, RunsInOrderOnItsOwnThread) {
 // A caller waits only for copies of the blocks it names: a slow copy of
 // another block goes on behind it, and the wait is counted.
 TEST(CopyQueueTest, WaitsOnlyForTheNamedBlocks) {
-  CopyQueue q(4);
+  CopyQueue q(4, 4);
   std::atomic<bool> fastDone{false}, slowDone{false};
-  q.enqueue(0, /*writes=*/true, [&] { fastDone = true; });
-  q.enqueue(1, /*writes=*/false, [&] {
+  q.enqueue(0, 0, /*load=*/true, [&] { fastDone = true; });
+  q.enqueue(1, 1, /*load=*/false, [&] {
     sleepMs(200);
     slowDone = true;
   });
@@ -60,13 +60,42 @@ TEST(CopyQueueTest, WaitsOnlyForTheNamedBlocks) {
   EXPECT_GT(q.busySeconds(), 0.19);
 }
 
+// Loads go before queued write-backs unless they depend on one: a load
+// into a block an earlier offload copies out, or from a slot an earlier
+// offload writes, waits for it.
+TEST(CopyQueueTest, LoadsOvertakeOnlyUnrelatedOffloads) {
+  std::vector<std::string> order;
+  std::mutex m;
+  auto note = [&](std::string what) {
+    std::lock_guard<std::mutex> lock(m);
+    order.push_back(std::move(what));
+  };
+  {
+    CopyQueue q(8, 8);
+    q.enqueue(7, 7, /*load=*/false, [&] {
+      sleepMs(50); // holds the thread while the rest is queued
+      note("offload 7->7");
+    });
+    sleepMs(10);
+    q.enqueue(1, 1, false, [&] { note("offload 1->1"); });
+    q.enqueue(2, 2, false, [&] { note("offload 2->2"); });
+    q.enqueue(3, 5, true, [&] { note("load 5->3"); });  // unrelated: first
+    q.enqueue(1, 6, true, [&] { note("load 6->1"); });  // block 1 goes out first
+    q.enqueue(4, 2, true, [&] { note("load 2->4"); });  // slot 2 is written first
+    q.waitAll();
+  }
+  std::vector<std::string> want{"offload 7->7", "load 5->3", "offload 1->1", "load 6->1",
+                                "offload 2->2", "load 2->4"};
+  EXPECT_EQ(order, want);
+}
+
 // Destruction finishes what was queued.
 TEST(CopyQueueTest, DestructorFinishesQueuedCopies) {
   int done = 0;
   {
-    CopyQueue q(1);
+    CopyQueue q(1, 1);
     for (int i = 0; i < 5; ++i)
-      q.enqueue(0, true, [&done] {
+      q.enqueue(0, 0, /*load=*/true, [&done] {
         sleepMs(2);
         ++done;
       });

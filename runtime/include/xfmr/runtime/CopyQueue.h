@@ -8,9 +8,11 @@
 // copy stream with pinned host memory and an event per block; here the
 // "device" pools are host memory too, so the thread is the stream.
 //
-// One FIFO thread keeps every hazard ordered: a load into a block queued
-// after an offload from it runs after it, and so does a copy into a host
-// slot after one out of it.
+// One thread runs them: loads first (a step or an admission waits for
+// them; offloads are written back ahead of need), each kind in issue order.
+// A load never overtakes an offload it depends on: one from the block it
+// writes (the block was evicted and reused) or into the host slot it reads
+// (a write-back not done yet) runs first.
 //
 //===----------------------------------------------------------------------===//
 
@@ -29,21 +31,25 @@ namespace xfmr::rt {
 
 class CopyQueue {
 public:
-  /// Copies touching blocks 0..numBlocks-1 of the device pools.
-  explicit CopyQueue(int64_t numBlocks);
+  /// Copies between blocks 0..numBlocks-1 of the device pools and host
+  /// slots 0..numSlots-1.
+  CopyQueue(int64_t numBlocks, int64_t numSlots);
   ~CopyQueue(); // finishes the queued copies first
   CopyQueue(const CopyQueue &) = delete;
   CopyQueue &operator=(const CopyQueue &) = delete;
 
-  /// Runs `copy` on the copy thread after everything queued before it;
-  /// `block` stays pending until it has run. `writes`: the copy writes the
-  /// block (a load from the host), not only reads it (an offload).
-  void enqueue(int32_t block, bool writes, std::function<void()> copy);
+  /// Runs `copy` (between device block `block` and host slot `slot`) on
+  /// the copy thread; `block` stays pending until it has run. `load`: the
+  /// copy writes the block from the slot, else it copies the block out to
+  /// the slot.
+  void enqueue(int32_t block, int32_t slot, bool load, std::function<void()> copy);
   /// Whether a queued copy still touches `block`, or still writes it.
   bool pending(int32_t block) const;
   bool writePending(int32_t block) const;
-  /// Returns once no queued copy touches any of `blocks`.
+  /// Returns once no queued copy touches any of `blocks`, or (waitForLoads)
+  /// once no queued load writes any of them.
   void waitForBlocks(const std::vector<int32_t> &blocks);
+  void waitForLoads(const std::vector<int32_t> &blocks);
   /// Returns once the queue is empty.
   void waitAll();
 
@@ -54,16 +60,24 @@ public:
 
 private:
   void run();
+  /// Waits until no entry of `perBlock` for `blocks` is positive.
+  void waitUntilClear(const std::vector<int32_t> &blocks, const std::vector<int32_t> &perBlock);
 
   struct Job {
-    int32_t block;
-    bool writes;
+    int32_t block, slot;
+    bool load;
     std::function<void()> copy;
   };
+  /// The next job to run: the oldest load that no queued offload must
+  /// precede, else the oldest job. Under the mutex; jobs is not empty.
+  std::deque<Job>::iterator next();
   mutable std::mutex mutex;
   std::condition_variable wake, idle;
   std::deque<Job> jobs;
   std::vector<int32_t> pendingPerBlock, writesPerBlock;
+  /// Queued offloads per block (from it) and per slot (into it).
+  std::vector<int32_t> offloadsFromBlock, offloadsIntoSlot;
+  int64_t running = 0; ///< jobs taken off the queue and not done
   bool stopping = false;
   double busy = 0;   ///< guarded by mutex
   double waited = 0; ///< the engine's thread only

@@ -334,6 +334,11 @@ private:
   /// chunk now (free or evictable blocks); if not it waits without loading
   /// them (a load evicted again before it is used is wasted).
   bool hostLoadsFit(const Sequence &seq, const StepPlan &plan) const;
+  /// Device blocks `seq`'s admission needs for its host-tier prefix and its
+  /// first chunk (0: nothing to load); `residentBlocks`: its cached blocks
+  /// on the device already.
+  int64_t hostLoadBlocks(const Sequence &seq, const StepPlan &plan,
+                         int64_t &residentBlocks) const;
   /// Whether the loads startLoads queued for `seq` are still running.
   bool loadsPending(const Sequence &seq) const;
   /// With asynchronous copies and other sequences in the plan: starts
@@ -384,8 +389,10 @@ private:
   std::vector<std::unique_ptr<Sequence>>::iterator newestRunning(size_t from,
                                                                  RequestClass cls);
 
-  /// The blocks a plan's step reads or writes (tables and copies).
-  static std::vector<int32_t> blocksOf(const StepPlan &plan);
+  /// Waits for the host-tier copies the plan's step depends on: any copy
+  /// of a block it writes (new tokens' blocks, copy-on-write targets) and
+  /// loads into a block it reads.
+  void waitForCopies(const StepPlan &plan);
 
   // update(), one decision each.
   /// Marks `tokens` more tokens computed; new full blocks go to the cache.
@@ -426,7 +433,7 @@ private:
 
   private:
     /// Runs `copy` (now, or on the queue) and counts it.
-    void run(int32_t block, bool out, std::function<void()> copy);
+    void run(int32_t block, int32_t slot, bool out, std::function<void()> copy);
     mutable std::mutex statsMutex; ///< the copy thread updates stats
     TransferStats stats;
   };

@@ -66,6 +66,10 @@ struct PrefixCachePolicy {
   /// copies this runs behind the next steps, and eviction finds the copy
   /// made (SGLang's write-through).
   bool writeBackKept = false;
+  /// Copy every block to the host tier as it fills (extend()), so that a
+  /// finished request's history is there before it is released: sessions
+  /// with asynchronous copies, where histories are evicted soon after.
+  bool writeThrough = false;
 };
 
 /// Copies one block's K/V (every layer) between the device pools and a host
