@@ -114,6 +114,7 @@ Expected<std::unique_ptr<Engine>> Engine::create(const Artifact &artifact, Engin
                                        std::move(trace)));
   if (e->vocab < 1)
     return Error(artifact.directory() + ": the step function has no [tokens, vocab] logits");
+  e->contextLength = artifact.manifest().contextLength();
   e->log(e->blocks.summary(typicalSequenceTokens > 0 ? typicalSequenceTokens
                                                      : e->blocks.blockSize()));
   if (e->host.numSlots() > 0)
@@ -166,6 +167,12 @@ Status Engine::submit(Request request) {
   if (__builtin_add_overflow(static_cast<int64_t>(request.prompt.size()),
                              request.sampling.maxTokens, &total))
     total = std::numeric_limits<int64_t>::max();
+  if (contextLength > 0 && total > contextLength)
+    return Error(formatString("request %lld: prompt %zu + max_tokens %lld tokens exceed the "
+                              "model's context of %lld",
+                              static_cast<long long>(request.id), request.prompt.size(),
+                              static_cast<long long>(request.sampling.maxTokens),
+                              static_cast<long long>(contextLength)));
   int64_t need = blocks.blocksFor(total);
   if (need > blocks.numBlocks())
     return Error(formatString(

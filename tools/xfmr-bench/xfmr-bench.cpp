@@ -50,7 +50,8 @@ const char *const kHelp =
     "                      conversations sends `turns` requests, the next when\n"
     "                      the previous one is done, each prompt the whole\n"
     "                      history, previous answers included, plus `prompt` new\n"
-    "                      tokens), every=0 (arrival steps\n"
+    "                      tokens; think=0: steps between a turn's answer and\n"
+    "                      the next turn), every=0 (arrival steps\n"
     "                      between requests; 0: all at once)\n"
     "  --trace FILE        one request per line: `at=STEP prompt=N output=M\n"
     "                      [prefix=GROUP:LEN] [class=batch] [cancel=STEP]`\n"
@@ -126,7 +127,8 @@ struct TraceRequest {
   /// "trace.txt:3" for errors about this request ("" when synthetic).
   std::string where;
   /// A later turn of a conversation: the index of the previous turn, whose
-  /// prompt and output begin this prompt; sent once that one is done.
+  /// prompt and output begin this prompt; sent `at` steps after that one
+  /// is done (the user's think time).
   int64_t after = -1;
 };
 
@@ -155,15 +157,16 @@ Status checkTraceIds(const std::vector<TraceRequest> &trace, int64_t vocab) {
 }
 
 /// `sessions` conversations of `turns` requests each (session-major): turn 0
-/// of session i arrives at step i * every, each later turn when the
-/// previous one is done.
+/// of session i arrives at step i * every, each later turn `think` steps
+/// after the previous one is done.
 std::vector<TraceRequest> sessionRequests(int64_t sessions, int64_t turns, int64_t prompt,
-                                          int64_t output, int64_t shared, int64_t every) {
+                                          int64_t output, int64_t shared, int64_t every,
+                                          int64_t think) {
   std::vector<TraceRequest> out;
   for (int64_t i = 0; i < sessions; ++i)
     for (int64_t t = 0; t < turns; ++t) {
       TraceRequest r;
-      r.at = i * every;
+      r.at = t == 0 ? i * every : think;
       r.output = output;
       r.prompt = prompt + (t == 0 ? shared : 0);
       if (t == 0 && shared) {
@@ -179,7 +182,8 @@ std::vector<TraceRequest> sessionRequests(int64_t sessions, int64_t turns, int64
 Expected<std::vector<TraceRequest>> synthetic(const std::string &spec) {
   std::map<std::string, std::string> kv{{"requests", "64"}, {"prompt", "128"}, {"output", "64"},
                                          {"shared-prefix", "0"}, {"batch", "0"}, {"seed", "0"},
-                                         {"every", "0"}, {"sessions", "0"}, {"turns", "1"}};
+                                         {"every", "0"}, {"sessions", "0"}, {"turns", "1"},
+                                         {"think", "0"}};
   std::stringstream ss(spec);
   std::string item;
   while (std::getline(ss, item, ',')) {
@@ -188,15 +192,15 @@ Expected<std::vector<TraceRequest>> synthetic(const std::string &spec) {
       return Error("--synthetic: unknown item '" + item + "'");
     kv[item.substr(0, eq)] = item.substr(eq + 1);
   }
-  int64_t n, prompt, output, shared, seed, every, sessions, turns;
+  int64_t n, prompt, output, shared, seed, every, sessions, turns, think;
   if (!parseInt(kv["requests"], 1, 100000, n) || !parseInt(kv["prompt"], 1, 1 << 20, prompt) ||
       !parseInt(kv["output"], 1, 1 << 20, output) ||
       !parseInt(kv["shared-prefix"], 0, 1 << 20, shared) || !parseInt(kv["seed"], 0, 1 << 30, seed) ||
       !parseInt(kv["every"], 0, 1 << 20, every) || !parseInt(kv["sessions"], 0, 10000, sessions) ||
-      !parseInt(kv["turns"], 1, 1000, turns))
+      !parseInt(kv["turns"], 1, 1000, turns) || !parseInt(kv["think"], 0, 1 << 20, think))
     return Error("--synthetic: every value must be a non-negative integer in range");
   if (sessions)
-    return sessionRequests(sessions, turns, prompt, output, shared, every);
+    return sessionRequests(sessions, turns, prompt, output, shared, every, think);
   double batch = std::atof(kv["batch"].c_str());
   std::vector<TraceRequest> out;
   std::mt19937_64 rng(static_cast<uint64_t>(seed));
@@ -375,6 +379,7 @@ RunStats replay(const Artifact &artifact, EngineConfig config,
   // (`history`) begin its prompt.
   size_t firstPending = 0;
   std::vector<char> submitted(trace.size()), done(trace.size());
+  std::vector<int64_t> doneAt(trace.size(), 0); // the step a request finished
   std::vector<std::vector<int64_t>> history(trace.size());
   auto submit = [&](size_t i) {
     const TraceRequest &r = trace[i];
@@ -391,6 +396,7 @@ RunStats replay(const Artifact &artifact, EngineConfig config,
     submitted[i] = 1;
     if (Status st = e.submit(std::move(req)); !st) {
       done[i] = 1; // a later turn goes on without its answer
+      doneAt[i] = step;
       if (printDecisions)
         std::printf("reject: %s\n", st.error().c_str());
       else
@@ -406,7 +412,10 @@ RunStats replay(const Artifact &artifact, EngineConfig config,
         continue;
       if (r.after < 0 && r.at > step)
         break;
-      if (r.at <= step && (r.after < 0 || done[static_cast<size_t>(r.after)]))
+      bool due = r.after < 0 ? r.at <= step
+                             : done[static_cast<size_t>(r.after)] &&
+                                   doneAt[static_cast<size_t>(r.after)] + r.at <= step;
+      if (due)
         submit(i);
     }
     while (firstPending < trace.size() && submitted[firstPending])
@@ -429,6 +438,7 @@ RunStats replay(const Artifact &artifact, EngineConfig config,
       s.accepted += r.acceptedTokens;
       size_t i = static_cast<size_t>(r.id);
       done[i] = 1;
+      doneAt[i] = step;
       history[i].insert(history[i].end(), r.tokens.begin(), r.tokens.end());
       if (r.firstToken >= 0) {
         ttft.push_back((r.firstToken - r.arrival) * 1e3);
@@ -594,8 +604,11 @@ int main(int argc, char **argv) {
   Expected<std::vector<TraceRequest>> trace = spec.empty() ? readTrace(tracePath) : synthetic(spec);
   if (!trace)
     return fail(trace.error());
-  std::stable_sort(trace->begin(), trace->end(),
-                   [](const TraceRequest &a, const TraceRequest &b) { return a.at < b.at; });
+  // By arrival step; conversations (sessions=) come in order already and
+  // their later turns name earlier ones by index.
+  if (std::none_of(trace->begin(), trace->end(), [](const TraceRequest &r) { return r.after >= 0; }))
+    std::stable_sort(trace->begin(), trace->end(),
+                     [](const TraceRequest &a, const TraceRequest &b) { return a.at < b.at; });
   Expected<std::unique_ptr<Artifact>> artifact = Artifact::load(artifactDir);
   if (!artifact)
     return fail(artifact.error());

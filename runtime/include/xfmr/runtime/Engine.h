@@ -239,8 +239,9 @@ public:
                                                           EngineConfig config, Clock clock,
                                                           Trace trace = nullptr);
 
-  /// Queues a request. Rejects invalid sampling parameters and a request
-  /// that could never fit in the KV cache, with the numbers.
+  /// Queues a request. Rejects invalid sampling parameters, a request
+  /// longer than the model's context and one that could never fit in the
+  /// KV cache, with the numbers.
   Status submit(Request request);
   /// Cancels a queued or running request (its blocks are freed now; a
   /// request in a scheduled step is cancelled when the step ends).
@@ -459,6 +460,9 @@ private:
   PrefixCache cache;
   std::unique_ptr<DraftModel> drafter; ///< speculation's proposer, if a draft model
   int64_t vocab = 0;
+  /// The model's context (manifest generation.context_length; 0: not
+  /// stated): longer requests are rejected at submission.
+  int64_t contextLength = 0;
   /// Queued requests by class, each in queue order (queueKey ascending).
   Queue interactiveQueue, batchQueue;
   std::vector<std::unique_ptr<Sequence>> running; ///< in admission order
