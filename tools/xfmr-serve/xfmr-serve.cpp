@@ -77,6 +77,9 @@ const char *const kHelp =
     "                           most max-num-seqs full-length sequences)\n"
     "  --no-enable-prefix-caching  disable the prefix cache\n"
     "  --host-cache-bytes N     host tier of the prefix cache (default 0)\n"
+    "  --session-ttl S          seconds a finished request's history is kept for\n"
+    "                           its chat's next turn, on the host tier when\n"
+    "                           evicted (default 0: off; needs --host-cache-bytes)\n"
     "  --pools SPEC             interactive=0.875,batch=0.125: one pool per request\n"
     "                           class, each held to its share of the KV blocks, of\n"
     "                           every step's tokens and of the sequences, in the\n"
@@ -234,7 +237,7 @@ struct Flags {
   int64_t maxModelLen = 0, maxNumSeqs = 256, maxTokensPerStep = 2048,
           kvCacheBytes = 0, hostCacheBytes = 0, maxWaiting = 4096, seed = -1;
   bool prefixCaching = true;
-  double memoryBandwidth = 0, drainTimeout = 30, batchPrefillSlack = 0.5;
+  double memoryBandwidth = 0, drainTimeout = 30, batchPrefillSlack = 0.5, sessionTtl = 0;
 };
 
 /// 0: parsed; else the exit code.
@@ -280,6 +283,8 @@ int parseFlags(int argc, char **argv, Flags &f) {
       ok = parseInt(value, 1, int64_t(1) << 46, f.kvCacheBytes);
     } else if (name == "--host-cache-bytes") {
       ok = parseInt(value, 0, int64_t(1) << 46, f.hostCacheBytes);
+    } else if (name == "--session-ttl") {
+      ok = parseDouble(value, f.sessionTtl) && f.sessionTtl >= 0 && f.sessionTtl <= 1e9;
     } else if (name == "--pools") {
       f.pools = value;
     } else if (name == "--batch-prefill-slack") {
@@ -413,6 +418,7 @@ int main(int argc, char **argv) {
   options.engine.maxTokensPerStep = f.maxTokensPerStep;
   options.engine.prefixCaching = f.prefixCaching;
   options.engine.hostCacheBytes = static_cast<uint64_t>(f.hostCacheBytes);
+  options.engine.sessionTtlSeconds = f.sessionTtl;
   options.engine.speculative = f.speculative;
   options.draftModel = f.draftModel;
   uint64_t fullLength =
