@@ -487,6 +487,31 @@ Engine::Queue *Engine::admissionQueue() {
   return &interactiveQueue;
 }
 
+void Engine::orderByCachedPrefix(Queue &queue) {
+  if (queue.size() < 2 || queue.size() > 128)
+    return;
+  struct Key {
+    bool waitedLong;
+    int64_t cached, queueKey;
+  };
+  std::vector<std::pair<Key, std::unique_ptr<Sequence>>> keyed;
+  for (auto &seq : queue) {
+    bool waitedLong = aged(*seq);
+    Key k{waitedLong, waitedLong ? 0 : cache.cachedTokens(seq->tokens), seq->queueKey};
+    keyed.emplace_back(k, std::move(seq));
+  }
+  std::sort(keyed.begin(), keyed.end(), [](const auto &a, const auto &b) {
+    if (a.first.waitedLong != b.first.waitedLong)
+      return a.first.waitedLong;
+    if (a.first.cached != b.first.cached)
+      return a.first.cached > b.first.cached;
+    return a.first.queueKey < b.first.queueKey;
+  });
+  queue.clear();
+  for (auto &[k, seq] : keyed)
+    queue.push_back(std::move(seq));
+}
+
 void Engine::adoptCachedPrefix(Sequence &seq) {
   std::vector<std::string> loads;
   PrefixCache::Match hit = cache.match(seq.tokens, clock(), trace ? &loads : nullptr, &seq.cursor);
@@ -601,6 +626,10 @@ void Engine::admitWaiting(StepPlan &plan) {
   // Requests waiting for a running prompt's blocks leave the queue for
   // this step and go back to its front, in order, at the end.
   std::vector<std::unique_ptr<Sequence>> waiting;
+  if (config.admissionOrder == AdmissionOrder::LongestPrefix && config.prefixCaching) {
+    orderByCachedPrefix(interactiveQueue);
+    orderByCachedPrefix(batchQueue);
+  }
   while (plan.numTokens < config.maxTokensPerStep &&
          static_cast<int64_t>(running.size()) < config.maxNumSeqs) {
     Queue *queue = admissionQueue();

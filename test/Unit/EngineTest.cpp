@@ -429,3 +429,25 @@ TEST(EngineTest, PrefixWaitEndsWithItsProducer) {
   EXPECT_EQ(p2.sequences[0].requestId, 1);
   EXPECT_TRUE(p2.sequences[0].admitted);
 }
+
+// AdmissionOrder::LongestPrefix admits first the queued request with the
+// most cached prompt tokens (a conversation's next turn) although it came
+// later; in arrival order (the default) the other one goes first.
+TEST(EngineTest, LongestPrefixAdmissionOrder) {
+  for (AdmissionOrder order : {AdmissionOrder::Fifo, AdmissionOrder::LongestPrefix}) {
+    EngineConfig config;
+    config.maxTokensPerStep = 64;
+    config.maxNumSeqs = 1;
+    config.admissionOrder = order;
+    Harness h(32, 4, config);
+    ASSERT_TRUE(h.submit(0, prompt(8), 1));
+    while (!h.engine->idle())
+      h.step();
+    ASSERT_TRUE(h.submit(1, prompt(9, 3), 1)); // nothing cached
+    std::vector<int64_t> next = prompt(8);
+    next.push_back(5); // request 0's prompt and one more token: 8 cached
+    ASSERT_TRUE(h.submit(2, next, 1));
+    Engine::StepPlan p = h.step();
+    EXPECT_EQ(Harness::describe(p), order == AdmissionOrder::Fifo ? "1:9@0+" : "2:1@8+");
+  }
+}

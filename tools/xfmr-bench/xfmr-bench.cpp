@@ -85,6 +85,8 @@ const char *const kHelp =
     "  --host-cache-bytes N  host tier of the prefix cache (default 0: none):\n"
     "                      evicted blocks that were reused move there and come\n"
     "                      back on a hit instead of being recomputed\n"
+    "  --admission fifo|lpm  admission order within a class: arrival (default)\n"
+    "                      or most cached prompt tokens first (SGLang's lpm)\n"
     "  --session-ttl S     seconds a finished request's history goes to the host\n"
     "                      tier when evicted, for its conversation's next turn\n"
     "                      (default 0: off; needs --host-cache-bytes)\n"
@@ -582,6 +584,10 @@ int main(int argc, char **argv) {
       config.preemption = PreemptionMode::Recompute;
     else if (name == "--preemption" && value == "swap")
       config.preemption = PreemptionMode::Swap;
+    else if (name == "--admission" && value == "fifo")
+      config.admissionOrder = AdmissionOrder::Fifo;
+    else if (name == "--admission" && value == "lpm")
+      config.admissionOrder = AdmissionOrder::LongestPrefix;
     else if (name == "--session-ttl" && parseDouble(value, x) && x >= 0 && x <= 1e9)
       config.sessionTtlSeconds = x;
     else if (name == "--host-copy-delay-ms" && parseDouble(value, x) && x >= 0 && x <= 1e4)

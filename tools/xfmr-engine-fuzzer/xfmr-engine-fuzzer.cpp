@@ -480,6 +480,11 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
       in.ConsumeIntegralInRange<int64_t>(0, kMaxBlocks);
   config.cachePolicy.hostMinHits = in.ConsumeIntegralInRange<int64_t>(0, 3);
   config.prefixWaitSteps = in.ConsumeIntegralInRange<int64_t>(0, 4);
+  config.sessionTtlSeconds = in.ConsumeBool() ? in.ConsumeIntegralInRange<int>(1, 20) : 0;
+  config.admissionOrder =
+      in.ConsumeBool() ? AdmissionOrder::LongestPrefix : AdmissionOrder::Fifo;
+  config.preemption = static_cast<PreemptionMode>(in.ConsumeIntegralInRange<int>(0, 2));
+  config.asyncHostCopies = in.ConsumeBool();
   config.onLogits = [](int64_t, const float *logits, int64_t vocab) {
     if (vocab != kVocab || !logits)
       violated("onLogits got a vocabulary of " + std::to_string(vocab));

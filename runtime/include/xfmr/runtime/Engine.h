@@ -80,6 +80,13 @@ struct ClassLimits {
   }
 };
 
+/// The order queued requests of one class are admitted in
+/// (EngineConfig::admissionOrder).
+enum class AdmissionOrder {
+  Fifo,          ///< arrival order (preempted requests first)
+  LongestPrefix, ///< most cached prompt tokens first (SGLang's "lpm")
+};
+
 /// What a preempted sequence's cached blocks become (EngineConfig::preemption).
 enum class PreemptionMode {
   Auto,      ///< swap to the host tier when that is cheaper than recomputing
@@ -106,6 +113,13 @@ struct EngineConfig {
   /// prompt starts with it, loads it instead of recomputing it (0: off;
   /// needs a host tier; xfmr-bench --session-ttl).
   double sessionTtlSeconds = 0;
+  /// Admission order within a class. LongestPrefix admits first the queued
+  /// requests with the most prompt tokens in the prefix cache (device or
+  /// host): the next turns of conversations, whose prefill is short, go
+  /// before new ones. A request that has waited batchAgingSteps steps goes
+  /// first in arrival order (no starvation); queues over 128 requests stay
+  /// in arrival order (the cost of ordering). xfmr-bench --admission lpm.
+  AdmissionOrder admissionOrder = AdmissionOrder::Fifo;
   /// Steps a batch request waits, from its submission, before it is
   /// scheduled as interactive (xfmr-bench --batch-aging).
   int64_t batchAgingSteps = 64;
@@ -330,6 +344,8 @@ private:
   void admitWaiting(StepPlan &plan);
   /// The queue whose head is admitted next (nullptr: none).
   Queue *admissionQueue();
+  /// Reorders `queue` for AdmissionOrder::LongestPrefix.
+  void orderByCachedPrefix(Queue &queue);
   bool aged(const Sequence &seq) const;
   /// Whether the device can take `seq`'s host-tier blocks and its first
   /// chunk now (free or evictable blocks); if not it waits without loading
