@@ -85,7 +85,8 @@ Engine::Engine(const Artifact *artifact, ModelCall model, KVPools pools, HostKVP
                int64_t numBlocks, int64_t blockSize, int64_t vocab, EngineConfig config,
                Clock clock, Trace trace)
     : artifact(artifact), model(std::move(model)), pools(std::move(pools)),
-      host(std::move(host)), mover(this->pools, this->host, config.hostCopyDelaySeconds), config(config),
+      host(std::move(host)), mover(this->pools, this->host, config.hostCopyDelaySeconds),
+      config(config),
       clock(std::move(clock)), trace(std::move(trace)), blocks(numBlocks, blockSize),
       cache(blocks, cachePolicyFor(config, this->host.numSlots()), &mover, this->host.numSlots()),
       vocab(vocab) {
@@ -315,7 +316,6 @@ void Engine::clearPrefixCache() {
   for (auto &seq : running)
     if (seq->cursor.holds())
       cache.release(seq->cursor, clock());
-
   cache.clear();
 }
 
@@ -570,18 +570,14 @@ bool Engine::loadsPending(const Sequence &seq) const {
   return false;
 }
 
-bool Engine::startLoads(Sequence &seq, const StepPlan &plan) {
+bool Engine::startLoads(Sequence &seq, const StepPlan &plan, const HostLoad &load) {
   // Only behind other sequences (a step of this one alone would wait), and
   // only into free blocks with a block to spare for each running sequence's
   // next step: the loaded blocks are the cache's alone until it is
   // admitted, and evicted again before that they were loaded for nothing.
   // Otherwise the match loads them now and the step waits for them.
-  if (!copyQueue || !config.prefixCaching || plan.sequences.empty())
-    return false;
-  int64_t resident = 0;
-  int64_t need = hostLoadBlocks(seq, plan, resident);
-  if (need == 0 ||
-      need + static_cast<int64_t>(running.size()) > blocks.numFree())
+  if (!copyQueue || load.need == 0 || plan.sequences.empty() ||
+      load.need + static_cast<int64_t>(running.size()) > blocks.numFree())
     return false;
   std::vector<std::string> loads;
   seq.loading = cache.prefetch(seq.tokens, clock(), trace ? &loads : nullptr);
@@ -594,32 +590,31 @@ bool Engine::startLoads(Sequence &seq, const StepPlan &plan) {
   return true;
 }
 
-int64_t Engine::hostLoadBlocks(const Sequence &seq, const StepPlan &plan,
-                               int64_t &residentBlocks) const {
+Engine::HostLoad Engine::hostLoadFor(const Sequence &seq, const StepPlan &plan) const {
+  HostLoad load;
+  if (!config.prefixCaching || host.numSlots() == 0)
+    return load;
   int64_t resident = 0;
   int64_t cached = cache.cachedTokens(seq.tokens, &resident);
-  residentBlocks = resident / blocks.blockSize();
+  load.residentBlocks = resident / blocks.blockSize();
   if (cached == resident) // nothing to load
-    return 0;
+    return load;
   // Device blocks for the loads and the first chunk after them.
   int64_t chunk = std::min<int64_t>(static_cast<int64_t>(seq.tokens.size()) - cached,
                                     config.maxTokensPerStep - plan.numTokens);
-  return blocks.blocksFor(cached + std::max<int64_t>(chunk, 1)) - residentBlocks;
+  load.need = blocks.blocksFor(cached + std::max<int64_t>(chunk, 1)) - load.residentBlocks;
+  return load;
 }
 
-bool Engine::hostLoadsFit(const Sequence &seq, const StepPlan &plan) const {
+bool Engine::hostLoadsFit(const HostLoad &load) const {
   // With nothing running, nothing would free blocks for it later: go ahead
   // (a match loads what fits).
-  if (!config.prefixCaching || host.numSlots() == 0 || running.empty())
-    return true;
-  int64_t resident = 0;
-  int64_t need = hostLoadBlocks(seq, plan, resident);
-  if (need == 0)
+  if (load.need == 0 || running.empty())
     return true;
   // Blocks only the cache holds can be evicted for it (its own resident
   // path aside).
   int64_t cacheOnly = blocks.numBlocks() - blocks.numFree() - blocksHeldByRequests();
-  return need <= blocks.numFree() + cacheOnly - resident;
+  return load.need <= blocks.numFree() + cacheOnly - load.residentBlocks;
 }
 
 void Engine::admitWaiting(StepPlan &plan) {
@@ -657,13 +652,14 @@ void Engine::admitWaiting(StepPlan &plan) {
       queue->pop_front();
       continue;
     }
-    if (!hostLoadsFit(seq, plan)) {
+    HostLoad load = hostLoadFor(seq, plan);
+    if (!hostLoadsFit(load)) {
       log(formatString("wait req %lld: %lld free blocks, its blocks stay on the host",
                        static_cast<long long>(seq.request.id),
                        static_cast<long long>(blocks.numFree())));
       break;
     }
-    if (startLoads(seq, plan)) {
+    if (startLoads(seq, plan, load)) {
       waiting.push_back(std::move(queue->front()));
       queue->pop_front();
       continue;

@@ -141,6 +141,22 @@ struct FakeMover : BlockMover {
 
 } // namespace
 
+/// A sequence of the 8 tokens from..from+7 that ran (its two blocks filled
+/// through a cursor, each holding `from + i` in the mover) and stopped at
+/// time 1, its path released with `keep`.
+void stopped(BlockManager &m, PrefixCache &cache, FakeMover &mover, int64_t from,
+             PrefixCache::Keep keep, double keepUntil = 0) {
+  SequenceBlocks s;
+  EXPECT_TRUE(s.reserve(m, 8));
+  s.commit(8);
+  for (size_t i = 0; i < s.table().size(); ++i)
+    mover.device[static_cast<size_t>(s.table()[i])] = static_cast<int>(from) + static_cast<int>(i);
+  PrefixCache::Cursor cursor;
+  cache.extend(cursor, iota(8, from), 8, s.table(), 0);
+  cache.release(cursor, 1, /*systemPrompt=*/false, keep, keepUntil);
+  s.releaseAll(m);
+}
+
 TEST(PrefixCacheTest, HostTierKeepsReusedBlocksAndBringsThemBack) {
   BlockManager m(4, 4);
   FakeMover mover(4, 2);
@@ -227,20 +243,8 @@ TEST(PrefixCacheTest, SwappedSequenceGoesToTheHostAndComesBack) {
   BlockManager m(4, 4);
   FakeMover mover(4, 4);
   PrefixCache cache(m, {}, &mover, /*hostSlots=*/4);
-  auto run = [&](int64_t from, bool swap) {
-    SequenceBlocks s;
-    EXPECT_TRUE(s.reserve(m, 8));
-    s.commit(8);
-    for (size_t i = 0; i < s.table().size(); ++i)
-      mover.device[s.table()[i]] = static_cast<int>(from + i);
-    PrefixCache::Cursor cursor;
-    cache.extend(cursor, iota(8, from), 8, s.table(), 0);
-    cache.release(cursor, 1, /*systemPrompt=*/false,
-                  swap ? PrefixCache::Keep::Swap : PrefixCache::Keep::None);
-    s.releaseAll(m);
-  };
-  run(0, /*swap=*/true);
-  run(100, /*swap=*/false);
+  stopped(m, cache, mover, 0, PrefixCache::Keep::Swap);
+  stopped(m, cache, mover, 100, PrefixCache::Keep::None);
   std::vector<std::string> log;
   EXPECT_EQ(cache.evict(4, 2, &log), 4);
   EXPECT_EQ(cache.hostOffloads(), 2);
@@ -263,17 +267,8 @@ TEST(PrefixCacheTest, SessionHistoryGoesToTheHostUntilItsTTL) {
   BlockManager m(4, 4);
   FakeMover mover(4, 4);
   PrefixCache cache(m, {}, &mover, /*hostSlots=*/4);
-  auto finished = [&](int64_t from, double keepUntil) {
-    SequenceBlocks s;
-    EXPECT_TRUE(s.reserve(m, 8));
-    s.commit(8);
-    PrefixCache::Cursor cursor;
-    cache.extend(cursor, iota(8, from), 8, s.table(), 0);
-    cache.release(cursor, 1, /*systemPrompt=*/false, PrefixCache::Keep::Session, keepUntil);
-    s.releaseAll(m);
-  };
-  finished(0, /*keepUntil=*/10);
-  finished(100, /*keepUntil=*/3);
+  stopped(m, cache, mover, 0, PrefixCache::Keep::Session, /*keepUntil=*/10);
+  stopped(m, cache, mover, 100, PrefixCache::Keep::Session, /*keepUntil=*/3);
   EXPECT_EQ(cache.evict(4, 5), 4);
   EXPECT_EQ(cache.sessionOffloads(), 2);
   EXPECT_EQ(cache.swapOffloads(), 0);

@@ -347,21 +347,23 @@ private:
   /// Reorders `queue` for AdmissionOrder::LongestPrefix.
   void orderByCachedPrefix(Queue &queue);
   bool aged(const Sequence &seq) const;
-  /// Whether the device can take `seq`'s host-tier blocks and its first
-  /// chunk now (free or evictable blocks); if not it waits without loading
-  /// them (a load evicted again before it is used is wasted).
-  bool hostLoadsFit(const Sequence &seq, const StepPlan &plan) const;
-  /// Device blocks `seq`'s admission needs for its host-tier prefix and its
-  /// first chunk (0: nothing to load); `residentBlocks`: its cached blocks
-  /// on the device already.
-  int64_t hostLoadBlocks(const Sequence &seq, const StepPlan &plan,
-                         int64_t &residentBlocks) const;
+  /// What admitting `seq` takes from the host tier: the device blocks for
+  /// its host-tier prefix and its first chunk (0: nothing to load), and its
+  /// cached blocks already on the device.
+  struct HostLoad {
+    int64_t need = 0, residentBlocks = 0;
+  };
+  HostLoad hostLoadFor(const Sequence &seq, const StepPlan &plan) const;
+  /// Whether the device can take that now (free or evictable blocks); if
+  /// not, the request waits without loading them (a load evicted again
+  /// before it is used is wasted).
+  bool hostLoadsFit(const HostLoad &load) const;
   /// Whether the loads startLoads queued for `seq` are still running.
   bool loadsPending(const Sequence &seq) const;
   /// With asynchronous copies and other sequences in the plan: starts
   /// loading `seq`'s host-tier prefix (it is admitted a step later, the
   /// copies hidden behind this step); false when nothing is to load.
-  bool startLoads(Sequence &seq, const StepPlan &plan);
+  bool startLoads(Sequence &seq, const StepPlan &plan, const HostLoad &load);
   /// Starts a queued sequence on its cached prefix.
   void adoptCachedPrefix(Sequence &seq);
   /// The running sequence computing full blocks of `seq`'s prompt that the
