@@ -501,6 +501,131 @@ std::string loadJSON(const std::vector<std::vector<uint64_t>> &load) {
 
 } // namespace
 
+/// The run (and the baseline's numbers) as one JSON object.
+void printJSON(size_t requests, const RunStats &run, const RunStats &base, bool identical,
+               const std::vector<std::vector<uint64_t>> &expertLoad) {
+  std::printf("{\"requests\": %zu, \"generated_tokens\": %lld, \"seconds\": %.6f, "
+              "\"throughput_tok_s\": %.3f, \"baseline_throughput_tok_s\": %.3f, "
+              "\"speedup\": %.3f, \"outputs_identical\": %s, \"ttft_p50_ms\": %.3f, "
+              "\"ttft_p99_ms\": %.3f, \"tpot_p50_ms\": %.3f, \"tpot_p99_ms\": %.3f, "
+              "\"prefix_hit_rate\": %.4f, \"preemptions\": %lld, \"peak_kv_usage\": %.4f, "
+              "\"steps\": %lld, \"host_blocks\": %lld, \"host_offloads\": %lld, "
+              "\"host_loads\": %lld, \"free_blocks_after\": %lld, \"total_blocks\": %lld, "
+              "\"speculative_steps\": %lld, \"proposed_tokens\": %lld, "
+              "\"accepted_tokens\": %lld, \"acceptance_rate\": %.4f, "
+              "\"tokens_per_verification\": %.3f, \"swap_preemptions\": %lld, "
+              "\"swap_offloads\": %lld, \"offloaded_bytes\": %llu, \"loaded_bytes\": %llu, "
+              "\"copy_ms\": %.3f, \"copy_wait_ms\": %.3f, \"prefill_tokens_per_s\": %.1f, "
+              "\"session_offloads\": %lld, \"prompt_tokens\": %lld, "
+              "\"prompt_tokens_computed\": %lld, \"ttft_later_turns_p50_ms\": %.3f, "
+              "\"baseline_prompt_tokens_computed\": %lld, "
+              "\"baseline_ttft_later_turns_p50_ms\": %.3f, "
+              "\"moe_expert_tokens\": %s}\n",
+              requests, static_cast<long long>(run.generated), run.seconds, run.throughput,
+              base.throughput, base.throughput > 0 ? run.throughput / base.throughput : 0.0,
+              identical ? "true" : "false", run.ttftP50, run.ttftP99, run.tpotP50, run.tpotP99,
+              run.hitRate, static_cast<long long>(run.preemptions), run.peakUsage,
+              static_cast<long long>(run.steps), static_cast<long long>(run.hostBlocks),
+              static_cast<long long>(run.hostOffloads), static_cast<long long>(run.hostLoads),
+              static_cast<long long>(run.freeAfter), static_cast<long long>(run.total),
+              static_cast<long long>(run.speculativeSteps), static_cast<long long>(run.proposed),
+              static_cast<long long>(run.accepted),
+              run.proposed ? static_cast<double>(run.accepted) / run.proposed : 0.0,
+              run.speculativeSteps
+                  ? static_cast<double>(run.accepted + run.speculativeSteps) / run.speculativeSteps
+                  : 0.0,
+              static_cast<long long>(run.swapPreemptions),
+              static_cast<long long>(run.swapOffloads),
+              static_cast<unsigned long long>(run.transfers.offloadedBytes),
+              static_cast<unsigned long long>(run.transfers.loadedBytes),
+              1e3 * run.transfers.copySeconds, 1e3 * run.transfers.waitSeconds, run.prefillRate,
+              static_cast<long long>(run.sessionOffloads), static_cast<long long>(run.promptTokens),
+              static_cast<long long>(run.promptTokensComputed), run.ttftLaterP50,
+              static_cast<long long>(base.promptTokensComputed), base.ttftLaterP50,
+              loadJSON(expertLoad).c_str());
+}
+
+/// The run as a few lines of text (the baseline's beside it).
+void printTable(size_t requests, const RunStats &run, const RunStats &base, bool identical,
+                const std::string &baseline, bool speculative) {
+  std::printf("requests %zu, generated %lld tokens in %.3f s: %.1f tok/s\n", requests,
+              static_cast<long long>(run.generated), run.seconds, run.throughput);
+  if (!baseline.empty())
+    std::printf("%s baseline: %.1f tok/s -> %.2fx; outputs %s\n", baseline.c_str(),
+                base.throughput, run.throughput / std::max(base.throughput, 1e-9),
+                identical ? "identical" : "DIFFER");
+  if (speculative)
+    std::printf("speculative: %lld verification steps, %lld proposed, %lld kept (%.1f%%), "
+                "%.2f tokens per verification\n",
+                static_cast<long long>(run.speculativeSteps),
+                static_cast<long long>(run.proposed), static_cast<long long>(run.accepted),
+                run.proposed ? 100.0 * run.accepted / run.proposed : 0.0,
+                run.speculativeSteps ? static_cast<double>(run.accepted + run.speculativeSteps) /
+                                           run.speculativeSteps
+                                     : 0.0);
+  std::printf("TTFT p50 %.2f ms, p99 %.2f ms; TPOT p50 %.3f ms, p99 %.3f ms\n", run.ttftP50,
+              run.ttftP99, run.tpotP50, run.tpotP99);
+  std::printf("prefix hit rate %.3f, preemptions %lld, peak KV usage %.1f%%, free blocks after "
+              "%lld of %lld\n",
+              run.hitRate, static_cast<long long>(run.preemptions), 100 * run.peakUsage,
+              static_cast<long long>(run.freeAfter), static_cast<long long>(run.total));
+  if (run.ttftLaterP50 > 0)
+    std::printf("later turns: TTFT p50 %.2f ms%s; prompt tokens computed %lld of %lld\n",
+                run.ttftLaterP50,
+                base.ttftLaterP50 > 0
+                    ? formatString(" (baseline %.2f ms, %.2fx lower)", base.ttftLaterP50,
+                                   base.ttftLaterP50 / run.ttftLaterP50)
+                          .c_str()
+                    : "",
+                static_cast<long long>(run.promptTokensComputed),
+                static_cast<long long>(run.promptTokens));
+  if (run.hostBlocks)
+    std::printf("host tier: %lld preemptions swapped (%lld blocks), %lld recomputed; copies "
+                "%.1f MiB out, %.1f MiB in, %.2f ms (%.2f ms waited for)\n",
+                static_cast<long long>(run.swapPreemptions),
+                static_cast<long long>(run.swapOffloads),
+                static_cast<long long>(run.preemptions - run.swapPreemptions),
+                static_cast<double>(run.transfers.offloadedBytes) / (1 << 20),
+                static_cast<double>(run.transfers.loadedBytes) / (1 << 20),
+                1e3 * run.transfers.copySeconds, 1e3 * run.transfers.waitSeconds);
+}
+
+/// Sets the engine option `name` (an xfmr-bench flag) to `value`; false
+/// when it is not one or the value is bad.
+bool engineOption(const std::string &name, const std::string &value, EngineConfig &config) {
+  int64_t n = 0;
+  double x = 0;
+  if (name == "--host-cache-bytes" && parseInt(value, 0, int64_t(1) << 46, n))
+    config.hostCacheBytes = static_cast<uint64_t>(n);
+  else if (name == "--max-num-seqs" && parseInt(value, 1, 1 << 20, n))
+    config.maxNumSeqs = n;
+  else if (name == "--max-tokens-per-step" && parseInt(value, 1, 1 << 24, n))
+    config.maxTokensPerStep = n;
+  else if (name == "--preempt-every" && parseInt(value, 1, 1 << 20, n))
+    config.preemptEvery = n;
+  else if (name == "--batch-aging" && parseInt(value, 0, 1 << 30, n))
+    config.batchAgingSteps = n;
+  else if (name == "--preemption" && value == "auto")
+    config.preemption = PreemptionMode::Auto;
+  else if (name == "--preemption" && value == "recompute")
+    config.preemption = PreemptionMode::Recompute;
+  else if (name == "--preemption" && value == "swap")
+    config.preemption = PreemptionMode::Swap;
+  else if (name == "--admission" && value == "fifo")
+    config.admissionOrder = AdmissionOrder::Fifo;
+  else if (name == "--admission" && value == "lpm")
+    config.admissionOrder = AdmissionOrder::LongestPrefix;
+  else if (name == "--session-ttl" && parseDouble(value, x) && x >= 0 && x <= 1e9)
+    config.sessionTtlSeconds = x;
+  else if (name == "--host-copy-delay-ms" && parseDouble(value, x) && x >= 0 && x <= 1e4)
+    config.hostCopyDelaySeconds = x / 1e3;
+  else if (name == "--prefix-wait-steps" && parseInt(value, 0, 1 << 30, n))
+    config.prefixWaitSteps = n;
+  else
+    return false;
+  return true;
+}
+
 int main(int argc, char **argv) {
   std::string artifactDir, spec, tracePath, baseline;
   bool speculative = false;
@@ -548,7 +673,6 @@ int main(int argc, char **argv) {
       value = argv[++i];
     }
     int64_t n = 0;
-    double x = 0;
     if (name == "--synthetic")
       spec = value;
     else if (name == "--trace")
@@ -568,35 +692,9 @@ int main(int argc, char **argv) {
       numSpeculative = n;
     else if (name == "--kv-cache-bytes" && parseInt(value, 1, int64_t(1) << 46, n))
       kvCacheBytes = static_cast<uint64_t>(n);
-    else if (name == "--host-cache-bytes" && parseInt(value, 0, int64_t(1) << 46, n))
-      config.hostCacheBytes = static_cast<uint64_t>(n);
-    else if (name == "--max-num-seqs" && parseInt(value, 1, 1 << 20, n))
-      config.maxNumSeqs = n;
-    else if (name == "--max-tokens-per-step" && parseInt(value, 1, 1 << 24, n))
-      config.maxTokensPerStep = n;
-    else if (name == "--preempt-every" && parseInt(value, 1, 1 << 20, n))
-      config.preemptEvery = n;
-    else if (name == "--batch-aging" && parseInt(value, 0, 1 << 30, n))
-      config.batchAgingSteps = n;
-    else if (name == "--preemption" && value == "auto")
-      config.preemption = PreemptionMode::Auto;
-    else if (name == "--preemption" && value == "recompute")
-      config.preemption = PreemptionMode::Recompute;
-    else if (name == "--preemption" && value == "swap")
-      config.preemption = PreemptionMode::Swap;
-    else if (name == "--admission" && value == "fifo")
-      config.admissionOrder = AdmissionOrder::Fifo;
-    else if (name == "--admission" && value == "lpm")
-      config.admissionOrder = AdmissionOrder::LongestPrefix;
-    else if (name == "--session-ttl" && parseDouble(value, x) && x >= 0 && x <= 1e9)
-      config.sessionTtlSeconds = x;
-    else if (name == "--host-copy-delay-ms" && parseDouble(value, x) && x >= 0 && x <= 1e4)
-      config.hostCopyDelaySeconds = x / 1e3;
-    else if (name == "--prefix-wait-steps" && parseInt(value, 0, 1 << 30, n))
-      config.prefixWaitSteps = n;
     else if (name == "--warmup" && parseInt(value, 0, 100, n))
       warmup = n;
-    else
+    else if (!engineOption(name, value, config))
       return usage("bad option or value '" + arg + "'");
   }
   if (artifactDir.empty())
@@ -667,87 +765,9 @@ int main(int argc, char **argv) {
       return fail(base.error);
     identical = base.outputs == run.outputs;
   }
-  if (json) {
-    std::printf("{\"requests\": %zu, \"generated_tokens\": %lld, \"seconds\": %.6f, "
-                "\"throughput_tok_s\": %.3f, \"baseline_throughput_tok_s\": %.3f, "
-                "\"speedup\": %.3f, \"outputs_identical\": %s, \"ttft_p50_ms\": %.3f, "
-                "\"ttft_p99_ms\": %.3f, \"tpot_p50_ms\": %.3f, \"tpot_p99_ms\": %.3f, "
-                "\"prefix_hit_rate\": %.4f, \"preemptions\": %lld, \"peak_kv_usage\": %.4f, "
-                "\"steps\": %lld, \"host_blocks\": %lld, \"host_offloads\": %lld, "
-                "\"host_loads\": %lld, \"free_blocks_after\": %lld, \"total_blocks\": %lld, "
-                "\"speculative_steps\": %lld, \"proposed_tokens\": %lld, "
-                "\"accepted_tokens\": %lld, \"acceptance_rate\": %.4f, "
-                "\"tokens_per_verification\": %.3f, \"swap_preemptions\": %lld, "
-                "\"swap_offloads\": %lld, \"offloaded_bytes\": %llu, \"loaded_bytes\": %llu, "
-                "\"copy_ms\": %.3f, \"copy_wait_ms\": %.3f, \"prefill_tokens_per_s\": %.1f, "
-                "\"session_offloads\": %lld, \"prompt_tokens\": %lld, "
-                "\"prompt_tokens_computed\": %lld, \"ttft_later_turns_p50_ms\": %.3f, "
-                "\"baseline_prompt_tokens_computed\": %lld, "
-                "\"baseline_ttft_later_turns_p50_ms\": %.3f, "
-                "\"moe_expert_tokens\": %s}\n",
-                trace->size(), static_cast<long long>(run.generated), run.seconds, run.throughput,
-                base.throughput, base.throughput > 0 ? run.throughput / base.throughput : 0.0,
-                identical ? "true" : "false", run.ttftP50, run.ttftP99, run.tpotP50, run.tpotP99,
-                run.hitRate, static_cast<long long>(run.preemptions), run.peakUsage,
-                static_cast<long long>(run.steps), static_cast<long long>(run.hostBlocks),
-                static_cast<long long>(run.hostOffloads), static_cast<long long>(run.hostLoads),
-                static_cast<long long>(run.freeAfter), static_cast<long long>(run.total),
-                static_cast<long long>(run.speculativeSteps), static_cast<long long>(run.proposed),
-                static_cast<long long>(run.accepted),
-                run.proposed ? static_cast<double>(run.accepted) / run.proposed : 0.0,
-                run.speculativeSteps
-                    ? static_cast<double>(run.accepted + run.speculativeSteps) / run.speculativeSteps
-                    : 0.0,
-                static_cast<long long>(run.swapPreemptions),
-                static_cast<long long>(run.swapOffloads),
-                static_cast<unsigned long long>(run.transfers.offloadedBytes),
-                static_cast<unsigned long long>(run.transfers.loadedBytes),
-                1e3 * run.transfers.copySeconds, 1e3 * run.transfers.waitSeconds, run.prefillRate,
-                static_cast<long long>(run.sessionOffloads), static_cast<long long>(run.promptTokens),
-                static_cast<long long>(run.promptTokensComputed), run.ttftLaterP50,
-                static_cast<long long>(base.promptTokensComputed), base.ttftLaterP50,
-                loadJSON(expertLoad).c_str());
-  } else if (!decisions) {
-    std::printf("requests %zu, generated %lld tokens in %.3f s: %.1f tok/s\n", trace->size(),
-                static_cast<long long>(run.generated), run.seconds, run.throughput);
-    if (!baseline.empty())
-      std::printf("%s baseline: %.1f tok/s -> %.2fx; outputs %s\n", baseline.c_str(),
-                  base.throughput, run.throughput / std::max(base.throughput, 1e-9),
-                  identical ? "identical" : "DIFFER");
-    if (speculative)
-      std::printf("speculative: %lld verification steps, %lld proposed, %lld kept (%.1f%%), "
-                  "%.2f tokens per verification\n",
-                  static_cast<long long>(run.speculativeSteps),
-                  static_cast<long long>(run.proposed), static_cast<long long>(run.accepted),
-                  run.proposed ? 100.0 * run.accepted / run.proposed : 0.0,
-                  run.speculativeSteps ? static_cast<double>(run.accepted + run.speculativeSteps) /
-                                             run.speculativeSteps
-                                       : 0.0);
-    std::printf("TTFT p50 %.2f ms, p99 %.2f ms; TPOT p50 %.3f ms, p99 %.3f ms\n", run.ttftP50,
-                run.ttftP99, run.tpotP50, run.tpotP99);
-    std::printf("prefix hit rate %.3f, preemptions %lld, peak KV usage %.1f%%, free blocks after "
-                "%lld of %lld\n",
-                run.hitRate, static_cast<long long>(run.preemptions), 100 * run.peakUsage,
-                static_cast<long long>(run.freeAfter), static_cast<long long>(run.total));
-    if (run.ttftLaterP50 > 0)
-      std::printf("later turns: TTFT p50 %.2f ms%s; prompt tokens computed %lld of %lld\n",
-                  run.ttftLaterP50,
-                  base.ttftLaterP50 > 0
-                      ? formatString(" (baseline %.2f ms, %.2fx lower)", base.ttftLaterP50,
-                                     base.ttftLaterP50 / run.ttftLaterP50)
-                            .c_str()
-                      : "",
-                  static_cast<long long>(run.promptTokensComputed),
-                  static_cast<long long>(run.promptTokens));
-    if (run.hostBlocks)
-      std::printf("host tier: %lld preemptions swapped (%lld blocks), %lld recomputed; copies "
-                  "%.1f MiB out, %.1f MiB in, %.2f ms (%.2f ms waited for)\n",
-                  static_cast<long long>(run.swapPreemptions),
-                  static_cast<long long>(run.swapOffloads),
-                  static_cast<long long>(run.preemptions - run.swapPreemptions),
-                  static_cast<double>(run.transfers.offloadedBytes) / (1 << 20),
-                  static_cast<double>(run.transfers.loadedBytes) / (1 << 20),
-                  1e3 * run.transfers.copySeconds, 1e3 * run.transfers.waitSeconds);
-  }
+  if (json)
+    printJSON(trace->size(), run, base, identical, expertLoad);
+  else if (!decisions)
+    printTable(trace->size(), run, base, identical, baseline, speculative);
   return identical ? 0 : 1;
 }
