@@ -234,7 +234,6 @@ void Engine::HostMover::run(int32_t block, int32_t slot, bool out, std::function
     double took = secondsSince(start);
     std::lock_guard<std::mutex> lock(statsMutex);
     stats.copySeconds += took;
-    (out ? stats.offloadedBlocks : stats.loadedBlocks) += 1;
     (out ? stats.offloadedBytes : stats.loadedBytes) += pools.blockBytes();
     if (!queue) // synchronous: the engine waited for all of it
       stats.waitSeconds += took;
@@ -824,8 +823,9 @@ Expected<Tensor> Engine::execute(const StepPlan &plan) {
     endStep();
     return logits;
   }
-  bool prefill = std::any_of(plan.sequences.begin(), plan.sequences.end(),
-                             [](const ScheduledSequence &s) { return s.sequence->uncomputed() > 1; });
+  bool prefill =
+      std::any_of(plan.sequences.begin(), plan.sequences.end(),
+                  [](const ScheduledSequence &s) { return s.sequence->uncomputed() > 1; });
   if (prefill) {
     prefillTokens += plan.numTokens;
     prefillSeconds += secondsSince(start);

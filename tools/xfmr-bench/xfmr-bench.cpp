@@ -710,7 +710,8 @@ int main(int argc, char **argv) {
     return fail(trace.error());
   // By arrival step; conversations (sessions=) come in order already and
   // their later turns name earlier ones by index.
-  if (std::none_of(trace->begin(), trace->end(), [](const TraceRequest &r) { return r.after >= 0; }))
+  if (std::none_of(trace->begin(), trace->end(),
+                   [](const TraceRequest &r) { return r.after >= 0; }))
     std::stable_sort(trace->begin(), trace->end(),
                      [](const TraceRequest &a, const TraceRequest &b) { return a.at < b.at; });
   Expected<std::unique_ptr<Artifact>> artifact = Artifact::load(artifactDir);

@@ -176,7 +176,6 @@ inline std::string toString(FinishReason reason) { return finishReasonName(reaso
 
 /// Host-tier copies and preemptions (xfmr-bench's JSON).
 struct TransferStats {
-  int64_t offloadedBlocks = 0, loadedBlocks = 0;
   uint64_t offloadedBytes = 0, loadedBytes = 0;
   double copySeconds = 0; ///< spent copying, both ways
   /// Of that, the time the engine waited for copies (asynchronous copies:
