@@ -7,7 +7,8 @@ mode, runs `xfmr-run perplexity --json` on the held-out tokens (default
 examples/trained/heldout.npy), and checks each mode's perplexity against
 fp32's with issue 12's allowance (bf16 <= +0.1%, fp8-e4m3 <= +1%, int8 <= +0.5%, int4-g128 <= +4%; the
 finer groups are held to the same; int4-awq <= +3% and below int4-g128's
-perplexity, w8a8 <= +1%). The calibrated modes (int4-awq, w8a8) measure
+perplexity, int4-gptq the same, w8a8 <= +1%). The calibrated modes
+(int4-awq, int4-gptq, w8a8) measure
 their activations on --calibration (default examples/trained/
 calibration.npy: the first 8 KiB of the GPL-3 text, training data, not the
 held-out text) in windows of 128. The fp32 artifact is also checked against onnxruntime
@@ -38,9 +39,9 @@ ort_perplexity = import_module("check-perplexity").ort_perplexity
 
 # Largest relative perplexity increase over fp32 (issue 12's Done means).
 ALLOWANCE = {"bf16": 0.001, "fp8-e4m3": 0.01, "int8": 0.005, "int4-g32": 0.04, "int4-g64": 0.04,
-             "int4-g128": 0.04, "int4-awq": 0.03, "w8a8": 0.01}
+             "int4-g128": 0.04, "int4-awq": 0.03, "int4-gptq": 0.03, "w8a8": 0.01}
 # Modes that run the model on calibration tokens first.
-CALIBRATED = ("int4-awq", "w8a8")
+CALIBRATED = ("int4-awq", "int4-gptq", "w8a8")
 CONTEXT = 128
 
 
@@ -83,8 +84,8 @@ def main():
             results[mode] = ppl
             change = ppl / base - 1
             ok = change <= ALLOWANCE[mode]
-            # AWQ must also beat plain round to nearest in the same groups.
-            if mode == "int4-awq" and "int4-g128" in results:
+            # AWQ and GPTQ must also beat plain round to nearest in the same groups.
+            if mode in ("int4-awq", "int4-gptq") and "int4-g128" in results:
                 ok = ok and ppl < results["int4-g128"]
             passed, failed = passed + ok, failed + (not ok)
             print("%-10s %10.4f %+8.2f%% %+8.1f%%  %s" % (mode, ppl, 100 * change,

@@ -9,13 +9,14 @@ calibrated on, and prints each mode's perplexity and its change against
 xfmr's own fp32, PASS/FAIL against issue 42's bounds:
 
   bf16 <= +0.1%, int8 <= +0.5%, fp8-e4m3 <= +1%, w8a8 <= +1.5%,
-  int4-g32 <= +4%, int4-g128 <= +6%, int4-awq <= +4% (and below
-  int4-g128), KV cache int8 / fp8-e4m3 (--kv-dtype) <= +0.5%
+  int4-g32 <= +4%, int4-g128 <= +6%, int4-awq and int4-gptq <= +4% (and
+  below int4-g128), int4-gptq-g32 <= +4%, KV cache int8 / fp8-e4m3
+  (--kv-dtype) <= +0.5%
 
 (int4-g64 is held to int4-g128's bound). Texts: Debian's licence texts,
 tokenized with the model folder's tokenizer.json (Python `tokenizers`, else
 build/bin/xfmr-tokenize): GPL-3 evaluated (7658 tokens), GPL-2 the
-calibration text of int4-awq and w8a8 (4055 tokens, windows of 256). The
+calibration text of the calibrated modes (4055 tokens, windows of 256). The
 KV modes compile a paged step function (--kv-cache=paged) and are compared
 against the fp32 step function, run through its pools the same way
 (--chunk 128).
@@ -51,12 +52,16 @@ BOUND = {
     "int4-g64": 0.06,
     "int4-g128": 0.06,
     "int4-awq": 0.04,
+    "int4-gptq": 0.04,
+    "int4-gptq-g32": 0.04,
     "kv-int8": 0.005,
     "kv-fp8-e4m3": 0.005,
 }
 DEFAULT_MODES = ["bf16", "int8", "fp8-e4m3", "w8a8", "int4-g32", "int4-g128", "int4-awq",
-                 "kv-int8", "kv-fp8-e4m3"]
-CALIBRATED = ("int4-awq", "w8a8")
+                 "int4-gptq", "int4-gptq-g32", "kv-int8", "kv-fp8-e4m3"]
+CALIBRATED = ("int4-awq", "int4-gptq", "int4-gptq-g32", "w8a8")
+# Calibrated 4-bit modes in blocks of 128 must also beat round to nearest's.
+BEAT_G128 = ("int4-awq", "int4-gptq")
 
 
 def log(msg):
@@ -108,7 +113,7 @@ def main():
     ap.add_argument("--text", default="/usr/share/common-licenses/GPL-3",
                     help="evaluated text (default: %(default)s)")
     ap.add_argument("--calibration-text", default="/usr/share/common-licenses/GPL-2",
-                    help="calibration text of int4-awq and w8a8 (default: %(default)s)")
+                    help="calibration text of the calibrated modes (default: %(default)s)")
     ap.add_argument("--modes", default=",".join(DEFAULT_MODES),
                     help="comma-separated, of: " + ", ".join(BOUND))
     ap.add_argument("--max-tokens", type=int, default=0,
@@ -173,7 +178,7 @@ def main():
                 continue
             change = ppl / ref - 1
             ok = change <= BOUND[mode]
-            if mode == "int4-awq" and "int4-g128" in dict(rows):
+            if mode in BEAT_G128 and "int4-g128" in dict(rows):
                 ok = ok and ppl < dict(rows)["int4-g128"]
             failed += not ok
             rows.append((mode, ppl))

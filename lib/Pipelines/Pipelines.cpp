@@ -83,6 +83,8 @@ void buildRaisePipeline(OpPassManager &pm, const RaiseOptions &options) {
       quantize.method = options.quantMethod;
       quantize.calibration = options.calibrationFile;
       quantize.alpha = options.smoothAlpha;
+      quantize.actOrder = options.gptqActOrder;
+      quantize.damp = options.gptqDamp;
     }
     pm.addPass(createQuantizeWeightsPass(quantize));
   }

@@ -6,7 +6,8 @@
 // f32 model once more with every quantizable product's input statistics as
 // extra outputs (xfmr-calibration-outputs), runs that artifact here on the
 // tokens, and quantizes with what it measured (xfmr-quantize-weights
-// method=awq|smoothquant).
+// method=awq|smoothquant|gptq; GPTQ's second moments E[x x^T] only when
+// asked: K x K per input).
 //
 //===----------------------------------------------------------------------===//
 
@@ -14,6 +15,8 @@
 
 #include "xfmr/runtime/Artifact.h"
 #include "xfmr/runtime/CausalLM.h"
+
+#include <cblas.h>
 
 #include <algorithm>
 #include <map>
@@ -29,7 +32,41 @@ struct Accumulator {
   std::vector<double> sumAbs, sumSquare;
   std::vector<float> samples; // [sampleRows, K]
   int64_t sampleRows = 0;
+  std::vector<double> gram;   // sum x x^T, upper triangle of [K, K] (GPTQ)
+  int64_t gramRows = 0;
 };
+
+/// Adds A^T A of one window's A ([rows, K]) to `acc.gram` (OpenBLAS ssyrk
+/// per window, summed in f64 over the windows).
+bool addSecondMoment(Accumulator &acc, const rt::Tensor &t, std::string &error) {
+  int64_t rows = t.shape()[0], k = t.shape()[1];
+  if (!acc.gram.empty() && acc.gram.size() != static_cast<size_t>(k * k)) {
+    error = "calibration output '" + t.name() + "' changed width between windows";
+    return false;
+  }
+  if (rows < 1)
+    return true;
+  std::vector<float> window(k * k);
+  cblas_ssyrk(CblasRowMajor, CblasUpper, CblasTrans, static_cast<int>(k), static_cast<int>(rows),
+              1.0f, t.data<float>(), static_cast<int>(k), 0.0f, window.data(),
+              static_cast<int>(k));
+  if (acc.gram.empty())
+    acc.gram.assign(k * k, 0.0);
+  for (int64_t i = 0; i < k; ++i)
+    for (int64_t j = i; j < k; ++j)
+      acc.gram[i * k + j] += window[i * k + j];
+  acc.gramRows += rows;
+  return true;
+}
+
+/// E[x x^T] as f32 [K, K] (both triangles) from the sums.
+std::vector<float> secondMoment(const Accumulator &acc, int64_t k) {
+  std::vector<float> g(k * k);
+  for (int64_t i = 0; i < k; ++i)
+    for (int64_t j = i; j < k; ++j)
+      g[i * k + j] = g[j * k + i] = static_cast<float>(acc.gram[i * k + j] / acc.gramRows);
+  return g;
+}
 
 /// Rows of A kept per product for AWQ's scale search (spread evenly over
 /// the windows): enough to measure output error, small enough to store.
@@ -84,8 +121,8 @@ bool accumulate(Accumulator &acc, const std::string &stat, const rt::Tensor &t, 
 
 std::optional<CalibrationStats>
 measureCalibration(const std::string &artifactDir, const std::string &tokensPath,
-                   int64_t context, const std::function<void(int64_t, int64_t)> &progress,
-                   std::string &error) {
+                   int64_t context, bool secondMoments,
+                   const std::function<void(int64_t, int64_t)> &progress, std::string &error) {
   rt::Expected<std::unique_ptr<rt::Artifact>> loaded = rt::Artifact::load(artifactDir);
   if (!loaded) {
     error = "the calibration artifact: " + loaded.error();
@@ -131,6 +168,8 @@ measureCalibration(const std::string &artifactDir, const std::string &tokensPath
                                : accumulate(products[product], stat, t, length, error);
       if (!ok)
         return std::nullopt;
+      if (stat == "rows" && secondMoments && !addSecondMoment(products[product], t, error))
+        return std::nullopt;
     }
     for (auto &[index, acc] : products)
       acc.rows += length; // a [1, length, K] input: one row per token
@@ -146,6 +185,14 @@ measureCalibration(const std::string &artifactDir, const std::string &tokensPath
     s.maxAbs = acc.maxAbs;
     s.samples = std::move(acc.samples);
     s.sampleRows = acc.sampleRows;
+    if (acc.gramRows > 0) {
+      if (acc.gram.size() != acc.maxAbs.size() * acc.maxAbs.size()) {
+        error = "calibration outputs of product " + std::to_string(index) +
+                " disagree on its width";
+        return std::nullopt;
+      }
+      s.gram = secondMoment(acc, static_cast<int64_t>(acc.maxAbs.size()));
+    }
     for (size_t i = 0; i < acc.maxAbs.size(); ++i) {
       s.meanAbs.push_back(static_cast<float>(acc.sumAbs[i] / acc.rows));
       s.meanSquare.push_back(static_cast<float>(acc.sumSquare[i] / acc.rows));

@@ -180,12 +180,14 @@ cl::opt<std::string> quant(
              "nearest even; read as bf16 inside the product); fp8-e4m3: to float8 e4m3fn per "
              "output channel (scale max |w| / 448; widened inside the product); int4-awq: "
              "int4-g128 with activation-aware scales and clipping (AWQ; needs --calibration); "
+             "int4-gptq, int4-gptq-g32, int4-gptq-g64: 4-bit blocks of 128 (32, 64) with "
+             "second-order error feedback (GPTQ; needs --calibration); "
              "w8a8: int8 after SmoothQuant's migration of activation outliers into the "
              "weights (needs --calibration)"),
     cl::init("none"), cl::cat(category));
 cl::opt<std::string> calibration(
     "calibration",
-    cl::desc("With --quant=int4-awq or w8a8: token ids (.npy or .pb, [T] or [1, T]) that the "
+    cl::desc("With --quant=int4-awq, int4-gptq* or w8a8: token ids (.npy or .pb, [T] or [1, T]) that the "
              "f32 model runs on to measure each product's input channels (a second, f32 "
              "compile of the model with the statistics as outputs), or a statistics file "
              "written by --save-calibration (.json)"),
@@ -204,6 +206,16 @@ cl::opt<double> smoothAlpha(
     cl::desc("--quant=w8a8: SmoothQuant's migration strength alpha in [0, 1] (default 0.5): "
              "per input channel s = max|x|^alpha / max|w|^(1 - alpha)"),
     cl::init(0.5), cl::cat(category));
+cl::opt<bool> gptqActOrder(
+    "gptq-act-order",
+    cl::desc("--quant=int4-gptq*: quantize the input channels of largest E[x^2] first (each "
+             "block's grid fixed beforehand, so the weights keep their layout)"),
+    cl::init(false), cl::cat(category));
+cl::opt<double> gptqDamp(
+    "gptq-damp",
+    cl::desc("--quant=int4-gptq*: dampening added to the activations' second moment's diagonal, "
+             "times its mean (default 0.01)"),
+    cl::init(0.01), cl::cat(category));
 cl::list<std::string> quantSkip(
     "quant-skip",
     cl::desc("With --quant: leave in f32 every MatMul whose ONNX node name or weight name "
@@ -1026,7 +1038,7 @@ FailureOr<std::string> calibrationFile(ModuleOp module, const xfmr::cpu::HostTar
   }
   progress.step("calibration: ran the f32 model on " + calibration);
   std::optional<xfmr::CalibrationStats> stats = xfmr::compile::measureCalibration(
-      art, calibration, context,
+      art, calibration, context, /*secondMoments=*/quant.getValue().rfind("int4-gptq", 0) == 0,
       [](int64_t done, int64_t total) {
         xfmr::reportProgress({"calibration window", "", done, total, 0, 0});
       },
@@ -1094,6 +1106,10 @@ int compile() {
     quantBits = 4;
     quantGroup = 128;
     quantMethod = "awq";
+  } else if (quant == "int4-gptq" || quant == "int4-gptq-g32" || quant == "int4-gptq-g64") {
+    quantBits = 4;
+    quantGroup = quant == "int4-gptq" ? 128 : std::stoll(quant.substr(quant.size() - 2));
+    quantMethod = "gptq";
   } else if (quant == "int8" || quant == "w8a8") {
     quantBits = 8;
     if (quant == "w8a8")
@@ -1105,15 +1121,19 @@ int compile() {
     quantFloat8 = true;
   } else if (quant != "none") {
     return fail("--quant must be none, bf16, fp8-e4m3, int8, int4-g32, int4-g64, int4-g128, "
-                "int4-awq or w8a8");
+                "int4-awq, int4-gptq, int4-gptq-g32, int4-gptq-g64 or w8a8");
   }
   if (quantMethod != "rtn" && calibration.empty())
     return fail("--quant=" + quant + " needs --calibration (token ids the model runs on, or "
                 "a statistics file from --save-calibration)");
   if (!calibration.empty() && quantMethod == "rtn")
-    return fail("--calibration is for --quant=int4-awq or w8a8");
+    return fail("--calibration is for --quant=int4-awq, int4-gptq* or w8a8");
   if (!saveCalibration.empty() && quantMethod == "rtn")
-    return fail("--save-calibration needs --quant=int4-awq or w8a8");
+    return fail("--save-calibration needs --quant=int4-awq, int4-gptq* or w8a8");
+  if ((gptqActOrder || gptqDamp.getNumOccurrences()) && quantMethod != "gptq")
+    return fail("--gptq-act-order and --gptq-damp are for --quant=int4-gptq*");
+  if (!(gptqDamp > 0.0 && gptqDamp <= 1.0))
+    return fail("--gptq-damp must be in (0, 1]");
   if (calibrationContext < 0 || calibrationContext > 1000000)
     return fail("--calibration-context must be in 1..1000000");
   if (!(smoothAlpha >= 0.0 && smoothAlpha <= 1.0))
@@ -1191,6 +1211,8 @@ int compile() {
     raiseOptions.quantMethod = quantMethod;
     raiseOptions.calibrationFile = calibrationStats;
     raiseOptions.smoothAlpha = smoothAlpha;
+    raiseOptions.gptqActOrder = gptqActOrder;
+    raiseOptions.gptqDamp = gptqDamp;
     if (failed(runPipeline(*module, [&](OpPassManager &pm) {
           xfmr::buildRaisePipeline(pm, raiseOptions);
         })))

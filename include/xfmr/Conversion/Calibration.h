@@ -43,6 +43,11 @@ struct ChannelStats {
   /// K] row-major: what AWQ's scale search measures output error on.
   std::vector<float> samples;
   int64_t sampleRows = 0;
+  /// E[x x^T] over every row, [K, K] row-major: GPTQ's H (up to a factor
+  /// of 2). Measured for `--quant=int4-gptq` only, on the product that
+  /// carries the input's rows; written to the statistics file's binary
+  /// companion (`<file>.gram`), not to its JSON.
+  std::vector<float> gram;
 };
 
 struct CalibrationStats {
@@ -66,6 +71,8 @@ void forEachProduct(mlir::ModuleOp module,
                     llvm::function_ref<void(onnx::MatMulOp, int64_t)> fn);
 
 /// Writes / reads the JSON form (docs/quantization.md); errors name `path`.
+/// Second moments go to `path` + ".gram" (raw little-endian f32, each
+/// product's K x K at the byte offset its JSON entry's `gram_offset` gives).
 bool writeCalibrationStats(const CalibrationStats &stats, llvm::StringRef path,
                            std::string &error);
 std::optional<CalibrationStats> readCalibrationStats(llvm::StringRef path, std::string &error);

@@ -86,6 +86,15 @@ def QuantizeWeightsPass : Pass<"xfmr-quantize-weights", "mlir::ModuleOp"> {
     onnx.Mul. AWQ then clips each block's range to the ratio of least
     expected error.
 
+    With `method=gptq` (bits=4, `--quant=int4-gptq[-gG]`) the calibration
+    file also holds each input's second moment H = E[x x^T] ([K, K], the
+    file's `.gram` companion): the input channels are quantized one at a
+    time, each one's rounding error spread over the channels not yet
+    quantized through the Cholesky factor of H^-1 (GPTQ, GPTQ.h), on the
+    same 4-bit grid and storage as round to nearest. `act-order` quantizes
+    the channels of largest H_kk first, with each block's grid fixed
+    beforehand (static groups: MatMulNBits needs no g_idx).
+
     Token embedding tables (a constant f32 [V, H] read only by Gathers of
     the model's input_ids) become `xfmr.embedding` on bf16 (bits=16) or on
     int8 rows with an f32 scale per row (every 8- and 4-bit mode); `skip`
@@ -105,8 +114,13 @@ def QuantizeWeightsPass : Pass<"xfmr-quantize-weights", "mlir::ModuleOp"> {
            "instead of int8">,
     Option<"method", "method", "std::string", /*default=*/"\"rtn\"",
            "rtn: round to nearest; awq (bits=4): activation-aware per-channel scales "
-           "and range clipping; smoothquant (bits=8): migrate activation outliers into "
-           "the weights (both need `calibration`)">,
+           "and range clipping; gptq (bits=4): second-order error feedback; "
+           "smoothquant (bits=8): migrate activation outliers into the weights (all "
+           "three need `calibration`)">,
+    Option<"actOrder", "act-order", "bool", /*default=*/"false",
+           "gptq: quantize the input channels of largest E[x_k^2] first">,
+    Option<"damp", "damp", "double", /*default=*/"0.01",
+           "gptq: added to H's diagonal, times its mean diagonal">,
     Option<"calibration", "calibration", "std::string", /*default=*/"\"\"",
            "Activation statistics (xfmr-compile --calibration; JSON, docs/quantization.md)">,
     Option<"alpha", "alpha", "double", /*default=*/"0.5",
@@ -122,6 +136,7 @@ def QuantizeWeightsPass : Pass<"xfmr-quantize-weights", "mlir::ModuleOp"> {
     Statistic<"numFolded", "folded", "Inputs whose 1/s went into a constant multiplier (a norm's weight)">,
     Statistic<"numDivided", "divided", "Inputs divided by s with an onnx.Mul before the products">,
     Statistic<"numEmbeddings", "embeddings", "Token embedding tables quantized (bf16, or int8 rows)">,
+    Statistic<"numGptqDamped", "gptq-damped", "gptq: inputs whose H needed more than `damp` to be positive definite">,
     Statistic<"numUncalibrated", "uncalibrated", "MatMuls the calibration file has no statistics for (round to nearest)">,
   ];
 }

@@ -90,13 +90,16 @@ struct RaiseOptions {
   bool quantFloat8 = false;
   /// MatMuls left in f32: node or weight names containing one of these.
   std::vector<std::string> quantSkip;
-  /// rtn, awq (quantBits 4) or smoothquant (quantBits 8), with the
+  /// rtn, awq or gptq (quantBits 4) or smoothquant (quantBits 8), with the
   /// statistics file calibrationFile (xfmr-quantize-weights' method and
   /// calibration).
   std::string quantMethod = "rtn";
   std::string calibrationFile;
   /// smoothquant's migration strength.
   double smoothAlpha = 0.5;
+  /// gptq: channels of largest E[x^2] first; H's dampening.
+  bool gptqActOrder = false;
+  double gptqDamp = 0.01;
   /// Instead of quantizing: return each product's input statistics
   /// (xfmr-calibration-outputs), for the calibration artifact.
   bool calibrationOutputs = false;

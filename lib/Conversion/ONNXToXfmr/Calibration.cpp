@@ -13,6 +13,7 @@
 #include "llvm/Support/FormatVariadic.h"
 #include "llvm/Support/JSON.h"
 #include "llvm/Support/MemoryBuffer.h"
+#include "llvm/Support/Path.h"
 #include "llvm/Support/raw_ostream.h"
 
 #include <cmath>
@@ -75,6 +76,18 @@ void forEachProduct(ModuleOp module, llvm::function_ref<void(onnx::MatMulOp, int
 
 bool writeCalibrationStats(const CalibrationStats &stats, llvm::StringRef path,
                            std::string &error) {
+  std::string gramPath = (path + ".gram").str();
+  bool grams = llvm::any_of(stats.products, [](const ChannelStats &s) { return !s.gram.empty(); });
+  std::unique_ptr<llvm::raw_fd_ostream> gramFile;
+  if (grams) {
+    std::error_code ec;
+    gramFile = std::make_unique<llvm::raw_fd_ostream>(gramPath, ec);
+    if (ec) {
+      error = "cannot write '" + gramPath + "': " + ec.message();
+      return false;
+    }
+  }
+  uint64_t gramOffset = 0;
   llvm::json::Array products;
   for (const ChannelStats &s : stats.products) {
     llvm::json::Object o{{"product", s.product},
@@ -88,13 +101,28 @@ bool writeCalibrationStats(const CalibrationStats &stats, llvm::StringRef path,
       o["samples"] = llvm::encodeBase64(llvm::ArrayRef<char>(
           reinterpret_cast<const char *>(s.samples.data()), s.samples.size() * sizeof(float)));
     }
+    if (!s.gram.empty()) {
+      o["gram_offset"] = static_cast<int64_t>(gramOffset);
+      gramFile->write(reinterpret_cast<const char *>(s.gram.data()), s.gram.size() * sizeof(float));
+      gramOffset += s.gram.size() * sizeof(float);
+    }
     products.push_back(std::move(o));
+  }
+  if (gramFile) {
+    gramFile->close();
+    if (gramFile->has_error()) {
+      error = "cannot write '" + gramPath + "': " + gramFile->error().message();
+      gramFile->clear_error();
+      return false;
+    }
   }
   llvm::json::Object root{{"format", "xfmr-calibration"},
                           {"version", 1},
                           {"source", stats.source},
                           {"tokens", stats.tokens},
                           {"products", std::move(products)}};
+  if (grams)
+    root["gram_file"] = llvm::sys::path::filename(gramPath).str();
   std::error_code ec;
   llvm::raw_fd_ostream os(path, ec);
   if (ec) {
@@ -127,6 +155,21 @@ std::optional<CalibrationStats> readCalibrationStats(llvm::StringRef path, std::
   const llvm::json::Array *products = root->getArray("products");
   if (!products)
     return fail("no 'products' list");
+  // Second moments: raw f32 in the companion file the JSON names (beside it).
+  std::unique_ptr<llvm::MemoryBuffer> grams;
+  std::string gramPath;
+  if (std::optional<llvm::StringRef> name = root->getString("gram_file")) {
+    if (name->empty() || llvm::sys::path::filename(*name) != *name)
+      return fail("'gram_file' must be a file name (in the same folder)");
+    llvm::SmallString<256> p(llvm::sys::path::parent_path(path));
+    llvm::sys::path::append(p, *name);
+    gramPath = p.str().str();
+    auto file = llvm::MemoryBuffer::getFile(gramPath, /*IsText=*/false,
+                                            /*RequiresNullTerminator=*/false);
+    if (!file)
+      return fail("its second moments '" + gramPath + "': " + file.getError().message());
+    grams = std::move(*file);
+  }
   for (auto [i, v] : llvm::enumerate(*products)) {
     const llvm::json::Object *o = v.getAsObject();
     ChannelStats s;
@@ -157,6 +200,20 @@ std::optional<CalibrationStats> readCalibrationStats(llvm::StringRef path, std::
       for (float x : s.samples)
         if (!std::isfinite(x))
           return fail("products[" + llvm::Twine(i) + "]: 'samples' are not all finite");
+    }
+    if (std::optional<int64_t> offset = o->getInteger("gram_offset")) {
+      uint64_t k = s.maxAbs.size(), bytes = k * k * sizeof(float);
+      if (!grams || *offset < 0 || *offset % sizeof(float) ||
+          static_cast<uint64_t>(*offset) > grams->getBufferSize() ||
+          grams->getBufferSize() - *offset < bytes)
+        return fail("products[" + llvm::Twine(i) + "]: 'gram_offset' " + llvm::Twine(*offset) +
+                    " is not a K x K f32 block of " +
+                    (grams ? "'" + gramPath + "'" : std::string("a 'gram_file'")));
+      s.gram.resize(k * k);
+      std::memcpy(s.gram.data(), grams->getBufferStart() + *offset, bytes);
+      for (float x : s.gram)
+        if (!std::isfinite(x))
+          return fail("products[" + llvm::Twine(i) + "]: its second moments are not all finite");
     }
     if (stats.find(s.product))
       return fail("product " + llvm::Twine(s.product) + " is listed twice");

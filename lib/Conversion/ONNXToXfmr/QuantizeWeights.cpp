@@ -42,6 +42,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "ActivationAware.h"
+#include "GPTQ.h"
 #include "Int4Block.h"
 #include "NarrowFloat.h"
 #include "Match.h"
@@ -88,33 +89,34 @@ using quant::Int4Params;
 using quant::toE4M3;
 using quant::usableScale;
 
-/// int4: round to nearest, asymmetric with a float offset, per block of
-/// `group` along K (Int4Block.h); f32 arithmetic, ties to even. With `importance`
-/// ([K]: E[x_k^2] of the input the weights multiply), each block's range
-/// is clipped by the ratio of least expected output error (AWQ).
-Blockwise quantizeInt4(const float *w, int64_t k, int64_t n, int64_t group,
-                       const float *importance = nullptr) {
-  int64_t blocks = k / group;
+/// int4 weights as MatMulNBits' operands (Int4Block.h's grids: an f32
+/// scale and an f32 zero point -lo / scale per block).
+Blockwise packInt4(const quant::Int4Weights &w) {
+  int64_t k = w.k, n = w.n, group = w.group, blocks = k / group;
   Blockwise q{4, group, blocks};
   q.packed.assign(n * k / 2, 0);
   q.scales.resize(n * blocks * sizeof(float));
   q.zeros.resize(n * blocks * sizeof(float));
   for (int64_t col = 0; col < n; ++col)
     for (int64_t b = 0; b < blocks; ++b) {
-      const float *block = w + b * group * n + col;
-      const float *imp = importance ? importance + b * group : nullptr;
-      float clip = imp ? quant::bestClip(block, n, group, imp) : 1.0f;
-      Int4Params p = Int4Params::fit(block, n, group, clip, imp);
-      std::memcpy(&q.scales[(col * blocks + b) * sizeof(float)], &p.scale, sizeof(float));
+      const Int4Params &p = w.params[col * blocks + b];
       float zp = p.zp();
+      std::memcpy(&q.scales[(col * blocks + b) * sizeof(float)], &p.scale, sizeof(float));
       std::memcpy(&q.zeros[(col * blocks + b) * sizeof(float)], &zp, sizeof(float));
-      for (int64_t i = 0; i < group; ++i) {
-        auto nibble = static_cast<uint8_t>(p.code(block[i * n]));
-        q.packed[col * (k / 2) + (b * group + i) / 2] |=
-            static_cast<char>(nibble << (4 * (i % 2)));
-      }
     }
+  for (int64_t r = 0; r < k; ++r)
+    for (int64_t col = 0; col < n; ++col)
+      q.packed[col * (k / 2) + r / 2] |= static_cast<char>(w.codes[r * n + col] << (4 * (r % 2)));
   return q;
+}
+
+/// int4: round to nearest, asymmetric with a float offset, per block of
+/// `group` along K (Int4Block.h); f32 arithmetic, ties to even. With `importance`
+/// ([K]: E[x_k^2] of the input the weights multiply), each block's range
+/// is clipped by the ratio of least expected output error (AWQ).
+Blockwise quantizeInt4(const float *w, int64_t k, int64_t n, int64_t group,
+                       const float *importance = nullptr) {
+  return packInt4(quant::roundToNearest(w, k, n, group, importance));
 }
 
 /// int8: round to nearest, symmetric, per column, in one block spanning K
@@ -172,10 +174,12 @@ struct QuantizeWeightsPass : impl::QuantizeWeightsPassBase<QuantizeWeightsPass> 
       return error() << "bits " << static_cast<int64_t>(bits) << " is not 4, 8 or 16";
     if (bits == 4 && group != 32 && group != 64 && group != 128)
       return error() << "group " << static_cast<int64_t>(group) << " is not 32, 64 or 128";
-    if (method != "rtn" && method != "awq" && method != "smoothquant")
-      return error() << "method '" << method << "' is not rtn, awq or smoothquant";
-    if (method == "awq" && bits != 4)
-      return error() << "method=awq needs bits=4";
+    if (method != "rtn" && method != "awq" && method != "gptq" && method != "smoothquant")
+      return error() << "method '" << method << "' is not rtn, awq, gptq or smoothquant";
+    if ((method == "awq" || method == "gptq") && bits != 4)
+      return error() << "method=" << method << " needs bits=4";
+    if (!(damp > 0.0 && damp <= 1.0))
+      return error() << "damp must be in (0, 1]";
     if (method == "smoothquant" && (bits != 8 || float8))
       return error() << "method=smoothquant needs bits=8 (int8)";
     if (method != "rtn" && calibration.empty())
@@ -227,8 +231,14 @@ struct QuantizeWeightsPass : impl::QuantizeWeightsPassBase<QuantizeWeightsPass> 
     // and packing are most of a large model's quantization time); then the
     // IR, in order.
     mlir::parallelForEach(&getContext(), plan, [&](Group &g) { prepare(g); });
+    for (Group &g : plan)
+      if (!g.error.empty()) {
+        g.members.front().first.emitError() << "xfmr-quantize-weights: " << calibration << ": "
+                                            << g.error;
+        return signalPassFailure();
+      }
     for (Group &g : plan) {
-      if (g.stats)
+      if (!g.scales.empty())
         divideInput(g.input, g.members, g.scales);
       for (auto [i, member] : llvm::enumerate(g.members)) {
         onnx::MatMulOp mm = member.first;
@@ -335,8 +345,9 @@ struct QuantizeWeightsPass : impl::QuantizeWeightsPassBase<QuantizeWeightsPass> 
     Value input;
     SmallVector<Member> members;
     const ChannelStats *stats = nullptr; // AWQ / SmoothQuant; else round to nearest
-    std::vector<float> scales;           // s per input channel (calibrated)
+    std::vector<float> scales;           // s per input channel (AWQ, SmoothQuant)
     std::vector<Blockwise> packed;       // per member (integer modes)
+    std::string error;                   // why prepare() could not
   };
 
   /// The statistics of an input read by `products`: one of them carries
@@ -378,6 +389,8 @@ struct QuantizeWeightsPass : impl::QuantizeWeightsPassBase<QuantizeWeightsPass> 
         g.packed.push_back(pack(w.w, k, w.n, nullptr));
       return;
     }
+    if (method == "gptq")
+      return prepareGptq(g, weights, k);
     g.scales = method == "awq"
                    ? quant::awqScales(weights, k, *g.stats, group)
                    : quant::smoothQuantScales(weights, k, *g.stats, static_cast<float>(alpha));
@@ -392,6 +405,24 @@ struct QuantizeWeightsPass : impl::QuantizeWeightsPassBase<QuantizeWeightsPass> 
           scaled[i * w.n + col] = w.w[i * w.n + col] * g.scales[i];
       g.packed.push_back(pack(scaled.data(), k, w.n, method == "awq" ? importance.data() : nullptr));
     }
+  }
+
+  /// GPTQ of each member against the group's input's H (one factorization
+  /// for the group).
+  void prepareGptq(Group &g, ArrayRef<quant::ProductWeight> weights, int64_t k) {
+    if (g.stats->gram.empty()) {
+      g.error = "product " + std::to_string(g.stats->product) +
+                " has no second moment (E[x x^T]): measure the file with --quant=int4-gptq";
+      return;
+    }
+    std::optional<quant::GptqHessian> h =
+        quant::gptqHessian(g.stats->gram.data(), k, actOrder, damp, g.error);
+    if (!h)
+      return;
+    if (h->damping > damp)
+      ++numGptqDamped;
+    for (const quant::ProductWeight &w : weights)
+      g.packed.push_back(packInt4(quant::gptqQuantize(w.w, k, w.n, group, *h)));
   }
 
   Blockwise pack(const float *w, int64_t k, int64_t n, const float *importance) const {
