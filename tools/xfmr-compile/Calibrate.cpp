@@ -16,7 +16,7 @@
 #include "xfmr/runtime/Artifact.h"
 #include "xfmr/runtime/CausalLM.h"
 
-#include <cblas.h>
+#include "llvm/ADT/STLExtras.h"
 
 #include <algorithm>
 #include <map>
@@ -32,39 +32,39 @@ struct Accumulator {
   std::vector<double> sumAbs, sumSquare;
   std::vector<float> samples; // [sampleRows, K]
   int64_t sampleRows = 0;
-  std::vector<double> gram;   // sum x x^T, upper triangle of [K, K] (GPTQ)
+  std::vector<double> gram;   // sum x x^T, [K, K] (GPTQ)
   int64_t gramRows = 0;
 };
 
-/// Adds A^T A of one window's A ([rows, K]) to `acc.gram` (OpenBLAS ssyrk
-/// per window, summed in f64 over the windows).
-bool addSecondMoment(Accumulator &acc, const rt::Tensor &t, std::string &error) {
-  int64_t rows = t.shape()[0], k = t.shape()[1];
-  if (!acc.gram.empty() && acc.gram.size() != static_cast<size_t>(k * k)) {
+/// Adds one window's A^T A (the artifact's [K, K] "gram" output) to
+/// `acc.gram`, in f64.
+bool addSecondMoment(Accumulator &acc, const rt::Tensor &t, int64_t rows, std::string &error) {
+  if (t.dtype() != rt::DType::F32 || t.shape().size() != 2 || t.shape()[0] != t.shape()[1] ||
+      t.shape()[0] < 1) {
+    error = "calibration output '" + t.name() + "' is not a [K, K] float32 matrix";
+    return false;
+  }
+  int64_t k = t.shape()[0];
+  if (acc.gram.empty())
+    acc.gram.assign(k * k, 0.0);
+  if (acc.gram.size() != static_cast<size_t>(k * k)) {
     error = "calibration output '" + t.name() + "' changed width between windows";
     return false;
   }
-  if (rows < 1)
-    return true;
-  std::vector<float> window(k * k);
-  cblas_ssyrk(CblasRowMajor, CblasUpper, CblasTrans, static_cast<int>(k), static_cast<int>(rows),
-              1.0f, t.data<float>(), static_cast<int>(k), 0.0f, window.data(),
-              static_cast<int>(k));
-  if (acc.gram.empty())
-    acc.gram.assign(k * k, 0.0);
-  for (int64_t i = 0; i < k; ++i)
-    for (int64_t j = i; j < k; ++j)
-      acc.gram[i * k + j] += window[i * k + j];
+  const float *g = t.data<float>();
+  for (int64_t i = 0; i < k * k; ++i)
+    acc.gram[i] += g[i];
   acc.gramRows += rows;
   return true;
 }
 
-/// E[x x^T] as f32 [K, K] (both triangles) from the sums.
+/// E[x x^T] as f32 [K, K] from the sums (made exactly symmetric).
 std::vector<float> secondMoment(const Accumulator &acc, int64_t k) {
   std::vector<float> g(k * k);
   for (int64_t i = 0; i < k; ++i)
     for (int64_t j = i; j < k; ++j)
-      g[i * k + j] = g[j * k + i] = static_cast<float>(acc.gram[i * k + j] / acc.gramRows);
+      g[i * k + j] = g[j * k + i] =
+          static_cast<float>((acc.gram[i * k + j] + acc.gram[j * k + i]) / (2.0 * acc.gramRows));
   return g;
 }
 
@@ -72,10 +72,11 @@ std::vector<float> secondMoment(const Accumulator &acc, int64_t k) {
 /// the windows): enough to measure output error, small enough to store.
 constexpr int64_t kSampleRows = 256;
 
-/// Keeps `perWindow` rows, evenly spaced, of one window's A ([rows, K]).
+/// Keeps `perWindow` rows, evenly spaced, of one window's sampled rows of
+/// A ([S, K], themselves spread evenly over the window).
 bool sample(Accumulator &acc, const rt::Tensor &t, int64_t perWindow, std::string &error) {
   if (t.dtype() != rt::DType::F32 || t.shape().size() != 2 || t.shape()[1] < 1) {
-    error = "calibration output '" + t.name() + "' is not a [rows, K] float32 matrix";
+    error = "calibration output '" + t.name() + "' is not a [S, K] float32 matrix";
     return false;
   }
   int64_t rows = t.shape()[0], k = t.shape()[1];
@@ -117,12 +118,40 @@ bool accumulate(Accumulator &acc, const std::string &stat, const rt::Tensor &t, 
   return true;
 }
 
+/// One window's inputs: a causal LM's (input_ids, ...) and the calibration
+/// artifact's row indices, [S] spread evenly over the window's rows: row
+/// (2j + 1) length / (2 S).
+rt::Expected<std::vector<rt::Tensor>> windowInputs(const rt::Manifest &m, const rt::Manifest &plain,
+                                                   const std::vector<int64_t> &ids, int64_t begin,
+                                                   int64_t length) {
+  rt::Expected<std::vector<rt::Tensor>> model = rt::causalLMInputs(plain, ids, begin, length);
+  if (!model)
+    return model;
+  std::vector<rt::Tensor> inputs;
+  size_t next = 0;
+  for (const rt::TensorSpec &spec : m.inputs) {
+    if (spec.name != calibrationRowsInputName()) {
+      inputs.push_back(std::move((*model)[next++]));
+      continue;
+    }
+    if (spec.rank() != 1 || !spec.shape[0].isStatic() || spec.dtype != rt::DType::I64)
+      return rt::Error("the calibration artifact's input '" + spec.name + "' is not [S] i64");
+    int64_t count = spec.shape[0].value;
+    rt::Expected<rt::Tensor> picks = rt::Tensor::create(rt::DType::I64, {count}, spec.name);
+    if (!picks)
+      return picks.takeError();
+    for (int64_t j = 0; j < count; ++j)
+      picks->data<int64_t>()[j] = (2 * j + 1) * length / (2 * count);
+    inputs.push_back(picks.take());
+  }
+  return inputs;
+}
+
 } // namespace
 
 std::optional<CalibrationStats>
 measureCalibration(const std::string &artifactDir, const std::string &tokensPath,
-                   int64_t context, bool secondMoments,
-                   const std::function<void(int64_t, int64_t)> &progress, std::string &error) {
+                   int64_t context, const std::function<void(int64_t, int64_t)> &progress, std::string &error) {
   rt::Expected<std::unique_ptr<rt::Artifact>> loaded = rt::Artifact::load(artifactDir);
   if (!loaded) {
     error = "the calibration artifact: " + loaded.error();
@@ -141,10 +170,15 @@ measureCalibration(const std::string &artifactDir, const std::string &tokensPath
   }
   int64_t windows = (total + context - 1) / context;
   std::map<int64_t, Accumulator> products;
+  int64_t perWindow = (kSampleRows + windows - 1) / windows;
+  rt::Manifest plain = artifact.manifest(); // without the row indices
+  llvm::erase_if(plain.inputs, [](const rt::TensorSpec &spec) {
+    return spec.name == calibrationRowsInputName();
+  });
   for (int64_t w = 0; w < windows; ++w) {
     int64_t begin = w * context, length = std::min(context, total - begin);
     rt::Expected<std::vector<rt::Tensor>> inputs =
-        rt::causalLMInputs(artifact.manifest(), *ids, begin, length);
+        windowInputs(artifact.manifest(), plain, *ids, begin, length);
     if (!inputs) {
       error = "--calibration: " + inputs.error();
       return std::nullopt;
@@ -163,12 +197,11 @@ measureCalibration(const std::string &artifactDir, const std::string &tokensPath
       std::string stat;
       if (!parseCalibrationOutputName(t.name(), product, stat))
         continue;
-      bool ok = stat == "rows" ? sample(products[product], t, (kSampleRows + windows - 1) / windows,
-                                        error)
-                               : accumulate(products[product], stat, t, length, error);
+      Accumulator &acc = products[product];
+      bool ok = stat == "rows"   ? sample(acc, t, std::min(length, perWindow), error)
+                : stat == "gram" ? addSecondMoment(acc, t, length, error)
+                                 : accumulate(acc, stat, t, length, error);
       if (!ok)
-        return std::nullopt;
-      if (stat == "rows" && secondMoments && !addSecondMoment(products[product], t, error))
         return std::nullopt;
     }
     for (auto &[index, acc] : products)

@@ -209,13 +209,25 @@ cl::opt<double> smoothAlpha(
 cl::opt<bool> gptqActOrder(
     "gptq-act-order",
     cl::desc("--quant=int4-gptq*: quantize the input channels of largest E[x^2] first (each "
-             "block's grid fixed beforehand, so the weights keep their layout)"),
-    cl::init(false), cl::cat(category));
+             "block's grid fixed beforehand, so the weights keep their layout; default true, "
+             "--gptq-act-order=false for calibration order)"),
+    cl::init(true), cl::cat(category));
+cl::opt<double> gptqShrink(
+    "gptq-shrink",
+    cl::desc("--quant=int4-gptq*: the activations' second moment's off-diagonal scaled by "
+             "1 - shrink, toward its diagonal (default 0.4: a few thousand calibration tokens "
+             "overfit plain GPTQ; docs/quantization.md)"),
+    cl::init(0.4), cl::cat(category));
 cl::opt<double> gptqDamp(
     "gptq-damp",
     cl::desc("--quant=int4-gptq*: dampening added to the activations' second moment's diagonal, "
              "times its mean (default 0.01)"),
     cl::init(0.01), cl::cat(category));
+cl::opt<bool> quantReport(
+    "quant-report",
+    cl::desc("--quant=int4-gptq*: print each product's output error on the calibration rows "
+             "(relative squared error), round to nearest against GPTQ"),
+    cl::init(false), cl::cat(category));
 cl::list<std::string> quantSkip(
     "quant-skip",
     cl::desc("With --quant: leave in f32 every MatMul whose ONNX node name or weight name "
@@ -648,13 +660,14 @@ LogicalResult lowerForCPU(ModuleOp module, const xfmr::cpu::HostTarget &host, Pr
   cpuOptions.threads = parallel;
   // AVX-512 targets get the 16-lane product kernels (same results).
   cpuOptions.vectorLanes = llvm::is_contained(host.required, "avx512f") ? 16 : 8;
-  // The calibration artifact returns values from inside every layer, which
-  // outlined layer functions do not lower (LLVM translation meets an
-  // unrealized cast of a returned [rows, K] view): it is compiled inline.
-  cpuOptions.outlineLayers = outlineLayers && !calibrationArtifact;
+  // The calibration artifact returns values from inside every layer, all
+  // of static shape: outlined layer functions return them (a returned
+  // [rows, K] view met an unrealized cast in LLVM translation).
+  cpuOptions.outlineLayers = outlineLayers;
   cpuOptions.referenceWeights = weightsMode == "reference" && !calibrationArtifact;
   // The calibration artifact shares the model's weight blobs: keep them.
   cpuOptions.keepBlobs = calibrationArtifact;
+  cpuOptions.simplifyDeallocations = !calibrationArtifact;
   // weights.bin is written (and hashed as it is written) on a thread while
   // LLVM generates code where a core is spare for it: writing is CPU-bound
   // too (the kernel's page-cache copy), and on 2 cores the overlap measured
@@ -1024,6 +1037,7 @@ FailureOr<std::string> calibrationFile(ModuleOp module, const xfmr::cpu::HostTar
   progress.step("calibration: f32 model with its products' input statistics as outputs");
   xfmr::RaiseOptions options;
   options.calibrationOutputs = true;
+  options.calibrationSecondMoments = quant.getValue().rfind("int4-gptq", 0) == 0;
   if (failed(runPipeline(*clone, [&](OpPassManager &pm) {
         xfmr::buildRaisePipeline(pm, options);
       })))
@@ -1038,7 +1052,7 @@ FailureOr<std::string> calibrationFile(ModuleOp module, const xfmr::cpu::HostTar
   }
   progress.step("calibration: ran the f32 model on " + calibration);
   std::optional<xfmr::CalibrationStats> stats = xfmr::compile::measureCalibration(
-      art, calibration, context, /*secondMoments=*/quant.getValue().rfind("int4-gptq", 0) == 0,
+      art, calibration, context,
       [](int64_t done, int64_t total) {
         xfmr::reportProgress({"calibration window", "", done, total, 0, 0});
       },
@@ -1130,10 +1144,15 @@ int compile() {
     return fail("--calibration is for --quant=int4-awq, int4-gptq* or w8a8");
   if (!saveCalibration.empty() && quantMethod == "rtn")
     return fail("--save-calibration needs --quant=int4-awq, int4-gptq* or w8a8");
-  if ((gptqActOrder || gptqDamp.getNumOccurrences()) && quantMethod != "gptq")
-    return fail("--gptq-act-order and --gptq-damp are for --quant=int4-gptq*");
+  if ((gptqActOrder.getNumOccurrences() || gptqDamp.getNumOccurrences() ||
+       gptqShrink.getNumOccurrences() || quantReport) &&
+      quantMethod != "gptq")
+    return fail("--gptq-act-order, --gptq-damp, --gptq-shrink and --quant-report are for "
+                "--quant=int4-gptq*");
   if (!(gptqDamp > 0.0 && gptqDamp <= 1.0))
     return fail("--gptq-damp must be in (0, 1]");
+  if (!(gptqShrink >= 0.0 && gptqShrink <= 1.0))
+    return fail("--gptq-shrink must be in [0, 1]");
   if (calibrationContext < 0 || calibrationContext > 1000000)
     return fail("--calibration-context must be in 1..1000000");
   if (!(smoothAlpha >= 0.0 && smoothAlpha <= 1.0))
@@ -1213,6 +1232,8 @@ int compile() {
     raiseOptions.smoothAlpha = smoothAlpha;
     raiseOptions.gptqActOrder = gptqActOrder;
     raiseOptions.gptqDamp = gptqDamp;
+    raiseOptions.gptqShrink = gptqShrink;
+    raiseOptions.quantReport = quantReport;
     if (failed(runPipeline(*module, [&](OpPassManager &pm) {
           xfmr::buildRaisePipeline(pm, raiseOptions);
         })))

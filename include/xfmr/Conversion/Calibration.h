@@ -58,10 +58,14 @@ struct CalibrationStats {
   const ChannelStats *find(int64_t product) const;
 };
 
-/// The statistics `stat` ("max", "mean_abs", "mean_square", "rows": A as
-/// [rows, K]) of product
-/// `product` as the calibration artifact names its output.
+/// The statistics `stat` of product `product` as the calibration artifact
+/// names its output: "max", "mean_abs", "mean_square" ([K]), "rows"
+/// (sampled rows, [S, K]) or "gram" (A^T A, [K, K]).
 std::string calibrationOutputName(int64_t product, llvm::StringRef stat);
+
+/// The calibration artifact's extra input: [S] i64 row indices at which
+/// each measured input's rows are sampled ("rows" outputs).
+llvm::StringRef calibrationRowsInputName();
 
 /// Whether `name` is a calibration output; sets the product and the stat.
 bool parseCalibrationOutputName(llvm::StringRef name, int64_t &product, std::string &stat);

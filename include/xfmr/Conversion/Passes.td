@@ -121,6 +121,12 @@ def QuantizeWeightsPass : Pass<"xfmr-quantize-weights", "mlir::ModuleOp"> {
            "gptq: quantize the input channels of largest E[x_k^2] first">,
     Option<"damp", "damp", "double", /*default=*/"0.01",
            "gptq: added to H's diagonal, times its mean diagonal">,
+    Option<"report", "report", "bool", /*default=*/"false",
+           "gptq: print each product's output error on the calibration rows, round to "
+           "nearest against GPTQ">,
+    Option<"shrink", "shrink", "double", /*default=*/"0.0",
+           "gptq: H's off-diagonal scaled by 1 - shrink (toward its diagonal: a "
+           "second moment from few calibration rows overfits)">,
     Option<"calibration", "calibration", "std::string", /*default=*/"\"\"",
            "Activation statistics (xfmr-compile --calibration; JSON, docs/quantization.md)">,
     Option<"alpha", "alpha", "double", /*default=*/"0.5",
@@ -170,13 +176,23 @@ def CalibrationOutputsPass : Pass<"xfmr-calibration-outputs", "mlir::ModuleOp"> 
     each `onnx.MatMul` in the entry function's body whose B is a constant
     f32 `[K, N]` (the products xfmr-quantize-weights rewrites), the function
     gets three more results over all of A's rows: max |a_k|, mean |a_k| and
-    mean a_k^2, each `[K]` f32, and A itself as `[rows, K]`, named
-    `xfmr_calibration.<i>.max`, `.mean_abs`, `.mean_square`, `.rows` (the
-    host keeps a sample of the rows; only the first of the products that
-    share an input returns them) where i is the MatMul's index among the
-    module's onnx.MatMul ops in walk order. Runs where xfmr-quantize-weights
-    would (after onnx-simplify-shapes), so the indices name the same ops.
+    mean a_k^2, each `[K]` f32; `samples`: rows of A spread evenly over
+    them, `[samples, K]` (AWQ measures output error on them); with
+    `second-moments`, A^T A summed over the rows, `[K, K]` (GPTQ's H), named
+    `xfmr_calibration.<i>.max`, `.mean_abs`, `.mean_square`, `.rows`,
+    `.gram` (only the first of the products that share an input returns the
+    last two) where i is the MatMul's index among the module's onnx.MatMul
+    ops in walk order. Every result has a static shape, so the calibration
+    artifact's layers can be outlined like the model's. Runs where
+    xfmr-quantize-weights would (after onnx-simplify-shapes), so the indices
+    name the same ops.
   }];
+  let options = [
+    Option<"samples", "samples", "int64_t", /*default=*/"64",
+           "Rows of each input returned per run (row (2j + 1) R / (2 samples) of R)">,
+    Option<"secondMoments", "second-moments", "bool", /*default=*/"false",
+           "Also return A^T A of each input ([K, K], for GPTQ)">,
+  ];
   let dependentDialects = ["::xfmr::onnx::ONNXDialect"];
   let statistics = [
     Statistic<"numMeasured", "measured", "Products whose input statistics are returned">,

@@ -51,6 +51,9 @@ struct CPUPipelineOptions {
   bool referenceWeights = false;
   /// Leave the weights' resource blobs allocated (another module uses them).
   bool keepBlobs = false;
+  /// Run buffer-deallocation-simplification (off for the calibration
+  /// artifact, whose many results make it slow).
+  bool simplifyDeallocations = true;
 };
 
 /// Options of buildGPUKernelsPipeline.
@@ -97,12 +100,17 @@ struct RaiseOptions {
   std::string calibrationFile;
   /// smoothquant's migration strength.
   double smoothAlpha = 0.5;
-  /// gptq: channels of largest E[x^2] first; H's dampening.
+  /// gptq: channels of largest E[x^2] first; H's dampening and shrinkage.
   bool gptqActOrder = false;
   double gptqDamp = 0.01;
+  double gptqShrink = 0.0;
+  /// gptq: print each product's calibration error (xfmr-quantize-weights report).
+  bool quantReport = false;
   /// Instead of quantizing: return each product's input statistics
   /// (xfmr-calibration-outputs), for the calibration artifact.
   bool calibrationOutputs = false;
+  /// With calibrationOutputs: each input's A^T A too (GPTQ).
+  bool calibrationSecondMoments = false;
 };
 
 /// onnx (imported) -> onnx + xfmr ops [-> paged step function].

@@ -25,7 +25,7 @@ namespace xfmr {
 
 namespace {
 constexpr llvm::StringLiteral kPrefix = "xfmr_calibration.";
-constexpr llvm::StringLiteral kStats[] = {"max", "mean_abs", "mean_square", "rows"};
+constexpr llvm::StringLiteral kStats[] = {"max", "mean_abs", "mean_square", "rows", "gram"};
 
 llvm::json::Array toJSON(const std::vector<float> &v) {
   llvm::json::Array a;
@@ -58,6 +58,8 @@ const ChannelStats *CalibrationStats::find(int64_t product) const {
 std::string calibrationOutputName(int64_t product, llvm::StringRef stat) {
   return (kPrefix + llvm::Twine(product) + "." + stat).str();
 }
+
+llvm::StringRef calibrationRowsInputName() { return "xfmr_calibration.rows"; }
 
 bool parseCalibrationOutputName(llvm::StringRef name, int64_t &product, std::string &stat) {
   if (!name.consume_front(kPrefix))

@@ -4,7 +4,8 @@
 //
 // The calibration artifact of `xfmr-compile --calibration` is the f32 model
 // with, per quantizable product, its input's channel statistics as extra
-// results (xfmr_calibration.<i>.max / .mean_abs / .mean_square, [K] f32).
+// results (xfmr_calibration.<i>.max / .mean_abs / .mean_square, [K] f32;
+// .rows, sampled rows [S, K]; .gram, A^T A [K, K]).
 // xfmr-compile runs it on the calibration tokens and hands the aggregated
 // statistics to xfmr-quantize-weights (include/xfmr/Conversion/Calibration.h).
 //
@@ -35,9 +36,10 @@ struct ChannelOutput {
 };
 
 /// max |a|, mean |a| and mean a^2 of `a` ([..., K]) over every axis but
-/// the last, and `a` as [rows, K] (the host samples rows), built after `mm`.
-SmallVector<ChannelOutput, 4> channelStatistics(onnx::MatMulOp mm, int64_t index,
-                                                bool withRows) {
+/// the last; with `picks` ([S] row indices, the function's argument), rows
+/// of `a` and, with `gram`, A^T A; built after `mm`.
+SmallVector<ChannelOutput, 5> channelStatistics(onnx::MatMulOp mm, int64_t index, Value picks,
+                                                bool gram) {
   OpBuilder b(mm);
   b.setInsertionPointAfter(mm);
   Location loc = mm.getLoc();
@@ -51,13 +53,7 @@ SmallVector<ChannelOutput, 4> channelStatistics(onnx::MatMulOp mm, int64_t index
   IntegerAttr drop = b.getI64IntegerAttr(0), noop = b.getI64IntegerAttr(0);
   Value abs = onnx::AbsOp::create(b, loc, a.getType(), a);
   Value square = onnx::MulOp::create(b, loc, a.getType(), a, a);
-  Value rows;
-  if (withRows) {
-    auto rowsType = RankedTensorType::get({ShapedType::kDynamic, k}, b.getF32Type());
-    rows = onnx::ReshapeOp::create(b, loc, rowsType, a, i64Constant(b, loc, {-1, k}),
-                                   b.getI64IntegerAttr(0));
-  }
-  SmallVector<ChannelOutput, 4> outputs = {
+  SmallVector<ChannelOutput, 5> outputs = {
       {onnx::ReduceMaxOp::create(b, loc, type, abs, axes, drop, noop),
        calibrationOutputName(index, "max")},
       {onnx::ReduceMeanOp::create(b, loc, type, abs, axes, drop, noop),
@@ -65,26 +61,79 @@ SmallVector<ChannelOutput, 4> channelStatistics(onnx::MatMulOp mm, int64_t index
       {onnx::ReduceMeanOp::create(b, loc, type, square, axes, drop, noop),
        calibrationOutputName(index, "mean_square")},
   };
-  if (withRows)
-    outputs.push_back({rows, calibrationOutputName(index, "rows")});
+  if (!picks)
+    return outputs;
+  auto rowsType = RankedTensorType::get({ShapedType::kDynamic, k}, b.getF32Type());
+  Value rows = onnx::ReshapeOp::create(b, loc, rowsType, a, i64Constant(b, loc, {-1, k}),
+                                       b.getI64IntegerAttr(0));
+  int64_t count = cast<RankedTensorType>(picks.getType()).getDimSize(0);
+  outputs.push_back({onnx::GatherOp::create(b, loc,
+                                            RankedTensorType::get({count, k}, b.getF32Type()),
+                                            rows, picks, b.getI64IntegerAttr(0)),
+                     calibrationOutputName(index, "rows")});
+  if (gram) {
+    auto transposed = RankedTensorType::get({k, ShapedType::kDynamic}, b.getF32Type());
+    Value t = onnx::TransposeOp::create(b, loc, transposed, rows, b.getI64ArrayAttr({1, 0}));
+    outputs.push_back({onnx::MatMulOp::create(b, loc, RankedTensorType::get({k, k}, b.getF32Type()),
+                                              t, rows),
+                       calibrationOutputName(index, "gram")});
+  }
   return outputs;
 }
 
 struct CalibrationOutputsPass : impl::CalibrationOutputsPassBase<CalibrationOutputsPass> {
+  using Base::Base;
+
+  /// `f`'s new last argument `xfmr_calibration.rows`: the [samples] row
+  /// indices each product's sampled rows are gathered at, chosen by the
+  /// host per run (rows spread evenly over the window). An argument rather
+  /// than arithmetic on the tokens' shape: it belongs to no layer, so
+  /// xfmr-outline-layers passes it to every layer alike.
+  LogicalResult addPicksArgument(func::FuncOp f, Value &picks) {
+    MLIRContext *ctx = f.getContext();
+    auto type = RankedTensorType::get({samples}, IntegerType::get(ctx, 64));
+    auto attrs = DictionaryAttr::get(
+        ctx, {NamedAttribute(StringAttr::get(ctx, "onnx.name"),
+                             StringAttr::get(ctx, calibrationRowsInputName()))});
+    unsigned at = f.getNumArguments();
+    if (failed(f.insertArgument(at, type, attrs, f.getLoc())))
+      return f.emitError() << "xfmr-calibration-outputs: cannot add argument '"
+                           << calibrationRowsInputName() << "'";
+    picks = f.getArgument(at);
+    return success();
+  }
+
   void runOnOperation() override {
+    if (samples < 1 || samples > 4096) {
+      getOperation().emitError() << "xfmr-calibration-outputs: samples must be in 1..4096";
+      return signalPassFailure();
+    }
     ModuleOp module = getOperation();
     DenseMap<func::FuncOp, SmallVector<ChannelOutput>> added;
     DenseSet<Value> sampled; // inputs whose rows are returned already
+    // The products first: A^T A is one more onnx.MatMul, which must not
+    // shift the indices (xfmr-quantize-weights counts the model's own).
+    SmallVector<std::pair<onnx::MatMulOp, int64_t>> products;
     forEachProduct(module, [&](onnx::MatMulOp mm, int64_t index) {
+      products.push_back({mm, index});
+    });
+    DenseMap<func::FuncOp, Value> picksOf; // each function's row indices
+    for (auto [mm, index] : products) {
       auto f = dyn_cast<func::FuncOp>(mm->getParentOp());
       if (!f || !constantWeight(mm, 1) || rankOf(mm.getA()) < 2)
-        return; // in a nested region, not quantized, or a single row
+        continue; // in a nested region, not quantized, or a single row
       ++numMeasured;
       // Products that share an input (q/k/v) share its rows: the first one
       // returns them, and xfmr-quantize-weights reads a group's statistics
       // from its first product.
-      added[f].append(channelStatistics(mm, index, sampled.insert(mm.getA()).second));
-    });
+      Value picks;
+      if (sampled.insert(mm.getA()).second && !(picks = picksOf.lookup(f))) {
+        if (failed(addPicksArgument(f, picks)))
+          return signalPassFailure();
+        picksOf[f] = picks;
+      }
+      added[f].append(channelStatistics(mm, index, picks, secondMoments));
+    }
     for (auto &[f, stats] : added) {
       auto ret = cast<func::ReturnOp>(f.getBody().back().getTerminator());
       MLIRContext *ctx = f.getContext();

@@ -68,7 +68,7 @@ void fitBlock(const float *w, int64_t n, int64_t b, Int4Weights &q) {
 } // namespace
 
 std::optional<GptqHessian> gptqHessian(const float *gram, int64_t k, bool actOrder, double damp,
-                                       std::string &error) {
+                                       double shrink, std::string &error) {
   GptqHessian h;
   h.k = k;
   h.dead.assign(k, false);
@@ -93,6 +93,8 @@ std::optional<GptqHessian> gptqHessian(const float *gram, int64_t k, bool actOrd
         double v = h.dead[r] || h.dead[c] ? 0.0 : gram[r * k + c];
         if (i == j)
           v = (h.dead[r] ? 1.0 : v) + damp * mean;
+        else
+          v *= 1.0 - shrink;
         a[i * k + j] = v;
       }
     if (inverseFactor(a, n, h.u)) {

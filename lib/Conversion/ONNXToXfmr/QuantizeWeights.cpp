@@ -59,6 +59,7 @@
 #include "mlir/IR/Threading.h"
 
 #include "llvm/ADT/MapVector.h"
+#include "llvm/Support/FormatVariadic.h"
 #include "llvm/Support/MathExtras.h"
 
 #include <cmath>
@@ -180,6 +181,8 @@ struct QuantizeWeightsPass : impl::QuantizeWeightsPassBase<QuantizeWeightsPass> 
       return error() << "method=" << method << " needs bits=4";
     if (!(damp > 0.0 && damp <= 1.0))
       return error() << "damp must be in (0, 1]";
+    if (!(shrink >= 0.0 && shrink <= 1.0))
+      return error() << "shrink must be in [0, 1]";
     if (method == "smoothquant" && (bits != 8 || float8))
       return error() << "method=smoothquant needs bits=8 (int8)";
     if (method != "rtn" && calibration.empty())
@@ -237,6 +240,8 @@ struct QuantizeWeightsPass : impl::QuantizeWeightsPassBase<QuantizeWeightsPass> 
                                             << g.error;
         return signalPassFailure();
       }
+    if (report)
+      printReport(plan);
     for (Group &g : plan) {
       if (!g.scales.empty())
         divideInput(g.input, g.members, g.scales);
@@ -348,6 +353,9 @@ struct QuantizeWeightsPass : impl::QuantizeWeightsPassBase<QuantizeWeightsPass> 
     std::vector<float> scales;           // s per input channel (AWQ, SmoothQuant)
     std::vector<Blockwise> packed;       // per member (integer modes)
     std::string error;                   // why prepare() could not
+    /// `report`: per member, the output error on the calibration rows
+    /// (relative, tr(D^T H D) / tr(W^T H W)) of round to nearest and GPTQ.
+    SmallVector<std::pair<double, double>> report;
   };
 
   /// The statistics of an input read by `products`: one of them carries
@@ -407,6 +415,29 @@ struct QuantizeWeightsPass : impl::QuantizeWeightsPassBase<QuantizeWeightsPass> 
     }
   }
 
+  /// One line per GPTQ'd product: its node, shape and output error on the
+  /// calibration rows with round to nearest and with GPTQ; then the mean.
+  void printReport(ArrayRef<Group> plan) {
+    llvm::raw_ostream &os = llvm::outs();
+    double rtn = 0, gptq = 0;
+    int64_t count = 0;
+    for (const Group &g : plan)
+      for (auto [member, errors] : llvm::zip(g.members, g.report)) {
+        onnx::MatMulOp mm = member.first;
+        os << llvm::formatv("quant-report: product {0} {1} [{2} x {3}]: output error on the "
+                            "calibration rows {4:P2} round to nearest, {5:P2} gptq\n",
+                            member.second, nodeName(mm), dimOf(mm.getB(), 0),
+                            dimOf(mm.getB(), 1), errors.first, errors.second);
+        rtn += errors.first;
+        gptq += errors.second;
+        ++count;
+      }
+    if (count)
+      os << llvm::formatv("quant-report: {0} products, mean output error {1:P2} round to "
+                          "nearest, {2:P2} gptq\n",
+                          count, rtn / count, gptq / count);
+  }
+
   /// GPTQ of each member against the group's input's H (one factorization
   /// for the group).
   void prepareGptq(Group &g, ArrayRef<quant::ProductWeight> weights, int64_t k) {
@@ -416,13 +447,20 @@ struct QuantizeWeightsPass : impl::QuantizeWeightsPassBase<QuantizeWeightsPass> 
       return;
     }
     std::optional<quant::GptqHessian> h =
-        quant::gptqHessian(g.stats->gram.data(), k, actOrder, damp, g.error);
+        quant::gptqHessian(g.stats->gram.data(), k, actOrder, damp, shrink, g.error);
     if (!h)
       return;
     if (h->damping > damp)
       ++numGptqDamped;
-    for (const quant::ProductWeight &w : weights)
-      g.packed.push_back(packInt4(quant::gptqQuantize(w.w, k, w.n, group, *h)));
+    for (const quant::ProductWeight &w : weights) {
+      quant::Int4Weights q = quant::gptqQuantize(w.w, k, w.n, group, *h);
+      if (report)
+        g.report.push_back(
+            {quant::relativeOutputError(w.w, quant::roundToNearest(w.w, k, w.n, group),
+                                        g.stats->gram.data()),
+             quant::relativeOutputError(w.w, q, g.stats->gram.data())});
+      g.packed.push_back(packInt4(q));
+    }
   }
 
   Blockwise pack(const float *w, int64_t k, int64_t n, const float *importance) const {

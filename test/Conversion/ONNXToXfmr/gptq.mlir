@@ -20,6 +20,16 @@
 // RUN: xfmr-opt %s "--xfmr-quantize-weights=bits=4 group=32 method=gptq calibration=%t/correlated.json" --mlir-print-debuginfo=false > %t/correlated.mlir
 // RUN: not diff %t/rtn.mlir %t/correlated.mlir > /dev/null
 // RUN: FileCheck %s --input-file=%t/correlated.mlir
+// Shrunk all the way to its diagonal, H is uncorrelated again: round to
+// nearest.
+// RUN: xfmr-opt %s "--xfmr-quantize-weights=bits=4 group=32 method=gptq shrink=1 calibration=%t/correlated.json" --mlir-print-debuginfo=false > %t/shrunk.mlir
+// RUN: diff %t/rtn.mlir %t/shrunk.mlir
+// The report: each product's output error on the calibration rows (with
+// H = 0.9^|i-j|), GPTQ's below round to nearest's.
+// RUN: xfmr-opt %s "--xfmr-quantize-weights=bits=4 group=32 method=gptq report=true calibration=%t/correlated.json" -o /dev/null | FileCheck %s --check-prefix=REPORT
+// REPORT: quant-report: product 0 {{.*}}[32 x 2]: output error on the calibration rows [[R0:[0-9.]+]]% round to nearest, {{[0-9.]+}}% gptq
+// REPORT: quant-report: product 1 {{.*}}[32 x 2]: output error on the calibration rows {{[0-9.]+}}% round to nearest, {{[0-9.]+}}% gptq
+// REPORT: quant-report: 2 products, mean output error {{[0-9.]+}}% round to nearest, {{[0-9.]+}}% gptq
 // CHECK-LABEL: func.func @gptq(
 // CHECK: onnx.ms.MatMulNBits({{.*}} block_size = 32 : i64
 // CHECK: onnx.ms.MatMulNBits(%arg1, {{.*}} block_size = 32 : i64
@@ -37,6 +47,8 @@
 // MISSING: identity.json: its second moments '{{.*}}identity.json.gram': No such file or directory
 // RUN: not xfmr-opt %s "--xfmr-quantize-weights=bits=4 group=32 method=gptq damp=0 calibration=%t/diagonal.json" 2>&1 | FileCheck %s --check-prefix=DAMP
 // DAMP: xfmr-quantize-weights: damp must be in (0, 1]
+// RUN: not xfmr-opt %s "--xfmr-quantize-weights=bits=4 group=32 method=gptq shrink=2 calibration=%t/diagonal.json" 2>&1 | FileCheck %s --check-prefix=SHRINK
+// SHRINK: xfmr-quantize-weights: shrink must be in [0, 1]
 
 func.func @gptq(%x: tensor<?x32xf32>, %h: tensor<?x32xf32>) -> (tensor<?x2xf32>, tensor<?x2xf32>) {
   %g = onnx.Constant() {value = dense<[1.0000, 1.1000, 1.2000, 1.3000, 1.4000, 1.5000, 1.6000, 1.7000, 1.8000, 1.9000, 2.0000, 2.1000, 2.2000, 2.3000, 2.4000, 2.5000, 2.6000, 2.7000, 2.8000, 2.9000, 3.0000, 3.1000, 3.2000, 3.3000, 3.4000, 3.5000, 3.6000, 3.7000, 3.8000, 3.9000, 4.0000, 4.1000]> : tensor<32xf32>} : () -> tensor<32xf32>
