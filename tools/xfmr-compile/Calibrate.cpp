@@ -89,14 +89,15 @@ bool sample(Accumulator &acc, const rt::Tensor &t, int64_t perWindow, std::strin
   return true;
 }
 
-/// Adds one window's output `stat` (a [K] f32 tensor) of `acc`.
-bool accumulate(Accumulator &acc, const std::string &stat, const rt::Tensor &t, int64_t rows,
-                std::string &error) {
-  if (t.dtype() != rt::DType::F32 || t.shape().size() != 1 || t.numel() < 1) {
-    error = "calibration output '" + t.name() + "' is not a [K] float32 vector";
+/// Adds one window's "channels" output ([3K] f32: max |a|, mean |a|, mean
+/// a^2 per channel, one after the other) to `acc`.
+bool accumulate(Accumulator &acc, const rt::Tensor &t, int64_t rows, std::string &error) {
+  if (t.dtype() != rt::DType::F32 || t.shape().size() != 1 || t.numel() < 3 ||
+      t.numel() % 3 != 0) {
+    error = "calibration output '" + t.name() + "' is not a [3 K] float32 vector";
     return false;
   }
-  size_t k = static_cast<size_t>(t.numel());
+  size_t k = static_cast<size_t>(t.numel() / 3);
   if (acc.maxAbs.empty()) {
     acc.maxAbs.assign(k, 0.0f);
     acc.sumAbs.assign(k, 0.0);
@@ -106,14 +107,11 @@ bool accumulate(Accumulator &acc, const std::string &stat, const rt::Tensor &t, 
     error = "calibration output '" + t.name() + "' changed length between windows";
     return false;
   }
-  const float *v = t.data<float>();
+  const float *max = t.data<float>(), *meanAbs = max + k, *meanSquare = meanAbs + k;
   for (size_t i = 0; i < k; ++i) {
-    if (stat == "max")
-      acc.maxAbs[i] = std::max(acc.maxAbs[i], v[i]);
-    else if (stat == "mean_abs")
-      acc.sumAbs[i] += static_cast<double>(v[i]) * rows;
-    else
-      acc.sumSquare[i] += static_cast<double>(v[i]) * rows;
+    acc.maxAbs[i] = std::max(acc.maxAbs[i], max[i]);
+    acc.sumAbs[i] += static_cast<double>(meanAbs[i]) * rows;
+    acc.sumSquare[i] += static_cast<double>(meanSquare[i]) * rows;
   }
   return true;
 }
@@ -200,7 +198,7 @@ measureCalibration(const std::string &artifactDir, const std::string &tokensPath
       Accumulator &acc = products[product];
       bool ok = stat == "rows"   ? sample(acc, t, std::min(length, perWindow), error)
                 : stat == "gram" ? addSecondMoment(acc, t, length, error)
-                                 : accumulate(acc, stat, t, length, error);
+                                 : accumulate(acc, t, length, error);
       if (!ok)
         return std::nullopt;
     }

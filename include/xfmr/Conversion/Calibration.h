@@ -59,8 +59,8 @@ struct CalibrationStats {
 };
 
 /// The statistics `stat` of product `product` as the calibration artifact
-/// names its output: "max", "mean_abs", "mean_square" ([K]), "rows"
-/// (sampled rows, [S, K]) or "gram" (A^T A, [K, K]).
+/// names its output: "channels" (max |x|, mean |x|, mean x^2 per channel,
+/// [3K]), "rows" (sampled rows, [S, K]) or "gram" (A^T A, [K, K]).
 std::string calibrationOutputName(int64_t product, llvm::StringRef stat);
 
 /// The calibration artifact's extra input: [S] i64 row indices at which

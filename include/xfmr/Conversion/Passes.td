@@ -175,21 +175,23 @@ def CalibrationOutputsPass : Pass<"xfmr-calibration-outputs", "mlir::ModuleOp"> 
     For activation-aware quantization (`xfmr-compile --calibration`): for
     each `onnx.MatMul` in the entry function's body whose B is a constant
     f32 `[K, N]` (the products xfmr-quantize-weights rewrites), the function
-    gets three more results over all of A's rows: max |a_k|, mean |a_k| and
-    mean a_k^2, each `[K]` f32; `samples`: rows of A spread evenly over
-    them, `[samples, K]` (AWQ measures output error on them); with
+    gets more results over all of A's rows: max |a_k|, mean |a_k| and mean
+    a_k^2, one after the other in one `[3K]` f32 (one result, not three: the
+    entry's results become one struct LLVM carries through code
+    generation); `samples` rows of A at the indices of the function's new
+    argument `xfmr_calibration.rows` (`[samples]` i64, chosen by the host),
+    `[samples, K]` (AWQ measures output error on them); with
     `second-moments`, A^T A summed over the rows, `[K, K]` (GPTQ's H), named
-    `xfmr_calibration.<i>.max`, `.mean_abs`, `.mean_square`, `.rows`,
-    `.gram` (only the first of the products that share an input returns the
-    last two) where i is the MatMul's index among the module's onnx.MatMul
-    ops in walk order. Every result has a static shape, so the calibration
+    `xfmr_calibration.<i>.channels`, `.rows`, `.gram` (only the first of the
+    products that share an input returns the last two) where i is the
+    MatMul's index among the module's onnx.MatMul ops in walk order. Every result has a static shape, so the calibration
     artifact's layers can be outlined like the model's. Runs where
     xfmr-quantize-weights would (after onnx-simplify-shapes), so the indices
     name the same ops.
   }];
   let options = [
     Option<"samples", "samples", "int64_t", /*default=*/"64",
-           "Rows of each input returned per run (row (2j + 1) R / (2 samples) of R)">,
+           "Rows of each input returned per run (the length of the row-index argument)">,
     Option<"secondMoments", "second-moments", "bool", /*default=*/"false",
            "Also return A^T A of each input ([K, K], for GPTQ)">,
   ];

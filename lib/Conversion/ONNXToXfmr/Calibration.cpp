@@ -25,7 +25,7 @@ namespace xfmr {
 
 namespace {
 constexpr llvm::StringLiteral kPrefix = "xfmr_calibration.";
-constexpr llvm::StringLiteral kStats[] = {"max", "mean_abs", "mean_square", "rows", "gram"};
+constexpr llvm::StringLiteral kStats[] = {"channels", "rows", "gram"};
 
 llvm::json::Array toJSON(const std::vector<float> &v) {
   llvm::json::Array a;

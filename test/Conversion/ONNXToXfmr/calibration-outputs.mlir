@@ -5,7 +5,8 @@
 
 // The calibration artifact of xfmr-compile --calibration: each product with
 // a constant f32 [K, N] weight returns max |a|, mean |a| and mean a^2 of its
-// input over every axis but the last, and 64 of its rows spread evenly over
+// input over every axis but the last (one [3K] result), and 64 of its rows
+// spread evenly over
 // them ([64, K]: AWQ's error measurements; static, so that layers outline),
 // named by the product's index among
 // the module's onnx.MatMul ops. Product 1 (a weight known at run time) is
@@ -15,9 +16,9 @@
 // no layer owns them: xfmr-outline-layers passes them to each).
 // CHECK-LABEL: func.func @model(
 // CHECK-SAME: %arg3: tensor<64xi64> {onnx.name = "xfmr_calibration.rows"}) -> (tensor<?x?x4xf32> {onnx.name = "y"}, tensor<?x?x3xf32> {onnx.name = "z"},
-// CHECK-SAME: tensor<8xf32> {onnx.name = "xfmr_calibration.0.max"}, tensor<8xf32> {onnx.name = "xfmr_calibration.0.mean_abs"}, tensor<8xf32> {onnx.name = "xfmr_calibration.0.mean_square"}, tensor<64x8xf32> {onnx.name = "xfmr_calibration.0.rows"},
-// CHECK-SAME: tensor<4xf32> {onnx.name = "xfmr_calibration.2.max"}, tensor<4xf32> {onnx.name = "xfmr_calibration.2.mean_abs"}, tensor<4xf32> {onnx.name = "xfmr_calibration.2.mean_square"}, tensor<64x4xf32> {onnx.name = "xfmr_calibration.2.rows"},
-// CHECK-SAME: tensor<8xf32> {onnx.name = "xfmr_calibration.3.max"}, tensor<8xf32> {onnx.name = "xfmr_calibration.3.mean_abs"}, tensor<8xf32> {onnx.name = "xfmr_calibration.3.mean_square"})
+// CHECK-SAME: tensor<24xf32> {onnx.name = "xfmr_calibration.0.channels"}, tensor<64x8xf32> {onnx.name = "xfmr_calibration.0.rows"},
+// CHECK-SAME: tensor<12xf32> {onnx.name = "xfmr_calibration.2.channels"}, tensor<64x4xf32> {onnx.name = "xfmr_calibration.2.rows"},
+// CHECK-SAME: tensor<24xf32> {onnx.name = "xfmr_calibration.3.channels"})
 // CHECK: %[[Y:.*]] = onnx.MatMul(%arg0,
 // CHECK: %[[AXES:.*]] = onnx.Constant() {value = dense<[0, 1]> : tensor<2xi64>}
 // CHECK: %[[ABS:.*]] = onnx.Abs(%arg0)
@@ -25,10 +26,11 @@
 // CHECK: %[[MAX:.*]] = onnx.ReduceMax(%[[ABS]], %[[AXES]]) {keepdims = 0 : i64}
 // CHECK: %[[MEAN:.*]] = onnx.ReduceMean(%[[ABS]], %[[AXES]]) {keepdims = 0 : i64
 // CHECK: %[[MS:.*]] = onnx.ReduceMean(%[[SQ]], %[[AXES]]) {keepdims = 0 : i64
+// CHECK: %[[CH:.*]] = onnx.Concat(%[[MAX]], %[[MEAN]], %[[MS]]) {axis = 0 : i64} : (tensor<8xf32>, tensor<8xf32>, tensor<8xf32>) -> tensor<24xf32>
 // CHECK: %[[A:.*]] = onnx.Reshape(%arg0, %{{.*}}) : (tensor<?x?x8xf32>, tensor<2xi64>) -> tensor<?x8xf32>
 // CHECK: %[[ROWS:.*]] = onnx.Gather(%[[A]], %arg3) : (tensor<?x8xf32>, tensor<64xi64>) -> tensor<64x8xf32>
 // CHECK-NOT: onnx.Transpose
-// CHECK: return %{{.*}}, %{{.*}}, %[[MAX]], %[[MEAN]], %[[MS]], %[[ROWS]], %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}} :
+// CHECK: return %{{.*}}, %{{.*}}, %[[CH]], %[[ROWS]], %{{.*}}, %{{.*}}, %{{.*}} :
 
 // With second moments, the inputs whose rows are returned also return
 // A^T A, and the new MatMuls do not shift the products' indices.
@@ -36,7 +38,7 @@
 // GRAM-SAME: %arg3: tensor<4xi64> {onnx.name = "xfmr_calibration.rows"})
 // GRAM-SAME: tensor<4x8xf32> {onnx.name = "xfmr_calibration.0.rows"}, tensor<8x8xf32> {onnx.name = "xfmr_calibration.0.gram"},
 // GRAM-SAME: tensor<4x4xf32> {onnx.name = "xfmr_calibration.2.rows"}, tensor<4x4xf32> {onnx.name = "xfmr_calibration.2.gram"},
-// GRAM-SAME: tensor<8xf32> {onnx.name = "xfmr_calibration.3.mean_square"})
+// GRAM-SAME: tensor<24xf32> {onnx.name = "xfmr_calibration.3.channels"})
 // GRAM: %[[A:.*]] = onnx.Reshape(%arg0, %{{.*}}) : (tensor<?x?x8xf32>, tensor<2xi64>) -> tensor<?x8xf32>
 // GRAM: %[[AT:.*]] = onnx.Transpose(%[[A]]) {perm = [1, 0]} : (tensor<?x8xf32>) -> tensor<8x?xf32>
 // GRAM: %[[G:.*]] = onnx.MatMul(%[[AT]], %[[A]]) : (tensor<8x?xf32>, tensor<?x8xf32>) -> tensor<8x8xf32>
