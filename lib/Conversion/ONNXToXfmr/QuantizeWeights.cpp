@@ -22,9 +22,12 @@
 // after the sum; 1 byte per weight. `--quant=w8a8` (method=smoothquant)
 // adds {int8_activations}: A's rows quantized to int8 at run time and
 // multiplied in integers (the 8-bit kernel, VNNI where present). In the
-// 4-bit and fp8 modes the output product (lm_head) is int8 weight-only too. (Group-wise int4 keeps MatMulNBits: a
-// !quant.uniform sub-channel type would carry every block's scale in the
-// type, K * N / G values, millions for a small LLM.)
+// 4-bit and fp8 modes the output product (lm_head) is int8 weight-only too.
+// (Group-wise int4 keeps MatMulNBits: a !quant.uniform sub-channel type
+// would carry every block's scale in the type, K * N / G values, millions
+// for a small LLM.) `--quant=int4-gptq` (method=gptq) chooses the int4
+// codes with GPTQ's error feedback instead of rounding each weight alone
+// (GPTQ.h).
 //
 // `--quant=bf16` (option bits=16) rounds each weight to bfloat16 (to
 // nearest, ties to even; NaN stays NaN) and replaces the MatMul with
@@ -349,7 +352,7 @@ struct QuantizeWeightsPass : impl::QuantizeWeightsPassBase<QuantizeWeightsPass> 
   struct Group {
     Value input;
     SmallVector<Member> members;
-    const ChannelStats *stats = nullptr; // AWQ / SmoothQuant; else round to nearest
+    const ChannelStats *stats = nullptr; // AWQ / GPTQ / SmoothQuant; else round to nearest
     std::vector<float> scales;           // s per input channel (AWQ, SmoothQuant)
     std::vector<Blockwise> packed;       // per member (integer modes)
     std::string error;                   // why prepare() could not
