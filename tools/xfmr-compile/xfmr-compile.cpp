@@ -40,6 +40,7 @@
 #include "mlir/InitAllExtensions.h"
 #include "mlir/InitAllPasses.h"
 #include "mlir/Pass/PassManager.h"
+#include "mlir/Support/Timing.h"
 #include "mlir/Support/FileUtilities.h"
 #include "mlir/Target/LLVMIR/Dialect/All.h"
 #include "llvm/ADT/ScopeExit.h"
@@ -497,6 +498,11 @@ LogicalResult checkExpertParallel(ModuleOp module) {
 LogicalResult runPipeline(ModuleOp module,
                           llvm::function_ref<void(OpPassManager &)> build) {
   PassManager pm(module->getContext());
+  // --mlir-timing, --mlir-pass-statistics, --mlir-print-ir-after-all, ...
+  // (registered in main; hidden from --help, listed by --help-hidden).
+  if (failed(applyPassManagerCLOptions(pm)))
+    return failure();
+  applyDefaultTimingPassManagerCLOptions(pm);
   build(pm);
   return pm.run(module);
 }
@@ -1265,6 +1271,7 @@ int main(int argc, char **argv) {
   registerAsmPrinterCLOptions();
   registerMLIRContextCLOptions();
   registerPassManagerCLOptions();
+  registerDefaultTimingManagerCLOptions();
   cl::HideUnrelatedOptions(category);
   cl::ParseCommandLineOptions(
       argc, argv,
