@@ -32,13 +32,12 @@ struct Accumulator {
   std::vector<double> sumAbs, sumSquare;
   std::vector<float> samples; // [sampleRows, K]
   int64_t sampleRows = 0;
-  std::vector<double> gram;   // sum x x^T, [K, K] (GPTQ)
-  int64_t gramRows = 0;
+  std::vector<double> gram;   // sum x x^T over `rows`, [K, K] (GPTQ)
 };
 
 /// Adds one window's A^T A (the artifact's [K, K] "gram" output) to
 /// `acc.gram`, in f64.
-bool addSecondMoment(Accumulator &acc, const rt::Tensor &t, int64_t rows, std::string &error) {
+bool addSecondMoment(Accumulator &acc, const rt::Tensor &t, std::string &error) {
   if (t.dtype() != rt::DType::F32 || t.shape().size() != 2 || t.shape()[0] != t.shape()[1] ||
       t.shape()[0] < 1) {
     error = "calibration output '" + t.name() + "' is not a [K, K] float32 matrix";
@@ -54,7 +53,6 @@ bool addSecondMoment(Accumulator &acc, const rt::Tensor &t, int64_t rows, std::s
   const float *g = t.data<float>();
   for (int64_t i = 0; i < k * k; ++i)
     acc.gram[i] += g[i];
-  acc.gramRows += rows;
   return true;
 }
 
@@ -64,7 +62,7 @@ std::vector<float> secondMoment(const Accumulator &acc, int64_t k) {
   for (int64_t i = 0; i < k; ++i)
     for (int64_t j = i; j < k; ++j)
       g[i * k + j] = g[j * k + i] =
-          static_cast<float>((acc.gram[i * k + j] + acc.gram[j * k + i]) / (2.0 * acc.gramRows));
+          static_cast<float>((acc.gram[i * k + j] + acc.gram[j * k + i]) / (2.0 * acc.rows));
   return g;
 }
 
@@ -197,7 +195,7 @@ measureCalibration(const std::string &artifactDir, const std::string &tokensPath
         continue;
       Accumulator &acc = products[product];
       bool ok = stat == "rows"   ? sample(acc, t, std::min(length, perWindow), error)
-                : stat == "gram" ? addSecondMoment(acc, t, length, error)
+                : stat == "gram" ? addSecondMoment(acc, t, error)
                                  : accumulate(acc, t, length, error);
       if (!ok)
         return std::nullopt;
@@ -216,7 +214,7 @@ measureCalibration(const std::string &artifactDir, const std::string &tokensPath
     s.maxAbs = acc.maxAbs;
     s.samples = std::move(acc.samples);
     s.sampleRows = acc.sampleRows;
-    if (acc.gramRows > 0) {
+    if (!acc.gram.empty()) {
       if (acc.gram.size() != acc.maxAbs.size() * acc.maxAbs.size()) {
         error = "calibration outputs of product " + std::to_string(index) +
                 " disagree on its width";

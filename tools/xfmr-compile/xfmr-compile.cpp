@@ -1026,10 +1026,11 @@ int lowerAndWrite(ModuleOp module, const xfmr::cpu::HostTarget &host,
 /// The statistics file for --calibration: the file itself when it is one
 /// (.json); else measured by compiling `module` (imported, not yet raised)
 /// with xfmr-calibration-outputs into a scratch artifact in `scratch` and
-/// running it on the tokens.
+/// running it on the tokens, with each input's A^T A if `secondMoments`
+/// (GPTQ).
 FailureOr<std::string> calibrationFile(ModuleOp module, const xfmr::cpu::HostTarget &host,
-                                       Progress &progress,
-                                       const std::string &scratch) {
+                                       Progress &progress, const std::string &scratch,
+                                       bool secondMoments) {
   std::string error;
   if (llvm::StringRef(calibration).ends_with(".json")) {
     std::optional<xfmr::CalibrationStats> stats = xfmr::readCalibrationStats(calibration, error);
@@ -1043,7 +1044,7 @@ FailureOr<std::string> calibrationFile(ModuleOp module, const xfmr::cpu::HostTar
   progress.step("calibration: f32 model with its products' input statistics as outputs");
   xfmr::RaiseOptions options;
   options.calibrationOutputs = true;
-  options.calibrationSecondMoments = quant.getValue().rfind("int4-gptq", 0) == 0;
+  options.calibrationSecondMoments = secondMoments;
   if (failed(runPipeline(*clone, [&](OpPassManager &pm) {
         xfmr::buildRaisePipeline(pm, options);
       })))
@@ -1215,7 +1216,8 @@ int compile() {
     if (auto ec = llvm::sys::fs::createUniqueDirectory("xfmr-calibration", scratch))
       return fail("cannot create a scratch directory: " + ec.message());
     scratchDir = scratch.str().str();
-    FailureOr<std::string> stats = calibrationFile(*module, *host, progress, scratchDir);
+    FailureOr<std::string> stats = calibrationFile(*module, *host, progress, scratchDir,
+                                                   /*secondMoments=*/quantMethod == "gptq");
     if (failed(stats))
       return 1;
     calibrationStats = *stats;

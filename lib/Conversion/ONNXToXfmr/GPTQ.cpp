@@ -42,12 +42,9 @@ bool inverseFactor(std::vector<double> &a, int n, std::vector<float> &u) {
   int info = 0;
   if (!choleskyUpper(a, n))
     return false;
-  dpotri_("U", &n, a.data(), &n, &info); // H^-1, upper triangle
+  dpotri_("U", &n, a.data(), &n, &info); // H^-1, upper triangle (all dpotrf "U" reads)
   if (info != 0)
     return false;
-  for (int j = 0; j < n; ++j) // fill the lower triangle: dpotrf reads "U" only, but be whole
-    for (int i = j + 1; i < n; ++i)
-      a[i + static_cast<size_t>(j) * n] = a[j + static_cast<size_t>(i) * n];
   if (!choleskyUpper(a, n))
     return false;
   // Column-major upper R(i, j), i <= j, is a[i + j n]: row-major u[i][j].
@@ -58,7 +55,8 @@ bool inverseFactor(std::vector<double> &a, int n, std::vector<float> &u) {
   return true;
 }
 
-/// The grid of each column's block `b` of `w` ([K, N], rows = channels).
+/// The grid of each column's block `b` of `w` ([K, N], rows = channels in
+/// order).
 void fitBlock(const float *w, int64_t n, int64_t b, Int4Weights &q) {
   int64_t blocks = q.k / q.group;
   for (int64_t col = 0; col < n; ++col)
@@ -130,12 +128,10 @@ Int4Weights gptqQuantize(const float *w0, int64_t k, int64_t n, int64_t group,
     int64_t i2 = std::min(k, i1 + kBatch);
     for (int64_t i = i1; i < i2; ++i) {
       int64_t channel = h.order[i], b = channel / group;
-      if (!reordered && channel % group == 0) {
-        // The block's grids from its current (fed-back) weights; the rows
-        // are in channel order here, so they are wp's next `group` rows.
-        for (int64_t col = 0; col < n; ++col)
-          q.params[col * blocks + b] = Int4Params::fit(&wp[i * n + col], n, group);
-      }
+      // The block's grids from its current (fed-back) weights: unreordered,
+      // wp's rows are the channels in order.
+      if (!reordered && channel % group == 0)
+        fitBlock(wp.data(), n, b, q);
       float d = h.u[i * k + i];
       float *row = &wp[i * n], *e = &err[(i - i1) * n];
       for (int64_t col = 0; col < n; ++col) {
