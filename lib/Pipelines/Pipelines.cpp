@@ -135,6 +135,12 @@ void buildRaisePipeline(OpPassManager &pm, const RaiseOptions &options) {
     paged.kvDtype = options.kvDtype;
     pm.addPass(createPagedKVCachePass(paged));
   }
+  if (options.tensorParallelRanks > 1) {
+    ShardTensorParallelPassOptions shard;
+    shard.ranks = options.tensorParallelRanks;
+    shard.rank = options.tensorParallelRank;
+    pm.addPass(createShardTensorParallelPass(shard));
+  }
 }
 
 void buildONNXToLinalgPipeline(OpPassManager &pm,

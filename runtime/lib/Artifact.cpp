@@ -275,10 +275,10 @@ std::optional<Error> checkCPUFeatures(const Manifest &m, const std::string &libr
 /// null when empty. The digest is taken of the mapping itself, so what runs
 /// is what was checked.
 Expected<void *> mapWeights(const Manifest &m, int fd, const std::string &weightsPath,
-                            const std::string &manifestPath) {
+                            const std::string &expectedDigest, const std::string &manifestPath) {
   if (m.weightsSize == 0) {
     std::string digest = sha256Hex(kEmptyBuffer, 0);
-    if (digest != m.weightsIntegrity.sha256)
+    if (digest != expectedDigest)
       return digestMismatch(weightsPath, digest, manifestPath);
     return static_cast<void *>(nullptr);
   }
@@ -294,7 +294,7 @@ Expected<void *> mapWeights(const Manifest &m, int fd, const std::string &weight
                  "-byte alignment weights.alignment asks for");
   }
   std::string digest = sha256Hex(p, static_cast<size_t>(m.weightsSize));
-  if (digest != m.weightsIntegrity.sha256) {
+  if (digest != expectedDigest) {
     unmap();
     return digestMismatch(weightsPath, digest, manifestPath);
   }
@@ -393,6 +393,7 @@ Status fillReferences(const Manifest &m, char *buf, const std::string &manifestP
 /// holding weights.bin's bytes between the references, checked against its
 /// digest, and each reference read from the model's files.
 Expected<void *> assembleWeights(const Manifest &m, int fd, const std::string &weightsPath,
+                                 const std::string &expectedDigest,
                                  const std::string &manifestPath) {
   size_t size = static_cast<size_t>(m.weightsSize);
   void *p = ::mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
@@ -429,7 +430,7 @@ Expected<void *> assembleWeights(const Manifest &m, int fd, const std::string &w
   if (Status s = readGap(m.weightsSize); !s)
     return fail(s.takeError());
   std::string digest = hash.finish();
-  if (digest != m.weightsIntegrity.sha256)
+  if (digest != expectedDigest)
     return fail(digestMismatch(weightsPath, digest, manifestPath));
   if (Status s = fillReferences(m, buf, manifestPath); !s)
     return fail(s.takeError());
@@ -438,6 +439,20 @@ Expected<void *> assembleWeights(const Manifest &m, int fd, const std::string &w
 }
 
 } // namespace
+
+int xfmr::rt::parallelLauncherSize() {
+  for (const char *var : {"OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "PMIX_SIZE"})
+    if (const char *v = std::getenv(var))
+      return std::atoi(v);
+  return 0;
+}
+
+int xfmr::rt::parallelLauncherRank() {
+  for (const char *var : {"OMPI_COMM_WORLD_RANK", "PMI_RANK", "PMIX_RANK"})
+    if (const char *v = std::getenv(var))
+      return std::atoi(v);
+  return 0;
+}
 
 Expected<std::unique_ptr<Artifact>> Artifact::load(const std::string &path) {
   std::string dir = trimSlashes(path);
@@ -478,15 +493,27 @@ Expected<std::unique_ptr<Artifact>> Artifact::load(const std::string &path) {
   if (std::optional<Error> cpu = checkCPUFeatures(m, libraryPath))
     return std::move(*cpu);
 
-  std::string weightsPath = joinPath(dir, m.weightsFile);
+  // A tensor-parallel artifact: this MPI rank's weights. A run with the
+  // wrong process count loads rank 0's and is refused on every rank when
+  // it joins (joinExpertParallel), after MPI started on all of them.
+  std::string weightsName = m.weightsFile;
+  const FileIntegrity *weightsIntegrity = &m.weightsIntegrity;
+  if (int rank = parallelLauncherRank();
+      m.tensorParallelRanks > 1 && rank > 0 && rank < m.tensorParallelRanks) {
+    weightsName = m.tensorParallelWeights[rank];
+    weightsIntegrity = &m.tensorParallelIntegrity[rank];
+  }
+  std::string weightsPath = joinPath(dir, weightsName);
   Expected<std::unique_ptr<OwnedFd>> weightsFile =
-      openArtifactFile(weightsPath, m.weightsIntegrity, manifestPath);
+      openArtifactFile(weightsPath, *weightsIntegrity, manifestPath);
   if (!weightsFile)
     return weightsFile.takeError();
   int weightsFd = (*weightsFile)->fd;
   Expected<void *> weights = m.weightReferences.empty()
-                                 ? mapWeights(m, weightsFd, weightsPath, manifestPath)
-                                 : assembleWeights(m, weightsFd, weightsPath, manifestPath);
+                                 ? mapWeights(m, weightsFd, weightsPath,
+                                              weightsIntegrity->sha256, manifestPath)
+                                 : assembleWeights(m, weightsFd, weightsPath,
+                                                   weightsIntegrity->sha256, manifestPath);
   if (!weights)
     return weights.takeError();
   a->weightsMapping = *weights;

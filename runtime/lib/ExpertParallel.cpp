@@ -16,6 +16,7 @@
 #include <cstdlib>
 #include <string>
 #include <thread>
+#include <vector>
 
 #ifdef XFMR_WITH_MPI
 // The C API only (OpenMPI's and MPICH's headers otherwise pull in the
@@ -28,40 +29,20 @@
 namespace xfmr::rt {
 namespace {
 
-/// The process count of an MPI launcher's environment (OpenMPI, PMI,
-/// PMIx), or 0 when not started by one.
-int launcherSize() {
-  for (const char *var : {"OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "PMIX_SIZE"})
-    if (const char *v = std::getenv(var))
-      return std::atoi(v);
-  return 0;
-}
-
-int launcherRank() {
-  for (const char *var : {"OMPI_COMM_WORLD_RANK", "PMI_RANK", "PMIX_RANK"})
-    if (const char *v = std::getenv(var))
-      return std::atoi(v);
-  return 0;
-}
-
 #ifdef XFMR_WITH_MPI
 bool initialised = false;
 
 struct CombineContext {
-  int rank = 0;
+  int rank = 0, ranks = 1;
   double timeoutSeconds = 120;
 };
 CombineContext combineContext;
 
-/// xfmr_uk_moe_combine_fn: an in-place sum over the ranks, polled so that a
-/// rank that never arrives ends the job with a message instead of a hang.
-void allReduce(float *data, int64_t count, void *context) {
-  auto *c = static_cast<CombineContext *>(context);
-  MPI_Request request;
-  MPI_Iallreduce(MPI_IN_PLACE, data, static_cast<int>(count), MPI_FLOAT, MPI_SUM,
-                 MPI_COMM_WORLD, &request);
+/// Waits for `request`, polled so that a rank that never arrives ends the
+/// job with a message instead of a hang.
+void waitOrAbort(MPI_Request &request, const CombineContext &c, const char *what) {
   auto deadline = std::chrono::steady_clock::now() +
-                  std::chrono::duration<double>(c->timeoutSeconds);
+                  std::chrono::duration<double>(c.timeoutSeconds);
   int done = 0;
   for (int spins = 0;; ++spins) {
     MPI_Test(&request, &done, MPI_STATUS_IGNORE);
@@ -69,13 +50,42 @@ void allReduce(float *data, int64_t count, void *context) {
       return;
     if (std::chrono::steady_clock::now() > deadline) {
       std::fprintf(stderr,
-                   "xfmr: rank %d: expert-parallel combine waited %.0f s for the other ranks "
+                   "xfmr: rank %d: %s waited %.0f s for the other ranks "
                    "(one died or stalled; XFMR_EP_TIMEOUT_S sets the limit): aborting\n",
-                   c->rank, c->timeoutSeconds);
+                   c.rank, what, c.timeoutSeconds);
       MPI_Abort(MPI_COMM_WORLD, 3);
     }
     if (spins > 1000)
       std::this_thread::sleep_for(std::chrono::microseconds(50));
+  }
+}
+
+/// xfmr_uk_moe_combine_fn: an in-place sum over the ranks.
+void allReduce(float *data, int64_t count, void *context) {
+  auto *c = static_cast<CombineContext *>(context);
+  MPI_Request request;
+  MPI_Iallreduce(MPI_IN_PLACE, data, static_cast<int>(count), MPI_FLOAT, MPI_SUM,
+                 MPI_COMM_WORLD, &request);
+  waitOrAbort(request, *c, "expert-parallel combine");
+}
+
+/// xfmr_uk_all_reduce_fn (tensor parallelism): every rank's partial sums
+/// gathered, then added in rank order, so that every rank gets the same
+/// bits whatever algorithm MPI picks (the ranks decide their next tokens
+/// independently and must agree). The gather buffer is kept between calls.
+void gatherSum(const float *in, float *out, int64_t count, void *context) {
+  auto *c = static_cast<CombineContext *>(context);
+  static thread_local std::vector<float> gathered;
+  gathered.resize(static_cast<size_t>(count) * c->ranks);
+  MPI_Request request;
+  MPI_Iallgather(in, static_cast<int>(count), MPI_FLOAT, gathered.data(),
+                 static_cast<int>(count), MPI_FLOAT, MPI_COMM_WORLD, &request);
+  waitOrAbort(request, *c, "tensor-parallel all-reduce");
+  std::copy(gathered.begin(), gathered.begin() + count, out);
+  for (int r = 1; r < c->ranks; ++r) {
+    const float *part = gathered.data() + static_cast<size_t>(r) * count;
+    for (int64_t i = 0; i < count; ++i)
+      out[i] += part[i];
   }
 }
 #endif
@@ -146,8 +156,11 @@ bool expertParallelAvailable() {
 }
 
 Expected<ExpertParallelRank> joinExpertParallel(const Artifact &artifact) {
-  const int64_t wanted = artifact.manifest().expertParallelRanks;
-  const int size = launcherSize(), rank = launcherRank();
+  const Manifest &m = artifact.manifest();
+  const int64_t wanted = m.parallelRanks();
+  const bool tensor = m.tensorParallelRanks > 1;
+  const std::string flag = tensor ? "--tensor-parallel=" : "--expert-parallel=";
+  const int size = parallelLauncherSize(), rank = parallelLauncherRank();
   const std::string art = artifact.directory();
 #ifdef XFMR_WITH_MPI
   // Under mpirun MPI starts first, refusals included: leaveExpertParallel
@@ -157,28 +170,33 @@ Expected<ExpertParallelRank> joinExpertParallel(const Artifact &artifact) {
 #endif
   if (wanted <= 1) {
     if (size > 1)
-      return rankError(rank, art + " was not compiled for expert parallelism "
-                                   "(xfmr-compile --expert-parallel=N); run it without mpirun "
-                                   "(mpirun started " + std::to_string(size) + " processes)");
+      return rankError(rank, art + " was not compiled for several ranks (xfmr-compile "
+                                   "--tensor-parallel=N or --expert-parallel=N); run it "
+                                   "without mpirun (mpirun started " +
+                                   std::to_string(size) + " processes)");
     return ExpertParallelRank{};
   }
   std::string run = "mpirun -np " + std::to_string(wanted) + " ...";
   if (size == 0)
-    return Error(art + " was compiled with --expert-parallel=" + std::to_string(wanted) +
-                 ": run it as " + std::to_string(wanted) + " processes (" + run + ")");
+    return Error(art + " was compiled with " + flag + std::to_string(wanted) + ": run it as " +
+                 std::to_string(wanted) + " processes (" + run + ")");
   if (size != wanted)
-    return rankError(rank, art + " was compiled with --expert-parallel=" +
-                               std::to_string(wanted) + " but mpirun started " +
-                               std::to_string(size) + " processes (" + run + ")");
+    return rankError(rank, art + " was compiled with " + flag + std::to_string(wanted) +
+                               " but mpirun started " + std::to_string(size) + " processes (" +
+                               run + ")");
 #ifndef XFMR_WITH_MPI
   return rankError(rank, "this xfmr was built without MPI (libopenmpi-dev): it cannot run "
-                         "the expert-parallel artifact " + art);
+                         "the parallel artifact " + art);
 #else
   using SetPartition = void (*)(int64_t, int64_t, void (*)(float *, int64_t, void *), void *);
-  auto setPartition =
-      reinterpret_cast<SetPartition>(artifact.librarySymbol("xfmr_uk_moe_set_partition"));
-  if (!setPartition)
-    return rankError(rank, art + ": model.so has no mixture-of-experts kernel to partition");
+  using SetCollectives =
+      void (*)(int64_t, void (*)(const float *, float *, int64_t, void *), void *);
+  void *symbol = artifact.librarySymbol(tensor ? "xfmr_uk_set_collectives"
+                                               : "xfmr_uk_moe_set_partition");
+  if (!symbol)
+    return rankError(rank, art + (tensor ? ": model.so has no tensor-parallel all-reduce"
+                                         : ": model.so has no mixture-of-experts kernel to "
+                                           "partition"));
   if (!initialiseMPI(rank))
     return rankError(rank, "MPI_Init_thread failed");
   int mpiRank = 0, mpiSize = 0;
@@ -188,7 +206,11 @@ Expected<ExpertParallelRank> joinExpertParallel(const Artifact &artifact) {
     return rankError(mpiRank, "MPI reports " + std::to_string(mpiSize) + " ranks, the artifact "
                               "wants " + std::to_string(wanted));
   combineContext.rank = mpiRank;
-  setPartition(mpiRank, mpiSize, allReduce, &combineContext);
+  combineContext.ranks = mpiSize;
+  if (tensor)
+    reinterpret_cast<SetCollectives>(symbol)(mpiSize, gatherSum, &combineContext);
+  else
+    reinterpret_cast<SetPartition>(symbol)(mpiRank, mpiSize, allReduce, &combineContext);
   return ExpertParallelRank{mpiRank, mpiSize};
 #endif
 }

@@ -458,6 +458,43 @@ private:
     return {};
   }
 
+  /// "tensor_parallel" (optional, after "weights"): {"ranks": N, "weights":
+  /// [N distinct file names, the first weights.file]}.
+  Status getTensorParallel(const json &root, Manifest &m) const {
+    Expected<const json *> tp = getObject(root, "", "tensor_parallel", false);
+    if (!tp)
+      return tp.takeError();
+    if (!*tp)
+      return {};
+    Expected<int64_t> ranks = getNonNegativeInt(**tp, "tensor_parallel", "ranks");
+    if (!ranks)
+      return ranks.takeError();
+    if (*ranks < 2 || *ranks > 1024)
+      return fail("tensor_parallel.ranks", "must be 2 to 1024");
+    if (m.expertParallelRanks > 1)
+      return fail("tensor_parallel", "cannot be combined with expert_parallel");
+    Expected<std::vector<std::string>> files =
+        getStrings(**tp, "tensor_parallel", "weights", 1024, 255);
+    if (!files)
+      return files.takeError();
+    if (static_cast<int64_t>(files->size()) != *ranks)
+      return fail("tensor_parallel.weights", "must name one file per rank (" +
+                                                 std::to_string(*ranks) + ")");
+    for (size_t r = 0; r < files->size(); ++r) {
+      const std::string &f = (*files)[r];
+      std::string where = "tensor_parallel.weights[" + std::to_string(r) + "]";
+      if (f == "." || f == ".." || f.find('/') != std::string::npos)
+        return fail(where, quoted(f) + " must be a file name inside the artifact directory");
+      if ((r == 0) != (f == m.weightsFile) || f == m.library || f == "manifest.json" ||
+          std::count(files->begin(), files->end(), f) > 1)
+        return fail(where, quoted(f) + (r == 0 ? " must be weights.file"
+                                               : " must be a weights file of its own"));
+    }
+    m.tensorParallelRanks = *ranks;
+    m.tensorParallelWeights = files.take();
+    return {};
+  }
+
   /// "text" (optional): the text interface; its files are checked against
   /// "files" later (getTextFiles).
   Status getText(const json &root, Manifest &m) const;
@@ -941,6 +978,8 @@ Expected<Manifest> ManifestParser::parse(const json &root) {
   if (!count)
     return count.takeError();
   m.weightsCount = static_cast<uint64_t>(*count);
+  if (Status s = getTensorParallel(root, m); !s)
+    return s.takeError();
 
   if (Status s = getText(root, m); !s)
     return s.takeError();
@@ -949,6 +988,7 @@ Expected<Manifest> ManifestParser::parse(const json &root) {
     return files.takeError();
   for (auto it = (*files)->begin(); it != (*files)->end(); ++it)
     if (it.key() != m.library && it.key() != m.weightsFile &&
+        std::find(m.tensorParallelWeights.begin(), m.tensorParallelWeights.end(), it.key()) == m.tensorParallelWeights.end() &&
         !(m.text && (it.key() == m.text->tokenizerFile ||
                      it.key() == m.text->tokenizerConfigFile ||
                      it.key() == m.text->chatTemplateFile)))
@@ -964,6 +1004,16 @@ Expected<Manifest> ManifestParser::parse(const json &root) {
   if (!weightsIntegrity)
     return weightsIntegrity.takeError();
   m.weightsIntegrity = weightsIntegrity.take();
+  for (size_t r = 0; r < m.tensorParallelWeights.size(); ++r) {
+    const std::string &name = m.tensorParallelWeights[r];
+    Expected<FileIntegrity> integrity = getFileIntegrity(**files, name);
+    if (!integrity)
+      return integrity.takeError();
+    if (integrity->size != m.weightsIntegrity.size)
+      return fail("files." + name + ".size", "differs from " + m.weightsFile +
+                                                 "'s: every rank's weights have one layout");
+    m.tensorParallelIntegrity.push_back(integrity.take());
+  }
   if (Status s = getTextFiles(**files, m); !s)
     return s.takeError();
   if (Status s = getWeightReferences(**weights, m); !s)

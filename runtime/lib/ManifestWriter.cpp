@@ -132,6 +132,9 @@ json filesJson(const Manifest &m) {
   json files = json::object();
   files[m.library] = fileJson(m.libraryIntegrity);
   files[m.weightsFile] = fileJson(m.weightsIntegrity);
+  for (size_t r = 1; r < m.tensorParallelWeights.size() && r < m.tensorParallelIntegrity.size();
+       ++r)
+    files[m.tensorParallelWeights[r]] = fileJson(m.tensorParallelIntegrity[r]);
   if (m.text)
     for (const auto &[name, f] : m.text->files)
       files[name] = fileJson(f);
@@ -234,6 +237,9 @@ std::string xfmr::rt::formatManifest(const Manifest &m) {
   if (m.expertParallelExperts > 0)
     root["expert_parallel"] = {{"ranks", m.expertParallelRanks},
                                {"experts", m.expertParallelExperts}};
+  if (m.tensorParallelRanks > 1)
+    root["tensor_parallel"] = {{"ranks", m.tensorParallelRanks},
+                               {"weights", m.tensorParallelWeights}};
   if (m.text)
     root["text"] = textJson(*m.text);
   // Strings that are not UTF-8 (a file name) are written with U+FFFD

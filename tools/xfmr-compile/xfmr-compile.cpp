@@ -147,6 +147,14 @@ cl::opt<int64_t> expertParallel(
              "experts [r E / N, (r + 1) E / N)); the artifact then runs as `mpirun -np N "
              "xfmr-run ...` (docs/moe.md). N must divide the experts. Default 1"),
     cl::value_desc("N"), cl::init(1), cl::cat(category));
+cl::opt<int64_t> tensorParallel(
+    "tensor-parallel",
+    cl::desc("Split every attention (by heads) and gated MLP (by intermediate columns) over N "
+             "MPI ranks, Megatron-style, with an all-reduce after each: rank r's weights go to "
+             "its own weights file; the artifact then runs as `mpirun -np N xfmr-run ...` "
+             "(docs/parallelism.md). N must divide the query heads and MLP width, and divide or "
+             "be a multiple of the KV heads. Default 1"),
+    cl::value_desc("N"), cl::init(1), cl::cat(category));
 /// The experts per layer that --expert-parallel partitions (set after raising).
 int64_t partitionedExperts = 0;
 cl::list<std::string> raiseSkip(
@@ -1023,6 +1031,60 @@ int lowerAndWrite(ModuleOp module, const xfmr::cpu::HostTarget &host,
 }
 
 
+/// --tensor-parallel=N: `build(r, dir)` writes rank r's artifact to `dir`
+/// for every rank; the artifact is rank 0's with the other ranks' weights
+/// files beside its own (weights.rank<r>.bin), after checking that every
+/// rank's code (model.so) and weights layout are rank 0's.
+int buildTensorParallel(llvm::function_ref<int(int64_t, const std::string &)> build) {
+  std::string staging =
+      outputFilename + ".tp-" + std::to_string(llvm::sys::Process::getProcessId());
+  (void)llvm::sys::fs::remove_directories(staging);
+  if (auto ec = llvm::sys::fs::create_directories(staging))
+    return fail("cannot create '" + staging + "': " + ec.message());
+  llvm::scope_exit cleanup([&] { (void)llvm::sys::fs::remove_directories(staging); });
+  auto rankDir = [&](int64_t r) { return staging + "/rank" + std::to_string(r); };
+  for (int64_t r = 0; r < tensorParallel; ++r) {
+    if (!quiet)
+      llvm::errs() << "xfmr-compile: tensor-parallel rank " << r << " of " << tensorParallel
+                   << "\n";
+    if (int rc = build(r, rankDir(r)))
+      return rc;
+  }
+  std::string root = rankDir(0);
+  xfmr::rt::Expected<xfmr::rt::Manifest> m = xfmr::rt::readManifest(root + "/manifest.json");
+  if (!m)
+    return fail(m.error());
+  auto library = llvm::MemoryBuffer::getFile(root + "/" + m->library);
+  if (!library)
+    return fail("cannot read " + root + "/" + m->library);
+  m->tensorParallelRanks = tensorParallel;
+  m->tensorParallelWeights = {m->weightsFile};
+  m->tensorParallelIntegrity = {m->weightsIntegrity};
+  for (int64_t r = 1; r < tensorParallel; ++r) {
+    xfmr::rt::Expected<xfmr::rt::Manifest> mr =
+        xfmr::rt::readManifest(rankDir(r) + "/manifest.json");
+    if (!mr)
+      return fail(mr.error());
+    auto code = llvm::MemoryBuffer::getFile(rankDir(r) + "/" + mr->library);
+    if (!code || (*code)->getBuffer() != (*library)->getBuffer() ||
+        mr->weightsSize != m->weightsSize || mr->weightsCount != m->weightsCount)
+      return fail("internal error: --tensor-parallel rank " + llvm::Twine(r) +
+                  "'s code or weights layout differs from rank 0's");
+    std::string name = "weights.rank" + std::to_string(r) + ".bin";
+    if (auto ec = llvm::sys::fs::rename(rankDir(r) + "/" + mr->weightsFile, root + "/" + name))
+      return fail("cannot move rank " + llvm::Twine(r) + "'s weights: " + ec.message());
+    m->tensorParallelWeights.push_back(name);
+    m->tensorParallelIntegrity.push_back(mr->weightsIntegrity);
+  }
+  if (failed(writeManifest(*m, root)) || failed(commitArtifact(root, outputFilename)))
+    return 1;
+  if (report) {
+    llvm::outs() << "tensor parallel: " << tensorParallel << " ranks, " << m->weightsSize
+                 << " weight bytes per rank\n";
+  }
+  return 0;
+}
+
 /// The statistics file for --calibration: the file itself when it is one
 /// (.json); else measured by compiling `module` (imported, not yet raised)
 /// with xfmr-calibration-outputs into a scratch artifact in `scratch` and
@@ -1172,6 +1234,18 @@ int compile() {
   if (quantBits && !raise)
     return fail("--quant needs --raise (it runs with the raising passes)");
 
+  if (tensorParallel != 1) {
+    if (tensorParallel < 1 || tensorParallel > 1024)
+      return fail("--tensor-parallel must be 1 to 1024, got " + llvm::Twine(tensorParallel));
+    if (!raise || gpuTarget || expertParallel != 1 || quantBits || weightsMode != "embed")
+      return fail("--tensor-parallel needs --raise, and is not yet combined with a GPU "
+                  "--target, --expert-parallel, --quant or --weights=reference "
+                  "(docs/parallelism.md)");
+  }
+
+  // One compile per rank (each in its own context): the ranks' code is the
+  // same, their weights are not.
+  auto build = [&](int64_t tpRank, const std::string &out) -> int {
   std::string scratchDir; // --calibration's artifact and statistics
   llvm::scope_exit removeScratch([&] {
     if (!scratchDir.empty())
@@ -1242,6 +1316,8 @@ int compile() {
     raiseOptions.gptqDamp = gptqDamp;
     raiseOptions.gptqShrink = gptqShrink;
     raiseOptions.quantReport = quantReport;
+    raiseOptions.tensorParallelRanks = tensorParallel;
+    raiseOptions.tensorParallelRank = tpRank;
     if (failed(runPipeline(*module, [&](OpPassManager &pm) {
           xfmr::buildRaisePipeline(pm, raiseOptions);
         })))
@@ -1257,7 +1333,11 @@ int compile() {
     progress.finish();
     return failed(printModule(*module));
   }
-  return lowerAndWrite(*module, *host, gpuTarget, progress, emit, outputFilename, quant);
+  return lowerAndWrite(*module, *host, gpuTarget, progress, emit, out, quant);
+  };
+  if (tensorParallel == 1 || !emit.empty())
+    return build(0, outputFilename);
+  return buildTensorParallel(build);
 }
 
 } // namespace

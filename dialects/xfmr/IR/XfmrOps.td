@@ -674,6 +674,34 @@ def Xfmr_PagedAttentionBuffersOp : Op<Xfmr_Dialect, "paged_attention_buffers"> {
   let hasVerifier = 1;
 }
 
+//===----------------------------------------------------------------------===//
+// Collectives
+//===----------------------------------------------------------------------===//
+
+def Xfmr_AllReduceOp : Op<Xfmr_Dialect, "all_reduce",
+    [AllTypesMatch<["input", "result"]>]> {
+  let summary = "Sum of a tensor over the ranks of a tensor-parallel run";
+  let description = [{
+    Every rank of an artifact compiled with `xfmr-compile
+    --tensor-parallel=N` holds a partial sum (the output of a row-parallel
+    projection); the result is the sum over the N ranks, the same on every
+    rank. Ranks add in rank order, so the bits do not depend on timing. In
+    one process the result is the input.
+
+    Not `Pure`: it is a collective that every rank must reach in the same
+    order, so it is neither removed nor moved nor merged with another.
+
+    ```mlir
+    %sum = xfmr.all_reduce %partial : tensor<?x576xf32>
+    ```
+  }];
+
+  let arguments = (ins RankedTensorOf<[F32]>:$input);
+  let results = (outs RankedTensorOf<[F32]>:$result);
+
+  let assemblyFormat = [{ $input attr-dict `:` type($input) }];
+}
+
 def Xfmr_KVWriteOp : Xfmr_Op<"kv_write", [
     DeclareOpInterfaceMethods<InferTypeOpInterface>]> {
   let summary = "Store new keys and values into the paged KV cache";

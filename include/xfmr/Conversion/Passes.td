@@ -299,6 +299,32 @@ def PagedKVCachePass : Pass<"xfmr-paged-kv", "mlir::ModuleOp"> {
                            "::mlir::tensor::TensorDialect"];
 }
 
+def ShardTensorParallelPass : Pass<"xfmr-shard-tensor-parallel", "mlir::ModuleOp"> {
+  let summary = "Keep one rank's shard of a tensor-parallel model (Megatron-style)";
+  let description = [{
+    After raising (and xfmr-paged-kv): rank `rank` of `ranks` keeps query
+    heads [r Hq / N, (r + 1) Hq / N) of every attention (the query
+    projection's columns, the output projection's rows), the KV heads they
+    read (Hkv / N of them, or one replicated head when Hkv < N; the KV pools
+    shrink to those), and 1 / N of every gated MLP's intermediate columns;
+    an `xfmr.all_reduce` after each output projection and each MLP sums
+    the ranks' partial results. The head dimension is followed through the
+    reshapes, transposes, RoPE and bias adds between a projection and its
+    attention, and narrowed in their types. Embedding, norms and the LM
+    head are replicated. Every rank's code is the same; only its weights
+    differ. Errors name the op that blocks the split.
+  }];
+  let options = [
+    Option<"ranks", "ranks", "int64_t", /*default=*/"1", "Ranks the model is split over">,
+    Option<"rank", "rank", "int64_t", /*default=*/"0", "The rank whose shard to keep">,
+  ];
+  let dependentDialects = ["::xfmr::XfmrDialect", "::xfmr::onnx::ONNXDialect"];
+  let statistics = [
+    Statistic<"numAttention", "attention", "Attentions split by heads">,
+    Statistic<"numMLP", "mlp", "Gated MLPs split by intermediate columns">,
+  ];
+}
+
 def FuseElementwiseOpsPass : Pass<"xfmr-fuse-elementwise"> {
   let summary = "Fuse elementwise linalg producers without repeating work";
   let description = [{

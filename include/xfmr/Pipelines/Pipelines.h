@@ -111,6 +111,10 @@ struct RaiseOptions {
   bool calibrationOutputs = false;
   /// With calibrationOutputs: each input's A^T A too (GPTQ).
   bool calibrationSecondMoments = false;
+  /// > 1: keep rank tensorParallelRank's shard of a model split over that
+  /// many ranks (xfmr-shard-tensor-parallel, after the paged rewrite).
+  int64_t tensorParallelRanks = 1;
+  int64_t tensorParallelRank = 0;
 };
 
 /// onnx (imported) -> onnx + xfmr ops [-> paged step function].

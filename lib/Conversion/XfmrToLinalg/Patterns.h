@@ -25,6 +25,8 @@ void populateRopeLoweringPatterns(mlir::RewritePatternSet &patterns);
 void populateMLPLoweringPatterns(mlir::RewritePatternSet &patterns, bool microKernels = true);
 /// xfmr.moe (MoE.cpp).
 void populateMoELoweringPatterns(mlir::RewritePatternSet &patterns);
+/// xfmr.all_reduce (Collectives.cpp).
+void populateCollectiveLoweringPatterns(mlir::RewritePatternSet &patterns);
 /// xfmr.attention (Attention.cpp); with `fusedMaxHeadDim` > 0, f32 attention
 /// with a static value head dim up to it becomes xfmr.attention_buffers.
 void populateAttentionLoweringPatterns(mlir::RewritePatternSet &patterns,

@@ -38,6 +38,7 @@ struct ConvertXfmrToLinalgPass
     lowering::populateRopeLoweringPatterns(patterns);
     lowering::populateMLPLoweringPatterns(patterns, microKernels);
     lowering::populateMoELoweringPatterns(patterns);
+    lowering::populateCollectiveLoweringPatterns(patterns);
     lowering::populateAttentionLoweringPatterns(patterns, tiling, fusedAttention);
     lowering::populatePagedLoweringPatterns(patterns, tiling, fusedAttention);
 

@@ -464,3 +464,10 @@ func.func @paged_attention_buffers(%q: memref<?x4x16xf32>, %kp: memref<8x4x2x16x
         memref<2xi32>, memref<3xi32> into memref<?x4x16xf32>
   return
 }
+
+// CHECK-LABEL: func @all_reduce
+// CHECK: xfmr.all_reduce %{{.*}} : tensor<?x32xf32>
+func.func @all_reduce(%x: tensor<?x32xf32>) -> tensor<?x32xf32> {
+  %y = xfmr.all_reduce %x : tensor<?x32xf32>
+  return %y : tensor<?x32xf32>
+}

@@ -27,6 +27,13 @@
 
 namespace xfmr::rt {
 
+/// This process's rank and the process count as an MPI launcher's
+/// environment gives them (OpenMPI, PMI, PMIx), before MPI starts; 0 and 0
+/// when not started by one. A tensor-parallel artifact loads the weights of
+/// its rank (docs/parallelism.md).
+int parallelLauncherRank();
+int parallelLauncherSize();
+
 /// The entry point of a model library (abi_version 1).
 using ModelEntryFn = void (*)(void **args);
 

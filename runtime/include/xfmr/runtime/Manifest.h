@@ -20,6 +20,7 @@
 #include <cstdint>
 #include <map>
 #include <optional>
+#include <algorithm>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -329,6 +330,19 @@ struct Manifest {
   /// Absent: one rank, expertParallelExperts 0.
   int64_t expertParallelRanks = 1;
   int64_t expertParallelExperts = 0;
+  /// "tensor_parallel" (optional): {"ranks": N (2..1024), "weights": [N
+  /// file names]}: the MPI processes the artifact runs as (xfmr-compile
+  /// --tensor-parallel=N); rank r reads weights file r (entry 0 is
+  /// weightsFile), all of one layout (weights.size, .count), each listed in
+  /// "files". Absent: one rank, no extra files.
+  int64_t tensorParallelRanks = 1;
+  std::vector<std::string> tensorParallelWeights;
+  /// Size and SHA-256 of each of tensorParallelWeights (from "files").
+  std::vector<FileIntegrity> tensorParallelIntegrity;
+  /// The ranks the artifact runs as (1 without parallelism).
+  int64_t parallelRanks() const {
+    return std::max(expertParallelRanks, tensorParallelRanks);
+  }
   /// "text" (optional): tokenizer, chat template, special tokens and
   /// generation defaults.
   std::optional<TextInterface> text;

@@ -1,0 +1,40 @@
+/*===- Collectives.h - collectives of tensor-parallel model code ----------===*
+ *
+ * Part of xfmr. An artifact compiled with `xfmr-compile --tensor-parallel=N`
+ * runs as N MPI processes; its generated code sums the row-parallel
+ * projections' partial outputs with xfmr_uk_all_reduce_f32 (one call per
+ * xfmr.all_reduce). The runtime (runtime/lib/ExpertParallel.cpp) installs
+ * the transport with xfmr_uk_set_collectives after MPI starts; without it
+ * (one process) the sum over one rank is a copy. See docs/parallelism.md.
+ *
+ *===----------------------------------------------------------------------===*/
+
+#ifndef XFMR_UKERNELS_COLLECTIVES_H
+#define XFMR_UKERNELS_COLLECTIVES_H
+
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/// out = the sum over the ranks of every rank's `in` (`count` floats), in
+/// rank order on every rank. `in` and `out` do not overlap.
+typedef void (*xfmr_uk_all_reduce_fn)(const float *in, float *out, int64_t count,
+                                      void *context);
+
+/// Installs the transport (the runtime's, over MPI) for `ranks` ranks.
+void xfmr_uk_set_collectives(int64_t ranks, xfmr_uk_all_reduce_fn allReduce, void *context);
+
+/// Called by generated code for each xfmr.all_reduce.
+void xfmr_uk_all_reduce_f32(const float *in, float *out, int64_t count);
+
+/// Counters over every call in the process: [0] all-reduce calls, [1] the
+/// floats they summed (per rank).
+void xfmr_uk_collective_stats(uint64_t out[2]);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* XFMR_UKERNELS_COLLECTIVES_H */
