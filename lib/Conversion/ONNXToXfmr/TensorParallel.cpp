@@ -88,9 +88,11 @@ FailureOr<Value> sliceConstant(OpBuilder &b, Location loc, Value v, int64_t dim,
     const char *from = raw->data() + ((o * size + begin) * inner) * bytes;
     piece.insert(piece.end(), from, from + (end - begin) * inner * bytes);
   }
-  std::string name = "tp";
+  // "xfmr.tp.*": written to the weights file whatever its size
+  // (ExternalizeWeights.cpp), so that the ranks' code does not differ.
+  std::string name = "xfmr.tp.";
   if (auto resource = dyn_cast<DenseResourceElementsAttr>(attr))
-    name = resource.getRawHandle().getKey().str() + ".tp";
+    name += resource.getRawHandle().getKey().str();
   return blobConstant(b, loc, shape, type.getElementType(), piece, name);
 }
 
@@ -156,6 +158,8 @@ FailureOr<onnx::MatMulOp> Sharder::projectionOf(Operation *attention, Value v, S
       v = def->getOperand(0);
     else if (auto rope = dyn_cast_or_null<RopeOp>(def))
       v = rope.getInput();
+    else if (isa_and_nonnull<RMSNormOp, LayerNormOp>(def))
+      v = def->getOperand(0);
     else if (isa_and_nonnull<onnx::AddOp>(def) && isConstant(def->getOperand(1)))
       v = def->getOperand(0);
     else if (isa_and_nonnull<onnx::AddOp>(def) && isConstant(def->getOperand(0)))
@@ -261,6 +265,14 @@ LogicalResult Sharder::visit(Operation *user, Value v, Shard s) {
   }
   if (isa<onnx::AddOp, onnx::SubOp, onnx::MulOp, onnx::DivOp>(user))
     return elementwise(user, v, s);
+  // A norm of each head (Qwen3's q_norm, k_norm) keeps the heads apart; one
+  // over all heads' features (OLMo-2's) would need them all.
+  if (isa<RMSNormOp, LayerNormOp>(user) && user->getOperand(0) == v) {
+    if (s.dim == rankOf(v) - 1)
+      return user->emitError("--tensor-parallel: a norm over all heads' features needs the "
+                             "whole projection on every rank");
+    return follow(user->getResult(0), s.dim, s.unit);
+  }
   return user->emitError() << "--tensor-parallel: '" << user->getName()
                            << "' on the path of the attention heads is not supported";
 }
@@ -397,8 +409,8 @@ LogicalResult Sharder::shardAttention(Operation *attention) {
   if (paged && (paged.getLatent() || !paged.getScales().empty()))
     return attention->emitError("--tensor-parallel: latent (MLA) and quantized KV pools are "
                                 "not split yet");
-  if (dense && dense.getMask() && dimOf(dense.getMask(), -3) != 1 &&
-      rankOf(dense.getMask()) >= 3)
+  if (dense && dense.getMask() && rankOf(dense.getMask()) >= 3 &&
+      dimOf(dense.getMask(), -3) != 1 && dimOf(dense.getMask(), -3) != kDyn)
     return attention->emitError("--tensor-parallel: a per-head attention mask");
   int64_t qCount = hq / ranks, qFirst = rank * qCount;
   int64_t kvCount = hkv >= ranks ? hkv / ranks : 1, kvFirst = rank * hkv / ranks;

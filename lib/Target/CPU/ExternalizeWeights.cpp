@@ -27,6 +27,14 @@ namespace {
 
 constexpr int64_t kAlignment = 64;
 
+/// A tensor-parallel rank's slice of a weight (xfmr-shard-tensor-parallel
+/// names its blobs "xfmr.tp.*"): in the weights file whatever its size, so
+/// that every rank's code is the same.
+bool isRankShard(ElementsAttr attr) {
+  auto resource = dyn_cast<DenseResourceElementsAttr>(attr);
+  return resource && resource.getRawHandle().getKey().starts_with("xfmr.tp.");
+}
+
 /// Bytes per element as the runtime lays them out (one byte per bool).
 int64_t elementBytes(Type elem) {
   return std::max<int64_t>(1, elem.getIntOrFloatBitWidth() / 8);
@@ -149,7 +157,7 @@ struct ExternalizeWeightsPass
       if (!elem.isIntOrFloat())
         return;
       int64_t bytes = type.getNumElements() * elementBytes(elem);
-      if (bytes < minBytes || !rawBytes(attr, storage))
+      if ((bytes < minBytes && !isRankShard(attr)) || !rawBytes(attr, storage))
         return;
       // Used only by packings, it is written packed only.
       if (llvm::all_of(c->getUsers(), [](Operation *user) {
