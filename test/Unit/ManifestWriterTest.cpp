@@ -233,6 +233,13 @@ void expectEqual(const Manifest &a, const Manifest &b) {
   EXPECT_TRUE(a.generation == b.generation);
   EXPECT_EQ(a.expertParallelRanks, b.expertParallelRanks);
   EXPECT_EQ(a.expertParallelExperts, b.expertParallelExperts);
+  EXPECT_EQ(a.tensorParallelRanks, b.tensorParallelRanks);
+  EXPECT_EQ(a.tensorParallelWeights, b.tensorParallelWeights);
+  ASSERT_EQ(a.tensorParallelIntegrity.size(), b.tensorParallelIntegrity.size());
+  for (size_t r = 0; r < a.tensorParallelIntegrity.size(); ++r) {
+    EXPECT_EQ(a.tensorParallelIntegrity[r].size, b.tensorParallelIntegrity[r].size);
+    EXPECT_EQ(a.tensorParallelIntegrity[r].sha256, b.tensorParallelIntegrity[r].sha256);
+  }
   EXPECT_TRUE(a.text == b.text);
 }
 
@@ -291,6 +298,45 @@ TEST(ManifestWriterTest, OptionalSectionsOnlyWhenPresent) {
   Expected<Manifest> parsed = parseManifest(text, kFile);
   ASSERT_TRUE(parsed) << parsed.error();
   expectEqual(m, *parsed);
+}
+
+/// --tensor-parallel: one weights file per rank, each in "files" with the
+/// first file's size; a rank count, file list or size that disagrees is
+/// refused, and so is a combination with expert parallelism.
+TEST(ManifestWriterTest, TensorParallelWeights) {
+  Manifest m = fullCPUManifest();
+  m.expertParallelRanks = 1;
+  m.expertParallelExperts = 0;
+  m.tensorParallelRanks = 2;
+  m.tensorParallelWeights = {m.weightsFile, "weights.rank1.bin"};
+  FileIntegrity rank1 = m.weightsIntegrity;
+  rank1.sha256 = std::string(64, 'e');
+  m.tensorParallelIntegrity = {m.weightsIntegrity, rank1};
+  std::string text = formatManifest(m);
+  Expected<Manifest> parsed = parseManifest(text, kFile);
+  ASSERT_TRUE(parsed) << parsed.error() << "\n" << text;
+  expectEqual(m, *parsed);
+  EXPECT_EQ(formatManifest(*parsed), text);
+
+  auto refused = [&](Manifest bad, const std::string &what) {
+    Expected<Manifest> p = parseManifest(formatManifest(bad), kFile);
+    ASSERT_FALSE(p) << what;
+    EXPECT_NE(p.error().find(what), std::string::npos) << p.error();
+  };
+  Manifest shortList = m;
+  shortList.tensorParallelWeights.pop_back();
+  shortList.tensorParallelIntegrity.pop_back();
+  refused(shortList, "tensor_parallel.weights: must name one file per rank (2)");
+  Manifest otherSize = m;
+  otherSize.tensorParallelIntegrity[1].size += 64;
+  refused(otherSize, "every rank's weights have one layout");
+  Manifest firstNotWeights = m;
+  std::swap(firstNotWeights.tensorParallelWeights[0], firstNotWeights.tensorParallelWeights[1]);
+  refused(firstNotWeights, "must be weights.file");
+  Manifest both = m;
+  both.expertParallelRanks = 2;
+  both.expertParallelExperts = 8;
+  refused(both, "cannot be combined with expert_parallel");
 }
 
 /// The text xfmr-compile writes, for a small manifest: keys sorted,

@@ -423,9 +423,13 @@ LogicalResult Sharder::shardAttention(Operation *attention) {
   Value k = paged ? write.getKey() : dense.getKey();
   Value v = paged ? write.getValue() : dense.getValue();
   FailureOr<onnx::MatMulOp> qp = projectionOf(attention, q, "query");
+  if (failed(qp))
+    return failure();
   FailureOr<onnx::MatMulOp> kp = projectionOf(attention, k, "key");
+  if (failed(kp))
+    return failure();
   FailureOr<onnx::MatMulOp> vp = projectionOf(attention, v, "value");
-  if (failed(qp) || failed(kp) || failed(vp))
+  if (failed(vp))
     return failure();
   if (failed(shardColumns(*qp, hq, qFirst, qCount)) ||
       failed(shardColumns(*kp, hkv, kvFirst, kvCount)) ||
@@ -505,8 +509,9 @@ LogicalResult Sharder::run() {
   if (f.getBody().walk([](MoEOp) { return WalkResult::interrupt(); }).wasInterrupted())
     return f.emitError("--tensor-parallel: mixture-of-experts layers are split with "
                        "--expert-parallel, not yet combined with --tensor-parallel");
-  if (attentionOps.empty())
-    return f.emitError("--tensor-parallel: no attention was raised, nothing to split");
+  if (attentionOps.empty() && mlpOps.empty())
+    return f.emitError("--tensor-parallel: no attention or gated MLP was raised, nothing to "
+                       "split");
   for (Operation *a : attentionOps)
     if (failed(shardAttention(a)))
       return failure();
