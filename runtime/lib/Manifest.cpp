@@ -988,7 +988,8 @@ Expected<Manifest> ManifestParser::parse(const json &root) {
     return files.takeError();
   for (auto it = (*files)->begin(); it != (*files)->end(); ++it)
     if (it.key() != m.library && it.key() != m.weightsFile &&
-        std::find(m.tensorParallelWeights.begin(), m.tensorParallelWeights.end(), it.key()) == m.tensorParallelWeights.end() &&
+        std::find(m.tensorParallelWeights.begin(), m.tensorParallelWeights.end(),
+                  it.key()) == m.tensorParallelWeights.end() &&
         !(m.text && (it.key() == m.text->tokenizerFile ||
                      it.key() == m.text->tokenizerConfigFile ||
                      it.key() == m.text->chatTemplateFile)))
