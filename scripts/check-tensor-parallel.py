@@ -6,7 +6,7 @@ per rank count with `xfmr-compile --tensor-parallel=N`, runs both (`mpirun -np
 N xfmr-run` for the parallel one) on the corpus' reference inputs and
 compares the logits (max |diff| / max |logits| <= 1e-5); then the same with
 `--kv-cache=paged` through `xfmr-run generate` (greedy tokens identical, two
-prompts batched). Prints each rank's weight bytes against the single
+prompts batched) and `xfmr-run perplexity` (within 1e-5 relative). Prints each rank's weight bytes against the single
 artifact's, split into the sharded and the replicated part:
   single S = X + Y, per rank R = X / N + Y  =>  X = (S - R) N / (N - 1).
 One PASS/FAIL line per case and "N passed, N failed".
@@ -96,10 +96,20 @@ def generate_case(bin_dir, tmp, model, ranks):
     with open(os.path.join(one, "manifest.json")) as f:
         heads = json.load(f)["kv_cache"]["num_kv_heads"]
     local = m["kv_cache"]["num_kv_heads"]
-    ok = got == want and local == max(1, heads // ranks)
+    # Perplexity over windows of 16 with prefill chunks of 5 (rank 0 prints).
+    tokens = os.path.join(tmp, "tokens.npy")
+    np.save(tokens, np.random.default_rng(7).integers(0, 100, 80, dtype=np.int64))
+    ppl = ["perplexity", "--tokens", tokens, "--context", "16", "--chunk", "5", "--json",
+           "--quiet"]
+    p1 = json.loads(run([os.path.join(bin_dir, "xfmr-run"), ppl[0], one] + ppl[1:]))
+    pn = json.loads(run(MPIRUN + ["-np", str(ranks), os.path.join(bin_dir, "xfmr-run"), ppl[0],
+                                  tp] + ppl[1:]))
+    rel = abs(pn["perplexity"] - p1["perplexity"]) / p1["perplexity"]
+    ok = got == want and local == max(1, heads // ranks) and rel <= 1e-5
     print(f"{'PASS' if ok else 'FAIL'} {model} tp={ranks} paged generate: "
           f"{'identical' if got == want else 'DIFFERENT'} greedy tokens "
-          f"({len(want.split())} prompts x 12); KV heads per rank {local} of {heads}")
+          f"({len(want.split())} prompts x 12); perplexity {pn['perplexity']:.6f} vs "
+          f"{p1['perplexity']:.6f} (relative {rel:.1e}); KV heads per rank {local} of {heads}")
     if got != want:
         print("  single:", want.strip().replace("\n", " | "))
         print("  tensor-parallel:", got.strip().replace("\n", " | "))

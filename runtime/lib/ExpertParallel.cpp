@@ -88,6 +88,23 @@ void gatherSum(const float *in, float *out, int64_t count, void *context) {
       out[i] += part[i];
   }
 }
+
+/// xfmr_uk_all_gather_fn: every rank's [rows, cols] slice gathered, then
+/// laid side by side as [rows, ranks * cols].
+void gatherColumns(const float *in, float *out, int64_t rows, int64_t cols, void *context) {
+  auto *c = static_cast<CombineContext *>(context);
+  static thread_local std::vector<float> gathered;
+  size_t count = static_cast<size_t>(rows * cols);
+  gathered.resize(count * c->ranks);
+  MPI_Request request;
+  MPI_Iallgather(in, static_cast<int>(count), MPI_FLOAT, gathered.data(),
+                 static_cast<int>(count), MPI_FLOAT, MPI_COMM_WORLD, &request);
+  waitOrAbort(request, *c, "tensor-parallel all-gather");
+  for (int r = 0; r < c->ranks; ++r)
+    for (int64_t i = 0; i < rows; ++i)
+      std::copy_n(gathered.data() + r * count + i * cols, cols,
+                  out + i * cols * c->ranks + r * cols);
+}
 #endif
 
 Error rankError(int rank, const std::string &what) {
@@ -190,7 +207,8 @@ Expected<ExpertParallelRank> joinExpertParallel(const Artifact &artifact) {
 #else
   using SetPartition = void (*)(int64_t, int64_t, void (*)(float *, int64_t, void *), void *);
   using SetCollectives =
-      void (*)(int64_t, void (*)(const float *, float *, int64_t, void *), void *);
+      void (*)(int64_t, void (*)(const float *, float *, int64_t, void *),
+               void (*)(const float *, float *, int64_t, int64_t, void *), void *);
   void *symbol = artifact.librarySymbol(tensor ? "xfmr_uk_set_collectives"
                                                : "xfmr_uk_moe_set_partition");
   if (!symbol)
@@ -208,7 +226,8 @@ Expected<ExpertParallelRank> joinExpertParallel(const Artifact &artifact) {
   combineContext.rank = mpiRank;
   combineContext.ranks = mpiSize;
   if (tensor)
-    reinterpret_cast<SetCollectives>(symbol)(mpiSize, gatherSum, &combineContext);
+    reinterpret_cast<SetCollectives>(symbol)(mpiSize, gatherSum, gatherColumns,
+                                             &combineContext);
   else
     reinterpret_cast<SetPartition>(symbol)(mpiRank, mpiSize, allReduce, &combineContext);
   return ExpertParallelRank{mpiRank, mpiSize};

@@ -23,15 +23,26 @@ extern "C" {
 typedef void (*xfmr_uk_all_reduce_fn)(const float *in, float *out, int64_t count,
                                       void *context);
 
+/// out ([rows, ranks * cols]) = every rank's `in` ([rows, cols]) side by
+/// side in rank order, on every rank.
+typedef void (*xfmr_uk_all_gather_fn)(const float *in, float *out, int64_t rows, int64_t cols,
+                                      void *context);
+
 /// Installs the transport (the runtime's, over MPI) for `ranks` ranks.
-void xfmr_uk_set_collectives(int64_t ranks, xfmr_uk_all_reduce_fn allReduce, void *context);
+void xfmr_uk_set_collectives(int64_t ranks, xfmr_uk_all_reduce_fn allReduce,
+                             xfmr_uk_all_gather_fn allGather, void *context);
 
 /// Called by generated code for each xfmr.all_reduce.
 void xfmr_uk_all_reduce_f32(const float *in, float *out, int64_t count);
 
+/// Called by generated code for each xfmr.all_gather: `in` [rows, cols],
+/// `out` [rows, ranks * cols] (cols = its width in one process).
+void xfmr_uk_all_gather_f32(const float *in, float *out, int64_t rows, int64_t cols);
+
 /// Counters over every call in the process: [0] all-reduce calls, [1] the
-/// floats they summed (per rank).
-void xfmr_uk_collective_stats(uint64_t out[2]);
+/// floats they summed (per rank), [2] all-gather calls, [3] the floats each
+/// rank contributed to them.
+void xfmr_uk_collective_stats(uint64_t out[4]);
 
 #ifdef __cplusplus
 }

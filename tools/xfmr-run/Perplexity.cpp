@@ -23,6 +23,7 @@
 
 #include "xfmr/runtime/Artifact.h"
 #include "xfmr/runtime/CausalLM.h"
+#include "xfmr/runtime/ExpertParallel.h"
 #include "xfmr/runtime/PagedKV.h"
 #include "xfmr/runtime/TensorIO.h"
 
@@ -184,6 +185,17 @@ int perplexityMain(int argc, char **argv) {
     return fail(loaded.error());
   const Artifact &artifact = **loaded;
   const Manifest &m = artifact.manifest();
+  // Under mpirun (--tensor-parallel or --expert-parallel artifacts) every
+  // rank runs the same windows; rank 0 prints.
+  ExpertParallelScope scope;
+  Expected<ExpertParallelRank> rank = joinExpertParallel(artifact);
+  if (!rank)
+    return fail(rank.error());
+  if (!rank->isRoot()) {
+    quiet = true;
+    if (!std::freopen("/dev/null", "w", stdout))
+      return fail("cannot silence rank " + std::to_string(rank->rank) + "'s output");
+  }
   if (!m.kvCache && (m.outputs.empty() || m.outputs[0].rank() != 3))
     return fail(artifactDir + ": the first output is not logits [batch, sequence, vocab]");
   Expected<std::vector<int64_t>> ids = readTokenIds(tokensPath);

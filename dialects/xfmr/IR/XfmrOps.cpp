@@ -865,6 +865,23 @@ LogicalResult KVWriteOp::inferReturnTypes(MLIRContext *, std::optional<Location>
   return success();
 }
 
+LogicalResult AllGatherOp::verify() {
+  auto in = getInput().getType(), out = getResult().getType();
+  if (getRanks() < 1)
+    return emitOpError("ranks must be at least 1, got ") << getRanks();
+  if (in.getRank() != out.getRank() || in.getRank() == 0)
+    return emitOpError("input and result must have one rank of at least 1");
+  for (int64_t d = 0; d < in.getRank(); ++d) {
+    int64_t a = in.getDimSize(d), r = out.getDimSize(d);
+    if (ShapedType::isDynamic(a) || ShapedType::isDynamic(r))
+      continue;
+    int64_t want = d + 1 == in.getRank() ? a * getRanks() : a;
+    if (r != want)
+      return emitOpError("result dimension ") << d << " must be " << want << ", got " << r;
+  }
+  return success();
+}
+
 LogicalResult KVWriteOp::verify() {
   Operation *op = getOperation();
   RankedTensorType keyType = getKey().getType();

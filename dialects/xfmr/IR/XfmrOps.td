@@ -702,6 +702,29 @@ def Xfmr_AllReduceOp : Op<Xfmr_Dialect, "all_reduce",
   let assemblyFormat = [{ $input attr-dict `:` type($input) }];
 }
 
+def Xfmr_AllGatherOp : Op<Xfmr_Dialect, "all_gather"> {
+  let summary = "Concatenation of a tensor's last dimension over the ranks";
+  let description = [{
+    Every rank of a `ranks`-way tensor-parallel run holds a slice of the
+    last dimension (a vocabulary-parallel LM head's logits); the result is
+    the slices of ranks 0, 1, ... concatenated along that dimension, the
+    same on every rank. In one process (ranks = 1) the result is the input.
+
+    Not `Pure`, like `xfmr.all_reduce`.
+
+    ```mlir
+    %logits = xfmr.all_gather %slice {ranks = 2 : i64}
+        : tensor<?x24576xf32> -> tensor<?x49152xf32>
+    ```
+  }];
+
+  let arguments = (ins RankedTensorOf<[F32]>:$input, I64Attr:$ranks);
+  let results = (outs RankedTensorOf<[F32]>:$result);
+
+  let assemblyFormat = [{ $input attr-dict `:` type($input) `->` type($result) }];
+  let hasVerifier = 1;
+}
+
 def Xfmr_KVWriteOp : Xfmr_Op<"kv_write", [
     DeclareOpInterfaceMethods<InferTypeOpInterface>]> {
   let summary = "Store new keys and values into the paged KV cache";

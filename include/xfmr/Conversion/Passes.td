@@ -322,6 +322,8 @@ def ShardTensorParallelPass : Pass<"xfmr-shard-tensor-parallel", "mlir::ModuleOp
   let statistics = [
     Statistic<"numAttention", "attention", "Attentions split by heads">,
     Statistic<"numMLP", "mlp", "Gated MLPs split by intermediate columns">,
+    Statistic<"numVocabulary", "vocabulary",
+              "Embeddings and LM heads split by vocabulary">,
   ];
 }
 

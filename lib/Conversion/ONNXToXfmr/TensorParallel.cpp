@@ -104,18 +104,51 @@ RankedTensorType withDim(Type t, int64_t dim, int64_t size) {
   return RankedTensorType::get(shape, type.getElementType(), type.getEncoding());
 }
 
+/// Whether `v` becomes a function result through ops whose other operands
+/// are constants (a squeeze, Gemma-2's logit softcap): an LM head's logits.
+bool reachesReturn(Value v, int depth = 8) {
+  if (depth == 0 || v.use_empty())
+    return false;
+  for (Operation *user : v.getUsers()) {
+    if (isa<func::ReturnOp>(user))
+      continue;
+    if (user->getNumResults() != 1 || user->getNumRegions() != 0 ||
+        !llvm::all_of(user->getOperands(), [&](Value o) { return o == v || isConstant(o); }) ||
+        !reachesReturn(user->getResult(0), depth - 1))
+      return false;
+  }
+  return true;
+}
+
+/// An onnx op by name (the mask arithmetic of the vocabulary-parallel
+/// embedding), with its result type given.
+Value onnxOp(OpBuilder &b, Location loc, StringRef name, Type result, ValueRange operands,
+             ArrayRef<NamedAttribute> attrs = {}) {
+  OperationState state(loc, ("onnx." + name).str());
+  state.addOperands(operands);
+  state.addTypes(result);
+  state.addAttributes(attrs);
+  return b.create(state)->getResult(0);
+}
+
 class Sharder {
 public:
   Sharder(func::FuncOp f, int64_t ranks, int64_t rank) : f(f), ranks(ranks), rank(rank) {}
 
   LogicalResult run();
-  int64_t attentions = 0, mlps = 0;
+  int64_t attentions = 0, mlps = 0, vocabulary = 0;
   /// The KV heads each rank's pools hold (0: no paged attention).
   int64_t poolHeads = 0;
 
 private:
   LogicalResult shardAttention(Operation *attention);
   LogicalResult shardMLP(GatedMLPOp mlp);
+  /// Vocabulary-parallel LM head: columns [r V / N, (r + 1) V / N) of the
+  /// product, gathered after it.
+  void shardLMHead(onnx::MatMulOp mm);
+  /// Vocabulary-parallel embedding: rows [r V / N, (r + 1) V / N) of the
+  /// table; other ids give zeros; the ranks' rows are summed.
+  LogicalResult shardEmbedding(EmbeddingOp e);
   /// The projection `v` is computed from by head-layout ops.
   FailureOr<onnx::MatMulOp> projectionOf(Operation *attention, Value v, StringRef what);
   /// Keeps columns of heads [first, first + count) of `mm`'s weight and
@@ -497,6 +530,71 @@ LogicalResult Sharder::shardMLP(GatedMLPOp mlp) {
   return success();
 }
 
+void Sharder::shardLMHead(onnx::MatMulOp mm) {
+  auto wType = cast<RankedTensorType>(mm.getB().getType());
+  int64_t vocab = wType.getDimSize(1), n = vocab / ranks;
+  OpBuilder b(mm);
+  FailureOr<Value> w = sliceConstant(b, mm.getLoc(), mm.getB(), 1, rank * n, (rank + 1) * n);
+  if (failed(w))
+    return;
+  mm->setOperand(1, *w);
+  Value logits = mm.getResult();
+  Type full = logits.getType();
+  logits.setType(withDim(full, rankOf(logits) - 1, n));
+  b.setInsertionPointAfter(mm);
+  auto gather = AllGatherOp::create(b, mm.getLoc(), full, logits, b.getI64IntegerAttr(ranks));
+  logits.replaceAllUsesExcept(gather.getResult(), gather);
+  ++vocabulary;
+}
+
+LogicalResult Sharder::shardEmbedding(EmbeddingOp e) {
+  int64_t vocab = dimOf(e.getTable(), 0), n = vocab / ranks, first = rank * n;
+  OpBuilder b(e);
+  Location loc = e.getLoc();
+  FailureOr<Value> table = sliceConstant(b, loc, e.getTable(), 0, first, first + n);
+  if (failed(table))
+    return e.emitError("--tensor-parallel: the embedding table is not a constant");
+  Value ids = e.getIds();
+  auto idsType = cast<RankedTensorType>(ids.getType());
+  auto scalar = RankedTensorType::get({}, idsType.getElementType());
+  auto constant = [&](int64_t v) {
+    return makeConstant(b, loc, DenseElementsAttr::get(scalar, b.getIntegerAttr(
+                                                                    scalar.getElementType(), v)));
+  };
+  auto bools = idsType.clone(b.getI1Type());
+  // The rank's first row is data (a rank shard in the weights file), not
+  // code: every rank's code stays the same.
+  Value offset;
+  if (idsType.getElementType().isInteger(64)) {
+    int64_t v = first;
+    offset = blobConstant(b, loc, {}, scalar.getElementType(),
+                          ArrayRef<char>(reinterpret_cast<const char *>(&v), sizeof(v)),
+                          "xfmr.tp.vocabulary_offset");
+  } else {
+    int32_t v = static_cast<int32_t>(first);
+    offset = blobConstant(b, loc, {}, scalar.getElementType(),
+                          ArrayRef<char>(reinterpret_cast<const char *>(&v), sizeof(v)),
+                          "xfmr.tp.vocabulary_offset");
+  }
+  Value local = onnxOp(b, loc, "Sub", idsType, {ids, offset});
+  Value zero = constant(0);
+  Value inRange = onnxOp(b, loc, "And", bools,
+                         {onnxOp(b, loc, "GreaterOrEqual", bools, {local, zero}),
+                          onnxOp(b, loc, "Less", bools, {local, constant(n)})});
+  Value safe = onnxOp(b, loc, "Where", idsType, {inRange, local, zero});
+  auto rows = EmbeddingOp::create(b, loc, e.getType(), *table, safe, Value());
+  auto rowType = cast<RankedTensorType>(e.getType());
+  Value keep = onnxOp(b, loc, "Cast", idsType.clone(rowType.getElementType()), {inRange},
+                      {b.getNamedAttr("to", b.getI64IntegerAttr(1))});
+  Value keepRows = unsqueeze(b, loc, keep, idsType.getRank());
+  Value masked = onnxOp(b, loc, "Mul", rowType, {rows.getResult(), keepRows});
+  auto sum = AllReduceOp::create(b, loc, masked);
+  e.getResult().replaceAllUsesWith(sum.getResult());
+  e.erase();
+  ++vocabulary;
+  return success();
+}
+
 LogicalResult Sharder::run() {
   SmallVector<Operation *> attentionOps;
   SmallVector<GatedMLPOp> mlpOps;
@@ -509,15 +607,37 @@ LogicalResult Sharder::run() {
   if (f.getBody().walk([](MoEOp) { return WalkResult::interrupt(); }).wasInterrupted())
     return f.emitError("--tensor-parallel: mixture-of-experts layers are split with "
                        "--expert-parallel, not yet combined with --tensor-parallel");
-  if (attentionOps.empty() && mlpOps.empty())
-    return f.emitError("--tensor-parallel: no attention or gated MLP was raised, nothing to "
-                       "split");
   for (Operation *a : attentionOps)
     if (failed(shardAttention(a)))
       return failure();
   for (GatedMLPOp mlp : mlpOps)
     if (failed(shardMLP(mlp)))
       return failure();
+  // The vocabulary: an f32 embedding table and LM head whose rows / columns
+  // split evenly (else they stay replicated).
+  SmallVector<EmbeddingOp> embeddings;
+  f.walk([&](EmbeddingOp e) { embeddings.push_back(e); });
+  for (EmbeddingOp e : embeddings) {
+    auto table = cast<RankedTensorType>(e.getTable().getType());
+    if (!e.getScales() && table.getElementType().isF32() && table.hasStaticShape() &&
+        table.getDimSize(0) % ranks == 0 && isConstant(e.getTable()) &&
+        cast<RankedTensorType>(e.getType()).getElementType().isF32() &&
+        failed(shardEmbedding(e)))
+      return failure();
+  }
+  SmallVector<onnx::MatMulOp> heads;
+  f.walk([&](onnx::MatMulOp mm) {
+    auto w = dyn_cast<RankedTensorType>(mm.getB().getType());
+    if (!visited.contains(mm) && w && w.getRank() == 2 && w.hasStaticShape() &&
+        w.getDimSize(1) % ranks == 0 && constantMatrix(mm.getB()) &&
+        reachesReturn(mm.getResult()))
+      heads.push_back(mm);
+  });
+  for (onnx::MatMulOp mm : heads)
+    shardLMHead(mm);
+  if (attentions + mlps + vocabulary == 0)
+    return f.emitError("--tensor-parallel: no attention, gated MLP, embedding or LM head was "
+                       "raised, nothing to split");
   // A shard may leave the function only as a KV pool.
   for (auto &[value, shard] : reached)
     for (OpOperand &use : value.getUses())
@@ -552,6 +672,7 @@ struct ShardTensorParallelPass
         return signalPassFailure();
       numAttention += sharder.attentions;
       numMLP += sharder.mlps;
+      numVocabulary += sharder.vocabulary;
       // xfmr-paged-kv's description of the pools, for the runtime.
       auto kv = getOperation()->getAttrOfType<DictionaryAttr>("xfmr.kv_cache");
       if (kv && sharder.poolHeads) {

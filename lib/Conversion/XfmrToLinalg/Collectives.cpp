@@ -2,9 +2,10 @@
 //
 // Part of xfmr.
 //
-// xfmr.all_reduce becomes a call of xfmr_uk_all_reduce_f32 (runtime/ukernels
-// /Collectives.h) from a copy of its input into a fresh buffer: the runtime
-// sums the ranks' partial tensors over MPI, or copies in one process.
+// xfmr.all_reduce and xfmr.all_gather become calls of xfmr_uk_all_reduce_f32
+// and xfmr_uk_all_gather_f32 (runtime/ukernels/Collectives.h) from a copy of
+// the input into a fresh buffer: the runtime sums or gathers the ranks'
+// tensors over MPI, or copies in one process.
 //
 //===----------------------------------------------------------------------===//
 
@@ -26,6 +27,24 @@ namespace xfmr::lowering {
 namespace {
 
 constexpr llvm::StringLiteral kAllReduce = "xfmr_uk_all_reduce_f32";
+constexpr llvm::StringLiteral kAllGather = "xfmr_uk_all_gather_f32";
+
+/// The product of `t`'s dims [from, to) as an i64 (dynamic ones read), and
+/// the dynamic dims of `t` for an allocation of its shape.
+Value elementsOf(OpBuilder &b, Location loc, Value t, int64_t from, int64_t to) {
+  auto type = cast<RankedTensorType>(t.getType());
+  Type i64 = b.getI64Type();
+  Value n = arith::ConstantIntOp::create(b, loc, i64, 1);
+  for (int64_t d = from; d < to; ++d) {
+    Value size = type.isDynamicDim(d)
+                     ? arith::IndexCastOp::create(b, loc, i64,
+                                                  tensor::DimOp::create(b, loc, t, d))
+                           .getResult()
+                     : arith::ConstantIntOp::create(b, loc, i64, type.getDimSize(d)).getResult();
+    n = arith::MulIOp::create(b, loc, n, size);
+  }
+  return n;
+}
 
 struct AllReduceLowering : public OpRewritePattern<AllReduceOp> {
   using Base::Base;
@@ -38,18 +57,10 @@ struct AllReduceLowering : public OpRewritePattern<AllReduceOp> {
     declareKernel(b, op, kAllReduce, {ptr, ptr, i64});
 
     SmallVector<Value> dyn;
-    Value count = arith::ConstantIntOp::create(b, loc, i64, 1);
-    for (int64_t d = 0; d < type.getRank(); ++d) {
-      Value size;
-      if (type.isDynamicDim(d)) {
-        Value dim = tensor::DimOp::create(b, loc, op.getInput(), d);
-        dyn.push_back(dim);
-        size = arith::IndexCastOp::create(b, loc, i64, dim);
-      } else {
-        size = arith::ConstantIntOp::create(b, loc, i64, type.getDimSize(d));
-      }
-      count = arith::MulIOp::create(b, loc, count, size);
-    }
+    for (int64_t d = 0; d < type.getRank(); ++d)
+      if (type.isDynamicDim(d))
+        dyn.push_back(tensor::DimOp::create(b, loc, op.getInput(), d));
+    Value count = elementsOf(b, loc, op.getInput(), 0, type.getRank());
     Value in = kernelInput(b, loc, op.getInput());
     auto memType = MemRefType::get(type.getShape(), type.getElementType());
     Value out = memref::AllocOp::create(b, loc, memType, dyn);
@@ -61,10 +72,42 @@ struct AllReduceLowering : public OpRewritePattern<AllReduceOp> {
   }
 };
 
+/// xfmr.all_gather: the input's rows ([rows, cols], the leading dims
+/// collapsed) to a [rows, ranks * cols] result.
+struct AllGatherLowering : public OpRewritePattern<AllGatherOp> {
+  using Base::Base;
+
+  LogicalResult matchAndRewrite(AllGatherOp op, PatternRewriter &b) const override {
+    Location loc = op.getLoc();
+    auto inType = op.getInput().getType();
+    auto outType = op.getResult().getType();
+    int64_t rank = inType.getRank();
+    if (outType.isDynamicDim(rank - 1))
+      return b.notifyMatchFailure(op, "needs a static gathered width");
+    Type i64 = b.getI64Type();
+    Type ptr = LLVM::LLVMPointerType::get(b.getContext());
+    declareKernel(b, op, kAllGather, {ptr, ptr, i64, i64});
+    SmallVector<Value> dyn;
+    for (int64_t d = 0; d < rank; ++d)
+      if (outType.isDynamicDim(d))
+        dyn.push_back(tensor::DimOp::create(b, loc, op.getInput(), d));
+    Value rows = elementsOf(b, loc, op.getInput(), 0, rank - 1);
+    Value cols = elementsOf(b, loc, op.getInput(), rank - 1, rank);
+    Value in = kernelInput(b, loc, op.getInput());
+    auto memType = MemRefType::get(outType.getShape(), outType.getElementType());
+    Value out = memref::AllocOp::create(b, loc, memType, dyn);
+    func::CallOp::create(b, loc, kAllGather, TypeRange{},
+                         ValueRange{addressOf(b, loc, in), addressOf(b, loc, out), rows, cols});
+    b.replaceOp(op, bufferization::ToTensorOp::create(b, loc, outType, out, b.getUnitAttr(),
+                                                      b.getUnitAttr()));
+    return success();
+  }
+};
+
 } // namespace
 
 void populateCollectiveLoweringPatterns(RewritePatternSet &patterns) {
-  patterns.add<AllReduceLowering>(patterns.getContext());
+  patterns.add<AllReduceLowering, AllGatherLowering>(patterns.getContext());
 }
 
 } // namespace xfmr::lowering

@@ -68,3 +68,32 @@ func.func @not_a_projection(%q: tensor<1x4x?x2xf32>) -> tensor<1x4x?x2xf32> {
   %a = xfmr.attention %q, %q, %q {num_heads = 4 : i64, num_kv_heads = 4 : i64, scale = 1.0 : f32} : tensor<1x4x?x2xf32>, tensor<1x4x?x2xf32>, tensor<1x4x?x2xf32> -> tensor<1x4x?x2xf32>
   func.return %a : tensor<1x4x?x2xf32>
 }
+
+// -----
+
+// The vocabulary: rank 1 of 2 keeps table rows [4, 8) and looks up id - 4
+// where that is in [0, 4) (zeros elsewhere; the offset is a weight, so the
+// ranks' code is the same), the ranks' rows summed; the LM head keeps
+// columns [4, 8) and its logits are gathered.
+// CHECK-LABEL: func.func @vocabulary(
+// CHECK-DAG: %[[TABLE:.*]] = onnx.Constant() {value = dense_resource<xfmr.tp.{{.*}}> : tensor<4x4xf32>}
+// CHECK-DAG: %[[OFFSET:.*]] = onnx.Constant() {value = dense_resource<xfmr.tp.vocabulary_offset> : tensor<i64>}
+// CHECK: %[[LOCAL:.*]] = onnx.Sub(%{{.*}}, %[[OFFSET]])
+// CHECK: onnx.GreaterOrEqual(%[[LOCAL]]
+// CHECK: onnx.Less(%[[LOCAL]]
+// CHECK: %[[IN:.*]] = onnx.And
+// CHECK: %[[SAFE:.*]] = onnx.Where(%[[IN]], %[[LOCAL]]
+// CHECK: %[[ROWS:.*]] = xfmr.embedding %[[TABLE]], %[[SAFE]] : tensor<4x4xf32>, tensor<?xi64> -> tensor<?x4xf32>
+// CHECK: onnx.Cast(%[[IN]]) {to = 1 : i64}
+// CHECK: %[[MASKED:.*]] = onnx.Mul(%[[ROWS]]
+// CHECK: %[[E:.*]] = xfmr.all_reduce %[[MASKED]] : tensor<?x4xf32>
+// CHECK: %[[L:.*]] = onnx.MatMul(%{{.*}}, %{{.*}}) : (tensor<?x4xf32>, tensor<4x4xf32>) -> tensor<?x4xf32>
+// CHECK: %[[LOGITS:.*]] = xfmr.all_gather %[[L]] {ranks = 2 : i64} : tensor<?x4xf32> -> tensor<?x8xf32>
+// CHECK: return %[[E]], %[[LOGITS]]
+func.func @vocabulary(%ids: tensor<?xi64>, %h: tensor<?x4xf32>) -> (tensor<?x4xf32>, tensor<?x8xf32>) {
+  %table = onnx.Constant() {value = dense<[[1.0, 2.0, 3.0, 4.0], [5.0, 6.0, 7.0, 8.0], [9.0, 10.0, 11.0, 12.0], [13.0, 14.0, 15.0, 16.0], [1.5, 2.0, 3.0, 4.0], [5.5, 6.0, 7.0, 8.0], [9.5, 10.0, 11.0, 12.0], [13.5, 14.0, 15.0, 16.0]]> : tensor<8x4xf32>} : () -> tensor<8x4xf32>
+  %w = onnx.Constant() {value = dense<[[1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 7.0, 8.0], [1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 7.0, 8.0], [1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 7.0, 8.0], [1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 7.0, 8.5]]> : tensor<4x8xf32>} : () -> tensor<4x8xf32>
+  %e = xfmr.embedding %table, %ids : tensor<8x4xf32>, tensor<?xi64> -> tensor<?x4xf32>
+  %l = onnx.MatMul(%h, %w) : (tensor<?x4xf32>, tensor<4x8xf32>) -> tensor<?x8xf32>
+  func.return %e, %l : tensor<?x4xf32>, tensor<?x8xf32>
+}

@@ -2105,3 +2105,11 @@ func.func @paged_attention_value_size(%q: tensor<10x4x4xf32>, %kp: tensor<128x16
   return
 }
 
+
+// -----
+
+func.func @all_gather_width(%x: tensor<?x64xf32>) {
+  // expected-error @+1 {{'xfmr.all_gather' op result dimension 1 must be 128, got 96}}
+  %0 = xfmr.all_gather %x {ranks = 2 : i64} : tensor<?x64xf32> -> tensor<?x96xf32>
+  return
+}

@@ -471,3 +471,10 @@ func.func @all_reduce(%x: tensor<?x32xf32>) -> tensor<?x32xf32> {
   %y = xfmr.all_reduce %x : tensor<?x32xf32>
   return %y : tensor<?x32xf32>
 }
+
+// CHECK-LABEL: func @all_gather
+// CHECK: xfmr.all_gather %{{.*}} {ranks = 2 : i64} : tensor<?x64xf32> -> tensor<?x128xf32>
+func.func @all_gather(%x: tensor<?x64xf32>) -> tensor<?x128xf32> {
+  %y = xfmr.all_gather %x {ranks = 2 : i64} : tensor<?x64xf32> -> tensor<?x128xf32>
+  return %y : tensor<?x128xf32>
+}
