@@ -387,10 +387,11 @@ int main(int argc, char **argv) {
     return fail(
         f.artifact +
         ": not a step function (compile with xfmr-compile --kv-cache=paged)");
-  if (manifest.expertParallelRanks > 1)
+  if (manifest.parallelRanks() > 1)
     return fail(f.artifact +
-                ": expert-parallel artifacts are not served yet (use xfmr-run "
-                "generate under mpirun)");
+                ": artifacts for several MPI ranks (--tensor-parallel, "
+                "--expert-parallel) are not served yet (use xfmr-run generate "
+                "or xfmr-bench under mpirun)");
   Expected<TextModel> text = loadText(artifact, f);
   if (!text)
     return fail(text.error());
