@@ -17,6 +17,8 @@ and "N passed, N failed" (exit 1 on a failure):
   * a client that vanishes mid-stream: its request is cancelled and every
     KV block is free again (/metrics);
   * concurrent streams; SIGTERM: exit status 0;
+  * with --launcher (mpirun for a --tensor-parallel artifact): the same
+    cases, the references run by xfmr-run generate under the same mpirun;
   * --pools: requests in the pool their priority names, per-pool metrics,
     the batch pool's prompt tokens per step learned from step times.
 
@@ -69,8 +71,13 @@ class Server(ServeProcess):
         return total if found else None
 
 
+# A command prefix for xfmr-serve and xfmr-run (--launcher: mpirun for a
+# tensor-parallel artifact).
+LAUNCHER = []
+
+
 def xfmr_generate(build, artifact, ids, n):
-    out = subprocess.run([os.path.join(build, "bin", "xfmr-run"), "generate", artifact,
+    out = subprocess.run(LAUNCHER + [os.path.join(build, "bin", "xfmr-run"), "generate", artifact,
                           "--prompt-ids", ",".join(map(str, ids)), "--max-new-tokens", str(n),
                           "--quiet"], capture_output=True, text=True, check=True)
     return [int(t) for t in out.stdout.strip().split(",") if t]
@@ -187,7 +194,12 @@ def main():
     ap.add_argument("--build-dir", default="build")
     ap.add_argument("--artifact", required=True)
     ap.add_argument("--server-args", default="", help="more xfmr-serve flags")
+    ap.add_argument("--launcher", default="",
+                    help="a command prefix for xfmr-serve and xfmr-run generate, e.g. "
+                         "'mpirun -np 2' for a --tensor-parallel=2 artifact")
+    ap.add_argument("--skip-pools", action="store_true", help="skip the --pools cases")
     a = ap.parse_args()
+    LAUNCHER.extend(a.launcher.split())
 
     import openai
     import tokenizers
@@ -198,7 +210,7 @@ def main():
     hf = PreTrainedTokenizerFast(tokenizer_file=os.path.join(art, "tokenizer.json"))
     with open(os.path.join(art, "chat_template.jinja")) as f:
         hf.chat_template = f.read()
-    s = Server(a.build_dir, art, a.server_args.split())
+    s = Server(a.build_dir, art, a.server_args.split(), LAUNCHER)
     model = os.path.basename(os.path.normpath(art))
     client = openai.OpenAI(base_url=s.base + "/v1", api_key="none", max_retries=0)
 
@@ -361,9 +373,21 @@ def main():
               drafts and drafts > 0 and kept is not None and 0 <= kept <= drafts, (drafts, kept))
 
     rc = s.stop()
-    check("SIGTERM: exit 0", rc == 0, (rc, "".join(s.stderr_lines[-5:])))
+    if LAUNCHER:
+        # mpirun forwards SIGTERM to every rank and then exits 1 whatever the
+        # ranks did: rank 0 drained and stopped, and the job is over.
+        for _ in range(20):  # the reader thread takes the last lines
+            if "xfmr-serve: stopped\n" in s.stderr_lines:
+                break
+            time.sleep(0.1)
+        stopped = "xfmr-serve: stopped\n" in s.stderr_lines and rc != "timeout"
+        check("SIGTERM (through mpirun): drained, stopped, every rank gone", stopped,
+              (rc, "".join(s.stderr_lines[-5:])))
+    else:
+        check("SIGTERM: exit 0", rc == 0, (rc, "".join(s.stderr_lines[-5:])))
 
-    check_pools(a.build_dir, art, model, prompt_ids)
+    if not a.skip_pools:
+        check_pools(a.build_dir, art, model, prompt_ids)
 
     failed = RESULTS.count(False)
     print("%d passed, %d failed" % (len(RESULTS) - failed, failed))

@@ -9,9 +9,10 @@ import threading
 
 
 class ServeProcess:
-    def __init__(self, build, artifact, extra=()):
-        cmd = [os.path.join(build, "bin", "xfmr-serve"), artifact, "--port", "0",
-               "--seed", "0"] + list(extra)
+    def __init__(self, build, artifact, extra=(), launcher=()):
+        """`launcher`: a command prefix, e.g. mpirun's for a parallel artifact."""
+        cmd = list(launcher) + [os.path.join(build, "bin", "xfmr-serve"), artifact, "--port",
+                                "0", "--seed", "0"] + list(extra)
         self.proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                                      text=True)
         line = self.proc.stdout.readline()

@@ -245,10 +245,14 @@ void Engine::HostMover::run(int32_t block, int32_t slot, bool out, std::function
 }
 
 void Engine::HostMover::offload(int32_t block, int32_t slot) {
+  if (mirror)
+    mirror->offload(block, slot);
   run(block, slot, /*out=*/true, [this, block, slot] { host.store(pools, block, slot); });
 }
 
 void Engine::HostMover::load(int32_t slot, int32_t block) {
+  if (mirror)
+    mirror->load(slot, block);
   run(block, slot, /*out=*/false, [this, block, slot] { host.load(slot, pools, block); });
 }
 
@@ -800,8 +804,11 @@ Expected<Tensor> Engine::execute(const StepPlan &plan) {
   if (copyQueue) // host-tier copies still touching the blocks this step uses
     waitForCopies(plan);
   if (artifact)
-    for (const BlockCopy &c : plan.copies)
+    for (const BlockCopy &c : plan.copies) {
+      if (poolMirror)
+        poolMirror->copyBlock(c.src, c.dst);
       pools.copyBlock(c.src, c.dst);
+    }
   std::vector<StepSequence> batch;
   batch.reserve(plan.sequences.size());
   for (const ScheduledSequence &s : plan.sequences) {
@@ -818,6 +825,8 @@ Expected<Tensor> Engine::execute(const StepPlan &plan) {
                    static_cast<long long>(plan.numTokens),
                    static_cast<long long>(blocks.numFree())));
   auto start = std::chrono::steady_clock::now();
+  if (poolMirror && !model)
+    poolMirror->step(batch);
   Expected<Tensor> logits = model ? model(batch) : runStep(*artifact, pools, batch);
   if (!logits) {
     endStep();
@@ -963,8 +972,11 @@ Status Engine::draftProposals(StepPlan &plan) {
   // copy-on-write copies are made before it runs, not in execute().
   if (drafter->sharesKV()) {
     if (artifact)
-      for (const BlockCopy &c : plan.copies)
+      for (const BlockCopy &c : plan.copies) {
+        if (poolMirror)
+          poolMirror->copyBlock(c.src, c.dst);
         pools.copyBlock(c.src, c.dst);
+      }
     plan.copies.clear();
   }
   Expected<std::vector<DraftModel::Proposal>> proposals = drafter->propose(requests);

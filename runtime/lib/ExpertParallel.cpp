@@ -7,11 +7,13 @@
 //===----------------------------------------------------------------------===//
 
 #include "xfmr/runtime/ExpertParallel.h"
+#include "xfmr/runtime/PagedKV.h"
 
 #include <algorithm>
 #include <chrono>
 #include <condition_variable>
 #include <mutex>
+#include <optional>
 #include <cstdio>
 #include <cstdlib>
 #include <string>
@@ -231,6 +233,167 @@ Expected<ExpertParallelRank> joinExpertParallel(const Artifact &artifact) {
   else
     reinterpret_cast<SetPartition>(symbol)(mpiRank, mpiSize, allReduce, &combineContext);
   return ExpertParallelRank{mpiRank, mpiSize};
+#endif
+}
+
+#ifdef XFMR_WITH_MPI
+namespace {
+
+/// A follower's command: {kind, a, b, payload length}, then the payload.
+enum Command : int64_t { kEnd, kSetup, kCopy, kOffload, kLoad, kStep };
+
+/// Broadcasts `data` from rank 0, polled. Rank 0 waits at most the timeout;
+/// a follower waits for the next command without one (an idle server),
+/// sleeping between polls.
+void broadcast(int64_t *data, int64_t count, bool leader) {
+  MPI_Request request;
+  MPI_Ibcast(data, static_cast<int>(count), MPI_INT64_T, 0, MPI_COMM_WORLD, &request);
+  if (leader) {
+    waitOrAbort(request, combineContext, "step broadcast");
+    return;
+  }
+  int done = 0;
+  for (int spins = 0; !done; ++spins) {
+    MPI_Test(&request, &done, MPI_STATUS_IGNORE);
+    if (!done && spins > 1000)
+      std::this_thread::sleep_for(std::chrono::microseconds(200));
+  }
+}
+
+class MPIPoolMirror : public PoolMirror {
+public:
+  MPIPoolMirror(int64_t numBlocks, int64_t hostSlots) { send(kSetup, numBlocks, hostSlots); }
+  ~MPIPoolMirror() override { send(kEnd, 0, 0); }
+  void copyBlock(int32_t src, int32_t dst) override { send(kCopy, src, dst); }
+  void offload(int32_t block, int32_t slot) override { send(kOffload, block, slot); }
+  void load(int32_t slot, int32_t block) override { send(kLoad, slot, block); }
+  void step(const std::vector<StepSequence> &batch) override {
+    std::vector<int64_t> payload{static_cast<int64_t>(batch.size())};
+    for (const StepSequence &s : batch) {
+      payload.push_back(static_cast<int64_t>(s.tokens.size()));
+      payload.insert(payload.end(), s.tokens.begin(), s.tokens.end());
+      payload.push_back(s.firstPosition);
+      payload.push_back(static_cast<int64_t>(s.blockTable.size()));
+      payload.insert(payload.end(), s.blockTable.begin(), s.blockTable.end());
+      payload.push_back(s.allLogits);
+    }
+    send(kStep, 0, 0, &payload);
+  }
+
+private:
+  void send(int64_t kind, int64_t a, int64_t b, std::vector<int64_t> *payload = nullptr) {
+    int64_t header[4] = {kind, a, b, payload ? static_cast<int64_t>(payload->size()) : 0};
+    broadcast(header, 4, /*leader=*/true);
+    if (payload)
+      broadcast(payload->data(), header[3], /*leader=*/true);
+  }
+};
+
+/// The batch a kStep payload describes, or an empty one if malformed.
+std::vector<StepSequence> decodeStep(const std::vector<int64_t> &p) {
+  std::vector<StepSequence> batch;
+  size_t at = 0;
+  auto next = [&](int64_t &v) {
+    if (at >= p.size())
+      return false;
+    v = p[at++];
+    return true;
+  };
+  int64_t count = 0, n = 0, flag = 0;
+  if (!next(count) || count < 0)
+    return {};
+  for (int64_t i = 0; i < count; ++i) {
+    StepSequence s;
+    if (!next(n) || n < 0 || at + static_cast<size_t>(n) > p.size())
+      return {};
+    s.tokens.assign(p.begin() + at, p.begin() + at + n);
+    at += n;
+    if (!next(s.firstPosition) || !next(n) || n < 0 || at + static_cast<size_t>(n) > p.size())
+      return {};
+    for (int64_t j = 0; j < n; ++j)
+      s.blockTable.push_back(static_cast<int32_t>(p[at++]));
+    if (!next(flag))
+      return {};
+    s.allLogits = flag != 0;
+    batch.push_back(std::move(s));
+  }
+  return batch;
+}
+
+[[noreturn]] void followerFailed(const std::string &what) {
+  std::fprintf(stderr, "xfmr: rank %d: %s: ending the job (the ranks' steps no longer match)\n",
+               combineContext.rank, what.c_str());
+  MPI_Abort(MPI_COMM_WORLD, 4);
+  std::abort();
+}
+
+} // namespace
+#endif
+
+std::unique_ptr<PoolMirror> mirrorToFollowers(int64_t numBlocks, int64_t hostSlots) {
+#ifdef XFMR_WITH_MPI
+  if (initialised && combineContext.ranks > 1 && combineContext.rank == 0)
+    return std::make_unique<MPIPoolMirror>(numBlocks, hostSlots);
+#endif
+  return nullptr;
+}
+
+Status followLeader(const Artifact &artifact) {
+#ifndef XFMR_WITH_MPI
+  return Error("this xfmr was built without MPI: no leader to follow");
+#else
+  if (!initialised || combineContext.rank == 0)
+    return Error("followLeader: not a follower rank of a parallel run");
+  std::optional<KVPools> pools;
+  std::optional<HostKVPool> host;
+  for (;;) {
+    int64_t header[4];
+    broadcast(header, 4, /*leader=*/false);
+    std::vector<int64_t> payload(static_cast<size_t>(std::max<int64_t>(header[3], 0)));
+    if (header[3] > 0)
+      broadcast(payload.data(), header[3], /*leader=*/false);
+    int64_t a = header[1], b = header[2];
+    switch (header[0]) {
+    case kEnd:
+      return {};
+    case kSetup: {
+      Expected<KVPools> p = KVPools::allocate(artifact, a);
+      if (!p)
+        followerFailed(p.error());
+      pools.emplace(p.take());
+      uint64_t perSlot = a ? pools->bytes() / static_cast<uint64_t>(a) : 0;
+      Expected<HostKVPool> h =
+          HostKVPool::allocateForBudget(*pools, perSlot * static_cast<uint64_t>(b));
+      if (!h || h->numSlots() != b)
+        followerFailed("cannot allocate the host KV tier of " + std::to_string(b) + " blocks");
+      host.emplace(h.take());
+      break;
+    }
+    case kCopy:
+    case kOffload:
+    case kLoad:
+    case kStep:
+      if (!pools)
+        followerFailed("a command before the pools were set up");
+      if (header[0] == kCopy)
+        pools->copyBlock(static_cast<int32_t>(a), static_cast<int32_t>(b));
+      else if (header[0] == kOffload)
+        host->store(*pools, static_cast<int32_t>(a), static_cast<int32_t>(b));
+      else if (header[0] == kLoad)
+        host->load(static_cast<int32_t>(a), *pools, static_cast<int32_t>(b));
+      else {
+        std::vector<StepSequence> batch = decodeStep(payload);
+        if (batch.empty())
+          followerFailed("a malformed step from rank 0");
+        Expected<Tensor> logits = runStep(artifact, *pools, batch);
+        if (!logits)
+          followerFailed(logits.error());
+      }
+      break;
+    default:
+      followerFailed("an unknown command from rank 0");
+    }
+  }
 #endif
 }
 

@@ -6,6 +6,8 @@
 
 #include "EngineLoop.h"
 
+#include "xfmr/runtime/ExpertParallel.h"
+
 #include "xfmr/runtime/Artifact.h"
 #include "xfmr/runtime/PagedKV.h"
 #include "xfmr/runtime/Text.h"
@@ -396,6 +398,13 @@ void EngineLoop::cancel(int64_t id) {
 //===----------------------------------------------------------------------===//
 // Steps
 //===----------------------------------------------------------------------===//
+
+std::unique_ptr<rt::PoolMirror> EngineLoop::mirrorToFollowers() {
+  std::unique_ptr<rt::PoolMirror> mirror =
+      rt::mirrorToFollowers(engine->numBlocks(), engine->hostSlots());
+  engine->mirrorTo(mirror.get());
+  return mirror;
+}
 
 void EngineLoop::start() {
   thread = std::thread([this] { run(); });

@@ -110,6 +110,9 @@ public:
   /// Seconds since the loop started (the clock of Job::arrival).
   double now() const;
 
+  /// Before start(): a tensor-parallel server's rank 0 shows every pool
+  /// copy and step to the other ranks (rt::mirrorToFollowers).
+  std::unique_ptr<rt::PoolMirror> mirrorToFollowers();
   /// Starts the engine thread.
   void start();
   /// Stops taking jobs and lets the running ones finish; after

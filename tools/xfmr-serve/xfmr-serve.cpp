@@ -16,6 +16,7 @@
 
 #include "Api.h"
 #include "EngineLoop.h"
+#include "xfmr/runtime/ExpertParallel.h"
 #include "HttpServer.h"
 #include "Metrics.h"
 
@@ -387,11 +388,26 @@ int main(int argc, char **argv) {
     return fail(
         f.artifact +
         ": not a step function (compile with xfmr-compile --kv-cache=paged)");
-  if (manifest.parallelRanks() > 1)
+  if (manifest.expertParallelRanks > 1)
     return fail(f.artifact +
-                ": artifacts for several MPI ranks (--tensor-parallel, "
-                "--expert-parallel) are not served yet (use xfmr-run generate "
-                "or xfmr-bench under mpirun)");
+                ": expert-parallel artifacts are not served yet (use xfmr-run "
+                "generate or xfmr-bench under mpirun)");
+  // A tensor-parallel artifact under mpirun: rank 0 serves, and the other
+  // ranks do each pool copy and step it does (docs/parallelism.md).
+  if (manifest.tensorParallelRanks > 1 &&
+      (!f.draftModel.empty() || !f.pools.empty()))
+    return fail(f.artifact +
+                ": a tensor-parallel server has one pool and no draft model yet "
+                "(drop --pools and --draft-model)");
+  ExpertParallelScope scope;
+  Expected<ExpertParallelRank> rank = joinExpertParallel(artifact);
+  if (!rank)
+    return fail(rank.error());
+  if (!rank->isRoot()) {
+    if (Status s = followLeader(artifact); !s)
+      return fail(s.error());
+    return 0;
+  }
   Expected<TextModel> text = loadText(artifact, f);
   if (!text)
     return fail(text.error());
@@ -446,6 +462,7 @@ int main(int argc, char **argv) {
   if (!loop)
     return fail(loop.error());
   std::fprintf(stderr, "%s", (*loop)->describe().c_str());
+  std::unique_ptr<PoolMirror> mirror = (*loop)->mirrorToFollowers();
 
   ApiOptions apiOptions;
   apiOptions.modelName = f.modelName;
@@ -484,6 +501,7 @@ int main(int argc, char **argv) {
   });
   (*server)->run();
   (*loop)->stop();
+  mirror.reset(); // the other ranks' followLeader ends
   // The signal thread has returned (run() ends only after stop()).
   signalThread.join();
   std::fprintf(stderr, "xfmr-serve: stopped\n");

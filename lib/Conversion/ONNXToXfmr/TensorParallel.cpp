@@ -77,6 +77,8 @@ FailureOr<Value> sliceConstant(OpBuilder &b, Location loc, Value v, int64_t dim,
   auto sliced = RankedTensorType::get(shape, type.getElementType());
   if (auto dense = dyn_cast<DenseElementsAttr>(attr); dense && dense.isSplat())
     return makeConstant(b, loc, dense.resizeSplat(sliced));
+  if (type.getNumElements() == 0) // an empty past
+    return makeConstant(b, loc, DenseElementsAttr::get(sliced, ArrayRef<Attribute>{}));
   std::optional<ArrayRef<char>> raw = rawBytes(attr);
   unsigned bits = type.getElementTypeBitWidth();
   if (!raw || bits % 8 || raw->size() != static_cast<size_t>(type.getNumElements()) * bits / 8)
@@ -160,6 +162,9 @@ private:
   LogicalResult visit(Operation *user, Value v, Shard s);
   LogicalResult reshape(onnx::ReshapeOp op, Shard s);
   LogicalResult elementwise(Operation *op, Value v, Shard s);
+  /// A concatenation along another dimension with constants (an empty
+  /// past): the constants keep the rank's heads too.
+  LogicalResult concatenate(onnx::ConcatOp op, Value v, Shard s);
   LogicalResult rowParallel(onnx::MatMulOp mm, Value v, Shard s);
   FailureOr<Value> shapeWithSize(onnx::ReshapeOp op, int64_t dim, int64_t oldSize,
                                  int64_t newSize);
@@ -298,6 +303,17 @@ LogicalResult Sharder::visit(Operation *user, Value v, Shard s) {
   }
   if (isa<onnx::AddOp, onnx::SubOp, onnx::MulOp, onnx::DivOp>(user))
     return elementwise(user, v, s);
+  // A size read of another dimension (the raised GroupQueryAttention's
+  // checks) does not see the split.
+  if (auto dim = dyn_cast<tensor::DimOp>(user)) {
+    std::optional<int64_t> index = dim.getConstantIndex();
+    if (!index || *index == s.dim)
+      return dim.emitError("--tensor-parallel: reads the size of the heads' dimension");
+    visited.erase(user);
+    return success();
+  }
+  if (auto concat = dyn_cast<onnx::ConcatOp>(user))
+    return concatenate(concat, v, s);
   // A norm of each head (Qwen3's q_norm, k_norm) keeps the heads apart; one
   // over all heads' features (OLMo-2's) would need them all.
   if (isa<RMSNormOp, LayerNormOp>(user) && user->getOperand(0) == v) {
@@ -330,6 +346,35 @@ LogicalResult Sharder::elementwise(Operation *op, Value v, Shard s) {
   }
   result.setType(withDim(result.getType(), dim, s.newSize()));
   return propagate(result, Shard{dim, s.heads, s.first, s.count, s.unit});
+}
+
+LogicalResult Sharder::concatenate(onnx::ConcatOp op, Value v, Shard s) {
+  int64_t rank = rankOf(v), axis = op.getAxis() < 0 ? op.getAxis() + rank : op.getAxis();
+  if (axis == s.dim)
+    return op.emitError("--tensor-parallel: concatenates along the heads' dimension");
+  OpBuilder b(op);
+  for (OpOperand &operand : op->getOpOperands()) {
+    Value other = operand.get();
+    if (other == v)
+      continue;
+    auto cast = other.getDefiningOp<tensor::CastOp>();
+    Value source = cast ? cast.getSource() : other;
+    FailureOr<Value> piece = failure();
+    if (dimOf(source, s.dim) == s.oldSize())
+      piece = sliceConstant(b, op.getLoc(), source, s.dim, s.first * s.unit,
+                            (s.first + s.count) * s.unit);
+    if (failed(piece))
+      return op.emitError("--tensor-parallel: a concatenation with a non-constant beside "
+                          "the heads");
+    Value replacement = *piece;
+    if (cast)
+      replacement = tensor::CastOp::create(b, op.getLoc(),
+                                           withDim(cast.getType(), s.dim, s.newSize()), *piece);
+    operand.set(replacement);
+  }
+  Value result = op.getResult();
+  result.setType(withDim(result.getType(), s.dim, s.newSize()));
+  return propagate(result, s);
 }
 
 FailureOr<Value> Sharder::shapeWithSize(onnx::ReshapeOp op, int64_t dim, int64_t oldSize,
@@ -596,6 +641,16 @@ LogicalResult Sharder::shardEmbedding(EmbeddingOp e) {
 }
 
 LogicalResult Sharder::run() {
+  // Fused projections cut into q, k, v (onnxruntime-genai's packed QKV
+  // before GroupQueryAttention) become one product each, as xfmr-raise
+  // does for the exporters' (SplitProjections.cpp).
+  SmallVector<onnx::MatMulOp> products;
+  f.walk([&](onnx::MatMulOp mm) { products.push_back(mm); });
+  IRRewriter rewriter(f.getContext());
+  RaiseLog log;
+  for (onnx::MatMulOp mm : products)
+    (void)splitFusedProjection(mm, rewriter, log);
+
   SmallVector<Operation *> attentionOps;
   SmallVector<GatedMLPOp> mlpOps;
   f.walk([&](Operation *op) {

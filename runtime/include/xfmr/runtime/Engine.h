@@ -199,6 +199,19 @@ struct RequestResult {
   int64_t speculativeSteps = 0, proposedTokens = 0, acceptedTokens = 0;
 };
 
+/// What the engine does to its KV pools and model, in order, for processes
+/// that hold the other shards of a tensor-parallel model and must do the
+/// same (runtime/lib/ExpertParallel.cpp's followers): called on the
+/// engine's thread when each happens (an asynchronous host copy when it is
+/// queued).
+struct PoolMirror {
+  virtual ~PoolMirror() = default;
+  virtual void copyBlock(int32_t src, int32_t dst) = 0;
+  virtual void offload(int32_t block, int32_t slot) = 0;
+  virtual void load(int32_t slot, int32_t block) = 0;
+  virtual void step(const std::vector<StepSequence> &batch) = 0;
+};
+
 class Engine {
 public:
   using Clock = std::function<double()>;
@@ -285,6 +298,15 @@ public:
   /// Of the preemptions, the ones that swapped their blocks to the host tier.
   int64_t swapPreemptions() const { return numSwapPreemptions; }
   TransferStats transfers() const;
+  /// From now on, tells `mirror` every pool copy, host-tier copy and step
+  /// (null: nobody); the KV pools' blocks and host slots are `numBlocks()`
+  /// and `hostSlots()`.
+  void mirrorTo(PoolMirror *mirror) {
+    poolMirror = mirror;
+    mover.mirror = mirror;
+  }
+  int64_t numBlocks() const { return pools.numBlocks(); }
+  int64_t hostSlots() const { return host.numSlots(); }
   /// Prompt tokens per second of the steps that computed prompt chunks
   /// (0 before the first).
   double prefillRate() const {
@@ -441,6 +463,7 @@ private:
   struct HostMover : BlockMover {
     KVPools &pools;
     HostKVPool &host;
+    PoolMirror *mirror = nullptr; ///< Engine::mirrorTo
     double delaySeconds = 0; ///< EngineConfig::hostCopyDelaySeconds
     CopyQueue *queue = nullptr; ///< asynchronous copies, when set
     HostMover(KVPools &pools, HostKVPool &host, double delaySeconds)
@@ -464,6 +487,7 @@ private:
 
   const Artifact *artifact; ///< nullptr for a detached engine
   ModelCall model;          ///< set for a detached engine
+  PoolMirror *poolMirror = nullptr;
   KVPools pools;
   HostKVPool host;
   HostMover mover;

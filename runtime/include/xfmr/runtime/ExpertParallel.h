@@ -13,7 +13,10 @@
 #define XFMR_RUNTIME_EXPERTPARALLEL_H
 
 #include "xfmr/runtime/Artifact.h"
+#include "xfmr/runtime/Engine.h"
 #include "xfmr/runtime/Error.h"
+
+#include <memory>
 
 namespace xfmr::rt {
 
@@ -45,6 +48,20 @@ struct ExpertParallelScope {
   ExpertParallelScope &operator=(const ExpertParallelScope &) = delete;
   ~ExpertParallelScope() { leaveExpertParallel(); }
 };
+
+/// A server of a tensor-parallel artifact: rank 0's engine schedules, the
+/// other ranks (followers) do what it did, in the same order. On rank 0 of
+/// several: a PoolMirror for Engine::mirrorTo that broadcasts each pool
+/// copy, host-tier copy and step, after telling the followers the pools'
+/// blocks and host slots; destroying it ends their followLeader. Null in
+/// one process.
+std::unique_ptr<PoolMirror> mirrorToFollowers(int64_t numBlocks, int64_t hostSlots);
+
+/// On a follower: allocates the KV pools as rank 0 says, then applies its
+/// commands (pool copies, host-tier copies, steps through `artifact`) until
+/// it finishes. A step that fails here ends the job with a message: the
+/// ranks' collectives would no longer match.
+Status followLeader(const Artifact &artifact);
 
 /// Whether this build can run expert-parallel artifacts (MPI found).
 bool expertParallelAvailable();
