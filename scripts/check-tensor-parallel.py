@@ -30,8 +30,9 @@ HF = os.path.join(ROOT, "examples", "hf")
 
 # model: rank counts. llama: 4 query heads, 2 KV heads (split at 2 ranks,
 # replicated at 4); qwen2 (TorchScript export): biases on q, k, v; 4 query
-# heads, 2 KV heads.
-DEFAULT = ["llama_dynamo:2,4", "qwen2_ts:2"]
+# heads, 2 KV heads; starcoder2 (TorchScript): an ungated MLP with biases
+# (c_fc, GELU, c_proj) split by columns.
+DEFAULT = ["llama_dynamo:2,4", "qwen2_ts:2", "starcoder2_ts:2"]
 PROMPTS = ["5,9,33,2,17", "7,8,9"]
 MPIRUN = ["env", "OMPI_ALLOW_RUN_AS_ROOT=1", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1",
           "OMPI_MCA_rmaps_base_oversubscribe=1", "mpirun", "--oversubscribe"]

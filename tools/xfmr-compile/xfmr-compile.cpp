@@ -149,9 +149,10 @@ cl::opt<int64_t> expertParallel(
     cl::value_desc("N"), cl::init(1), cl::cat(category));
 cl::opt<int64_t> tensorParallel(
     "tensor-parallel",
-    cl::desc("Split every attention (by heads) and gated MLP (by intermediate columns) over N "
-             "MPI ranks, Megatron-style, with an all-reduce after each: rank r's weights go to "
-             "its own weights file; the artifact then runs as `mpirun -np N xfmr-run ...` "
+    cl::desc("Split every attention (by heads), MLP (by intermediate columns), embedding and "
+             "LM head (by vocabulary) over N MPI ranks, Megatron-style, with an all-reduce or "
+             "all-gather after each: rank r's weights go to its own weights file; the artifact "
+             "then runs as `mpirun -np N xfmr-run|xfmr-bench|xfmr-serve ...` "
              "(docs/parallelism.md). N must divide the query heads and MLP width, and divide or "
              "be a multiple of the KV heads. Default 1"),
     cl::value_desc("N"), cl::init(1), cl::cat(category));

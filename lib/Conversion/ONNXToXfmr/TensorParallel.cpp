@@ -133,6 +133,12 @@ Value onnxOp(OpBuilder &b, Location loc, StringRef name, Type result, ValueRange
   return b.create(state)->getResult(0);
 }
 
+/// Elementwise ops of one tensor (MLP activations, spelled out or not).
+bool isUnary(Operation *op) {
+  return isa<onnx::SigmoidOp, onnx::TanhOp, onnx::ReluOp, onnx::ErfOp, onnx::GeluOp,
+             onnx::NegOp, onnx::ExpOp, onnx::SoftplusOp, onnx::SqrtOp, onnx::HardSigmoidOp>(op);
+}
+
 class Sharder {
 public:
   Sharder(func::FuncOp f, int64_t ranks, int64_t rank) : f(f), ranks(ranks), rank(rank) {}
@@ -145,6 +151,11 @@ public:
 private:
   LogicalResult shardAttention(Operation *attention);
   LogicalResult shardMLP(GatedMLPOp mlp);
+  /// An MLP left as products (GPT-2's, StarCoder2's: up, activation, down;
+  /// or gate and up joined elementwise): the column-parallel products of
+  /// `down`'s input, or nothing when it is not such an MLP.
+  SmallVector<onnx::MatMulOp> ungatedMLP(onnx::MatMulOp down);
+  LogicalResult shardUngatedMLP(onnx::MatMulOp down, ArrayRef<onnx::MatMulOp> ups);
   /// Vocabulary-parallel LM head: columns [r V / N, (r + 1) V / N) of the
   /// product, gathered after it.
   void shardLMHead(onnx::MatMulOp mm);
@@ -175,6 +186,9 @@ private:
   /// Shards reaching the ops that join them (attention, kv_write, return).
   DenseMap<Value, Shard> reached;
   DenseSet<Operation *> visited;
+  /// The values between an ungated MLP's column-parallel products and its
+  /// down projection (sharded as the propagation reaches them).
+  DenseSet<Value> mlpValues;
 };
 
 bool joinsShards(Operation *op) {
@@ -294,14 +308,14 @@ LogicalResult Sharder::visit(Operation *user, Value v, Shard s) {
         break;
     return follow(un.getResult(), dim, s.unit);
   }
-  if (isa<tensor::CastOp, onnx::CastOp>(user))
+  if (isa<tensor::CastOp, onnx::CastOp>(user) || isUnary(user))
     return follow(user->getResult(0), s.dim, s.unit);
   if (auto rope = dyn_cast<RopeOp>(user)) {
     if (rope.getInput() != v)
       return rope.emitError("--tensor-parallel: RoPE tables carry the heads");
     return follow(rope.getResult(), s.dim, s.unit);
   }
-  if (isa<onnx::AddOp, onnx::SubOp, onnx::MulOp, onnx::DivOp>(user))
+  if (isa<onnx::AddOp, onnx::SubOp, onnx::MulOp, onnx::DivOp, onnx::PowOp>(user))
     return elementwise(user, v, s);
   // A size read of another dimension (the raised GroupQueryAttention's
   // checks) does not see the split.
@@ -330,7 +344,7 @@ LogicalResult Sharder::elementwise(Operation *op, Value v, Shard s) {
   Value result = op->getResult(0);
   int64_t outRank = rankOf(result), dim = s.dim + outRank - rankOf(v);
   for (Value other : op->getOperands()) {
-    if (other == v)
+    if (other == v || mlpValues.contains(other))
       continue;
     int64_t at = dim - (outRank - rankOf(other));
     if (at < 0 || dimOf(other, at) == 1)
@@ -640,6 +654,64 @@ LogicalResult Sharder::shardEmbedding(EmbeddingOp e) {
   return success();
 }
 
+SmallVector<onnx::MatMulOp> Sharder::ungatedMLP(onnx::MatMulOp down) {
+  auto w = dyn_cast<RankedTensorType>(down.getB().getType());
+  if (!w || w.getRank() != 2 || !w.hasStaticShape() || !constantMatrix(down.getB()))
+    return {};
+  int64_t inter = w.getDimSize(0);
+  SmallVector<onnx::MatMulOp> ups;
+  SmallVector<Value> work{down.getA()};
+  DenseSet<Value> seen;
+  while (!work.empty()) {
+    Value v = work.pop_back_val();
+    if (isConstant(v)) {
+      if (rankOf(v) == 0 || dimOf(v, -1) == 1 || dimOf(v, -1) == inter)
+        continue; // a scalar, or a bias of the intermediate columns
+      return {};
+    }
+    if (!seen.insert(v).second)
+      continue;
+    if (dimOf(v, -1) != inter)
+      return {};
+    Operation *def = v.getDefiningOp();
+    if (auto mm = dyn_cast_or_null<onnx::MatMulOp>(def)) {
+      auto u = dyn_cast<RankedTensorType>(mm.getB().getType());
+      if (!u || u.getRank() != 2 || u.getDimSize(1) != inter || !constantMatrix(mm.getB()) ||
+          visited.contains(mm))
+        return {};
+      ups.push_back(mm);
+      continue;
+    }
+    if (!def || !(isUnary(def) || isa<onnx::CastOp, onnx::AddOp, onnx::SubOp, onnx::MulOp,
+                                       onnx::DivOp, onnx::PowOp>(def)))
+      return {};
+    for (Value operand : def->getOperands())
+      work.push_back(operand);
+  }
+  // Every value on the way is used only inside the MLP.
+  for (Value v : seen)
+    for (Operation *user : v.getUsers())
+      if (user != down.getOperation() &&
+          !llvm::any_of(user->getResults(), [&](Value r) { return seen.contains(r); }))
+        return {};
+  mlpValues.insert(seen.begin(), seen.end());
+  return ups;
+}
+
+LogicalResult Sharder::shardUngatedMLP(onnx::MatMulOp down, ArrayRef<onnx::MatMulOp> ups) {
+  int64_t inter = dimOf(down.getB(), 0);
+  if (inter % ranks)
+    return success(); // stays replicated
+  for (onnx::MatMulOp up : ups)
+    if (failed(shardColumns(up, inter, rank * (inter / ranks), inter / ranks)))
+      return failure();
+  if (!visited.contains(down))
+    return down.emitError("--tensor-parallel: the MLP's columns do not reach its down "
+                          "projection");
+  ++mlps;
+  return success();
+}
+
 LogicalResult Sharder::run() {
   // Fused projections cut into q, k, v (onnxruntime-genai's packed QKV
   // before GroupQueryAttention) become one product each, as xfmr-raise
@@ -667,6 +739,19 @@ LogicalResult Sharder::run() {
       return failure();
   for (GatedMLPOp mlp : mlpOps)
     if (failed(shardMLP(mlp)))
+      return failure();
+  // MLPs left as products: each down projection whose input comes only
+  // from products of its width through elementwise ops.
+  SmallVector<std::pair<onnx::MatMulOp, SmallVector<onnx::MatMulOp>>> ungated;
+  f.walk([&](onnx::MatMulOp down) {
+    if (visited.contains(down))
+      return;
+    SmallVector<onnx::MatMulOp> ups = ungatedMLP(down);
+    if (!ups.empty())
+      ungated.emplace_back(down, std::move(ups));
+  });
+  for (auto &[down, ups] : ungated)
+    if (failed(shardUngatedMLP(down, ups)))
       return failure();
   // The vocabulary: an f32 embedding table and LM head whose rows / columns
   // split evenly (else they stay replicated).

@@ -97,3 +97,29 @@ func.func @vocabulary(%ids: tensor<?xi64>, %h: tensor<?x4xf32>) -> (tensor<?x4xf
   %l = onnx.MatMul(%h, %w) : (tensor<?x4xf32>, tensor<4x8xf32>) -> tensor<?x8xf32>
   func.return %e, %l : tensor<?x4xf32>, tensor<?x8xf32>
 }
+
+// -----
+
+// An MLP left as products (StarCoder2's c_fc, bias, GELU, c_proj): the up
+// projection keeps columns [4, 8) and their bias, the activation follows,
+// the down projection keeps those rows and is all-reduced before its bias.
+// CHECK-LABEL: func.func @ungated_mlp(
+// CHECK: %[[UP:.*]] = onnx.MatMul(%{{.*}}, %{{.*}}) : (tensor<?x4xf32>, tensor<4x4xf32>) -> tensor<?x4xf32>
+// CHECK: %[[B:.*]] = onnx.Add(%[[UP]], %{{.*}}) : (tensor<?x4xf32>, tensor<4xf32>) -> tensor<?x4xf32>
+// CHECK: %[[G:.*]] = onnx.Gelu(%[[B]]) {{.*}}: (tensor<?x4xf32>) -> tensor<?x4xf32>
+// CHECK: %[[D:.*]] = onnx.MatMul(%[[G]], %{{.*}}) : (tensor<?x4xf32>, tensor<4x4xf32>) -> tensor<?x4xf32>
+// CHECK: %[[S:.*]] = xfmr.all_reduce %[[D]]
+// CHECK: onnx.Add(%[[S]], %{{.*}}) : (tensor<?x4xf32>, tensor<4xf32>)
+func.func @ungated_mlp(%x: tensor<?x4xf32>) -> tensor<?x4xf32> {
+  %w1 = onnx.Constant() {value = dense<[[1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 7.0, 8.0], [1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 7.0, 8.0], [1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 7.0, 8.0], [1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 7.0, 8.5]]> : tensor<4x8xf32>} : () -> tensor<4x8xf32>
+  %b1 = onnx.Constant() {value = dense<[1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 7.0, 8.0]> : tensor<8xf32>} : () -> tensor<8xf32>
+  %w2 = onnx.Constant() {value = dense<[[1.0, 2.0, 3.0, 4.0], [5.0, 6.0, 7.0, 8.0], [1.0, 2.0, 3.0, 4.0], [5.0, 6.0, 7.0, 8.0], [1.5, 2.0, 3.0, 4.0], [5.0, 6.0, 7.0, 8.0], [1.0, 2.0, 3.0, 4.0], [5.0, 6.0, 7.0, 8.0]]> : tensor<8x4xf32>} : () -> tensor<8x4xf32>
+  %b2 = onnx.Constant() {value = dense<[1.0, 2.0, 3.0, 4.0]> : tensor<4xf32>} : () -> tensor<4xf32>
+  %h = onnx.MatMul(%x, %w1) : (tensor<?x4xf32>, tensor<4x8xf32>) -> tensor<?x8xf32>
+  %hb = onnx.Add(%h, %b1) : (tensor<?x8xf32>, tensor<8xf32>) -> tensor<?x8xf32>
+  %g = onnx.Gelu(%hb) : (tensor<?x8xf32>) -> tensor<?x8xf32>
+  %y = onnx.MatMul(%g, %w2) : (tensor<?x8xf32>, tensor<8x4xf32>) -> tensor<?x4xf32>
+  %yb = onnx.Add(%y, %b2) : (tensor<?x4xf32>, tensor<4xf32>) -> tensor<?x4xf32>
+  %r = onnx.Add(%x, %yb) : (tensor<?x4xf32>, tensor<?x4xf32>) -> tensor<?x4xf32>
+  func.return %r : tensor<?x4xf32>
+}
