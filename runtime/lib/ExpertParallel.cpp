@@ -71,21 +71,30 @@ void allReduce(float *data, int64_t count, void *context) {
   waitOrAbort(request, *c, "expert-parallel combine");
 }
 
-/// xfmr_uk_all_reduce_fn (tensor parallelism): every rank's partial sums
-/// gathered, then added in rank order, so that every rank gets the same
-/// bits whatever algorithm MPI picks (the ranks decide their next tokens
-/// independently and must agree). The gather buffer is kept between calls.
-void gatherSum(const float *in, float *out, int64_t count, void *context) {
-  auto *c = static_cast<CombineContext *>(context);
+/// Every rank's `count` floats of `in`, rank after rank, in a buffer kept
+/// between calls (polled like the combine; `what` names it in a timeout).
+const std::vector<float> &gatherAll(const float *in, size_t count, const CombineContext &c,
+                                    const char *what) {
   static thread_local std::vector<float> gathered;
-  gathered.resize(static_cast<size_t>(count) * c->ranks);
+  gathered.resize(count * c.ranks);
   MPI_Request request;
   MPI_Iallgather(in, static_cast<int>(count), MPI_FLOAT, gathered.data(),
                  static_cast<int>(count), MPI_FLOAT, MPI_COMM_WORLD, &request);
-  waitOrAbort(request, *c, "tensor-parallel all-reduce");
-  std::copy(gathered.begin(), gathered.begin() + count, out);
+  waitOrAbort(request, c, what);
+  return gathered;
+}
+
+/// xfmr_uk_all_reduce_fn (tensor parallelism): every rank's partial sums
+/// gathered, then added in rank order, so that every rank gets the same
+/// bits whatever algorithm MPI picks (the ranks decide their next tokens
+/// independently and must agree).
+void gatherSum(const float *in, float *out, int64_t count, void *context) {
+  auto *c = static_cast<CombineContext *>(context);
+  const std::vector<float> &parts =
+      gatherAll(in, static_cast<size_t>(count), *c, "tensor-parallel all-reduce");
+  std::copy_n(parts.data(), count, out);
   for (int r = 1; r < c->ranks; ++r) {
-    const float *part = gathered.data() + static_cast<size_t>(r) * count;
+    const float *part = parts.data() + static_cast<size_t>(r) * count;
     for (int64_t i = 0; i < count; ++i)
       out[i] += part[i];
   }
@@ -95,16 +104,11 @@ void gatherSum(const float *in, float *out, int64_t count, void *context) {
 /// laid side by side as [rows, ranks * cols].
 void gatherColumns(const float *in, float *out, int64_t rows, int64_t cols, void *context) {
   auto *c = static_cast<CombineContext *>(context);
-  static thread_local std::vector<float> gathered;
   size_t count = static_cast<size_t>(rows * cols);
-  gathered.resize(count * c->ranks);
-  MPI_Request request;
-  MPI_Iallgather(in, static_cast<int>(count), MPI_FLOAT, gathered.data(),
-                 static_cast<int>(count), MPI_FLOAT, MPI_COMM_WORLD, &request);
-  waitOrAbort(request, *c, "tensor-parallel all-gather");
+  const std::vector<float> &parts = gatherAll(in, count, *c, "tensor-parallel all-gather");
   for (int r = 0; r < c->ranks; ++r)
     for (int64_t i = 0; i < rows; ++i)
-      std::copy_n(gathered.data() + r * count + i * cols, cols,
+      std::copy_n(parts.data() + r * count + i * cols, cols,
                   out + i * cols * c->ranks + r * cols);
 }
 #endif

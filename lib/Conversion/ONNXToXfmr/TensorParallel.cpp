@@ -60,8 +60,8 @@ struct Shard {
 };
 
 /// Elements [begin, end) of dimension `dim` of a constant, as a new constant.
-FailureOr<Value> sliceConstant(OpBuilder &b, Location loc, Value v, int64_t dim, int64_t begin,
-                               int64_t end) {
+FailureOr<Value> sliceConstant(OpBuilder &b, Location loc, Value v, int64_t dim,
+                               int64_t begin, int64_t end) {
   ElementsAttr attr;
   if (!matchPattern(v, m_Constant(&attr)))
     return failure();
@@ -78,10 +78,12 @@ FailureOr<Value> sliceConstant(OpBuilder &b, Location loc, Value v, int64_t dim,
   if (auto dense = dyn_cast<DenseElementsAttr>(attr); dense && dense.isSplat())
     return makeConstant(b, loc, dense.resizeSplat(sliced));
   if (type.getNumElements() == 0) // an empty past
-    return makeConstant(b, loc, DenseElementsAttr::get(sliced, ArrayRef<Attribute>{}));
+    return makeConstant(b, loc,
+                        DenseElementsAttr::get(sliced, ArrayRef<Attribute>{}));
   std::optional<ArrayRef<char>> raw = rawBytes(attr);
   unsigned bits = type.getElementTypeBitWidth();
-  if (!raw || bits % 8 || raw->size() != static_cast<size_t>(type.getNumElements()) * bits / 8)
+  if (!raw || bits % 8 ||
+      raw->size() != static_cast<size_t>(type.getNumElements()) * bits / 8)
     return failure();
   int64_t bytes = bits / 8;
   std::vector<char> piece;
@@ -103,7 +105,8 @@ RankedTensorType withDim(Type t, int64_t dim, int64_t size) {
   SmallVector<int64_t> shape(type.getShape());
   if (shape[dim] != kDyn)
     shape[dim] = size;
-  return RankedTensorType::get(shape, type.getElementType(), type.getEncoding());
+  return RankedTensorType::get(shape, type.getElementType(),
+                               type.getEncoding());
 }
 
 /// Whether `v` becomes a function result through ops whose other operands
@@ -115,7 +118,8 @@ bool reachesReturn(Value v, int depth = 8) {
     if (isa<func::ReturnOp>(user))
       continue;
     if (user->getNumResults() != 1 || user->getNumRegions() != 0 ||
-        !llvm::all_of(user->getOperands(), [&](Value o) { return o == v || isConstant(o); }) ||
+        !llvm::all_of(user->getOperands(),
+                      [&](Value o) { return o == v || isConstant(o); }) ||
         !reachesReturn(user->getResult(0), depth - 1))
       return false;
   }
@@ -124,8 +128,8 @@ bool reachesReturn(Value v, int depth = 8) {
 
 /// An onnx op by name (the mask arithmetic of the vocabulary-parallel
 /// embedding), with its result type given.
-Value onnxOp(OpBuilder &b, Location loc, StringRef name, Type result, ValueRange operands,
-             ArrayRef<NamedAttribute> attrs = {}) {
+Value onnxOp(OpBuilder &b, Location loc, StringRef name, Type result,
+             ValueRange operands, ArrayRef<NamedAttribute> attrs = {}) {
   OperationState state(loc, ("onnx." + name).str());
   state.addOperands(operands);
   state.addTypes(result);
@@ -135,13 +139,15 @@ Value onnxOp(OpBuilder &b, Location loc, StringRef name, Type result, ValueRange
 
 /// Elementwise ops of one tensor (MLP activations, spelled out or not).
 bool isUnary(Operation *op) {
-  return isa<onnx::SigmoidOp, onnx::TanhOp, onnx::ReluOp, onnx::ErfOp, onnx::GeluOp,
-             onnx::NegOp, onnx::ExpOp, onnx::SoftplusOp, onnx::SqrtOp, onnx::HardSigmoidOp>(op);
+  return isa<onnx::SigmoidOp, onnx::TanhOp, onnx::ReluOp, onnx::ErfOp,
+             onnx::GeluOp, onnx::NegOp, onnx::ExpOp, onnx::SoftplusOp,
+             onnx::SqrtOp, onnx::HardSigmoidOp>(op);
 }
 
 class Sharder {
 public:
-  Sharder(func::FuncOp f, int64_t ranks, int64_t rank) : f(f), ranks(ranks), rank(rank) {}
+  Sharder(func::FuncOp f, int64_t ranks, int64_t rank)
+      : f(f), ranks(ranks), rank(rank) {}
 
   LogicalResult run();
   int64_t attentions = 0, mlps = 0, vocabulary = 0;
@@ -155,7 +161,8 @@ private:
   /// or gate and up joined elementwise): the column-parallel products of
   /// `down`'s input, or nothing when it is not such an MLP.
   SmallVector<onnx::MatMulOp> ungatedMLP(onnx::MatMulOp down);
-  LogicalResult shardUngatedMLP(onnx::MatMulOp down, ArrayRef<onnx::MatMulOp> ups);
+  LogicalResult shardUngatedMLP(onnx::MatMulOp down,
+                                ArrayRef<onnx::MatMulOp> ups);
   /// Vocabulary-parallel LM head: columns [r V / N, (r + 1) V / N) of the
   /// product, gathered after it.
   void shardLMHead(onnx::MatMulOp mm);
@@ -163,10 +170,12 @@ private:
   /// table; other ids give zeros; the ranks' rows are summed.
   LogicalResult shardEmbedding(EmbeddingOp e);
   /// The projection `v` is computed from by head-layout ops.
-  FailureOr<onnx::MatMulOp> projectionOf(Operation *attention, Value v, StringRef what);
+  FailureOr<onnx::MatMulOp> projectionOf(Operation *attention, Value v,
+                                         StringRef what);
   /// Keeps columns of heads [first, first + count) of `mm`'s weight and
   /// follows its result to the attention.
-  LogicalResult shardColumns(onnx::MatMulOp mm, int64_t heads, int64_t first, int64_t count);
+  LogicalResult shardColumns(onnx::MatMulOp mm, int64_t heads, int64_t first,
+                             int64_t count);
   /// Narrows the types from `v` (sharded as `s`) to the ops that join
   /// shards (attention, KV write, output projection).
   LogicalResult propagate(Value v, Shard s);
@@ -177,8 +186,8 @@ private:
   /// past): the constants keep the rank's heads too.
   LogicalResult concatenate(onnx::ConcatOp op, Value v, Shard s);
   LogicalResult rowParallel(onnx::MatMulOp mm, Value v, Shard s);
-  FailureOr<Value> shapeWithSize(onnx::ReshapeOp op, int64_t dim, int64_t oldSize,
-                                 int64_t newSize);
+  FailureOr<Value> shapeWithSize(onnx::ReshapeOp op, int64_t dim,
+                                 int64_t oldSize, int64_t newSize);
   void allReduceAfter(Value partial);
 
   func::FuncOp f;
@@ -195,7 +204,8 @@ bool joinsShards(Operation *op) {
   return isa<PagedAttentionOp, AttentionOp, KVWriteOp, func::ReturnOp>(op);
 }
 
-FailureOr<onnx::MatMulOp> Sharder::projectionOf(Operation *attention, Value v, StringRef what) {
+FailureOr<onnx::MatMulOp> Sharder::projectionOf(Operation *attention, Value v,
+                                                StringRef what) {
   for (int steps = 0; steps < 32; ++steps) {
     Operation *def = v.getDefiningOp();
     if (auto mm = dyn_cast_or_null<onnx::MatMulOp>(def)) {
@@ -205,39 +215,44 @@ FailureOr<onnx::MatMulOp> Sharder::projectionOf(Operation *attention, Value v, S
     }
     if (auto r = dyn_cast_or_null<onnx::ReshapeOp>(def))
       v = r.getData();
-    else if (isa_and_nonnull<onnx::TransposeOp, onnx::SqueezeOp, onnx::UnsqueezeOp,
-                             tensor::CastOp, onnx::CastOp>(def))
+    else if (isa_and_nonnull<onnx::TransposeOp, onnx::SqueezeOp,
+                             onnx::UnsqueezeOp, tensor::CastOp, onnx::CastOp>(
+                 def))
       v = def->getOperand(0);
     else if (auto rope = dyn_cast_or_null<RopeOp>(def))
       v = rope.getInput();
     else if (isa_and_nonnull<RMSNormOp, LayerNormOp>(def))
       v = def->getOperand(0);
-    else if (isa_and_nonnull<onnx::AddOp>(def) && isConstant(def->getOperand(1)))
+    else if (isa_and_nonnull<onnx::AddOp>(def) &&
+             isConstant(def->getOperand(1)))
       v = def->getOperand(0);
-    else if (isa_and_nonnull<onnx::AddOp>(def) && isConstant(def->getOperand(0)))
+    else if (isa_and_nonnull<onnx::AddOp>(def) &&
+             isConstant(def->getOperand(0)))
       v = def->getOperand(1);
     else
       break;
   }
-  return attention->emitError() << "--tensor-parallel: the " << what
-                                << " of this attention is not a projection by a constant f32 "
-                                   "weight through reshapes, transposes and RoPE, which the "
-                                   "head split needs";
+  return attention->emitError()
+         << "--tensor-parallel: the " << what
+         << " of this attention is not a projection by a constant f32 "
+            "weight through reshapes, transposes and RoPE, which the "
+            "head split needs";
 }
 
-LogicalResult Sharder::shardColumns(onnx::MatMulOp mm, int64_t heads, int64_t first,
-                                    int64_t count) {
+LogicalResult Sharder::shardColumns(onnx::MatMulOp mm, int64_t heads,
+                                    int64_t first, int64_t count) {
   auto wType = cast<RankedTensorType>(mm.getB().getType());
   int64_t cols = wType.getDimSize(1);
   if (cols % heads)
-    return mm.emitError() << "--tensor-parallel: " << cols << " columns are not " << heads
-                          << " heads";
+    return mm.emitError() << "--tensor-parallel: " << cols
+                          << " columns are not " << heads << " heads";
   int64_t unit = cols / heads;
   OpBuilder b(mm);
   FailureOr<Value> w = sliceConstant(b, mm.getLoc(), mm.getB(), 1, first * unit,
                                      (first + count) * unit);
   if (failed(w))
-    return mm.emitError("--tensor-parallel: cannot read the projection's weight");
+    return mm.emitError(
+        "--tensor-parallel: cannot read the projection's weight");
   mm->setOperand(1, *w);
   Value y = mm.getResult();
   int64_t last = rankOf(y) - 1;
@@ -273,10 +288,12 @@ LogicalResult Sharder::visit(Operation *user, Value v, Shard s) {
   if (auto t = dyn_cast<onnx::TransposeOp>(user)) {
     std::optional<SmallVector<int64_t>> perm;
     if (auto p = t.getPermAttr())
-      perm = SmallVector<int64_t>(llvm::map_range(
-          p.getAsValueRange<IntegerAttr>(), [](const APInt &i) { return i.getSExtValue(); }));
+      perm = SmallVector<int64_t>(
+          llvm::map_range(p.getAsValueRange<IntegerAttr>(),
+                          [](const APInt &i) { return i.getSExtValue(); }));
     if (!perm)
-      return t.emitError("--tensor-parallel: a transpose without perm on the heads' path");
+      return t.emitError(
+          "--tensor-parallel: a transpose without perm on the heads' path");
     auto it = llvm::find(*perm, s.dim);
     return follow(t.getResult(), it - perm->begin(), s.unit);
   }
@@ -284,7 +301,8 @@ LogicalResult Sharder::visit(Operation *user, Value v, Shard s) {
     std::optional<SmallVector<int64_t>> axes = constantInts(sq.getAxes());
     int64_t rank = rankOf(v), dim = s.dim;
     if (!axes)
-      return sq.emitError("--tensor-parallel: a squeeze of unknown axes on the heads' path");
+      return sq.emitError(
+          "--tensor-parallel: a squeeze of unknown axes on the heads' path");
     for (int64_t a : *axes) {
       a = a < 0 ? a + rank : a;
       if (a == s.dim)
@@ -297,7 +315,8 @@ LogicalResult Sharder::visit(Operation *user, Value v, Shard s) {
   if (auto un = dyn_cast<onnx::UnsqueezeOp>(user)) {
     std::optional<SmallVector<int64_t>> axes = constantInts(un.getAxes());
     if (!axes)
-      return un.emitError("--tensor-parallel: an unsqueeze of unknown axes on the heads' path");
+      return un.emitError(
+          "--tensor-parallel: an unsqueeze of unknown axes on the heads' path");
     int64_t outRank = rankOf(un.getResult());
     SmallVector<bool> inserted(outRank, false);
     for (int64_t a : *axes)
@@ -315,14 +334,16 @@ LogicalResult Sharder::visit(Operation *user, Value v, Shard s) {
       return rope.emitError("--tensor-parallel: RoPE tables carry the heads");
     return follow(rope.getResult(), s.dim, s.unit);
   }
-  if (isa<onnx::AddOp, onnx::SubOp, onnx::MulOp, onnx::DivOp, onnx::PowOp>(user))
+  if (isa<onnx::AddOp, onnx::SubOp, onnx::MulOp, onnx::DivOp, onnx::PowOp>(
+          user))
     return elementwise(user, v, s);
   // A size read of another dimension (the raised GroupQueryAttention's
   // checks) does not see the split.
   if (auto dim = dyn_cast<tensor::DimOp>(user)) {
     std::optional<int64_t> index = dim.getConstantIndex();
     if (!index || *index == s.dim)
-      return dim.emitError("--tensor-parallel: reads the size of the heads' dimension");
+      return dim.emitError(
+          "--tensor-parallel: reads the size of the heads' dimension");
     visited.erase(user);
     return success();
   }
@@ -332,12 +353,14 @@ LogicalResult Sharder::visit(Operation *user, Value v, Shard s) {
   // over all heads' features (OLMo-2's) would need them all.
   if (isa<RMSNormOp, LayerNormOp>(user) && user->getOperand(0) == v) {
     if (s.dim == rankOf(v) - 1)
-      return user->emitError("--tensor-parallel: a norm over all heads' features needs the "
-                             "whole projection on every rank");
+      return user->emitError(
+          "--tensor-parallel: a norm over all heads' features needs the "
+          "whole projection on every rank");
     return follow(user->getResult(0), s.dim, s.unit);
   }
-  return user->emitError() << "--tensor-parallel: '" << user->getName()
-                           << "' on the path of the attention heads is not supported";
+  return user->emitError()
+         << "--tensor-parallel: '" << user->getName()
+         << "' on the path of the attention heads is not supported";
 }
 
 LogicalResult Sharder::elementwise(Operation *op, Value v, Shard s) {
@@ -350,12 +373,15 @@ LogicalResult Sharder::elementwise(Operation *op, Value v, Shard s) {
     if (at < 0 || dimOf(other, at) == 1)
       continue;
     if (dimOf(other, at) != s.oldSize())
-      return op->emitError("--tensor-parallel: an operand of unknown extent beside the heads");
+      return op->emitError(
+          "--tensor-parallel: an operand of unknown extent beside the heads");
     OpBuilder b(op);
-    FailureOr<Value> piece = sliceConstant(b, op->getLoc(), other, at, s.first * s.unit,
-                                           (s.first + s.count) * s.unit);
+    FailureOr<Value> piece =
+        sliceConstant(b, op->getLoc(), other, at, s.first * s.unit,
+                      (s.first + s.count) * s.unit);
     if (failed(piece))
-      return op->emitError("--tensor-parallel: a non-constant operand beside the heads");
+      return op->emitError(
+          "--tensor-parallel: a non-constant operand beside the heads");
     op->replaceUsesOfWith(other, *piece);
   }
   result.setType(withDim(result.getType(), dim, s.newSize()));
@@ -363,9 +389,11 @@ LogicalResult Sharder::elementwise(Operation *op, Value v, Shard s) {
 }
 
 LogicalResult Sharder::concatenate(onnx::ConcatOp op, Value v, Shard s) {
-  int64_t rank = rankOf(v), axis = op.getAxis() < 0 ? op.getAxis() + rank : op.getAxis();
+  int64_t rank = rankOf(v),
+          axis = op.getAxis() < 0 ? op.getAxis() + rank : op.getAxis();
   if (axis == s.dim)
-    return op.emitError("--tensor-parallel: concatenates along the heads' dimension");
+    return op.emitError(
+        "--tensor-parallel: concatenates along the heads' dimension");
   OpBuilder b(op);
   for (OpOperand &operand : op->getOpOperands()) {
     Value other = operand.get();
@@ -378,12 +406,13 @@ LogicalResult Sharder::concatenate(onnx::ConcatOp op, Value v, Shard s) {
       piece = sliceConstant(b, op.getLoc(), source, s.dim, s.first * s.unit,
                             (s.first + s.count) * s.unit);
     if (failed(piece))
-      return op.emitError("--tensor-parallel: a concatenation with a non-constant beside "
-                          "the heads");
+      return op.emitError(
+          "--tensor-parallel: a concatenation with a non-constant beside "
+          "the heads");
     Value replacement = *piece;
     if (cast)
-      replacement = tensor::CastOp::create(b, op.getLoc(),
-                                           withDim(cast.getType(), s.dim, s.newSize()), *piece);
+      replacement = tensor::CastOp::create(
+          b, op.getLoc(), withDim(cast.getType(), s.dim, s.newSize()), *piece);
     operand.set(replacement);
   }
   Value result = op.getResult();
@@ -391,8 +420,8 @@ LogicalResult Sharder::concatenate(onnx::ConcatOp op, Value v, Shard s) {
   return propagate(result, s);
 }
 
-FailureOr<Value> Sharder::shapeWithSize(onnx::ReshapeOp op, int64_t dim, int64_t oldSize,
-                                        int64_t newSize) {
+FailureOr<Value> Sharder::shapeWithSize(onnx::ReshapeOp op, int64_t dim,
+                                        int64_t oldSize, int64_t newSize) {
   Value shape = op.getShape();
   OpBuilder b(op);
   auto fixed = [&](int64_t v) { return v == -1 || v == newSize; };
@@ -436,7 +465,8 @@ LogicalResult Sharder::reshape(onnx::ReshapeOp op, Shard s) {
   auto in = cast<RankedTensorType>(op.getData().getType());
   auto out = dyn_cast<RankedTensorType>(op.getResult().getType());
   if (!out)
-    return op.emitError("--tensor-parallel: an unranked reshape on the heads' path");
+    return op.emitError(
+        "--tensor-parallel: an unranked reshape on the heads' path");
   int64_t ri = in.getRank(), ro = out.getRank();
   int64_t dim = -1, unit = 0;
   if (s.dim == ri - 1 && ro == ri + 1 && !out.isDynamicDim(ro - 1) &&
@@ -453,12 +483,16 @@ LogicalResult Sharder::reshape(onnx::ReshapeOp op, Shard s) {
       if (in.getDimSize(d) != out.getDimSize(d + ro - ri))
         dim = -1;
   }
-  if (dim < 0 || (!out.isDynamicDim(dim) && out.getDimSize(dim) != s.heads * unit))
-    return op.emitError("--tensor-parallel: a reshape that moves the attention heads");
-  FailureOr<Value> shape = shapeWithSize(op, dim, s.heads * unit, s.count * unit);
+  if (dim < 0 ||
+      (!out.isDynamicDim(dim) && out.getDimSize(dim) != s.heads * unit))
+    return op.emitError(
+        "--tensor-parallel: a reshape that moves the attention heads");
+  FailureOr<Value> shape =
+      shapeWithSize(op, dim, s.heads * unit, s.count * unit);
   if (failed(shape))
-    return op.emitError("--tensor-parallel: the head count of this reshape is computed, "
-                        "not a constant");
+    return op.emitError(
+        "--tensor-parallel: the head count of this reshape is computed, "
+        "not a constant");
   op->setOperand(1, *shape);
   op.getResult().setType(withDim(out, dim, s.count * unit));
   return propagate(op.getResult(), Shard{dim, s.heads, s.first, s.count, unit});
@@ -474,13 +508,16 @@ void Sharder::allReduceAfter(Value partial) {
 LogicalResult Sharder::rowParallel(onnx::MatMulOp mm, Value v, Shard s) {
   if (mm.getA() != v || !constantMatrix(mm.getB()) ||
       s.dim != rankOf(mm.getA()) - 1)
-    return mm.emitError("--tensor-parallel: the attention's output is not projected by a "
-                        "constant f32 weight");
+    return mm.emitError(
+        "--tensor-parallel: the attention's output is not projected by a "
+        "constant f32 weight");
   OpBuilder b(mm);
-  FailureOr<Value> w = sliceConstant(b, mm.getLoc(), mm.getB(), 0, s.first * s.unit,
-                                     (s.first + s.count) * s.unit);
+  FailureOr<Value> w =
+      sliceConstant(b, mm.getLoc(), mm.getB(), 0, s.first * s.unit,
+                    (s.first + s.count) * s.unit);
   if (failed(w))
-    return mm.emitError("--tensor-parallel: cannot read the output projection's weight");
+    return mm.emitError(
+        "--tensor-parallel: cannot read the output projection's weight");
   mm->setOperand(1, *w);
   allReduceAfter(mm.getResult());
   return success();
@@ -492,25 +529,31 @@ LogicalResult Sharder::shardAttention(Operation *attention) {
   int64_t hq = paged ? paged.getNumHeads() : dense.getNumHeads();
   int64_t hkv = paged ? paged.getNumKvHeads() : dense.getNumKvHeads();
   if (hq % ranks)
-    return attention->emitError() << "--tensor-parallel=" << ranks << ": " << hq
-                                  << " query heads do not split over " << ranks << " ranks";
+    return attention->emitError()
+           << "--tensor-parallel=" << ranks << ": " << hq
+           << " query heads do not split over " << ranks << " ranks";
   if (hkv % ranks && ranks % hkv)
-    return attention->emitError() << "--tensor-parallel=" << ranks << ": " << hkv
-                                  << " KV heads neither split over nor divide " << ranks
-                                  << " ranks";
+    return attention->emitError()
+           << "--tensor-parallel=" << ranks << ": " << hkv
+           << " KV heads neither split over nor divide " << ranks << " ranks";
   if (paged && (paged.getLatent() || !paged.getScales().empty()))
-    return attention->emitError("--tensor-parallel: latent (MLA) and quantized KV pools are "
-                                "not split yet");
+    return attention->emitError(
+        "--tensor-parallel: latent (MLA) and quantized KV pools are "
+        "not split yet");
   if (dense && dense.getMask() && rankOf(dense.getMask()) >= 3 &&
       dimOf(dense.getMask(), -3) != 1 && dimOf(dense.getMask(), -3) != kDyn)
     return attention->emitError("--tensor-parallel: a per-head attention mask");
   int64_t qCount = hq / ranks, qFirst = rank * qCount;
-  int64_t kvCount = hkv >= ranks ? hkv / ranks : 1, kvFirst = rank * hkv / ranks;
+  int64_t kvCount = hkv >= ranks ? hkv / ranks : 1,
+          kvFirst = rank * hkv / ranks;
 
-  KVWriteOp write = paged ? paged.getKeyPool().getDefiningOp<KVWriteOp>() : KVWriteOp();
-  if (paged && (!write || paged.getValuePool().getDefiningOp<KVWriteOp>() != write))
-    return attention->emitError("--tensor-parallel: the KV pools are not written by one "
-                                "xfmr.kv_write");
+  KVWriteOp write =
+      paged ? paged.getKeyPool().getDefiningOp<KVWriteOp>() : KVWriteOp();
+  if (paged &&
+      (!write || paged.getValuePool().getDefiningOp<KVWriteOp>() != write))
+    return attention->emitError(
+        "--tensor-parallel: the KV pools are not written by one "
+        "xfmr.kv_write");
   Value q = attention->getOperand(0);
   Value k = paged ? write.getKey() : dense.getKey();
   Value v = paged ? write.getValue() : dense.getValue();
@@ -527,11 +570,13 @@ LogicalResult Sharder::shardAttention(Operation *attention) {
       failed(shardColumns(*kp, hkv, kvFirst, kvCount)) ||
       failed(shardColumns(*vp, hkv, kvFirst, kvCount)))
     return failure();
-  for (auto [value, count] : {std::pair{q, qCount}, {k, kvCount}, {v, kvCount}}) {
+  for (auto [value, count] :
+       {std::pair{q, qCount}, {k, kvCount}, {v, kvCount}}) {
     auto it = reached.find(value);
     if (it == reached.end() || it->second.dim != 1 || it->second.count != count)
-      return attention->emitError("--tensor-parallel: the heads do not reach the attention "
-                                  "as its second dimension");
+      return attention->emitError(
+          "--tensor-parallel: the heads do not reach the attention "
+          "as its second dimension");
   }
 
   Builder b(attention->getContext());
@@ -540,12 +585,14 @@ LogicalResult Sharder::shardAttention(Operation *attention) {
     for (Value pool : {write.getKeyPool(), write.getValuePool()}) {
       auto arg = dyn_cast<BlockArgument>(pool);
       if (!arg || arg.getOwner()->getParentOp() != f)
-        return attention->emitError("--tensor-parallel: a KV pool that is not an argument "
-                                    "of the step function");
+        return attention->emitError(
+            "--tensor-parallel: a KV pool that is not an argument "
+            "of the step function");
       arg.setType(withDim(arg.getType(), 2, kvCount));
     }
     if (poolHeads && poolHeads != kvCount)
-      return attention->emitError("--tensor-parallel: layers with different KV head counts");
+      return attention->emitError(
+          "--tensor-parallel: layers with different KV head counts");
     poolHeads = kvCount;
     write.getNewKeyPool().setType(write.getKeyPool().getType());
     write.getNewValuePool().setType(write.getValuePool().getType());
@@ -572,15 +619,20 @@ LogicalResult Sharder::shardAttention(Operation *attention) {
 LogicalResult Sharder::shardMLP(GatedMLPOp mlp) {
   int64_t inter = dimOf(mlp.getWGate(), 1);
   if (inter == kDyn || inter % ranks)
-    return mlp.emitError() << "--tensor-parallel=" << ranks << ": the MLP's " << inter
-                           << " intermediate columns do not split over the ranks";
+    return mlp.emitError()
+           << "--tensor-parallel=" << ranks << ": the MLP's " << inter
+           << " intermediate columns do not split over the ranks";
   int64_t n = inter / ranks, first = rank * n;
   OpBuilder b(mlp);
-  FailureOr<Value> g = sliceConstant(b, mlp.getLoc(), mlp.getWGate(), 1, first, first + n);
-  FailureOr<Value> u = sliceConstant(b, mlp.getLoc(), mlp.getWUp(), 1, first, first + n);
-  FailureOr<Value> d = sliceConstant(b, mlp.getLoc(), mlp.getWDown(), 0, first, first + n);
+  FailureOr<Value> g =
+      sliceConstant(b, mlp.getLoc(), mlp.getWGate(), 1, first, first + n);
+  FailureOr<Value> u =
+      sliceConstant(b, mlp.getLoc(), mlp.getWUp(), 1, first, first + n);
+  FailureOr<Value> d =
+      sliceConstant(b, mlp.getLoc(), mlp.getWDown(), 0, first, first + n);
   if (failed(g) || failed(u) || failed(d))
-    return mlp.emitError("--tensor-parallel: the MLP's weights are not constants");
+    return mlp.emitError(
+        "--tensor-parallel: the MLP's weights are not constants");
   mlp.getWGateMutable().assign(*g);
   mlp.getWUpMutable().assign(*u);
   mlp.getWDownMutable().assign(*d);
@@ -593,7 +645,8 @@ void Sharder::shardLMHead(onnx::MatMulOp mm) {
   auto wType = cast<RankedTensorType>(mm.getB().getType());
   int64_t vocab = wType.getDimSize(1), n = vocab / ranks;
   OpBuilder b(mm);
-  FailureOr<Value> w = sliceConstant(b, mm.getLoc(), mm.getB(), 1, rank * n, (rank + 1) * n);
+  FailureOr<Value> w =
+      sliceConstant(b, mm.getLoc(), mm.getB(), 1, rank * n, (rank + 1) * n);
   if (failed(w))
     return;
   mm->setOperand(1, *w);
@@ -601,7 +654,8 @@ void Sharder::shardLMHead(onnx::MatMulOp mm) {
   Type full = logits.getType();
   logits.setType(withDim(full, rankOf(logits) - 1, n));
   b.setInsertionPointAfter(mm);
-  auto gather = AllGatherOp::create(b, mm.getLoc(), full, logits, b.getI64IntegerAttr(ranks));
+  auto gather = AllGatherOp::create(b, mm.getLoc(), full, logits,
+                                    b.getI64IntegerAttr(ranks));
   logits.replaceAllUsesExcept(gather.getResult(), gather);
   ++vocabulary;
 }
@@ -610,15 +664,19 @@ LogicalResult Sharder::shardEmbedding(EmbeddingOp e) {
   int64_t vocab = dimOf(e.getTable(), 0), n = vocab / ranks, first = rank * n;
   OpBuilder b(e);
   Location loc = e.getLoc();
-  FailureOr<Value> table = sliceConstant(b, loc, e.getTable(), 0, first, first + n);
+  FailureOr<Value> table =
+      sliceConstant(b, loc, e.getTable(), 0, first, first + n);
   if (failed(table))
-    return e.emitError("--tensor-parallel: the embedding table is not a constant");
+    return e.emitError(
+        "--tensor-parallel: the embedding table is not a constant");
   Value ids = e.getIds();
   auto idsType = cast<RankedTensorType>(ids.getType());
   auto scalar = RankedTensorType::get({}, idsType.getElementType());
   auto constant = [&](int64_t v) {
-    return makeConstant(b, loc, DenseElementsAttr::get(scalar, b.getIntegerAttr(
-                                                                    scalar.getElementType(), v)));
+    return makeConstant(
+        b, loc,
+        DenseElementsAttr::get(scalar,
+                               b.getIntegerAttr(scalar.getElementType(), v)));
   };
   auto bools = idsType.clone(b.getI1Type());
   // The rank's first row is data (a rank shard in the weights file), not
@@ -626,25 +684,29 @@ LogicalResult Sharder::shardEmbedding(EmbeddingOp e) {
   Value offset;
   if (idsType.getElementType().isInteger(64)) {
     int64_t v = first;
-    offset = blobConstant(b, loc, {}, scalar.getElementType(),
-                          ArrayRef<char>(reinterpret_cast<const char *>(&v), sizeof(v)),
-                          "xfmr.tp.vocabulary_offset");
+    offset = blobConstant(
+        b, loc, {}, scalar.getElementType(),
+        ArrayRef<char>(reinterpret_cast<const char *>(&v), sizeof(v)),
+        "xfmr.tp.vocabulary_offset");
   } else {
     int32_t v = static_cast<int32_t>(first);
-    offset = blobConstant(b, loc, {}, scalar.getElementType(),
-                          ArrayRef<char>(reinterpret_cast<const char *>(&v), sizeof(v)),
-                          "xfmr.tp.vocabulary_offset");
+    offset = blobConstant(
+        b, loc, {}, scalar.getElementType(),
+        ArrayRef<char>(reinterpret_cast<const char *>(&v), sizeof(v)),
+        "xfmr.tp.vocabulary_offset");
   }
   Value local = onnxOp(b, loc, "Sub", idsType, {ids, offset});
   Value zero = constant(0);
-  Value inRange = onnxOp(b, loc, "And", bools,
-                         {onnxOp(b, loc, "GreaterOrEqual", bools, {local, zero}),
-                          onnxOp(b, loc, "Less", bools, {local, constant(n)})});
+  Value inRange =
+      onnxOp(b, loc, "And", bools,
+             {onnxOp(b, loc, "GreaterOrEqual", bools, {local, zero}),
+              onnxOp(b, loc, "Less", bools, {local, constant(n)})});
   Value safe = onnxOp(b, loc, "Where", idsType, {inRange, local, zero});
   auto rows = EmbeddingOp::create(b, loc, e.getType(), *table, safe, Value());
   auto rowType = cast<RankedTensorType>(e.getType());
-  Value keep = onnxOp(b, loc, "Cast", idsType.clone(rowType.getElementType()), {inRange},
-                      {b.getNamedAttr("to", b.getI64IntegerAttr(1))});
+  Value keep =
+      onnxOp(b, loc, "Cast", idsType.clone(rowType.getElementType()), {inRange},
+             {b.getNamedAttr("to", b.getI64IntegerAttr(1))});
   Value keepRows = unsqueeze(b, loc, keep, idsType.getRank());
   Value masked = onnxOp(b, loc, "Mul", rowType, {rows.getResult(), keepRows});
   auto sum = AllReduceOp::create(b, loc, masked);
@@ -656,7 +718,8 @@ LogicalResult Sharder::shardEmbedding(EmbeddingOp e) {
 
 SmallVector<onnx::MatMulOp> Sharder::ungatedMLP(onnx::MatMulOp down) {
   auto w = dyn_cast<RankedTensorType>(down.getB().getType());
-  if (!w || w.getRank() != 2 || !w.hasStaticShape() || !constantMatrix(down.getB()))
+  if (!w || w.getRank() != 2 || !w.hasStaticShape() ||
+      !constantMatrix(down.getB()))
     return {};
   int64_t inter = w.getDimSize(0);
   SmallVector<onnx::MatMulOp> ups;
@@ -676,14 +739,15 @@ SmallVector<onnx::MatMulOp> Sharder::ungatedMLP(onnx::MatMulOp down) {
     Operation *def = v.getDefiningOp();
     if (auto mm = dyn_cast_or_null<onnx::MatMulOp>(def)) {
       auto u = dyn_cast<RankedTensorType>(mm.getB().getType());
-      if (!u || u.getRank() != 2 || u.getDimSize(1) != inter || !constantMatrix(mm.getB()) ||
-          visited.contains(mm))
+      if (!u || u.getRank() != 2 || u.getDimSize(1) != inter ||
+          !constantMatrix(mm.getB()) || visited.contains(mm))
         return {};
       ups.push_back(mm);
       continue;
     }
-    if (!def || !(isUnary(def) || isa<onnx::CastOp, onnx::AddOp, onnx::SubOp, onnx::MulOp,
-                                       onnx::DivOp, onnx::PowOp>(def)))
+    if (!def ||
+        !(isUnary(def) || isa<onnx::CastOp, onnx::AddOp, onnx::SubOp,
+                              onnx::MulOp, onnx::DivOp, onnx::PowOp>(def)))
       return {};
     for (Value operand : def->getOperands())
       work.push_back(operand);
@@ -692,13 +756,15 @@ SmallVector<onnx::MatMulOp> Sharder::ungatedMLP(onnx::MatMulOp down) {
   for (Value v : seen)
     for (Operation *user : v.getUsers())
       if (user != down.getOperation() &&
-          !llvm::any_of(user->getResults(), [&](Value r) { return seen.contains(r); }))
+          !llvm::any_of(user->getResults(),
+                        [&](Value r) { return seen.contains(r); }))
         return {};
   mlpValues.insert(seen.begin(), seen.end());
   return ups;
 }
 
-LogicalResult Sharder::shardUngatedMLP(onnx::MatMulOp down, ArrayRef<onnx::MatMulOp> ups) {
+LogicalResult Sharder::shardUngatedMLP(onnx::MatMulOp down,
+                                       ArrayRef<onnx::MatMulOp> ups) {
   int64_t inter = dimOf(down.getB(), 0);
   if (inter % ranks)
     return success(); // stays replicated
@@ -706,8 +772,9 @@ LogicalResult Sharder::shardUngatedMLP(onnx::MatMulOp down, ArrayRef<onnx::MatMu
     if (failed(shardColumns(up, inter, rank * (inter / ranks), inter / ranks)))
       return failure();
   if (!visited.contains(down))
-    return down.emitError("--tensor-parallel: the MLP's columns do not reach its down "
-                          "projection");
+    return down.emitError(
+        "--tensor-parallel: the MLP's columns do not reach its down "
+        "projection");
   ++mlps;
   return success();
 }
@@ -731,9 +798,12 @@ LogicalResult Sharder::run() {
     else if (auto mlp = dyn_cast<GatedMLPOp>(op))
       mlpOps.push_back(mlp);
   });
-  if (f.getBody().walk([](MoEOp) { return WalkResult::interrupt(); }).wasInterrupted())
-    return f.emitError("--tensor-parallel: mixture-of-experts layers are split with "
-                       "--expert-parallel, not yet combined with --tensor-parallel");
+  if (f.getBody()
+          .walk([](MoEOp) { return WalkResult::interrupt(); })
+          .wasInterrupted())
+    return f.emitError(
+        "--tensor-parallel: mixture-of-experts layers are split with "
+        "--expert-parallel, not yet combined with --tensor-parallel");
   for (Operation *a : attentionOps)
     if (failed(shardAttention(a)))
       return failure();
@@ -759,8 +829,9 @@ LogicalResult Sharder::run() {
   f.walk([&](EmbeddingOp e) { embeddings.push_back(e); });
   for (EmbeddingOp e : embeddings) {
     auto table = cast<RankedTensorType>(e.getTable().getType());
-    if (!e.getScales() && table.getElementType().isF32() && table.hasStaticShape() &&
-        table.getDimSize(0) % ranks == 0 && isConstant(e.getTable()) &&
+    if (!e.getScales() && table.getElementType().isF32() &&
+        table.hasStaticShape() && table.getDimSize(0) % ranks == 0 &&
+        isConstant(e.getTable()) &&
         cast<RankedTensorType>(e.getType()).getElementType().isF32() &&
         failed(shardEmbedding(e)))
       return failure();
@@ -776,19 +847,22 @@ LogicalResult Sharder::run() {
   for (onnx::MatMulOp mm : heads)
     shardLMHead(mm);
   if (attentions + mlps + vocabulary == 0)
-    return f.emitError("--tensor-parallel: no attention, gated MLP, embedding or LM head was "
-                       "raised, nothing to split");
+    return f.emitError(
+        "--tensor-parallel: no attention, gated MLP, embedding or LM head was "
+        "raised, nothing to split");
   // A shard may leave the function only as a KV pool.
   for (auto &[value, shard] : reached)
     for (OpOperand &use : value.getUses())
-      if (isa<func::ReturnOp>(use.getOwner()) && !value.getDefiningOp<KVWriteOp>())
+      if (isa<func::ReturnOp>(use.getOwner()) &&
+          !value.getDefiningOp<KVWriteOp>())
         return use.getOwner()->emitError()
                << "--tensor-parallel: result " << use.getOperandNumber()
-               << " is one rank's heads (the model returns its keys and values): compile "
+               << " is one rank's heads (the model returns its keys and "
+                  "values): compile "
                   "with --kv-cache=paged";
   auto ret = cast<func::ReturnOp>(f.getBody().back().getTerminator());
-  f.setFunctionType(FunctionType::get(f.getContext(), f.getBody().getArgumentTypes(),
-                                      ret.getOperandTypes()));
+  f.setFunctionType(FunctionType::get(
+      f.getContext(), f.getBody().getArgumentTypes(), ret.getOperandTypes()));
   return success();
 }
 
@@ -818,8 +892,10 @@ struct ShardTensorParallelPass
       if (kv && sharder.poolHeads) {
         NamedAttrList entries(kv);
         entries.set("num_kv_heads",
-                    IntegerAttr::get(IntegerType::get(&getContext(), 64), sharder.poolHeads));
-        getOperation()->setAttr("xfmr.kv_cache", entries.getDictionary(&getContext()));
+                    IntegerAttr::get(IntegerType::get(&getContext(), 64),
+                                     sharder.poolHeads));
+        getOperation()->setAttr("xfmr.kv_cache",
+                                entries.getDictionary(&getContext()));
       }
     }
   }

@@ -31,16 +31,19 @@ constexpr llvm::StringLiteral kAllGather = "xfmr_uk_all_gather_f32";
 
 /// The product of `t`'s dims [from, to) as an i64 (dynamic ones read), and
 /// the dynamic dims of `t` for an allocation of its shape.
-Value elementsOf(OpBuilder &b, Location loc, Value t, int64_t from, int64_t to) {
+Value elementsOf(OpBuilder &b, Location loc, Value t, int64_t from,
+                 int64_t to) {
   auto type = cast<RankedTensorType>(t.getType());
   Type i64 = b.getI64Type();
   Value n = arith::ConstantIntOp::create(b, loc, i64, 1);
   for (int64_t d = from; d < to; ++d) {
-    Value size = type.isDynamicDim(d)
-                     ? arith::IndexCastOp::create(b, loc, i64,
-                                                  tensor::DimOp::create(b, loc, t, d))
-                           .getResult()
-                     : arith::ConstantIntOp::create(b, loc, i64, type.getDimSize(d)).getResult();
+    Value size =
+        type.isDynamicDim(d)
+            ? arith::IndexCastOp::create(b, loc, i64,
+                                         tensor::DimOp::create(b, loc, t, d))
+                  .getResult()
+            : arith::ConstantIntOp::create(b, loc, i64, type.getDimSize(d))
+                  .getResult();
     n = arith::MulIOp::create(b, loc, n, size);
   }
   return n;
@@ -49,7 +52,8 @@ Value elementsOf(OpBuilder &b, Location loc, Value t, int64_t from, int64_t to) 
 struct AllReduceLowering : public OpRewritePattern<AllReduceOp> {
   using Base::Base;
 
-  LogicalResult matchAndRewrite(AllReduceOp op, PatternRewriter &b) const override {
+  LogicalResult matchAndRewrite(AllReduceOp op,
+                                PatternRewriter &b) const override {
     Location loc = op.getLoc();
     auto type = op.getInput().getType();
     Type i64 = b.getI64Type();
@@ -64,10 +68,11 @@ struct AllReduceLowering : public OpRewritePattern<AllReduceOp> {
     Value in = kernelInput(b, loc, op.getInput());
     auto memType = MemRefType::get(type.getShape(), type.getElementType());
     Value out = memref::AllocOp::create(b, loc, memType, dyn);
-    func::CallOp::create(b, loc, kAllReduce, TypeRange{},
-                         ValueRange{addressOf(b, loc, in), addressOf(b, loc, out), count});
-    b.replaceOp(op, bufferization::ToTensorOp::create(b, loc, type, out, b.getUnitAttr(),
-                                                      b.getUnitAttr()));
+    func::CallOp::create(
+        b, loc, kAllReduce, TypeRange{},
+        ValueRange{addressOf(b, loc, in), addressOf(b, loc, out), count});
+    b.replaceOp(op, bufferization::ToTensorOp::create(
+                        b, loc, type, out, b.getUnitAttr(), b.getUnitAttr()));
     return success();
   }
 };
@@ -77,7 +82,8 @@ struct AllReduceLowering : public OpRewritePattern<AllReduceOp> {
 struct AllGatherLowering : public OpRewritePattern<AllGatherOp> {
   using Base::Base;
 
-  LogicalResult matchAndRewrite(AllGatherOp op, PatternRewriter &b) const override {
+  LogicalResult matchAndRewrite(AllGatherOp op,
+                                PatternRewriter &b) const override {
     Location loc = op.getLoc();
     auto inType = op.getInput().getType();
     auto outType = op.getResult().getType();
@@ -94,11 +100,14 @@ struct AllGatherLowering : public OpRewritePattern<AllGatherOp> {
     Value rows = elementsOf(b, loc, op.getInput(), 0, rank - 1);
     Value cols = elementsOf(b, loc, op.getInput(), rank - 1, rank);
     Value in = kernelInput(b, loc, op.getInput());
-    auto memType = MemRefType::get(outType.getShape(), outType.getElementType());
+    auto memType =
+        MemRefType::get(outType.getShape(), outType.getElementType());
     Value out = memref::AllocOp::create(b, loc, memType, dyn);
-    func::CallOp::create(b, loc, kAllGather, TypeRange{},
-                         ValueRange{addressOf(b, loc, in), addressOf(b, loc, out), rows, cols});
-    b.replaceOp(op, bufferization::ToTensorOp::create(b, loc, outType, out, b.getUnitAttr(),
+    func::CallOp::create(
+        b, loc, kAllGather, TypeRange{},
+        ValueRange{addressOf(b, loc, in), addressOf(b, loc, out), rows, cols});
+    b.replaceOp(op, bufferization::ToTensorOp::create(b, loc, outType, out,
+                                                      b.getUnitAttr(),
                                                       b.getUnitAttr()));
     return success();
   }
