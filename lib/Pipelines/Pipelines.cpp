@@ -135,6 +135,12 @@ void buildRaisePipeline(OpPassManager &pm, const RaiseOptions &options) {
     paged.kvDtype = options.kvDtype;
     pm.addPass(createPagedKVCachePass(paged));
   }
+  if (options.pipelineStages > 1) {
+    SplitPipelineStagePassOptions split;
+    split.stages = options.pipelineStages;
+    split.stage = options.pipelineStage;
+    pm.addPass(createSplitPipelineStagePass(split));
+  }
   if (options.tensorParallelRanks > 1) {
     ShardTensorParallelPassOptions shard;
     shard.ranks = options.tensorParallelRanks;

@@ -440,6 +440,18 @@ Expected<void *> assembleWeights(const Manifest &m, int fd, const std::string &w
 
 } // namespace
 
+namespace {
+/// The SHA-256 of the file at `path`.
+Expected<std::string> sha256OfPath(const std::string &path) {
+  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0)
+    return Error(path + ": cannot open: " + std::strerror(errno));
+  Expected<std::string> digest = sha256OfFile(fd, path);
+  ::close(fd);
+  return digest;
+}
+} // namespace
+
 int xfmr::rt::parallelLauncherSize() {
   for (const char *var : {"OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "PMIX_SIZE"})
     if (const char *v = std::getenv(var))
@@ -467,6 +479,36 @@ Expected<std::unique_ptr<Artifact>> Artifact::load(const std::string &path) {
   Expected<Manifest> manifest = readManifest(manifestPath);
   if (!manifest)
     return manifest.takeError();
+  if (manifest->pipelineStages > 1 && manifest->pipelineStage == 0 &&
+      manifest->pipelineStageManifests.size() + 1 != static_cast<size_t>(manifest->pipelineStages))
+    return Error(manifestPath + ": pipeline_parallel.stage_manifests: missing (a stage of an "
+                                "unfinished build?)");
+  // A pipeline-parallel artifact: this MPI rank's stage (stage<s>/, its
+  // manifest the one stage 0's lists). A run with the wrong process count
+  // loads stage 0 everywhere and is refused when it joins.
+  if (int stage = parallelLauncherRank() / static_cast<int>(manifest->tensorParallelRanks);
+      manifest->pipelineStages > 1 && stage > 0 && stage < manifest->pipelineStages &&
+      parallelLauncherSize() == manifest->parallelRanks()) {
+    std::string stageDir = joinPath(dir, "stage" + std::to_string(stage));
+    std::string stagePath = joinPath(stageDir, "manifest.json");
+    const std::string &want = manifest->pipelineStageManifests[stage - 1];
+    Expected<std::string> digest = sha256OfPath(stagePath);
+    if (!digest)
+      return digest.takeError();
+    if (*digest != want)
+      return Error(stagePath + ": its SHA-256 is " + *digest + ", but " + manifestPath +
+                   " says " + want + " (pipeline_parallel.stage_manifests)");
+    Expected<Manifest> staged = readManifest(stagePath);
+    if (!staged)
+      return staged.takeError();
+    if (staged->pipelineStage != stage || staged->pipelineStages != manifest->pipelineStages ||
+        staged->tensorParallelRanks != manifest->tensorParallelRanks)
+      return Error(stagePath + ": not stage " + std::to_string(stage) + " of " +
+                   std::to_string(manifest->pipelineStages) + " of " + dir);
+    dir = stageDir;
+    manifestPath = stagePath;
+    manifest = std::move(staged);
+  }
   if (manifest->targetKind != "cpu" && manifest->targetKind != "cuda")
     return Error(manifestPath +
                  ": target.kind: " + quoted(manifest->targetKind) +
@@ -498,8 +540,8 @@ Expected<std::unique_ptr<Artifact>> Artifact::load(const std::string &path) {
   // it joins (joinExpertParallel), after MPI started on all of them.
   std::string weightsName = m.weightsFile;
   const FileIntegrity *weightsIntegrity = &m.weightsIntegrity;
-  if (int rank = parallelLauncherRank();
-      m.tensorParallelRanks > 1 && rank > 0 && rank < m.tensorParallelRanks) {
+  if (int rank = parallelLauncherRank() % static_cast<int>(m.tensorParallelRanks);
+      m.tensorParallelRanks > 1 && rank > 0) {
     weightsName = m.tensorParallelWeights[rank];
     weightsIntegrity = &m.tensorParallelIntegrity[rank];
   }

@@ -35,8 +35,16 @@ namespace {
 bool initialised = false;
 
 struct CombineContext {
-  int rank = 0, ranks = 1;
+  int rank = 0, ranks = 1; ///< in MPI_COMM_WORLD
   double timeoutSeconds = 120;
+  /// Tensor parallelism: this rank's stage's ranks (all of them in one
+  /// stage), rank r - r % N .. r - r % N + N - 1.
+  MPI_Comm tensorGroup = MPI_COMM_WORLD;
+  int tensorRanks = 1;
+  /// Pipeline stages: the ranks of every stage at this rank's place in its
+  /// stage (stage s at s N + r % N), ordered by stage.
+  MPI_Comm stageColumn = MPI_COMM_WORLD;
+  int stage = 0, stages = 1;
 };
 CombineContext combineContext;
 
@@ -76,10 +84,10 @@ void allReduce(float *data, int64_t count, void *context) {
 const std::vector<float> &gatherAll(const float *in, size_t count, const CombineContext &c,
                                     const char *what) {
   static thread_local std::vector<float> gathered;
-  gathered.resize(count * c.ranks);
+  gathered.resize(count * c.tensorRanks);
   MPI_Request request;
   MPI_Iallgather(in, static_cast<int>(count), MPI_FLOAT, gathered.data(),
-                 static_cast<int>(count), MPI_FLOAT, MPI_COMM_WORLD, &request);
+                 static_cast<int>(count), MPI_FLOAT, c.tensorGroup, &request);
   waitOrAbort(request, c, what);
   return gathered;
 }
@@ -93,7 +101,7 @@ void gatherSum(const float *in, float *out, int64_t count, void *context) {
   const std::vector<float> &parts =
       gatherAll(in, static_cast<size_t>(count), *c, "tensor-parallel all-reduce");
   std::copy_n(parts.data(), count, out);
-  for (int r = 1; r < c->ranks; ++r) {
+  for (int r = 1; r < c->tensorRanks; ++r) {
     const float *part = parts.data() + static_cast<size_t>(r) * count;
     for (int64_t i = 0; i < count; ++i)
       out[i] += part[i];
@@ -106,10 +114,38 @@ void gatherColumns(const float *in, float *out, int64_t rows, int64_t cols, void
   auto *c = static_cast<CombineContext *>(context);
   size_t count = static_cast<size_t>(rows * cols);
   const std::vector<float> &parts = gatherAll(in, count, *c, "tensor-parallel all-gather");
-  for (int r = 0; r < c->ranks; ++r)
+  for (int r = 0; r < c->tensorRanks; ++r)
     for (int64_t i = 0; i < rows; ++i)
       std::copy_n(parts.data() + r * count + i * cols, cols,
-                  out + i * cols * c->ranks + r * cols);
+                  out + i * cols * c->tensorRanks + r * cols);
+}
+
+/// xfmr_uk_stage_send_fn: the residual stream to the next stage's rank at
+/// this rank's place (point to point, polled like the combine).
+constexpr int kStageTag = 40;
+void stageSend(const float *data, int64_t count, void *context) {
+  auto *c = static_cast<CombineContext *>(context);
+  MPI_Request request;
+  MPI_Isend(data, static_cast<int>(count), MPI_FLOAT, c->rank + c->tensorRanks, kStageTag,
+            MPI_COMM_WORLD, &request);
+  waitOrAbort(request, *c, "pipeline-stage send");
+}
+
+/// xfmr_uk_stage_transfer_fn: the previous stage's residual stream.
+void stageReceive(float *data, int64_t count, void *context) {
+  auto *c = static_cast<CombineContext *>(context);
+  MPI_Request request;
+  MPI_Irecv(data, static_cast<int>(count), MPI_FLOAT, c->rank - c->tensorRanks, kStageTag,
+            MPI_COMM_WORLD, &request);
+  waitOrAbort(request, *c, "pipeline-stage receive");
+}
+
+/// xfmr_uk_stage_transfer_fn: the last stage's logits to every stage.
+void stageBroadcast(float *data, int64_t count, void *context) {
+  auto *c = static_cast<CombineContext *>(context);
+  MPI_Request request;
+  MPI_Ibcast(data, static_cast<int>(count), MPI_FLOAT, c->stages - 1, c->stageColumn, &request);
+  waitOrAbort(request, *c, "pipeline logits broadcast");
 }
 #endif
 
@@ -178,11 +214,25 @@ bool expertParallelAvailable() {
 #endif
 }
 
+/// The flags an artifact for several ranks was compiled with.
+static std::string parallelFlags(const Manifest &m) {
+  std::string flags;
+  if (m.pipelineStages > 1)
+    flags = "--pipeline-parallel=" + std::to_string(m.pipelineStages);
+  if (m.tensorParallelRanks > 1)
+    flags += (flags.empty() ? "" : " ") + std::string("--tensor-parallel=") +
+             std::to_string(m.tensorParallelRanks);
+  if (m.expertParallelRanks > 1)
+    flags += (flags.empty() ? "" : " ") + std::string("--expert-parallel=") +
+             std::to_string(m.expertParallelRanks);
+  return flags;
+}
+
 Expected<ExpertParallelRank> joinExpertParallel(const Artifact &artifact) {
   const Manifest &m = artifact.manifest();
   const int64_t wanted = m.parallelRanks();
-  const bool tensor = m.tensorParallelRanks > 1;
-  const std::string flag = tensor ? "--tensor-parallel=" : "--expert-parallel=";
+  const bool tensor = m.tensorParallelRanks > 1, pipeline = m.pipelineStages > 1;
+  const std::string flags = parallelFlags(m);
   const int size = parallelLauncherSize(), rank = parallelLauncherRank();
   const std::string art = artifact.directory();
 #ifdef XFMR_WITH_MPI
@@ -194,19 +244,19 @@ Expected<ExpertParallelRank> joinExpertParallel(const Artifact &artifact) {
   if (wanted <= 1) {
     if (size > 1)
       return rankError(rank, art + " was not compiled for several ranks (xfmr-compile "
-                                   "--tensor-parallel=N or --expert-parallel=N); run it "
-                                   "without mpirun (mpirun started " +
+                                   "--tensor-parallel=N, --pipeline-parallel=M or "
+                                   "--expert-parallel=N); run it without mpirun (mpirun "
+                                   "started " +
                                    std::to_string(size) + " processes)");
     return ExpertParallelRank{};
   }
   std::string run = "mpirun -np " + std::to_string(wanted) + " ...";
   if (size == 0)
-    return Error(art + " was compiled with " + flag + std::to_string(wanted) + ": run it as " +
-                 std::to_string(wanted) + " processes (" + run + ")");
+    return Error(art + " was compiled with " + flags + ": run it as " + std::to_string(wanted) +
+                 " processes (" + run + ")");
   if (size != wanted)
-    return rankError(rank, art + " was compiled with " + flag + std::to_string(wanted) +
-                               " but mpirun started " + std::to_string(size) + " processes (" +
-                               run + ")");
+    return rankError(rank, art + " was compiled with " + flags + " but mpirun started " +
+                               std::to_string(size) + " processes (" + run + ")");
 #ifndef XFMR_WITH_MPI
   return rankError(rank, "this xfmr was built without MPI (libopenmpi-dev): it cannot run "
                          "the parallel artifact " + art);
@@ -215,12 +265,16 @@ Expected<ExpertParallelRank> joinExpertParallel(const Artifact &artifact) {
   using SetCollectives =
       void (*)(int64_t, void (*)(const float *, float *, int64_t, void *),
                void (*)(const float *, float *, int64_t, int64_t, void *), void *);
-  void *symbol = artifact.librarySymbol(tensor ? "xfmr_uk_set_collectives"
-                                               : "xfmr_uk_moe_set_partition");
-  if (!symbol)
-    return rankError(rank, art + (tensor ? ": model.so has no tensor-parallel all-reduce"
-                                         : ": model.so has no mixture-of-experts kernel to "
-                                           "partition"));
+  using SetPipeline = void (*)(void (*)(const float *, int64_t, void *),
+                               void (*)(float *, int64_t, void *),
+                               void (*)(float *, int64_t, void *), void *);
+  void *partition = nullptr, *collectives = nullptr, *stages = nullptr;
+  if (tensor && !(collectives = artifact.librarySymbol("xfmr_uk_set_collectives")))
+    return rankError(rank, art + ": model.so has no tensor-parallel all-reduce");
+  if (pipeline && !(stages = artifact.librarySymbol("xfmr_uk_set_pipeline")))
+    return rankError(rank, art + ": model.so has no pipeline-stage transfers");
+  if (!tensor && !pipeline && !(partition = artifact.librarySymbol("xfmr_uk_moe_set_partition")))
+    return rankError(rank, art + ": model.so has no mixture-of-experts kernel to partition");
   if (!initialiseMPI(rank))
     return rankError(rank, "MPI_Init_thread failed");
   int mpiRank = 0, mpiSize = 0;
@@ -229,13 +283,28 @@ Expected<ExpertParallelRank> joinExpertParallel(const Artifact &artifact) {
   if (mpiSize != wanted)
     return rankError(mpiRank, "MPI reports " + std::to_string(mpiSize) + " ranks, the artifact "
                               "wants " + std::to_string(wanted));
-  combineContext.rank = mpiRank;
-  combineContext.ranks = mpiSize;
+  if (pipeline && m.pipelineStage != mpiRank / m.tensorParallelRanks)
+    return rankError(mpiRank, artifact.directory() + " is stage " +
+                                  std::to_string(m.pipelineStage) + ", rank " +
+                                  std::to_string(mpiRank) + " runs stage " +
+                                  std::to_string(mpiRank / m.tensorParallelRanks));
+  CombineContext &c = combineContext;
+  c.rank = mpiRank;
+  c.ranks = mpiSize;
+  c.tensorRanks = static_cast<int>(m.tensorParallelRanks);
+  c.stages = static_cast<int>(m.pipelineStages);
+  c.stage = mpiRank / c.tensorRanks;
+  if (pipeline) {
+    // Every rank gets here (the same checks passed everywhere): the splits
+    // are collective over MPI_COMM_WORLD.
+    MPI_Comm_split(MPI_COMM_WORLD, c.stage, mpiRank % c.tensorRanks, &c.tensorGroup);
+    MPI_Comm_split(MPI_COMM_WORLD, mpiRank % c.tensorRanks, c.stage, &c.stageColumn);
+    reinterpret_cast<SetPipeline>(stages)(stageSend, stageReceive, stageBroadcast, &c);
+  }
   if (tensor)
-    reinterpret_cast<SetCollectives>(symbol)(mpiSize, gatherSum, gatherColumns,
-                                             &combineContext);
-  else
-    reinterpret_cast<SetPartition>(symbol)(mpiRank, mpiSize, allReduce, &combineContext);
+    reinterpret_cast<SetCollectives>(collectives)(c.tensorRanks, gatherSum, gatherColumns, &c);
+  if (partition)
+    reinterpret_cast<SetPartition>(partition)(mpiRank, mpiSize, allReduce, &c);
   return ExpertParallelRank{mpiRank, mpiSize};
 #endif
 }

@@ -495,6 +495,56 @@ private:
     return {};
   }
 
+  /// "pipeline_parallel" (optional): {"stages": M, "stage": s,
+  /// "first_layer": a[, "stage_manifests": [M - 1 SHA-256s], stage 0 only]}.
+  /// Stage 0 without stage_manifests is a stage being assembled.
+  Status getPipelineParallel(const json &root, Manifest &m) const {
+    Expected<const json *> pp = getObject(root, "", "pipeline_parallel", false);
+    if (!pp)
+      return pp.takeError();
+    if (!*pp)
+      return {};
+    int64_t *fields[] = {&m.pipelineStages, &m.pipelineStage, &m.pipelineFirstLayer};
+    const char *names[] = {"stages", "stage", "first_layer"};
+    for (int i = 0; i < 3; ++i) {
+      Expected<int64_t> v = getNonNegativeInt(**pp, "pipeline_parallel", names[i]);
+      if (!v)
+        return v.takeError();
+      *fields[i] = *v;
+    }
+    if (m.pipelineStages < 2 || m.pipelineStages > 1024)
+      return fail("pipeline_parallel.stages", "must be 2 to 1024");
+    if (m.pipelineStage >= m.pipelineStages)
+      return fail("pipeline_parallel.stage", "must be below pipeline_parallel.stages");
+    if (m.expertParallelRanks > 1)
+      return fail("pipeline_parallel", "cannot be combined with expert_parallel");
+    if (m.pipelineFirstLayer > (int64_t(1) << 20))
+      return fail("pipeline_parallel.first_layer", "is too large");
+    if (m.pipelineStage > 0) {
+      if ((*pp)->contains("stage_manifests"))
+        return fail("pipeline_parallel.stage_manifests", "belongs to stage 0 only");
+      return {};
+    }
+    // Absent while xfmr-compile assembles the stages; Artifact::load
+    // refuses to run stage 0 without it.
+    if (!(*pp)->contains("stage_manifests"))
+      return {};
+    Expected<std::vector<std::string>> digests =
+        getStrings(**pp, "pipeline_parallel", "stage_manifests", 1023, 64);
+    if (!digests)
+      return digests.takeError();
+    if (static_cast<int64_t>(digests->size()) != m.pipelineStages - 1)
+      return fail("pipeline_parallel.stage_manifests",
+                  "must hold one SHA-256 per stage after the first (" +
+                      std::to_string(m.pipelineStages - 1) + ")");
+    for (const std::string &d : *digests)
+      if (d.size() != 64 || d.find_first_not_of("0123456789abcdef") != std::string::npos)
+        return fail("pipeline_parallel.stage_manifests",
+                    quoted(d) + " is not a SHA-256 in lowercase hex");
+    m.pipelineStageManifests = digests.take();
+    return {};
+  }
+
   /// "text" (optional): the text interface; its files are checked against
   /// "files" later (getTextFiles).
   Status getText(const json &root, Manifest &m) const;
@@ -979,6 +1029,8 @@ Expected<Manifest> ManifestParser::parse(const json &root) {
     return count.takeError();
   m.weightsCount = static_cast<uint64_t>(*count);
   if (Status s = getTensorParallel(root, m); !s)
+    return s.takeError();
+  if (Status s = getPipelineParallel(root, m); !s)
     return s.takeError();
 
   if (Status s = getText(root, m); !s)

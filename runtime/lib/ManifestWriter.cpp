@@ -240,6 +240,13 @@ std::string xfmr::rt::formatManifest(const Manifest &m) {
   if (m.tensorParallelRanks > 1)
     root["tensor_parallel"] = {{"ranks", m.tensorParallelRanks},
                                {"weights", m.tensorParallelWeights}};
+  if (m.pipelineStages > 1) {
+    root["pipeline_parallel"] = {{"stages", m.pipelineStages},
+                                 {"stage", m.pipelineStage},
+                                 {"first_layer", m.pipelineFirstLayer}};
+    if (m.pipelineStage == 0 && !m.pipelineStageManifests.empty())
+      root["pipeline_parallel"]["stage_manifests"] = m.pipelineStageManifests;
+  }
   if (m.text)
     root["text"] = textJson(*m.text);
   // Strings that are not UTF-8 (a file name) are written with U+FFFD

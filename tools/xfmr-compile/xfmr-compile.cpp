@@ -156,6 +156,15 @@ cl::opt<int64_t> tensorParallel(
              "(docs/parallelism.md). N must divide the query heads and MLP width, and divide or "
              "be a multiple of the KV heads. Default 1"),
     cl::value_desc("N"), cl::init(1), cl::cat(category));
+cl::opt<int64_t> pipelineParallel(
+    "pipeline-parallel",
+    cl::desc("Split the layers into M pipeline stages (stage s runs layers [s L / M, (s + 1) L "
+             "/ M) and holds only their weights and KV pools; the residual stream goes from "
+             "stage to stage over MPI): the artifact holds stage 0, stages 1.. in its stage<s> "
+             "subdirectories, and runs as `mpirun -np M*N ...` with --tensor-parallel=N per "
+             "stage (docs/parallelism.md). Needs --kv-cache=paged; M must divide the layers. "
+             "Default 1"),
+    cl::value_desc("M"), cl::init(1), cl::cat(category));
 /// The experts per layer that --expert-parallel partitions (set after raising).
 int64_t partitionedExperts = 0;
 cl::list<std::string> raiseSkip(
@@ -858,6 +867,16 @@ LogicalResult describeSignature(ModuleOp module, xfmr::rt::Manifest &m,
       error = "the KV cache has no dtype the runtime knows";
     m.kvCache = spec;
   }
+  // xfmr-split-pipeline-stage's description of the stage.
+  if (auto stage = module->getAttrOfType<DictionaryAttr>("xfmr.pipeline_stage")) {
+    auto get = [&](StringRef key) {
+      auto a = stage.getAs<IntegerAttr>(key);
+      return a ? a.getInt() : 0;
+    };
+    m.pipelineStages = get("stages");
+    m.pipelineStage = get("stage");
+    m.pipelineFirstLayer = get("first_layer");
+  }
   if (!error.empty())
     return fail(inputFilename + ": " + error), failure();
   return success();
@@ -1032,57 +1051,103 @@ int lowerAndWrite(ModuleOp module, const xfmr::cpu::HostTarget &host,
 }
 
 
-/// --tensor-parallel=N: `build(r, dir)` writes rank r's artifact to `dir`
-/// for every rank; the artifact is rank 0's with the other ranks' weights
-/// files beside its own (weights.rank<r>.bin), after checking that every
-/// rank's code (model.so) and weights layout are rank 0's.
-int buildTensorParallel(llvm::function_ref<int(int64_t, const std::string &)> build) {
-  std::string staging =
-      outputFilename + ".tp-" + std::to_string(llvm::sys::Process::getProcessId());
-  (void)llvm::sys::fs::remove_directories(staging);
-  if (auto ec = llvm::sys::fs::create_directories(staging))
-    return fail("cannot create '" + staging + "': " + ec.message());
-  llvm::scope_exit cleanup([&] { (void)llvm::sys::fs::remove_directories(staging); });
-  auto rankDir = [&](int64_t r) { return staging + "/rank" + std::to_string(r); };
-  for (int64_t r = 0; r < tensorParallel; ++r) {
-    if (!quiet)
-      llvm::errs() << "xfmr-compile: tensor-parallel rank " << r << " of " << tensorParallel
-                   << "\n";
-    if (int rc = build(r, rankDir(r)))
-      return rc;
-  }
-  std::string root = rankDir(0);
-  xfmr::rt::Expected<xfmr::rt::Manifest> m = xfmr::rt::readManifest(root + "/manifest.json");
-  if (!m)
-    return fail(m.error());
-  auto library = llvm::MemoryBuffer::getFile(root + "/" + m->library);
+/// Builds one pipeline stage's artifact in `root` from the tensor-parallel
+/// ranks' artifacts in `rankDir(r)` (rank 0's is `root`): rank 0's, with
+/// the other ranks' weights files beside its own (weights.rank<r>.bin),
+/// after checking that every rank's code (model.so) and weights layout are
+/// rank 0's.
+LogicalResult assembleTensorParallel(const std::string &root,
+                                     llvm::function_ref<std::string(int64_t)> rankDir,
+                                     xfmr::rt::Manifest &m) {
+  auto library = llvm::MemoryBuffer::getFile(root + "/" + m.library);
   if (!library)
-    return fail("cannot read " + root + "/" + m->library);
-  m->tensorParallelRanks = tensorParallel;
-  m->tensorParallelWeights = {m->weightsFile};
-  m->tensorParallelIntegrity = {m->weightsIntegrity};
+    return fail("cannot read " + root + "/" + m.library), failure();
+  m.tensorParallelRanks = tensorParallel;
+  m.tensorParallelWeights = {m.weightsFile};
+  m.tensorParallelIntegrity = {m.weightsIntegrity};
   for (int64_t r = 1; r < tensorParallel; ++r) {
     xfmr::rt::Expected<xfmr::rt::Manifest> mr =
         xfmr::rt::readManifest(rankDir(r) + "/manifest.json");
     if (!mr)
-      return fail(mr.error());
+      return fail(mr.error()), failure();
     auto code = llvm::MemoryBuffer::getFile(rankDir(r) + "/" + mr->library);
     if (!code || (*code)->getBuffer() != (*library)->getBuffer() ||
-        mr->weightsSize != m->weightsSize || mr->weightsCount != m->weightsCount)
+        mr->weightsSize != m.weightsSize || mr->weightsCount != m.weightsCount)
       return fail("internal error: --tensor-parallel rank " + llvm::Twine(r) +
-                  "'s code or weights layout differs from rank 0's");
+                  "'s code or weights layout differs from rank 0's"),
+             failure();
     std::string name = "weights.rank" + std::to_string(r) + ".bin";
     if (auto ec = llvm::sys::fs::rename(rankDir(r) + "/" + mr->weightsFile, root + "/" + name))
-      return fail("cannot move rank " + llvm::Twine(r) + "'s weights: " + ec.message());
-    m->tensorParallelWeights.push_back(name);
-    m->tensorParallelIntegrity.push_back(mr->weightsIntegrity);
+      return fail("cannot move rank " + llvm::Twine(r) + "'s weights: " + ec.message()),
+             failure();
+    m.tensorParallelWeights.push_back(name);
+    m.tensorParallelIntegrity.push_back(mr->weightsIntegrity);
   }
-  if (failed(writeManifest(*m, root)) || failed(commitArtifact(root, outputFilename)))
+  return success();
+}
+
+/// --tensor-parallel=N and --pipeline-parallel=M: `build(s, r, dir)`
+/// writes stage s's tensor-parallel rank r's artifact to `dir` for every
+/// stage and rank. Each stage's ranks are assembled into one directory
+/// (assembleTensorParallel); stage 0's is the artifact, and stage s > 0 its
+/// subdirectory stage<s>, whose manifest's SHA-256 stage 0's lists.
+int buildParallel(llvm::function_ref<int(int64_t, int64_t, const std::string &)> build) {
+  std::string staging =
+      outputFilename + ".parallel-" + std::to_string(llvm::sys::Process::getProcessId());
+  (void)llvm::sys::fs::remove_directories(staging);
+  if (auto ec = llvm::sys::fs::create_directories(staging))
+    return fail("cannot create '" + staging + "': " + ec.message());
+  llvm::scope_exit cleanup([&] { (void)llvm::sys::fs::remove_directories(staging); });
+  auto rankDir = [&](int64_t s, int64_t r) {
+    return staging + "/stage" + std::to_string(s) + "-rank" + std::to_string(r);
+  };
+  std::vector<std::string> stageDigests;
+  uint64_t weightBytes = 0;
+  for (int64_t s = pipelineParallel - 1; s >= 0; --s) {
+    for (int64_t r = 0; r < tensorParallel; ++r) {
+      if (!quiet)
+        llvm::errs() << "xfmr-compile: " << (pipelineParallel > 1 ? "stage " + std::to_string(s) +
+                                                                        " of " +
+                                                                        std::to_string(pipelineParallel) +
+                                                                        ", "
+                                                                  : std::string())
+                     << "tensor-parallel rank " << r << " of " << tensorParallel << "\n";
+      if (int rc = build(s, r, rankDir(s, r)))
+        return rc;
+    }
+    std::string root = rankDir(s, 0);
+    xfmr::rt::Expected<xfmr::rt::Manifest> m = xfmr::rt::readManifest(root + "/manifest.json");
+    if (!m)
+      return fail(m.error());
+    if (tensorParallel > 1 &&
+        failed(assembleTensorParallel(root, [&](int64_t r) { return rankDir(s, r); }, *m)))
+      return 1;
+    weightBytes += m->weightsSize;
+    if (s == 0) {
+      m->pipelineStageManifests.assign(stageDigests.rbegin(), stageDigests.rend());
+      for (int64_t t = 1; t < pipelineParallel; ++t) {
+        std::string dir = root + "/stage" + std::to_string(t);
+        if (auto ec = llvm::sys::fs::rename(rankDir(t, 0), dir))
+          return fail("cannot move stage " + llvm::Twine(t) + ": " + ec.message());
+      }
+    }
+    if (failed(writeManifest(*m, root)))
+      return 1;
+    if (s > 0) {
+      auto written = llvm::MemoryBuffer::getFile(root + "/manifest.json");
+      if (!written)
+        return fail("cannot read " + root + "/manifest.json");
+      stageDigests.push_back(
+          xfmr::rt::sha256Hex((*written)->getBufferStart(), (*written)->getBufferSize()));
+    }
+  }
+  if (failed(commitArtifact(rankDir(0, 0), outputFilename)))
     return 1;
-  if (report) {
-    llvm::outs() << "tensor parallel: " << tensorParallel << " ranks, " << m->weightsSize
-                 << " weight bytes per rank\n";
-  }
+  if (report)
+    llvm::outs() << "parallel: " << pipelineParallel << " stage(s) x " << tensorParallel
+                 << " tensor-parallel rank(s); weight bytes per rank "
+                 << weightBytes / static_cast<uint64_t>(pipelineParallel * tensorParallel)
+                 << " on average\n";
   return 0;
 }
 
@@ -1243,10 +1308,22 @@ int compile() {
                   "--target, --expert-parallel, --quant or --weights=reference "
                   "(docs/parallelism.md)");
   }
+  if (pipelineParallel != 1) {
+    if (pipelineParallel < 1 || pipelineParallel > 1024 ||
+        pipelineParallel * tensorParallel > 1024)
+      return fail("--pipeline-parallel must be 1 to 1024 (times --tensor-parallel), got " +
+                  llvm::Twine(pipelineParallel));
+    if (!raise || kvCache != "paged")
+      return fail("--pipeline-parallel needs --raise and --kv-cache=paged (the stages split "
+                  "the paged step function)");
+    if (gpuTarget || expertParallel != 1 || quantBits || weightsMode != "embed")
+      return fail("--pipeline-parallel is not yet combined with a GPU --target, "
+                  "--expert-parallel, --quant or --weights=reference (docs/parallelism.md)");
+  }
 
   // One compile per rank (each in its own context): the ranks' code is the
   // same, their weights are not.
-  auto build = [&](int64_t tpRank, const std::string &out) -> int {
+  auto build = [&](int64_t stage, int64_t tpRank, const std::string &out) -> int {
   std::string scratchDir; // --calibration's artifact and statistics
   llvm::scope_exit removeScratch([&] {
     if (!scratchDir.empty())
@@ -1319,6 +1396,8 @@ int compile() {
     raiseOptions.quantReport = quantReport;
     raiseOptions.tensorParallelRanks = tensorParallel;
     raiseOptions.tensorParallelRank = tpRank;
+    raiseOptions.pipelineStages = pipelineParallel;
+    raiseOptions.pipelineStage = stage;
     if (failed(runPipeline(*module, [&](OpPassManager &pm) {
           xfmr::buildRaisePipeline(pm, raiseOptions);
         })))
@@ -1336,9 +1415,9 @@ int compile() {
   }
   return lowerAndWrite(*module, *host, gpuTarget, progress, emit, out, quant);
   };
-  if (tensorParallel == 1 || !emit.empty())
-    return build(0, outputFilename);
-  return buildTensorParallel(build);
+  if (tensorParallel * pipelineParallel == 1 || !emit.empty())
+    return build(0, 0, outputFilename);
+  return buildParallel(build);
 }
 
 } // namespace

@@ -882,6 +882,23 @@ LogicalResult AllGatherOp::verify() {
   return success();
 }
 
+/// One size operand per dynamic dimension of `type`, as tensor.empty has.
+static LogicalResult verifyDynamicSizes(Operation *op, RankedTensorType type,
+                                        ValueRange sizes) {
+  if (static_cast<int64_t>(sizes.size()) != type.getNumDynamicDims())
+    return op->emitOpError("needs one size per dynamic dimension of the result (")
+           << type.getNumDynamicDims() << "), got " << sizes.size();
+  return success();
+}
+
+LogicalResult StageReceiveOp::verify() {
+  return verifyDynamicSizes(getOperation(), getResult().getType(), getSizes());
+}
+
+LogicalResult StageSendOp::verify() {
+  return verifyDynamicSizes(getOperation(), getResult().getType(), getSizes());
+}
+
 LogicalResult KVWriteOp::verify() {
   Operation *op = getOperation();
   RankedTensorType keyType = getKey().getType();

@@ -725,6 +725,75 @@ def Xfmr_AllGatherOp : Op<Xfmr_Dialect, "all_gather"> {
   let hasVerifier = 1;
 }
 
+def Xfmr_StageReceiveOp : Op<Xfmr_Dialect, "stage_receive"> {
+  let summary = "The hidden states a pipeline stage receives from the previous one";
+  let description = [{
+    Stage s > 0 of an artifact compiled with `xfmr-compile
+    --pipeline-parallel=M` starts from the residual stream the previous
+    stage sent (`xfmr.stage_send`) instead of computing the layers before
+    its own. The dynamic sizes give the result's dynamic dims (the step's
+    token count), read from the stage's own inputs so that nothing of the
+    earlier layers stays alive.
+
+    Not `Pure`: a point-to-point receive that must happen once, in order.
+
+    ```mlir
+    %h = xfmr.stage_receive %tokens : tensor<1x?x576xf32>
+    ```
+  }];
+
+  let arguments = (ins Variadic<Index>:$sizes);
+  let results = (outs RankedTensorOf<[F32]>:$result);
+
+  let assemblyFormat = [{ $sizes attr-dict `:` type($result) }];
+  let hasVerifier = 1;
+}
+
+def Xfmr_StageSendOp : Op<Xfmr_Dialect, "stage_send"> {
+  let summary = "Send the hidden states to the next pipeline stage; receive the logits";
+  let description = [{
+    Every stage but the last of a `--pipeline-parallel` artifact ends here:
+    `hidden` (the residual stream entering the next stage's first layer)
+    goes to the next stage, then the logits the last stage broadcasts
+    (`xfmr.stage_broadcast`) come back as the result, so that every stage's
+    step function returns the same logits. `sizes` are the result's dynamic
+    dims (the rows logits_indices selects).
+
+    Not `Pure`, like `xfmr.stage_receive`.
+
+    ```mlir
+    %logits = xfmr.stage_send %h, %rows : tensor<1x?x576xf32> -> tensor<?x49152xf32>
+    ```
+  }];
+
+  let arguments = (ins RankedTensorOf<[F32]>:$hidden, Variadic<Index>:$sizes);
+  let results = (outs RankedTensorOf<[F32]>:$result);
+
+  let assemblyFormat = [{ $hidden (`,` $sizes^)? attr-dict `:` type($hidden) `->` type($result) }];
+  let hasVerifier = 1;
+}
+
+def Xfmr_StageBroadcastOp : Op<Xfmr_Dialect, "stage_broadcast",
+    [AllTypesMatch<["input", "result"]>]> {
+  let summary = "The last pipeline stage's logits, sent to every other stage";
+  let description = [{
+    The last stage of a `--pipeline-parallel` artifact broadcasts its
+    logits to the other stages (which wait for them in `xfmr.stage_send`)
+    and returns them unchanged.
+
+    Not `Pure`, like `xfmr.stage_receive`.
+
+    ```mlir
+    %out = xfmr.stage_broadcast %logits : tensor<?x49152xf32>
+    ```
+  }];
+
+  let arguments = (ins RankedTensorOf<[F32]>:$input);
+  let results = (outs RankedTensorOf<[F32]>:$result);
+
+  let assemblyFormat = [{ $input attr-dict `:` type($input) }];
+}
+
 def Xfmr_KVWriteOp : Xfmr_Op<"kv_write", [
     DeclareOpInterfaceMethods<InferTypeOpInterface>]> {
   let summary = "Store new keys and values into the paged KV cache";

@@ -299,6 +299,30 @@ def PagedKVCachePass : Pass<"xfmr-paged-kv", "mlir::ModuleOp"> {
                            "::mlir::tensor::TensorDialect"];
 }
 
+def SplitPipelineStagePass : Pass<"xfmr-split-pipeline-stage", "mlir::ModuleOp"> {
+  let summary = "Keep one pipeline stage's layers of a paged step function";
+  let description = [{
+    After xfmr-paged-kv: stage `stage` of `stages` keeps layers
+    [s L / M, (s + 1) L / M) of the L attention layers (M must divide L,
+    so that every stage's KV pools have the same block size in bytes and
+    the replicated schedulers agree on the block count). The residual
+    stream entering its first layer (the input of the norm before that
+    layer's query projection) becomes an `xfmr.stage_receive` (stage > 0);
+    the one entering the next stage's first layer is sent with
+    `xfmr.stage_send`, whose result (the last stage's logits, broadcast)
+    the function returns (stage < M - 1); the last stage broadcasts its
+    logits (`xfmr.stage_broadcast`). The other layers' KV pools leave the
+    function's inputs and results, and the `xfmr.kv_cache` module attribute
+    counts the layers kept. An error names the layer whose later layers read
+    more of the earlier ones than the residual stream.
+  }];
+  let options = [
+    Option<"stages", "stages", "int64_t", /*default=*/"1", "Pipeline stages">,
+    Option<"stage", "stage", "int64_t", /*default=*/"0", "The stage whose layers to keep">,
+  ];
+  let dependentDialects = ["::xfmr::XfmrDialect", "::mlir::tensor::TensorDialect"];
+}
+
 def ShardTensorParallelPass : Pass<"xfmr-shard-tensor-parallel", "mlir::ModuleOp"> {
   let summary = "Keep one rank's shard of a tensor-parallel model (Megatron-style)";
   let description = [{

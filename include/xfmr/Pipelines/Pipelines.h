@@ -115,6 +115,11 @@ struct RaiseOptions {
   /// many ranks (xfmr-shard-tensor-parallel, after the paged rewrite).
   int64_t tensorParallelRanks = 1;
   int64_t tensorParallelRank = 0;
+  /// > 1: keep stage pipelineStage's layers of a model split into that many
+  /// pipeline stages (xfmr-split-pipeline-stage, after the paged rewrite and
+  /// before the tensor-parallel split).
+  int64_t pipelineStages = 1;
+  int64_t pipelineStage = 0;
 };
 
 /// onnx (imported) -> onnx + xfmr ops [-> paged step function].

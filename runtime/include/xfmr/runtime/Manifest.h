@@ -339,9 +339,20 @@ struct Manifest {
   std::vector<std::string> tensorParallelWeights;
   /// Size and SHA-256 of each of tensorParallelWeights (from "files").
   std::vector<FileIntegrity> tensorParallelIntegrity;
-  /// The ranks the artifact runs as (1 without parallelism).
+  /// "pipeline_parallel" (optional): {"stages": M (2..1024), "stage": s,
+  /// "first_layer": a[, "stage_manifests": [M - 1 SHA-256s]]}: this
+  /// directory holds stage s of M (xfmr-compile --pipeline-parallel=M), the
+  /// layers from a on (kv_cache.num_layers of them). Stage 0's directory is
+  /// the artifact; stage s > 0 is its subdirectory stage<s>, whose
+  /// manifest.json has the SHA-256 stage 0 lists at s - 1. Absent: one stage.
+  int64_t pipelineStages = 1;
+  int64_t pipelineStage = 0;
+  int64_t pipelineFirstLayer = 0;
+  std::vector<std::string> pipelineStageManifests;
+  /// The ranks the artifact runs as (1 without parallelism): every stage's
+  /// tensor-parallel (or expert-parallel) ranks.
   int64_t parallelRanks() const {
-    return std::max(expertParallelRanks, tensorParallelRanks);
+    return std::max(expertParallelRanks, tensorParallelRanks) * pipelineStages;
   }
   /// "text" (optional): tokenizer, chat template, special tokens and
   /// generation defaults.
