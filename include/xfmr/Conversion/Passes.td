@@ -306,8 +306,8 @@ def SplitPipelineStagePass : Pass<"xfmr-split-pipeline-stage", "mlir::ModuleOp">
     [s L / M, (s + 1) L / M) of the L attention layers (M must divide L,
     so that every stage's KV pools have the same block size in bytes and
     the replicated schedulers agree on the block count). The residual
-    stream entering its first layer (the input of the norm before that
-    layer's query projection) becomes an `xfmr.stage_receive` (stage > 0);
+    stream entering its first layer (after the previous layer's attention,
+    the one value through which everything later reads the earlier layers) becomes an `xfmr.stage_receive` (stage > 0);
     the one entering the next stage's first layer is sent with
     `xfmr.stage_send`, whose result (the last stage's logits, broadcast)
     the function returns (stage < M - 1); the last stage broadcasts its

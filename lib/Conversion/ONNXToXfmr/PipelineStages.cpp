@@ -5,9 +5,9 @@
 // Pipeline parallelism over M stages, decided on the paged step function:
 // stage s keeps layers [s L / M, (s + 1) L / M). What crosses a stage
 // boundary is the residual stream entering the next stage's first layer,
-// [1, T, hidden]: the input of the norm in front of that layer's query
-// projection. The stage's function starts from an xfmr.stage_receive of it
-// (s > 0), ends with an xfmr.stage_send of the next one (s < M - 1), and
+// [1, T, hidden]: after the previous layer's attention, the one value that
+// everything later reads of the layers before (Cuts::residualEntering).
+// The stage's function starts from an xfmr.stage_receive of it (s > 0), ends with an xfmr.stage_send of the next one (s < M - 1), and
 // returns the logits the last stage broadcasts, so that every stage's step
 // function has the same inputs (but its own layers' KV pools) and results.
 // Everything the cut leaves without a use (the embedding, earlier layers,
@@ -26,6 +26,7 @@
 #include "mlir/Dialect/Tensor/IR/Tensor.h"
 #include "mlir/Transforms/RegionUtils.h"
 #include "llvm/ADT/BitVector.h"
+#include "llvm/ADT/SetVector.h"
 
 using namespace mlir;
 
@@ -50,63 +51,81 @@ struct Pools {
   int64_t layerOf(size_t i) const { return static_cast<int64_t>(i) / perLayer; }
 };
 
-/// The value `v` is computed from when `op` only reshapes, casts or
-/// rotates it (or adds a constant to it) on the way to an attention.
-Value throughPerTokenOp(Operation *op) {
-  if (isa<onnx::ReshapeOp, onnx::TransposeOp, onnx::SqueezeOp, onnx::UnsqueezeOp,
-          tensor::CastOp, onnx::CastOp, onnx::SliceOp, onnx::SplitOp, RopeOp, RMSNormOp,
-          LayerNormOp>(op))
-    return op->getOperand(0);
-  if (auto add = dyn_cast<onnx::AddOp>(op)) {
-    if (isConstant(add.getB()))
-      return add.getA();
-    if (isConstant(add.getA()))
-      return add.getB();
+/// Where the layers of a step function can be cut: the ops of its body in
+/// program order (a topological order), and the single value through which
+/// everything after a point depends on the attention of earlier layers.
+class Cuts {
+public:
+  explicit Cuts(func::FuncOp f) : block(f.getBody().front()) {
+    for (Operation &op : block)
+      position[&op] = static_cast<int64_t>(position.size());
   }
-  return {};
-}
 
-/// The input of a projection by a weight (onnx.MatMul, xfmr.linear,
-/// MatMulNBits), or null.
-Value projectionInput(Operation *op) {
-  if (auto mm = dyn_cast<onnx::MatMulOp>(op))
-    return isConstant(mm.getB()) ? mm.getA() : Value();
-  if (isa<LinearOp>(op) || op->getName().getStringRef() == "onnx.MatMulNBits")
-    return op->getOperand(0);
-  return {};
-}
+  /// The residual stream entering layer `layer`: the one value that is
+  /// computed from the attention of layers before it and still used after
+  /// it is defined, at the latest point between layer - 1's attention and
+  /// layer's KV write where there is only one. What depends only on the
+  /// step's inputs (RoPE tables, shapes) is not counted: a stage recomputes
+  /// it. The value must be [1, tokens, hidden] f32 (not an attention's
+  /// [tokens, heads, head_dim] output); an error if no point has one.
+  FailureOr<Value> residualEntering(ArrayRef<PagedAttentionOp> attentions,
+                                    ArrayRef<KVWriteOp> writes, int64_t layer);
 
-/// The residual stream entering the layer of `attention`: the input of the
-/// norm in front of its query projection, [1, T, hidden] f32 (the batch and
-/// token dims may be dynamic in its type).
-FailureOr<Value> residualEntering(PagedAttentionOp attention, int64_t layer) {
-  Value v = attention.getQuery();
-  Value input;
-  for (int steps = 0; steps < 32 && v && !input; ++steps) {
-    Operation *def = v.getDefiningOp();
-    if (!def)
-      break;
-    input = projectionInput(def);
-    if (!input)
-      v = throughPerTokenOp(def);
+private:
+  int64_t positionOf(Operation *op) {
+    Operation *top = block.findAncestorOpInBlock(*op);
+    return top ? position.lookup(top) : -1;
   }
-  for (int steps = 0; steps < 4 && input; ++steps) {
-    Operation *def = input.getDefiningOp();
-    if (isa_and_nonnull<RMSNormOp, LayerNormOp>(def)) {
-      Value stream = def->getOperand(0);
-      auto type = dyn_cast<RankedTensorType>(stream.getType());
-      if (!type || type.getRank() != 3 || type.getDimSize(0) > 1 ||
-          type.isDynamicDim(2) || !type.getElementType().isF32())
-        return attention.emitError()
-               << "--pipeline-parallel: the residual stream entering layer " << layer
-               << " is " << stream.getType() << ", not [1, tokens, hidden] f32";
-      return stream;
+
+  Block &block;
+  DenseMap<Operation *, int64_t> position;
+};
+
+FailureOr<Value> Cuts::residualEntering(ArrayRef<PagedAttentionOp> attentions,
+                                        ArrayRef<KVWriteOp> writes, int64_t layer) {
+  // The values computed from layers [0, layer)'s attention outputs. A KV
+  // write is state (the pools) and a shape query no value: neither carries
+  // the dependence on.
+  SetVector<Value> dependent;
+  for (int64_t l = 0; l < layer; ++l)
+    dependent.insert(attentions[l]->getResult(0));
+  for (size_t i = 0; i < dependent.size(); ++i)
+    for (Operation *user : dependent[i].getUsers()) {
+      if (isa<KVWriteOp, onnx::ShapeOp, tensor::DimOp, func::ReturnOp>(user))
+        continue;
+      Operation *top = block.findAncestorOpInBlock(*user);
+      if (top)
+        for (Value r : top->getResults())
+          dependent.insert(r);
     }
-    input = isa_and_nonnull<tensor::CastOp, onnx::CastOp>(def) ? def->getOperand(0) : Value();
+  struct Live {
+    int64_t def, lastUse;
+    Value value;
+  };
+  SmallVector<Live> lives;
+  for (Value v : dependent) {
+    int64_t def = positionOf(v.getDefiningOp()), last = def;
+    for (Operation *user : v.getUsers())
+      last = std::max(last, positionOf(user));
+    lives.push_back({def, last, v});
   }
-  return attention.emitError()
-         << "--pipeline-parallel: cannot find the residual stream entering layer " << layer
-         << " (the input of a norm in front of its query projection)";
+  int64_t from = positionOf(attentions[layer - 1]);
+  int64_t to = positionOf(writes[layer]);
+  for (int64_t p = to - 1; p >= from; --p) {
+    Value only;
+    int count = 0;
+    for (const Live &l : lives)
+      if (l.def <= p && p < l.lastUse && count++ == 0)
+        only = l.value;
+    // [1, tokens, hidden] f32: the batch of one a paged step runs at.
+    auto type = count == 1 ? dyn_cast<RankedTensorType>(only.getType()) : nullptr;
+    if (type && type.getRank() == 3 && type.getDimSize(0) <= 1 && type.isDynamicDim(1) &&
+        !type.isDynamicDim(2) && type.getElementType().isF32())
+      return only;
+  }
+  return attentions[layer]->emitError()
+         << "--pipeline-parallel: no single [1, tokens, hidden] f32 value carries layer "
+         << layer - 1 << " into layer " << layer << " (a residual stream to send between stages)";
 }
 
 /// The argument named `name` (the step function's inputs).
@@ -126,11 +145,13 @@ public:
 
 private:
   FailureOr<Pools> findPools(int64_t layers);
-  FailureOr<SmallVector<PagedAttentionOp>> attentionsByLayer(const Pools &pools);
+  LogicalResult findLayers(const Pools &pools);
   LogicalResult dropOtherLayers(const Pools &pools, int64_t first, int64_t end);
 
   func::FuncOp f;
   int64_t stages, stage;
+  SmallVector<PagedAttentionOp> attentions; ///< per layer
+  SmallVector<KVWriteOp> writes;            ///< per layer
 };
 
 FailureOr<Pools> StageSplitter::findPools(int64_t layers) {
@@ -146,23 +167,27 @@ FailureOr<Pools> StageSplitter::findPools(int64_t layers) {
   return pools;
 }
 
-/// Layer l's paged attention: the one reading the key pool layer l's
-/// xfmr.kv_write updates.
-FailureOr<SmallVector<PagedAttentionOp>> StageSplitter::attentionsByLayer(const Pools &pools) {
+/// Layer l's KV write (of its key pool) and the paged attention that reads
+/// what it wrote.
+LogicalResult StageSplitter::findLayers(const Pools &pools) {
   int64_t layers = static_cast<int64_t>(pools.args.size()) / pools.perLayer;
-  SmallVector<PagedAttentionOp> byLayer(layers);
+  attentions.assign(layers, nullptr);
+  writes.assign(layers, nullptr);
   for (int64_t l = 0; l < layers; ++l) {
     BlockArgument keyPool = f.getArgument(pools.args[l * pools.perLayer]);
     for (Operation *user : keyPool.getUsers())
       if (auto write = dyn_cast<KVWriteOp>(user))
         for (Operation *reader : write.getNewKeyPool().getUsers())
-          if (auto attention = dyn_cast<PagedAttentionOp>(reader))
-            byLayer[l] = attention;
-    if (!byLayer[l])
+          if (auto attention = dyn_cast<PagedAttentionOp>(reader)) {
+            attentions[l] = attention;
+            writes[l] = write;
+          }
+    if (!attentions[l] || attentions[l]->getBlock() != &f.getBody().front())
       return f.emitError() << "--pipeline-parallel: layer " << l
-                           << "'s key pool is not written and read by one paged attention";
+                           << "'s key pool is not written and read by one paged attention "
+                              "in the function's body";
   }
-  return byLayer;
+  return success();
 }
 
 /// Removes the pools of layers outside [first, end) from the results, then
@@ -232,8 +257,7 @@ LogicalResult StageSplitter::run(int64_t layers) {
   FailureOr<Pools> pools = findPools(layers);
   if (failed(pools))
     return failure();
-  FailureOr<SmallVector<PagedAttentionOp>> attentions = attentionsByLayer(*pools);
-  if (failed(attentions))
+  if (failed(findLayers(*pools)))
     return failure();
   int64_t first = stage * layers / stages, end = (stage + 1) * layers / stages;
   std::optional<unsigned> tokens = argumentNamed(f, "input_ids");
@@ -250,10 +274,11 @@ LogicalResult StageSplitter::run(int64_t layers) {
                        "[rows, vocab] f32 logits");
 
   // Both cuts are found before either is made.
+  Cuts cuts(f);
   FailureOr<Value> in, out;
-  if (stage > 0 && failed(in = residualEntering((*attentions)[first], first)))
+  if (stage > 0 && failed(in = cuts.residualEntering(attentions, writes, first)))
     return failure();
-  if (stage + 1 < stages && failed(out = residualEntering((*attentions)[end], end)))
+  if (stage + 1 < stages && failed(out = cuts.residualEntering(attentions, writes, end)))
     return failure();
 
   Location loc = f.getLoc();
