@@ -392,12 +392,13 @@ int main(int argc, char **argv) {
     return fail(f.artifact +
                 ": expert-parallel artifacts are not served yet (use xfmr-run "
                 "generate or xfmr-bench under mpirun)");
-  // A tensor-parallel artifact under mpirun: rank 0 serves, and the other
-  // ranks do each pool copy and step it does (docs/parallelism.md).
-  if (manifest.tensorParallelRanks > 1 &&
+  // A tensor- or pipeline-parallel artifact under mpirun: rank 0 serves,
+  // and the other ranks do each pool copy and step it does (each its own
+  // shard or stage; docs/parallelism.md).
+  if ((manifest.tensorParallelRanks > 1 || manifest.pipelineStages > 1) &&
       (!f.draftModel.empty() || !f.pools.empty()))
     return fail(f.artifact +
-                ": a tensor-parallel server has one pool and no draft model yet "
+                ": a tensor- or pipeline-parallel server has one pool and no draft model yet "
                 "(drop --pools and --draft-model)");
   ExpertParallelScope scope;
   Expected<ExpertParallelRank> rank = joinExpertParallel(artifact);
