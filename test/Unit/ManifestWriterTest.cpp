@@ -234,6 +234,10 @@ void expectEqual(const Manifest &a, const Manifest &b) {
   EXPECT_EQ(a.expertParallelRanks, b.expertParallelRanks);
   EXPECT_EQ(a.expertParallelExperts, b.expertParallelExperts);
   EXPECT_EQ(a.tensorParallelRanks, b.tensorParallelRanks);
+  EXPECT_EQ(a.pipelineStages, b.pipelineStages);
+  EXPECT_EQ(a.pipelineStage, b.pipelineStage);
+  EXPECT_EQ(a.pipelineFirstLayer, b.pipelineFirstLayer);
+  EXPECT_EQ(a.pipelineStageManifests, b.pipelineStageManifests);
   EXPECT_EQ(a.tensorParallelWeights, b.tensorParallelWeights);
   ASSERT_EQ(a.tensorParallelIntegrity.size(), b.tensorParallelIntegrity.size());
   for (size_t r = 0; r < a.tensorParallelIntegrity.size(); ++r) {
@@ -337,6 +341,55 @@ TEST(ManifestWriterTest, TensorParallelWeights) {
   both.expertParallelRanks = 2;
   both.expertParallelExperts = 8;
   refused(both, "cannot be combined with expert_parallel");
+}
+
+/// --pipeline-parallel: stage 0 lists the other stages' manifest digests
+/// (absent while xfmr-compile assembles them), stage s > 0 lists none; a
+/// stage out of range, a wrong digest count or a non-digest is refused.
+TEST(ManifestWriterTest, PipelineStages) {
+  Manifest m = fullCPUManifest();
+  m.expertParallelRanks = 1;
+  m.expertParallelExperts = 0;
+  m.pipelineStages = 3;
+  m.pipelineStage = 0;
+  m.pipelineFirstLayer = 0;
+  m.pipelineStageManifests = {std::string(64, 'a'), std::string(64, 'b')};
+  std::string text = formatManifest(m);
+  Expected<Manifest> parsed = parseManifest(text, kFile);
+  ASSERT_TRUE(parsed) << parsed.error() << "\n" << text;
+  EXPECT_EQ(parsed->pipelineStages, 3);
+  EXPECT_EQ(parsed->pipelineStageManifests, m.pipelineStageManifests);
+  EXPECT_EQ(parsed->parallelRanks(), 3);
+  EXPECT_EQ(formatManifest(*parsed), text);
+
+  Manifest later = m;
+  later.pipelineStage = 2;
+  later.pipelineFirstLayer = 8;
+  later.pipelineStageManifests.clear();
+  parsed = parseManifest(formatManifest(later), kFile);
+  ASSERT_TRUE(parsed) << parsed.error();
+  EXPECT_EQ(parsed->pipelineStage, 2);
+  EXPECT_EQ(parsed->pipelineFirstLayer, 8);
+
+  auto refused = [&](Manifest bad, const std::string &what) {
+    Expected<Manifest> p = parseManifest(formatManifest(bad), kFile);
+    ASSERT_FALSE(p) << what;
+    EXPECT_NE(p.error().find(what), std::string::npos) << p.error();
+  };
+  Manifest outOfRange = later;
+  outOfRange.pipelineStage = 3;
+  refused(outOfRange, "pipeline_parallel.stage: must be below pipeline_parallel.stages");
+  Manifest oneDigest = m;
+  oneDigest.pipelineStageManifests.pop_back();
+  refused(oneDigest, "pipeline_parallel.stage_manifests: must hold one SHA-256 per stage "
+                     "after the first (2)");
+  Manifest notDigest = m;
+  notDigest.pipelineStageManifests[1] = "stage1/manifest.json";
+  refused(notDigest, "is not a SHA-256 in lowercase hex");
+  Manifest withExperts = m;
+  withExperts.expertParallelRanks = 2;
+  withExperts.expertParallelExperts = 8;
+  refused(withExperts, "pipeline_parallel: cannot be combined with expert_parallel");
 }
 
 /// The text xfmr-compile writes, for a small manifest: keys sorted,
