@@ -22,6 +22,7 @@
 #include "xfmr/Conversion/Passes.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/ControlFlow/IR/ControlFlowOps.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Dialect/Tensor/IR/Tensor.h"
 #include "mlir/Transforms/RegionUtils.h"
@@ -70,6 +71,15 @@ public:
   /// [tokens, heads, head_dim] output); an error if no point has one.
   FailureOr<Value> residualEntering(ArrayRef<PagedAttentionOp> attentions,
                                     ArrayRef<KVWriteOp> writes, int64_t layer);
+
+  /// Erases the runtime checks (cf.assert, at any depth) of the ops before
+  /// the cut at `from` or after the one at `to` (positions, -1: none): they
+  /// check another stage's layers, which that stage checks. A check is not
+  /// Pure; left in place, it would keep those layers alive.
+  void dropOtherChecks(int64_t from, int64_t to);
+
+  /// The position of the last cut residualEntering found.
+  int64_t lastCut = -1;
 
 private:
   int64_t positionOf(Operation *op) {
@@ -120,12 +130,25 @@ FailureOr<Value> Cuts::residualEntering(ArrayRef<PagedAttentionOp> attentions,
     // [1, tokens, hidden] f32: the batch of one a paged step runs at.
     auto type = count == 1 ? dyn_cast<RankedTensorType>(only.getType()) : nullptr;
     if (type && type.getRank() == 3 && type.getDimSize(0) <= 1 && type.isDynamicDim(1) &&
-        !type.isDynamicDim(2) && type.getElementType().isF32())
+        !type.isDynamicDim(2) && type.getElementType().isF32()) {
+      lastCut = p;
       return only;
+    }
   }
   return attentions[layer]->emitError()
          << "--pipeline-parallel: no single [1, tokens, hidden] f32 value carries layer "
          << layer - 1 << " into layer " << layer << " (a residual stream to send between stages)";
+}
+
+void Cuts::dropOtherChecks(int64_t from, int64_t to) {
+  SmallVector<Operation *> checks;
+  block.walk([&](cf::AssertOp check) {
+    int64_t at = positionOf(check);
+    if ((from >= 0 && at <= from) || (to >= 0 && at > to))
+      checks.push_back(check);
+  });
+  for (Operation *check : checks)
+    check->erase();
 }
 
 /// The argument named `name` (the step function's inputs).
@@ -276,10 +299,18 @@ LogicalResult StageSplitter::run(int64_t layers) {
   // Both cuts are found before either is made.
   Cuts cuts(f);
   FailureOr<Value> in, out;
-  if (stage > 0 && failed(in = cuts.residualEntering(attentions, writes, first)))
-    return failure();
-  if (stage + 1 < stages && failed(out = cuts.residualEntering(attentions, writes, end)))
-    return failure();
+  int64_t from = -1, to = -1;
+  if (stage > 0) {
+    if (failed(in = cuts.residualEntering(attentions, writes, first)))
+      return failure();
+    from = cuts.lastCut;
+  }
+  if (stage + 1 < stages) {
+    if (failed(out = cuts.residualEntering(attentions, writes, end)))
+      return failure();
+    to = cuts.lastCut;
+  }
+  cuts.dropOtherChecks(from, to);
 
   Location loc = f.getLoc();
   OpBuilder b(f.getContext());

@@ -17,6 +17,7 @@
 // FIRST: xfmr.embedding
 // FIRST: %[[H1:.*]] = onnx.Add
 // FIRST-NOT: xfmr.rms_norm
+// FIRST-NOT: cf.assert
 // FIRST: %[[ROWS:.*]] = tensor.dim %arg6, %c0
 // FIRST: %[[LOGITS:.*]] = xfmr.stage_send %[[H1]], %[[ROWS]] : tensor<1x?x2xf32> -> tensor<?x3xf32>
 // FIRST-NEXT: return %[[LOGITS]], %{{.*}}, %{{.*}} : tensor<?x3xf32>, tensor<?x4x1x2xf32>, tensor<?x4x1x2xf32>
@@ -27,6 +28,7 @@
 // LAST: %[[H:.*]] = xfmr.stage_receive %[[T]] : tensor<1x?x2xf32>
 // LAST-NOT: xfmr.embedding
 // LAST: xfmr.rms_norm %[[H]]
+// LAST: cf.assert %{{.*}}, "layer 1's tokens"
 // LAST: xfmr.kv_write {{.*}} into %arg7, %arg8
 // LAST: %[[OUT:.*]] = xfmr.stage_broadcast %{{.*}} : tensor<?x3xf32>
 // LAST-NEXT: return %[[OUT]]
@@ -54,6 +56,14 @@ func.func @step(%ids: tensor<?xi64> {onnx.name = "input_ids"}, %pos: tensor<?xi6
   // Layer 1.
   %n1 = xfmr.rms_norm %h1, %w {epsilon = 1.0E-6 : f32} : tensor<1x?x2xf32>, tensor<2xf32>
   %q1 = onnx.MatMul(%n1, %wq) : (tensor<1x?x2xf32>, tensor<2x2xf32>) -> tensor<1x?x2xf32>
+  // Layer 1's check on its query (onnxruntime-genai's GroupQueryAttention
+  // lowers to such): stage 0 drops it, stage 1 keeps it.
+  %c1 = arith.constant 1 : index
+  %t1 = tensor.dim %q1, %c1 : tensor<1x?x2xf32>
+  %c0 = arith.constant 0 : index
+  %t0 = tensor.dim %ids, %c0 : tensor<?xi64>
+  %same = arith.cmpi eq, %t1, %t0 : index
+  cf.assert %same, "layer 1's tokens"
   %r1 = onnx.Reshape(%q1, %heads) : (tensor<1x?x2xf32>, tensor<3xi64>) -> tensor<?x1x2xf32>
   %nk1, %nv1 = xfmr.kv_write %r1, %r1 into %k1, %v1 at %slots : tensor<?x1x2xf32>, tensor<?x1x2xf32>, tensor<?x4x1x2xf32>, tensor<?x4x1x2xf32>, tensor<?xi64>
   %a1 = xfmr.paged_attention %r1, %nk1, %nv1, %bt, %cl, %qsl {block_size = 4 : i64, num_heads = 1 : i64, num_kv_heads = 1 : i64, scale = 0.707106769 : f32} : tensor<?x1x2xf32>, tensor<?x4x1x2xf32>, tensor<?x4x1x2xf32>, tensor<?x?xi32>, tensor<?xi32>, tensor<?xi32>
