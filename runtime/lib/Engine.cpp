@@ -52,6 +52,8 @@ const char *finishReasonName(FinishReason reason) {
     return "length";
   case FinishReason::Cancelled:
     return "cancelled";
+  case FinishReason::HandedOff:
+    return "handed_off";
   }
   return "unknown";
 }
@@ -153,7 +155,7 @@ Engine::Queue &Engine::queueFor(const Sequence &seq) {
 // Requests
 //===----------------------------------------------------------------------===//
 
-Status Engine::submit(Request request) {
+Status Engine::validateRequest(const Request &request) const {
   if (request.prompt.empty())
     return Error("request " + std::to_string(request.id) + ": empty prompt");
   for (int64_t t : request.prompt)
@@ -191,6 +193,12 @@ Status Engine::submit(Request request) {
         static_cast<long long>(request.sampling.maxTokens), static_cast<long long>(need),
         static_cast<long long>(blocks.blockSize()), className(request.cls),
         static_cast<long long>(limits.maxBlocks)));
+  return {};
+}
+
+Status Engine::submit(Request request) {
+  if (Status s = validateRequest(request); !s)
+    return s;
   auto seq = std::make_unique<Sequence>(std::move(request));
   seq->tokens = seq->request.prompt;
   seq->promptLength = seq->tokens.size();
@@ -277,7 +285,7 @@ void Engine::releaseBlocks(Sequence &seq, PrefixCache::Keep keep) {
 
 void Engine::finish(Sequence &seq, FinishReason reason) {
   bool session = config.sessionTtlSeconds > 0 && host.numSlots() > 0 &&
-                 reason != FinishReason::Cancelled;
+                 reason != FinishReason::Cancelled && reason != FinishReason::HandedOff;
   releaseBlocks(seq, session ? PrefixCache::Keep::Session : PrefixCache::Keep::None);
   if (drafter)
     drafter->forget(seq.request.id);
@@ -875,6 +883,10 @@ Status Engine::update(const StepPlan &plan, const Tensor &logits) {
         continue; // a prompt chunk: more to prefill
       sampleNext(seq, first);
       reason = finishReasonFor(seq);
+      if (!reason && handOff && seq.generated() == 1) {
+        handOffSequence(seq);
+        reason = FinishReason::HandedOff;
+      }
     }
     if (reason) {
       finish(seq, *reason);
@@ -890,6 +902,76 @@ Status Engine::update(const StepPlan &plan, const Tensor &logits) {
                   running.end());
   endStep();
   return {};
+}
+
+void Engine::handOffSequence(Sequence &seq) {
+  PrefilledRequest p;
+  p.id = seq.request.id;
+  p.tokens = seq.tokens;
+  if (artifact) {
+    int64_t n = blocks.blocksFor(seq.computed);
+    size_t bytes = pools.blockBytes();
+    p.kv.resize(static_cast<size_t>(n) * bytes);
+    for (int64_t i = 0; i < n; ++i)
+      pools.copyOut(seq.blocks.table()[static_cast<size_t>(i)], p.kv.data() + i * bytes);
+  }
+  log(formatString("hand off req %lld: %lld prompt tokens, %zu bytes of KV",
+                   static_cast<long long>(p.id), static_cast<long long>(seq.computed),
+                   p.kv.size()));
+  handOff(std::move(p));
+}
+
+Expected<bool> Engine::adoptPrefilled(Request request, const PrefilledRequest &prefilled) {
+  if (planInFlight)
+    return Error("adoptPrefilled: a step is planned");
+  if (Status s = validateRequest(request); !s)
+    return s.takeError();
+  const std::vector<int64_t> &tokens = prefilled.tokens;
+  const size_t prompt = request.prompt.size();
+  if (prefilled.id != request.id || tokens.size() != prompt + 1 ||
+      !std::equal(request.prompt.begin(), request.prompt.end(), tokens.begin()) ||
+      tokens.back() < 0 || tokens.back() >= vocab)
+    return Error(formatString("request %lld: the prefilled tokens are not its prompt and one "
+                              "token of the vocabulary",
+                              static_cast<long long>(request.id)));
+  const int64_t computed = static_cast<int64_t>(prompt);
+  const int64_t n = blocks.blocksFor(computed);
+  const size_t bytes = artifact ? pools.blockBytes() : 0;
+  if (prefilled.kv.size() != static_cast<size_t>(n) * bytes)
+    return Error(formatString("request %lld: %zu bytes of prefilled K/V, its %lld blocks are "
+                              "%zu",
+                              static_cast<long long>(request.id), prefilled.kv.size(),
+                              static_cast<long long>(n), static_cast<size_t>(n) * bytes));
+  // Its blocks now, and room for the next token.
+  int64_t need = blocks.blocksFor(computed + 1);
+  if (need > blocks.numFree() && config.prefixCaching)
+    cache.evict(need, clock(), nullptr);
+  if (need > blocks.numFree())
+    return false;
+  auto seq = std::make_unique<Sequence>(std::move(request));
+  seq->tokens = tokens;
+  seq->promptLength = prompt;
+  if (!seq->blocks.reserve(blocks, computed))
+    return false;
+  seq->blocks.commit(computed);
+  seq->computed = computed;
+  for (int64_t i = 0; i < n; ++i)
+    pools.copyIn(prefilled.kv.data() + i * bytes, seq->blocks.table()[static_cast<size_t>(i)]);
+  if (config.prefixCaching)
+    cache.extend(seq->cursor, seq->tokens, seq->computed, seq->blocks.table(), clock(),
+                 seq->request.systemPrompt);
+  if (seq->sampler.sampling())
+    seq->sampler.skipDraws(1); // the first token's draw, made by the prefill engine
+  seq->result.id = seq->request.id;
+  seq->result.arrival = seq->result.firstToken = clock();
+  seq->submittedAt = numSteps;
+  seq->queueKey = nextBackKey++;
+  seq->admittedAt = admissionCounter++;
+  log(formatString("adopt req %lld (%s): %lld prompt tokens computed elsewhere",
+                   static_cast<long long>(seq->request.id), className(seq->request.cls),
+                   static_cast<long long>(computed)));
+  running.push_back(std::move(seq));
+  return true;
 }
 
 void Engine::commitTokens(Sequence &seq, int64_t tokens) {

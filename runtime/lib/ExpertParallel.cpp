@@ -7,6 +7,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "xfmr/runtime/ExpertParallel.h"
+#include "xfmr/runtime/Disaggregated.h"
 #include "xfmr/runtime/PagedKV.h"
 
 #include <algorithm>
@@ -306,6 +307,35 @@ Expected<ExpertParallelRank> joinExpertParallel(const Artifact &artifact) {
   if (partition)
     reinterpret_cast<SetPartition>(partition)(mpiRank, mpiSize, allReduce, &c);
   return ExpertParallelRank{mpiRank, mpiSize};
+#endif
+}
+
+Expected<ServingRole> joinDisaggregated(const Artifact &artifact) {
+  const int size = parallelLauncherSize(), rank = parallelLauncherRank();
+  const std::string art = artifact.directory();
+  if (size != 2)
+    return Error(size == 0 ? "--disaggregate runs as two processes, one prefill rank and one "
+                             "decode rank: mpirun -np 2 ..."
+                           : "rank " + std::to_string(rank) + ": --disaggregate runs as two "
+                                 "processes (mpirun -np 2 ...), mpirun started " +
+                                 std::to_string(size));
+#ifndef XFMR_WITH_MPI
+  return rankError(rank, "this xfmr was built without MPI (libopenmpi-dev): it cannot run "
+                         "--disaggregate");
+#else
+  if (!initialiseMPI(rank))
+    return rankError(rank, "MPI_Init_thread failed");
+  if (artifact.manifest().parallelRanks() > 1)
+    return rankError(rank, art + " was compiled for several ranks; --disaggregate runs a "
+                                 "one-process artifact on each of its two ranks");
+  if (!artifact.manifest().kvCache)
+    return rankError(rank, art + " is not a paged step function (xfmr-compile "
+                                 "--kv-cache=paged): --disaggregate moves KV blocks");
+  int mpiRank = 0;
+  MPI_Comm_rank(MPI_COMM_WORLD, &mpiRank);
+  combineContext.rank = mpiRank;
+  combineContext.ranks = 2;
+  return mpiRank == 0 ? ServingRole::Prefill : ServingRole::Decode;
 #endif
 }
 

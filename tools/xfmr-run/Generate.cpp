@@ -16,6 +16,7 @@
 
 #include "CommandLine.h"
 
+#include "xfmr/runtime/Disaggregated.h"
 #include "xfmr/runtime/Engine.h"
 #include "xfmr/runtime/ExpertParallel.h"
 #include "xfmr/runtime/KVCacheBudget.h"
@@ -102,6 +103,9 @@ const char *const kGenerateHelp =
     "                       fewer while few proposals are kept)\n"
     "  --dump-logits DIR    write the logits each token of the first request is\n"
     "                       chosen from to DIR/step_K.npy (K from 0: the prefill)\n"
+    "  --disaggregate       under mpirun -np 2: rank 0 computes the prompts, rank 1\n"
+    "                       decodes (each request's KV blocks move over MPI once\n"
+    "                       its prompt is done); rank 0 prints\n"
     "  --quiet              print only the ids, the text and errors\n";
 
 int usageError(const std::string &message) {
@@ -177,6 +181,7 @@ struct GenerateOptions {
   int64_t maxNew = -1, kvBytes = 0, seed = 0, numSpeculative = 4;
   std::string speculative; ///< "", "ngram" or "draft:DIR"
   bool quiet = false, ignoreEos = false, stopGiven = false, printIds = false;
+  bool disaggregate = false;
 };
 
 /// Parses argv[2..]: -1 to go on, else the exit status (0 after --help).
@@ -190,6 +195,7 @@ int parseOptions(int argc, char **argv, GenerateOptions &o) {
     bool *flag = arg == "--quiet" || arg == "-q" ? &o.quiet
                  : arg == "--ignore-eos"         ? &o.ignoreEos
                  : arg == "--print-ids"          ? &o.printIds
+                 : arg == "--disaggregate"       ? &o.disaggregate
                                                  : nullptr;
     if (flag) {
       *flag = true;
@@ -494,6 +500,34 @@ void printMoEStats(const Artifact &artifact,
 
 } // namespace
 
+/// --disaggregate: runs this rank's role (rank 0 prefill, rank 1 decode);
+/// rank 0 prints the results and what each rank moved and computed.
+int generateDisaggregated(const GenerateOptions &o, const std::optional<TextModel> &text,
+                          Engine &engine, ServingRole role, const std::vector<Request> &requests) {
+  DisaggregationStats stats;
+  Expected<std::map<int64_t, RequestResult>> results =
+      runDisaggregated(engine, role, requests, stats);
+  if (!results)
+    return fail(results.error());
+  bool prefill = role == ServingRole::Prefill;
+  if (!prefill)
+    return 0;
+  printResults(o, text, *results);
+  if (!o.quiet)
+    std::fprintf(stderr,
+                 "prefill rank: %lld steps, %lld prompt tokens computed; %lld requests handed "
+                 "off, %.2f MiB of KV sent in %.3f s (overlapped with the next steps), %.3f s "
+                 "waited\n"
+                 "decode rank: %lld steps, %lld prompt tokens computed, %lld preemptions\n",
+                 static_cast<long long>(stats.steps), static_cast<long long>(stats.promptTokens),
+                 static_cast<long long>(stats.handedOff),
+                 static_cast<double>(stats.kvBytes) / (1 << 20), stats.transferSeconds,
+                 stats.transferWaitSeconds, static_cast<long long>(stats.peerSteps),
+                 static_cast<long long>(stats.peerPromptTokens),
+                 static_cast<long long>(stats.peerPreemptions));
+  return 0;
+}
+
 int generateMain(int argc, char **argv) {
   GenerateOptions o;
   if (int rc = parseOptions(argc, argv, o); rc >= 0)
@@ -526,7 +560,18 @@ int generateMain(int argc, char **argv) {
   // Under mpirun (--expert-parallel artifacts) every rank generates the
   // same tokens in the same steps; rank 0 prints them.
   ExpertParallelScope scope;
-  Expected<ExpertParallelRank> rank = joinExpertParallel(artifact);
+  std::optional<ServingRole> role;
+  if (o.disaggregate) {
+    if (!o.speculative.empty())
+      return usageError("--disaggregate does not speculate yet (drop --speculative)");
+    Expected<ServingRole> joined = joinDisaggregated(artifact);
+    if (!joined)
+      return fail(joined.error());
+    role = *joined;
+  }
+  Expected<ExpertParallelRank> rank =
+      role ? Expected<ExpertParallelRank>(ExpertParallelRank{*role == ServingRole::Decode, 2})
+           : joinExpertParallel(artifact);
   if (!rank)
     return fail(rank.error());
   if (!rank->isRoot()) {
@@ -582,6 +627,7 @@ int generateMain(int argc, char **argv) {
   if (o.speculative.rfind("draft:", 0) == 0)
     if (Status s = attachDraft(**engine, artifact, o, config); !s)
       return fail(s.error());
+  std::vector<Request> requests;
   for (size_t i = 0; i < o.args.size(); ++i) {
     Request r;
     r.id = static_cast<int64_t>(i);
@@ -589,9 +635,13 @@ int generateMain(int argc, char **argv) {
     r.sampling = sampling;
     r.sampling.maxTokens = maxTokens[i];
     r.sampling.seed = static_cast<uint64_t>(o.seed) + i;
+    requests.push_back(std::move(r));
+  }
+  if (role)
+    return generateDisaggregated(o, text, **engine, *role, requests);
+  for (Request &r : requests)
     if (Status s = (*engine)->submit(std::move(r)); !s)
       return fail(s.error());
-  }
   std::map<int64_t, RequestResult> results;
   // MoE counters after the first step (the prefill of every prompt) and at
   // the end: what the decode steps read of the expert weights.

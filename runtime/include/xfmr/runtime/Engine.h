@@ -168,6 +168,9 @@ enum class FinishReason {
   Stop,      ///< it generated one of its stop tokens
   Length,    ///< it generated max_tokens tokens
   Cancelled, ///< Engine::cancel
+  /// Its prompt is done and its first token sampled; it went on to a
+  /// decode engine (Engine::setHandOff). Its result holds that token.
+  HandedOff,
 };
 
 /// "stop", "length", "cancelled": the name in traces and tool output.
@@ -197,6 +200,17 @@ struct RequestResult {
   /// Speculative decoding: verification steps, tokens proposed in them,
   /// and those the model kept.
   int64_t speculativeSteps = 0, proposedTokens = 0, acceptedTokens = 0;
+};
+
+/// A request whose prompt one engine computed, for another to decode
+/// (disaggregated prefill and decode, runtime/include/xfmr/runtime/
+/// Disaggregated.h): its id (both engines know the request), the prompt
+/// and the first token sampled after it, and the K/V of the prompt's
+/// tokens: blocksFor(prompt) blocks in KVPools::copyOut's layout.
+struct PrefilledRequest {
+  int64_t id = 0;
+  std::vector<int64_t> tokens; ///< the prompt, then the first token
+  std::vector<uint8_t> kv;
 };
 
 /// What the engine does to its KV pools and model, in order, for processes
@@ -335,6 +349,19 @@ public:
   void setClassLimits(RequestClass cls, ClassLimits limits) {
     config.classLimits[cls == RequestClass::Batch] = limits;
   }
+  /// Disaggregated prefill: from now on a request whose prompt is done and
+  /// whose first token does not end it is handed to `handOff` (with its
+  /// K/V) instead of decoding here, and finishes here as HandedOff.
+  void setHandOff(std::function<void(PrefilledRequest &&)> handOff) {
+    this->handOff = std::move(handOff);
+  }
+  /// Disaggregated decode: starts `request` as a running sequence whose
+  /// prompt another engine computed (`prefilled`: its K/V are copied into
+  /// blocks of this engine's pools, the first token is its next input), so
+  /// that no step here computes its prompt. The request is validated as
+  /// submit() does. false (and nothing changed) while the blocks are not
+  /// free; call between steps.
+  Expected<bool> adoptPrefilled(Request request, const PrefilledRequest &prefilled);
   /// Proposes speculative tokens with `draft` (over this engine's
   /// vocabulary) instead of prompt lookup, while speculative.numTokens > 0.
   /// A draft of this artifact's KV layout shares its pools (DraftModel.h).
@@ -441,6 +468,10 @@ private:
   /// model's `proposal` and its distribution, by Sampler::verify.
   void sampleNext(Sequence &seq, const float *logits, int64_t proposal = -1,
                   const float *draftProbs = nullptr);
+  /// The request's checks at submission (tokens, sampling, context, fit).
+  Status validateRequest(const Request &request) const;
+  /// Hands `seq` (prompt done, first token sampled) to setHandOff's callee.
+  void handOffSequence(Sequence &seq);
   /// Whether the last token ends the request, and why.
   std::optional<FinishReason> finishReasonFor(const Sequence &seq) const;
   /// Verifies `seq`'s proposals against the model's rows (one per verified
@@ -488,6 +519,7 @@ private:
   const Artifact *artifact; ///< nullptr for a detached engine
   ModelCall model;          ///< set for a detached engine
   PoolMirror *poolMirror = nullptr;
+  std::function<void(PrefilledRequest &&)> handOff; ///< setHandOff
   KVPools pools;
   HostKVPool host;
   HostMover mover;

@@ -97,6 +97,10 @@ public:
   /// distribution is one-hot.
   bool sampling() const;
 
+  /// Skips `n` draws, as if next() had sampled n tokens (a sequence whose
+  /// first token another engine sampled with the same seed).
+  void skipDraws(int64_t n) { rng.discard(static_cast<unsigned long long>(n)); }
+
   /// Whether `token` is one of the stop tokens.
   bool isStop(int64_t token) const;
 
