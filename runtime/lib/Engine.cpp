@@ -942,8 +942,17 @@ Expected<bool> Engine::adoptPrefilled(Request request, const PrefilledRequest &p
                               "%zu",
                               static_cast<long long>(request.id), prefilled.kv.size(),
                               static_cast<long long>(n), static_cast<size_t>(n) * bytes));
-  // Its blocks now, and room for the next token.
-  int64_t need = blocks.blocksFor(computed + 1);
+  // Its blocks to its last token, beyond what the running sequences will
+  // still take to theirs: a decode engine that admits this way never
+  // preempts (which would recompute a prompt here).
+  auto fullLength = [&](const Request &r) {
+    return blocks.blocksFor(static_cast<int64_t>(r.prompt.size()) + r.sampling.maxTokens);
+  };
+  int64_t growth = 0;
+  for (const auto &seq : running)
+    growth += std::max<int64_t>(
+        0, fullLength(seq->request) - static_cast<int64_t>(seq->blocks.table().size()));
+  int64_t need = fullLength(request) + growth;
   if (need > blocks.numFree() && config.prefixCaching)
     cache.evict(need, clock(), nullptr);
   if (need > blocks.numFree())

@@ -14,6 +14,7 @@
 
 #include <gtest/gtest.h>
 
+#include <deque>
 #include <limits>
 #include <map>
 
@@ -103,6 +104,7 @@ TEST(FinishReasonTest, NamesAreTheTraceWords) {
   EXPECT_STREQ(finishReasonName(FinishReason::Length), "length");
   EXPECT_STREQ(finishReasonName(FinishReason::Cancelled), "cancelled");
   EXPECT_EQ(toString(FinishReason::Cancelled), "cancelled");
+  EXPECT_STREQ(finishReasonName(FinishReason::HandedOff), "handed_off");
 }
 
 // The plan of each step: running sequences first (a decode token, or the
@@ -450,4 +452,77 @@ TEST(EngineTest, LongestPrefixAdmissionOrder) {
     Engine::StepPlan p = h.step();
     EXPECT_EQ(Harness::describe(p), order == AdmissionOrder::Fifo ? "1:9@0+" : "2:1@8+");
   }
+}
+
+// Disaggregated prefill and decode: a prefill engine hands each request
+// off once its first token is sampled; a decode engine adopts it with its
+// prompt already computed. Together they produce a single engine's tokens,
+// and no step of the decode engine computes a prompt chunk.
+TEST(EngineTest, HandedOffRequestsDecodeElsewhereWithTheSameTokens) {
+  EngineConfig config;
+  config.maxTokensPerStep = 8;
+  std::vector<std::pair<std::vector<int64_t>, int64_t>> work = {
+      {prompt(6), 5}, {prompt(3, 2), 1}, {prompt(11, 5), 7}, {prompt(2, 1), 4}};
+  std::map<int64_t, std::vector<int64_t>> single;
+  {
+    Harness h(32, 4, config);
+    for (size_t i = 0; i < work.size(); ++i)
+      ASSERT_TRUE(h.submit(static_cast<int64_t>(i), work[i].first, work[i].second));
+    while (!h.engine->idle())
+      h.step();
+    for (RequestResult &r : h.engine->takeFinished())
+      single[r.id] = r.tokens;
+  }
+  Harness prefill(32, 4, config), decode(8, 4, config);
+  std::vector<PrefilledRequest> handedOff;
+  prefill.engine->setHandOff([&](PrefilledRequest &&p) { handedOff.push_back(std::move(p)); });
+  std::map<int64_t, Request> requests;
+  for (size_t i = 0; i < work.size(); ++i) {
+    Request r;
+    r.id = static_cast<int64_t>(i);
+    r.prompt = work[i].first;
+    r.sampling.maxTokens = work[i].second;
+    requests[r.id] = r;
+    ASSERT_TRUE(prefill.engine->submit(r));
+  }
+  std::map<int64_t, std::vector<int64_t>> split;
+  while (!prefill.engine->idle())
+    prefill.step();
+  for (RequestResult &r : prefill.engine->takeFinished()) {
+    if (r.finishReason == FinishReason::HandedOff)
+      EXPECT_EQ(r.tokens.size(), 1u) << "request " << r.id;
+    else
+      split[r.id] = r.tokens; // max_tokens 1: done at its first token
+  }
+  ASSERT_EQ(handedOff.size(), 3u);
+  EXPECT_TRUE(split.count(1));
+  // A hand-off that is not the prompt and one token is refused.
+  PrefilledRequest wrong = handedOff.front();
+  wrong.tokens.pop_back();
+  EXPECT_FALSE(decode.engine->adoptPrefilled(requests[wrong.id], wrong));
+  // The decode engine's 8 blocks of 4 hold two of them at a time: the
+  // third waits until blocks are free.
+  std::deque<PrefilledRequest> pending(handedOff.begin(), handedOff.end());
+  int waited = 0;
+  while (!pending.empty() || !decode.engine->idle()) {
+    while (!pending.empty()) {
+      Expected<bool> adopted =
+          decode.engine->adoptPrefilled(requests[pending.front().id], pending.front());
+      ASSERT_TRUE(adopted) << adopted.error();
+      if (!*adopted) {
+        ++waited;
+        break;
+      }
+      pending.pop_front();
+    }
+    decode.step();
+    for (RequestResult &r : decode.engine->takeFinished())
+      split[r.id] = r.tokens;
+  }
+  EXPECT_GT(waited, 0);
+  EXPECT_EQ(split, single);
+  EXPECT_EQ(decode.engine->computedPromptTokens(), 0);
+  EXPECT_GT(prefill.engine->computedPromptTokens(), 0);
+  for (const std::string &line : decode.trace)
+    EXPECT_EQ(line.find("admit"), std::string::npos) << line;
 }

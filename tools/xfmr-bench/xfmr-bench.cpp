@@ -16,6 +16,7 @@
 
 #include "xfmr/runtime/Engine.h"
 #include "xfmr/runtime/ExpertParallel.h"
+#include "xfmr/runtime/Disaggregated.h"
 #include "xfmr/runtime/KVCacheBudget.h"
 #include "xfmr/runtime/Text.h"
 
@@ -73,6 +74,12 @@ const char *const kHelp =
     "                      proposals, kept tokens, the acceptance rate and the\n"
     "                      mean tokens a verification step appends\n"
     "  --num-speculative K tokens proposed per step at most (1..64, default 4)\n"
+    "  --disaggregate      under mpirun -np 2: rank 0 computes the prompts, rank 1\n"
+    "                      decodes (each request's KV blocks move over MPI once\n"
+    "                      its prompt is done); the JSON adds the hand-offs, their\n"
+    "                      bytes and transfer time, and each rank's steps and\n"
+    "                      prompt tokens computed (the decode rank's: 0). No\n"
+    "                      conversations, cancellations or speculation\n"
     "  --json              print one JSON object instead of the table\n"
     "  --trace-decisions   print every scheduling and cache decision (the clock\n"
     "                      is then the step number: deterministic output)\n"
@@ -331,6 +338,7 @@ struct RunStats {
   double prefillRate = 0;
   int64_t speculativeSteps = 0, proposed = 0, accepted = 0;
   std::map<int64_t, std::vector<int64_t>> outputs;
+  std::optional<DisaggregationStats> disaggregated; ///< --disaggregate
   std::string error;
 };
 
@@ -487,6 +495,75 @@ RunStats replay(const Artifact &artifact, EngineConfig config,
   return s;
 }
 
+/// --disaggregate: replays `trace` on this rank's engine in `role` (arrival
+/// steps count the prefill rank's loop passes). The prefill rank's RunStats
+/// hold every request's result; the decode rank's only its own counts.
+RunStats replayDisaggregated(const Artifact &artifact, const EngineConfig &config,
+                             const std::vector<TraceRequest> &trace, ServingRole role,
+                             bool printDecisions, int64_t vocab) {
+  RunStats s;
+  auto start = std::chrono::steady_clock::now();
+  auto now = [&] {
+    return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  };
+  const char *who = role == ServingRole::Prefill ? "prefill" : "decode";
+  Engine::Trace log;
+  if (printDecisions)
+    log = [who](const std::string &l) { std::printf("%s: %s\n", who, l.c_str()); };
+  Expected<std::unique_ptr<Engine>> made =
+      Engine::create(artifact, config, now, log, trace.front().prompt + trace.front().output);
+  if (!made) {
+    s.error = made.error();
+    return s;
+  }
+  std::vector<Request> requests;
+  for (size_t i = 0; i < trace.size(); ++i) {
+    Request req;
+    req.id = static_cast<int64_t>(i);
+    req.prompt = promptTokens(trace[i], i, vocab);
+    req.sampling.maxTokens = trace[i].output;
+    req.cls = trace[i].cls;
+    req.systemPrompt = trace[i].prefixGroup == "system";
+    s.promptTokens += static_cast<int64_t>(req.prompt.size());
+    requests.push_back(std::move(req));
+  }
+  DisaggregationStats stats;
+  Expected<std::map<int64_t, RequestResult>> results = runDisaggregated(
+      **made, role, requests, stats,
+      [&](size_t i, int64_t pass) { return trace[i].at <= pass; }, now);
+  if (!results) {
+    s.error = results.error();
+    return s;
+  }
+  s.seconds = now();
+  std::vector<double> ttft, tpot;
+  for (auto &[id, r] : *results) {
+    s.generated += static_cast<int64_t>(r.tokens.size());
+    if (r.firstToken >= 0) {
+      ttft.push_back((r.firstToken - r.arrival) * 1e3);
+      if (r.tokens.size() > 1)
+        tpot.push_back((r.finish - r.firstToken) * 1e3 / static_cast<double>(r.tokens.size() - 1));
+    }
+    s.outputs[id] = std::move(r.tokens);
+  }
+  Engine &e = **made;
+  s.throughput = s.generated / std::max(s.seconds, 1e-9);
+  s.ttftP50 = percentile(ttft, 0.5);
+  s.ttftP99 = percentile(ttft, 0.99);
+  s.tpotP50 = percentile(tpot, 0.5);
+  s.tpotP99 = percentile(tpot, 0.99);
+  s.promptTokensComputed = e.computedPromptTokens();
+  s.hitRate = e.prefixCache().hitRate();
+  s.preemptions = e.preemptions() + stats.peerPreemptions;
+  s.total = e.totalBlocks();
+  s.steps = e.steps();
+  s.prefillRate = e.prefillRate();
+  e.clearPrefixCache();
+  s.freeAfter = e.freeBlocks();
+  s.disaggregated = stats;
+  return s;
+}
+
 /// Tokens per expert per MoE layer as a JSON array of arrays.
 std::string loadJSON(const std::vector<std::vector<uint64_t>> &load) {
   std::string out = "[";
@@ -500,6 +577,22 @@ std::string loadJSON(const std::vector<std::vector<uint64_t>> &load) {
 }
 
 } // namespace
+
+/// --disaggregate's fields (with a trailing ", "), or nothing.
+std::string disaggregationJSON(const RunStats &run) {
+  if (!run.disaggregated)
+    return "";
+  const DisaggregationStats &d = *run.disaggregated;
+  return formatString(
+      "\"handed_off\": %lld, \"handoff_kv_bytes\": %llu, \"handoff_transfer_ms\": %.3f, "
+      "\"handoff_wait_ms\": %.3f, \"prefill_steps\": %lld, "
+      "\"prefill_prompt_tokens_computed\": %lld, \"decode_steps\": %lld, "
+      "\"decode_prompt_tokens_computed\": %lld, \"decode_preemptions\": %lld, ",
+      static_cast<long long>(d.handedOff), static_cast<unsigned long long>(d.kvBytes),
+      1e3 * d.transferSeconds, 1e3 * d.transferWaitSeconds, static_cast<long long>(d.steps),
+      static_cast<long long>(d.promptTokens), static_cast<long long>(d.peerSteps),
+      static_cast<long long>(d.peerPromptTokens), static_cast<long long>(d.peerPreemptions));
+}
 
 /// The run (and the baseline's numbers) as one JSON object.
 void printJSON(size_t requests, const RunStats &run, const RunStats &base, bool identical,
@@ -519,7 +612,7 @@ void printJSON(size_t requests, const RunStats &run, const RunStats &base, bool 
               "\"session_offloads\": %lld, \"prompt_tokens\": %lld, "
               "\"prompt_tokens_computed\": %lld, \"ttft_later_turns_p50_ms\": %.3f, "
               "\"baseline_prompt_tokens_computed\": %lld, "
-              "\"baseline_ttft_later_turns_p50_ms\": %.3f, "
+              "\"baseline_ttft_later_turns_p50_ms\": %.3f, %s"
               "\"moe_expert_tokens\": %s}\n",
               requests, static_cast<long long>(run.generated), run.seconds, run.throughput,
               base.throughput, base.throughput > 0 ? run.throughput / base.throughput : 0.0,
@@ -542,7 +635,7 @@ void printJSON(size_t requests, const RunStats &run, const RunStats &base, bool 
               static_cast<long long>(run.sessionOffloads), static_cast<long long>(run.promptTokens),
               static_cast<long long>(run.promptTokensComputed), run.ttftLaterP50,
               static_cast<long long>(base.promptTokensComputed), base.ttftLaterP50,
-              loadJSON(expertLoad).c_str());
+              disaggregationJSON(run).c_str(), loadJSON(expertLoad).c_str());
 }
 
 /// The run as a few lines of text (the baseline's beside it).
@@ -631,7 +724,7 @@ int main(int argc, char **argv) {
   bool speculative = false;
   std::string draftDir; // --speculative draft:DIR
   int64_t numSpeculative = 4;
-  bool json = false, decisions = false;
+  bool json = false, decisions = false, disaggregate = false;
   EngineConfig config;
   uint64_t kvCacheBytes = 0; // 0: the default budget
   int64_t warmup = 0;
@@ -647,6 +740,10 @@ int main(int argc, char **argv) {
     }
     if (arg == "--trace-decisions") {
       decisions = true;
+      continue;
+    }
+    if (arg == "--disaggregate") {
+      disaggregate = true;
       continue;
     }
     if (arg == "--sync-host-copies") {
@@ -721,10 +818,23 @@ int main(int argc, char **argv) {
   // trace; rank 0 reports. Arrival times are replayed by step, not by the
   // clock, so the ranks take the same steps.
   ExpertParallelScope scope;
-  Expected<ExpertParallelRank> rank = joinExpertParallel(**artifact);
+  std::optional<ServingRole> role;
+  if (disaggregate) {
+    if (speculative || std::any_of(trace->begin(), trace->end(), [](const TraceRequest &r) {
+          return r.after >= 0 || r.cancelAt >= 0;
+        }))
+      return usage("--disaggregate replays no conversations, cancellations or speculation yet");
+    Expected<ServingRole> joined = joinDisaggregated(**artifact);
+    if (!joined)
+      return fail(joined.error());
+    role = *joined;
+  }
+  Expected<ExpertParallelRank> rank =
+      role ? Expected<ExpertParallelRank>(ExpertParallelRank{*role == ServingRole::Decode, 2})
+           : joinExpertParallel(**artifact);
   if (!rank)
     return fail(rank.error());
-  if (!rank->isRoot() && !std::freopen("/dev/null", "w", stdout))
+  if (!rank->isRoot() && !decisions && !std::freopen("/dev/null", "w", stdout))
     return fail("cannot silence rank " + std::to_string(rank->rank));
   int64_t vocab = 0;
   for (const TensorSpec &out : (*artifact)->manifest().outputs)
@@ -745,7 +855,10 @@ int main(int argc, char **argv) {
     if (RunStats w = replay(**artifact, config, *trace, false, vocab, draftDir); !w.error.empty())
       return fail(w.error);
   (*artifact)->resetMoEStats(); // load statistics of the timed replay only
-  RunStats run = replay(**artifact, config, *trace, decisions, vocab, draftDir);
+  RunStats run = role ? replayDisaggregated(**artifact, config, *trace, *role, decisions, vocab)
+                      : replay(**artifact, config, *trace, decisions, vocab, draftDir);
+  if (role == ServingRole::Decode)
+    return run.error.empty() ? 0 : fail(run.error);
   std::vector<std::vector<uint64_t>> expertLoad = (*artifact)->moeExpertTokens();
   if (!run.error.empty())
     return fail(run.error);
@@ -770,5 +883,16 @@ int main(int argc, char **argv) {
     printJSON(trace->size(), run, base, identical, expertLoad);
   else if (!decisions)
     printTable(trace->size(), run, base, identical, baseline, speculative);
+  if (run.disaggregated && !json) {
+    const DisaggregationStats &d = *run.disaggregated;
+    std::printf("disaggregated: %lld hand-offs, %.2f MiB of KV in %.3f s (%.3f s waited); "
+                "prefill rank %lld steps, %lld prompt tokens; decode rank %lld steps, %lld "
+                "prompt tokens, %lld preemptions\n",
+                static_cast<long long>(d.handedOff), static_cast<double>(d.kvBytes) / (1 << 20),
+                d.transferSeconds, d.transferWaitSeconds, static_cast<long long>(d.steps),
+                static_cast<long long>(d.promptTokens), static_cast<long long>(d.peerSteps),
+                static_cast<long long>(d.peerPromptTokens),
+                static_cast<long long>(d.peerPreemptions));
+  }
   return identical ? 0 : 1;
 }

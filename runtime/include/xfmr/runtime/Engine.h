@@ -359,8 +359,10 @@ public:
   /// prompt another engine computed (`prefilled`: its K/V are copied into
   /// blocks of this engine's pools, the first token is its next input), so
   /// that no step here computes its prompt. The request is validated as
-  /// submit() does. false (and nothing changed) while the blocks are not
-  /// free; call between steps.
+  /// submit() does. false (and nothing changed) while the blocks it will
+  /// hold at its last token are not free beyond what the running sequences
+  /// will still take: an engine that only adopts never preempts. Call
+  /// between steps.
   Expected<bool> adoptPrefilled(Request request, const PrefilledRequest &prefilled);
   /// Proposes speculative tokens with `draft` (over this engine's
   /// vocabulary) instead of prompt lookup, while speculative.numTokens > 0.
