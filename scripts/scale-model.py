@@ -20,11 +20,15 @@ of the given bandwidth and latency.
     sends (N - 1) x count floats per rank;
   - N must divide Hq, the MLP width and V, and divide Hkv or be a multiple
     of it.
-- Pipeline parallel (PP, M stages, an estimate: not built yet):
+- Pipeline parallel (PP, M stages), as xfmr-compile --pipeline-parallel
+  builds it:
   - each stage reads 1/M of the layers;
   - one request's token still passes every stage, so its TPOT is the single
-    rank's plus (M - 1) hops of T x H floats;
-  - with M batches in flight, tokens/s grows by up to M.
+    rank's plus (M - 1) hops of T x H floats and the broadcast of the
+    logits (T x V floats, log2 M rounds);
+  - the stages take turns (no micro-batching), so tokens/s is batch / TPOT;
+    the JSON's tok_s_in_flight is what M batches in flight would give (not
+    built).
 
 Memory per rank = weights + the KV of `--requests` x `--context` tokens.
 The prediction ignores compute-bound prefill, the speed of the rank's
@@ -38,6 +42,7 @@ check, not a benchmark.
 
 import argparse
 import json
+import math
 import os
 import subprocess
 import sys
@@ -120,12 +125,15 @@ def main():
             rows.append({"topology": "PP", "ranks": m, "fits": False})
             continue
         hop = lat + b * hidden * 4 / bw
-        t = t1 + (m - 1) * hop
+        rounds = math.ceil(math.log2(m))
+        bcast = rounds * (lat + b * vocab * 4 / bw)
+        t = t1 + (m - 1) * hop + bcast
         rows.append({"topology": "PP", "ranks": m, "tpot_ms": t * 1e3,
-                     "tok_s": b * m / (t1 + m * hop),
+                     "tok_s": b / t,
+                     "tok_s_in_flight": b * m / (t1 + m * hop + bcast),
                      "weights_gb": weights / m / 1e9,
                      "kv_gb": args.requests * args.context * kv_token / m / 1e9,
-                     "link_mb_per_token": (m - 1) * hidden * 4 / 1e6})
+                     "link_mb_per_token": (m - 1) * (hidden + vocab) * 4 / 1e6})
     if args.json:
         print(json.dumps({"measured_tpot_ms": t1 * 1e3, "batch": b, "rows": rows}, indent=1))
         return 0
@@ -141,8 +149,8 @@ def main():
             continue
         print(f"{r['topology']:4}{r['ranks']:>6}{r['tpot_ms']:>10.2f}{r['tok_s']:>10.1f}"
               f"{r['weights_gb']:>12.3f}{r['kv_gb']:>9.3f}{r['link_mb_per_token']:>12.3f}")
-    print("(KV GB: --requests x --context tokens per rank; PP tok/s with as many batches in "
-          "flight as stages)")
+    print("(KV GB: --requests x --context tokens per rank; PP: the stages take turns, the "
+          "JSON's tok_s_in_flight has a batch per stage in flight)")
     return 0
 
 

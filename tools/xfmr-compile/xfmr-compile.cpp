@@ -29,6 +29,7 @@
 #include "xfmr/Target/GPU/Passes.h"
 #include "xfmr/runtime/Digest.h"
 #include "xfmr/runtime/Manifest.h"
+#include "xfmr/runtime/PagedKV.h"
 #include "xfmr/runtime/TensorIO.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -1102,7 +1103,7 @@ int buildParallel(llvm::function_ref<int(int64_t, int64_t, const std::string &)>
     return staging + "/stage" + std::to_string(s) + "-rank" + std::to_string(r);
   };
   std::vector<std::string> stageDigests;
-  uint64_t weightBytes = 0;
+  std::vector<std::string> reportLines; // per stage, last first
   for (int64_t s = pipelineParallel - 1; s >= 0; --s) {
     for (int64_t r = 0; r < tensorParallel; ++r) {
       if (!quiet)
@@ -1122,7 +1123,11 @@ int buildParallel(llvm::function_ref<int(int64_t, int64_t, const std::string &)>
     if (tensorParallel > 1 &&
         failed(assembleTensorParallel(root, [&](int64_t r) { return rankDir(s, r); }, *m)))
       return 1;
-    weightBytes += m->weightsSize;
+    if (report && m->kvCache)
+      reportLines.push_back(llvm::formatv(
+          "{0,5} {1,6}..{2,-4} {3,18} {4,20}", s, m->pipelineFirstLayer,
+          m->pipelineFirstLayer + m->kvCache->numLayers - 1, m->weightsSize,
+          xfmr::rt::KVPools::bytesPerBlock(*m) / static_cast<uint64_t>(m->kvCache->blockSize)));
     if (s == 0) {
       m->pipelineStageManifests.assign(stageDigests.rbegin(), stageDigests.rend());
       for (int64_t t = 1; t < pipelineParallel; ++t) {
@@ -1143,11 +1148,14 @@ int buildParallel(llvm::function_ref<int(int64_t, int64_t, const std::string &)>
   }
   if (failed(commitArtifact(rankDir(0, 0), outputFilename)))
     return 1;
-  if (report)
+  if (report) {
     llvm::outs() << "parallel: " << pipelineParallel << " stage(s) x " << tensorParallel
-                 << " tensor-parallel rank(s); weight bytes per rank "
-                 << weightBytes / static_cast<uint64_t>(pipelineParallel * tensorParallel)
-                 << " on average\n";
+                 << " tensor-parallel rank(s) = " << pipelineParallel * tensorParallel
+                 << " ranks (mpirun -np " << pipelineParallel * tensorParallel << ")\n"
+                 << "stage layers      weight bytes/rank  KV bytes/token/rank\n";
+    for (auto it = reportLines.rbegin(); it != reportLines.rend(); ++it)
+      llvm::outs() << *it << "\n";
+  }
   return 0;
 }
 
