@@ -30,8 +30,9 @@ namespace xfmr::rt {
 
 #ifndef XFMR_WITH_MPI
 Expected<std::map<int64_t, RequestResult>>
-runDisaggregated(Engine &, ServingRole, const std::vector<Request> &, DisaggregationStats &,
-                 std::function<bool(size_t, int64_t)>, std::function<double()>) {
+runDisaggregated(Engine &, ServingRole, const std::vector<Request> &,
+                 DisaggregationStats &, std::function<bool(size_t, int64_t)>,
+                 std::function<double()>) {
   return Error("this xfmr was built without MPI: it cannot run --disaggregate");
 }
 #else
@@ -58,8 +59,8 @@ public:
   void send(std::vector<int64_t> words, int tag) {
     sends.push_back({std::move(words), MPI_REQUEST_NULL, Clock::now()});
     Send &s = sends.back();
-    MPI_Isend(s.words.data(), static_cast<int>(s.words.size()), MPI_INT64_T, peer, tag,
-              MPI_COMM_WORLD, &s.request);
+    MPI_Isend(s.words.data(), static_cast<int>(s.words.size()), MPI_INT64_T,
+              peer, tag, MPI_COMM_WORLD, &s.request);
   }
 
   /// Forgets the completed sends; the seconds they took are added up.
@@ -85,8 +86,10 @@ public:
       if (sends.empty())
         break;
       if (seconds(start) > peerTimeout()) {
-        std::fprintf(stderr, "xfmr: rank %d: the other rank took no message for %.0f s "
-                             "(it died or stalled; XFMR_EP_TIMEOUT_S sets the limit): aborting\n",
+        std::fprintf(stderr,
+                     "xfmr: rank %d: the other rank took no message for %.0f s "
+                     "(it died or stalled; XFMR_EP_TIMEOUT_S sets the limit): "
+                     "aborting\n",
                      rank, peerTimeout());
         MPI_Abort(MPI_COMM_WORLD, 5);
       }
@@ -117,8 +120,8 @@ std::optional<std::pair<int, std::vector<int64_t>>> receive(int peer) {
   int count = 0;
   MPI_Get_count(&status, MPI_INT64_T, &count);
   std::vector<int64_t> words(static_cast<size_t>(std::max(count, 0)));
-  MPI_Recv(words.data(), count, MPI_INT64_T, peer, status.MPI_TAG, MPI_COMM_WORLD,
-           MPI_STATUS_IGNORE);
+  MPI_Recv(words.data(), count, MPI_INT64_T, peer, status.MPI_TAG,
+           MPI_COMM_WORLD, MPI_STATUS_IGNORE);
   return std::make_pair(status.MPI_TAG, std::move(words));
 }
 
@@ -161,8 +164,8 @@ std::vector<int64_t> packResult(const RequestResult &r) {
 }
 
 /// Merges a result message into the prefill rank's result of that request.
-bool mergeResult(const std::vector<int64_t> &w, std::map<int64_t, RequestResult> &results,
-                 double now) {
+bool mergeResult(const std::vector<int64_t> &w,
+                 std::map<int64_t, RequestResult> &results, double now) {
   if (w.size() < 4 || w[2] < 0 || static_cast<size_t>(w[2]) != w.size() - 4)
     return false;
   auto it = results.find(w[0]);
@@ -187,14 +190,17 @@ bool takeCounts(const std::vector<int64_t> &w, DisaggregationStats &stats) {
 }
 
 [[noreturn]] void peerFailed(int rank, const std::string &what) {
-  std::fprintf(stderr, "xfmr: rank %d: %s: ending the job\n", rank, what.c_str());
+  std::fprintf(stderr, "xfmr: rank %d: %s: ending the job\n", rank,
+               what.c_str());
   MPI_Abort(MPI_COMM_WORLD, 6);
   std::abort();
 }
 
 Expected<std::map<int64_t, RequestResult>>
-runPrefill(Engine &engine, const std::vector<Request> &requests, DisaggregationStats &stats,
-           const std::function<bool(size_t, int64_t)> &due, const std::function<double()> &clock) {
+runPrefill(Engine &engine, const std::vector<Request> &requests,
+           DisaggregationStats &stats,
+           const std::function<bool(size_t, int64_t)> &due,
+           const std::function<double()> &clock) {
   Outbox out(1);
   engine.setHandOff([&](PrefilledRequest &&p) {
     stats.handedOff += 1;
@@ -228,9 +234,12 @@ runPrefill(Engine &engine, const std::vector<Request> &requests, DisaggregationS
         counted = takeCounts(m->second, stats);
         continue;
       }
-      if (m->first != kResultTag || !mergeResult(m->second, results, clock ? clock() : 0))
-        peerFailed(0, "a message from the decode rank that is not a handed-off request's "
-                      "result");
+      if (m->first != kResultTag ||
+          !mergeResult(m->second, results, clock ? clock() : 0))
+        peerFailed(
+            0,
+            "a message from the decode rank that is not a handed-off request's "
+            "result");
       --waitingFor;
     }
     bool allSubmitted = next == requests.size();
@@ -245,9 +254,11 @@ runPrefill(Engine &engine, const std::vector<Request> &requests, DisaggregationS
       if (!allSubmitted && !ended)
         continue; // the next arrival is some passes away
       if (ended && seconds(lastHeard) > peerTimeout())
-        peerFailed(0, formatString("the decode rank sent no result for %.0f s (it died or "
-                                   "stalled; XFMR_EP_TIMEOUT_S sets the limit)",
-                                   peerTimeout()));
+        peerFailed(0,
+                   formatString(
+                       "the decode rank sent no result for %.0f s (it died or "
+                       "stalled; XFMR_EP_TIMEOUT_S sets the limit)",
+                       peerTimeout()));
       std::this_thread::sleep_for(std::chrono::microseconds(100));
     }
   }
@@ -271,7 +282,8 @@ runPrefill(Engine &engine, const std::vector<Request> &requests, DisaggregationS
 }
 
 Expected<std::map<int64_t, RequestResult>>
-runDecode(Engine &engine, const std::vector<Request> &requests, DisaggregationStats &stats) {
+runDecode(Engine &engine, const std::vector<Request> &requests,
+          DisaggregationStats &stats) {
   std::map<int64_t, const Request *> byId;
   for (const Request &r : requests)
     byId[r.id] = &r;
@@ -297,7 +309,8 @@ runDecode(Engine &engine, const std::vector<Request> &requests, DisaggregationSt
     }
     // In arrival order, while their blocks fit.
     while (!pending.empty()) {
-      Expected<bool> adopted = engine.adoptPrefilled(*byId[pending.front().id], pending.front());
+      Expected<bool> adopted =
+          engine.adoptPrefilled(*byId[pending.front().id], pending.front());
       if (!adopted)
         return adopted.takeError();
       if (!*adopted)
@@ -316,13 +329,16 @@ runDecode(Engine &engine, const std::vector<Request> &requests, DisaggregationSt
       break;
     if (engine.idle()) {
       if (!pending.empty())
-        return Error(formatString("request %lld's prompt needs more KV blocks than the decode "
-                                  "rank's cache has free when idle",
-                                  static_cast<long long>(pending.front().id)));
+        return Error(formatString(
+            "request %lld's prompt needs more KV blocks than the decode "
+            "rank's cache has free when idle",
+            static_cast<long long>(pending.front().id)));
       if (seconds(lastHeard) > peerTimeout())
-        peerFailed(1, formatString("the prefill rank sent nothing for %.0f s (it died or "
-                                   "stalled; XFMR_EP_TIMEOUT_S sets the limit)",
-                                   peerTimeout()));
+        peerFailed(
+            1,
+            formatString("the prefill rank sent nothing for %.0f s (it died or "
+                         "stalled; XFMR_EP_TIMEOUT_S sets the limit)",
+                         peerTimeout()));
       std::this_thread::sleep_for(std::chrono::microseconds(100));
     }
   }
@@ -336,12 +352,13 @@ runDecode(Engine &engine, const std::vector<Request> &requests, DisaggregationSt
 
 } // namespace
 
-Expected<std::map<int64_t, RequestResult>>
-runDisaggregated(Engine &engine, ServingRole role, const std::vector<Request> &requests,
-                 DisaggregationStats &stats, std::function<bool(size_t, int64_t)> due,
-                 std::function<double()> clock) {
-  return role == ServingRole::Prefill ? runPrefill(engine, requests, stats, due, clock)
-                                      : runDecode(engine, requests, stats);
+Expected<std::map<int64_t, RequestResult>> runDisaggregated(
+    Engine &engine, ServingRole role, const std::vector<Request> &requests,
+    DisaggregationStats &stats, std::function<bool(size_t, int64_t)> due,
+    std::function<double()> clock) {
+  return role == ServingRole::Prefill
+             ? runPrefill(engine, requests, stats, due, clock)
+             : runDecode(engine, requests, stats);
 }
 #endif
 

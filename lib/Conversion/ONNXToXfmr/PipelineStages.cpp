@@ -7,13 +7,13 @@
 // boundary is the residual stream entering the next stage's first layer,
 // [1, T, hidden]: after the previous layer's attention, the one value that
 // everything later reads of the layers before (Cuts::residualEntering).
-// The stage's function starts from an xfmr.stage_receive of it (s > 0), ends with an xfmr.stage_send of the next one (s < M - 1), and
-// returns the logits the last stage broadcasts, so that every stage's step
-// function has the same inputs (but its own layers' KV pools) and results.
-// Everything the cut leaves without a use (the embedding, earlier layers,
-// later layers, the LM head) is removed; a layer that reads more of the
-// earlier ones than the residual stream keeps them alive and is an error.
-// See docs/parallelism.md.
+// The stage's function starts from an xfmr.stage_receive of it (s > 0), ends
+// with an xfmr.stage_send of the next one (s < M - 1), and returns the logits
+// the last stage broadcasts, so that every stage's step function has the same
+// inputs (but its own layers' KV pools) and results. Everything the cut leaves
+// without a use (the embedding, earlier layers, later layers, the LM head) is
+// removed; a layer that reads more of the earlier ones than the residual stream
+// keeps them alive and is an error. See docs/parallelism.md.
 //
 //===----------------------------------------------------------------------===//
 
@@ -92,7 +92,8 @@ private:
 };
 
 FailureOr<Value> Cuts::residualEntering(ArrayRef<PagedAttentionOp> attentions,
-                                        ArrayRef<KVWriteOp> writes, int64_t layer) {
+                                        ArrayRef<KVWriteOp> writes,
+                                        int64_t layer) {
   // The values computed from layers [0, layer)'s attention outputs. A KV
   // write is state (the pools) and a shape query no value: neither carries
   // the dependence on.
@@ -128,16 +129,20 @@ FailureOr<Value> Cuts::residualEntering(ArrayRef<PagedAttentionOp> attentions,
       if (l.def <= p && p < l.lastUse && count++ == 0)
         only = l.value;
     // [1, tokens, hidden] f32: the batch of one a paged step runs at.
-    auto type = count == 1 ? dyn_cast<RankedTensorType>(only.getType()) : nullptr;
-    if (type && type.getRank() == 3 && type.getDimSize(0) <= 1 && type.isDynamicDim(1) &&
-        !type.isDynamicDim(2) && type.getElementType().isF32()) {
+    auto type =
+        count == 1 ? dyn_cast<RankedTensorType>(only.getType()) : nullptr;
+    if (type && type.getRank() == 3 && type.getDimSize(0) <= 1 &&
+        type.isDynamicDim(1) && !type.isDynamicDim(2) &&
+        type.getElementType().isF32()) {
       lastCut = p;
       return only;
     }
   }
   return attentions[layer]->emitError()
-         << "--pipeline-parallel: no single [1, tokens, hidden] f32 value carries layer "
-         << layer - 1 << " into layer " << layer << " (a residual stream to send between stages)";
+         << "--pipeline-parallel: no single [1, tokens, hidden] f32 value "
+            "carries layer "
+         << layer - 1 << " into layer " << layer
+         << " (a residual stream to send between stages)";
 }
 
 void Cuts::dropOtherChecks(int64_t from, int64_t to) {
@@ -154,7 +159,8 @@ void Cuts::dropOtherChecks(int64_t from, int64_t to) {
 /// The argument named `name` (the step function's inputs).
 std::optional<unsigned> argumentNamed(func::FuncOp f, StringRef name) {
   for (unsigned i = 0; i < f.getNumArguments(); ++i)
-    if (auto n = f.getArgAttrOfType<StringAttr>(i, kNameAttr); n && n.getValue() == name)
+    if (auto n = f.getArgAttrOfType<StringAttr>(i, kNameAttr);
+        n && n.getValue() == name)
       return i;
   return std::nullopt;
 }
@@ -184,8 +190,8 @@ FailureOr<Pools> StageSplitter::findPools(int64_t layers) {
       pools.args.push_back(i);
   if (layers < 1 || pools.args.empty() || pools.args.size() % layers)
     return f.emitError() << "--pipeline-parallel: " << pools.args.size()
-                         << " KV pools are not the same number for each of " << layers
-                         << " layers";
+                         << " KV pools are not the same number for each of "
+                         << layers << " layers";
   pools.perLayer = static_cast<int64_t>(pools.args.size()) / layers;
   return pools;
 }
@@ -206,16 +212,18 @@ LogicalResult StageSplitter::findLayers(const Pools &pools) {
             writes[l] = write;
           }
     if (!attentions[l] || attentions[l]->getBlock() != &f.getBody().front())
-      return f.emitError() << "--pipeline-parallel: layer " << l
-                           << "'s key pool is not written and read by one paged attention "
-                              "in the function's body";
+      return f.emitError()
+             << "--pipeline-parallel: layer " << l
+             << "'s key pool is not written and read by one paged attention "
+                "in the function's body";
   }
   return success();
 }
 
 /// Removes the pools of layers outside [first, end) from the results, then
 /// everything left without a use, then those pools from the inputs.
-LogicalResult StageSplitter::dropOtherLayers(const Pools &pools, int64_t first, int64_t end) {
+LogicalResult StageSplitter::dropOtherLayers(const Pools &pools, int64_t first,
+                                             int64_t end) {
   auto ret = cast<func::ReturnOp>(f.getBody().back().getTerminator());
   DenseMap<unsigned, int64_t> layerOfArg;
   for (auto [i, arg] : llvm::enumerate(pools.args))
@@ -224,7 +232,8 @@ LogicalResult StageSplitter::dropOtherLayers(const Pools &pools, int64_t first, 
 
   SmallVector<Value> results;
   SmallVector<DictionaryAttr> resultAttrs;
-  SmallVector<unsigned> resultArgs; // the argument each kept pool result updates
+  SmallVector<unsigned>
+      resultArgs; // the argument each kept pool result updates
   for (auto [i, r] : llvm::enumerate(ret.getOperands())) {
     auto pool = f.getResultAttrOfType<IntegerAttr>(i, kPoolAttr);
     if (pool && !keeps(layerOfArg.lookup(pool.getInt())))
@@ -246,10 +255,11 @@ LogicalResult StageSplitter::dropOtherLayers(const Pools &pools, int64_t first, 
     if (keeps(layer))
       continue;
     if (!f.getArgument(arg).use_empty())
-      return f.emitError() << "--pipeline-parallel: stage " << stage << " (layers " << first
-                           << ".." << end - 1 << ") still reads layer " << layer
-                           << "'s KV pool: its layers use more of the other layers than the "
-                              "residual stream";
+      return f.emitError()
+             << "--pipeline-parallel: stage " << stage << " (layers " << first
+             << ".." << end - 1 << ") still reads layer " << layer
+             << "'s KV pool: its layers use more of the other layers than the "
+                "residual stream";
     erase.set(arg);
   }
   // The argument index each kept pool result aliases, after the erasure.
@@ -257,11 +267,13 @@ LogicalResult StageSplitter::dropOtherLayers(const Pools &pools, int64_t first, 
   for (unsigned i = 0, n = 0; i < f.getNumArguments(); ++i)
     newIndex[i] = erase.test(i) ? ~0u : n++;
   if (failed(f.eraseArguments(erase)))
-    return f.emitError("--pipeline-parallel: cannot remove the other layers' pools");
+    return f.emitError(
+        "--pipeline-parallel: cannot remove the other layers' pools");
   SmallVector<Type> resultTypes;
   for (Value r : results)
     resultTypes.push_back(r.getType());
-  f.setType(FunctionType::get(f.getContext(), f.getArgumentTypes(), resultTypes));
+  f.setType(
+      FunctionType::get(f.getContext(), f.getArgumentTypes(), resultTypes));
   for (auto [i, attrs] : llvm::enumerate(resultAttrs)) {
     NamedAttrList list(attrs);
     if (resultArgs[i] != ~0u)
@@ -274,9 +286,10 @@ LogicalResult StageSplitter::dropOtherLayers(const Pools &pools, int64_t first, 
 
 LogicalResult StageSplitter::run(int64_t layers) {
   if (layers % stages)
-    return f.emitError() << "--pipeline-parallel=" << stages << ": " << layers
-                         << " layers do not split evenly over " << stages
-                         << " stages (every stage's KV blocks must be the same size)";
+    return f.emitError()
+           << "--pipeline-parallel=" << stages << ": " << layers
+           << " layers do not split evenly over " << stages
+           << " stages (every stage's KV blocks must be the same size)";
   FailureOr<Pools> pools = findPools(layers);
   if (failed(pools))
     return failure();
@@ -286,15 +299,18 @@ LogicalResult StageSplitter::run(int64_t layers) {
   std::optional<unsigned> tokens = argumentNamed(f, "input_ids");
   std::optional<unsigned> rows = argumentNamed(f, "logits_indices");
   if (!tokens || !rows)
-    return f.emitError("--pipeline-parallel: the step function has no input_ids or "
-                       "logits_indices input (compile with --kv-cache=paged)");
+    return f.emitError(
+        "--pipeline-parallel: the step function has no input_ids or "
+        "logits_indices input (compile with --kv-cache=paged)");
   auto ret = cast<func::ReturnOp>(f.getBody().back().getTerminator());
   Value logits = ret.getNumOperands() ? ret.getOperand(0) : Value();
-  auto logitsType = logits ? dyn_cast<RankedTensorType>(logits.getType()) : nullptr;
+  auto logitsType =
+      logits ? dyn_cast<RankedTensorType>(logits.getType()) : nullptr;
   if (!logitsType || logitsType.getRank() != 2 || logitsType.isDynamicDim(1) ||
       !logitsType.getElementType().isF32())
-    return f.emitError("--pipeline-parallel: the step function's first result is not "
-                       "[rows, vocab] f32 logits");
+    return f.emitError(
+        "--pipeline-parallel: the step function's first result is not "
+        "[rows, vocab] f32 logits");
 
   // Both cuts are found before either is made.
   Cuts cuts(f);
@@ -341,13 +357,15 @@ LogicalResult StageSplitter::run(int64_t layers) {
   return dropOtherLayers(*pools, first, end);
 }
 
-struct SplitPipelineStagePass : impl::SplitPipelineStagePassBase<SplitPipelineStagePass> {
+struct SplitPipelineStagePass
+    : impl::SplitPipelineStagePassBase<SplitPipelineStagePass> {
   using Base::Base;
 
   void runOnOperation() override {
     ModuleOp module = getOperation();
     if (stages < 1 || stage < 0 || stage >= stages) {
-      module.emitError() << "xfmr-split-pipeline-stage: stage " << stage << " of " << stages;
+      module.emitError() << "xfmr-split-pipeline-stage: stage " << stage
+                         << " of " << stages;
       return signalPassFailure();
     }
     if (stages == 1)
@@ -360,8 +378,9 @@ struct SplitPipelineStagePass : impl::SplitPipelineStagePassBase<SplitPipelineSt
       return signalPassFailure();
     }
     if (kv.get("latent")) {
-      module.emitError("--pipeline-parallel: latent (MLA) attention is not split into "
-                       "stages yet");
+      module.emitError(
+          "--pipeline-parallel: latent (MLA) attention is not split into "
+          "stages yet");
       return signalPassFailure();
     }
     for (auto f : module.getOps<func::FuncOp>()) {
@@ -379,8 +398,10 @@ struct SplitPipelineStagePass : impl::SplitPipelineStagePassBase<SplitPipelineSt
                         b.getNamedAttr("stages", b.getI64IntegerAttr(stages)),
                         b.getNamedAttr("stage", b.getI64IntegerAttr(stage)),
                         b.getNamedAttr("first_layer",
-                                       b.getI64IntegerAttr(stage * layers.getInt() / stages)),
-                        b.getNamedAttr("layers", b.getI64IntegerAttr(layers.getInt() / stages)),
+                                       b.getI64IntegerAttr(
+                                           stage * layers.getInt() / stages)),
+                        b.getNamedAttr("layers", b.getI64IntegerAttr(
+                                                     layers.getInt() / stages)),
                     }));
   }
 };

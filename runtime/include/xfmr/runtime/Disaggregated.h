@@ -63,8 +63,10 @@ Expected<ServingRole> joinDisaggregated(const Artifact &artifact);
 /// A peer that sends nothing for XFMR_EP_TIMEOUT_S seconds while this rank
 /// has nothing to do ends the job with a message.
 Expected<std::map<int64_t, RequestResult>>
-runDisaggregated(Engine &engine, ServingRole role, const std::vector<Request> &requests,
-                 DisaggregationStats &stats, std::function<bool(size_t, int64_t)> due = nullptr,
+runDisaggregated(Engine &engine, ServingRole role,
+                 const std::vector<Request> &requests,
+                 DisaggregationStats &stats,
+                 std::function<bool(size_t, int64_t)> due = nullptr,
                  std::function<double()> clock = nullptr);
 
 } // namespace xfmr::rt
