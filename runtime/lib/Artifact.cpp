@@ -486,7 +486,7 @@ Expected<std::unique_ptr<Artifact>> Artifact::load(const std::string &path) {
   // A pipeline-parallel artifact: this MPI rank's stage (stage<s>/, its
   // manifest the one stage 0's lists). A run with the wrong process count
   // loads stage 0 everywhere and is refused when it joins.
-  if (int stage = parallelLauncherRank() / static_cast<int>(manifest->tensorParallelRanks);
+  if (int stage = parallelLauncherRank() / static_cast<int>(manifest->stageRanks());
       manifest->pipelineStages > 1 && stage > 0 && stage < manifest->pipelineStages &&
       parallelLauncherSize() == manifest->parallelRanks()) {
     std::string stageDir = joinPath(dir, "stage" + std::to_string(stage));
@@ -502,7 +502,7 @@ Expected<std::unique_ptr<Artifact>> Artifact::load(const std::string &path) {
     if (!staged)
       return staged.takeError();
     if (staged->pipelineStage != stage || staged->pipelineStages != manifest->pipelineStages ||
-        staged->tensorParallelRanks != manifest->tensorParallelRanks)
+        staged->stageRanks() != manifest->stageRanks())
       return Error(stagePath + ": not stage " + std::to_string(stage) + " of " +
                    std::to_string(manifest->pipelineStages) + " of " + dir);
     dir = stageDir;

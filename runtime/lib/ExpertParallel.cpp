@@ -38,8 +38,8 @@ bool initialised = false;
 struct CombineContext {
   int rank = 0, ranks = 1; ///< in MPI_COMM_WORLD
   double timeoutSeconds = 120;
-  /// Tensor parallelism: this rank's stage's ranks (all of them in one
-  /// stage), rank r - r % N .. r - r % N + N - 1.
+  /// Tensor or expert parallelism: this rank's stage's ranks (all of them
+  /// in one stage), rank r - r % N .. r - r % N + N - 1.
   MPI_Comm tensorGroup = MPI_COMM_WORLD;
   int tensorRanks = 1;
   /// Pipeline stages: the ranks of every stage at this rank's place in its
@@ -76,7 +76,7 @@ void allReduce(float *data, int64_t count, void *context) {
   auto *c = static_cast<CombineContext *>(context);
   MPI_Request request;
   MPI_Iallreduce(MPI_IN_PLACE, data, static_cast<int>(count), MPI_FLOAT, MPI_SUM,
-                 MPI_COMM_WORLD, &request);
+                 c->tensorGroup, &request);
   waitOrAbort(request, *c, "expert-parallel combine");
 }
 
@@ -274,7 +274,8 @@ Expected<ExpertParallelRank> joinExpertParallel(const Artifact &artifact) {
     return rankError(rank, art + ": model.so has no tensor-parallel all-reduce");
   if (pipeline && !(stages = artifact.librarySymbol("xfmr_uk_set_pipeline")))
     return rankError(rank, art + ": model.so has no pipeline-stage transfers");
-  if (!tensor && !pipeline && !(partition = artifact.librarySymbol("xfmr_uk_moe_set_partition")))
+  if (m.expertParallelRanks > 1 &&
+      !(partition = artifact.librarySymbol("xfmr_uk_moe_set_partition")))
     return rankError(rank, art + ": model.so has no mixture-of-experts kernel to partition");
   if (!initialiseMPI(rank))
     return rankError(rank, "MPI_Init_thread failed");
@@ -284,15 +285,16 @@ Expected<ExpertParallelRank> joinExpertParallel(const Artifact &artifact) {
   if (mpiSize != wanted)
     return rankError(mpiRank, "MPI reports " + std::to_string(mpiSize) + " ranks, the artifact "
                               "wants " + std::to_string(wanted));
-  if (pipeline && m.pipelineStage != mpiRank / m.tensorParallelRanks)
+  const int group = static_cast<int>(m.stageRanks());
+  if (pipeline && m.pipelineStage != mpiRank / group)
     return rankError(mpiRank, artifact.directory() + " is stage " +
                                   std::to_string(m.pipelineStage) + ", rank " +
                                   std::to_string(mpiRank) + " runs stage " +
-                                  std::to_string(mpiRank / m.tensorParallelRanks));
+                                  std::to_string(mpiRank / group));
   CombineContext &c = combineContext;
   c.rank = mpiRank;
   c.ranks = mpiSize;
-  c.tensorRanks = static_cast<int>(m.tensorParallelRanks);
+  c.tensorRanks = group;
   c.stages = static_cast<int>(m.pipelineStages);
   c.stage = mpiRank / c.tensorRanks;
   if (pipeline) {
@@ -305,7 +307,7 @@ Expected<ExpertParallelRank> joinExpertParallel(const Artifact &artifact) {
   if (tensor)
     reinterpret_cast<SetCollectives>(collectives)(c.tensorRanks, gatherSum, gatherColumns, &c);
   if (partition)
-    reinterpret_cast<SetPartition>(partition)(mpiRank, mpiSize, allReduce, &c);
+    reinterpret_cast<SetPartition>(partition)(mpiRank % group, group, allReduce, &c);
   return ExpertParallelRank{mpiRank, mpiSize};
 #endif
 }

@@ -516,8 +516,6 @@ private:
       return fail("pipeline_parallel.stages", "must be 2 to 1024");
     if (m.pipelineStage >= m.pipelineStages)
       return fail("pipeline_parallel.stage", "must be below pipeline_parallel.stages");
-    if (m.expertParallelRanks > 1)
-      return fail("pipeline_parallel", "cannot be combined with expert_parallel");
     if (m.pipelineFirstLayer > (int64_t(1) << 20))
       return fail("pipeline_parallel.first_layer", "is too large");
     if (m.pipelineStage > 0) {

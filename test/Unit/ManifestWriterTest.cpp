@@ -345,7 +345,8 @@ TEST(ManifestWriterTest, TensorParallelWeights) {
 
 /// --pipeline-parallel: stage 0 lists the other stages' manifest digests
 /// (absent while xfmr-compile assembles them), stage s > 0 lists none; a
-/// stage out of range, a wrong digest count or a non-digest is refused.
+/// stage out of range, a wrong digest count or a non-digest is refused;
+/// stages of expert-parallel ranks run as stages x ranks.
 TEST(ManifestWriterTest, PipelineStages) {
   Manifest m = fullCPUManifest();
   m.expertParallelRanks = 1;
@@ -386,10 +387,14 @@ TEST(ManifestWriterTest, PipelineStages) {
   Manifest notDigest = m;
   notDigest.pipelineStageManifests[1] = "stage1/manifest.json";
   refused(notDigest, "is not a SHA-256 in lowercase hex");
+  // Stages of expert-parallel ranks: 3 stages of 2 run as 6 ranks.
   Manifest withExperts = m;
   withExperts.expertParallelRanks = 2;
   withExperts.expertParallelExperts = 8;
-  refused(withExperts, "pipeline_parallel: cannot be combined with expert_parallel");
+  parsed = parseManifest(formatManifest(withExperts), kFile);
+  ASSERT_TRUE(parsed) << parsed.error();
+  EXPECT_EQ(parsed->stageRanks(), 2);
+  EXPECT_EQ(parsed->parallelRanks(), 6);
 }
 
 /// The text xfmr-compile writes, for a small manifest: keys sorted,

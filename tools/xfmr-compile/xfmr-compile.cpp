@@ -162,8 +162,9 @@ cl::opt<int64_t> pipelineParallel(
     cl::desc("Split the layers into M pipeline stages (stage s runs layers [s L / M, (s + 1) L "
              "/ M) and holds only their weights and KV pools; the residual stream goes from "
              "stage to stage over MPI): the artifact holds stage 0, stages 1.. in its stage<s> "
-             "subdirectories, and runs as `mpirun -np M*N ...` with --tensor-parallel=N per "
-             "stage (docs/parallelism.md). Needs --kv-cache=paged; M must divide the layers. "
+             "subdirectories, and runs as `mpirun -np M*N ...` with --tensor-parallel=N or "
+             "--expert-parallel=N per stage (docs/parallelism.md). Needs --kv-cache=paged; M "
+             "must divide the layers. "
              "Default 1"),
     cl::value_desc("M"), cl::init(1), cl::cat(category));
 /// The experts per layer that --expert-parallel partitions (set after raising).
@@ -1324,9 +1325,9 @@ int compile() {
     if (!raise || kvCache != "paged")
       return fail("--pipeline-parallel needs --raise and --kv-cache=paged (the stages split "
                   "the paged step function)");
-    if (gpuTarget || expertParallel != 1 || quantBits || weightsMode != "embed")
-      return fail("--pipeline-parallel is not yet combined with a GPU --target, "
-                  "--expert-parallel, --quant or --weights=reference (docs/parallelism.md)");
+    if (gpuTarget || quantBits || weightsMode != "embed")
+      return fail("--pipeline-parallel is not yet combined with a GPU --target, --quant or "
+                  "--weights=reference (docs/parallelism.md)");
   }
 
   // One compile per rank (each in its own context): the ranks' code is the

@@ -349,11 +349,12 @@ struct Manifest {
   int64_t pipelineStage = 0;
   int64_t pipelineFirstLayer = 0;
   std::vector<std::string> pipelineStageManifests;
-  /// The ranks the artifact runs as (1 without parallelism): every stage's
-  /// tensor-parallel (or expert-parallel) ranks.
-  int64_t parallelRanks() const {
-    return std::max(expertParallelRanks, tensorParallelRanks) * pipelineStages;
-  }
+  /// The ranks of one pipeline stage: its tensor-parallel or
+  /// expert-parallel ranks (1 without either).
+  int64_t stageRanks() const { return std::max(expertParallelRanks, tensorParallelRanks); }
+  /// The ranks the artifact runs as (1 without parallelism): every stage's.
+  /// Rank r is stage r / stageRanks(), rank r % stageRanks() within it.
+  int64_t parallelRanks() const { return stageRanks() * pipelineStages; }
   /// "text" (optional): tokenizer, chat template, special tokens and
   /// generation defaults.
   std::optional<TextInterface> text;
