@@ -301,6 +301,25 @@ def check_minilm(ck, minilm_dir, name):
     return out
 
 
+def symbolized(src, dst):
+    """`src` with every static dim of its inputs and outputs made symbolic
+    (named after the tensor and axis, so no two share a name they do not
+    share in the model) and its value_info dropped; written to `dst`."""
+    import onnx
+    m = onnx.load(src)
+    for v in list(m.graph.input) + list(m.graph.output):
+        t = v.type.tensor_type
+        if not t.HasField("shape"):
+            continue
+        for i, d in enumerate(t.shape.dim):
+            if d.HasField("dim_value"):
+                d.Clear()
+                d.dim_param = "%s_d%d" % (v.name, i)
+    del m.graph.value_info[:]
+    onnx.save(m, dst)
+    return dst
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--build-dir", default=os.path.join(ROOT, "build"))
@@ -313,6 +332,11 @@ def main():
                     help="fail MiniLM's compile-time check above S seconds (issue 11: %.0f; "
                          "off by default: wall time under load is not a test)" % MINILM_COMPILE_LIMIT_S)
     ap.add_argument("--opt", default="", help="an optimization flag for xfmr-compile (-O1...; default: its own)")
+    ap.add_argument("--symbolic", action="store_true",
+                    help="check a copy of each model whose inputs' static dims are symbolic "
+                         "(one dim_param per input and axis) and without value_info, so that "
+                         "xfmr's shape inference and the raisers' derivations are all there is "
+                         "(issue 41: symbolic dimensions)")
     ap.add_argument("--compile-args", default="",
                     help="more xfmr-compile arguments for every build (e.g. '--target=sm_90a "
                          "--gpu-emulate': the GPU program's grids run on the CPU)")
@@ -345,8 +369,10 @@ def main():
                 if arch != "bert":
                     fwd = "%s_%s" % (arch, s.rsplit("_", 1)[1])
                     greedy = os.path.join(a.corpus, "ref", fwd, "greedy.json")
-                jobs.append((s, pool.submit(check_model, ck, s, os.path.join(a.corpus, s + ".onnx"),
-                                            ref_dir, greedy)))
+                path = os.path.join(a.corpus, s + ".onnx")
+                if a.symbolic:
+                    path = symbolized(path, os.path.join(tmp, s + ".symbolic.onnx"))
+                jobs.append((s, pool.submit(check_model, ck, s, path, ref_dir, greedy)))
             for s, fut in jobs:
                 tally.add_job(s, fut)
         for s in minilm:  # alone: its compile time is measured

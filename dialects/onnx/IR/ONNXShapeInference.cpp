@@ -232,15 +232,34 @@ std::optional<SmallVector<bool>> reducedDims(Operation *op, int64_t rank,
   return reduce;
 }
 
-/// A dimension named by where it comes from: dim `index` of `value`.
+/// A dimension named by where it comes from: dim `index` of `value`, or the
+/// sum of that and dim `index2` of `value2` (a KV cache's past + new length:
+/// the Concat of past and new along the sequence, and the shape arithmetic
+/// Shape(past)[2] + Shape(input_ids)[1] that reshapes it).
 struct DimOrigin {
   Value value;
   int64_t index = -1;
+  Value value2;
+  int64_t index2 = -1;
+  bool isSum() const { return static_cast<bool>(value2); }
   bool operator==(const DimOrigin &o) const {
-    return value == o.value && index == o.index;
+    return value == o.value && index == o.index && value2 == o.value2 &&
+           index2 == o.index2;
   }
   bool operator!=(const DimOrigin &o) const { return !(*this == o); }
 };
+
+/// a + b in a canonical order, if both are single dims.
+std::optional<DimOrigin> sumOf(DimOrigin a, DimOrigin b) {
+  if (!a.value || !b.value || a.isSum() || b.isSum())
+    return std::nullopt;
+  auto key = [](const DimOrigin &o) {
+    return std::make_pair(o.value.getAsOpaquePointer(), o.index);
+  };
+  if (key(b) < key(a))
+    std::swap(a, b);
+  return DimOrigin{a.value, a.index, b.value, b.index};
+}
 
 std::optional<Shape> shapeValue(Value v, int depth = 0);
 /// One entry of a shape tensor: its value (kDyn when unknown) and, for an
@@ -274,11 +293,44 @@ DimOrigin dimOrigin(Value v, int64_t i) {
   return o;
 }
 
+/// Graph inputs' dims that carry the same dim_param are one dimension (the
+/// ONNX IR: "the same dim_param within a graph denotes the same value"), so
+/// such a dim is named by the first input dim with that name. A dynamo export
+/// without value_info reshapes the hidden states of `input_ids` with
+/// Shape(attention_mask)[1] as their sequence length: both are "sequence".
+/// The runtime binds each name once and refuses inputs that disagree
+/// (Artifact::run), so what this infers holds whenever the model runs.
+DimOrigin namedInputDim(BlockArgument arg, int64_t i) {
+  DimOrigin self{arg, i};
+  auto func = dyn_cast_or_null<func::FuncOp>(arg.getOwner()->getParentOp());
+  if (!func || arg.getOwner() != &func.front())
+    return self;
+  auto nameAt = [&](unsigned a, int64_t d) -> StringAttr {
+    auto params = func.getArgAttrOfType<ArrayAttr>(a, "onnx.dim_params");
+    if (!params || d < 0 || d >= static_cast<int64_t>(params.size()))
+      return {};
+    auto name = dyn_cast<StringAttr>(params[d]);
+    return name && !name.empty() ? name : StringAttr();
+  };
+  StringAttr name = nameAt(arg.getArgNumber(), i);
+  if (!name)
+    return self;
+  for (unsigned a = 0; a <= arg.getArgNumber(); ++a) {
+    auto type = dyn_cast<RankedTensorType>(func.getArgument(a).getType());
+    for (int64_t d = 0, e = type ? type.getRank() : 0; d < e; ++d)
+      if (type.isDynamicDim(d) && nameAt(a, d) == name)
+        return {func.getArgument(a), d};
+  }
+  return self;
+}
+
 DimOrigin dimOriginWithin(Value v, int64_t i, int &budget) {
   DimOrigin self{v, i};
   auto vs = shapeOf(v);
   if (!vs || i < 0 || i >= static_cast<int64_t>(vs->size()) || --budget < 0)
     return self;
+  if (auto arg = dyn_cast<BlockArgument>(v))
+    return namedInputDim(arg, i);
   int64_t rank = vs->size();
   Operation *def = v.getDefiningOp();
   if (!def || !isa<ONNXDialect>(def->getDialect()) ||
@@ -398,7 +450,17 @@ DimOrigin dimOriginWithin(Value v, int64_t i, int &budget) {
   }
   if (name == "Concat" || name == "Split") {
     int64_t axis = normAxis(intAttr(def, "axis", 0), rank);
-    return i != axis ? follow(def->getOperand(0), i) : self;
+    if (i != axis)
+      return follow(def->getOperand(0), i);
+    // Concat(past, new) along a dynamic axis: past + new.
+    if (name == "Concat" && def->getNumOperands() == 2) {
+      auto a = shapeOf(def->getOperand(0)), b = shapeOf(def->getOperand(1));
+      if (a && b && a->size() == vs->size() && b->size() == vs->size() &&
+          ShapedType::isDynamic((*a)[i]) && ShapedType::isDynamic((*b)[i]))
+        if (auto sum = sumOf(follow(def->getOperand(0), i), follow(def->getOperand(1), i)))
+          return *sum;
+    }
+    return self;
   }
   if (name.starts_with("Reduce")) {
     // The kept dims pass through (RMSNorm's mean over the last axis; OLMo-2
@@ -479,6 +541,28 @@ std::optional<ShapeEntries> shapeEntries(Value v, int depth) {
       return inner;
     return fallback();
   }
+  if (name == "Reshape" && cast<ShapedType>(v.getType()).getRank() == 1) {
+    // To one dim: the entries in order.
+    auto inner = shapeEntries(def->getOperand(0), depth + 1);
+    auto t = cast<ShapedType>(v.getType());
+    if (inner && (t.isDynamicDim(0) || t.getDimSize(0) == static_cast<int64_t>(inner->size())))
+      return inner;
+    return fallback();
+  }
+  if (name == "Add") {
+    // Two dims added (past + new length); constants add as constants.
+    auto a = shapeEntries(def->getOperand(0), depth + 1);
+    auto b = shapeEntries(def->getOperand(1), depth + 1);
+    if (!a || !b || a->size() != 1 || b->size() != 1)
+      return fallback();
+    ShapeEntry x = (*a)[0], y = (*b)[0];
+    if (!ShapedType::isDynamic(x.value) && !ShapedType::isDynamic(y.value))
+      return ShapeEntries{{addDims(x.value, y.value), {}}};
+    if (ShapedType::isDynamic(x.value) && ShapedType::isDynamic(y.value))
+      if (auto sum = sumOf(x.origin, y.origin))
+        return ShapeEntries{{kDyn, *sum}};
+    return fallback();
+  }
   if (name == "Concat") {
     ShapeEntries out;
     for (Value operand : def->getOperands()) {
@@ -534,6 +618,8 @@ std::optional<Shape> shapeValue(Value v, int depth) {
 
 std::pair<Value, int64_t> xfmr::onnx::getDimOrigin(Value v, int64_t index) {
   DimOrigin o = dimOrigin(v, index);
+  if (o.isSum())
+    return {v, index}; // a sum is named by itself here
   return {o.value, o.index};
 }
 

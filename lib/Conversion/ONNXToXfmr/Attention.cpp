@@ -376,14 +376,25 @@ bool raiseAttention(Operation *anchor, IRRewriter &rewriter, RaiseLog &log) {
   }
   k = peelRepeatKV(rewriter, k);
   v = peelRepeatKV(rewriter, v);
-  int64_t heads = dimOf(q, 1), kvHeads = dimOf(k, 1);
-  if (ShapedType::isDynamic(heads) || ShapedType::isDynamic(kvHeads) || heads % kvHeads ||
-      dimOf(v, 1) != kvHeads)
-    return fail("head counts are dynamic or K/V heads do not divide the query heads");
+  // Head counts and sizes that shape inference left dynamic, derived from
+  // the projections' reshapes (asserted at run time once the op is formed).
+  SmallVector<int64_t> qShape = splitShape(q, {1, 3}), kShape = splitShape(k, {1, 3}),
+                       vShape = splitShape(v, {1, 3});
+  int64_t heads = qShape[1], kvHeads = kShape[1];
+  if (ShapedType::isDynamic(heads))
+    return fail("the query heads are dynamic (" + describeDim(q, 1) + ")");
+  if (ShapedType::isDynamic(kvHeads))
+    return fail("the K/V heads are dynamic (" + describeDim(k, 1) + ")");
+  if (heads % kvHeads || vShape[1] != kvHeads)
+    return fail("the K/V heads do not divide the query heads");
   if (mask && (rankOf(mask) < 2 || rankOf(mask) > 4))
     return fail("the mask has rank outside 2..4");
   if (sinks && static_cast<int64_t>(sinks->sinks.size()) != heads)
     return fail("the attention sinks are not one per query head");
+  std::string where = nodeName(anchor);
+  q = withStaticDims(rewriter, loc, q, qShape, where + ": the query");
+  k = withStaticDims(rewriter, loc, k, kShape, where + ": the key");
+  v = withStaticDims(rewriter, loc, v, vShape, where + ": the value");
   auto qType = cast<RankedTensorType>(q.getType());
   auto resultType = qType.clone({dimOf(q, 0), heads, dimOf(q, 2), dimOf(v, 3)});
   auto op = AttentionOp::create(rewriter, loc, resultType, q, k, v, mask,
@@ -443,8 +454,12 @@ bool raiseAttention23(Operation *anchor, IRRewriter &rewriter, RaiseLog &log) {
   // and ONNX's reference agree: scripts/onnx-conformance.py's softcap cases).
   FloatAttr softcap = positiveSoftcap(rewriter, attn.getSoftcap());
   int64_t d = dimOf(q, 3), heads = dimOf(q, 1), kvHeads = dimOf(k, 1);
-  if (ShapedType::isDynamic(heads) || ShapedType::isDynamic(kvHeads) || heads % kvHeads)
-    return fail("head counts are dynamic or K/V heads do not divide the query heads");
+  if (ShapedType::isDynamic(heads))
+    return fail("the query heads are dynamic (" + describeDim(q, 1) + ")");
+  if (ShapedType::isDynamic(kvHeads))
+    return fail("the K/V heads are dynamic (" + describeDim(k, 1) + ")");
+  if (heads % kvHeads)
+    return fail("the K/V heads do not divide the query heads");
   double scale;
   if (auto attr = attn.getScaleAttr())
     scale = attr.getValueAsDouble();

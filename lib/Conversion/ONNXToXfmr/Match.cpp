@@ -6,6 +6,10 @@
 
 #include "Match.h"
 
+#include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/ControlFlow/IR/ControlFlowOps.h"
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/Dialect/Tensor/IR/Tensor.h"
 #include "mlir/IR/BuiltinAttributes.h"
 #include "mlir/IR/DialectResourceBlobManager.h"
 #include "mlir/IR/Matchers.h"
@@ -178,6 +182,88 @@ std::string nodeName(Operation *op) {
        << op->getName().stripDialect() << ")";
   else
     os << op->getName().getStringRef() << " at " << op->getLoc();
+  return s;
+}
+
+std::optional<int64_t> splitDim(Value v, int64_t i) {
+  auto [from, j] = onnx::getDimOrigin(v, i);
+  auto reshape = def<onnx::ReshapeOp>(from);
+  if (!reshape || j < 0)
+    return std::nullopt;
+  auto target = onnx::getShapeValue(reshape.getShape());
+  int64_t rank = rankOf(reshape.getData());
+  int64_t n = rank > 0 ? dimOf(reshape.getData(), -1) : ShapedType::kDynamic;
+  if (!target || ShapedType::isDynamic(n) || n <= 0 || j < rank - 1 ||
+      j >= static_cast<int64_t>(target->size()))
+    return std::nullopt;
+  // The split entries [rank - 1, end): one unknown (dim j), the rest static.
+  int64_t rest = 1;
+  for (int64_t e = rank - 1, end = target->size(); e < end; ++e) {
+    int64_t d = (*target)[e];
+    bool unknown = d == -1 || ShapedType::isDynamic(d);
+    if (unknown != (e == j) || (!unknown && d <= 0))
+      return std::nullopt;
+    if (!unknown)
+      rest *= d;
+  }
+  if (n % rest)
+    return std::nullopt;
+  return n / rest;
+}
+
+Value withStaticDims(OpBuilder &b, Location loc, Value v, ArrayRef<int64_t> shape,
+                     const std::string &what) {
+  auto type = cast<RankedTensorType>(v.getType());
+  bool narrower = false;
+  for (auto [axis, want] : llvm::enumerate(shape)) {
+    if (!type.isDynamicDim(axis) || ShapedType::isDynamic(want))
+      continue;
+    Value got = tensor::DimOp::create(b, loc, v, axis);
+    Value ok = arith::CmpIOp::create(b, loc, arith::CmpIPredicate::eq, got,
+                                     arith::ConstantIndexOp::create(b, loc, want));
+    cf::AssertOp::create(b, loc, ok,
+                         what + ": dim " + std::to_string(axis) + " must be " +
+                             std::to_string(want) + " (derived at compile time)");
+    narrower = true;
+  }
+  if (!narrower)
+    return v;
+  SmallVector<int64_t> refined(type.getShape());
+  for (auto [axis, want] : llvm::enumerate(shape))
+    if (type.isDynamicDim(axis))
+      refined[axis] = want;
+  return tensor::CastOp::create(b, loc, type.clone(refined), v);
+}
+
+SmallVector<int64_t> splitShape(Value v, ArrayRef<int64_t> dims) {
+  auto type = cast<RankedTensorType>(v.getType());
+  SmallVector<int64_t> shape(type.getShape());
+  for (int64_t d : dims)
+    if (d < type.getRank() && type.isDynamicDim(d))
+      if (auto x = splitDim(v, d))
+        shape[d] = *x;
+  return shape;
+}
+
+std::string describeDim(Value v, int64_t i) {
+  auto [from, j] = onnx::getDimOrigin(v, i);
+  std::string s;
+  llvm::raw_string_ostream os(s);
+  if (auto arg = dyn_cast_or_null<BlockArgument>(from)) {
+    auto func = dyn_cast<func::FuncOp>(arg.getOwner()->getParentOp());
+    auto name = func ? func.getArgAttrOfType<StringAttr>(arg.getArgNumber(), "onnx.name")
+                     : StringAttr();
+    auto params = func ? func.getArgAttrOfType<ArrayAttr>(arg.getArgNumber(), "onnx.dim_params")
+                       : ArrayAttr();
+    os << "input '" << (name ? name.getValue() : "?") << "' dim " << j;
+    if (params && j < static_cast<int64_t>(params.size()))
+      if (auto p = dyn_cast<StringAttr>(params[j]); p && !p.empty())
+        os << " ('" << p.getValue() << "')";
+  } else if (Operation *op = from ? from.getDefiningOp() : nullptr) {
+    os << "dim " << j << " of " << nodeName(op);
+  } else {
+    os << "dim " << i;
+  }
   return s;
 }
 

@@ -141,6 +141,31 @@ bool isLastAxis(int64_t axis, int64_t rank);
 /// Human-readable name of the node an op came from.
 std::string nodeName(mlir::Operation *op);
 
+//===----------------------------------------------------------------------===//
+// Symbolic dimensions
+//===----------------------------------------------------------------------===//
+
+/// The static value the graph gives dim `i` of `v` where shape inference
+/// leaves it dynamic: the dim comes (through ops that pass dims on) from the
+/// one unknown entry of a Reshape that splits its input's static last axis
+/// N into [..., x, d...] with static d's, so x = N / prod(d). A dynamo export
+/// without value_info writes `view(B, S, -1, head_size)` with B and S read
+/// from another input than the one the hidden states came from; a model
+/// whose leading entries are not the input's leading dims gets another x at
+/// run time, which withStaticDims' assertion reports.
+std::optional<int64_t> splitDim(mlir::Value v, int64_t i);
+/// `v` with the dynamic dims of `shape`'s static ones asserted at run time
+/// (cf.assert naming `what` and the dim) and cast to `shape`.
+mlir::Value withStaticDims(mlir::OpBuilder &b, mlir::Location loc, mlir::Value v,
+                           llvm::ArrayRef<int64_t> shape, const std::string &what);
+/// The shape of `v` with its dynamic dims among `dims` replaced by their
+/// splitDim values where there is one.
+llvm::SmallVector<int64_t> splitShape(mlir::Value v, llvm::ArrayRef<int64_t> dims);
+/// Where dynamic dim `i` of `v` comes from, for a report: "input
+/// 'past_key_values.0.key' dim 1 ('kv_heads')", "dim 2 of node 'x'
+/// (Reshape)".
+std::string describeDim(mlir::Value v, int64_t i);
+
 /// Returns g and the activation if `v` is act(g): SiLU, GELU (erf or
 /// tanh, as Gelu or spelled out) or ReLU (MLP.cpp).
 std::optional<std::pair<mlir::Value, Activation>> matchActivation(mlir::Value v);

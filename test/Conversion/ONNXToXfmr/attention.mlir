@@ -427,7 +427,7 @@ func.func @negative_probs_used(%q: tensor<1x4x8x16xf32>, %k: tensor<1x4x8x16xf32
 
 // 4 query heads over 3 KV heads: not a grouping the op can express.
 // CHECK-LABEL: xfmr-raise @negative_kv_heads_do_not_divide: formed nothing; 1 candidate(s) left unfused
-// CHECK-NEXT: unfused attention at node 'softmax' (Softmax): head counts are dynamic or K/V heads do not divide the query heads
+// CHECK-NEXT: unfused attention at node 'softmax' (Softmax): the K/V heads do not divide the query heads
 // CHECK-LABEL: func.func @negative_kv_heads_do_not_divide(
 // CHECK-NOT: xfmr.attention
 // CHECK: onnx.Softmax
@@ -633,4 +633,57 @@ func.func @gpt_oss_sinks(%q: tensor<?x2x?x16xf32>, %k: tensor<?x2x?x16xf32>,
   %ps = onnx.Slice(%p, %zero, %last, %last, %one) : (tensor<?x2x?x?xf32>, tensor<1xi64>, tensor<1xi64>, tensor<1xi64>, tensor<1xi64>) -> tensor<?x2x?x?xf32>
   %o = onnx.MatMul(%ps, %v) : (tensor<?x2x?x?xf32>, tensor<?x2x?x16xf32>) -> tensor<?x2x?x16xf32>
   return %o : tensor<?x2x?x16xf32>
+}
+
+// -----
+
+// A dynamo export without value_info: the projections are reshaped with
+// batch and sequence read from another input (Shape(mask)), so shape
+// inference cannot prove the -1 and leaves the heads dynamic. The reshape
+// splits the static 32 of the projection into [-1, 8]: 4 heads, asserted at
+// run time.
+// CHECK-LABEL: xfmr-raise @symbolic_heads_from_split: formed 1 attention; 0 candidate(s) left unfused
+// CHECK-LABEL: func.func @symbolic_heads_from_split(
+// CHECK: cf.assert {{.*}}"node 'softmax' (Softmax): the query: dim 1 must be 4 (derived at compile time)"
+// CHECK-NEXT: %[[Q:.*]] = tensor.cast {{.*}} : tensor<?x?x?x8xf32> to tensor<?x4x?x8xf32>
+// CHECK: cf.assert {{.*}}"node 'softmax' (Softmax): the key: dim 1 must be 4 (derived at compile time)"
+// CHECK-NEXT: %[[K:.*]] = tensor.cast
+// CHECK: cf.assert {{.*}}"node 'softmax' (Softmax): the value: dim 1 must be 4 (derived at compile time)"
+// CHECK-NEXT: %[[V:.*]] = tensor.cast
+// CHECK: xfmr.attention %[[Q]], %[[K]], %[[V]] {num_heads = 4 : i64, num_kv_heads = 4 : i64, scale = 0.353553385 : f32} : tensor<?x4x?x8xf32>, tensor<?x4x?x8xf32>, tensor<?x4x?x8xf32> -> tensor<?x4x?x8xf32>
+func.func @symbolic_heads_from_split(%x: tensor<?x?x32xf32>, %m: tensor<?x?xi64>) -> tensor<?x4x?x8xf32> {
+  %wq = onnx.Constant() {value = dense<0.5> : tensor<32x32xf32>} : () -> tensor<32x32xf32>
+  %minus1 = onnx.Constant() {value = dense<-1> : tensor<1xi64>} : () -> tensor<1xi64>
+  %eight = onnx.Constant() {value = dense<8> : tensor<1xi64>} : () -> tensor<1xi64>
+  %scale = onnx.Constant() {value = dense<0.353553385> : tensor<f32>} : () -> tensor<f32>
+  %b = onnx.Shape(%m) {end = 1 : i64} : (tensor<?x?xi64>) -> tensor<1xi64>
+  %s = onnx.Shape(%m) {end = 2 : i64, start = 1 : i64} : (tensor<?x?xi64>) -> tensor<1xi64>
+  %shape = onnx.Concat(%b, %s, %minus1, %eight) {axis = 0 : i64} : (tensor<1xi64>, tensor<1xi64>, tensor<1xi64>, tensor<1xi64>) -> tensor<4xi64>
+  %p = onnx.MatMul(%x, %wq) : (tensor<?x?x32xf32>, tensor<32x32xf32>) -> tensor<?x?x32xf32>
+  %r = onnx.Reshape(%p, %shape) : (tensor<?x?x32xf32>, tensor<4xi64>) -> tensor<?x?x?x8xf32>
+  %q = onnx.Transpose(%r) {perm = [0, 2, 1, 3]} : (tensor<?x?x?x8xf32>) -> tensor<?x?x?x8xf32>
+  %kt = onnx.Transpose(%r) {perm = [0, 2, 3, 1]} : (tensor<?x?x?x8xf32>) -> tensor<?x?x8x?xf32>
+  %qk = onnx.MatMul(%q, %kt) : (tensor<?x?x?x8xf32>, tensor<?x?x8x?xf32>) -> tensor<?x?x?x?xf32>
+  %sc = onnx.Mul(%qk, %scale) : (tensor<?x?x?x?xf32>, tensor<f32>) -> tensor<?x?x?x?xf32>
+  %sm = onnx.Softmax(%sc) : (tensor<?x?x?x?xf32>) -> tensor<?x?x?x?xf32> loc("softmax"("Softmax"))
+  %o = onnx.MatMul(%sm, %q) : (tensor<?x?x?x?xf32>, tensor<?x?x?x8xf32>) -> tensor<?x?x?x8xf32>
+  %c = tensor.cast %o : tensor<?x?x?x8xf32> to tensor<?x4x?x8xf32>
+  return %c : tensor<?x4x?x8xf32>
+}
+
+// -----
+
+// Heads read from an input: nothing in the graph fixes them, and the report
+// says where the dimension comes from.
+// CHECK-LABEL: xfmr-raise @negative_heads_from_input: formed nothing; 1 candidate(s) left unfused
+// CHECK-NEXT: unfused attention at node 'softmax' (Softmax): the query heads are dynamic (input 'q' dim 1 ('heads'))
+func.func @negative_heads_from_input(%q: tensor<1x?x8x16xf32> {onnx.name = "q", onnx.dim_params = ["", "heads", "", ""]})
+    -> tensor<1x?x8x16xf32> {
+  %6 = onnx.Constant() {value = dense<4.000000e+00> : tensor<f32>} : () -> tensor<f32>
+  %105 = onnx.Transpose(%q) {perm = [0, 1, 3, 2]} : (tensor<1x?x8x16xf32>) -> tensor<1x?x16x8xf32>
+  %106 = onnx.MatMul(%q, %105) : (tensor<1x?x8x16xf32>, tensor<1x?x16x8xf32>) -> tensor<1x?x8x8xf32>
+  %107 = onnx.Div(%106, %6) : (tensor<1x?x8x8xf32>, tensor<f32>) -> tensor<1x?x8x8xf32>
+  %110 = onnx.Softmax(%107) : (tensor<1x?x8x8xf32>) -> tensor<1x?x8x8xf32> loc("softmax"("Softmax"))
+  %111 = onnx.MatMul(%110, %q) : (tensor<1x?x8x8xf32>, tensor<1x?x8x16xf32>) -> tensor<1x?x8x16xf32>
+  return %111 : tensor<1x?x8x16xf32>
 }

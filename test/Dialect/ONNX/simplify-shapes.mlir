@@ -367,3 +367,54 @@ func.func @reshape_minus_one_through_reduce(%x: tensor<?x?x32xf32>, %w: tensor<3
   %r2 = onnx.Reshape(%m, %shape2) : (tensor<?x32xf32>, tensor<3xi64>) -> tensor<*xf32>
   return %r, %r2 : tensor<*xf32>, tensor<*xf32>
 }
+
+// -----
+
+// Graph inputs' dims with the same dim_param are one dimension (the ONNX
+// IR): a dynamo export without value_info reshapes the embedded input_ids
+// with the batch and sequence of attention_mask, and the -1 is inferred.
+// Dims that only look alike (no name, or another name) stay apart.
+// CHECK-LABEL: func.func @reshape_minus_one_named_dims(
+// CHECK: onnx.Reshape({{.*}}) : (tensor<?x?x32xf32>, tensor<4xi64>) -> tensor<?x?x4x8xf32>
+// CHECK: onnx.Reshape({{.*}}) : (tensor<?x?x32xf32>, tensor<4xi64>) -> tensor<?x?x?x8xf32>
+func.func @reshape_minus_one_named_dims(
+    %x: tensor<?x?x32xf32> {onnx.dim_params = ["batch", "sequence", ""]},
+    %mask: tensor<?x?xi64> {onnx.dim_params = ["batch", "sequence"]},
+    %other: tensor<?x?xi64> {onnx.dim_params = ["batch", "other"]})
+    -> (tensor<*xf32>, tensor<*xf32>) {
+  %tail = onnx.Constant() {value = dense<[-1, 8]> : tensor<2xi64>} : () -> tensor<2xi64>
+  %s = onnx.Shape(%mask) : (tensor<?x?xi64>) -> tensor<2xi64>
+  %shape = onnx.Concat(%s, %tail) {axis = 0 : i64} : (tensor<2xi64>, tensor<2xi64>) -> tensor<4xi64>
+  %r = onnx.Reshape(%x, %shape) : (tensor<?x?x32xf32>, tensor<4xi64>) -> tensor<*xf32>
+  %o = onnx.Shape(%other) : (tensor<?x?xi64>) -> tensor<2xi64>
+  %shape2 = onnx.Concat(%o, %tail) {axis = 0 : i64} : (tensor<2xi64>, tensor<2xi64>) -> tensor<4xi64>
+  %r2 = onnx.Reshape(%x, %shape2) : (tensor<?x?x32xf32>, tensor<4xi64>) -> tensor<*xf32>
+  return %r, %r2 : tensor<*xf32>, tensor<*xf32>
+}
+
+// -----
+
+// A KV cache's past + new length: the Concat of past and new latents along
+// the sequence is matched by the shape arithmetic Shape(past)[2] +
+// Shape(new)[1] (DeepSeek-V3's `kv_b_proj(latent).view(B, P + S, -1, 16)`),
+// so the -1 is inferred; a sum of other dims is not.
+// CHECK-LABEL: func.func @reshape_minus_one_past_plus_new(
+// CHECK: onnx.Reshape({{.*}}) : (tensor<1x1x?x64xf32>, tensor<4xi64>) -> tensor<1x?x4x16xf32>
+// CHECK: onnx.Reshape({{.*}}) : (tensor<1x1x?x64xf32>, tensor<4xi64>) -> tensor<1x?x?x16xf32>
+func.func @reshape_minus_one_past_plus_new(%past: tensor<1x1x?x64xf32>, %new: tensor<1x1x?x64xf32>,
+                                           %ids: tensor<1x?xi64>)
+    -> (tensor<*xf32>, tensor<*xf32>) {
+  %kv = onnx.Concat(%past, %new) {axis = -2 : i64} : (tensor<1x1x?x64xf32>, tensor<1x1x?x64xf32>) -> tensor<?x1x?x64xf32>
+  %p = onnx.Shape(%past) {start = 2 : i64, end = 3 : i64} : (tensor<1x1x?x64xf32>) -> tensor<1xi64>
+  %n = onnx.Shape(%new) {start = 2 : i64, end = 3 : i64} : (tensor<1x1x?x64xf32>) -> tensor<1xi64>
+  %i = onnx.Shape(%ids) {start = 1 : i64, end = 2 : i64} : (tensor<1x?xi64>) -> tensor<1xi64>
+  %len = onnx.Add(%p, %n) : (tensor<1xi64>, tensor<1xi64>) -> tensor<1xi64>
+  %one = onnx.Constant() {value = dense<1> : tensor<1xi64>} : () -> tensor<1xi64>
+  %tail = onnx.Constant() {value = dense<[-1, 16]> : tensor<2xi64>} : () -> tensor<2xi64>
+  %shape = onnx.Concat(%one, %len, %tail) {axis = 0 : i64} : (tensor<1xi64>, tensor<1xi64>, tensor<2xi64>) -> tensor<4xi64>
+  %r = onnx.Reshape(%kv, %shape) : (tensor<?x1x?x64xf32>, tensor<4xi64>) -> tensor<*xf32>
+  %len2 = onnx.Add(%p, %i) : (tensor<1xi64>, tensor<1xi64>) -> tensor<1xi64>
+  %shape2 = onnx.Concat(%one, %len2, %tail) {axis = 0 : i64} : (tensor<1xi64>, tensor<1xi64>, tensor<2xi64>) -> tensor<4xi64>
+  %r2 = onnx.Reshape(%kv, %shape2) : (tensor<?x1x?x64xf32>, tensor<4xi64>) -> tensor<*xf32>
+  return %r, %r2 : tensor<*xf32>, tensor<*xf32>
+}
