@@ -16,6 +16,7 @@
 #include "Match.h"
 
 #include "mlir/Dialect/Tensor/IR/Tensor.h"
+#include "mlir/IR/TypeUtilities.h"
 
 using namespace mlir;
 
@@ -74,10 +75,38 @@ Value matchScale(Value normalized, int64_t lastDim, Operation *&root) {
   if (!mul)
     return nullptr;
   Value w = otherOperand(mul, normalized);
-  if (rankOf(w) != 1 || dimOf(w, 0) != lastDim || !isa<FloatType>(elementTypeOf(w)))
+  // A dynamic last dim is the weight's length (withNormalizedWidth).
+  if (rankOf(w) != 1 || !isa<FloatType>(elementTypeOf(w)) ||
+      (dimOf(w, 0) != lastDim && !ShapedType::isDynamic(lastDim)) ||
+      ShapedType::isDynamic(dimOf(w, 0)))
     return nullptr;
   root = mul;
   return w;
+}
+
+/// Same element type and rank, dims equal where both are static.
+bool sameUpToDynamic(Type a, Type b) {
+  auto ta = dyn_cast<RankedTensorType>(a), tb = dyn_cast<RankedTensorType>(b);
+  return ta && tb && ta.getElementType() == tb.getElementType() &&
+         succeeded(verifyCompatibleShape(ta.getShape(), tb.getShape()));
+}
+
+/// `x` with a dynamic normalized (last) axis given the weight's length: the
+/// product with the [N] weight fixes it (shape inference leaves it dynamic
+/// when x comes from a reshape it could not infer, e.g. QK-norm over a head
+/// size). Asserted at run time.
+Value withNormalizedWidth(OpBuilder &b, Location loc, Value x, Value weight,
+                          const std::string &where) {
+  auto type = cast<RankedTensorType>(x.getType());
+  if (!type.isDynamicDim(type.getRank() - 1))
+    return x;
+  SmallVector<int64_t> shape(type.getShape());
+  shape.back() = dimOf(weight, 0);
+  return withStaticDims(b, loc, x, shape, where + ": the normalized axis");
+}
+
+Value castTo(OpBuilder &b, Location loc, Value v, Type type) {
+  return v.getType() == type ? v : tensor::CastOp::create(b, loc, type, v).getResult();
 }
 
 Value onesWeight(OpBuilder &b, Location loc, Value x) {
@@ -126,13 +155,15 @@ bool raiseRMSNorm(Operation *anchor, IRRewriter &rewriter, RaiseLog &log) {
     return false;
   }
   Value result = root->getResult(0);
-  if (result.getType() != x.getType()) {
+  if (!sameUpToDynamic(result.getType(), x.getType())) {
     log.unfused(anchor, "rms_norm", "result type differs from the input's");
     return false;
   }
+  x = withNormalizedWidth(rewriter, root->getLoc(), x, weight, nodeName(anchor));
   auto op = RMSNormOp::create(rewriter, root->getLoc(), x, weight,
                               rewriter.getF32FloatAttr(epsilon));
-  rewriter.replaceAllUsesWith(result, op.getResult());
+  rewriter.replaceAllUsesWith(result, castTo(rewriter, root->getLoc(), op.getResult(),
+                                             result.getType()));
   log.formed("rms_norm");
   return true;
 }

@@ -342,3 +342,34 @@ func.func @negative_decomposed_layer_norm_variance_axis(%x: tensor<1x8x64xf32>, 
   %y = onnx.Add(%s, %b) : (tensor<1x8x64xf32>, tensor<64xf32>) -> tensor<1x8x64xf32>
   return %y : tensor<1x8x64xf32>
 }
+
+// -----
+
+// QK-norm over a head size that shape inference left dynamic (the input of
+// a reshape it could not infer): the [8] weight fixes the normalized axis,
+// asserted at run time; users keep the dynamic type through a cast. The
+// input is a function argument here, so it takes the static type (the
+// manifest then states the 8 too).
+// CHECK-LABEL: xfmr-raise @rms_norm_symbolic_width: formed 1 rms_norm; 0 candidate(s) left unfused
+// CHECK-LABEL: func.func @rms_norm_symbolic_width(
+// CHECK-SAME: %[[X:[a-z0-9]+]]: tensor<?x?x?x8xf32>
+// CHECK: %[[D:.*]] = tensor.dim %[[X]], %c3
+// CHECK: %[[OK:.*]] = arith.cmpi eq, %[[D]], %c8
+// CHECK: cf.assert %[[OK]], "node 'mean' (ReduceMean): the normalized axis: dim 3 must be 8 (derived at compile time)"
+// CHECK: %[[Y:.*]] = xfmr.rms_norm %[[X]], %{{.*}} {epsilon = 9.99999997E-7 : f32} : tensor<?x?x?x8xf32>, tensor<8xf32>
+// CHECK: %[[R:.*]] = tensor.cast %[[Y]] : tensor<?x?x?x8xf32> to tensor<?x?x?x?xf32>
+// CHECK: return %[[R]]
+func.func @rms_norm_symbolic_width(%x: tensor<?x?x?x?xf32>) -> tensor<?x?x?x?xf32> {
+  %w = onnx.Constant() {value = dense<1.5> : tensor<8xf32>} : () -> tensor<8xf32>
+  %eps = onnx.Constant() {value = dense<9.99999997E-7> : tensor<f32>} : () -> tensor<f32>
+  %two = onnx.Constant() {value = dense<2.000000e+00> : tensor<f32>} : () -> tensor<f32>
+  %last = onnx.Constant() {value = dense<-1> : tensor<1xi64>} : () -> tensor<1xi64>
+  %sq = onnx.Pow(%x, %two) : (tensor<?x?x?x?xf32>, tensor<f32>) -> tensor<?x?x?x?xf32>
+  %m = onnx.ReduceMean(%sq, %last) : (tensor<?x?x?x?xf32>, tensor<1xi64>) -> tensor<?x?x?x1xf32> loc("mean"("ReduceMean"))
+  %a = onnx.Add(%m, %eps) : (tensor<?x?x?x1xf32>, tensor<f32>) -> tensor<?x?x?x1xf32>
+  %s = onnx.Sqrt(%a) : (tensor<?x?x?x1xf32>) -> tensor<?x?x?x1xf32>
+  %r = onnx.Reciprocal(%s) : (tensor<?x?x?x1xf32>) -> tensor<?x?x?x1xf32>
+  %n = onnx.Mul(%x, %r) : (tensor<?x?x?x?xf32>, tensor<?x?x?x1xf32>) -> tensor<?x?x?x?xf32>
+  %y = onnx.Mul(%w, %n) : (tensor<8xf32>, tensor<?x?x?x?xf32>) -> tensor<?x?x?x?xf32>
+  return %y : tensor<?x?x?x?xf32>
+}
