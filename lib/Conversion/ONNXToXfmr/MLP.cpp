@@ -158,14 +158,23 @@ bool raiseGatedMLP(Operation *anchor, IRRewriter &rewriter, RaiseLog &log) {
     return false;
   }
   Value x = gate.getA();
-  if (x.getType() != down.getY().getType()) {
+  // A hidden size shape inference left dynamic is the projections' K
+  // (asserted at run time).
+  auto xType = dyn_cast<RankedTensorType>(x.getType());
+  SmallVector<int64_t> shape = xType ? SmallVector<int64_t>(xType.getShape())
+                                     : SmallVector<int64_t>();
+  if (xType && xType.getRank() > 0 && xType.isDynamicDim(xType.getRank() - 1))
+    shape.back() = dimOf(gate.getB(), 0);
+  if (!xType || !sameUpToDynamic(xType.clone(shape), down.getY().getType())) {
     log.unfused(anchor, "gated_mlp", "output shape differs from the input's");
     return false;
   }
   rewriter.setInsertionPoint(down);
+  x = withStaticDims(rewriter, down.getLoc(), x, shape, nodeName(anchor) + ": the hidden size");
   auto op = GatedMLPOp::create(rewriter, down.getLoc(), act->second, x, gate.getB(),
                                up.getB(), down.getB());
-  rewriter.replaceAllUsesWith(down.getY(), op.getResult());
+  rewriter.replaceAllUsesWith(down.getY(), castTo(rewriter, down.getLoc(), op.getResult(),
+                                                  down.getY().getType()));
   log.formed("gated_mlp");
   return true;
 }

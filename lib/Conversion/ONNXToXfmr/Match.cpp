@@ -13,6 +13,7 @@
 #include "mlir/IR/BuiltinAttributes.h"
 #include "mlir/IR/DialectResourceBlobManager.h"
 #include "mlir/IR/Matchers.h"
+#include "mlir/IR/TypeUtilities.h"
 #include "llvm/Support/raw_ostream.h"
 
 #include <cmath>
@@ -243,6 +244,16 @@ SmallVector<int64_t> splitShape(Value v, ArrayRef<int64_t> dims) {
       if (auto x = splitDim(v, d))
         shape[d] = *x;
   return shape;
+}
+
+bool sameUpToDynamic(Type a, Type b) {
+  auto ta = dyn_cast<RankedTensorType>(a), tb = dyn_cast<RankedTensorType>(b);
+  return ta && tb && ta.getElementType() == tb.getElementType() &&
+         succeeded(verifyCompatibleShape(ta.getShape(), tb.getShape()));
+}
+
+Value castTo(OpBuilder &b, Location loc, Value v, Type type) {
+  return v.getType() == type ? v : tensor::CastOp::create(b, loc, type, v).getResult();
 }
 
 std::string describeDim(Value v, int64_t i) {

@@ -161,6 +161,10 @@ mlir::Value withStaticDims(mlir::OpBuilder &b, mlir::Location loc, mlir::Value v
 /// The shape of `v` with its dynamic dims among `dims` replaced by their
 /// splitDim values where there is one.
 llvm::SmallVector<int64_t> splitShape(mlir::Value v, llvm::ArrayRef<int64_t> dims);
+/// Same element type and rank, dims equal where both are static.
+bool sameUpToDynamic(mlir::Type a, mlir::Type b);
+/// `v` as `type` (a tensor.cast where they differ).
+mlir::Value castTo(mlir::OpBuilder &b, mlir::Location loc, mlir::Value v, mlir::Type type);
 /// Where dynamic dim `i` of `v` comes from, for a report: "input
 /// 'past_key_values.0.key' dim 1 ('kv_heads')", "dim 2 of node 'x'
 /// (Reshape)".

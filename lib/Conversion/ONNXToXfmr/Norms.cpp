@@ -16,7 +16,6 @@
 #include "Match.h"
 
 #include "mlir/Dialect/Tensor/IR/Tensor.h"
-#include "mlir/IR/TypeUtilities.h"
 
 using namespace mlir;
 
@@ -84,13 +83,6 @@ Value matchScale(Value normalized, int64_t lastDim, Operation *&root) {
   return w;
 }
 
-/// Same element type and rank, dims equal where both are static.
-bool sameUpToDynamic(Type a, Type b) {
-  auto ta = dyn_cast<RankedTensorType>(a), tb = dyn_cast<RankedTensorType>(b);
-  return ta && tb && ta.getElementType() == tb.getElementType() &&
-         succeeded(verifyCompatibleShape(ta.getShape(), tb.getShape()));
-}
-
 /// `x` with a dynamic normalized (last) axis given the weight's length: the
 /// product with the [N] weight fixes it (shape inference leaves it dynamic
 /// when x comes from a reshape it could not infer, e.g. QK-norm over a head
@@ -103,10 +95,6 @@ Value withNormalizedWidth(OpBuilder &b, Location loc, Value x, Value weight,
   SmallVector<int64_t> shape(type.getShape());
   shape.back() = dimOf(weight, 0);
   return withStaticDims(b, loc, x, shape, where + ": the normalized axis");
-}
-
-Value castTo(OpBuilder &b, Location loc, Value v, Type type) {
-  return v.getType() == type ? v : tensor::CastOp::create(b, loc, type, v).getResult();
 }
 
 Value onesWeight(OpBuilder &b, Location loc, Value x) {

@@ -293,3 +293,23 @@ func.func @gelu_tanh_mlp(%x: tensor<1x8x64xf32>, %wg: tensor<64x128xf32>, %wu: t
   %y = onnx.MatMul(%p, %wd) : (tensor<1x8x128xf32>, tensor<128x64xf32>) -> tensor<1x8x64xf32>
   return %y : tensor<1x8x64xf32>
 }
+
+// -----
+
+// A hidden size shape inference left dynamic: the projections' K (64) fixes
+// it, asserted at run time; the argument takes the static type.
+// CHECK-LABEL: func.func @silu_mlp_symbolic_hidden(
+// CHECK-SAME: %[[X:[a-z0-9]+]]: tensor<?x?x64xf32>
+// CHECK: cf.assert {{.*}}"node 'down' (MatMul): the hidden size: dim 2 must be 64 (derived at compile time)"
+// CHECK: %[[Y:.*]] = xfmr.gated_mlp silu %[[X]], {{.*}} : tensor<?x?x64xf32>, tensor<64x128xf32>, tensor<64x128xf32>, tensor<128x64xf32>
+// CHECK: return %[[Y]]
+func.func @silu_mlp_symbolic_hidden(%x: tensor<?x?x?xf32>, %wg: tensor<64x128xf32>, %wu: tensor<64x128xf32>,
+                                    %wd: tensor<128x64xf32>) -> tensor<?x?x64xf32> {
+  %g = onnx.MatMul(%x, %wg) : (tensor<?x?x?xf32>, tensor<64x128xf32>) -> tensor<?x?x128xf32>
+  %s = onnx.Sigmoid(%g) : (tensor<?x?x128xf32>) -> tensor<?x?x128xf32>
+  %a = onnx.Mul(%g, %s) : (tensor<?x?x128xf32>, tensor<?x?x128xf32>) -> tensor<?x?x128xf32>
+  %u = onnx.MatMul(%x, %wu) : (tensor<?x?x?xf32>, tensor<64x128xf32>) -> tensor<?x?x128xf32>
+  %p = onnx.Mul(%a, %u) : (tensor<?x?x128xf32>, tensor<?x?x128xf32>) -> tensor<?x?x128xf32>
+  %y = onnx.MatMul(%p, %wd) : (tensor<?x?x128xf32>, tensor<128x64xf32>) -> tensor<?x?x64xf32> loc("down"("MatMul"))
+  return %y : tensor<?x?x64xf32>
+}
