@@ -52,8 +52,14 @@ Value sliceOfLastAxis(Value v, int64_t &begin, int64_t &end) {
       return nullptr;
   }
   int64_t size = dimOf(slice.getData(), -1);
-  if (ShapedType::isDynamic(size))
-    return nullptr;
+  if (ShapedType::isDynamic(size)) {
+    // A rotary width shape inference left dynamic: the split reshape's
+    // (raiseRope asserts it at run time).
+    auto derived = splitDim(slice.getData(), rank - 1);
+    if (!derived)
+      return nullptr;
+    size = *derived;
+  }
   auto clampIndex = [&](int64_t i) {
     if (i < 0)
       i += size;
@@ -281,7 +287,8 @@ bool raiseRope(Operation *anchor, IRRewriter &rewriter, RaiseLog &log) {
   Value x2 = sliceOfLastAxis(concat.getInputs()[1], loBegin, loEnd);
   if (!x || x != x2 || !isLastAxis(concat.getAxis(), rankOf(x)))
     return false;
-  int64_t d = dimOf(x, -1);
+  SmallVector<int64_t> xShape = splitShape(x, {rankOf(x) - 1});
+  int64_t d = xShape.back();
   int64_t half = d / 2;
   if (loBegin != 0 || loEnd != half || hiBegin != half || hiEnd != d || d % 2) {
     log.unfused(anchor, "rope", "rotate_half does not split the last axis in halves "
@@ -317,6 +324,8 @@ bool raiseRope(Operation *anchor, IRRewriter &rewriter, RaiseLog &log) {
     log.unfused(anchor, "rope", "angles are not [batch, sequence, head_dim / 2]");
     return false;
   }
+  rewriter.setInsertionPoint(add);
+  x = withStaticDims(rewriter, add.getLoc(), x, xShape, nodeName(anchor) + ": the rotated axis");
   formRope(rewriter, add, x, d, *cosTable, *sinTable, add.getC());
   log.formed("rope");
   return true;

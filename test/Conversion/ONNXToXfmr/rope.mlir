@@ -408,3 +408,48 @@ func.func @negative_halves_not_rotated(%x: tensor<?x4x?x8xf32>, %f: tensor<?x?x4
   %y = onnx.Concat(%first, %second) {axis = -1 : i64} : (tensor<?x4x?x4xf32>, tensor<?x4x?x4xf32>) -> tensor<?x4x?x8xf32>
   return %y : tensor<?x4x?x8xf32>
 }
+
+// -----
+
+// A head size shape inference left dynamic: `view(B, S, 4, -1)` with B and
+// S read from another input. The rotary width is the split reshape's 64 / 4
+// = 16, asserted at run time before the rotation.
+// CHECK-LABEL: xfmr-raise @rope_symbolic_head_size: formed 1 rope; 0 candidate(s) left unfused
+// CHECK-LABEL: func.func @rope_symbolic_head_size(
+// CHECK: cf.assert {{.*}}"node 'rot' (Concat): the rotated axis: dim 3 must be 16 (derived at compile time)"
+// CHECK-NEXT: %[[X:.*]] = tensor.cast {{.*}} : tensor<?x4x?x?xf32> to tensor<?x4x?x16xf32>
+// CHECK: xfmr.rope %[[X]], {{.*}} {rotary_dim = 16 : i64} : tensor<?x4x?x16xf32>, tensor<1x8x8xf32>, tensor<1x8x8xf32>
+// CHECK-NOT: onnx.Neg
+func.func @rope_symbolic_head_size(%h: tensor<1x8x64xf32>, %m: tensor<?x?xi64>, %arg2: tensor<1x8xi64>)
+    -> tensor<?x4x?x?xf32> {
+  %w = onnx.Constant() {value = dense<0.5> : tensor<64x64xf32>} : () -> tensor<64x64xf32>
+  %hd = onnx.Constant() {value = dense<[4, -1]> : tensor<2xi64>} : () -> tensor<2xi64>
+  %sm = onnx.Shape(%m) : (tensor<?x?xi64>) -> tensor<2xi64>
+  %shape = onnx.Concat(%sm, %hd) {axis = 0 : i64} : (tensor<2xi64>, tensor<2xi64>) -> tensor<4xi64>
+  %p = onnx.MatMul(%h, %w) : (tensor<1x8x64xf32>, tensor<64x64xf32>) -> tensor<1x8x64xf32>
+  %r = onnx.Reshape(%p, %shape) : (tensor<1x8x64xf32>, tensor<4xi64>) -> tensor<?x?x4x?xf32>
+  %78 = onnx.Transpose(%r) {perm = [0, 2, 1, 3]} : (tensor<?x?x4x?xf32>) -> tensor<?x4x?x?xf32>
+  %0 = onnx.Constant() {value = dense<[[[1.000000e+00], [0.316227764], [1.000000e-01], [0.0316227786], [0.00999999977], [0.00316227786], [1.000000e-03], [3.16227786E-4]]]> : tensor<1x8x1xf32>} : () -> tensor<1x8x1xf32>
+  %13 = onnx.Constant() {value = dense<9223372036854775807> : tensor<1xi64>} : () -> tensor<1xi64>
+  %18 = onnx.Constant() {value = dense<8> : tensor<1xi64>} : () -> tensor<1xi64>
+  %19 = onnx.Constant() {value = dense<3> : tensor<1xi64>} : () -> tensor<1xi64>
+  %20 = onnx.Constant() {value = dense<1> : tensor<1xi64>} : () -> tensor<1xi64>
+  %21 = onnx.Constant() {value = dense<0> : tensor<1xi64>} : () -> tensor<1xi64>
+  %58 = onnx.Unsqueeze(%arg2, %20) : (tensor<1x8xi64>, tensor<1xi64>) -> tensor<1x1x8xi64>
+  %59 = onnx.Cast(%58) {to = 1 : i64} : (tensor<1x1x8xi64>) -> tensor<1x1x8xf32>
+  %60 = onnx.MatMul(%0, %59) : (tensor<1x8x1xf32>, tensor<1x1x8xf32>) -> tensor<1x8x8xf32>
+  %61 = onnx.Transpose(%60) {perm = [0, 2, 1]} : (tensor<1x8x8xf32>) -> tensor<1x8x8xf32>
+  %62 = onnx.Concat(%61, %61) {axis = -1 : i64} : (tensor<1x8x8xf32>, tensor<1x8x8xf32>) -> tensor<1x8x16xf32>
+  %63 = onnx.Cos(%62) : (tensor<1x8x16xf32>) -> tensor<1x8x16xf32>
+  %64 = onnx.Sin(%62) : (tensor<1x8x16xf32>) -> tensor<1x8x16xf32>
+  %83 = onnx.Unsqueeze(%63, %20) : (tensor<1x8x16xf32>, tensor<1xi64>) -> tensor<1x1x8x16xf32>
+  %84 = onnx.Unsqueeze(%64, %20) : (tensor<1x8x16xf32>, tensor<1xi64>) -> tensor<1x1x8x16xf32>
+  %85 = onnx.Mul(%78, %83) : (tensor<?x4x?x?xf32>, tensor<1x1x8x16xf32>) -> tensor<?x4x?x?xf32>
+  %86 = onnx.Slice(%78, %21, %18, %19, %20) : (tensor<?x4x?x?xf32>, tensor<1xi64>, tensor<1xi64>, tensor<1xi64>, tensor<1xi64>) -> tensor<?x4x?x?xf32>
+  %87 = onnx.Slice(%78, %18, %13, %19, %20) : (tensor<?x4x?x?xf32>, tensor<1xi64>, tensor<1xi64>, tensor<1xi64>, tensor<1xi64>) -> tensor<?x4x?x?xf32>
+  %88 = onnx.Neg(%87) : (tensor<?x4x?x?xf32>) -> tensor<?x4x?x?xf32>
+  %89 = onnx.Concat(%88, %86) {axis = -1 : i64} : (tensor<?x4x?x?xf32>, tensor<?x4x?x?xf32>) -> tensor<?x4x?x?xf32> loc("rot"("Concat"))
+  %90 = onnx.Mul(%89, %84) : (tensor<?x4x?x?xf32>, tensor<1x1x8x16xf32>) -> tensor<?x4x?x?xf32>
+  %91 = onnx.Add(%85, %90) : (tensor<?x4x?x?xf32>, tensor<?x4x?x?xf32>) -> tensor<?x4x?x?xf32>
+  return %91 : tensor<?x4x?x?xf32>
+}
