@@ -2113,3 +2113,35 @@ func.func @all_gather_width(%x: tensor<?x64xf32>) {
   %0 = xfmr.all_gather %x {ranks = 2 : i64} : tensor<?x64xf32> -> tensor<?x96xf32>
   return
 }
+
+// -----
+
+func.func @all_gather_no_ranks(%x: tensor<?x64xf32>) {
+  // expected-error @+1 {{'xfmr.all_gather' op ranks must be at least 1, got 0}}
+  %0 = xfmr.all_gather %x {ranks = 0 : i64} : tensor<?x64xf32> -> tensor<?x64xf32>
+  return
+}
+
+// -----
+
+func.func @all_gather_rank_change(%x: tensor<?x64xf32>) {
+  // expected-error @+1 {{'xfmr.all_gather' op input and result must have one rank of at least 1}}
+  %0 = xfmr.all_gather %x {ranks = 2 : i64} : tensor<?x64xf32> -> tensor<128xf32>
+  return
+}
+
+// -----
+
+func.func @stage_receive_sizes(%t: index) {
+  // expected-error @+1 {{'xfmr.stage_receive' op needs one size per dynamic dimension of the result (2), got 1}}
+  %0 = xfmr.stage_receive %t : tensor<?x?x64xf32>
+  return
+}
+
+// -----
+
+func.func @stage_send_sizes(%h: tensor<1x?x64xf32>, %r: index) {
+  // expected-error @+1 {{'xfmr.stage_send' op needs one size per dynamic dimension of the result (0), got 1}}
+  %0 = xfmr.stage_send %h, %r : tensor<1x?x64xf32> -> tensor<4x100xf32>
+  return
+}

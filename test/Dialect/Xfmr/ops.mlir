@@ -478,3 +478,14 @@ func.func @all_gather(%x: tensor<?x64xf32>) -> tensor<?x128xf32> {
   %y = xfmr.all_gather %x {ranks = 2 : i64} : tensor<?x64xf32> -> tensor<?x128xf32>
   return %y : tensor<?x128xf32>
 }
+
+// CHECK-LABEL: func @pipeline_stage
+// CHECK: %[[H:.*]] = xfmr.stage_receive %{{.*}} : tensor<1x?x64xf32>
+// CHECK: %[[L:.*]] = xfmr.stage_send %[[H]], %{{.*}} : tensor<1x?x64xf32> -> tensor<?x100xf32>
+// CHECK: xfmr.stage_broadcast %[[L]] : tensor<?x100xf32>
+func.func @pipeline_stage(%tokens: index, %rows: index) -> tensor<?x100xf32> {
+  %h = xfmr.stage_receive %tokens : tensor<1x?x64xf32>
+  %l = xfmr.stage_send %h, %rows : tensor<1x?x64xf32> -> tensor<?x100xf32>
+  %b = xfmr.stage_broadcast %l : tensor<?x100xf32>
+  return %b : tensor<?x100xf32>
+}
