@@ -13,6 +13,11 @@ int8 per block; xfmr's micro-kernel for 4 bits with blocks of a multiple of
 32 dividing K, the same rounding as onnxruntime's, so the block sums are
 exact integers on both sides).
 
+GPTQ's act-order (a g_idx input): random groupings of block rows each, with
+no or float zero points, 4 and 8 bits, at both accuracy levels (xfmr-raise
+sorts the rows by group and gathers A's columns alike); packed zero points
+with g_idx are refused with the reason (onnxruntime 1.32 ignores them).
+
 GatherBlockQuantized (onnxruntime-genai's 4-bit embedding table, shared with
 the lm_head's MatMulNBits): uint8 data of 2, 4 and 8 bits, block sizes 16 to
 128 (a partial last block too), no or packed zero points, data of rank 2 and
@@ -55,8 +60,21 @@ CASES = [
     (4, 128, 384, 9, "none", True, 3, 4),
 ]
 
+# GPTQ act-order (g_idx: row k's group is g_idx[k]; onnxruntime 1.32 reads
+# W[n, k] = (q[n, k] - zp[n, g_idx[k]]) * scale[n, g_idx[k]]): the case
+# tuple as above plus the g_idx form: "act" (a random grouping, block rows
+# each) or "identity" (k / block). xfmr-raise sorts the rows by group.
+ACT_CASES = [
+    (4, 32, 64, 48, "none", False, 3, 0, "act"),
+    (4, 32, 128, 40, "float", True, 2, 0, "act"),
+    (4, 64, 256, 37, "none", False, 3, 4, "act"),
+    (4, 32, 96, 70, "none", True, 3, 4, "act"),
+    (8, 32, 96, 32, "none", False, 3, 0, "act"),
+    (4, 32, 64, 16, "none", False, 2, 4, "identity"),
+]
 
-def build(bits, block, k, n, zp, bias, rank, level, seed):
+
+def build(bits, block, k, n, zp, bias, rank, level, seed, g_idx=None):
     rng = np.random.default_rng(seed)
     blocks = (k + block - 1) // block
     blob = block * bits // 8
@@ -74,10 +92,15 @@ def build(bits, block, k, n, zp, bias, rank, level, seed):
         z = rng.uniform(0, 2 ** bits - 1, size=(n * blocks,)).astype(np.float32)
         inits.append(helper.make_tensor("zp", TensorProto.FLOAT, z.shape, z))
         inputs.append("zp")
+    if g_idx:
+        rows = np.arange(k) if g_idx == "identity" else np.argsort(rng.permutation(k))
+        g = (rows // block).astype(np.int32)
+        inits.append(helper.make_tensor("g_idx", TensorProto.INT32, g.shape, g))
+        inputs += [""] * (4 - len(inputs)) + ["g_idx"]
     if bias:
         bv = rng.standard_normal(n).astype(np.float32)
         inits.append(helper.make_tensor("bias", TensorProto.FLOAT, bv.shape, bv))
-        inputs += [""] * (4 - len(inputs)) + ["", "bias"]
+        inputs += [""] * (5 - len(inputs)) + ["bias"]
     node = helper.make_node("MatMulNBits", inputs, ["Y"], domain="com.microsoft", K=k, N=n,
                             bits=bits, block_size=block, accuracy_level=level)
     a_shape = ["batch", "seq", k] if rank == 3 else ["rows", k]
@@ -132,16 +155,47 @@ def build_gbq(bits, block, shape, zp, ishape, itype, seed):
     return model, ids.astype(np.int64 if itype == TensorProto.INT64 else np.int32)
 
 
-def check(name, model, feeds, rel_tol, work, tools):
-    """Compiles and runs `model` on `feeds`; compares output Y with onnxruntime's.
-    Returns "pass", "fail" or "skip" and prints a line."""
+def sorted_equivalent(model, a):
+    """The act-order `model` with its rows sorted by group and no g_idx, and
+    `a` with its columns gathered alike: the product xfmr computes. At
+    accuracy_level 4 onnxruntime 1.32 ignores the level when g_idx is given
+    (f32 activations), so the int8-activation product is checked against
+    onnxruntime's level-4 kernel on this model instead."""
+    from onnx import numpy_helper
+    m = onnx.ModelProto()
+    m.CopyFrom(model)
+    inits = {t.name: t for t in m.graph.initializer}
+    node = m.graph.node[0]
+    attrs = {x.name: helper.get_attribute_value(x) for x in node.attribute}
+    bits, k = attrs["bits"], attrs["K"]
+    g = numpy_helper.to_array(inits["g_idx"])
+    perm = np.argsort(g, kind="stable")
+    b = numpy_helper.to_array(inits["B"])
+    n, blocks, blob = b.shape
+    flat = b.reshape(n, blocks * blob)
+    if bits == 4:
+        q = np.stack([flat & 0xF, flat >> 4], axis=-1).reshape(n, -1)[:, perm]
+        flat = (q[:, 0::2] | (q[:, 1::2] << 4)).astype(np.uint8)
+    else:
+        flat = flat[:, perm]
+    inits["B"].CopyFrom(numpy_helper.from_array(flat.reshape(n, blocks, blob), "B"))
+    node.input[4] = ""
+    m.graph.initializer.remove(inits["g_idx"])
+    return m, np.ascontiguousarray(a[..., perm])
+
+
+def check(name, model, feeds, rel_tol, work, tools, ref_model=None, ref_feeds=None):
+    """Compiles and runs `model` on `feeds`; compares output Y with onnxruntime's
+    (on `ref_model` and `ref_feeds` where given). Returns "pass", "fail" or
+    "skip" and prints a line."""
     compile_, run = tools
     path = os.path.join(work, name + ".onnx")
     onnx.save(model, path)
     so = ort.SessionOptions()
     so.intra_op_num_threads = 1
     try:
-        ref = ort.InferenceSession(path, so, providers=["CPUExecutionProvider"]).run(None, feeds)[0]
+        ref = ort.InferenceSession((ref_model or model).SerializeToString(), so,
+                                   providers=["CPUExecutionProvider"]).run(None, ref_feeds or feeds)[0]
     except Exception as e:  # a layout onnxruntime's CPU kernel does not run
         print("SKIP %s: onnxruntime: %s" % (name, str(e).splitlines()[0][-160:]))
         return "skip"
@@ -183,6 +237,26 @@ def main():
                                                    rank, level)
         model, a = build(*case, seed=i)
         results.append(check(name, model, {"A": a}, 1e-4, work, (compile_, run)))
+    for i, case in enumerate(ACT_CASES):
+        bits, block, k, n, zp, bias, rank, level, g_idx = case
+        name = "gidx_%s_b%d_bs%d_k%d_n%d_%s%s_r%d_acc%d" % (
+            g_idx, bits, block, k, n, zp, "_bias" if bias else "", rank, level)
+        model, a = build(*case[:-1], seed=50 + i, g_idx=g_idx)
+        ref_model, ref_a = sorted_equivalent(model, a) if level == 4 else (None, None)
+        results.append(check(name, model, {"A": a}, 1e-4, work, (compile_, run), ref_model,
+                             {"A": ref_a} if level == 4 else None))
+    # Packed zero points with g_idx: onnxruntime 1.32 reads 8 instead of
+    # them, so xfmr refuses the layout (and says why in --report).
+    model, _ = build(4, 32, 64, 16, "packed", False, 2, 0, seed=60, g_idx="act")
+    path = os.path.join(work, "gidx_packed_refused.onnx")
+    onnx.save(model, path)
+    r = subprocess.run([compile_, path, "--report", "-o", os.path.join(work, "refused.xfa")],
+                       capture_output=True, text=True)
+    why = "g_idx with uint8 zero points"
+    ok = r.returncode != 0 and why in r.stdout and "act-order" in r.stderr
+    print("%s gidx_packed_refused: %s" % ("PASS" if ok else "FAIL",
+                                          "refused: " + why if ok else (r.stdout + r.stderr)[-300:]))
+    results.append("pass" if ok else "fail")
     for i, case in enumerate(GBQ_CASES):
         bits, block, shape, zp, ishape, itype = case
         name = "gbq_b%d_bs%d_%s_%s_idx%s_%s" % (

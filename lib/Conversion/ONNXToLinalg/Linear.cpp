@@ -750,7 +750,8 @@ LogicalResult MatMulNBitsLowering::lower(Operation *op, StringRef,
   Value zeros = operands.size() > 3 && !isNone(operands[3]) ? operands[3] : Value();
   Value bias = operands.size() > 5 && !isNone(operands[5]) ? operands[5] : Value();
   if (operands.size() > 4 && !isNone(operands[4]))
-    return unsupported(op, "g_idx (act-order) is not supported");
+    return unsupported(op, "g_idx (act-order) that xfmr-raise could not sort into blocks "
+                           "(--report says why)");
   int64_t k = intAttr(op, "K", 0), n = intAttr(op, "N", 0);
   int64_t bits = intAttr(op, "bits", 4), bs = intAttr(op, "block_size", 0);
   // A's last dim may only be known at run time (after a Reshape with -1):

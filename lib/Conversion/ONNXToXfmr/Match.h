@@ -45,6 +45,9 @@ using Raiser = bool (*)(mlir::Operation *anchor, mlir::IRRewriter &rewriter,
                         RaiseLog &log);
 
 bool splitFusedProjection(mlir::Operation *, mlir::IRRewriter &, RaiseLog &);
+/// MatMulNBits with g_idx (GPTQ act-order) -> the same product over rows
+/// sorted by group, A's columns gathered alike (ActOrder.cpp).
+bool reorderActOrder(mlir::Operation *, mlir::IRRewriter &, RaiseLog &);
 bool raiseDequantizedProjection(mlir::Operation *, mlir::IRRewriter &, RaiseLog &);
 bool raiseEmbedding(mlir::Operation *, mlir::IRRewriter &, RaiseLog &);
 bool raiseLayerNorm(mlir::Operation *, mlir::IRRewriter &, RaiseLog &);

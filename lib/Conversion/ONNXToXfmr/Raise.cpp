@@ -121,6 +121,7 @@ struct RaiseONNXToXfmrPass : impl::RaiseONNXToXfmrPassBase<RaiseONNXToXfmrPass> 
       IRRewriter rewriter(&getContext());
       RaiseLog log;
       runRaiser<onnx::DropoutOp>(func, dropInferenceDropout, rewriter, log);
+      runRaiser<onnx::MsMatMulNBitsOp>(func, reorderActOrder, rewriter, log);
       runRaiser<onnx::MatMulOp>(func, raiseDequantizedProjection, rewriter, log);
       runRaiser<onnx::MatMulOp>(func, splitFusedProjection, rewriter, log);
       runRaiser<onnx::LayerNormalizationOp>(func, raiseLayerNorm, rewriter, log);
