@@ -10,6 +10,7 @@
 //
 // With -DXFMR_BENCH_OLD and an old copy of the kernel built with its
 // symbols prefixed old_ (see docs/quantization.md), both run alternately.
+// XFMR_BENCH_LEVEL=1 runs the AVX2 path (0 the scalar one).
 #include "runtime/ukernels/QuantizedMatmul.h"
 
 #include <stdio.h>
@@ -38,6 +39,24 @@ void old_xfmr_uk_pack_q4(const uint8_t *, const float *, const float *, int64_t,
 void old_xfmr_uk_matmul_q4q8(const int8_t *, const float *, const int32_t *, int64_t, int64_t,
                              int64_t, const uint8_t *, const float *, const float *, int64_t,
                              int64_t, float *, int64_t);
+void old_xfmr_uk_matmul_q4q8_at(int, const int8_t *, const float *, const int32_t *, int64_t,
+                                int64_t, int64_t, const uint8_t *, const float *, const float *,
+                                int64_t, int64_t, float *, int64_t);
+#endif
+
+/// XFMR_BENCH_LEVEL=1 (AVX2) or 0 (scalar): the kernels on that path.
+static int level = 2;
+static void newAt(const int8_t *aq, const float *sa, const int32_t *suma, int64_t rows, int64_t k,
+                  int64_t blk, const uint8_t *w, const float *sw, const float *zw, int64_t n0,
+                  int64_t n1, float *c, int64_t ldc) {
+  xfmr_uk_matmul_q4q8_at(level, aq, sa, suma, rows, k, blk, w, sw, zw, n0, n1, c, ldc);
+}
+#ifdef XFMR_BENCH_OLD
+static void oldAt(const int8_t *aq, const float *sa, const int32_t *suma, int64_t rows, int64_t k,
+                  int64_t blk, const uint8_t *w, const float *sw, const float *zw, int64_t n0,
+                  int64_t n1, float *c, int64_t ldc) {
+  old_xfmr_uk_matmul_q4q8_at(level, aq, sa, suma, rows, k, blk, w, sw, zw, n0, n1, c, ldc);
+}
 #endif
 
 static double now(void) {
@@ -125,6 +144,13 @@ int main(int argc, char **argv) {
       {"old", 4, old_xfmr_uk_packed_q4_bytes, old_xfmr_uk_pack_q4, old_xfmr_uk_matmul_q4q8},
 #endif
   };
+  if (getenv("XFMR_BENCH_LEVEL")) {
+    level = atoi(getenv("XFMR_BENCH_LEVEL"));
+    kernels[0].matmul = newAt;
+#ifdef XFMR_BENCH_OLD
+    kernels[1].matmul = oldAt;
+#endif
+  }
   int nk = 1;
 #ifdef XFMR_BENCH_OLD
   nk = 2;
