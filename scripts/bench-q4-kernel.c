@@ -5,6 +5,8 @@
 // products), blocks of 32 and 128, f32 zero points; "mem" rows read the
 // weights of 120 such matrices in turn (64+ MB, from memory, as decode).
 //
+// `bench-q4-kernel ROUNDS decode`: one decode token's products instead.
+//
 //   clang-22 -O3 -I. scripts/bench-q4-kernel.c runtime/ukernels/QuantizedMatmul.c \
 //     runtime/ukernels/QuantizeRows.c -lm -o /tmp/bench-q4 && /tmp/bench-q4
 //
@@ -137,6 +139,54 @@ static double run(const struct Kernel *kn, int64_t rows, int64_t n, int64_t k, i
   return best;
 }
 
+/// One decode token of SmolLM2-135M's int4-g32 products (30 layers of q, k,
+/// v, o, gate, up, down; 1 row, 80 MB of weights and scales from memory):
+/// ms per token, best of `rounds` (after one warm-up token).
+static double decodeToken(const struct Kernel *kn, int rows, int rounds) {
+  enum { kLayers = 30, kProducts = 7 };
+  const int64_t shapes[kProducts][2] = {{576, 576},  {576, 192},  {576, 192}, {576, 576},
+                                        {576, 1536}, {576, 1536}, {1536, 576}};
+  const int64_t blk = 32;
+  struct Weights ws[kLayers][kProducts];
+  for (int l = 0; l < kLayers; ++l)
+    for (int p = 0; p < kProducts; ++p)
+      pack(kn, shapes[p][1], shapes[p][0], blk, 100 * l + p, &ws[l][p]);
+  float *a = malloc(rows * 1536 * sizeof(float)), *c = malloc(rows * 1536 * sizeof(float));
+  for (int64_t i = 0; i < rows * 1536; ++i)
+    a[i] = (float)(rand() % 2000 - 1000) / 500.0f;
+  int8_t *aq = malloc(rows * 1536);
+  float *sa = malloc(rows * 48 * sizeof(float));
+  int32_t *suma = malloc(rows * 48 * sizeof(int32_t));
+  double best = 1e9;
+  for (int r = 0; r <= rounds; ++r) {
+    double t0 = now();
+    for (int l = 0; l < kLayers; ++l)
+      for (int p = 0; p < kProducts; ++p) {
+        int64_t k = shapes[p][0], n = shapes[p][1];
+        xfmr_uk_quantize_rows(a, rows, k, blk, aq, sa, suma);
+        for (int64_t n0 = 0; n0 < n; n0 += 64)
+          kn->matmul(aq, sa, suma, rows, k, blk, ws[l][p].w, ws[l][p].sw,
+                     getenv("XFMR_BENCH_NO_ZEROS") ? 0 : ws[l][p].zw, n0,
+                     n0 + 64 < n ? n0 + 64 : n, c, n);
+      }
+    double dt = now() - t0;
+    if (r > 0 && dt < best)
+      best = dt;
+  }
+  for (int l = 0; l < kLayers; ++l)
+    for (int p = 0; p < kProducts; ++p) {
+      free(ws[l][p].w);
+      free(ws[l][p].sw);
+      free(ws[l][p].zw);
+    }
+  free(a);
+  free(c);
+  free(aq);
+  free(sa);
+  free(suma);
+  return best * 1e3;
+}
+
 int main(int argc, char **argv) {
   struct Kernel kernels[2] = {
       {"new", XFMR_UK_Q4_COLUMNS, xfmr_uk_packed_q4_bytes, xfmr_uk_pack_q4, xfmr_uk_matmul_q4q8},
@@ -156,6 +206,13 @@ int main(int argc, char **argv) {
   nk = 2;
 #endif
   int rounds = argc > 1 ? atoi(argv[1]) : 5;
+  if (argc > 2 && !strcmp(argv[2], "decode")) {
+    for (int round = 0; round < 3; ++round)
+      for (int j = 0; j < nk; ++j)
+        printf("decode token (30 layers, 1 row, g32): %s %.3f ms\n", kernels[j].name,
+               decodeToken(&kernels[j], 1, rounds));
+    return 0;
+  }
   struct {
     int64_t rows, k, n, blk;
     int copies;

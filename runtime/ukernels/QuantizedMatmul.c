@@ -130,92 +130,105 @@ static void panelScalar(const int8_t *qa, const float *sa, const int32_t *suma, 
 
 #if defined(__x86_64__)
 /// Decode streams the weights from memory once: prefetched this far ahead
-/// (2 and 16 KB were slower, 4 KB alike), the scales and zeros as many
-/// blocks ahead (64 bytes each per 8 * blk weight bytes).
-enum { kPrefetchBytes = 8192 };
+/// (2, 4 and 8 KB alike, 16 KB slower). The scales and zeros (64 bytes
+/// each per 8 * blk weight bytes) are left to the hardware prefetcher:
+/// prefetching them too made a decode token's products 7-10% slower
+/// (scripts/bench-q4-kernel.c ROUNDS decode), perhaps the L1's miss
+/// buffers taken by prefetches.
+enum { kPrefetchBytes = 4096 };
 
 /// An int32 at any address (four activations).
 typedef int32_t __attribute__((aligned(1), may_alias)) UnalignedQuad;
 
 enum { kAVX2Rows = 4 };
 
-/// R rows of one half panel (8 columns, bytes [32h, 32h + 32) of each line)
-/// with AVX2: per line the low and high nibbles (unpacked once for the R
-/// rows) times the row's two quads with vpmaddubsw (int16 pair sums of at
+/// R rows of H half panels (8 columns each, bytes [32h, 32h + 32) of each
+/// line) with AVX2: per line the low and high nibbles (unpacked once for the
+/// R rows) times the row's two quads with vpmaddubsw (int16 pair sums of at
 /// most 2 * 15 * 127), added in int16 over a 32-value chunk (8 products,
 /// at most 30480), then vpmaddwd to the eight columns' int32 sums: the same
-/// integers as the VNNI lanes, and the same float epilogue.
+/// integers as the VNNI lanes, and the same float epilogue. Decode (one
+/// row) takes both halves in one pass over the lines, more rows one half
+/// at a time (16 registers).
 __attribute__((target("avx2,fma"), always_inline)) static inline void
-halfAVX2(const int R, const int8_t *qa, int64_t lda, const float *sa, const int32_t *suma,
-         int64_t ldsa, int64_t blocks, int64_t blk, const uint8_t *w, const float *sw,
-         const float *zw, float *out, int64_t ldo) {
+halvesAVX2(const int R, const int H, const int8_t *qa, int64_t lda, const float *sa,
+           const int32_t *suma, int64_t ldsa, int64_t blocks, int64_t blk, const uint8_t *w,
+           const float *sw, const float *zw, float *out, int64_t ldo) {
   int64_t lines = blk / kOct;
   const __m256i low = _mm256_set1_epi8(0x0F), ones = _mm256_set1_epi16(1);
-  __m256 acc[kAVX2Rows];
+  __m256 acc[kAVX2Rows][2];
   for (int r = 0; r < R; ++r)
-    acc[r] = _mm256_setzero_ps();
+    for (int h = 0; h < H; ++h)
+      acc[r][h] = _mm256_setzero_ps();
   for (int64_t b = 0; b < blocks; ++b) {
-    __m256i dot[kAVX2Rows];
+    __m256i dot[kAVX2Rows][2];
     for (int r = 0; r < R; ++r)
-      dot[r] = zw ? _mm256_setzero_si256() : _mm256_set1_epi32(-8 * suma[r * ldsa + b]);
+      for (int h = 0; h < H; ++h)
+        dot[r][h] = zw ? _mm256_setzero_si256() : _mm256_set1_epi32(-8 * suma[r * ldsa + b]);
     const uint8_t *line = w + b * lines * kLine;
     const int8_t *x = qa + b * blk;
     for (int64_t o = 0; o < lines; o += 4) { // one 32-value chunk
-      __m256i part[kAVX2Rows];
+      __m256i part[kAVX2Rows][2];
       for (int r = 0; r < R; ++r)
-        part[r] = _mm256_setzero_si256();
+        for (int h = 0; h < H; ++h)
+          part[r][h] = _mm256_setzero_si256();
       for (int u = 0; u < 4; ++u) {
         const uint8_t *y = line + (o + u) * kLine;
         if (R <= 2)
           _mm_prefetch((const char *)y + kPrefetchBytes, _MM_HINT_T0);
-        __m256i v = _mm256_loadu_si256((const __m256i *)y);
-        __m256i lo = _mm256_and_si256(v, low);
-        __m256i hi = _mm256_and_si256(_mm256_srli_epi16(v, 4), low);
-        for (int r = 0; r < R; ++r) {
-          const int8_t *xr = x + r * lda + (o + u) * kOct;
-          __m256i xl = _mm256_set1_epi32(*(const UnalignedQuad *)xr);
-          __m256i xh = _mm256_set1_epi32(*(const UnalignedQuad *)(xr + 4));
-          part[r] = _mm256_add_epi16(part[r], _mm256_maddubs_epi16(lo, xl));
-          part[r] = _mm256_add_epi16(part[r], _mm256_maddubs_epi16(hi, xh));
+        for (int h = 0; h < H; ++h) {
+          __m256i v = _mm256_loadu_si256((const __m256i *)(y + 32 * h));
+          __m256i lo = _mm256_and_si256(v, low);
+          __m256i hi = _mm256_and_si256(_mm256_srli_epi16(v, 4), low);
+          for (int r = 0; r < R; ++r) {
+            const int8_t *xr = x + r * lda + (o + u) * kOct;
+            __m256i xl = _mm256_set1_epi32(*(const UnalignedQuad *)xr);
+            __m256i xh = _mm256_set1_epi32(*(const UnalignedQuad *)(xr + 4));
+            part[r][h] = _mm256_add_epi16(part[r][h], _mm256_maddubs_epi16(lo, xl));
+            part[r][h] = _mm256_add_epi16(part[r][h], _mm256_maddubs_epi16(hi, xh));
+          }
         }
       }
       for (int r = 0; r < R; ++r)
-        dot[r] = _mm256_add_epi32(dot[r], _mm256_madd_epi16(part[r], ones));
+        for (int h = 0; h < H; ++h)
+          dot[r][h] = _mm256_add_epi32(dot[r][h], _mm256_madd_epi16(part[r][h], ones));
     }
-    __m256 s = _mm256_loadu_ps(sw + b * kPanel);
-    __m256 sz = zw ? _mm256_loadu_ps(zw + b * kPanel) : s;
-    if (R <= 2) {
-      _mm_prefetch((const char *)(sw + b * kPanel) + kPrefetchBytes * 8 / blk, _MM_HINT_T0);
-      if (zw)
-        _mm_prefetch((const char *)(zw + b * kPanel) + kPrefetchBytes * 8 / blk, _MM_HINT_T0);
-    }
-    for (int r = 0; r < R; ++r) {
-      float a = sa[r * ldsa + b];
-      __m256 d = _mm256_mul_ps(s, _mm256_set1_ps(a));
-      acc[r] = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(dot[r]), acc[r]);
-      if (zw)
-        acc[r] = _mm256_fnmadd_ps(_mm256_set1_ps(a * (float)suma[r * ldsa + b]), sz, acc[r]);
+    for (int h = 0; h < H; ++h) {
+      __m256 s = _mm256_loadu_ps(sw + b * kPanel + 8 * h);
+      __m256 sz = zw ? _mm256_loadu_ps(zw + b * kPanel + 8 * h) : s;
+      for (int r = 0; r < R; ++r) {
+        float a = sa[r * ldsa + b];
+        __m256 d = _mm256_mul_ps(s, _mm256_set1_ps(a));
+        acc[r][h] = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(dot[r][h]), acc[r][h]);
+        if (zw)
+          acc[r][h] =
+              _mm256_fnmadd_ps(_mm256_set1_ps(a * (float)suma[r * ldsa + b]), sz, acc[r][h]);
+      }
     }
   }
   for (int r = 0; r < R; ++r)
-    _mm256_storeu_ps(out + r * ldo, acc[r]);
+    for (int h = 0; h < H; ++h)
+      _mm256_storeu_ps(out + r * ldo + 8 * h, acc[r][h]);
 }
 
-typedef void (*HalfFn)(const int8_t *, int64_t, const float *, const int32_t *, int64_t, int64_t,
-                       int64_t, const uint8_t *, const float *, const float *, float *, int64_t);
-#define XFMR_Q4_HALF(R)                                                                            \
-  __attribute__((target("avx2,fma"))) static void halfAVX2_##R(                                    \
+typedef void (*HalvesFn)(const int8_t *, int64_t, const float *, const int32_t *, int64_t,
+                         int64_t, int64_t, const uint8_t *, const float *, const float *, float *,
+                         int64_t);
+#define XFMR_Q4_HALVES(R, H)                                                                       \
+  __attribute__((target("avx2,fma"))) static void halvesAVX2_##R##_##H(                            \
       const int8_t *qa, int64_t lda, const float *sa, const int32_t *suma, int64_t ldsa,           \
       int64_t blocks, int64_t blk, const uint8_t *w, const float *sw, const float *zw, float *out, \
       int64_t ldo) {                                                                               \
-    halfAVX2(R, qa, lda, sa, suma, ldsa, blocks, blk, w, sw, zw, out, ldo);                        \
+    halvesAVX2(R, H, qa, lda, sa, suma, ldsa, blocks, blk, w, sw, zw, out, ldo);                   \
   }
-XFMR_Q4_HALF(1)
-XFMR_Q4_HALF(2)
-XFMR_Q4_HALF(3)
-XFMR_Q4_HALF(4)
-#undef XFMR_Q4_HALF
-static const HalfFn kHalvesAVX2[kAVX2Rows] = {halfAVX2_1, halfAVX2_2, halfAVX2_3, halfAVX2_4};
+XFMR_Q4_HALVES(1, 2)
+XFMR_Q4_HALVES(2, 1)
+XFMR_Q4_HALVES(3, 1)
+XFMR_Q4_HALVES(4, 1)
+#undef XFMR_Q4_HALVES
+/// Per row count: the function and the half panels it takes.
+static const HalvesFn kHalvesAVX2[kAVX2Rows] = {halvesAVX2_1_2, halvesAVX2_2_1, halvesAVX2_3_1,
+                                                halvesAVX2_4_1};
 
 #define XFMR_VNNI "avx2,fma,avx512f,avx512bw,avx512vl,avx512vnni"
 
@@ -240,17 +253,22 @@ tileVNNI(const int R, const int P, const int8_t *qa, int64_t lda, const float *s
          int64_t panelBytes, const float *sw, const float *zw, int64_t panelMeta, float *out,
          int64_t ldo) {
   int64_t lines = blk / kOct;
+  const int decode = R <= kDecodeRows && P == 1;
   const __m512i low = _mm512_set1_epi8(0x0F);
   __m512 facc[kMaxRows][kMaxPanels];
   for (int r = 0; r < R; ++r)
     for (int p = 0; p < P; ++p)
       facc[r][p] = _mm512_setzero_ps();
   for (int64_t b = 0; b < blocks; ++b) {
-    __m512i acc[kMaxRows][kMaxPanels];
+    // Decode tiles sum each block's low and high nibbles in two chains of
+    // vpdpbusd (their latency, not the memory, bounded one chain).
+    __m512i acc[kMaxRows][kMaxPanels], accHi[kDecodeRows];
     for (int r = 0; r < R; ++r) {
       __m512i init = zw ? _mm512_setzero_si512() : _mm512_set1_epi32(-8 * suma[r * ldsa + b]);
       for (int p = 0; p < P; ++p)
         acc[r][p] = init;
+      if (decode)
+        accHi[r] = _mm512_setzero_si512();
     }
     const uint8_t *line = w + b * lines * kLine;
     const int8_t *x = qa + b * blk;
@@ -269,15 +287,15 @@ tileVNNI(const int R, const int P, const int8_t *qa, int64_t lda, const float *s
         __m512i xh = _mm512_set1_epi32(*(const UnalignedQuad *)(x + r * lda + 4));
         for (int p = 0; p < P; ++p) {
           acc[r][p] = _mm512_dpbusd_epi32(acc[r][p], lo[p], xl);
-          acc[r][p] = _mm512_dpbusd_epi32(acc[r][p], hi[p], xh);
+          if (decode)
+            accHi[r] = _mm512_dpbusd_epi32(accHi[r], hi[p], xh);
+          else
+            acc[r][p] = _mm512_dpbusd_epi32(acc[r][p], hi[p], xh);
         }
       }
     }
-    if (R <= kDecodeRows) {
-      _mm_prefetch((const char *)(sw + b * kPanel) + kPrefetchBytes * 8 / blk, _MM_HINT_T0);
-      if (zw)
-        _mm_prefetch((const char *)(zw + b * kPanel) + kPrefetchBytes * 8 / blk, _MM_HINT_T0);
-    }
+    for (int r = 0; r < R && decode; ++r)
+      acc[r][0] = _mm512_add_epi32(acc[r][0], accHi[r]);
     for (int r = 0; r < R; ++r) {
       float a = sa[r * ldsa + b];
       __m512 ab = _mm512_set1_ps(a);
@@ -382,9 +400,10 @@ void xfmr_uk_matmul_q4q8_at(int level, const int8_t *aq, const float *sa, const 
       int R = 1;
 #if defined(__x86_64__)
       if (level == 1) {
-        // Up to four rows share each unpacked line, a half panel at a time.
+        // Up to four rows share each unpacked line, a half panel at a time
+        // (one row: the whole panel in one pass).
         R = rows - m < kAVX2Rows ? (int)(rows - m) : kAVX2Rows;
-        for (int h = 0; h < 2; ++h)
+        for (int h = 0; h < (R == 1 ? 1 : 2); ++h)
           kHalvesAVX2[R - 1](aq + m * k, k, sa + m * blocks, suma + m * blocks, blocks, blocks,
                              blk, wp + h * 32, sp + h * 8, zp ? zp + h * 8 : 0, out + h * 8,
                              kPanel);
