@@ -25,8 +25,9 @@ extern "C" {
 void xfmr_uk_quantize_rows(const float *a, int64_t rows, int64_t k, int64_t blk, int8_t *aq,
                            float *scale, int32_t *sum);
 
-/// Columns per packed group; N is rounded up to a multiple.
-enum { XFMR_UK_Q4_COLUMNS = 4 };
+/// Columns per panel of the 4-bit kernel (16 columns x 8 k per 64-byte
+/// line, two VNNI operands); N is rounded up to a multiple.
+enum { XFMR_UK_Q4_COLUMNS = 16 };
 
 int64_t xfmr_uk_packed_q4_bytes(int64_t n, int64_t k);
 void xfmr_uk_pack_q4(const uint8_t *src, const float *scales, const float *zeros, int64_t n,

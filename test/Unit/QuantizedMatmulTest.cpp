@@ -8,8 +8,8 @@
 // sums, zero points, partial column groups (and for 8 bits blocks that are
 // not whole 32-value chunks, a block longer than K, and the extreme products
 // vpmaddubsw could saturate on), and results that do not depend on the batch
-// or on the column tiling, on every path the CPU has (4 bits: scalar, AVX2
-// and AVX512-VNNI, the last two the same bits).
+// or on the column tiling, on every path the CPU has (scalar, AVX2 and
+// AVX512-VNNI: the same bits).
 //
 //===----------------------------------------------------------------------===//
 
@@ -62,16 +62,18 @@ struct Packed {
 
 class QuantizedMatmul {
 public:
-  explicit QuantizedMatmul(const Problem &p) : p(p), blocks(p.k / p.blk) {
+  /// Random nibbles, scales and activations; `extreme`: nibbles 15 only and
+  /// activations at +max (AVX2's int16 sums at their largest).
+  explicit QuantizedMatmul(const Problem &p, bool extreme = false) : p(p), blocks(p.k / p.blk) {
     std::mt19937 rng(static_cast<uint32_t>(p.k * 131 + p.n * 7 + p.rows));
     std::uniform_int_distribution<int> byte(0, 255), nib(0, 15);
     std::uniform_real_distribution<float> val(-2.0f, 2.0f), scale(0.001f, 0.1f);
     a.resize(p.rows * p.k);
     for (float &x : a)
-      x = val(rng);
+      x = extreme ? 2.0f : val(rng);
     src.resize(p.n * p.k / 2);
     for (uint8_t &b : src)
-      b = static_cast<uint8_t>(byte(rng));
+      b = static_cast<uint8_t>(extreme ? 0xFF : byte(rng));
     scales.resize(p.n * blocks);
     for (float &s : scales)
       s = scale(rng);
@@ -166,7 +168,7 @@ TEST(QuantizedMatmul, QuantizesLikeMLAS) {
 }
 
 /// The 4-bit paths (as far as this CPU has them: scalar, AVX2 and
-/// AVX512-VNNI, whose row tiles of up to 4 rows x 8 columns meet partial
+/// AVX512-VNNI, whose row tiles of up to 6 rows x 32 columns meet partial
 /// tiles in both directions here).
 constexpr int kLevels[] = {0, 1, 2};
 
@@ -174,7 +176,8 @@ TEST(QuantizedMatmul, MatchesIntegerReference) {
   for (Problem p : {Problem{64, 48, 32, 1, false}, Problem{96, 70, 32, 3, true},
                     Problem{256, 37, 64, 2, true}, Problem{384, 9, 128, 5, false},
                     Problem{1024, 130, 32, 1, true}, Problem{576, 83, 32, 11, true},
-                    Problem{192, 64, 64, 4, false}, Problem{128, 20, 32, 9, false}})
+                    Problem{192, 64, 64, 4, false}, Problem{128, 20, 32, 9, false},
+                    Problem{576, 50, 32, 14, true}, Problem{1536, 33, 128, 7, true}})
     for (int level : kLevels) {
       QuantizedMatmul q(p);
       std::vector<float> c(p.rows * p.n, NAN);
@@ -216,31 +219,65 @@ void expectIndependentOfBatchAndTiling(const K &q, int level = 2, int64_t step =
       << "level " << level << " step " << step;
 }
 
-TEST(QuantizedMatmul, AVX2AndVNNIGiveTheSameBits) {
-  // The same lane sums and float epilogue (as far as this CPU has them;
-  // on an AVX2-only CPU both runs take AVX2): 1-11 rows, zero points,
-  // blocks of one and four chunks.
+TEST(QuantizedMatmul, PathsGiveTheSameBits) {
+  // Scalar, AVX2 and AVX512-VNNI (as far as this CPU has them): the same
+  // integer block sums and the same float epilogue, so the same bits; 1-25
+  // rows (decode tiles, the 6-row prefill tiles and partial ones), zero
+  // points or none, blocks of one and four 32-value chunks, a last partial
+  // panel and columns taken from inside panels.
   for (Problem p : {Problem{576, 83, 32, 11, true}, Problem{384, 64, 128, 9, false},
-                    Problem{96, 70, 32, 1, true}, Problem{256, 37, 64, 2, false}}) {
+                    Problem{96, 70, 32, 1, true}, Problem{256, 37, 64, 2, false},
+                    Problem{576, 48, 32, 25, false}, Problem{1536, 40, 128, 13, true},
+                    Problem{64, 16, 32, 4, true}}) {
     QuantizedMatmul q(p);
-    std::vector<float> avx2(p.rows * p.n), best(p.rows * p.n);
+    std::vector<float> scalar(p.rows * p.n), avx2(p.rows * p.n), best(p.rows * p.n);
+    q.run(0, p.rows, 0, p.n, scalar, 0);
     q.run(0, p.rows, 0, p.n, avx2, 1);
     q.run(0, p.rows, 0, p.n, best, 2);
-    EXPECT_EQ(0, std::memcmp(avx2.data(), best.data(), avx2.size() * sizeof(float)))
+    EXPECT_EQ(0, std::memcmp(scalar.data(), avx2.data(), avx2.size() * sizeof(float)))
         << "k " << p.k << " n " << p.n << " rows " << p.rows;
+    EXPECT_EQ(0, std::memcmp(scalar.data(), best.data(), avx2.size() * sizeof(float)))
+        << "k " << p.k << " n " << p.n << " rows " << p.rows;
+    // A call for columns [n0, n1) inside panels leaves the others alone.
+    std::vector<float> some(p.rows * p.n, -1.0f);
+    int64_t n0 = std::min<int64_t>(5, p.n - 1), n1 = std::max<int64_t>(n0 + 1, p.n - 3);
+    q.run(0, p.rows, n0, n1, some, 2);
+    for (int64_t m = 0; m < p.rows; ++m)
+      for (int64_t n = 0; n < p.n; ++n)
+        EXPECT_EQ(some[m * p.n + n], n >= n0 && n < n1 ? best[m * p.n + n] : -1.0f)
+            << "(" << m << ", " << n << ")";
   }
 }
 
+TEST(QuantizedMatmul, ExtremeProductsDoNotSaturate) {
+  // 15 x 127 in every product: AVX2's int16 sums of a 32-value chunk reach
+  // 8 x 3810 = 30480; every path still the exact integers.
+  for (Problem p : {Problem{256, 20, 32, 3, false}, Problem{512, 16, 128, 7, true}})
+    for (int level : kLevels) {
+      QuantizedMatmul q(p, /*extreme=*/true);
+      std::vector<float> c(p.rows * p.n, NAN);
+      q.run(0, p.rows, 0, p.n, c, level);
+      for (int64_t m = 0; m < p.rows; ++m)
+        for (int64_t n = 0; n < p.n; ++n) {
+          double want = q.reference(m, n);
+          EXPECT_NEAR(c[m * p.n + n], want, 1e-5 * std::max(1.0, std::fabs(want)))
+              << "level " << level << " at (" << m << ", " << n << ")";
+        }
+    }
+}
+
 TEST(QuantizedMatmul, IndependentOfBatchAndTiling) {
-  // Every path: whole and partial row tiles (4 rows on AVX2 and
-  // AVX512-VNNI), column tiles of 16, 12 and 20 (VNNI tiles of one and two
-  // groups starting at any group) and a last partial group.
+  // Every path: whole and partial row tiles (6 rows on AVX512-VNNI, 4 on
+  // AVX2, 1-4 rows decode), column tiles of 16, 12, 20 and 40 (calls that
+  // start and end inside a 16-column panel, tiles of one and two panels)
+  // and a last partial panel.
   for (Problem p : {Problem{256, 70, 64, 5, true}, Problem{576, 83, 32, 11, true},
-                    Problem{384, 64, 128, 9, false}})
+                    Problem{384, 64, 128, 9, false}, Problem{576, 100, 32, 20, false}})
     for (int level : kLevels) {
       QuantizedMatmul q(p);
       expectIndependentOfBatchAndTiling(q, level, 12);
       expectIndependentOfBatchAndTiling(q, level, 20);
+      expectIndependentOfBatchAndTiling(q, level, 40);
     }
 }
 

@@ -3,7 +3,7 @@
 // com.microsoft MatMulNBits at accuracy_level 4 (onnxruntime-genai's int4
 // for the CPU): A is quantized to int8 per block and the product runs in the
 // micro-kernel (runtime/ukernels/QuantizedMatmul.c) on weights repacked at
-// compile time into 4-column groups (N = 6 -> 8 columns: 128 bytes, 8
+// compile time into 16-column panels (N = 6 -> 16 columns: 256 bytes, 16
 // scales), one call per 64 columns in a loop xfmr-parallelize-loops may
 // split across threads.
 // CHECK-LABEL: func.func @nbits_int8_activations(
@@ -21,9 +21,9 @@
 // CHECK: } {{[{]}}xfmr.independent_iterations}
 // CHECK: } else {
 // CHECK:   func.call @xfmr_uk_quantize_rows(
-// CHECK: %[[W:.*]] = arith.constant dense_resource<xfmr_q4_weights{{[_0-9]*}}> : tensor<128xi8>
+// CHECK: %[[W:.*]] = arith.constant dense_resource<xfmr_q4_weights{{[_0-9]*}}> : tensor<256xi8>
 // CHECK: bufferization.to_buffer %[[W]] read_only
-// CHECK: %[[S:.*]] = arith.constant dense_resource<xfmr_q4_scales{{[_0-9]*}}> : tensor<8xf32>
+// CHECK: %[[S:.*]] = arith.constant dense_resource<xfmr_q4_scales{{[_0-9]*}}> : tensor<16xf32>
 // CHECK: bufferization.to_buffer %[[S]] read_only
 // CHECK: %[[OUT:.*]] = memref.alloc(%{{.*}}, %{{.*}}) : memref<?x?x6xf32>
 // CHECK: scf.for
