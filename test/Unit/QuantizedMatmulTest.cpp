@@ -172,24 +172,28 @@ TEST(QuantizedMatmul, QuantizesLikeMLAS) {
 /// tiles in both directions here).
 constexpr int kLevels[] = {0, 1, 2};
 
+/// Every output of one call over all rows and columns on path `level` is
+/// the integer reference within 1e-5 (relative above 1).
+void expectIntegerReference(const QuantizedMatmul &q, const Problem &p, int level) {
+  std::vector<float> c(p.rows * p.n, NAN);
+  q.run(0, p.rows, 0, p.n, c, level);
+  for (int64_t m = 0; m < p.rows; ++m)
+    for (int64_t n = 0; n < p.n; ++n) {
+      double want = q.reference(m, n);
+      EXPECT_NEAR(c[m * p.n + n], want, 1e-5 * std::max(1.0, std::fabs(want)))
+          << "level " << level << " k " << p.k << " n " << p.n << " blk " << p.blk << " at ("
+          << m << ", " << n << ")";
+    }
+}
+
 TEST(QuantizedMatmul, MatchesIntegerReference) {
   for (Problem p : {Problem{64, 48, 32, 1, false}, Problem{96, 70, 32, 3, true},
                     Problem{256, 37, 64, 2, true}, Problem{384, 9, 128, 5, false},
                     Problem{1024, 130, 32, 1, true}, Problem{576, 83, 32, 11, true},
                     Problem{192, 64, 64, 4, false}, Problem{128, 20, 32, 9, false},
                     Problem{576, 50, 32, 14, true}, Problem{1536, 33, 128, 7, true}})
-    for (int level : kLevels) {
-      QuantizedMatmul q(p);
-      std::vector<float> c(p.rows * p.n, NAN);
-      q.run(0, p.rows, 0, p.n, c, level);
-      for (int64_t m = 0; m < p.rows; ++m)
-        for (int64_t n = 0; n < p.n; ++n) {
-          double want = q.reference(m, n);
-          EXPECT_NEAR(c[m * p.n + n], want, 1e-5 * std::max(1.0, std::fabs(want)))
-              << "level " << level << " k " << p.k << " n " << p.n << " blk " << p.blk
-              << " at (" << m << ", " << n << ")";
-        }
-    }
+    for (int level : kLevels)
+      expectIntegerReference(QuantizedMatmul(p), p, level);
 }
 
 /// All rows at once, each row alone, and in column tiles of 16: the same
@@ -253,17 +257,8 @@ TEST(QuantizedMatmul, ExtremeProductsDoNotSaturate) {
   // 15 x 127 in every product: AVX2's int16 sums of a 32-value chunk reach
   // 8 x 3810 = 30480; every path still the exact integers.
   for (Problem p : {Problem{256, 20, 32, 3, false}, Problem{512, 16, 128, 7, true}})
-    for (int level : kLevels) {
-      QuantizedMatmul q(p, /*extreme=*/true);
-      std::vector<float> c(p.rows * p.n, NAN);
-      q.run(0, p.rows, 0, p.n, c, level);
-      for (int64_t m = 0; m < p.rows; ++m)
-        for (int64_t n = 0; n < p.n; ++n) {
-          double want = q.reference(m, n);
-          EXPECT_NEAR(c[m * p.n + n], want, 1e-5 * std::max(1.0, std::fabs(want)))
-              << "level " << level << " at (" << m << ", " << n << ")";
-        }
-    }
+    for (int level : kLevels)
+      expectIntegerReference(QuantizedMatmul(p, /*extreme=*/true), p, level);
 }
 
 TEST(QuantizedMatmul, IndependentOfBatchAndTiling) {

@@ -104,23 +104,13 @@ void assertSameLayout(OpBuilder &b, Location loc, Value seqlens, Value past, Val
 /// time to equal it and cast to the static type.
 Value withHeadDims(OpBuilder &b, Location loc, Value past, int64_t kvHeads, int64_t d,
                    const std::string &where) {
-  auto type = cast<RankedTensorType>(past.getType());
-  SmallVector<int64_t> shape(type.getShape());
-  bool cast = false;
-  for (auto [axis, want] : {std::pair<int64_t, int64_t>{1, kvHeads}, {3, d}}) {
-    if (!ShapedType::isDynamic(shape[axis]))
-      continue;
-    Value got = tensor::DimOp::create(b, loc, past, axis);
-    Value ok = arith::CmpIOp::create(b, loc, arith::CmpIPredicate::eq, got,
-                                     arith::ConstantIndexOp::create(b, loc, want));
-    cf::AssertOp::create(b, loc, ok,
-                         where + ": past " + (axis == 1 ? "K/V heads" : "head size") +
-                             " must be " + std::to_string(want) + " (from the query and " +
-                             "num_heads/kv_num_heads)");
-    shape[axis] = want;
-    cast = true;
-  }
-  return cast ? tensor::CastOp::create(b, loc, type.clone(shape), past).getResult() : past;
+  SmallVector<int64_t> shape(cast<RankedTensorType>(past.getType()).getShape());
+  shape[1] = kvHeads;
+  shape[3] = d;
+  return withStaticDims(b, loc, past, shape, [&](int64_t axis, int64_t want) {
+    return where + ": past " + (axis == 1 ? "K/V heads" : "head size") + " must be " +
+           std::to_string(want) + " (from the query and num_heads/kv_num_heads)";
+  });
 }
 
 /// Whether the static dimension `dim` of `v` is known and differs from `want`.

@@ -213,27 +213,29 @@ std::optional<int64_t> splitDim(Value v, int64_t i) {
 }
 
 Value withStaticDims(OpBuilder &b, Location loc, Value v, ArrayRef<int64_t> shape,
-                     const std::string &what) {
+                     function_ref<std::string(int64_t, int64_t)> message) {
   auto type = cast<RankedTensorType>(v.getType());
-  bool narrower = false;
+  SmallVector<int64_t> refined(type.getShape());
   for (auto [axis, want] : llvm::enumerate(shape)) {
     if (!type.isDynamicDim(axis) || ShapedType::isDynamic(want))
       continue;
     Value got = tensor::DimOp::create(b, loc, v, axis);
     Value ok = arith::CmpIOp::create(b, loc, arith::CmpIPredicate::eq, got,
                                      arith::ConstantIndexOp::create(b, loc, want));
-    cf::AssertOp::create(b, loc, ok,
-                         what + ": dim " + std::to_string(axis) + " must be " +
-                             std::to_string(want) + " (derived at compile time)");
-    narrower = true;
+    cf::AssertOp::create(b, loc, ok, message(axis, want));
+    refined[axis] = want;
   }
-  if (!narrower)
+  if (refined == type.getShape())
     return v;
-  SmallVector<int64_t> refined(type.getShape());
-  for (auto [axis, want] : llvm::enumerate(shape))
-    if (type.isDynamicDim(axis))
-      refined[axis] = want;
   return tensor::CastOp::create(b, loc, type.clone(refined), v);
+}
+
+Value withStaticDims(OpBuilder &b, Location loc, Value v, ArrayRef<int64_t> shape,
+                     const std::string &what) {
+  return withStaticDims(b, loc, v, shape, [&](int64_t axis, int64_t want) {
+    return what + ": dim " + std::to_string(axis) + " must be " + std::to_string(want) +
+           " (derived at compile time)";
+  });
 }
 
 SmallVector<int64_t> splitShape(Value v, ArrayRef<int64_t> dims) {

@@ -161,6 +161,10 @@ std::optional<int64_t> splitDim(mlir::Value v, int64_t i);
 /// (cf.assert naming `what` and the dim) and cast to `shape`.
 mlir::Value withStaticDims(mlir::OpBuilder &b, mlir::Location loc, mlir::Value v,
                            llvm::ArrayRef<int64_t> shape, const std::string &what);
+/// The same with each assertion's message from `message(axis, want)`.
+mlir::Value withStaticDims(mlir::OpBuilder &b, mlir::Location loc, mlir::Value v,
+                           llvm::ArrayRef<int64_t> shape,
+                           llvm::function_ref<std::string(int64_t, int64_t)> message);
 /// The shape of `v` with its dynamic dims among `dims` replaced by their
 /// splitDim values where there is one.
 llvm::SmallVector<int64_t> splitShape(mlir::Value v, llvm::ArrayRef<int64_t> dims);
