@@ -58,6 +58,9 @@ CASES = [
     (4, 32, 96, 70, "packed", True, 3, 4),
     (4, 64, 256, 37, "packed", False, 2, 4),
     (4, 128, 384, 9, "none", True, 3, 4),
+    # int8 activations, K not a whole number of blocks (the last one padded)
+    (4, 128, 576, 40, "packed", False, 3, 4),
+    (4, 32, 80, 20, "none", True, 2, 4),
 ]
 
 # GPTQ act-order (g_idx: row k's group is g_idx[k]; onnxruntime 1.32 reads

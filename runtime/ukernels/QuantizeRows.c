@@ -19,6 +19,7 @@
 
 #include <math.h>
 #include <stdint.h>
+#include <string.h>
 
 #if defined(__x86_64__)
 #include <immintrin.h>
@@ -76,14 +77,19 @@ blockAVX512(const float *x, int64_t blk, int8_t *q, float *scale, int32_t *sum) 
 
 void xfmr_uk_quantize_rows(const float *a, int64_t rows, int64_t k, int64_t blk, int8_t *aq,
                            float *scale, int32_t *sum) {
-  int64_t blocks = k / blk;
+  int64_t blocks = (k + blk - 1) / blk, kp = blocks * blk;
   void (*block)(const float *, int64_t, int8_t *, float *, int32_t *) = blockScalar;
 #if defined(__x86_64__)
   if (xfmr_uk_has_avx512())
     block = blockAVX512;
 #endif
   for (int64_t r = 0; r < rows; ++r)
-    for (int64_t b = 0; b < blocks; ++b)
-      block(a + r * k + b * blk, blk, aq + r * k + b * blk, scale + r * blocks + b,
-            sum + r * blocks + b);
+    for (int64_t b = 0; b < blocks; ++b) {
+      // The last block may be partial: its missing values are zeros, which
+      // change neither the block's maximum nor its sum.
+      int64_t count = k - b * blk < blk ? k - b * blk : blk;
+      int8_t *q = aq + r * kp + b * blk;
+      block(a + r * k + b * blk, count, q, scale + r * blocks + b, sum + r * blocks + b);
+      memset(q + count, 0, (size_t)(blk - count));
+    }
 }

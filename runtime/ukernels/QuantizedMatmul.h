@@ -20,8 +20,9 @@ extern "C" {
 #endif
 
 /// Rows [rows, K] of f32 activations quantized to int8 per block of `blk`
-/// (k a multiple) as onnxruntime's MLAS does: q [rows, K], scale and sum
-/// [rows, K / blk] (QuantizeRows.c).
+/// as onnxruntime's MLAS does: q [rows, Kp], scale and sum [rows, Kp / blk]
+/// with Kp = K rounded up to a whole block, the last block's missing values
+/// 0 (QuantizeRows.c); the kernels then take Kp as their K.
 void xfmr_uk_quantize_rows(const float *a, int64_t rows, int64_t k, int64_t blk, int8_t *aq,
                            float *scale, int32_t *sum);
 

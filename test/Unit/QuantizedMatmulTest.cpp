@@ -29,20 +29,23 @@ namespace {
 /// (quantizeRows in lib/Conversion/ONNXToLinalg/Linear.cpp), as onnxruntime's
 /// MLAS does it (QuantizeARow_CompInt8): per block of `blk`, scale = max|a| /
 /// 127, q = round(a * (127 / max|a|)), ties to even; sum = the block's q.
+/// q is [rows, Kp], Kp = K rounded up to whole blocks; a partial last
+/// block's missing values are 0.
 void quantizeRows(const float *a, int64_t rows, int64_t k, int64_t blk, int8_t *aq, float *scale,
                   int32_t *sum) {
-  int64_t blocks = k / blk;
+  int64_t blocks = (k + blk - 1) / blk, kp = blocks * blk;
   for (int64_t r = 0; r < rows; ++r)
     for (int64_t b = 0; b < blocks; ++b) {
       const float *x = a + r * k + b * blk;
+      int64_t count = std::min(blk, k - b * blk);
       float amax = 0.0f;
-      for (int64_t i = 0; i < blk; ++i)
+      for (int64_t i = 0; i < count; ++i)
         amax = std::max(amax, std::fabs(x[i]));
       float inv = amax != 0.0f ? 127.0f / amax : 0.0f;
       int32_t total = 0;
       for (int64_t i = 0; i < blk; ++i) {
-        auto v = static_cast<int32_t>(std::nearbyint(x[i] * inv));
-        aq[r * k + b * blk + i] = static_cast<int8_t>(v);
+        auto v = i < count ? static_cast<int32_t>(std::nearbyint(x[i] * inv)) : 0;
+        aq[r * kp + b * blk + i] = static_cast<int8_t>(v);
         total += v;
       }
       scale[r * blocks + b] = amax / 127.0f;
@@ -64,14 +67,18 @@ class QuantizedMatmul {
 public:
   /// Random nibbles, scales and activations; `extreme`: nibbles 15 only and
   /// activations at +max (AVX2's int16 sums at their largest).
-  explicit QuantizedMatmul(const Problem &p, bool extreme = false) : p(p), blocks(p.k / p.blk) {
+  /// K need not be a whole number of blocks: the weights are then stored
+  /// as MatMulNBits stores them, the last block padded (with random nibbles
+  /// here, which must not matter).
+  explicit QuantizedMatmul(const Problem &p, bool extreme = false)
+      : p(p), blocks((p.k + p.blk - 1) / p.blk), kp(blocks * p.blk) {
     std::mt19937 rng(static_cast<uint32_t>(p.k * 131 + p.n * 7 + p.rows));
     std::uniform_int_distribution<int> byte(0, 255), nib(0, 15);
     std::uniform_real_distribution<float> val(-2.0f, 2.0f), scale(0.001f, 0.1f);
     a.resize(p.rows * p.k);
     for (float &x : a)
       x = extreme ? 2.0f : val(rng);
-    src.resize(p.n * p.k / 2);
+    src.resize(p.n * kp / 2);
     for (uint8_t &b : src)
       b = static_cast<uint8_t>(extreme ? 0xFF : byte(rng));
     scales.resize(p.n * blocks);
@@ -85,13 +92,13 @@ public:
         z = static_cast<float>(nib(rng)) + val(rng) / 4.0f;
     }
     int64_t padded = (p.n + XFMR_UK_Q4_COLUMNS - 1) / XFMR_UK_Q4_COLUMNS * XFMR_UK_Q4_COLUMNS;
-    packed.w.resize(xfmr_uk_packed_q4_bytes(p.n, p.k));
+    packed.w.resize(xfmr_uk_packed_q4_bytes(p.n, kp));
     packed.sw.resize(padded * blocks);
     if (p.zeros)
       packed.zw.resize(padded * blocks);
-    xfmr_uk_pack_q4(src.data(), scales.data(), p.zeros ? zp.data() : nullptr, p.n, p.k, p.blk,
+    xfmr_uk_pack_q4(src.data(), scales.data(), p.zeros ? zp.data() : nullptr, p.n, kp, p.blk,
                     packed.w.data(), packed.sw.data(), p.zeros ? packed.zw.data() : nullptr);
-    aq.resize(p.rows * p.k);
+    aq.resize(p.rows * kp);
     sa.resize(p.rows * blocks);
     suma.resize(p.rows * blocks);
     quantizeRows(a.data(), p.rows, p.k, p.blk, aq.data(), sa.data(), suma.data());
@@ -103,25 +110,26 @@ public:
            int level = 2) const {
     const float *zw = p.zeros ? packed.zw.data() : nullptr;
     if (level == 2) // the entry point generated code calls
-      xfmr_uk_matmul_q4q8(aq.data() + r0 * p.k, sa.data() + r0 * blocks,
-                          suma.data() + r0 * blocks, rows, p.k, p.blk, packed.w.data(),
+      xfmr_uk_matmul_q4q8(aq.data() + r0 * kp, sa.data() + r0 * blocks,
+                          suma.data() + r0 * blocks, rows, kp, p.blk, packed.w.data(),
                           packed.sw.data(), zw, n0, n1, c.data() + r0 * p.n, p.n);
     else
-      xfmr_uk_matmul_q4q8_at(level, aq.data() + r0 * p.k, sa.data() + r0 * blocks,
-                             suma.data() + r0 * blocks, rows, p.k, p.blk, packed.w.data(),
+      xfmr_uk_matmul_q4q8_at(level, aq.data() + r0 * kp, sa.data() + r0 * blocks,
+                             suma.data() + r0 * blocks, rows, kp, p.blk, packed.w.data(),
                              packed.sw.data(), zw, n0, n1, c.data() + r0 * p.n, p.n);
   }
 
-  /// sum_b sa * sw * sum_i q_a * (q_w - zp), in double from the stored layout.
+  /// sum_b sa * sw * sum_i q_a * (q_w - zp) over A's K values, in double
+  /// from the stored layout.
   double reference(int64_t m, int64_t n) const {
     double acc = 0;
     for (int64_t b = 0; b < blocks; ++b) {
       double dot = 0;
       double z = p.zeros ? zp[n * blocks + b] : 8;
-      for (int64_t i = 0; i < p.blk; ++i) {
+      for (int64_t i = 0; i < std::min(p.blk, p.k - b * p.blk); ++i) {
         int64_t kk = b * p.blk + i;
-        int64_t q = (src[n * (p.k / 2) + kk / 2] >> (4 * (kk % 2))) & 0xF;
-        dot += static_cast<double>(aq[m * p.k + kk]) * (static_cast<double>(q) - z);
+        int64_t q = (src[n * (kp / 2) + kk / 2] >> (4 * (kk % 2))) & 0xF;
+        dot += static_cast<double>(aq[m * kp + kk]) * (static_cast<double>(q) - z);
       }
       acc += static_cast<double>(sa[m * blocks + b]) * scales[n * blocks + b] * dot;
     }
@@ -129,7 +137,7 @@ public:
   }
 
   Problem p;
-  int64_t blocks;
+  int64_t blocks, kp;
   std::vector<float> a, scales, zp;
   std::vector<uint8_t> src;
   Packed packed;
@@ -191,7 +199,10 @@ TEST(QuantizedMatmul, MatchesIntegerReference) {
                     Problem{256, 37, 64, 2, true}, Problem{384, 9, 128, 5, false},
                     Problem{1024, 130, 32, 1, true}, Problem{576, 83, 32, 11, true},
                     Problem{192, 64, 64, 4, false}, Problem{128, 20, 32, 9, false},
-                    Problem{576, 50, 32, 14, true}, Problem{1536, 33, 128, 7, true}})
+                    Problem{576, 50, 32, 14, true}, Problem{1536, 33, 128, 7, true},
+                    // A partial last block (SmolLM2's K = 576 in blocks of 128; 96 in 64).
+                    Problem{576, 40, 128, 7, true}, Problem{576, 19, 128, 1, false},
+                    Problem{96, 20, 64, 3, false}})
     for (int level : kLevels)
       expectIntegerReference(QuantizedMatmul(p), p, level);
 }
@@ -232,7 +243,7 @@ TEST(QuantizedMatmul, PathsGiveTheSameBits) {
   for (Problem p : {Problem{576, 83, 32, 11, true}, Problem{384, 64, 128, 9, false},
                     Problem{96, 70, 32, 1, true}, Problem{256, 37, 64, 2, false},
                     Problem{576, 48, 32, 25, false}, Problem{1536, 40, 128, 13, true},
-                    Problem{64, 16, 32, 4, true}}) {
+                    Problem{64, 16, 32, 4, true}, Problem{576, 40, 128, 13, true}}) {
     QuantizedMatmul q(p);
     std::vector<float> scalar(p.rows * p.n), avx2(p.rows * p.n), best(p.rows * p.n);
     q.run(0, p.rows, 0, p.n, scalar, 0);
@@ -396,7 +407,8 @@ TEST(QuantizeRows, MatchesReference) {
   struct Case {
     int64_t rows, k, blk;
   };
-  for (Case c : {Case{3, 64, 16}, Case{5, 96, 32}, Case{2, 100, 100}, Case{4, 1030, 1030}}) {
+  for (Case c : {Case{3, 64, 16}, Case{5, 96, 32}, Case{2, 100, 100}, Case{4, 1030, 1030},
+                 Case{3, 576, 128}, Case{2, 100, 32}}) { // the last two: a partial last block
     std::mt19937 rng(static_cast<uint32_t>(c.k * 31 + c.blk));
     std::uniform_real_distribution<float> val(-3.0f, 3.0f);
     std::vector<float> a(c.rows * c.k);
@@ -404,8 +416,8 @@ TEST(QuantizeRows, MatchesReference) {
       x = val(rng);
     for (int64_t i = 0; i < c.k; ++i) // row 0: exact multiples of amax / 127 / 2
       a[i] = (i % 5 == 0) ? 0.0f : static_cast<float>(static_cast<int>(i % 255) - 127) * 0.5f;
-    int64_t blocks = c.k / c.blk;
-    std::vector<int8_t> want(a.size()), got(a.size(), 99);
+    int64_t blocks = (c.k + c.blk - 1) / c.blk;
+    std::vector<int8_t> want(c.rows * blocks * c.blk), got(want.size(), 99);
     std::vector<float> wantScale(c.rows * blocks), gotScale(c.rows * blocks);
     std::vector<int32_t> wantSum(c.rows * blocks), gotSum(c.rows * blocks);
     quantizeRows(a.data(), c.rows, c.k, c.blk, want.data(), wantScale.data(), wantSum.data());

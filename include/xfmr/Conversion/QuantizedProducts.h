@@ -38,8 +38,9 @@ KernelWeights packQ8Weights(llvm::ArrayRef<char> bytes, int64_t ld, llvm::ArrayR
                             llvm::ArrayRef<char> zeros, int64_t n, int64_t k, int64_t blk);
 
 /// `a` ([..., K] f32, K static) times the packed weights (`n` columns):
-/// A's rows quantized to int8 per block of kw.blk (xfmr_uk_quantize_rows),
-/// then kw.kernel over columnTile(K) columns per call, in a loop
+/// A's rows quantized to int8 per block of kw.blk (xfmr_uk_quantize_rows;
+/// K need not be a whole number of blocks: the weights then hold the last
+/// block padded, as MatMulNBits stores it), then kw.kernel over columnTile(K) columns per call, in a loop
 /// xfmr-parallelize-loops may split across threads. Returns the f32
 /// product of type `accType` ([..., N]; `sizes` its dims). `name` prefixes
 /// the packed constants' resource names.

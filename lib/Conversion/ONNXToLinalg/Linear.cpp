@@ -665,12 +665,13 @@ std::optional<std::vector<char>> scalesAsF32(ArrayRef<char> bytes, Type type, in
 }
 
 /// 4-bit weights in xfmr_uk_pack_q4's layout: block_size a multiple of 32
-/// dividing K, zero points (if any; `zBytes` empty: none) 4-bit packed or
+/// (K need not be a whole number of blocks: MatMulNBits' padded last block
+/// is packed as it is and meets zeros in A's quantized rows), zero points (if any; `zBytes` empty: none) 4-bit packed or
 /// one f32 per block (xfmr-quantize-weights' float offsets), given to the
 /// kernel as f32.
 std::optional<KernelWeights> packQ4(const NBits &q, ArrayRef<char> bBytes, ArrayRef<char> scales,
                                     ArrayRef<char> zBytes) {
-  if (q.bs % 32 || q.k % q.bs || (q.zeros && !q.packedZeros && !q.zeroType().isF32()))
+  if (q.bs % 32 || (q.zeros && !q.packedZeros && !q.zeroType().isF32()))
     return std::nullopt;
   std::vector<float> zeros;
   if (!zBytes.empty()) {
@@ -686,12 +687,13 @@ std::optional<KernelWeights> packQ4(const NBits &q, ArrayRef<char> bBytes, Array
   }
   int64_t groups = (q.n + XFMR_UK_Q4_COLUMNS - 1) / XFMR_UK_Q4_COLUMNS;
   int64_t perGroup = groups * XFMR_UK_Q4_COLUMNS * q.blocks;
-  KernelWeights kw{kMatmulQ4Q8, q.bs, std::vector<char>(xfmr_uk_packed_q4_bytes(q.n, q.k)),
+  int64_t kp = q.blocks * q.bs; // K rounded up to whole blocks
+  KernelWeights kw{kMatmulQ4Q8, q.bs, std::vector<char>(xfmr_uk_packed_q4_bytes(q.n, kp)),
                    std::vector<char>(perGroup * sizeof(float)),
                    std::vector<char>(zBytes.empty() ? 0 : perGroup * sizeof(float))};
   xfmr_uk_pack_q4(reinterpret_cast<const uint8_t *>(bBytes.data()),
                   reinterpret_cast<const float *>(scales.data()),
-                  zeros.empty() ? nullptr : zeros.data(), q.n, q.k, q.bs,
+                  zeros.empty() ? nullptr : zeros.data(), q.n, kp, q.bs,
                   reinterpret_cast<uint8_t *>(kw.w.data()), reinterpret_cast<float *>(kw.sw.data()),
                   kw.zw.empty() ? nullptr : reinterpret_cast<float *>(kw.zw.data()));
   return kw;

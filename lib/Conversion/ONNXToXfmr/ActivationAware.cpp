@@ -37,8 +37,9 @@ double groupError(llvm::ArrayRef<ProductWeight> products, int64_t k, int64_t gro
   std::vector<float> delta(k);
   for (const ProductWeight &p : products)
     for (int64_t col = 0; col < p.n; ++col) {
-      for (int64_t b = 0; b + group <= k; b += group)
-        blockDelta(p.w + b * p.n + col, p.n, group, s.data() + b, delta.data() + b, 1);
+      for (int64_t b = 0; b < k; b += group)
+        blockDelta(p.w + b * p.n + col, p.n, std::min(group, k - b), s.data() + b,
+                   delta.data() + b, 1);
       for (int64_t i = 0; i < k; ++i)
         error += static_cast<double>(importance[i]) * delta[i] * delta[i];
     }
@@ -64,8 +65,8 @@ double sampledError(llvm::ArrayRef<ProductWeight> products, int64_t k, int64_t g
     int64_t cols = (p.n + stride - 1) / stride;
     delta.assign(k * cols, 0.0f); // [K, cols]
     for (int64_t c = 0; c < cols; ++c)
-      for (int64_t b = 0; b + group <= k; b += group)
-        blockDelta(p.w + b * p.n + c * stride, p.n, group, s.data() + b,
+      for (int64_t b = 0; b < k; b += group)
+        blockDelta(p.w + b * p.n + c * stride, p.n, std::min(group, k - b), s.data() + b,
                    delta.data() + b * cols + c, cols);
     out.assign(cols, 0.0f);
     for (int64_t r = 0; r < stats.sampleRows; ++r) {

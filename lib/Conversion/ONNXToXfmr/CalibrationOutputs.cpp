@@ -123,7 +123,7 @@ struct CalibrationOutputsPass : impl::CalibrationOutputsPassBase<CalibrationOutp
     DenseMap<func::FuncOp, Value> picksOf; // each function's row indices
     for (auto [mm, index] : products) {
       auto f = dyn_cast<func::FuncOp>(mm->getParentOp());
-      if (!f || !constantWeight(mm, 1) || rankOf(mm.getA()) < 2)
+      if (!f || !constantWeight(mm) || rankOf(mm.getA()) < 2)
         continue; // in a nested region, not quantized, or a single row
       ++numMeasured;
       // Products that share an input (q/k/v) share its rows: the first one

@@ -58,9 +58,9 @@ bool inverseFactor(std::vector<double> &a, int n, std::vector<float> &u) {
 /// The grid of each column's block `b` of `w` ([K, N], rows = channels in
 /// order).
 void fitBlock(const float *w, int64_t n, int64_t b, Int4Weights &q) {
-  int64_t blocks = q.k / q.group;
+  int64_t blocks = q.blocks();
   for (int64_t col = 0; col < n; ++col)
-    q.params[col * blocks + b] = Int4Params::fit(w + b * q.group * n + col, n, q.group);
+    q.params[col * blocks + b] = Int4Params::fit(w + b * q.group * n + col, n, q.rowsOf(b));
 }
 
 } // namespace
@@ -109,7 +109,7 @@ std::optional<GptqHessian> gptqHessian(const float *gram, int64_t k, bool actOrd
 Int4Weights gptqQuantize(const float *w0, int64_t k, int64_t n, int64_t group,
                          const GptqHessian &h) {
   Int4Weights q{k, n, group};
-  int64_t blocks = k / group;
+  int64_t blocks = q.blocks();
   q.params.resize(n * blocks);
   q.codes.assign(k * n, 0);
   std::vector<float> w(w0, w0 + k * n);
@@ -159,24 +159,25 @@ Int4Weights gptqQuantize(const float *w0, int64_t k, int64_t n, int64_t group,
 Int4Weights roundToNearest(const float *w, int64_t k, int64_t n, int64_t group,
                            const float *importance) {
   Int4Weights q{k, n, group};
-  int64_t blocks = k / group;
+  int64_t blocks = q.blocks();
   q.params.resize(n * blocks);
   q.codes.assign(k * n, 0);
   for (int64_t col = 0; col < n; ++col)
     for (int64_t b = 0; b < blocks; ++b) {
       const float *block = w + b * group * n + col;
       const float *imp = importance ? importance + b * group : nullptr;
-      float clip = imp ? bestClip(block, n, group, imp) : 1.0f;
-      Int4Params p = Int4Params::fit(block, n, group, clip, imp);
+      int64_t rows = q.rowsOf(b);
+      float clip = imp ? bestClip(block, n, rows, imp) : 1.0f;
+      Int4Params p = Int4Params::fit(block, n, rows, clip, imp);
       q.params[col * blocks + b] = p;
-      for (int64_t i = 0; i < group; ++i)
+      for (int64_t i = 0; i < rows; ++i)
         q.codes[(b * group + i) * n + col] = static_cast<uint8_t>(p.code(block[i * n]));
     }
   return q;
 }
 
 double relativeOutputError(const float *w, const Int4Weights &q, const float *gram) {
-  int64_t k = q.k, n = q.n, blocks = k / q.group;
+  int64_t k = q.k, n = q.n, blocks = q.blocks();
   std::vector<float> delta(k * n);
   for (int64_t r = 0; r < k; ++r)
     for (int64_t col = 0; col < n; ++col) {

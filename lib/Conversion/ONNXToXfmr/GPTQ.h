@@ -16,6 +16,7 @@
 
 #include "Int4Block.h"
 
+#include <algorithm>
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -23,12 +24,17 @@
 
 namespace xfmr::quant {
 
-/// 4-bit weights of a [K, N] product in blocks of `group` along K: the grid
-/// of each column's blocks and each weight's code.
+/// 4-bit weights of a [K, N] product in blocks of `group` along K (the
+/// last block partial when K is not a multiple, as MatMulNBits allows):
+/// the grid of each column's blocks and each weight's code.
 struct Int4Weights {
   int64_t k = 0, n = 0, group = 0;
-  std::vector<Int4Params> params; ///< [N, K / group]
+  std::vector<Int4Params> params; ///< [N, blocks()]
   std::vector<uint8_t> codes;     ///< [K, N], values 0..15
+
+  int64_t blocks() const { return (k + group - 1) / group; }
+  /// The rows of K in block `b`.
+  int64_t rowsOf(int64_t b) const { return std::min(group, k - b * group); }
 };
 
 /// What GPTQ needs of one input's H, computed once for the products that
@@ -59,8 +65,7 @@ struct GptqHessian {
 std::optional<GptqHessian> gptqHessian(const float *gram, int64_t k, bool actOrder, double damp,
                                        double shrink, std::string &error);
 
-/// GPTQ of the row-major [K, N] f32 weight `w` in blocks of `group` along K
-/// (K a multiple of `group`). Block grids come from the weights as error
+/// GPTQ of the row-major [K, N] f32 weight `w` in blocks of `group` along K. Block grids come from the weights as error
 /// feedback has changed them when the block's first channel is reached;
 /// with act-order (h.order not the identity) they are fixed first, from
 /// the original weights ("static groups"), so blocks stay contiguous in K

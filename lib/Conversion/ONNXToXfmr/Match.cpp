@@ -347,7 +347,6 @@ Value sliceLast(OpBuilder &b, Location loc, Value x, int64_t from, int64_t n) {
                                i64Constant(b, loc, {1}));
 }
 
-/// The f32 [K, N] weight of `mm` with K a multiple of `group`, or nothing.
 std::optional<ArrayRef<char>> rawBytes(ElementsAttr attr) {
   if (auto dense = dyn_cast<DenseElementsAttr>(attr))
     return dense.isSplat() ? std::nullopt : std::optional(dense.getRawData());
@@ -375,9 +374,8 @@ std::optional<ArrayRef<float>> constantMatrix(Value v) {
   return ArrayRef<float>(reinterpret_cast<const float *>(raw.data()), type.getNumElements());
 }
 
-std::optional<ArrayRef<float>> constantWeight(onnx::MatMulOp mm, int64_t group) {
-  int64_t k = dimOf(mm.getB(), 0);
-  if (!elementTypeOf(mm.getA()).isF32() || k < group || k % group)
+std::optional<ArrayRef<float>> constantWeight(onnx::MatMulOp mm) {
+  if (!elementTypeOf(mm.getA()).isF32())
     return std::nullopt;
   return constantMatrix(mm.getB());
 }

@@ -188,9 +188,9 @@ std::optional<llvm::ArrayRef<char>> rawBytes(mlir::ElementsAttr attr);
 /// (dense and not a splat, or a resource blob).
 std::optional<llvm::ArrayRef<float>> constantMatrix(mlir::Value v);
 
-/// The f32 [K, N] constant weight of `mm` (A f32 too) with K a multiple of
-/// `group`, or nothing: the products xfmr-quantize-weights rewrites.
-std::optional<llvm::ArrayRef<float>> constantWeight(onnx::MatMulOp mm, int64_t group);
+/// The f32 [K, N] constant weight of `mm` (A f32 too), or nothing: the
+/// products xfmr-quantize-weights rewrites.
+std::optional<llvm::ArrayRef<float>> constantWeight(onnx::MatMulOp mm);
 
 /// The ONNX node name of `op` and the resource name of its weight `w`.
 llvm::SmallVector<std::string> namesOf(mlir::Operation *op, mlir::Value w);

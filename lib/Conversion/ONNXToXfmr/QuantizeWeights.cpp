@@ -94,11 +94,13 @@ using quant::toE4M3;
 using quant::usableScale;
 
 /// int4 weights as MatMulNBits' operands (Int4Block.h's grids: an f32
-/// scale and an f32 zero point -lo / scale per block).
+/// scale and an f32 zero point -lo / scale per block). When K is not a
+/// whole number of blocks the last block is padded with code 0, as
+/// MatMulNBits stores it (the padding multiplies nothing).
 Blockwise packInt4(const quant::Int4Weights &w) {
-  int64_t k = w.k, n = w.n, group = w.group, blocks = k / group;
+  int64_t k = w.k, n = w.n, group = w.group, blocks = w.blocks(), kp = blocks * group;
   Blockwise q{4, group, blocks};
-  q.packed.assign(n * k / 2, 0);
+  q.packed.assign(n * kp / 2, 0);
   q.scales.resize(n * blocks * sizeof(float));
   q.zeros.resize(n * blocks * sizeof(float));
   for (int64_t col = 0; col < n; ++col)
@@ -110,7 +112,7 @@ Blockwise packInt4(const quant::Int4Weights &w) {
     }
   for (int64_t r = 0; r < k; ++r)
     for (int64_t col = 0; col < n; ++col)
-      q.packed[col * (k / 2) + r / 2] |= static_cast<char>(w.codes[r * n + col] << (4 * (r % 2)));
+      q.packed[col * (kp / 2) + r / 2] |= static_cast<char>(w.codes[r * n + col] << (4 * (r % 2)));
   return q;
 }
 
@@ -216,9 +218,9 @@ struct QuantizeWeightsPass : impl::QuantizeWeightsPassBase<QuantizeWeightsPass> 
       productsOf[mm.getA()].push_back(index);
       if (named(mm, mm.getB()))
         ++numNamed;
-      else if ((bits == 4 || float8) && isOutput(mm) && constantWeight(mm, 1))
+      else if ((bits == 4 || float8) && isOutput(mm) && constantWeight(mm))
         outputs.push_back(mm);
-      else if (!constantWeight(mm, bits == 4 ? group : 1))
+      else if (!constantWeight(mm))
         ++numSkipped;
       else
         groups[mm.getA()].push_back({mm, index});
@@ -251,9 +253,9 @@ struct QuantizeWeightsPass : impl::QuantizeWeightsPassBase<QuantizeWeightsPass> 
       for (auto [i, member] : llvm::enumerate(g.members)) {
         onnx::MatMulOp mm = member.first;
         if (bits == 16)
-          rewriteBF16(mm, *constantWeight(mm, 1));
+          rewriteBF16(mm, *constantWeight(mm));
         else if (float8)
-          rewriteFP8(mm, *constantWeight(mm, 1));
+          rewriteFP8(mm, *constantWeight(mm));
         else if (bits == 8)
           emitInt8(mm, g.packed[i], /*int8Activations=*/method == "smoothquant");
         else
@@ -262,7 +264,7 @@ struct QuantizeWeightsPass : impl::QuantizeWeightsPassBase<QuantizeWeightsPass> 
       }
     }
     for (onnx::MatMulOp mm : outputs) {
-      ArrayRef<float> w = *constantWeight(mm, 1);
+      ArrayRef<float> w = *constantWeight(mm);
       emitInt8(mm, quantizeInt8(w.data(), dimOf(mm.getB(), 0), dimOf(mm.getB(), 1)),
                /*int8Activations=*/false);
       ++numQuantized;
@@ -393,7 +395,7 @@ struct QuantizeWeightsPass : impl::QuantizeWeightsPassBase<QuantizeWeightsPass> 
       return; // rewritten in place, in order
     SmallVector<quant::ProductWeight> weights;
     for (auto [mm, index] : g.members)
-      weights.push_back({constantWeight(mm, 1)->data(), dimOf(mm.getB(), 1)});
+      weights.push_back({constantWeight(mm)->data(), dimOf(mm.getB(), 1)});
     int64_t k = dimOf(g.members.front().first.getB(), 0);
     if (!g.stats) {
       for (const quant::ProductWeight &w : weights)

@@ -41,7 +41,9 @@ constexpr int64_t kQuantizeRowTile = 32, kQuantizeParallelRows = 64;
 
 /// A's rows quantized to int8 per block of `blk`, as onnxruntime's MLAS
 /// does (QuantizeARow_CompInt8; runtime/ukernels/QuantizeRows.c):
-/// {q [rows, K] i8, scale, sum [rows, blocks]} as buffers. The kernel reads
+/// {q [rows, Kp] i8, scale, sum [rows, blocks]} as buffers, Kp = blocks *
+/// blk = K rounded up to a whole block (a partial last block: its missing
+/// values 0). The kernel reads
 /// a copy of A (a to_buffer of A itself would let a later in-place write
 /// reuse A's buffer, see narrowProduct in XfmrToLinalg/MLP.cpp); from
 /// kQuantizeParallelRows rows on, blocks of kQuantizeRowTile rows in a loop
@@ -53,7 +55,7 @@ QuantizedRows quantizeRows(OpBuilder &b, Location loc, Operation *anchor, Value 
                            int64_t blk) {
   MLIRContext *ctx = b.getContext();
   auto aType = cast<RankedTensorType>(a2.getType());
-  int64_t blocks = k / blk;
+  int64_t blocks = llvm::divideCeil(k, blk), kp = blocks * blk;
   Type f32 = b.getF32Type(), i8 = b.getI8Type(), i32 = b.getI32Type(), i64 = b.getI64Type();
   Type ptr = LLVM::LLVMPointerType::get(ctx);
   declareKernel(b, anchor, kQuantizeRows, {ptr, i64, i64, i64, ptr, ptr, ptr});
@@ -65,7 +67,7 @@ QuantizedRows quantizeRows(OpBuilder &b, Location loc, Operation *anchor, Value 
   auto alloc = [&](int64_t cols, Type e) -> Value {
     return memref::AllocOp::create(b, loc, MemRefType::get({aType.getDimSize(0), cols}, e), dyn);
   };
-  QuantizedRows out{alloc(k, i8), alloc(blocks, f32), alloc(blocks, i32)};
+  QuantizedRows out{alloc(kp, i8), alloc(blocks, f32), alloc(blocks, i32)};
   auto c64 = [&](int64_t v) -> Value { return arith::ConstantIntOp::create(b, loc, i64, v); };
   Value aP = addressOf(b, loc, a), qP = addressOf(b, loc, out.q);
   Value sP = addressOf(b, loc, out.scale), sumP = addressOf(b, loc, out.sum);
@@ -74,7 +76,7 @@ QuantizedRows quantizeRows(OpBuilder &b, Location loc, Operation *anchor, Value 
     Value aRow = LLVM::GEPOp::create(cb, loc, ptr, f32, aP,
                                      ValueRange{arith::MulIOp::create(cb, loc, r0, c64(k))});
     Value qRow = LLVM::GEPOp::create(cb, loc, ptr, i8, qP,
-                                     ValueRange{arith::MulIOp::create(cb, loc, r0, c64(k))});
+                                     ValueRange{arith::MulIOp::create(cb, loc, r0, c64(kp))});
     Value bRow = arith::MulIOp::create(cb, loc, r0, c64(blocks));
     Value sRow = LLVM::GEPOp::create(cb, loc, ptr, f32, sP, ValueRange{bRow});
     Value sumRow = LLVM::GEPOp::create(cb, loc, ptr, i32, sumP, ValueRange{bRow});
@@ -153,6 +155,8 @@ Value int8ActivationProduct(OpBuilder &b, Location loc, Operation *anchor, Value
   Value wP = addressOf(b, loc, w), swP = addressOf(b, loc, sw), outP = addressOf(b, loc, out);
   Value zpP = zp ? addressOf(b, loc, zp) : LLVM::ZeroOp::create(b, loc, ptr).getResult();
   int64_t tile = columnTile(k);
+  // The kernels take A's quantized rows with K rounded up to whole blocks.
+  int64_t kp = llvm::divideCeil(k, kw.blk) * kw.blk;
   int64_t tiles = (n + tile - 1) / tile;
   auto idx = [&](int64_t v) -> Value { return arith::ConstantIndexOp::create(b, loc, v); };
   auto loop = scf::ForOp::create(b, loc, idx(0), idx(tiles), idx(1));
@@ -165,7 +169,7 @@ Value int8ActivationProduct(OpBuilder &b, Location loc, Operation *anchor, Value
     Value n1 = arith::MinSIOp::create(b, loc, arith::AddIOp::create(b, loc, n0, c64(tile)),
                                       c64(n));
     func::CallOp::create(b, loc, kw.kernel, TypeRange{},
-                         ValueRange{aqP, saP, sumP, rows64, c64(k), c64(kw.blk), wP, swP, zpP,
+                         ValueRange{aqP, saP, sumP, rows64, c64(kp), c64(kw.blk), wP, swP, zpP,
                                     n0, n1, outP, c64(n)});
   }
   return bufferization::ToTensorOp::create(b, loc, accType, out, b.getUnitAttr(),
