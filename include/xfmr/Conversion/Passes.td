@@ -42,9 +42,10 @@ def QuantizeWeightsPass : Pass<"xfmr-quantize-weights", "mlir::ModuleOp"> {
   let description = [{
     Weight-only int4 quantization at compile time (`xfmr-compile
     --quant=int4-gG`): every `onnx.MatMul` whose B is a constant f32
-    `[K, N]` with K a multiple of `group` becomes `onnx.ms.MatMulNBits`
-    (bits 4, block_size = group, accuracy_level 4: int8 activations in the
-    CPU micro-kernel). Per column and block of `group` values along K,
+    `[K, N]` becomes `onnx.ms.MatMulNBits` (bits 4, block_size = group,
+    accuracy_level 4: int8 activations in the CPU micro-kernel; when K is
+    not a multiple of `group` the last block is padded, as MatMulNBits
+    stores it). Per column and block of `group` values along K,
     round to nearest, asymmetric, q * scale + lo with q in [0, 15] and an f32
     scale and offset (an f32 zero point -lo / scale): the grid through 0
     (lo a whole number of scales) unless the grid of the block's extremes
@@ -138,7 +139,7 @@ def QuantizeWeightsPass : Pass<"xfmr-quantize-weights", "mlir::ModuleOp"> {
     Statistic<"numQuantized", "quantized", "MatMuls quantized">,
     Statistic<"numOutputs", "outputs", "bits=4: output products (lm_head) quantized to int8 instead">,
     Statistic<"numNamed", "named", "MatMuls left in f32 because `skip` names them">,
-    Statistic<"numSkipped", "skipped", "MatMuls left in f32 (B not a constant f32 [K, N] or K not a multiple of the group)">,
+    Statistic<"numSkipped", "skipped", "MatMuls left in f32 (B not a constant f32 [K, N])">,
     Statistic<"numFolded", "folded", "Inputs whose 1/s went into a constant multiplier (a norm's weight)">,
     Statistic<"numDivided", "divided", "Inputs divided by s with an onnx.Mul before the products">,
     Statistic<"numEmbeddings", "embeddings", "Token embedding tables quantized (bf16, or int8 rows)">,
