@@ -7,6 +7,12 @@
 // only makes shapes more precise, never less. Ops without a rule keep what
 // the model's value_info said (or an unranked result).
 //
+// Rules dispatch on the generated op classes (ONNXOps.gen.td) and read
+// attributes through their accessors, which apply the schema's defaults:
+// op groups that share a rule (same shape as operand 0, broadcast of the
+// operands, reductions) are lists of op classes, every other op has its own
+// `infer<Op>` function.
+//
 //===----------------------------------------------------------------------===//
 
 #include "dialects/onnx/IR/ONNXOps.h"
@@ -16,7 +22,7 @@
 #include "mlir/IR/BuiltinTypes.h"
 #include "mlir/IR/SymbolTable.h"
 #include "mlir/IR/TypeUtilities.h"
-#include "llvm/ADT/StringSwitch.h"
+#include "llvm/ADT/TypeSwitch.h"
 
 using namespace mlir;
 using namespace xfmr::onnx;
@@ -33,16 +39,14 @@ std::optional<Shape> shapeOf(Value v) {
   return std::nullopt;
 }
 
-int64_t intAttr(Operation *op, StringRef name, int64_t dflt) {
-  if (auto a = dyn_cast_or_null<IntegerAttr>(op->getAttr(name)))
-    return a.getInt();
-  return dflt;
-}
+/// ODS reads an ONNX int attribute (I64Attr) as uint64_t; ONNX ints are
+/// signed (axes count from the end when negative), so every attribute value
+/// goes through this before arithmetic.
+int64_t signedAttr(uint64_t value) { return static_cast<int64_t>(value); }
 
-Value operandOrNull(Operation *op, unsigned i) {
-  if (i >= op->getNumOperands() || isa<NoneType>(op->getOperand(i).getType()))
-    return {};
-  return op->getOperand(i);
+/// An optional operand, null when it is absent (`none`).
+Value presentOrNull(Value v) {
+  return v && !isa<NoneType>(v.getType()) ? v : Value();
 }
 
 /// A value's type may change in place only if every user accepts any tensor
@@ -142,84 +146,81 @@ std::optional<Shape> allShapesBroadcast(Operation *op) {
   return broadcast(shapes);
 }
 
-bool inferMatMul(Operation *op) {
-  auto a = shapeOf(op->getOperand(0)), b = shapeOf(op->getOperand(1));
-  if (!a || !b || a->empty() || b->empty())
-    return false;
-  Shape as = *a, bs = *b;
-  bool aVec = as.size() == 1, bVec = bs.size() == 1;
-  if (aVec)
-    as.insert(as.begin(), 1);
-  if (bVec)
-    bs.push_back(1);
-  Shape aBatch(as.begin(), as.end() - 2), bBatch(bs.begin(), bs.end() - 2);
-  auto batch = broadcast({aBatch, bBatch});
-  if (!batch)
-    return false;
-  Shape out = *batch;
-  if (!aVec)
-    out.push_back(as[as.size() - 2]);
-  if (!bVec)
-    out.push_back(bs.back());
-  return refine(op, 0, out);
-}
+//===----------------------------------------------------------------------===//
+// Op groups that share a shape rule
+//===----------------------------------------------------------------------===//
 
 enum class Rule { None, Same, Broadcast };
 
 /// Ops whose result has the shape of operand 0 (Same) or the broadcast of
 /// all operands (Broadcast).
-Rule shapeRule(StringRef name) {
-  return llvm::StringSwitch<Rule>(name)
-      .Cases({"Abs", "Acos", "Acosh", "Asin", "Asinh", "Atan", "Atanh"},
-             Rule::Same)
-      .Cases({"Cast", "CastLike", "Ceil", "Celu", "Clip", "Cos", "Cosh"},
-             Rule::Same)
-      .Cases({"CumSum", "DequantizeLinear", "Elu", "Erf", "Exp", "Floor"},
-             Rule::Same)
-      .Cases({"Gelu", "Hardmax", "HardSigmoid", "HardSwish", "Identity"},
-             Rule::Same)
-      .Cases({"IsInf", "IsNaN", "LeakyRelu", "Log", "LogSoftmax", "Mish"},
-             Rule::Same)
-      .Cases({"Neg", "Not", "QuantizeLinear", "Reciprocal", "Relu", "Round"},
-             Rule::Same)
-      .Cases({"Selu", "Shrink", "Sigmoid", "Sign", "Sin", "Sinh", "Softmax"},
-             Rule::Same)
-      .Cases({"Softplus", "Softsign", "Sqrt", "Tan", "Tanh"}, Rule::Same)
-      .Cases({"ThresholdedRelu", "Trilu", "Dropout", "LayerNormalization"},
-             Rule::Same)
-      .Cases({"RMSNormalization", "RotaryEmbedding", "ms.RotaryEmbedding"},
-             Rule::Same)
-      .Cases({"SimplifiedLayerNormalization",
-              "ms.SkipSimplifiedLayerNormalization"},
-             Rule::Same)
-      .Cases({"ms.SkipLayerNormalization", "ScatterND", "ScatterElements"},
-             Rule::Same)
-      .Cases({"Add", "Sub", "Mul", "Div", "Pow", "Mod", "And", "Or", "Xor"},
-             Rule::Broadcast)
-      .Cases({"Equal", "Less", "Greater", "LessOrEqual", "GreaterOrEqual"},
-             Rule::Broadcast)
-      .Cases({"BitShift", "PRelu", "Max", "Min", "Sum", "Mean", "Where"},
-             Rule::Broadcast)
-      .Default(Rule::None);
+Rule shapeRule(Operation *op) {
+  if (isa<AbsOp, AcosOp, AcoshOp, AsinOp, AsinhOp, AtanOp, AtanhOp, CastOp,
+          CastLikeOp, CeilOp, CeluOp, ClipOp, CosOp, CoshOp, CumSumOp,
+          DequantizeLinearOp, EluOp, ErfOp, ExpOp, FloorOp, GeluOp, HardmaxOp,
+          HardSigmoidOp, HardSwishOp, IdentityOp, IsInfOp, IsNaNOp, LeakyReluOp,
+          LogOp, LogSoftmaxOp, MishOp, NegOp, NotOp, QuantizeLinearOp,
+          ReciprocalOp, ReluOp, RoundOp, SeluOp, ShrinkOp, SigmoidOp, SignOp,
+          SinOp, SinhOp, SoftmaxOp, SoftplusOp, SoftsignOp, SqrtOp, TanOp,
+          TanhOp, ThresholdedReluOp, TriluOp, DropoutOp>(op))
+    return Rule::Same;
+  if (isa<LayerNormalizationOp, RMSNormalizationOp, RotaryEmbeddingOp,
+          MsRotaryEmbeddingOp, SimplifiedLayerNormalizationOp,
+          MsSkipSimplifiedLayerNormalizationOp, MsSkipLayerNormalizationOp,
+          ScatterNDOp, ScatterElementsOp>(op))
+    return Rule::Same;
+  if (isa<AddOp, SubOp, MulOp, DivOp, PowOp, ModOp, AndOp, OrOp, XorOp, EqualOp,
+          LessOp, GreaterOp, LessOrEqualOp, GreaterOrEqualOp, BitShiftOp,
+          PReluOp, MaxOp, MinOp, SumOp, MeanOp, WhereOp>(op))
+    return Rule::Broadcast;
+  return Rule::None;
 }
 
-/// Which of the `rank` input dims a Reduce* (axes as operand 1) or
-/// ArgMax/ArgMin (`axis` attribute) reduces; nullopt when the axes are not
+/// What a reduction removes: Reduce* ops take their axes as an optional
+/// operand (none or empty: every axis, or none with noop_with_empty_axes),
+/// ArgMax/ArgMin one `axis` attribute.
+struct Reduction {
+  Value input;
+  /// Reduce*'s axes operand; null when absent or for ArgMax/ArgMin.
+  Value axes;
+  /// ArgMax/ArgMin's axis.
+  std::optional<int64_t> axis;
+  bool keepDims = true;
+  bool noopWithEmptyAxes = false;
+};
+
+/// The reduction `op` performs, if it is one.
+std::optional<Reduction> getReduction(Operation *op) {
+  return llvm::TypeSwitch<Operation *, std::optional<Reduction>>(op)
+      .Case<ReduceL1Op, ReduceL2Op, ReduceLogSumOp, ReduceLogSumExpOp,
+            ReduceMaxOp, ReduceMeanOp, ReduceMinOp, ReduceProdOp, ReduceSumOp,
+            ReduceSumSquareOp>([](auto op) {
+        return Reduction{op.getData(), presentOrNull(op.getAxes()),
+                         std::nullopt, op.getKeepdims() != 0,
+                         op.getNoopWithEmptyAxes() != 0};
+      })
+      .Case<ArgMaxOp, ArgMinOp>([](auto op) {
+        return Reduction{op.getData(), Value(), signedAttr(op.getAxis()),
+                         op.getKeepdims() != 0, false};
+      })
+      .Default([](Operation *) { return std::nullopt; });
+}
+
+/// Which of the `rank` input dims `r` reduces; nullopt when the axes are not
 /// constant or out of range.
-std::optional<SmallVector<bool>> reducedDims(Operation *op, int64_t rank,
-                                             bool axesAsAttr) {
+std::optional<SmallVector<bool>> reducedDims(const Reduction &r, int64_t rank) {
   SmallVector<bool> reduce(rank, false);
   std::optional<Shape> axes;
-  if (axesAsAttr) {
-    axes = Shape{normAxis(intAttr(op, "axis", 0), rank)};
-  } else if (Value a = operandOrNull(op, 1)) {
-    axes = getConstantInts(a);
+  if (r.axis) {
+    axes = Shape{normAxis(*r.axis, rank)};
+  } else if (r.axes) {
+    axes = getConstantInts(r.axes);
     if (!axes)
       return std::nullopt;
   }
   if (!axes || axes->empty()) {
     // noop_with_empty_axes: nothing reduced.
-    if (axesAsAttr || !intAttr(op, "noop_with_empty_axes", 0))
+    if (r.axis || !r.noopWithEmptyAxes)
       reduce.assign(rank, true);
     return reduce;
   }
@@ -231,6 +232,10 @@ std::optional<SmallVector<bool>> reducedDims(Operation *op, int64_t rank,
   }
   return reduce;
 }
+
+//===----------------------------------------------------------------------===//
+// Where a dimension comes from
+//===----------------------------------------------------------------------===//
 
 /// A dimension named by where it comes from: dim `index` of `value`, or the
 /// sum of that and dim `index2` of `value2` (a KV cache's past + new length:
@@ -324,6 +329,230 @@ DimOrigin namedInputDim(BlockArgument arg, int64_t i) {
   return self;
 }
 
+/// One step of the walk: dim `i` of `v` (rank `rank`), the result of an onnx
+/// op. Each method handles the ops of one rule and returns `self()` where
+/// the dim starts at `v`.
+class OriginStep {
+public:
+  OriginStep(Value v, int64_t i, int64_t rank, int &budget)
+      : v(v), i(i), rank(rank), budget(budget) {}
+
+  /// Dispatches on the op that defines `v`.
+  DimOrigin through(Operation *def);
+
+private:
+  DimOrigin self() const { return {v, i}; }
+  /// Continues the walk at dim `j` of `from`.
+  DimOrigin follow(Value from, int64_t j) const {
+    auto fs = shapeOf(from);
+    if (!fs || j < 0 || j >= static_cast<int64_t>(fs->size()))
+      return self();
+    return dimOriginWithin(from, j, budget);
+  }
+  DimOrigin sameShape(Operation *def) const;
+  DimOrigin broadcast(Operation *def) const;
+  DimOrigin matMul(MatMulOp op) const;
+  DimOrigin gemm(GemmOp op) const;
+  DimOrigin transpose(TransposeOp op) const;
+  DimOrigin gather(GatherOp op) const;
+  DimOrigin gatherBlockQuantized(MsGatherBlockQuantizedOp op) const;
+  DimOrigin reshape(ReshapeOp op) const;
+  DimOrigin slice(SliceOp op) const;
+  DimOrigin constantOfShape(ConstantOfShapeOp op) const;
+  DimOrigin unsqueeze(UnsqueezeOp op) const;
+  DimOrigin split(SplitOp op) const;
+  DimOrigin concat(ConcatOp op) const;
+  DimOrigin reduce(const Reduction &r) const;
+
+  Value v;
+  int64_t i, rank;
+  int &budget;
+};
+
+DimOrigin OriginStep::through(Operation *def) {
+  switch (shapeRule(def)) {
+  case Rule::Same:
+    return sameShape(def);
+  case Rule::Broadcast:
+    return broadcast(def);
+  case Rule::None:
+    break;
+  }
+  if (std::optional<Reduction> r = getReduction(def); r && !r->axis)
+    return reduce(*r);
+  return llvm::TypeSwitch<Operation *, DimOrigin>(def)
+      .Case([&](MatMulOp op) { return matMul(op); })
+      .Case([&](GemmOp op) { return gemm(op); })
+      .Case([&](TransposeOp op) { return transpose(op); })
+      .Case([&](GatherOp op) { return gather(op); })
+      .Case(
+          [&](MsGatherBlockQuantizedOp op) { return gatherBlockQuantized(op); })
+      .Case([&](ReshapeOp op) { return reshape(op); })
+      .Case([&](SliceOp op) { return slice(op); })
+      .Case([&](ConstantOfShapeOp op) { return constantOfShape(op); })
+      .Case([&](UnsqueezeOp op) { return unsqueeze(op); })
+      .Case([&](SplitOp op) { return split(op); })
+      .Case([&](ConcatOp op) { return concat(op); })
+      .Default([&](Operation *) { return self(); });
+}
+
+DimOrigin OriginStep::sameShape(Operation *def) const {
+  if (auto s = shapeOf(def->getOperand(0));
+      s && static_cast<int64_t>(s->size()) == rank)
+    return follow(def->getOperand(0), i);
+  return self();
+}
+
+/// The one operand whose aligned dim is not 1; several only when they share
+/// an origin (a dynamic dim could be a broadcast 1 at run time).
+DimOrigin OriginStep::broadcast(Operation *def) const {
+  std::optional<DimOrigin> pick;
+  for (Value operand : def->getOperands()) {
+    auto s = shapeOf(operand);
+    if (!s)
+      return self();
+    int64_t off = rank - static_cast<int64_t>(s->size());
+    if (off < 0)
+      return self();
+    if (i < off || (*s)[i - off] == 1)
+      continue;
+    DimOrigin o = follow(operand, i - off);
+    if (pick && *pick != o)
+      return self();
+    pick = o;
+  }
+  return pick ? *pick : self();
+}
+
+/// The rows of a product with a 2-D weight.
+DimOrigin OriginStep::matMul(MatMulOp op) const {
+  auto a = shapeOf(op.getA()), b = shapeOf(op.getB());
+  if (!a || !b || a->size() < 2 || b->size() != 2 ||
+      static_cast<int64_t>(a->size()) != rank)
+    return self();
+  return i < rank - 1 ? follow(op.getA(), i) : self();
+}
+
+DimOrigin OriginStep::gemm(GemmOp op) const {
+  return i == 0 && !op.getTransA() ? follow(op.getA(), 0) : self();
+}
+
+DimOrigin OriginStep::transpose(TransposeOp op) const {
+  std::optional<ArrayAttr> perm = op.getPerm();
+  if (!perm || static_cast<int64_t>(perm->size()) != rank)
+    return self();
+  return follow(op.getData(), cast<IntegerAttr>((*perm)[i]).getInt());
+}
+
+DimOrigin OriginStep::gather(GatherOp op) const {
+  auto data = shapeOf(op.getData()), idx = shapeOf(op.getIndices());
+  if (!data || !idx)
+    return self();
+  int64_t axis = normAxis(signedAttr(op.getAxis()), data->size());
+  int64_t q = idx->size();
+  if (i < axis)
+    return follow(op.getData(), i);
+  if (i < axis + q)
+    return follow(op.getIndices(), i - axis);
+  return follow(op.getData(), i - q + 1);
+}
+
+/// Gathered rows of an embedding table: the leading dims are the indices'.
+DimOrigin OriginStep::gatherBlockQuantized(MsGatherBlockQuantizedOp op) const {
+  auto idx = shapeOf(op.getIndices());
+  if (!idx || op.getGatherAxis() != 0)
+    return self();
+  return i < static_cast<int64_t>(idx->size()) ? follow(op.getIndices(), i)
+                                               : self();
+}
+
+/// A target entry that is 0 (copy) or names a dim of some value.
+DimOrigin OriginStep::reshape(ReshapeOp op) const {
+  auto target = shapeEntries(op.getShape());
+  if (!target || static_cast<int64_t>(target->size()) != rank)
+    return self();
+  if ((*target)[i].value == 0 && !op.getAllowzero())
+    return follow(op.getData(), i);
+  if ((*target)[i].origin.value)
+    return (*target)[i].origin;
+  return self();
+}
+
+/// Dims the slice does not cut pass through.
+DimOrigin OriginStep::slice(SliceOp op) const {
+  Value axesV = presentOrNull(op.getAxes());
+  auto axes = axesV ? getConstantInts(axesV) : std::nullopt;
+  if (!axes)
+    return self();
+  for (int64_t a : *axes)
+    if (normAxis(a, rank) == i)
+      return self();
+  return follow(op.getData(), i);
+}
+
+DimOrigin OriginStep::constantOfShape(ConstantOfShapeOp op) const {
+  auto dims = shapeEntries(op.getInput());
+  if (dims && static_cast<int64_t>(dims->size()) == rank &&
+      (*dims)[i].origin.value)
+    return (*dims)[i].origin;
+  return self();
+}
+
+DimOrigin OriginStep::unsqueeze(UnsqueezeOp op) const {
+  auto axes = getConstantInts(op.getAxes());
+  if (!axes)
+    return self();
+  int64_t skipped = 0;
+  for (int64_t a : *axes) {
+    a = normAxis(a, rank);
+    if (a == i)
+      return self();
+    skipped += a < i;
+  }
+  return follow(op.getData(), i - skipped);
+}
+
+DimOrigin OriginStep::split(SplitOp op) const {
+  int64_t axis = normAxis(signedAttr(op.getAxis()), rank);
+  return i != axis ? follow(op.getInput(), i) : self();
+}
+
+/// Dims off the axis are operand 0's; Concat(past, new) along a dynamic axis
+/// is past + new.
+DimOrigin OriginStep::concat(ConcatOp op) const {
+  int64_t axis = normAxis(signedAttr(op.getAxis()), rank);
+  OperandRange inputs = op.getInputs();
+  if (i != axis)
+    return follow(inputs[0], i);
+  if (inputs.size() != 2)
+    return self();
+  auto a = shapeOf(inputs[0]), b = shapeOf(inputs[1]);
+  if (a && b && static_cast<int64_t>(a->size()) == rank &&
+      static_cast<int64_t>(b->size()) == rank &&
+      ShapedType::isDynamic((*a)[i]) && ShapedType::isDynamic((*b)[i]))
+    if (auto sum = sumOf(follow(inputs[0], i), follow(inputs[1], i)))
+      return *sum;
+  return self();
+}
+
+/// The kept dims pass through (RMSNorm's mean over the last axis; OLMo-2
+/// normalises the whole q projection before `view(..., -1, head_dim)`).
+DimOrigin OriginStep::reduce(const Reduction &r) const {
+  auto in = shapeOf(r.input);
+  if (!in)
+    return self();
+  auto reduce = reducedDims(r, in->size());
+  if (!reduce)
+    return self();
+  for (int64_t j = 0, k = 0, n = in->size(); j < n; ++j) {
+    if ((*reduce)[j] && !r.keepDims)
+      continue;
+    if (k++ == i)
+      return (*reduce)[j] ? self() : follow(r.input, j);
+  }
+  return self();
+}
+
 DimOrigin dimOriginWithin(Value v, int64_t i, int &budget) {
   DimOrigin self{v, i};
   auto vs = shapeOf(v);
@@ -331,159 +560,145 @@ DimOrigin dimOriginWithin(Value v, int64_t i, int &budget) {
     return self;
   if (auto arg = dyn_cast<BlockArgument>(v))
     return namedInputDim(arg, i);
-  int64_t rank = vs->size();
   Operation *def = v.getDefiningOp();
   if (!def || !isa<ONNXDialect>(def->getDialect()) ||
       def->getNumOperands() == 0)
     return self;
-  StringRef name = def->getName().getStringRef();
-  name.consume_front("onnx.");
-  auto follow = [&](Value from, int64_t j) {
-    auto fs = shapeOf(from);
-    if (!fs || j < 0 || j >= static_cast<int64_t>(fs->size()))
-      return self;
-    return dimOriginWithin(from, j, budget);
-  };
-  switch (shapeRule(name)) {
-  case Rule::Same:
-    if (auto s = shapeOf(def->getOperand(0)); s && s->size() == vs->size())
-      return follow(def->getOperand(0), i);
-    return self;
-  case Rule::Broadcast: {
-    // The one operand whose aligned dim is not 1; several only when they
-    // share an origin (a dynamic dim could be a broadcast 1 at run time).
-    std::optional<DimOrigin> pick;
-    for (Value operand : def->getOperands()) {
-      auto s = shapeOf(operand);
-      if (!s)
-        return self;
-      int64_t off = rank - static_cast<int64_t>(s->size());
-      if (off < 0)
-        return self;
-      if (i < off || (*s)[i - off] == 1)
-        continue;
-      DimOrigin o = follow(operand, i - off);
-      if (pick && *pick != o)
-        return self;
-      pick = o;
-    }
-    return pick ? *pick : self;
-  }
-  case Rule::None:
-    break;
-  }
-  if (name == "MatMul" && def->getNumOperands() == 2) {
-    auto a = shapeOf(def->getOperand(0)), b = shapeOf(def->getOperand(1));
-    if (!a || !b || a->size() < 2 || b->size() != 2 || a->size() != vs->size())
-      return self;
-    return i < rank - 1 ? follow(def->getOperand(0), i) : self;
-  }
-  if (name == "Gemm")
-    return i == 0 && !intAttr(def, "transA", 0) ? follow(def->getOperand(0), 0)
-                                                : self;
-  if (name == "Transpose") {
-    auto p = dyn_cast_or_null<ArrayAttr>(def->getAttr("perm"));
-    if (!p || static_cast<int64_t>(p.size()) != rank)
-      return self;
-    return follow(def->getOperand(0), cast<IntegerAttr>(p[i]).getInt());
-  }
-  if (name == "Gather") {
-    auto data = shapeOf(def->getOperand(0)), idx = shapeOf(def->getOperand(1));
-    if (!data || !idx)
-      return self;
-    int64_t axis = normAxis(intAttr(def, "axis", 0), data->size());
-    int64_t q = idx->size();
-    if (i < axis)
-      return follow(def->getOperand(0), i);
-    if (i < axis + q)
-      return follow(def->getOperand(1), i - axis);
-    return follow(def->getOperand(0), i - q + 1);
-  }
-  if (name == "ms.GatherBlockQuantized") {
-    // Gathered rows of an embedding table: the leading dims are the indices'.
-    auto idx = shapeOf(def->getOperand(1));
-    if (!idx || intAttr(def, "gather_axis", 0) != 0)
-      return self;
-    return i < static_cast<int64_t>(idx->size()) ? follow(def->getOperand(1), i) : self;
-  }
-  if (name == "Reshape") {
-    // A target entry that is 0 (copy) or names a dim of some value.
-    auto target = shapeEntries(def->getOperand(1));
-    if (!target || static_cast<int64_t>(target->size()) != rank)
-      return self;
-    if ((*target)[i].value == 0 && !intAttr(def, "allowzero", 0))
-      return follow(def->getOperand(0), i);
-    if ((*target)[i].origin.value)
-      return (*target)[i].origin;
-    return self;
-  }
-  if (name == "Slice") {
-    // Dims the slice does not cut pass through.
-    Value axesV = operandOrNull(def, 3);
-    auto axes = axesV ? getConstantInts(axesV) : std::nullopt;
-    if (!axes)
-      return self;
-    for (int64_t a : *axes)
-      if (normAxis(a, rank) == i)
-        return self;
-    return follow(def->getOperand(0), i);
-  }
-  if (name == "ConstantOfShape") {
-    auto dims = shapeEntries(def->getOperand(0));
-    if (dims && static_cast<int64_t>(dims->size()) == rank &&
-        (*dims)[i].origin.value)
-      return (*dims)[i].origin;
-    return self;
-  }
-  if (name == "Unsqueeze") {
-    auto axes = getConstantInts(def->getOperand(1));
-    if (!axes)
-      return self;
-    int64_t skipped = 0;
-    for (int64_t a : *axes) {
-      a = normAxis(a, rank);
-      if (a == i)
-        return self;
-      skipped += a < i;
-    }
-    return follow(def->getOperand(0), i - skipped);
-  }
-  if (name == "Concat" || name == "Split") {
-    int64_t axis = normAxis(intAttr(def, "axis", 0), rank);
-    if (i != axis)
-      return follow(def->getOperand(0), i);
-    // Concat(past, new) along a dynamic axis: past + new.
-    if (name == "Concat" && def->getNumOperands() == 2) {
-      auto a = shapeOf(def->getOperand(0)), b = shapeOf(def->getOperand(1));
-      if (a && b && a->size() == vs->size() && b->size() == vs->size() &&
-          ShapedType::isDynamic((*a)[i]) && ShapedType::isDynamic((*b)[i]))
-        if (auto sum = sumOf(follow(def->getOperand(0), i), follow(def->getOperand(1), i)))
-          return *sum;
-    }
-    return self;
-  }
-  if (name.starts_with("Reduce")) {
-    // The kept dims pass through (RMSNorm's mean over the last axis; OLMo-2
-    // normalises the whole q projection before `view(..., -1, head_dim)`).
-    auto in = shapeOf(def->getOperand(0));
-    if (!in)
-      return self;
-    auto reduce = reducedDims(def, in->size(), /*axesAsAttr=*/false);
-    if (!reduce)
-      return self;
-    bool keep = intAttr(def, "keepdims", 1);
-    for (int64_t j = 0, k = 0, n = in->size(); j < n; ++j) {
-      if ((*reduce)[j] && !keep)
-        continue;
-      if (k++ == i)
-        return (*reduce)[j] ? self : follow(def->getOperand(0), j);
-    }
-    return self;
-  }
-  return self;
+  return OriginStep(v, i, vs->size(), budget).through(def);
 }
 
+//===----------------------------------------------------------------------===//
+// The values of shape tensors
+//===----------------------------------------------------------------------===//
 
+/// Entries with known values and no origin.
+ShapeEntries plainEntries(ArrayRef<int64_t> values) {
+  ShapeEntries out;
+  for (int64_t d : values)
+    out.push_back({d, {}});
+  return out;
+}
+
+/// The entries of `v` when only its type is known: a static length, every
+/// value unknown.
+std::optional<ShapeEntries> unknownEntries(Value v) {
+  auto t = dyn_cast<RankedTensorType>(v.getType());
+  if (t && t.getRank() == 1 && !t.isDynamicDim(0))
+    return ShapeEntries(t.getDimSize(0));
+  if (t && t.getRank() == 0)
+    return ShapeEntries(1);
+  return std::nullopt;
+}
+
+/// Shape(x)[start:end]: x's static dims, and the origins of its dynamic ones.
+std::optional<ShapeEntries> entriesOfShape(ShapeOp op) {
+  Value x = op.getData();
+  auto in = shapeOf(x);
+  if (!in)
+    return std::nullopt;
+  int64_t rank = in->size();
+  std::optional<uint64_t> endAttr = op.getEnd();
+  int64_t start =
+      std::clamp<int64_t>(normAxis(signedAttr(op.getStart()), rank), 0, rank);
+  int64_t end = std::clamp<int64_t>(
+      normAxis(endAttr ? signedAttr(*endAttr) : rank, rank), 0, rank);
+  ShapeEntries out;
+  for (int64_t j = start; j < end; ++j)
+    out.push_back({(*in)[j], ShapedType::isDynamic((*in)[j]) ? dimOrigin(x, j)
+                                                             : DimOrigin{}});
+  return out;
+}
+
+/// To one dim: the entries in order.
+std::optional<ShapeEntries> entriesOfReshape(ReshapeOp op, int depth) {
+  auto t = dyn_cast<RankedTensorType>(op.getType());
+  if (!t || t.getRank() != 1)
+    return std::nullopt;
+  auto inner = shapeEntries(op.getData(), depth + 1);
+  if (inner && (t.isDynamicDim(0) ||
+                t.getDimSize(0) == static_cast<int64_t>(inner->size())))
+    return inner;
+  return std::nullopt;
+}
+
+/// Two dims added (past + new length); constants add as constants.
+std::optional<ShapeEntries> entriesOfAdd(AddOp op, int depth) {
+  auto a = shapeEntries(op.getA(), depth + 1);
+  auto b = shapeEntries(op.getB(), depth + 1);
+  if (!a || !b || a->size() != 1 || b->size() != 1)
+    return std::nullopt;
+  ShapeEntry x = (*a)[0], y = (*b)[0];
+  if (!ShapedType::isDynamic(x.value) && !ShapedType::isDynamic(y.value))
+    return ShapeEntries{{addDims(x.value, y.value), {}}};
+  if (ShapedType::isDynamic(x.value) && ShapedType::isDynamic(y.value))
+    if (auto sum = sumOf(x.origin, y.origin))
+      return ShapeEntries{{kDyn, *sum}};
+  return std::nullopt;
+}
+
+std::optional<ShapeEntries> entriesOfConcat(ConcatOp op, int depth) {
+  ShapeEntries out;
+  for (Value operand : op.getInputs()) {
+    auto part = shapeEntries(operand, depth + 1);
+    if (!part)
+      return std::nullopt;
+    out.append(part->begin(), part->end());
+  }
+  return out;
+}
+
+std::optional<ShapeEntries> entriesOfGather(GatherOp op, int depth) {
+  auto data = shapeEntries(op.getData(), depth + 1);
+  auto idx = getConstantInts(op.getIndices());
+  if (!data || !idx)
+    return std::nullopt;
+  ShapeEntries out;
+  int64_t n = data->size();
+  for (int64_t i : *idx) {
+    if (i < -n || i >= n)
+      return std::nullopt;
+    out.push_back((*data)[i < 0 ? i + n : i]);
+  }
+  return out;
+}
+
+/// One contiguous range (no steps) of a shape tensor.
+std::optional<ShapeEntries> entriesOfSlice(SliceOp op, int depth) {
+  auto data = shapeEntries(op.getData(), depth + 1);
+  auto starts = getConstantInts(op.getStarts());
+  auto ends = getConstantInts(op.getEnds());
+  if (!data || !starts || !ends || starts->size() != 1 || ends->size() != 1 ||
+      presentOrNull(op.getSteps()))
+    return std::nullopt;
+  int64_t n = data->size(), b = (*starts)[0], e = (*ends)[0];
+  b = std::clamp<int64_t>(b < 0 ? b + n : b, 0, n);
+  e = std::clamp<int64_t>(e < 0 ? e + n : e, 0, n);
+  return e > b ? ShapeEntries(data->begin() + b, data->begin() + e)
+               : ShapeEntries{};
+}
+
+/// The entries `def` computes, std::nullopt when it is not shape arithmetic
+/// this follows (the caller falls back to the result type).
+std::optional<ShapeEntries> entriesOf(Operation *def, int depth) {
+  using Entries = std::optional<ShapeEntries>;
+  return llvm::TypeSwitch<Operation *, Entries>(def)
+      .Case([&](ShapeOp op) { return entriesOfShape(op); })
+      .Case<CastOp, IdentityOp>([&](auto op) -> Entries {
+        return shapeEntries(op.getInput(), depth + 1);
+      })
+      .Case<UnsqueezeOp, SqueezeOp>([&](auto op) -> Entries {
+        auto inner = shapeEntries(op.getData(), depth + 1);
+        if (inner && inner->size() == 1)
+          return inner;
+        return std::nullopt;
+      })
+      .Case([&](ReshapeOp op) { return entriesOfReshape(op, depth); })
+      .Case([&](AddOp op) { return entriesOfAdd(op, depth); })
+      .Case([&](ConcatOp op) { return entriesOfConcat(op, depth); })
+      .Case([&](GatherOp op) { return entriesOfGather(op, depth); })
+      .Case([&](SliceOp op) { return entriesOfSlice(op, depth); })
+      .Default([](Operation *) { return std::nullopt; });
+}
 
 /// The value of a 1-D shape tensor as far as it is known: constants, dims of
 /// Shape(x) (dynamic where x's dim is, with the dim's origin), and Concat/
@@ -492,116 +707,17 @@ DimOrigin dimOriginWithin(Value v, int64_t i, int &budget) {
 std::optional<ShapeEntries> shapeEntries(Value v, int depth) {
   if (!v || depth > 16)
     return std::nullopt;
-  auto plain = [](ArrayRef<int64_t> values) {
-    ShapeEntries out;
-    for (int64_t d : values)
-      out.push_back({d, {}});
-    return out;
-  };
   if (auto c = getConstantInts(v)) {
     auto t = dyn_cast<RankedTensorType>(v.getType());
     if (t && t.getRank() <= 1)
-      return plain(*c);
+      return plainEntries(*c);
     return std::nullopt;
   }
   Operation *def = v.getDefiningOp();
-  auto fallback = [&]() -> std::optional<ShapeEntries> {
-    auto t = dyn_cast<RankedTensorType>(v.getType());
-    if (t && t.getRank() == 1 && !t.isDynamicDim(0))
-      return ShapeEntries(t.getDimSize(0));
-    if (t && t.getRank() == 0)
-      return ShapeEntries(1);
-    return std::nullopt;
-  };
-  if (!def || !isa<ONNXDialect>(def->getDialect()))
-    return fallback();
-  StringRef name = def->getName().getStringRef();
-  name.consume_front("onnx.");
-  if (name == "Shape") {
-    Value x = def->getOperand(0);
-    auto in = shapeOf(x);
-    if (!in)
-      return fallback();
-    int64_t rank = in->size();
-    int64_t start =
-        std::clamp<int64_t>(normAxis(intAttr(def, "start", 0), rank), 0, rank);
-    int64_t end =
-        std::clamp<int64_t>(normAxis(intAttr(def, "end", rank), rank), 0, rank);
-    ShapeEntries out;
-    for (int64_t j = start; j < end; ++j)
-      out.push_back({(*in)[j], ShapedType::isDynamic((*in)[j])
-                                   ? dimOrigin(x, j)
-                                   : DimOrigin{}});
-    return out;
-  }
-  if (name == "Cast" || name == "Identity" || name == "Unsqueeze" ||
-      name == "Squeeze") {
-    auto inner = shapeEntries(def->getOperand(0), depth + 1);
-    if (inner && (name == "Cast" || name == "Identity" || inner->size() == 1))
-      return inner;
-    return fallback();
-  }
-  if (name == "Reshape" && cast<ShapedType>(v.getType()).getRank() == 1) {
-    // To one dim: the entries in order.
-    auto inner = shapeEntries(def->getOperand(0), depth + 1);
-    auto t = cast<ShapedType>(v.getType());
-    if (inner && (t.isDynamicDim(0) || t.getDimSize(0) == static_cast<int64_t>(inner->size())))
-      return inner;
-    return fallback();
-  }
-  if (name == "Add") {
-    // Two dims added (past + new length); constants add as constants.
-    auto a = shapeEntries(def->getOperand(0), depth + 1);
-    auto b = shapeEntries(def->getOperand(1), depth + 1);
-    if (!a || !b || a->size() != 1 || b->size() != 1)
-      return fallback();
-    ShapeEntry x = (*a)[0], y = (*b)[0];
-    if (!ShapedType::isDynamic(x.value) && !ShapedType::isDynamic(y.value))
-      return ShapeEntries{{addDims(x.value, y.value), {}}};
-    if (ShapedType::isDynamic(x.value) && ShapedType::isDynamic(y.value))
-      if (auto sum = sumOf(x.origin, y.origin))
-        return ShapeEntries{{kDyn, *sum}};
-    return fallback();
-  }
-  if (name == "Concat") {
-    ShapeEntries out;
-    for (Value operand : def->getOperands()) {
-      auto part = shapeEntries(operand, depth + 1);
-      if (!part)
-        return fallback();
-      out.append(part->begin(), part->end());
-    }
-    return out;
-  }
-  if (name == "Gather") {
-    auto data = shapeEntries(def->getOperand(0), depth + 1);
-    auto idx = getConstantInts(def->getOperand(1));
-    if (!data || !idx)
-      return fallback();
-    ShapeEntries out;
-    int64_t n = data->size();
-    for (int64_t i : *idx) {
-      if (i < -n || i >= n)
-        return fallback();
-      out.push_back((*data)[i < 0 ? i + n : i]);
-    }
-    return out;
-  }
-  if (name == "Slice") {
-    auto data = shapeEntries(def->getOperand(0), depth + 1);
-    auto starts = getConstantInts(def->getOperand(1));
-    auto ends = getConstantInts(def->getOperand(2));
-    Value stepsV = operandOrNull(def, 4);
-    if (!data || !starts || !ends || starts->size() != 1 || ends->size() != 1 ||
-        stepsV)
-      return fallback();
-    int64_t n = data->size(), b = (*starts)[0], e = (*ends)[0];
-    b = std::clamp<int64_t>(b < 0 ? b + n : b, 0, n);
-    e = std::clamp<int64_t>(e < 0 ? e + n : e, 0, n);
-    return e > b ? ShapeEntries(data->begin() + b, data->begin() + e)
-                 : ShapeEntries{};
-  }
-  return fallback();
+  if (def && isa<ONNXDialect>(def->getDialect()))
+    if (std::optional<ShapeEntries> entries = entriesOf(def, depth))
+      return entries;
+  return unknownEntries(v);
 }
 
 std::optional<Shape> shapeValue(Value v, int depth) {
@@ -627,17 +743,97 @@ std::optional<SmallVector<int64_t>> xfmr::onnx::getShapeValue(Value v) {
   return shapeValue(v, 0);
 }
 
+//===----------------------------------------------------------------------===//
+// Shape rules
+//===----------------------------------------------------------------------===//
+
 namespace {
+bool inferSameAsOperand(Operation *op, unsigned operand, unsigned result = 0) {
+  auto s = shapeOf(op->getOperand(operand));
+  return s && refine(op, result, *s);
+}
+
+/// Operand 0's shape. Skip*LayerNormalization's input_skip_bias_sum (the
+/// residual stream the next layer adds to) has the input's shape too.
+bool inferSameShape(Operation *op) {
+  bool changed = inferSameAsOperand(op, 0);
+  if (isa<MsSkipLayerNormalizationOp, MsSkipSimplifiedLayerNormalizationOp>(
+          op) &&
+      op->getNumResults() > 3 && isa<TensorType>(op->getResult(3).getType()))
+    changed |= inferSameAsOperand(op, 0, 3);
+  return changed;
+}
+
+bool inferBroadcast(Operation *op) {
+  auto s = allShapesBroadcast(op);
+  return s && refine(op, 0, *s);
+}
+
+bool inferReduce(Operation *op, const Reduction &r) {
+  auto in = shapeOf(r.input);
+  if (!in)
+    return false;
+  int64_t rank = in->size();
+  auto reduce = reducedDims(r, rank);
+  if (!reduce)
+    return false;
+  Shape out;
+  for (int64_t i = 0; i < rank; ++i) {
+    if (!(*reduce)[i])
+      out.push_back((*in)[i]);
+    else if (r.keepDims)
+      out.push_back(1);
+  }
+  return refine(op, 0, out);
+}
+
+bool inferConstant(ConstantOp op) {
+  std::optional<ElementsAttr> value = op.getValue();
+  return value && refine(op, 0, value->getShapedType().getShape());
+}
+
+/// MatMul and MatMulInteger: numpy matmul, 1-D operands promoted and their
+/// unit dim dropped again.
+template <typename OpTy> bool inferMatMul(OpTy op) {
+  auto a = shapeOf(op.getA()), b = shapeOf(op.getB());
+  if (!a || !b || a->empty() || b->empty())
+    return false;
+  Shape as = *a, bs = *b;
+  bool aVec = as.size() == 1, bVec = bs.size() == 1;
+  if (aVec)
+    as.insert(as.begin(), 1);
+  if (bVec)
+    bs.push_back(1);
+  Shape aBatch(as.begin(), as.end() - 2), bBatch(bs.begin(), bs.end() - 2);
+  auto batch = broadcast({aBatch, bBatch});
+  if (!batch)
+    return false;
+  Shape out = *batch;
+  if (!aVec)
+    out.push_back(as[as.size() - 2]);
+  if (!bVec)
+    out.push_back(bs.back());
+  return refine(op, 0, out);
+}
+
+bool inferGemm(GemmOp op) {
+  auto a = shapeOf(op.getA()), b = shapeOf(op.getB());
+  if (!a || !b || a->size() != 2 || b->size() != 2)
+    return false;
+  return refine(op, 0,
+                {(*a)[op.getTransA() ? 1 : 0], (*b)[op.getTransB() ? 0 : 1]});
+}
+
 /// Reshape's result: the target's known entries, and its -1 from the
 /// input's size where that is static, or after cancelling the input's
 /// dynamic dims against target entries naming the same dims.
-bool inferReshape(Operation *op) {
-  Value input = op->getOperand(0);
-  auto target = shapeEntries(op->getOperand(1));
+bool inferReshape(ReshapeOp op) {
+  Value input = op.getData();
+  auto target = shapeEntries(op.getShape());
   if (!target)
     return false;
   auto in = shapeOf(input);
-  bool allowZero = intAttr(op, "allowzero", 0);
+  bool allowZero = op.getAllowzero() != 0;
   Shape out;
   int64_t known = 1, inferIdx = -1;
   SmallVector<bool> cancelled(in ? in->size() : 0, false);
@@ -690,13 +886,14 @@ bool inferReshape(Operation *op) {
   return refine(op, 0, out);
 }
 
-bool inferTranspose(Operation *op) {
-  auto in = shapeOf(op->getOperand(0));
+/// `perm`, or the reversed dims when it is absent.
+bool inferTranspose(TransposeOp op) {
+  auto in = shapeOf(op.getData());
   if (!in)
     return false;
   Shape perm;
-  if (auto p = dyn_cast_or_null<ArrayAttr>(op->getAttr("perm"))) {
-    for (Attribute a : p)
+  if (std::optional<ArrayAttr> p = op.getPerm()) {
+    for (Attribute a : *p)
       perm.push_back(cast<IntegerAttr>(a).getInt());
   } else {
     for (int64_t i = in->size() - 1; i >= 0; --i)
@@ -713,9 +910,9 @@ bool inferTranspose(Operation *op) {
   return refine(op, 0, out);
 }
 
-bool inferUnsqueeze(Operation *op) {
-  auto in = shapeOf(op->getOperand(0));
-  auto axes = getConstantInts(op->getOperand(1));
+bool inferUnsqueeze(UnsqueezeOp op) {
+  auto in = shapeOf(op.getData());
+  auto axes = getConstantInts(op.getAxes());
   if (!in || !axes)
     return false;
   int64_t rank = in->size() + axes->size();
@@ -733,14 +930,14 @@ bool inferUnsqueeze(Operation *op) {
   return refine(op, 0, out);
 }
 
-bool inferSqueeze(Operation *op) {
-  auto in = shapeOf(op->getOperand(0));
+/// The constant `axes`, or every static unit dim when it is absent.
+bool inferSqueeze(SqueezeOp op) {
+  auto in = shapeOf(op.getData());
   if (!in)
     return false;
   int64_t rank = in->size();
   SmallVector<bool> drop(rank, false);
-  Value axesV = operandOrNull(op, 1);
-  if (axesV) {
+  if (Value axesV = presentOrNull(op.getAxes())) {
     auto axes = getConstantInts(axesV);
     if (!axes)
       return false;
@@ -764,10 +961,10 @@ bool inferSqueeze(Operation *op) {
   return refine(op, 0, out);
 }
 
-bool inferConcat(Operation *op) {
+bool inferConcat(ConcatOp op) {
   Shape out;
-  int64_t axis = intAttr(op, "axis", 0);
-  for (Value v : op->getOperands()) {
+  int64_t axis = signedAttr(op.getAxis());
+  for (Value v : op.getInputs()) {
     auto s = shapeOf(v);
     if (!s)
       return false;
@@ -790,11 +987,11 @@ bool inferConcat(Operation *op) {
   return !out.empty() && refine(op, 0, out);
 }
 
-bool inferGather(Operation *op) {
-  auto data = shapeOf(op->getOperand(0)), idx = shapeOf(op->getOperand(1));
+bool inferGather(GatherOp op) {
+  auto data = shapeOf(op.getData()), idx = shapeOf(op.getIndices());
   if (!data || !idx || data->empty())
     return false;
-  int64_t axis = normAxis(intAttr(op, "axis", 0), data->size());
+  int64_t axis = normAxis(signedAttr(op.getAxis()), data->size());
   if (axis < 0 || axis >= static_cast<int64_t>(data->size()))
     return false;
   Shape out(data->begin(), data->begin() + axis);
@@ -803,41 +1000,82 @@ bool inferGather(Operation *op) {
   return refine(op, 0, out);
 }
 
-bool inferSlice(Operation *op) {
-  auto in = shapeOf(op->getOperand(0));
-  auto starts = getConstantInts(op->getOperand(1));
-  auto ends = getConstantInts(op->getOperand(2));
+bool inferGatherElements(GatherElementsOp op) {
+  auto s = shapeOf(op.getIndices());
+  return s && refine(op, 0, *s);
+}
+
+bool inferGatherND(GatherNDOp op) {
+  auto data = shapeOf(op.getData()), idx = shapeOf(op.getIndices());
+  int64_t b = signedAttr(op.getBatchDims());
+  if (!data || !idx || idx->empty() || ShapedType::isDynamic(idx->back()))
+    return false;
+  int64_t k = idx->back(), r = data->size();
+  if (b < 0 || k < 1 || b + k > r)
+    return false;
+  Shape out(idx->begin(), idx->end() - 1);
+  out.append(data->begin() + b + k, data->end());
+  return refine(op, 0, out);
+}
+
+/// Slice bounds known only at run time: the rank is kept, sliced axes (all
+/// of them when the axes are not constant either) become dynamic.
+bool inferSliceWithRuntimeBounds(SliceOp op, const Shape &in) {
+  int64_t rank = in.size();
+  Shape out = in;
+  Value axesV = presentOrNull(op.getAxes());
+  auto axes = axesV ? getConstantInts(axesV) : std::nullopt;
+  if (axesV && axes) {
+    for (int64_t a : *axes) {
+      a = normAxis(a, rank);
+      if (a < 0 || a >= rank)
+        return false;
+      out[a] = kDyn;
+    }
+  } else if (!axesV) {
+    auto startsType = dyn_cast<RankedTensorType>(op.getStarts().getType());
+    if (!startsType || startsType.isDynamicDim(0) ||
+        startsType.getDimSize(0) > rank)
+      out.assign(rank, kDyn);
+    else
+      for (int64_t i = 0; i < startsType.getDimSize(0); ++i)
+        out[i] = kDyn;
+  } else {
+    out.assign(rank, kDyn);
+  }
+  return refine(op, 0, out);
+}
+
+/// The length of a static dim `dim` sliced from `start` to `end` by `step`
+/// (nonzero, not INT64_MIN). ONNX: negative indices count from the end, then
+/// clamp; the clamp range depends on the step's sign. v + dim cannot
+/// overflow for v < 0.
+int64_t slicedLength(int64_t dim, int64_t start, int64_t end, int64_t step) {
+  if (start < 0)
+    start += dim;
+  if (end < 0)
+    end += dim;
+  if (step > 0) {
+    start = std::clamp<int64_t>(start, 0, dim);
+    end = std::clamp<int64_t>(end, 0, dim);
+    return end > start ? (end - start - 1) / step + 1 : 0;
+  }
+  start = std::clamp<int64_t>(start, 0, dim - 1);
+  end = std::clamp<int64_t>(end, -1, dim - 1);
+  return start > end ? (start - end - 1) / (-step) + 1 : 0;
+}
+
+bool inferSlice(SliceOp op) {
+  auto in = shapeOf(op.getData());
+  auto starts = getConstantInts(op.getStarts());
+  auto ends = getConstantInts(op.getEnds());
   if (!in)
     return false;
+  if (!starts || !ends || starts->size() != ends->size())
+    return inferSliceWithRuntimeBounds(op, *in);
   int64_t rank = in->size();
-  if (!starts || !ends || starts->size() != ends->size()) {
-    // Bounds known only at run time: the rank is kept, sliced axes (all of
-    // them when the axes are not constant either) become dynamic.
-    Shape out = *in;
-    Value axesV = operandOrNull(op, 3);
-    auto axes = axesV ? getConstantInts(axesV) : std::nullopt;
-    if (axesV && axes) {
-      for (int64_t a : *axes) {
-        a = normAxis(a, rank);
-        if (a < 0 || a >= rank)
-          return false;
-        out[a] = kDyn;
-      }
-    } else if (!axesV) {
-      auto startsType = dyn_cast<RankedTensorType>(op->getOperand(1).getType());
-      if (!startsType || startsType.isDynamicDim(0) ||
-          startsType.getDimSize(0) > rank)
-        out.assign(rank, kDyn);
-      else
-        for (int64_t i = 0; i < startsType.getDimSize(0); ++i)
-          out[i] = kDyn;
-    } else {
-      out.assign(rank, kDyn);
-    }
-    return refine(op, 0, out);
-  }
   Shape axes, steps(starts->size(), 1);
-  if (Value a = operandOrNull(op, 3)) {
+  if (Value a = presentOrNull(op.getAxes())) {
     auto c = getConstantInts(a);
     if (!c)
       return false;
@@ -846,7 +1084,7 @@ bool inferSlice(Operation *op) {
     for (size_t i = 0; i < starts->size(); ++i)
       axes.push_back(i);
   }
-  if (Value s = operandOrNull(op, 4)) {
+  if (Value s = presentOrNull(op.getSteps())) {
     auto c = getConstantInts(s);
     if (!c)
       return false;
@@ -864,33 +1102,16 @@ bool inferSlice(Operation *op) {
       out[a] = kDyn;
       continue;
     }
-    int64_t step = steps[i];
-    if (step == std::numeric_limits<int64_t>::min())
+    if (steps[i] == std::numeric_limits<int64_t>::min())
       return false;
-    // ONNX: negative indices count from the end, then clamp; the clamp range
-    // depends on the step's sign. v + dim cannot overflow for v < 0.
-    int64_t s = (*starts)[i], e = (*ends)[i], len;
-    if (s < 0)
-      s += dim;
-    if (e < 0)
-      e += dim;
-    if (step > 0) {
-      s = std::clamp<int64_t>(s, 0, dim);
-      e = std::clamp<int64_t>(e, 0, dim);
-      len = e > s ? (e - s - 1) / step + 1 : 0;
-    } else {
-      s = std::clamp<int64_t>(s, 0, dim - 1);
-      e = std::clamp<int64_t>(e, -1, dim - 1);
-      len = s > e ? (s - e - 1) / (-step) + 1 : 0;
-    }
-    out[a] = len;
+    out[a] = slicedLength(dim, (*starts)[i], (*ends)[i], steps[i]);
   }
   return refine(op, 0, out);
 }
 
-bool inferExpand(Operation *op) {
-  auto in = shapeOf(op->getOperand(0));
-  auto target = shapeValue(op->getOperand(1));
+bool inferExpand(ExpandOp op) {
+  auto in = shapeOf(op.getInput());
+  auto target = shapeValue(op.getShape());
   if (!in || !target)
     return false;
   Shape t(target->begin(), target->end());
@@ -898,36 +1119,19 @@ bool inferExpand(Operation *op) {
   return out && refine(op, 0, *out);
 }
 
-bool inferReduce(Operation *op, bool axesAsAttr) {
-  auto in = shapeOf(op->getOperand(0));
+/// Each result: the input with the axis cut to its `split` entry, or to
+/// ceil(dim / n) chunks when `split` is absent.
+bool inferSplit(SplitOp op) {
+  auto in = shapeOf(op.getInput());
   if (!in)
     return false;
   int64_t rank = in->size();
-  auto reduce = reducedDims(op, rank, axesAsAttr);
-  if (!reduce)
-    return false;
-  bool keep = intAttr(op, "keepdims", 1);
-  Shape out;
-  for (int64_t i = 0; i < rank; ++i) {
-    if (!(*reduce)[i])
-      out.push_back((*in)[i]);
-    else if (keep)
-      out.push_back(1);
-  }
-  return refine(op, 0, out);
-}
-
-bool inferSplit(Operation *op) {
-  auto in = shapeOf(op->getOperand(0));
-  if (!in)
-    return false;
-  int64_t rank = in->size();
-  int64_t axis = normAxis(intAttr(op, "axis", 0), rank);
+  int64_t axis = normAxis(signedAttr(op.getAxis()), rank);
   if (axis < 0 || axis >= rank)
     return false;
   unsigned n = op->getNumResults();
   Shape sizes;
-  if (Value s = operandOrNull(op, 1)) {
+  if (Value s = presentOrNull(op.getSplit())) {
     auto c = getConstantInts(s);
     if (!c || c->size() != n)
       return false;
@@ -948,217 +1152,203 @@ bool inferSplit(Operation *op) {
   return changed;
 }
 
-bool inferSameAsOperand(Operation *op, unsigned operand, unsigned result = 0) {
-  auto s = shapeOf(op->getOperand(operand));
-  return s && refine(op, result, *s);
+/// The indices' shape with `depth` inserted at `axis`.
+bool inferOneHot(OneHotOp op) {
+  auto idx = shapeOf(op.getIndices());
+  if (!idx)
+    return false;
+  int64_t rank = idx->size() + 1;
+  int64_t axis = normAxis(signedAttr(op.getAxis()), rank);
+  if (axis < 0 || axis >= rank)
+    return false;
+  auto depth = getConstantInts(op.getDepth());
+  Shape out = *idx;
+  out.insert(out.begin() + axis, depth && depth->size() == 1 && (*depth)[0] >= 0
+                                     ? (*depth)[0]
+                                     : kDyn);
+  return refine(op, 0, out);
+}
+
+/// The number of dims in [start, end), clamped to the input's rank.
+bool inferShape(ShapeOp op) {
+  auto in = shapeOf(op.getData());
+  if (!in)
+    return refine(op, 0, {kDyn});
+  int64_t rank = in->size();
+  std::optional<uint64_t> endAttr = op.getEnd();
+  int64_t start =
+      std::clamp<int64_t>(normAxis(signedAttr(op.getStart()), rank), 0, rank);
+  int64_t end = std::clamp<int64_t>(
+      normAxis(endAttr ? signedAttr(*endAttr) : rank, rank), 0, rank);
+  return refine(op, 0, {std::max<int64_t>(0, end - start)});
+}
+
+bool inferConstantOfShape(ConstantOfShapeOp op) {
+  auto dims = shapeValue(op.getInput());
+  return dims && refine(op, 0, *dims);
+}
+
+/// 2-D: the product of the dims before `axis`, and of the rest.
+bool inferFlatten(FlattenOp op) {
+  auto in = shapeOf(op.getInput());
+  if (!in)
+    return false;
+  int64_t axis = normAxis(signedAttr(op.getAxis()), in->size());
+  int64_t outer = 1, inner = 1;
+  for (int64_t i = 0; i < static_cast<int64_t>(in->size()); ++i) {
+    int64_t &acc = i < axis ? outer : inner;
+    acc = mulDims(acc, (*in)[i]);
+  }
+  return refine(op, 0, {outer, inner});
+}
+
+/// Values and indices: the input with `axis` cut to K.
+bool inferTopK(TopKOp op) {
+  auto in = shapeOf(op.getX());
+  auto k = getConstantInts(op.getK());
+  if (!in || in->empty())
+    return false;
+  int64_t axis = normAxis(signedAttr(op.getAxis()), in->size());
+  if (axis < 0 || axis >= static_cast<int64_t>(in->size()))
+    return false;
+  Shape out = *in;
+  out[axis] = k && k->size() == 1 ? (*k)[0] : kDyn;
+  bool values = refine(op, 0, out);
+  bool indices = refine(op, 1, out);
+  return values || indices;
+}
+
+/// Length from constant start/limit/delta (integer ranges only).
+bool inferRange(RangeOp op) {
+  auto s = getConstantInts(op.getStart()), l = getConstantInts(op.getLimit()),
+       d = getConstantInts(op.getDelta());
+  if (!s || !l || !d || s->size() != 1 || l->size() != 1 || d->size() != 1 ||
+      (*d)[0] == 0)
+    return refine(op, 0, {kDyn});
+  double n = std::ceil((double((*l)[0]) - double((*s)[0])) / double((*d)[0]));
+  if (!(n < double(int64_t(1) << 62)))
+    return refine(op, 0, {kDyn});
+  return refine(op, 0, {std::max<int64_t>(0, static_cast<int64_t>(n))});
+}
+
+bool inferTile(TileOp op) {
+  auto in = shapeOf(op.getInput());
+  auto reps = getConstantInts(op.getRepeats());
+  if (!in || !reps || reps->size() != in->size())
+    return false;
+  Shape out = *in;
+  for (size_t i = 0; i < out.size(); ++i)
+    out[i] = mulDims(out[i], (*reps)[i]);
+  return refine(op, 0, out);
+}
+
+/// 4-D Q and V: [batch, heads, q_seq, v_head_size].
+bool inferAttention(AttentionOp op) {
+  auto q = shapeOf(op.getQ()), v = shapeOf(op.getV());
+  if (!q || !v || q->size() != 4 || v->size() != 4)
+    return false;
+  return refine(op, 0, {(*q)[0], (*q)[1], (*q)[2], (*v)[3]});
+}
+
+/// Output 0: the query's shape when K/V come separately; with packed QKV (no
+/// key input) the hidden size is num_heads * head_size of the packing.
+bool inferGroupQueryAttention(MsGroupQueryAttentionOp op) {
+  auto q = shapeOf(op.getQuery());
+  if (!q || q->size() != 3)
+    return false;
+  if (presentOrNull(op.getKey()))
+    return refine(op, 0, *q);
+  int64_t heads = signedAttr(op.getNumHeads()),
+          kv = signedAttr(op.getKvNumHeads());
+  int64_t packed = (*q)[2];
+  if (heads <= 0 || kv <= 0 || packed == kDyn || packed % (heads + 2 * kv) != 0)
+    return refine(op, 0, {(*q)[0], (*q)[1], kDyn});
+  return refine(op, 0, {(*q)[0], (*q)[1], packed / (heads + 2 * kv) * heads});
+}
+
+/// y like x; scale and zero point are scalars.
+bool inferDynamicQuantizeLinear(DynamicQuantizeLinearOp op) {
+  bool changed = refine(op, 1, Shape{});
+  changed |= refine(op, 2, Shape{});
+  if (auto x = shapeOf(op.getX()))
+    changed |= refine(op, 0, *x);
+  return changed;
+}
+
+/// uint8 data (gather axis 0, quantize axis last): [indices..., data dims
+/// 1.., last * 8 / bits].
+bool inferGatherBlockQuantized(MsGatherBlockQuantizedOp op) {
+  auto data = shapeOf(op.getData()), idx = shapeOf(op.getIndices());
+  int64_t bits = signedAttr(op.getBits());
+  if (!data || !idx || data->size() < 2 || bits <= 0 || 8 % bits != 0 ||
+      !getElementTypeOrSelf(op.getData().getType()).isUnsignedInteger(8) ||
+      op.getGatherAxis() != 0)
+    return false;
+  Shape out = *idx;
+  out.append(data->begin() + 1, data->end());
+  if (out.back() != kDyn)
+    out.back() *= 8 / bits;
+  return refine(op, 0, out);
+}
+
+/// A's shape with the last dim N.
+bool inferMatMulNBits(MsMatMulNBitsOp op) {
+  auto a = shapeOf(op.getA());
+  if (!a || a->empty())
+    return false;
+  Shape out = *a;
+  out.back() = signedAttr(op.getN());
+  return refine(op, 0, out);
+}
+
+/// [rank, number of nonzeros].
+bool inferNonZero(NonZeroOp op) {
+  auto in = shapeOf(op.getX());
+  return in && refine(op, 0, {static_cast<int64_t>(in->size()), kDyn});
 }
 } // namespace
 
 bool xfmr::onnx::inferResultTypes(Operation *op) {
   if (op->getNumResults() == 0 || !isa<ONNXDialect>(op->getDialect()))
     return false;
-  StringRef name = op->getName().getStringRef();
-  name.consume_front("onnx.");
-  Rule rule = shapeRule(name);
-  if (rule == Rule::Same) {
-    bool changed = inferSameAsOperand(op, 0);
-    // Skip*LayerNormalization's input_skip_bias_sum (the residual stream
-    // the next layer adds to) has the input's shape too.
-    if (name.starts_with("ms.Skip") && op->getNumResults() > 3 &&
-        isa<TensorType>(op->getResult(3).getType()))
-      changed |= inferSameAsOperand(op, 0, 3);
-    return changed;
+  switch (shapeRule(op)) {
+  case Rule::Same:
+    return inferSameShape(op);
+  case Rule::Broadcast:
+    return inferBroadcast(op);
+  case Rule::None:
+    break;
   }
-  if (rule == Rule::Broadcast) {
-    auto s = allShapesBroadcast(op);
-    return s && refine(op, 0, *s);
-  }
-  if (name == "Constant") {
-    auto value = dyn_cast_or_null<ElementsAttr>(op->getAttr("value"));
-    return value && refine(op, 0, value.getShapedType().getShape());
-  }
-  if (name == "MatMul" || name == "MatMulInteger")
-    return inferMatMul(op);
-  if (name == "Gemm") {
-    auto a = shapeOf(op->getOperand(0)), b = shapeOf(op->getOperand(1));
-    if (!a || !b || a->size() != 2 || b->size() != 2)
-      return false;
-    return refine(op, 0,
-                  {(*a)[intAttr(op, "transA", 0) ? 1 : 0],
-                   (*b)[intAttr(op, "transB", 0) ? 0 : 1]});
-  }
-  if (name == "Reshape")
-    return inferReshape(op);
-  if (name == "Transpose")
-    return inferTranspose(op);
-  if (name == "Unsqueeze")
-    return inferUnsqueeze(op);
-  if (name == "Squeeze")
-    return inferSqueeze(op);
-  if (name == "Concat")
-    return inferConcat(op);
-  if (name == "Gather")
-    return inferGather(op);
-  if (name == "GatherElements")
-    return inferSameAsOperand(op, 1);
-  if (name == "GatherND") {
-    auto data = shapeOf(op->getOperand(0)), idx = shapeOf(op->getOperand(1));
-    int64_t b = intAttr(op, "batch_dims", 0);
-    if (!data || !idx || idx->empty() || ShapedType::isDynamic(idx->back()))
-      return false;
-    int64_t k = idx->back(), r = data->size();
-    if (b < 0 || k < 1 || b + k > r)
-      return false;
-    Shape out(idx->begin(), idx->end() - 1);
-    out.append(data->begin() + b + k, data->end());
-    return refine(op, 0, out);
-  }
-  if (name == "Slice")
-    return inferSlice(op);
-  if (name == "Expand")
-    return inferExpand(op);
-  if (name == "Split")
-    return inferSplit(op);
-  if (name.starts_with("Reduce"))
-    return inferReduce(op, /*axesAsAttr=*/false);
-  if (name == "ArgMax" || name == "ArgMin")
-    return inferReduce(op, /*axesAsAttr=*/true);
-  if (name == "OneHot") {
-    auto idx = shapeOf(op->getOperand(0));
-    if (!idx)
-      return false;
-    int64_t rank = idx->size() + 1;
-    int64_t axis = normAxis(intAttr(op, "axis", -1), rank);
-    if (axis < 0 || axis >= rank)
-      return false;
-    auto depth = getConstantInts(op->getOperand(1));
-    Shape out = *idx;
-    out.insert(out.begin() + axis,
-               depth && depth->size() == 1 && (*depth)[0] >= 0 ? (*depth)[0]
-                                                               : kDyn);
-    return refine(op, 0, out);
-  }
-  if (name == "Shape") {
-    auto in = shapeOf(op->getOperand(0));
-    if (!in)
-      return refine(op, 0, {kDyn});
-    int64_t rank = in->size();
-    int64_t start =
-        std::clamp<int64_t>(normAxis(intAttr(op, "start", 0), rank), 0, rank);
-    int64_t end =
-        std::clamp<int64_t>(normAxis(intAttr(op, "end", rank), rank), 0, rank);
-    return refine(op, 0, {std::max<int64_t>(0, end - start)});
-  }
-  if (name == "Size")
-    return refine(op, 0, {});
-  if (name == "ConstantOfShape") {
-    auto dims = shapeValue(op->getOperand(0));
-    return dims && refine(op, 0, *dims);
-  }
-  if (name == "Flatten") {
-    auto in = shapeOf(op->getOperand(0));
-    if (!in)
-      return false;
-    int64_t axis = normAxis(intAttr(op, "axis", 1), in->size());
-    int64_t outer = 1, inner = 1;
-    for (int64_t i = 0; i < static_cast<int64_t>(in->size()); ++i) {
-      int64_t &acc = i < axis ? outer : inner;
-      acc = mulDims(acc, (*in)[i]);
-    }
-    return refine(op, 0, {outer, inner});
-  }
-  if (name == "TopK") {
-    auto in = shapeOf(op->getOperand(0));
-    auto k = getConstantInts(op->getOperand(1));
-    if (!in || in->empty())
-      return false;
-    int64_t axis = normAxis(intAttr(op, "axis", -1), in->size());
-    if (axis < 0 || axis >= static_cast<int64_t>(in->size()))
-      return false;
-    Shape out = *in;
-    out[axis] = k && k->size() == 1 ? (*k)[0] : kDyn;
-    bool values = refine(op, 0, out);
-    bool indices = refine(op, 1, out);
-    return values || indices;
-  }
-  if (name == "Range") {
-    // Length from constant start/limit/delta (integer ranges only).
-    auto s = getConstantInts(op->getOperand(0)),
-         l = getConstantInts(op->getOperand(1)),
-         d = getConstantInts(op->getOperand(2));
-    if (!s || !l || !d || s->size() != 1 || l->size() != 1 || d->size() != 1 ||
-        (*d)[0] == 0)
-      return refine(op, 0, {kDyn});
-    double n = std::ceil((double((*l)[0]) - double((*s)[0])) / double((*d)[0]));
-    if (!(n < double(int64_t(1) << 62)))
-      return refine(op, 0, {kDyn});
-    return refine(op, 0, {std::max<int64_t>(0, static_cast<int64_t>(n))});
-  }
-  if (name == "Tile") {
-    auto in = shapeOf(op->getOperand(0));
-    auto reps = getConstantInts(op->getOperand(1));
-    if (!in || !reps || reps->size() != in->size())
-      return false;
-    Shape out = *in;
-    for (size_t i = 0; i < out.size(); ++i)
-      out[i] = mulDims(out[i], (*reps)[i]);
-    return refine(op, 0, out);
-  }
-  if (name == "Attention") {
-    auto q = shapeOf(op->getOperand(0)), v = shapeOf(op->getOperand(2));
-    if (!q || !v || q->size() != 4 || v->size() != 4)
-      return false;
-    return refine(op, 0, {(*q)[0], (*q)[1], (*q)[2], (*v)[3]});
-  }
-  if (name == "ms.GroupQueryAttention") {
-    // Output 0: the query's shape when K/V come separately; with packed QKV
-    // (no key input) the hidden size is num_heads * head_size of the packing.
-    auto q = shapeOf(op->getOperand(0));
-    if (!q || q->size() != 3)
-      return false;
-    if (operandOrNull(op, 1))
-      return refine(op, 0, *q);
-    int64_t heads = intAttr(op, "num_heads", 0),
-            kv = intAttr(op, "kv_num_heads", 0);
-    int64_t packed = (*q)[2];
-    if (heads <= 0 || kv <= 0 || packed == kDyn ||
-        packed % (heads + 2 * kv) != 0)
-      return refine(op, 0, {(*q)[0], (*q)[1], kDyn});
-    return refine(op, 0, {(*q)[0], (*q)[1], packed / (heads + 2 * kv) * heads});
-  }
-  if (name == "DynamicQuantizeLinear") { // y like x; scale, zero point scalars
-    bool changed = refine(op, 1, Shape{});
-    changed |= refine(op, 2, Shape{});
-    if (auto x = shapeOf(op->getOperand(0)))
-      changed |= refine(op, 0, *x);
-    return changed;
-  }
-  if (name == "ms.GatherBlockQuantized") {
-    // uint8 data (gather axis 0, quantize axis last): [indices..., data
-    // dims 1.., last * 8 / bits].
-    auto data = shapeOf(op->getOperand(0)), idx = shapeOf(op->getOperand(1));
-    int64_t bits = intAttr(op, "bits", 4);
-    if (!data || !idx || data->size() < 2 || bits <= 0 || 8 % bits != 0 ||
-        !getElementTypeOrSelf(op->getOperand(0).getType()).isUnsignedInteger(8) ||
-        intAttr(op, "gather_axis", 0) != 0)
-      return false;
-    Shape out = *idx;
-    out.append(data->begin() + 1, data->end());
-    if (out.back() != kDyn)
-      out.back() *= 8 / bits;
-    return refine(op, 0, out);
-  }
-  if (name == "ms.MatMulNBits") {
-    auto a = shapeOf(op->getOperand(0));
-    if (!a || a->empty())
-      return false;
-    Shape out = *a;
-    out.back() = intAttr(op, "N", kDyn);
-    return refine(op, 0, out);
-  }
-  if (name == "NonZero") {
-    auto in = shapeOf(op->getOperand(0));
-    return in && refine(op, 0, {static_cast<int64_t>(in->size()), kDyn});
-  }
-  return false;
+  if (std::optional<Reduction> r = getReduction(op))
+    return inferReduce(op, *r);
+  return llvm::TypeSwitch<Operation *, bool>(op)
+      .Case(inferConstant)
+      .Case<MatMulOp, MatMulIntegerOp>([](auto op) { return inferMatMul(op); })
+      .Case(inferGemm)
+      .Case(inferReshape)
+      .Case(inferTranspose)
+      .Case(inferUnsqueeze)
+      .Case(inferSqueeze)
+      .Case(inferConcat)
+      .Case(inferGather)
+      .Case(inferGatherElements)
+      .Case(inferGatherND)
+      .Case(inferSlice)
+      .Case(inferExpand)
+      .Case(inferSplit)
+      .Case(inferOneHot)
+      .Case(inferShape)
+      .Case([](SizeOp op) { return refine(op, 0, {}); })
+      .Case(inferConstantOfShape)
+      .Case(inferFlatten)
+      .Case(inferTopK)
+      .Case(inferRange)
+      .Case(inferTile)
+      .Case(inferAttention)
+      .Case(inferGroupQueryAttention)
+      .Case(inferDynamicQuantizeLinear)
+      .Case(inferGatherBlockQuantized)
+      .Case(inferMatMulNBits)
+      .Case(inferNonZero)
+      .Default([](Operation *) { return false; });
 }

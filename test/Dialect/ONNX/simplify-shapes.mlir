@@ -418,3 +418,34 @@ func.func @reshape_minus_one_past_plus_new(%past: tensor<1x1x?x64xf32>, %new: te
   %r2 = onnx.Reshape(%kv, %shape2) : (tensor<?x1x?x64xf32>, tensor<4xi64>) -> tensor<*xf32>
   return %r, %r2 : tensor<*xf32>, tensor<*xf32>
 }
+
+// -----
+
+// Attributes left out take the schema's default, which the generated
+// accessors apply: Flatten's axis 1, TopK's and OneHot's axis -1, ArgMax's
+// axis 0 and keepdims 1, ReduceSum's keepdims 1 (no axes: every axis), and
+// Transpose without perm reverses the dims.
+// CHECK-LABEL: func.func @default_attributes(
+// CHECK: onnx.Flatten{{.*}} -> tensor<2x12xf32>
+// CHECK: onnx.TopK{{.*}} -> (tensor<2x3x2xf32>, tensor<2x3x2xi64>)
+// CHECK: onnx.ArgMax{{.*}} -> tensor<1x3x4xi64>
+// CHECK: onnx.ReduceSum{{.*}} -> tensor<1x1x1xf32>
+// CHECK: onnx.Transpose{{.*}} -> tensor<4x3x2xf32>
+// CHECK: onnx.OneHot{{.*}} -> tensor<5x7xf32>
+func.func @default_attributes(%x: tensor<2x3x4xf32>, %i: tensor<5xi64>)
+    -> (tensor<*xf32>, tensor<*xf32>, tensor<*xi64>, tensor<*xi64>,
+        tensor<*xf32>, tensor<*xf32>, tensor<*xf32>) {
+  %f = onnx.Flatten(%x) : (tensor<2x3x4xf32>) -> tensor<*xf32>
+  %k = onnx.Constant() {value = dense<2> : tensor<1xi64>} : () -> tensor<1xi64>
+  %v, %idx = onnx.TopK(%x, %k) : (tensor<2x3x4xf32>, tensor<1xi64>) -> (tensor<*xf32>, tensor<*xi64>)
+  %am = onnx.ArgMax(%x) : (tensor<2x3x4xf32>) -> tensor<*xi64>
+  %none = onnx.NoValue : none
+  %rs = onnx.ReduceSum(%x, %none) : (tensor<2x3x4xf32>, none) -> tensor<*xf32>
+  %t = onnx.Transpose(%x) : (tensor<2x3x4xf32>) -> tensor<*xf32>
+  %depth = onnx.Constant() {value = dense<7> : tensor<i64>} : () -> tensor<i64>
+  %on_off = onnx.Constant() {value = dense<[0.0, 1.0]> : tensor<2xf32>} : () -> tensor<2xf32>
+  %oh = onnx.OneHot(%i, %depth, %on_off) : (tensor<5xi64>, tensor<i64>, tensor<2xf32>) -> tensor<*xf32>
+  return %f, %v, %idx, %am, %rs, %t, %oh
+      : tensor<*xf32>, tensor<*xf32>, tensor<*xi64>, tensor<*xi64>,
+        tensor<*xf32>, tensor<*xf32>, tensor<*xf32>
+}
