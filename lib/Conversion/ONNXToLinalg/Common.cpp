@@ -49,28 +49,6 @@ ONNXTypeConverter::ONNXTypeConverter(MLIRContext *ctx) {
   addTargetMaterialization(materialize);
 }
 
-ONNXLoweringPattern::ONNXLoweringPattern(const TypeConverter &converter,
-                                         MLIRContext *ctx, UnsupportedLog &log,
-                                         ArrayRef<StringRef> opNames)
-    : ConversionPattern(converter, MatchAnyOpTypeTag(), /*benefit=*/1, ctx),
-      log(log) {
-  for (StringRef n : opNames)
-    names.push_back(n.str());
-}
-
-LogicalResult
-ONNXLoweringPattern::matchAndRewrite(Operation *op, ArrayRef<Value> operands,
-                                     ConversionPatternRewriter &rewriter) const {
-  if (!isa<onnx::ONNXDialect>(op->getDialect()))
-    return failure();
-  StringRef name = op->getName().stripDialect();
-  if (!llvm::is_contained(names, name))
-    return failure();
-  if (failed(checkSupportedTypes(op, log, isa<onnx::ConstantOp>(op))))
-    return failure();
-  return lower(op, name, operands, rewriter);
-}
-
 LogicalResult recordUnsupported(UnsupportedLog &log, Operation *op,
                                 const Twine &why) {
   log.reasons.try_emplace(op, why.str());
@@ -97,39 +75,9 @@ LogicalResult checkSupportedTypes(Operation *op, UnsupportedLog &log,
   return success();
 }
 
-LogicalResult ONNXLoweringPattern::unsupported(Operation *op,
-                                               const Twine &why) const {
-  log.reasons.try_emplace(op, why.str());
-  return failure();
-}
-
-RankedTensorType ONNXLoweringPattern::resultType(Operation *op,
-                                                 unsigned i) const {
-  return dyn_cast_or_null<RankedTensorType>(
-      getTypeConverter()->convertType(op->getResult(i).getType()));
-}
-
 //===----------------------------------------------------------------------===//
 // Attributes and constants
 //===----------------------------------------------------------------------===//
-
-int64_t intAttr(Operation *op, StringRef name, int64_t dflt) {
-  if (auto a = dyn_cast_or_null<IntegerAttr>(op->getAttr(name)))
-    return a.getValue().getSExtValue();
-  return dflt;
-}
-
-float floatAttr(Operation *op, StringRef name, float dflt) {
-  if (auto a = dyn_cast_or_null<FloatAttr>(op->getAttr(name)))
-    return static_cast<float>(a.getValueAsDouble());
-  return dflt;
-}
-
-std::string stringAttr(Operation *op, StringRef name, StringRef dflt) {
-  if (auto a = dyn_cast_or_null<StringAttr>(op->getAttr(name)))
-    return a.getValue().str();
-  return dflt.str();
-}
 
 std::optional<SmallVector<int64_t>> intsAttr(Operation *op, StringRef name) {
   auto a = dyn_cast_or_null<ArrayAttr>(op->getAttr(name));

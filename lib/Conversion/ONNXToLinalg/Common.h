@@ -45,35 +45,6 @@ public:
   explicit ONNXTypeConverter(mlir::MLIRContext *ctx);
 };
 
-/// Base of every lowering pattern: matches any op of the onnx dialect whose
-/// name (without the dialect prefix) is in `names`.
-class ONNXLoweringPattern : public mlir::ConversionPattern {
-public:
-  ONNXLoweringPattern(const mlir::TypeConverter &converter,
-                      mlir::MLIRContext *ctx, UnsupportedLog &log,
-                      llvm::ArrayRef<llvm::StringRef> names);
-
-  mlir::LogicalResult
-  matchAndRewrite(Operation *op, llvm::ArrayRef<Value> operands,
-                  mlir::ConversionPatternRewriter &rewriter) const final;
-
-protected:
-  /// Lowers `op` (named `name`); returns failure() only through
-  /// unsupported(), before creating any op.
-  virtual mlir::LogicalResult
-  lower(Operation *op, llvm::StringRef name, llvm::ArrayRef<Value> operands,
-        mlir::ConversionPatternRewriter &rewriter) const = 0;
-
-  mlir::LogicalResult unsupported(Operation *op, const llvm::Twine &why) const;
-
-  /// The converted (signless) result type `i` of `op`; null if unranked.
-  RankedTensorType resultType(Operation *op, unsigned i = 0) const;
-
-private:
-  UnsupportedLog &log;
-  llvm::SmallVector<std::string> names;
-};
-
 /// Records why `op` could not be lowered (the first reason wins); returns
 /// failure() so that a pattern can `return recordUnsupported(...)`.
 mlir::LogicalResult recordUnsupported(UnsupportedLog &log, Operation *op,
@@ -132,10 +103,6 @@ protected:
 // Attributes and constant operands
 //===----------------------------------------------------------------------===//
 
-int64_t intAttr(Operation *op, llvm::StringRef name, int64_t dflt);
-float floatAttr(Operation *op, llvm::StringRef name, float dflt);
-std::string stringAttr(Operation *op, llvm::StringRef name,
-                       llvm::StringRef dflt);
 /// An integer-list attribute by name. Only for attributes of earlier opsets
 /// that the generated op (the latest schema) has no accessor for, such as
 /// the `axes` of Squeeze before opset 13; read the others through the
@@ -239,17 +206,6 @@ void populateScatterPatterns(mlir::RewritePatternSet &,
                              const mlir::TypeConverter &, UnsupportedLog &);
 void populateIndexingPatterns(mlir::RewritePatternSet &,
                               const mlir::TypeConverter &, UnsupportedLog &);
-
-/// Declares a pattern class `NAME` handling the onnx ops listed in the
-/// constructor call; its lower() is defined out of line.
-#define XFMR_LOWERING_PATTERN(NAME)                                            \
-  struct NAME : public ::xfmr::lowering::ONNXLoweringPattern {                 \
-    using ONNXLoweringPattern::ONNXLoweringPattern;                            \
-    ::mlir::LogicalResult                                                      \
-    lower(::mlir::Operation *op, ::llvm::StringRef name,                       \
-          ::llvm::ArrayRef<::mlir::Value> operands,                            \
-          ::mlir::ConversionPatternRewriter &rewriter) const override;         \
-  }
 
 } // namespace xfmr::lowering
 
