@@ -49,27 +49,15 @@ ONNXTypeConverter::ONNXTypeConverter(MLIRContext *ctx) {
   addTargetMaterialization(materialize);
 }
 
-ONNXLoweringPattern::ONNXLoweringPattern(const TypeConverter &converter,
-                                         MLIRContext *ctx, UnsupportedLog &log,
-                                         ArrayRef<StringRef> opNames)
-    : ConversionPattern(converter, MatchAnyOpTypeTag(), /*benefit=*/1, ctx),
-      log(log) {
-  for (StringRef n : opNames)
-    names.push_back(n.str());
+LogicalResult recordUnsupported(UnsupportedLog &log, Operation *op,
+                                const Twine &why) {
+  log.reasons.try_emplace(op, why.str());
+  return failure();
 }
 
-LogicalResult
-ONNXLoweringPattern::matchAndRewrite(Operation *op, ArrayRef<Value> operands,
-                                     ConversionPatternRewriter &rewriter) const {
-  if (!isa<onnx::ONNXDialect>(op->getDialect()))
-    return failure();
-  StringRef name = op->getName().stripDialect();
-  if (!llvm::is_contained(names, name))
-    return failure();
-  // float8 e4m3fn only as constants (xfmr-quantize-weights' fp8 weights,
-  // which only the product's micro-kernel reads).
-  bool constant = name == "Constant";
-  auto supported = [constant](Type t) {
+LogicalResult checkSupportedTypes(Operation *op, UnsupportedLog &log,
+                                  bool allowFloat8) {
+  auto supported = [allowFloat8](Type t) {
     if (isa<NoneType>(t))
       return true;
     auto shaped = dyn_cast<RankedTensorType>(t);
@@ -79,41 +67,17 @@ ONNXLoweringPattern::matchAndRewrite(Operation *op, ArrayRef<Value> operands,
     if (auto i = dyn_cast<IntegerType>(e))
       return llvm::is_contained({1u, 8u, 16u, 32u, 64u}, i.getWidth());
     return e.isF16() || e.isBF16() || e.isF32() || e.isF64() ||
-           (constant && isa<Float8E4M3FNType>(e));
+           (allowFloat8 && isa<Float8E4M3FNType>(e));
   };
   for (Value v : llvm::concat<Value>(op->getOperands(), op->getResults()))
     if (!supported(v.getType()))
-      return unsupported(op, "type " + typeName(v.getType()));
-  return lower(op, name, operands, rewriter);
-}
-
-LogicalResult ONNXLoweringPattern::unsupported(Operation *op,
-                                               const Twine &why) const {
-  log.reasons.try_emplace(op, why.str());
-  return failure();
-}
-
-RankedTensorType ONNXLoweringPattern::resultType(Operation *op,
-                                                 unsigned i) const {
-  return dyn_cast_or_null<RankedTensorType>(
-      getTypeConverter()->convertType(op->getResult(i).getType()));
+      return recordUnsupported(log, op, "type " + typeName(v.getType()));
+  return success();
 }
 
 //===----------------------------------------------------------------------===//
 // Attributes and constants
 //===----------------------------------------------------------------------===//
-
-int64_t intAttr(Operation *op, StringRef name, int64_t dflt) {
-  if (auto a = dyn_cast_or_null<IntegerAttr>(op->getAttr(name)))
-    return a.getValue().getSExtValue();
-  return dflt;
-}
-
-float floatAttr(Operation *op, StringRef name, float dflt) {
-  if (auto a = dyn_cast_or_null<FloatAttr>(op->getAttr(name)))
-    return static_cast<float>(a.getValueAsDouble());
-  return dflt;
-}
 
 std::optional<SmallVector<int64_t>> intsAttr(Operation *op, StringRef name) {
   auto a = dyn_cast_or_null<ArrayAttr>(op->getAttr(name));
@@ -127,12 +91,6 @@ std::optional<SmallVector<int64_t>> intsAttr(Operation *op, StringRef name) {
     out.push_back(i.getValue().getSExtValue());
   }
   return out;
-}
-
-std::string stringAttr(Operation *op, StringRef name, StringRef dflt) {
-  if (auto a = dyn_cast_or_null<StringAttr>(op->getAttr(name)))
-    return a.getValue().str();
-  return dflt.str();
 }
 
 int64_t defaultOpset(Operation *op) {

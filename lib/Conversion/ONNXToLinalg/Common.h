@@ -2,7 +2,7 @@
 //
 // Part of xfmr.
 //
-// Attribute access with ONNX defaults, constant operands, signedness-aware
+// The typed pattern base, constant operands, signedness-aware
 // scalar casts, broadcasting elementwise generics and the record of why an op
 // could not be lowered.
 //
@@ -45,45 +45,70 @@ public:
   explicit ONNXTypeConverter(mlir::MLIRContext *ctx);
 };
 
-/// Base of every lowering pattern: matches any op of the onnx dialect whose
-/// name (without the dialect prefix) is in `names`.
-class ONNXLoweringPattern : public mlir::ConversionPattern {
+/// Records why `op` could not be lowered (the first reason wins); returns
+/// failure() so that a pattern can `return recordUnsupported(...)`.
+mlir::LogicalResult recordUnsupported(UnsupportedLog &log, Operation *op,
+                                      const llvm::Twine &why);
+
+/// Checks the operand and result types every lowering handles: ranked
+/// tensors of i1/i8/i16/i32/i64, f16, bf16, f32 or f64, and none; float8
+/// e4m3fn only when `allowFloat8` (constants: xfmr-quantize-weights' fp8
+/// weights, which only the product's micro-kernel reads).
+mlir::LogicalResult checkSupportedTypes(Operation *op, UnsupportedLog &log,
+                                        bool allowFloat8);
+
+/// Base of every lowering pattern: a typed pattern for onnx op `OpTy` that
+/// first checks the element types (checkSupportedTypes) and then calls
+/// lower(), which returns failure() only through unsupported(), before
+/// creating any op.
+template <typename OpTy>
+class ONNXOpLowering : public mlir::OpConversionPattern<OpTy> {
 public:
-  ONNXLoweringPattern(const mlir::TypeConverter &converter,
-                      mlir::MLIRContext *ctx, UnsupportedLog &log,
-                      llvm::ArrayRef<llvm::StringRef> names);
+  using OpAdaptor = typename mlir::OpConversionPattern<OpTy>::OpAdaptor;
+
+  ONNXOpLowering(const mlir::TypeConverter &converter, mlir::MLIRContext *ctx,
+                 UnsupportedLog &log)
+      : mlir::OpConversionPattern<OpTy>(converter, ctx), log(log) {}
 
   mlir::LogicalResult
-  matchAndRewrite(Operation *op, llvm::ArrayRef<Value> operands,
-                  mlir::ConversionPatternRewriter &rewriter) const final;
+  matchAndRewrite(OpTy op, OpAdaptor adaptor,
+                  mlir::ConversionPatternRewriter &rewriter) const final {
+    if (mlir::failed(checkSupportedTypes(op, log, allowsFloat8())))
+      return mlir::failure();
+    return lower(op, adaptor, rewriter);
+  }
 
 protected:
-  /// Lowers `op` (named `name`); returns failure() only through
-  /// unsupported(), before creating any op.
   virtual mlir::LogicalResult
-  lower(Operation *op, llvm::StringRef name, llvm::ArrayRef<Value> operands,
+  lower(OpTy op, OpAdaptor adaptor,
         mlir::ConversionPatternRewriter &rewriter) const = 0;
 
-  mlir::LogicalResult unsupported(Operation *op, const llvm::Twine &why) const;
+  /// Whether float8 e4m3fn operands and results are accepted.
+  virtual bool allowsFloat8() const { return false; }
+
+  mlir::LogicalResult unsupported(Operation *op, const llvm::Twine &why) const {
+    return recordUnsupported(log, op, why);
+  }
 
   /// The converted (signless) result type `i` of `op`; null if unranked.
-  RankedTensorType resultType(Operation *op, unsigned i = 0) const;
+  RankedTensorType resultType(Operation *op, unsigned i = 0) const {
+    return mlir::dyn_cast_or_null<RankedTensorType>(
+        this->getTypeConverter()->convertType(op->getResult(i).getType()));
+  }
 
-private:
   UnsupportedLog &log;
-  llvm::SmallVector<std::string> names;
 };
 
 //===----------------------------------------------------------------------===//
 // Attributes and constant operands
 //===----------------------------------------------------------------------===//
 
-int64_t intAttr(Operation *op, llvm::StringRef name, int64_t dflt);
-float floatAttr(Operation *op, llvm::StringRef name, float dflt);
+/// An integer-list attribute by name. Only for attributes of earlier opsets
+/// that the generated op (the latest schema) has no accessor for, such as
+/// the `axes` of Squeeze before opset 13; read the others through the
+/// generated accessors.
 std::optional<llvm::SmallVector<int64_t>> intsAttr(Operation *op,
                                                    llvm::StringRef name);
-std::string stringAttr(Operation *op, llvm::StringRef name,
-                       llvm::StringRef dflt);
 
 /// The opset version of the default domain in the module around `op`.
 int64_t defaultOpset(Operation *op);
@@ -181,17 +206,6 @@ void populateScatterPatterns(mlir::RewritePatternSet &,
                              const mlir::TypeConverter &, UnsupportedLog &);
 void populateIndexingPatterns(mlir::RewritePatternSet &,
                               const mlir::TypeConverter &, UnsupportedLog &);
-
-/// Declares a pattern class `NAME` handling the onnx ops listed in the
-/// constructor call; its lower() is defined out of line.
-#define XFMR_LOWERING_PATTERN(NAME)                                            \
-  struct NAME : public ::xfmr::lowering::ONNXLoweringPattern {                 \
-    using ONNXLoweringPattern::ONNXLoweringPattern;                            \
-    ::mlir::LogicalResult                                                      \
-    lower(::mlir::Operation *op, ::llvm::StringRef name,                       \
-          ::llvm::ArrayRef<::mlir::Value> operands,                            \
-          ::mlir::ConversionPatternRewriter &rewriter) const override;         \
-  }
 
 } // namespace xfmr::lowering
 

@@ -11,33 +11,48 @@
 
 #include "Common.h"
 
+#include "dialects/onnx/IR/ONNXOps.h"
+
+#include <type_traits>
+
 using namespace mlir;
 
 namespace xfmr::lowering {
 namespace {
 
-XFMR_LOWERING_PATTERN(GatherLowering);
+/// Gather: out[a, i.., b] = data[a, indices[i..], b] along the axis;
+/// GatherElements: out[..i..] = data[..indices[..i..]..] (same ranks).
+template <typename OpTy> struct GatherLowering : ONNXOpLowering<OpTy> {
+  using ONNXOpLowering<OpTy>::ONNXOpLowering;
+  using OpAdaptor = typename ONNXOpLowering<OpTy>::OpAdaptor;
+  static constexpr bool elements = std::is_same_v<OpTy, onnx::GatherElementsOp>;
 
-LogicalResult GatherLowering::lower(Operation *op, StringRef name,
-                                    ArrayRef<Value> operands,
-                                    ConversionPatternRewriter &rewriter) const {
+  LogicalResult lower(OpTy op, OpAdaptor adaptor,
+                      ConversionPatternRewriter &rewriter) const override;
+};
+
+template <typename OpTy>
+LogicalResult
+GatherLowering<OpTy>::lower(OpTy op, OpAdaptor adaptor,
+                            ConversionPatternRewriter &rewriter) const {
+  StringRef name = elements ? "GatherElements" : "Gather";
   Location loc = op->getLoc();
-  Value data = operands[0], indices = operands[1];
+  Value data = adaptor.getData(), indices = adaptor.getIndices();
   auto dType = cast<RankedTensorType>(data.getType());
   auto iType = cast<RankedTensorType>(indices.getType());
   int64_t r = dType.getRank(), q = iType.getRank();
-  auto axis = normalizeAxis(intAttr(op, "axis", 0), r);
+  int64_t axisAttr = op.getAxis();
+  auto axis = normalizeAxis(axisAttr, r);
   if (!axis)
-    return unsupported(op, "axis out of range");
-  bool uns = isUnsignedInt(elementType(op->getOperand(1)));
-  RankedTensorType type = resultType(op);
+    return this->unsupported(op, "axis out of range");
+  bool uns = isUnsignedInt(elementType(op.getIndices()));
+  RankedTensorType type = this->resultType(op);
   Value axisDim = dimValue(rewriter, loc, data, *axis);
   int64_t ax = *axis;
   SmallVector<OpFoldResult> sizes;
-  bool elements = name == "GatherElements";
   if (elements) {
     if (q != r)
-      return unsupported(op, "indices rank differs from data rank");
+      return this->unsupported(op, "indices rank differs from data rank");
     sizes = mixedSizes(rewriter, loc, indices);
   } else {
     for (int64_t d = 0; d < ax; ++d)
@@ -71,20 +86,25 @@ LogicalResult GatherLowering::lower(Operation *op, StringRef name,
   return success();
 }
 
-XFMR_LOWERING_PATTERN(GatherNDLowering);
+struct GatherNDLowering : ONNXOpLowering<onnx::GatherNDOp> {
+  using ONNXOpLowering::ONNXOpLowering;
+  LogicalResult lower(onnx::GatherNDOp op, OpAdaptor adaptor,
+                      ConversionPatternRewriter &rewriter) const override;
+};
 
 /// out[i_0..i_{q-2}, rest] = data[i_0..i_{b-1}, indices[i_0..i_{q-2}, 0..k-1],
 /// rest] for `b` batch dims and k = the static last dim of the indices
 /// (the dynamo exporter's advanced indexing, e.g. Hugging Face's masks).
-LogicalResult GatherNDLowering::lower(Operation *op, StringRef name,
-                                      ArrayRef<Value> operands,
-                                      ConversionPatternRewriter &rewriter) const {
+LogicalResult
+GatherNDLowering::lower(onnx::GatherNDOp op, OpAdaptor adaptor,
+                        ConversionPatternRewriter &rewriter) const {
+  ValueRange operands = adaptor.getOperands();
   Location loc = op->getLoc();
   Value data = operands[0], indices = operands[1];
   auto dType = cast<RankedTensorType>(data.getType());
   auto iType = cast<RankedTensorType>(indices.getType());
   int64_t r = dType.getRank(), q = iType.getRank();
-  int64_t b = intAttr(op, "batch_dims", 0);
+  int64_t b = op.getBatchDims();
   if (q < 1 || iType.isDynamicDim(q - 1))
     return unsupported(op, "the indices' last dim is not static");
   int64_t k = iType.getDimSize(q - 1);
@@ -108,7 +128,7 @@ LogicalResult GatherNDLowering::lower(Operation *op, StringRef name,
         for (int64_t j = 0; j < k; ++j) {
           at.back() = indexConstant(bld, l, j);
           Value i = tensor::ExtractOp::create(bld, l, indices, at);
-          in.push_back(checkedIndex(bld, l, i, bounds[j], uns, name));
+          in.push_back(checkedIndex(bld, l, i, bounds[j], uns, "GatherND"));
         }
         in.append(out.begin() + (q - 1), out.end());
         return tensor::ExtractOp::create(bld, l, data, in);
@@ -117,11 +137,15 @@ LogicalResult GatherNDLowering::lower(Operation *op, StringRef name,
   return success();
 }
 
-XFMR_LOWERING_PATTERN(TriluLowering);
+struct TriluLowering : ONNXOpLowering<onnx::TriluOp> {
+  using ONNXOpLowering::ONNXOpLowering;
+  LogicalResult lower(onnx::TriluOp op, OpAdaptor adaptor,
+                      ConversionPatternRewriter &rewriter) const override;
+};
 
-LogicalResult TriluLowering::lower(Operation *op, StringRef,
-                                   ArrayRef<Value> operands,
+LogicalResult TriluLowering::lower(onnx::TriluOp op, OpAdaptor adaptor,
                                    ConversionPatternRewriter &rewriter) const {
+  ValueRange operands = adaptor.getOperands();
   Location loc = op->getLoc();
   Value x = operands[0];
   int64_t rank = cast<RankedTensorType>(x.getType()).getRank();
@@ -133,7 +157,7 @@ LogicalResult TriluLowering::lower(Operation *op, StringRef,
     SmallVector<Value> at(kt.getRank(), indexConstant(rewriter, loc, 0));
     k = toIndex(rewriter, loc, tensor::ExtractOp::create(rewriter, loc, operands[1], at));
   }
-  bool upper = intAttr(op, "upper", 1);
+  bool upper = op.getUpper();
   Type elem = elementType(x);
   Value r = buildIndexed(
       rewriter, loc, resultType(op), mixedSizes(rewriter, loc, x),
@@ -148,16 +172,21 @@ LogicalResult TriluLowering::lower(Operation *op, StringRef,
   return success();
 }
 
-XFMR_LOWERING_PATTERN(EyeLikeLowering);
+struct EyeLikeLowering : ONNXOpLowering<onnx::EyeLikeOp> {
+  using ONNXOpLowering::ONNXOpLowering;
+  LogicalResult lower(onnx::EyeLikeOp op, OpAdaptor adaptor,
+                      ConversionPatternRewriter &rewriter) const override;
+};
 
-LogicalResult EyeLikeLowering::lower(Operation *op, StringRef,
-                                     ArrayRef<Value> operands,
-                                     ConversionPatternRewriter &rewriter) const {
+LogicalResult
+EyeLikeLowering::lower(onnx::EyeLikeOp op, OpAdaptor adaptor,
+                       ConversionPatternRewriter &rewriter) const {
+  ValueRange operands = adaptor.getOperands();
   Location loc = op->getLoc();
   RankedTensorType type = resultType(op);
   if (type.getRank() != 2)
     return unsupported(op, "input of rank other than 2");
-  int64_t k = intAttr(op, "k", 0);
+  int64_t k = op.getK();
   Type elem = type.getElementType();
   Value r = buildIndexed(
       rewriter, loc, type, mixedSizes(rewriter, loc, operands[0]),
@@ -171,17 +200,22 @@ LogicalResult EyeLikeLowering::lower(Operation *op, StringRef,
   return success();
 }
 
-XFMR_LOWERING_PATTERN(OneHotLowering);
+struct OneHotLowering : ONNXOpLowering<onnx::OneHotOp> {
+  using ONNXOpLowering::ONNXOpLowering;
+  LogicalResult lower(onnx::OneHotOp op, OpAdaptor adaptor,
+                      ConversionPatternRewriter &rewriter) const override;
+};
 
-LogicalResult OneHotLowering::lower(Operation *op, StringRef,
-                                    ArrayRef<Value> operands,
+LogicalResult OneHotLowering::lower(onnx::OneHotOp op, OpAdaptor adaptor,
                                     ConversionPatternRewriter &rewriter) const {
+  ValueRange operands = adaptor.getOperands();
   Location loc = op->getLoc();
   Value indices = operands[0], depthT = operands[1], values = operands[2];
   auto iType = cast<RankedTensorType>(indices.getType());
   RankedTensorType type = resultType(op);
   int64_t q = iType.getRank();
-  auto axis = normalizeAxis(intAttr(op, "axis", -1), q + 1);
+  int64_t axisAttr = op.getAxis();
+  auto axis = normalizeAxis(axisAttr, q + 1);
   if (!axis)
     return unsupported(op, "axis out of range");
   auto dt = cast<RankedTensorType>(depthT.getType());
@@ -225,12 +259,12 @@ LogicalResult OneHotLowering::lower(Operation *op, StringRef,
 void populateIndexingPatterns(RewritePatternSet &patterns,
                               const TypeConverter &converter, UnsupportedLog &log) {
   MLIRContext *ctx = patterns.getContext();
-  patterns.add<GatherLowering>(converter, ctx, log,
-                               ArrayRef<StringRef>{"Gather", "GatherElements"});
-  patterns.add<GatherNDLowering>(converter, ctx, log, ArrayRef<StringRef>{"GatherND"});
-  patterns.add<TriluLowering>(converter, ctx, log, ArrayRef<StringRef>{"Trilu"});
-  patterns.add<EyeLikeLowering>(converter, ctx, log, ArrayRef<StringRef>{"EyeLike"});
-  patterns.add<OneHotLowering>(converter, ctx, log, ArrayRef<StringRef>{"OneHot"});
+  patterns.add<GatherLowering<onnx::GatherOp>,
+               GatherLowering<onnx::GatherElementsOp>>(converter, ctx, log);
+  patterns.add<GatherNDLowering>(converter, ctx, log);
+  patterns.add<TriluLowering>(converter, ctx, log);
+  patterns.add<EyeLikeLowering>(converter, ctx, log);
+  patterns.add<OneHotLowering>(converter, ctx, log);
 }
 
 } // namespace xfmr::lowering

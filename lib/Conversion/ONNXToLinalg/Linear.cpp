@@ -11,6 +11,8 @@
 
 #include "Common.h"
 
+#include "dialects/onnx/IR/ONNXOps.h"
+
 #include "xfmr/Conversion/QuantizedProducts.h"
 
 #include "runtime/ukernels/QuantizedMatmul.h"
@@ -25,6 +27,7 @@
 #include "mlir/IR/DialectResourceBlobManager.h"
 
 #include <cstring>
+#include <type_traits>
 
 using namespace mlir;
 
@@ -91,20 +94,29 @@ Type accumulatorFor(Type elem) {
 // MatMul / MatMulInteger (numpy matmul semantics)
 //===----------------------------------------------------------------------===//
 
-XFMR_LOWERING_PATTERN(MatMulLowering);
+/// MatMul, and MatMulInteger with its zero points (products in i32).
+template <typename OpTy> struct MatMulLowering : ONNXOpLowering<OpTy> {
+  using ONNXOpLowering<OpTy>::ONNXOpLowering;
+  using OpAdaptor = typename ONNXOpLowering<OpTy>::OpAdaptor;
+  static constexpr bool integer = std::is_same_v<OpTy, onnx::MatMulIntegerOp>;
 
-LogicalResult MatMulLowering::lower(Operation *op, StringRef name,
-                                    ArrayRef<Value> operands,
-                                    ConversionPatternRewriter &rewriter) const {
+  LogicalResult lower(OpTy op, OpAdaptor adaptor,
+                      ConversionPatternRewriter &rewriter) const override;
+};
+
+template <typename OpTy>
+LogicalResult
+MatMulLowering<OpTy>::lower(OpTy op, OpAdaptor adaptor,
+                            ConversionPatternRewriter &rewriter) const {
+  ValueRange operands = adaptor.getOperands();
   Location loc = op->getLoc();
   Value a = operands[0], bm = operands[1];
   auto aType = cast<RankedTensorType>(a.getType());
   auto bType = cast<RankedTensorType>(bm.getType());
-  RankedTensorType type = resultType(op);
+  RankedTensorType type = this->resultType(op);
   int64_t ra = aType.getRank(), rb = bType.getRank();
   if (ra == 0 || rb == 0)
-    return unsupported(op, "scalar operand");
-  bool integer = name == "MatMulInteger";
+    return this->unsupported(op, "scalar operand");
   Value za, zb;
   bool perAxis[2] = {false, false}; // operand replaced by operand - zero point (i32)
   if (integer) {
@@ -122,7 +134,8 @@ LogicalResult MatMulLowering::lower(Operation *op, StringRef name,
       auto xt = cast<RankedTensorType>(x.getType());
       int64_t axis = i == 0 ? xt.getRank() - 2 : xt.getRank() - 1;
       if (zt.getRank() != 1 || axis < 0)
-        return unsupported(op, "zero points must be scalars, per row of A or per column of B");
+        return this->unsupported(
+            op, "zero points must be scalars, per row of A or per column of B");
       if (i == 0) // [M] -> [M, 1]
         z = tensor::ExpandShapeOp::create(
             rewriter, loc, RankedTensorType::get({zt.getDimSize(0), 1}, zt.getElementType()), z,
@@ -265,16 +278,21 @@ LogicalResult MatMulLowering::lower(Operation *op, StringRef name,
 // Gemm
 //===----------------------------------------------------------------------===//
 
-XFMR_LOWERING_PATTERN(GemmLowering);
+struct GemmLowering : ONNXOpLowering<onnx::GemmOp> {
+  using ONNXOpLowering::ONNXOpLowering;
+  LogicalResult lower(onnx::GemmOp op, OpAdaptor adaptor,
+                      ConversionPatternRewriter &rewriter) const override;
+};
 
-LogicalResult GemmLowering::lower(Operation *op, StringRef,
-                                  ArrayRef<Value> operands,
+LogicalResult GemmLowering::lower(onnx::GemmOp op, OpAdaptor adaptor,
                                   ConversionPatternRewriter &rewriter) const {
+  ValueRange operands = adaptor.getOperands();
   Location loc = op->getLoc();
   Value a = operands[0], bm = operands[1];
   RankedTensorType type = resultType(op);
-  bool ta = intAttr(op, "transA", 0), tb = intAttr(op, "transB", 0);
-  float alpha = floatAttr(op, "alpha", 1.0f), beta = floatAttr(op, "beta", 1.0f);
+  bool ta = op.getTransA(), tb = op.getTransB();
+  float alpha = op.getAlpha().convertToFloat();
+  float beta = op.getBeta().convertToFloat();
   MLIRContext *ctx = rewriter.getContext();
   // Loops m, k, n: the innermost walks rows of B (when not transposed) and Y.
   AffineExpr m = getAffineDimExpr(0, ctx), k = getAffineDimExpr(1, ctx),
@@ -331,14 +349,18 @@ LogicalResult GemmLowering::lower(Operation *op, StringRef,
 // Einsum: one generic over all letters of the equation.
 //===----------------------------------------------------------------------===//
 
-XFMR_LOWERING_PATTERN(EinsumLowering);
+struct EinsumLowering : ONNXOpLowering<onnx::EinsumOp> {
+  using ONNXOpLowering::ONNXOpLowering;
+  LogicalResult lower(onnx::EinsumOp op, OpAdaptor adaptor,
+                      ConversionPatternRewriter &rewriter) const override;
+};
 
-LogicalResult EinsumLowering::lower(Operation *op, StringRef,
-                                    ArrayRef<Value> operands,
+LogicalResult EinsumLowering::lower(onnx::EinsumOp op, OpAdaptor adaptor,
                                     ConversionPatternRewriter &rewriter) const {
+  ValueRange operands = adaptor.getOperands();
   Location loc = op->getLoc();
   std::string eq;
-  for (char ch : stringAttr(op, "equation", ""))
+  for (char ch : op.getEquation())
     if (ch != ' ')
       eq.push_back(ch);
   if (eq.find("...") != std::string::npos)
@@ -407,7 +429,11 @@ LogicalResult EinsumLowering::lower(Operation *op, StringRef,
 // com.microsoft MatMulNBits (blockwise 4- or 8-bit weights)
 //===----------------------------------------------------------------------===//
 
-XFMR_LOWERING_PATTERN(MatMulNBitsLowering);
+struct MatMulNBitsLowering : ONNXOpLowering<onnx::MsMatMulNBitsOp> {
+  using ONNXOpLowering::ONNXOpLowering;
+  LogicalResult lower(onnx::MsMatMulNBitsOp op, OpAdaptor adaptor,
+                      ConversionPatternRewriter &rewriter) const override;
+};
 
 /// `v` [n0 * n1] (or already [n0, n1]) as [n0, n1].
 Value asMatrix(OpBuilder &b, Location loc, Value v, int64_t n0, int64_t n1) {
@@ -744,9 +770,10 @@ Value int8ActivationNBits(OpBuilder &b, Location loc, Operation *op, const NBits
 /// onnxruntime dequantizes (q - zp is exact in f32, so the order of the
 /// subtraction and the conversion does not matter). The weights are
 /// unpacked inside the product: no f32 copy of W is materialized.
-LogicalResult MatMulNBitsLowering::lower(Operation *op, StringRef,
-                                         ArrayRef<Value> operands,
-                                         ConversionPatternRewriter &rewriter) const {
+LogicalResult
+MatMulNBitsLowering::lower(onnx::MsMatMulNBitsOp op, OpAdaptor adaptor,
+                           ConversionPatternRewriter &rewriter) const {
+  ValueRange operands = adaptor.getOperands();
   Location loc = op->getLoc();
   Value a = operands[0], packed = operands[1], scales = operands[2];
   Value zeros = operands.size() > 3 && !isNone(operands[3]) ? operands[3] : Value();
@@ -754,8 +781,8 @@ LogicalResult MatMulNBitsLowering::lower(Operation *op, StringRef,
   if (operands.size() > 4 && !isNone(operands[4]))
     return unsupported(op, "g_idx (act-order) that xfmr-raise could not sort into blocks "
                            "(--report says why)");
-  int64_t k = intAttr(op, "K", 0), n = intAttr(op, "N", 0);
-  int64_t bits = intAttr(op, "bits", 4), bs = intAttr(op, "block_size", 0);
+  int64_t k = op.getK(), n = op.getN();
+  int64_t bits = op.getBits(), bs = op.getBlockSize();
   // A's last dim may only be known at run time (after a Reshape with -1):
   // check it is K, then give it the static type.
   if (auto t = dyn_cast<RankedTensorType>(a.getType());
@@ -798,7 +825,7 @@ LogicalResult MatMulNBitsLowering::lower(Operation *op, StringRef,
   sizes.back() = rewriter.getIndexAttr(n);
   auto accType = type.clone(Float32Type::get(rewriter.getContext()));
   Value product;
-  if (intAttr(op, "accuracy_level", 0) == 4)
+  if (op.getAccuracyLevel() == 4)
     product = int8ActivationNBits(rewriter, loc, op, q, accType, sizes);
   if (!product)
     product = columnMajorNBits(rewriter, loc, q, accType, sizes);
@@ -827,11 +854,11 @@ LogicalResult MatMulNBitsLowering::lower(Operation *op, StringRef,
 void populateLinearPatterns(RewritePatternSet &patterns,
                             const TypeConverter &converter, UnsupportedLog &log) {
   MLIRContext *ctx = patterns.getContext();
-  patterns.add<MatMulLowering>(converter, ctx, log,
-                               ArrayRef<StringRef>{"MatMul", "MatMulInteger"});
-  patterns.add<GemmLowering>(converter, ctx, log, ArrayRef<StringRef>{"Gemm"});
-  patterns.add<EinsumLowering>(converter, ctx, log, ArrayRef<StringRef>{"Einsum"});
-  patterns.add<MatMulNBitsLowering>(converter, ctx, log, ArrayRef<StringRef>{"ms.MatMulNBits"});
+  patterns.add<MatMulLowering<onnx::MatMulOp>,
+               MatMulLowering<onnx::MatMulIntegerOp>>(converter, ctx, log);
+  patterns.add<GemmLowering>(converter, ctx, log);
+  patterns.add<EinsumLowering>(converter, ctx, log);
+  patterns.add<MatMulNBitsLowering>(converter, ctx, log);
 }
 
 } // namespace xfmr::lowering

@@ -55,16 +55,19 @@ Value alongAxis(OpBuilder &b, Location loc, Value v, int64_t axis, int64_t rank)
 
 /// The elementwise operands of a (De)QuantizeLinear: x, the scale and the
 /// zero point (when given), the latter two shaped to broadcast against x
-/// (scalars, or 1-D along `axis`); failure: the reason in `why`.
-FailureOr<SmallVector<Value>> operandsFor(OpBuilder &b, Location loc, Operation *op,
-                                          ArrayRef<Value> operands, std::string &why) {
-  if (intAttr(op, "block_size", 0) != 0) {
+/// (scalars, or 1-D along `axisAttr`); failure: the reason in `why`.
+FailureOr<SmallVector<Value>> operandsFor(OpBuilder &b, Location loc,
+                                          int64_t axisAttr, int64_t blockSize,
+                                          ValueRange operands,
+                                          std::string &why) {
+  if (blockSize != 0) {
     why = "blocked quantization (block_size) is not supported";
     return failure();
   }
   Value x = operands[0];
   int64_t rank = cast<RankedTensorType>(x.getType()).getRank();
-  std::optional<int64_t> axis = normalizeAxis(intAttr(op, "axis", 1), std::max<int64_t>(rank, 1));
+  std::optional<int64_t> axis =
+      normalizeAxis(axisAttr, std::max<int64_t>(rank, 1));
   SmallVector<Value> out{x};
   for (Value p : operands.drop_front().take_front(2)) {
     if (isNone(p))
@@ -102,17 +105,24 @@ Value quantizeScalar(OpBuilder &b, Location loc, Value x, Value scale, Value zp,
   return arith::MinimumFOp::create(b, loc, q, scalarConstant(b, loc, f32, hi));
 }
 
-XFMR_LOWERING_PATTERN(DequantizeLinearLowering);
+struct DequantizeLinearLowering : ONNXOpLowering<onnx::DequantizeLinearOp> {
+  using ONNXOpLowering::ONNXOpLowering;
+  LogicalResult lower(onnx::DequantizeLinearOp op, OpAdaptor adaptor,
+                      ConversionPatternRewriter &rewriter) const override;
+};
 
-LogicalResult DequantizeLinearLowering::lower(Operation *op, StringRef, ArrayRef<Value> operands,
-                                              ConversionPatternRewriter &rewriter) const {
+LogicalResult
+DequantizeLinearLowering::lower(onnx::DequantizeLinearOp op, OpAdaptor adaptor,
+                                ConversionPatternRewriter &rewriter) const {
+  ValueRange operands = adaptor.getOperands();
   Location loc = op->getLoc();
   RankedTensorType type = resultType(op);
   Type xOrig = elementType(op->getOperand(0));
   if (!type || !isa<FloatType>(type.getElementType()) || !isa<IntegerType>(xOrig))
     return unsupported(op, "only integer inputs and float outputs are supported");
   std::string why;
-  FailureOr<SmallVector<Value>> ins = operandsFor(rewriter, loc, op, operands, why);
+  FailureOr<SmallVector<Value>> ins = operandsFor(
+      rewriter, loc, op.getAxis(), op.getBlockSize(), operands, why);
   if (failed(ins))
     return unsupported(op, why);
   bool hasZp = ins->size() > 2;
@@ -133,10 +143,16 @@ LogicalResult DequantizeLinearLowering::lower(Operation *op, StringRef, ArrayRef
   return success();
 }
 
-XFMR_LOWERING_PATTERN(QuantizeLinearLowering);
+struct QuantizeLinearLowering : ONNXOpLowering<onnx::QuantizeLinearOp> {
+  using ONNXOpLowering::ONNXOpLowering;
+  LogicalResult lower(onnx::QuantizeLinearOp op, OpAdaptor adaptor,
+                      ConversionPatternRewriter &rewriter) const override;
+};
 
-LogicalResult QuantizeLinearLowering::lower(Operation *op, StringRef, ArrayRef<Value> operands,
-                                            ConversionPatternRewriter &rewriter) const {
+LogicalResult
+QuantizeLinearLowering::lower(onnx::QuantizeLinearOp op, OpAdaptor adaptor,
+                              ConversionPatternRewriter &rewriter) const {
+  ValueRange operands = adaptor.getOperands();
   Location loc = op->getLoc();
   RankedTensorType type = resultType(op);
   Type outOrig = elementType(op->getResult(0));
@@ -145,7 +161,8 @@ LogicalResult QuantizeLinearLowering::lower(Operation *op, StringRef, ArrayRef<V
   if (!type || !range || !isa<FloatType>(xOrig))
     return unsupported(op, "only float inputs and integer outputs are supported");
   std::string why;
-  FailureOr<SmallVector<Value>> ins = operandsFor(rewriter, loc, op, operands, why);
+  FailureOr<SmallVector<Value>> ins = operandsFor(
+      rewriter, loc, op.getAxis(), op.getBlockSize(), operands, why);
   if (failed(ins))
     return unsupported(op, why);
   bool hasZp = ins->size() > 2;
@@ -163,7 +180,12 @@ LogicalResult QuantizeLinearLowering::lower(Operation *op, StringRef, ArrayRef<V
   return success();
 }
 
-XFMR_LOWERING_PATTERN(DynamicQuantizeLinearLowering);
+struct DynamicQuantizeLinearLowering
+    : ONNXOpLowering<onnx::DynamicQuantizeLinearOp> {
+  using ONNXOpLowering::ONNXOpLowering;
+  LogicalResult lower(onnx::DynamicQuantizeLinearOp op, OpAdaptor adaptor,
+                      ConversionPatternRewriter &rewriter) const override;
+};
 
 /// min (or max) of 0 and every element of `x` as a rank-0 f32 tensor.
 Value extremeWithZero(OpBuilder &b, Location loc, Value x, Type xOrig, bool max) {
@@ -186,9 +208,10 @@ Value extremeWithZero(OpBuilder &b, Location loc, Value x, Type xOrig, bool max)
       .getResult(0);
 }
 
-LogicalResult DynamicQuantizeLinearLowering::lower(Operation *op, StringRef,
-                                                   ArrayRef<Value> operands,
-                                                   ConversionPatternRewriter &rewriter) const {
+LogicalResult DynamicQuantizeLinearLowering::lower(
+    onnx::DynamicQuantizeLinearOp op, OpAdaptor adaptor,
+    ConversionPatternRewriter &rewriter) const {
+  ValueRange operands = adaptor.getOperands();
   Location loc = op->getLoc();
   RankedTensorType yType = resultType(op, 0), sType = resultType(op, 1),
                    zType = resultType(op, 2);
@@ -233,7 +256,12 @@ LogicalResult DynamicQuantizeLinearLowering::lower(Operation *op, StringRef,
   return success();
 }
 
-XFMR_LOWERING_PATTERN(GatherBlockQuantizedLowering);
+struct GatherBlockQuantizedLowering
+    : ONNXOpLowering<onnx::MsGatherBlockQuantizedOp> {
+  using ONNXOpLowering::ONNXOpLowering;
+  LogicalResult lower(onnx::MsGatherBlockQuantizedOp op, OpAdaptor adaptor,
+                      ConversionPatternRewriter &rewriter) const override;
+};
 
 /// `byte >> (slot * bits) & (2^bits - 1)` as i32: element `slot` of a byte
 /// that packs 8 / bits of them, the first in the low bits (MatMulNBits' and
@@ -262,28 +290,30 @@ Value unpackBits(OpBuilder &b, Location loc, Value byte, Value slot, int64_t bit
 /// with zp packed like the data (default 2^(bits - 1)). Only the gathered
 /// rows are read. An index out of range is a run-time error (onnxruntime
 /// writes zeros), like Gather's.
-LogicalResult GatherBlockQuantizedLowering::lower(Operation *op, StringRef,
-                                                  ArrayRef<Value> operands,
-                                                  ConversionPatternRewriter &rewriter) const {
-  auto gbq = cast<onnx::MsGatherBlockQuantizedOp>(op);
+LogicalResult
+GatherBlockQuantizedLowering::lower(onnx::MsGatherBlockQuantizedOp op,
+                                    OpAdaptor adaptor,
+                                    ConversionPatternRewriter &rewriter) const {
+  ValueRange operands = adaptor.getOperands();
   Location loc = op->getLoc();
   Value data = operands[0], indices = operands[1], scales = operands[2], zps = operands[3];
   auto dType = cast<RankedTensorType>(data.getType());
   int64_t r = dType.getRank(), q = cast<RankedTensorType>(indices.getType()).getRank();
-  int64_t bits = gbq.getBits(), block = gbq.getBlockSize();
-  if (!elementType(gbq.getData()).isUnsignedInteger(8))
+  int64_t bits = op.getBits(), block = op.getBlockSize();
+  if (!elementType(op.getData()).isUnsignedInteger(8))
     return unsupported(op, "only uint8 data is supported (int4/uint4/float8 data is not)");
   if (bits != 2 && bits != 4 && bits != 8)
     return unsupported(op, "bits must be 2, 4 or 8 for uint8 data");
-  if (r < 2 || normalizeAxis(gbq.getGatherAxis(), r) != 0 ||
-      normalizeAxis(gbq.getQuantizeAxis(), r) != r - 1)
+  if (r < 2 || normalizeAxis(op.getGatherAxis(), r) != 0 ||
+      normalizeAxis(op.getQuantizeAxis(), r) != r - 1)
     return unsupported(op, "uint8 data needs gather_axis 0 and quantize_axis the last axis");
   if (cast<RankedTensorType>(scales.getType()).getRank() != r ||
       (!isNone(zps) && cast<RankedTensorType>(zps.getType()).getRank() != r))
     return unsupported(op, "scales and zero_points must have the data's rank");
   int64_t perByte = 8 / bits;
   RankedTensorType type = resultType(op);
-  Type outElem = elementType(op->getResult(0)), scaleElem = elementType(gbq.getScales());
+  Type outElem = elementType(op->getResult(0)),
+       scaleElem = elementType(op.getScales());
   Type f32 = rewriter.getF32Type();
 
   // Output [indices..., data dims 1..r-2, C].
@@ -294,7 +324,7 @@ LogicalResult GatherBlockQuantizedLowering::lower(Operation *op, StringRef,
                                         indexConstant(rewriter, loc, perByte));
   sizes.push_back(columns);
   Value rows = dimValue(rewriter, loc, data, 0);
-  bool uns = isUnsignedInt(elementType(gbq.getIndices()));
+  bool uns = isUnsignedInt(elementType(op.getIndices()));
   Value result = buildIndexed(
       rewriter, loc, type, sizes, [&](OpBuilder &b, Location l, ValueRange out) -> Value {
         Value row = checkedIndex(b, l, tensor::ExtractOp::create(b, l, indices, out.take_front(q)),
@@ -327,13 +357,10 @@ LogicalResult GatherBlockQuantizedLowering::lower(Operation *op, StringRef,
 void populateQuantizePatterns(RewritePatternSet &patterns, const TypeConverter &converter,
                               UnsupportedLog &log) {
   MLIRContext *ctx = patterns.getContext();
-  patterns.add<DequantizeLinearLowering>(converter, ctx, log,
-                                         ArrayRef<StringRef>{"DequantizeLinear"});
-  patterns.add<QuantizeLinearLowering>(converter, ctx, log, ArrayRef<StringRef>{"QuantizeLinear"});
-  patterns.add<DynamicQuantizeLinearLowering>(converter, ctx, log,
-                                              ArrayRef<StringRef>{"DynamicQuantizeLinear"});
-  patterns.add<GatherBlockQuantizedLowering>(converter, ctx, log,
-                                             ArrayRef<StringRef>{"ms.GatherBlockQuantized"});
+  patterns.add<DequantizeLinearLowering>(converter, ctx, log);
+  patterns.add<QuantizeLinearLowering>(converter, ctx, log);
+  patterns.add<DynamicQuantizeLinearLowering>(converter, ctx, log);
+  patterns.add<GatherBlockQuantizedLowering>(converter, ctx, log);
 }
 
 } // namespace xfmr::lowering

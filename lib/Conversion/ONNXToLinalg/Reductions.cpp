@@ -9,7 +9,11 @@
 
 #include "Common.h"
 
+#include "dialects/onnx/IR/ONNXOps.h"
+
 #include "mlir/Dialect/Math/IR/Math.h"
+
+#include <type_traits>
 
 using namespace mlir;
 
@@ -187,30 +191,74 @@ Value castTensor(OpBuilder &b, Location loc, Value t, Type from, Type to) {
 // Reduce*
 //===----------------------------------------------------------------------===//
 
-XFMR_LOWERING_PATTERN(ReduceLowering);
+/// What a Reduce* op computes.
+enum class ReduceKind {
+  Sum,
+  Mean,
+  Max,
+  Min,
+  Prod,
+  L1,
+  L2,
+  LogSum,
+  LogSumExp,
+  SumSquare
+};
 
-LogicalResult ReduceLowering::lower(Operation *op, StringRef name,
-                                    ArrayRef<Value> operands,
-                                    ConversionPatternRewriter &rewriter) const {
+/// Reduces the input over the constant axes (the operand, or before opset 18
+/// the attribute), keeping or dropping the reduced dims as the result type
+/// says; integers accumulate in i64, f16/bf16 in f32.
+LogicalResult lowerReduction(Operation *op, ReduceKind kind,
+                             bool noopWithEmptyAxes, ValueRange operands,
+                             ConversionPatternRewriter &rewriter,
+                             UnsupportedLog &log, RankedTensorType resultType);
+
+template <typename OpTy> struct ReduceLowering : ONNXOpLowering<OpTy> {
+  using OpAdaptor = typename ONNXOpLowering<OpTy>::OpAdaptor;
+
+  ReduceLowering(const TypeConverter &converter, MLIRContext *ctx,
+                 UnsupportedLog &log, ReduceKind kind)
+      : ONNXOpLowering<OpTy>(converter, ctx, log), kind(kind) {}
+
+  LogicalResult lower(OpTy op, OpAdaptor adaptor,
+                      ConversionPatternRewriter &rewriter) const override {
+    return lowerReduction(op, kind, op.getNoopWithEmptyAxes(),
+                          adaptor.getOperands(), rewriter, this->log,
+                          this->resultType(op));
+  }
+
+private:
+  ReduceKind kind;
+};
+
+LogicalResult lowerReduction(Operation *op, ReduceKind kind,
+                             bool noopWithEmptyAxes, ValueRange operands,
+                             ConversionPatternRewriter &rewriter,
+                             UnsupportedLog &log, RankedTensorType resultType) {
+  auto unsupported = [&](const Twine &why) {
+    return recordUnsupported(log, op, why);
+  };
   Location loc = op->getLoc();
   Value x = operands[0];
   auto xType = dyn_cast<RankedTensorType>(x.getType());
   if (!xType)
-    return unsupported(op, "input of unknown rank");
+    return unsupported("input of unknown rank");
   int64_t rank = xType.getRank();
   std::optional<SmallVector<int64_t>> axes;
   if (operands.size() > 1 && !isNone(operands[1])) {
     axes = constantInts(operands[1], op->getOperand(1));
     if (!axes)
-      return unsupported(op, "axes must be a constant");
+      return unsupported("axes must be a constant");
   } else {
+    // Before opset 18 (13 for ReduceSum) the axes were an attribute, which
+    // the generated op (the latest schema) has no accessor for.
     axes = intsAttr(op, "axes");
   }
   SmallVector<bool> reduced(rank, false);
   if (!axes || axes->empty()) {
-    if (intAttr(op, "noop_with_empty_axes", 0)) {
-      rewriter.replaceOp(op, tensor::CastOp::create(rewriter, loc,
-                                                    resultType(op), x));
+    if (noopWithEmptyAxes) {
+      rewriter.replaceOp(op,
+                         tensor::CastOp::create(rewriter, loc, resultType, x));
       return success();
     }
     reduced.assign(rank, true);
@@ -218,7 +266,7 @@ LogicalResult ReduceLowering::lower(Operation *op, StringRef name,
     for (int64_t a : *axes) {
       auto n = normalizeAxis(a, rank);
       if (!n)
-        return unsupported(op, "axis out of range");
+        return unsupported("axis out of range");
       reduced[*n] = true;
     }
   }
@@ -228,9 +276,9 @@ LogicalResult ReduceLowering::lower(Operation *op, StringRef name,
   bool fp = isFloat(elem);
   Type acc = accumulatorType(elem);
   Type accOrig = acc == elem ? orig : acc;
-  if (!fp && (name == "ReduceL2" || name == "ReduceLogSum" ||
-              name == "ReduceLogSumExp" || name == "ReduceMean"))
-    return unsupported(op, "integer " + name);
+  if (!fp && (kind == ReduceKind::L2 || kind == ReduceKind::LogSum ||
+              kind == ReduceKind::LogSumExp || kind == ReduceKind::Mean))
+    return unsupported("integer " + op->getName().stripDialect());
   Value xa = castTensor(rewriter, loc, x, orig, accOrig);
 
   auto sum = [&](std::function<Value(OpBuilder &, Location, Value)> pre) {
@@ -238,21 +286,31 @@ LogicalResult ReduceLowering::lower(Operation *op, StringRef name,
     return reduceKeepDims(rewriter, loc, xa, reduced, r);
   };
   Value keep;
-  if (name == "ReduceSum" || name == "ReduceMean" || name == "ReduceLogSum") {
+  switch (kind) {
+  case ReduceKind::Sum:
+  case ReduceKind::Mean:
+  case ReduceKind::LogSum:
     keep = sum(nullptr);
-  } else if (name == "ReduceSumSquare" || name == "ReduceL2") {
+    break;
+  case ReduceKind::SumSquare:
+  case ReduceKind::L2:
     keep = sum([&](OpBuilder &b, Location l, Value v) { return mulAcc(b, l, v, v); });
-  } else if (name == "ReduceL1") {
+    break;
+  case ReduceKind::L1:
     keep = sum([&](OpBuilder &b, Location l, Value v) -> Value {
       if (fp)
         return math::AbsFOp::create(b, l, v);
       return uns ? v : math::AbsIOp::create(b, l, v).getResult();
     });
-  } else if (name == "ReduceProd") {
+    break;
+  case ReduceKind::Prod: {
     Reduction r{nullptr, mulAcc, scalarConstant(rewriter, loc, acc, 1), acc};
     keep = reduceKeepDims(rewriter, loc, xa, reduced, r);
-  } else if (name == "ReduceMax" || name == "ReduceMin") {
-    bool isMax = name == "ReduceMax";
+    break;
+  }
+  case ReduceKind::Max:
+  case ReduceKind::Min: {
+    bool isMax = kind == ReduceKind::Max;
     Reduction r{nullptr,
                 [&](OpBuilder &b, Location l, Value a, Value v) {
                   return isMax ? maxAcc(b, l, a, v, uns) : minAcc(b, l, a, v, uns);
@@ -261,7 +319,9 @@ LogicalResult ReduceLowering::lower(Operation *op, StringRef name,
                       : highestValue(rewriter, loc, acc, uns),
                 acc};
     keep = reduceKeepDims(rewriter, loc, xa, reduced, r);
-  } else if (name == "ReduceLogSumExp") {
+    break;
+  }
+  case ReduceKind::LogSumExp: {
     Reduction mr{nullptr,
                  [](OpBuilder &b, Location l, Value a, Value v) -> Value {
                    return arith::MaximumFOp::create(b, l, a, v);
@@ -290,17 +350,17 @@ LogicalResult ReduceLowering::lower(Operation *op, StringRef name,
                      return arith::AddFOp::create(
                          b, l, math::LogOp::create(b, l, a[0]), a[1]);
                    });
-  } else {
-    return unsupported(op, "reduction " + name);
+    break;
   }
-  if (name == "ReduceMean") {
+  }
+  if (kind == ReduceKind::Mean) {
     Value n = reducedCount(rewriter, loc, x, reduced, acc);
     keep = mapLike(rewriter, loc, keep, acc, keep,
                    [&](OpBuilder &b, Location l, ValueRange a) -> Value {
                      return arith::DivFOp::create(b, l, a[0], n);
                    });
-  } else if (name == "ReduceL2" || name == "ReduceLogSum") {
-    bool l2 = name == "ReduceL2";
+  } else if (kind == ReduceKind::L2 || kind == ReduceKind::LogSum) {
+    bool l2 = kind == ReduceKind::L2;
     keep = mapLike(rewriter, loc, keep, acc, keep,
                    [&](OpBuilder &b, Location l, ValueRange a) -> Value {
                      return l2 ? math::SqrtOp::create(b, l, a[0]).getResult()
@@ -308,7 +368,8 @@ LogicalResult ReduceLowering::lower(Operation *op, StringRef name,
                    });
   }
   keep = castTensor(rewriter, loc, keep, accOrig, orig);
-  rewriter.replaceOp(op, finishReduction(rewriter, loc, keep, resultType(op), reduced));
+  rewriter.replaceOp(op,
+                     finishReduction(rewriter, loc, keep, resultType, reduced));
   return success();
 }
 
@@ -370,49 +431,85 @@ Value argExtreme(OpBuilder &b, Location loc, Value x, int64_t axis, bool isMax,
   return expandToKeepDims(b, loc, generic.getResult(1), space);
 }
 
-XFMR_LOWERING_PATTERN(ArgLowering);
+/// ArgMax / ArgMin: argExtreme along the axis, kept or dropped.
+template <typename OpTy> struct ArgLowering : ONNXOpLowering<OpTy> {
+  using ONNXOpLowering<OpTy>::ONNXOpLowering;
+  using OpAdaptor = typename ONNXOpLowering<OpTy>::OpAdaptor;
+  static constexpr bool isMax = std::is_same_v<OpTy, onnx::ArgMaxOp>;
 
-LogicalResult ArgLowering::lower(Operation *op, StringRef name,
-                                 ArrayRef<Value> operands,
-                                 ConversionPatternRewriter &rewriter) const {
-  auto xType = cast<RankedTensorType>(operands[0].getType());
-  auto axis = normalizeAxis(intAttr(op, "axis", 0), xType.getRank());
-  if (!axis || xType.getRank() == 0)
-    return unsupported(op, "axis out of range");
-  Value keep = argExtreme(rewriter, op->getLoc(), operands[0], *axis,
-                          name == "ArgMax", intAttr(op, "select_last_index", 0),
-                          isUnsignedInt(elementType(op->getOperand(0))));
-  SmallVector<bool> reduced(xType.getRank(), false);
-  reduced[*axis] = true;
-  rewriter.replaceOp(op, finishReduction(rewriter, op->getLoc(), keep,
-                                         resultType(op), reduced));
-  return success();
-}
+  LogicalResult lower(OpTy op, OpAdaptor adaptor,
+                      ConversionPatternRewriter &rewriter) const override {
+    Value data = adaptor.getData();
+    auto xType = cast<RankedTensorType>(data.getType());
+    int64_t axisAttr = op.getAxis();
+    auto axis = normalizeAxis(axisAttr, xType.getRank());
+    if (!axis || xType.getRank() == 0)
+      return this->unsupported(op, "axis out of range");
+    Value keep = argExtreme(rewriter, op->getLoc(), data, *axis, isMax,
+                            op.getSelectLastIndex() != 0,
+                            isUnsignedInt(elementType(op.getData())));
+    SmallVector<bool> reduced(xType.getRank(), false);
+    reduced[*axis] = true;
+    rewriter.replaceOp(op, finishReduction(rewriter, op->getLoc(), keep,
+                                           this->resultType(op), reduced));
+    return success();
+  }
+};
 
 //===----------------------------------------------------------------------===//
 // Softmax family
 //===----------------------------------------------------------------------===//
 
-XFMR_LOWERING_PATTERN(SoftmaxLowering);
+/// What a Softmax-family op computes.
+enum class SoftmaxKind { Softmax, LogSoftmax, Hardmax };
 
-LogicalResult SoftmaxLowering::lower(Operation *op, StringRef name,
-                                     ArrayRef<Value> operands,
-                                     ConversionPatternRewriter &rewriter) const {
+/// Softmax, LogSoftmax and Hardmax over `axisAttr` (null: the default of
+/// the model's opset; before opset 13 the axis flattens the dims after it).
+LogicalResult lowerSoftmax(Operation *op, SoftmaxKind kind,
+                           IntegerAttr axisAttr, Value x,
+                           ConversionPatternRewriter &rewriter,
+                           UnsupportedLog &log);
+
+template <typename OpTy> struct SoftmaxLowering : ONNXOpLowering<OpTy> {
+  using OpAdaptor = typename ONNXOpLowering<OpTy>::OpAdaptor;
+
+  SoftmaxLowering(const TypeConverter &converter, MLIRContext *ctx,
+                  UnsupportedLog &log, SoftmaxKind kind)
+      : ONNXOpLowering<OpTy>(converter, ctx, log), kind(kind) {}
+
+  LogicalResult lower(OpTy op, OpAdaptor adaptor,
+                      ConversionPatternRewriter &rewriter) const override {
+    return lowerSoftmax(op, kind, op.getAxisAttr(), adaptor.getInput(),
+                        rewriter, this->log);
+  }
+
+private:
+  SoftmaxKind kind;
+};
+
+LogicalResult lowerSoftmax(Operation *op, SoftmaxKind kind,
+                           IntegerAttr axisAttr, Value x,
+                           ConversionPatternRewriter &rewriter,
+                           UnsupportedLog &log) {
+  auto unsupported = [&](Operation *op, const Twine &why) {
+    return recordUnsupported(log, op, why);
+  };
   Location loc = op->getLoc();
-  Value x = operands[0];
   auto xType = cast<RankedTensorType>(x.getType());
   int64_t rank = xType.getRank();
   Type elem = xType.getElementType();
   if (!isFloat(elem))
     return unsupported(op, "non-float input");
   bool legacy = defaultOpset(op) < 13;
-  auto axis = normalizeAxis(intAttr(op, "axis", legacy ? 1 : -1), rank);
+  int64_t axisValue =
+      axisAttr ? axisAttr.getValue().getSExtValue() : (legacy ? 1 : -1);
+  auto axis = normalizeAxis(axisValue, rank);
   if (!axis)
     return unsupported(op, "axis out of range");
   SmallVector<bool> reduced(rank, false);
   for (int64_t d = *axis; d < (legacy ? rank : *axis + 1); ++d)
     reduced[d] = true;
-  if (name == "Hardmax") {
+  if (kind == SoftmaxKind::Hardmax) {
     if (legacy && *axis != rank - 1)
       return unsupported(op, "Hardmax before opset 13 on a non-last axis");
     Value idx = argExtreme(rewriter, loc, x, *axis, true, false, false);
@@ -447,7 +544,7 @@ LogicalResult SoftmaxLowering::lower(Operation *op, StringRef name,
                },
                addAcc, scalarConstant(rewriter, loc, acc, 0), acc};
   Value s = reduceKeepDims(rewriter, loc, shifted, reduced, sr);
-  bool isLog = name == "LogSoftmax";
+  bool isLog = kind == SoftmaxKind::LogSoftmax;
   Value r = mapLike(rewriter, loc, xa, elem, ValueRange{shifted, s},
                     [&](OpBuilder &b, Location l, ValueRange a) -> Value {
                       Value v =
@@ -467,11 +564,53 @@ LogicalResult SoftmaxLowering::lower(Operation *op, StringRef name,
 // LayerNormalization, RMSNormalization
 //===----------------------------------------------------------------------===//
 
-XFMR_LOWERING_PATTERN(NormLowering);
+/// The attributes of a normalization op (LayerNormalization, or an RMS one
+/// when `rms`: no mean, no bias).
+struct NormAttrs {
+  bool rms;
+  int64_t axis;
+  float epsilon;
+  /// Whether statistics are computed in f32 (LayerNormalization's
+  /// stash_type = 1).
+  bool stashF32;
+};
 
-LogicalResult NormLowering::lower(Operation *op, StringRef name,
-                                  ArrayRef<Value> operands,
-                                  ConversionPatternRewriter &rewriter) const {
+/// y = (x - mean) / sqrt(var + epsilon) * scale + bias over the dims from
+/// `axis` on (no mean, no bias for the RMS ops); the mean and 1/stddev as
+/// the optional extra results.
+LogicalResult lowerNorm(Operation *op, const NormAttrs &attrs,
+                        ValueRange operands,
+                        ConversionPatternRewriter &rewriter,
+                        const TypeConverter &converter, UnsupportedLog &log);
+
+template <typename OpTy> struct NormLowering : ONNXOpLowering<OpTy> {
+  using OpAdaptor = typename ONNXOpLowering<OpTy>::OpAdaptor;
+  static constexpr bool isLayerNorm =
+      std::is_same_v<OpTy, onnx::LayerNormalizationOp>;
+
+  using ONNXOpLowering<OpTy>::ONNXOpLowering;
+
+  LogicalResult lower(OpTy op, OpAdaptor adaptor,
+                      ConversionPatternRewriter &rewriter) const override {
+    NormAttrs attrs{/*rms=*/!isLayerNorm, static_cast<int64_t>(op.getAxis()),
+                    op.getEpsilon().convertToFloat(),
+                    /*stashF32=*/!isLayerNorm || op.getStashType() == 1};
+    return lowerNorm(op, attrs, adaptor.getOperands(), rewriter,
+                     *this->getTypeConverter(), this->log);
+  }
+};
+
+LogicalResult lowerNorm(Operation *op, const NormAttrs &attrs,
+                        ValueRange operands,
+                        ConversionPatternRewriter &rewriter,
+                        const TypeConverter &converter, UnsupportedLog &log) {
+  auto unsupported = [&](Operation *op, const Twine &why) {
+    return recordUnsupported(log, op, why);
+  };
+  auto resultType = [&](Operation *op, unsigned i) {
+    return dyn_cast_or_null<RankedTensorType>(
+        converter.convertType(op->getResult(i).getType()));
+  };
   Location loc = op->getLoc();
   Value x = operands[0];
   auto xType = cast<RankedTensorType>(x.getType());
@@ -479,10 +618,10 @@ LogicalResult NormLowering::lower(Operation *op, StringRef name,
   Type elem = xType.getElementType();
   if (!isFloat(elem))
     return unsupported(op, "non-float input");
-  auto axis = normalizeAxis(intAttr(op, "axis", -1), rank);
+  auto axis = normalizeAxis(attrs.axis, rank);
   if (!axis)
     return unsupported(op, "axis out of range");
-  bool rms = name != "LayerNormalization";
+  bool rms = attrs.rms;
   Value scale = operands[1];
   Value bias = !rms && operands.size() > 2 && !isNone(operands[2]) ? operands[2]
                                                                      : Value();
@@ -493,9 +632,9 @@ LogicalResult NormLowering::lower(Operation *op, StringRef name,
   for (int64_t d = *axis; d < rank; ++d)
     reduced[d] = true;
   Type acc = accumulatorType(elem);
-  if (name == "LayerNormalization" && intAttr(op, "stash_type", 1) != 1)
+  if (!attrs.stashF32)
     acc = elem;
-  float epsV = floatAttr(op, "epsilon", rms ? 1e-5f : 1e-5f);
+  float epsV = attrs.epsilon;
   Value xa = castTensor(rewriter, loc, x, elem, acc);
   Value n = reducedCount(rewriter, loc, x, reduced, acc);
   Reduction sumR{nullptr, addAcc, scalarConstant(rewriter, loc, acc, 0), acc};
@@ -547,7 +686,8 @@ LogicalResult NormLowering::lower(Operation *op, StringRef name,
     }
     Value v = i == 1 && mean ? mean : inv;
     if (rms && i == 1)
-      return unsupported(op, "extra outputs of " + name);
+      return unsupported(op,
+                         "extra outputs of " + op->getName().stripDialect());
     v = castTensor(rewriter, loc, v, acc, t.getElementType());
     if (v.getType() != t)
       v = tensor::CastOp::create(rewriter, loc, t, v);
@@ -561,22 +701,27 @@ LogicalResult NormLowering::lower(Operation *op, StringRef name,
 // CumSum
 //===----------------------------------------------------------------------===//
 
-XFMR_LOWERING_PATTERN(CumSumLowering);
+/// CumSum along a constant axis: a generic with a reduction loop that adds
+/// the elements before (after, when reversed) each position.
+struct CumSumLowering : ONNXOpLowering<onnx::CumSumOp> {
+  using ONNXOpLowering::ONNXOpLowering;
+  LogicalResult lower(onnx::CumSumOp op, OpAdaptor adaptor,
+                      ConversionPatternRewriter &rewriter) const override;
+};
 
-LogicalResult CumSumLowering::lower(Operation *op, StringRef,
-                                    ArrayRef<Value> operands,
+LogicalResult CumSumLowering::lower(onnx::CumSumOp op, OpAdaptor adaptor,
                                     ConversionPatternRewriter &rewriter) const {
   Location loc = op->getLoc();
-  Value x = operands[0];
+  Value x = adaptor.getX();
   auto xType = cast<RankedTensorType>(x.getType());
   int64_t rank = xType.getRank();
-  auto axisC = constantInts(operands[1], op->getOperand(1));
+  auto axisC = constantInts(adaptor.getAxis(), op.getAxis());
   if (!axisC || axisC->size() != 1)
     return unsupported(op, "axis must be a constant");
   auto axis = normalizeAxis((*axisC)[0], rank);
   if (!axis)
     return unsupported(op, "axis out of range");
-  bool exclusive = intAttr(op, "exclusive", 0), reverse = intAttr(op, "reverse", 0);
+  bool exclusive = op.getExclusive(), reverse = op.getReverse();
   Type elem = xType.getElementType();
   MLIRContext *ctx = rewriter.getContext();
   // out[..i..] = sum over j of x[..j..] where j <= i (or <, >=, > ...).
@@ -615,20 +760,39 @@ void populateReductionPatterns(RewritePatternSet &patterns,
                                const TypeConverter &converter,
                                UnsupportedLog &log) {
   MLIRContext *ctx = patterns.getContext();
-  patterns.add<ReduceLowering>(
-      converter, ctx, log,
-      ArrayRef<StringRef>{"ReduceSum", "ReduceMean", "ReduceMax", "ReduceMin",
-                          "ReduceProd", "ReduceL1", "ReduceL2", "ReduceLogSum",
-                          "ReduceLogSumExp", "ReduceSumSquare"});
-  patterns.add<ArgLowering>(converter, ctx, log,
-                            ArrayRef<StringRef>{"ArgMax", "ArgMin"});
-  patterns.add<SoftmaxLowering>(
-      converter, ctx, log, ArrayRef<StringRef>{"Softmax", "LogSoftmax", "Hardmax"});
-  patterns.add<NormLowering>(
-      converter, ctx, log,
-      ArrayRef<StringRef>{"LayerNormalization", "RMSNormalization",
-                          "SimplifiedLayerNormalization"});
-  patterns.add<CumSumLowering>(converter, ctx, log, ArrayRef<StringRef>{"CumSum"});
+  patterns.add<ReduceLowering<onnx::ReduceSumOp>>(converter, ctx, log,
+                                                  ReduceKind::Sum);
+  patterns.add<ReduceLowering<onnx::ReduceMeanOp>>(converter, ctx, log,
+                                                   ReduceKind::Mean);
+  patterns.add<ReduceLowering<onnx::ReduceMaxOp>>(converter, ctx, log,
+                                                  ReduceKind::Max);
+  patterns.add<ReduceLowering<onnx::ReduceMinOp>>(converter, ctx, log,
+                                                  ReduceKind::Min);
+  patterns.add<ReduceLowering<onnx::ReduceProdOp>>(converter, ctx, log,
+                                                   ReduceKind::Prod);
+  patterns.add<ReduceLowering<onnx::ReduceL1Op>>(converter, ctx, log,
+                                                 ReduceKind::L1);
+  patterns.add<ReduceLowering<onnx::ReduceL2Op>>(converter, ctx, log,
+                                                 ReduceKind::L2);
+  patterns.add<ReduceLowering<onnx::ReduceLogSumOp>>(converter, ctx, log,
+                                                     ReduceKind::LogSum);
+  patterns.add<ReduceLowering<onnx::ReduceLogSumExpOp>>(converter, ctx, log,
+                                                        ReduceKind::LogSumExp);
+  patterns.add<ReduceLowering<onnx::ReduceSumSquareOp>>(converter, ctx, log,
+                                                        ReduceKind::SumSquare);
+  patterns.add<ArgLowering<onnx::ArgMaxOp>, ArgLowering<onnx::ArgMinOp>>(
+      converter, ctx, log);
+  patterns.add<SoftmaxLowering<onnx::SoftmaxOp>>(converter, ctx, log,
+                                                 SoftmaxKind::Softmax);
+  patterns.add<SoftmaxLowering<onnx::LogSoftmaxOp>>(converter, ctx, log,
+                                                    SoftmaxKind::LogSoftmax);
+  patterns.add<SoftmaxLowering<onnx::HardmaxOp>>(converter, ctx, log,
+                                                 SoftmaxKind::Hardmax);
+  patterns
+      .add<NormLowering<onnx::LayerNormalizationOp>,
+           NormLowering<onnx::RMSNormalizationOp>,
+           NormLowering<onnx::SimplifiedLayerNormalizationOp>, CumSumLowering>(
+          converter, ctx, log);
 }
 
 } // namespace xfmr::lowering

@@ -12,6 +12,8 @@
 
 #include "Common.h"
 
+#include "dialects/onnx/IR/ONNXOps.h"
+
 #include "mlir/Dialect/SCF/IR/SCF.h"
 
 using namespace mlir;
@@ -64,11 +66,16 @@ SmallVector<Value> allDims(OpBuilder &b, Location loc, Value t) {
   return d;
 }
 
-XFMR_LOWERING_PATTERN(ScatterNDLowering);
+struct ScatterNDLowering : ONNXOpLowering<onnx::ScatterNDOp> {
+  using ONNXOpLowering::ONNXOpLowering;
+  LogicalResult lower(onnx::ScatterNDOp op, OpAdaptor adaptor,
+                      ConversionPatternRewriter &rewriter) const override;
+};
 
-LogicalResult ScatterNDLowering::lower(Operation *op, StringRef,
-                                       ArrayRef<Value> operands,
-                                       ConversionPatternRewriter &rewriter) const {
+LogicalResult
+ScatterNDLowering::lower(onnx::ScatterNDOp op, OpAdaptor adaptor,
+                         ConversionPatternRewriter &rewriter) const {
+  ValueRange operands = adaptor.getOperands();
   Location loc = op->getLoc();
   Value data = operands[0], indices = operands[1], updates = operands[2];
   auto dType = cast<RankedTensorType>(data.getType());
@@ -79,7 +86,7 @@ LogicalResult ScatterNDLowering::lower(Operation *op, StringRef,
   int64_t k = iType.getDimSize(q - 1);
   if (k > r)
     return unsupported(op, "index tuples longer than the data rank");
-  std::string reduction = stringAttr(op, "reduction", "none");
+  StringRef reduction = op.getReduction();
   bool uns = isUnsignedInt(elementType(op->getOperand(0)));
   Type elem = dType.getElementType();
   SmallVector<Value> dataDims = allDims(rewriter, loc, data);
@@ -146,20 +153,26 @@ LogicalResult ScatterNDLowering::lower(Operation *op, StringRef,
   return success();
 }
 
-XFMR_LOWERING_PATTERN(ScatterElementsLowering);
+struct ScatterElementsLowering : ONNXOpLowering<onnx::ScatterElementsOp> {
+  using ONNXOpLowering::ONNXOpLowering;
+  LogicalResult lower(onnx::ScatterElementsOp op, OpAdaptor adaptor,
+                      ConversionPatternRewriter &rewriter) const override;
+};
 
 LogicalResult
-ScatterElementsLowering::lower(Operation *op, StringRef, ArrayRef<Value> operands,
+ScatterElementsLowering::lower(onnx::ScatterElementsOp op, OpAdaptor adaptor,
                                ConversionPatternRewriter &rewriter) const {
+  ValueRange operands = adaptor.getOperands();
   Location loc = op->getLoc();
   Value data = operands[0], indices = operands[1], updates = operands[2];
   int64_t r = cast<RankedTensorType>(data.getType()).getRank();
   if (cast<RankedTensorType>(indices.getType()).getRank() != r)
     return unsupported(op, "indices rank differs from data rank");
-  auto axis = normalizeAxis(intAttr(op, "axis", 0), r);
+  int64_t axisAttr = op.getAxis();
+  auto axis = normalizeAxis(axisAttr, r);
   if (!axis)
     return unsupported(op, "axis out of range");
-  std::string reduction = stringAttr(op, "reduction", "none");
+  StringRef reduction = op.getReduction();
   bool uns = isUnsignedInt(elementType(op->getOperand(0)));
   SmallVector<Value> iDims = allDims(rewriter, loc, indices);
   Value axisDim = dimValue(rewriter, loc, data, *axis);
@@ -186,11 +199,16 @@ ScatterElementsLowering::lower(Operation *op, StringRef, ArrayRef<Value> operand
   return success();
 }
 
-XFMR_LOWERING_PATTERN(NonZeroLowering);
+struct NonZeroLowering : ONNXOpLowering<onnx::NonZeroOp> {
+  using ONNXOpLowering::ONNXOpLowering;
+  LogicalResult lower(onnx::NonZeroOp op, OpAdaptor adaptor,
+                      ConversionPatternRewriter &rewriter) const override;
+};
 
-LogicalResult NonZeroLowering::lower(Operation *op, StringRef,
-                                     ArrayRef<Value> operands,
-                                     ConversionPatternRewriter &rewriter) const {
+LogicalResult
+NonZeroLowering::lower(onnx::NonZeroOp op, OpAdaptor adaptor,
+                       ConversionPatternRewriter &rewriter) const {
+  ValueRange operands = adaptor.getOperands();
   Location loc = op->getLoc();
   Value x = operands[0];
   auto xType = cast<RankedTensorType>(x.getType());
@@ -249,19 +267,24 @@ LogicalResult NonZeroLowering::lower(Operation *op, StringRef,
   return success();
 }
 
-XFMR_LOWERING_PATTERN(TopKLowering);
+struct TopKLowering : ONNXOpLowering<onnx::TopKOp> {
+  using ONNXOpLowering::ONNXOpLowering;
+  LogicalResult lower(onnx::TopKOp op, OpAdaptor adaptor,
+                      ConversionPatternRewriter &rewriter) const override;
+};
 
-LogicalResult TopKLowering::lower(Operation *op, StringRef,
-                                  ArrayRef<Value> operands,
+LogicalResult TopKLowering::lower(onnx::TopKOp op, OpAdaptor adaptor,
                                   ConversionPatternRewriter &rewriter) const {
+  ValueRange operands = adaptor.getOperands();
   Location loc = op->getLoc();
   Value x = operands[0];
   auto xType = cast<RankedTensorType>(x.getType());
   int64_t r = xType.getRank();
-  auto axis = normalizeAxis(intAttr(op, "axis", -1), r);
+  int64_t axisAttr = op.getAxis();
+  auto axis = normalizeAxis(axisAttr, r);
   if (!axis || r == 0)
     return unsupported(op, "axis out of range");
-  bool largest = intAttr(op, "largest", 1);
+  bool largest = op.getLargest();
   bool uns = isUnsignedInt(elementType(op->getOperand(0)));
   Type elem = xType.getElementType();
   MLIRContext *ctx = rewriter.getContext();
@@ -349,11 +372,10 @@ LogicalResult TopKLowering::lower(Operation *op, StringRef,
 void populateScatterPatterns(RewritePatternSet &patterns,
                              const TypeConverter &converter, UnsupportedLog &log) {
   MLIRContext *ctx = patterns.getContext();
-  patterns.add<ScatterNDLowering>(converter, ctx, log, ArrayRef<StringRef>{"ScatterND"});
-  patterns.add<ScatterElementsLowering>(converter, ctx, log,
-                                        ArrayRef<StringRef>{"ScatterElements"});
-  patterns.add<NonZeroLowering>(converter, ctx, log, ArrayRef<StringRef>{"NonZero"});
-  patterns.add<TopKLowering>(converter, ctx, log, ArrayRef<StringRef>{"TopK"});
+  patterns.add<ScatterNDLowering>(converter, ctx, log);
+  patterns.add<ScatterElementsLowering>(converter, ctx, log);
+  patterns.add<NonZeroLowering>(converter, ctx, log);
+  patterns.add<TopKLowering>(converter, ctx, log);
 }
 
 } // namespace xfmr::lowering

@@ -10,6 +10,8 @@
 
 #include "Common.h"
 
+#include "dialects/onnx/IR/ONNXOps.h"
+
 #include "mlir/Dialect/Arith/Utils/Utils.h"
 #include "mlir/Dialect/Math/IR/Math.h"
 #include "mlir/IR/DialectResourceBlobManager.h"
@@ -40,12 +42,21 @@ Value numElements(OpBuilder &b, Location loc, Value x, int64_t from = 0,
   return n;
 }
 
-XFMR_LOWERING_PATTERN(ConstantLowering);
+/// A tensor-valued Constant -> arith.constant (the attribute retyped to the
+/// signless result type).
+struct ConstantLowering : ONNXOpLowering<onnx::ConstantOp> {
+  using ONNXOpLowering::ONNXOpLowering;
+  LogicalResult lower(onnx::ConstantOp op, OpAdaptor adaptor,
+                      ConversionPatternRewriter &rewriter) const override;
+  /// float8 e4m3fn constants: xfmr-quantize-weights' fp8 weights, which only
+  /// the product's micro-kernel reads.
+  bool allowsFloat8() const override { return true; }
+};
 
-LogicalResult ConstantLowering::lower(Operation *op, StringRef,
-                                      ArrayRef<Value>,
-                                      ConversionPatternRewriter &rewriter) const {
-  auto attr = dyn_cast_or_null<ElementsAttr>(op->getAttr("value"));
+LogicalResult
+ConstantLowering::lower(onnx::ConstantOp op, OpAdaptor adaptor,
+                        ConversionPatternRewriter &rewriter) const {
+  ElementsAttr attr = op.getValueAttr();
   RankedTensorType type = resultType(op);
   if (!attr || !type)
     return unsupported(op, "Constant without a tensor value");
@@ -66,120 +77,195 @@ LogicalResult ConstantLowering::lower(Operation *op, StringRef,
 // Reshape family
 //===----------------------------------------------------------------------===//
 
-XFMR_LOWERING_PATTERN(ReshapeLowering);
+/// Replaces `op` by `x` reshaped to extents `sizes`.
+LogicalResult finishReshape(Operation *op, Value x, RankedTensorType type,
+                            ArrayRef<Value> sizes,
+                            ConversionPatternRewriter &rewriter,
+                            UnsupportedLog &log) {
+  if (static_cast<int64_t>(sizes.size()) != type.getRank())
+    return recordUnsupported(log, op,
+                             "result rank disagrees with the computed shape");
+  rewriter.replaceOp(op, reshapeTo(rewriter, op->getLoc(), x, type, sizes));
+  return success();
+}
 
-LogicalResult ReshapeLowering::lower(Operation *op, StringRef name,
-                                     ArrayRef<Value> operands,
-                                     ConversionPatternRewriter &rewriter) const {
+/// Reshape to a shape tensor: one path for constant and run-time shapes
+/// (constants fold later).
+struct ReshapeLowering : ONNXOpLowering<onnx::ReshapeOp> {
+  using ONNXOpLowering::ONNXOpLowering;
+  LogicalResult lower(onnx::ReshapeOp op, OpAdaptor adaptor,
+                      ConversionPatternRewriter &rewriter) const override;
+};
+
+LogicalResult
+ReshapeLowering::lower(onnx::ReshapeOp op, OpAdaptor adaptor,
+                       ConversionPatternRewriter &rewriter) const {
   Location loc = op->getLoc();
-  Value x = operands[0];
-  auto xType = cast<RankedTensorType>(x.getType());
+  Value x = adaptor.getData(), shape = adaptor.getShape();
   RankedTensorType type = resultType(op);
-  int64_t rank = xType.getRank();
+  int64_t rank = cast<RankedTensorType>(x.getType()).getRank();
+  auto sType = cast<RankedTensorType>(shape.getType());
+  if (!sType.hasStaticShape() || sType.getRank() != 1 ||
+      sType.getDimSize(0) != type.getRank())
+    return unsupported(op, "shape of unknown length");
+  // 0 copies the input extent unless allowzero; -1 takes what is left.
+  bool allowZero = op.getAllowzero();
+  Value zero = indexConstant(rewriter, loc, 0),
+        one = indexConstant(rewriter, loc, 1);
+  auto isNegative = [&](Value v) {
+    return arith::CmpIOp::create(rewriter, loc, arith::CmpIPredicate::slt, v,
+                                 zero);
+  };
   SmallVector<Value> sizes;
-  if (name == "Reshape") {
-    auto sType = cast<RankedTensorType>(operands[1].getType());
-    if (!sType.hasStaticShape() || sType.getRank() != 1 ||
-        sType.getDimSize(0) != type.getRank())
-      return unsupported(op, "shape of unknown length");
-    // One path for constant and run-time shapes (constants fold later):
-    // 0 copies the input extent unless allowzero; -1 takes what is left.
-    bool allowZero = intAttr(op, "allowzero", 0);
-    Value zero = indexConstant(rewriter, loc, 0), one = indexConstant(rewriter, loc, 1);
-    auto isNegative = [&](Value v) {
-      return arith::CmpIOp::create(rewriter, loc, arith::CmpIPredicate::slt, v, zero);
-    };
-    for (int64_t i = 0; i < type.getRank(); ++i) {
-      Value s = extractIndex(rewriter, loc, operands[1], i);
-      if (!allowZero && i < rank) {
-        Value isZero =
-            arith::CmpIOp::create(rewriter, loc, arith::CmpIPredicate::eq, s, zero);
-        s = arith::SelectOp::create(rewriter, loc, isZero, dimValue(rewriter, loc, x, i), s);
-      }
-      sizes.push_back(s);
+  for (int64_t i = 0; i < type.getRank(); ++i) {
+    Value s = extractIndex(rewriter, loc, shape, i);
+    if (!allowZero && i < rank) {
+      Value isZero = arith::CmpIOp::create(rewriter, loc,
+                                           arith::CmpIPredicate::eq, s, zero);
+      s = arith::SelectOp::create(rewriter, loc, isZero,
+                                  dimValue(rewriter, loc, x, i), s);
     }
-    Value total = numElements(rewriter, loc, x);
-    Value known = one;
-    for (Value s : sizes)
-      known = arith::MulIOp::create(rewriter, loc, known,
-                                    arith::SelectOp::create(rewriter, loc, isNegative(s), one, s));
-    Value rest = arith::DivSIOp::create(rewriter, loc, total,
-                                        arith::MaxSIOp::create(rewriter, loc, known, one));
-    for (Value &s : sizes)
-      s = arith::SelectOp::create(rewriter, loc, isNegative(s), rest, s);
-    Value product = indexConstant(rewriter, loc, 1);
-    for (Value s : sizes)
-      product = arith::MulIOp::create(rewriter, loc, product, s);
-    runtimeCheck(rewriter, loc,
-                 arith::CmpIOp::create(rewriter, loc, arith::CmpIPredicate::eq,
-                                       product, total),
-                 "Reshape: element count changes");
-  } else if (name == "Flatten") {
-    int64_t axis = intAttr(op, "axis", 1);
+    sizes.push_back(s);
+  }
+  Value total = numElements(rewriter, loc, x);
+  Value known = one;
+  for (Value s : sizes)
+    known = arith::MulIOp::create(
+        rewriter, loc, known,
+        arith::SelectOp::create(rewriter, loc, isNegative(s), one, s));
+  Value rest = arith::DivSIOp::create(
+      rewriter, loc, total, arith::MaxSIOp::create(rewriter, loc, known, one));
+  for (Value &s : sizes)
+    s = arith::SelectOp::create(rewriter, loc, isNegative(s), rest, s);
+  Value product = indexConstant(rewriter, loc, 1);
+  for (Value s : sizes)
+    product = arith::MulIOp::create(rewriter, loc, product, s);
+  runtimeCheck(rewriter, loc,
+               arith::CmpIOp::create(rewriter, loc, arith::CmpIPredicate::eq,
+                                     product, total),
+               "Reshape: element count changes");
+  return finishReshape(op, x, type, sizes, rewriter, log);
+}
+
+/// Flatten at `axis` -> a rank-2 reshape.
+struct FlattenLowering : ONNXOpLowering<onnx::FlattenOp> {
+  using ONNXOpLowering::ONNXOpLowering;
+  LogicalResult lower(onnx::FlattenOp op, OpAdaptor adaptor,
+                      ConversionPatternRewriter &rewriter) const override {
+    Location loc = op->getLoc();
+    Value x = adaptor.getInput();
+    int64_t rank = cast<RankedTensorType>(x.getType()).getRank();
+    int64_t axis = op.getAxis();
     if (axis < 0)
       axis += rank;
     if (axis < 0 || axis > rank)
       return unsupported(op, "axis out of range");
-    sizes = {numElements(rewriter, loc, x, 0, axis),
-             numElements(rewriter, loc, x, axis)};
-  } else { // Squeeze / Unsqueeze
-    std::optional<SmallVector<int64_t>> axes;
-    if (operands.size() > 1 && !isNone(operands[1]))
-      axes = constantInts(operands[1], op->getOperand(1));
-    else
-      axes = intsAttr(op, "axes");
-    if (operands.size() > 1 && !isNone(operands[1]) && !axes)
-      return unsupported(op, "axes must be a constant");
-    if (name == "Squeeze") {
-      SmallVector<bool> drop(rank, false);
-      if (!axes || axes->empty()) {
-        for (int64_t d = 0; d < rank; ++d)
-          drop[d] = xType.getDimSize(d) == 1;
-      } else {
-        for (int64_t a : *axes) {
-          auto n = normalizeAxis(a, rank);
-          if (!n)
-            return unsupported(op, "axis out of range");
-          drop[*n] = true;
-        }
-      }
-      for (int64_t d = 0; d < rank; ++d)
-        if (!drop[d])
-          sizes.push_back(dimValue(rewriter, loc, x, d));
-    } else {
-      if (!axes)
-        return unsupported(op, "Unsqueeze without axes");
-      int64_t outRank = rank + axes->size();
-      SmallVector<bool> inserted(outRank, false);
-      for (int64_t a : *axes) {
-        auto n = normalizeAxis(a, outRank);
-        if (!n)
-          return unsupported(op, "axis out of range");
-        inserted[*n] = true;
-      }
-      int64_t j = 0;
-      for (int64_t d = 0; d < outRank; ++d)
-        sizes.push_back(inserted[d] ? indexConstant(rewriter, loc, 1)
-                                    : dimValue(rewriter, loc, x, j++));
-    }
+    SmallVector<Value> sizes{numElements(rewriter, loc, x, 0, axis),
+                             numElements(rewriter, loc, x, axis)};
+    return finishReshape(op, x, resultType(op), sizes, rewriter, log);
   }
-  if (static_cast<int64_t>(sizes.size()) != type.getRank())
-    return unsupported(op, "result rank disagrees with the computed shape");
-  rewriter.replaceOp(op, reshapeTo(rewriter, loc, x, type, sizes));
-  return success();
+};
+
+/// The axes of a Squeeze or Unsqueeze: the constant operand, or before
+/// opset 13 the attribute (which the generated op, the latest schema, has
+/// no accessor for). Fails if the operand is not a constant.
+FailureOr<std::optional<SmallVector<int64_t>>>
+squeezeAxes(Operation *op, Value converted, Value original) {
+  if (isNone(converted))
+    return intsAttr(op, "axes");
+  auto axes = constantInts(converted, original);
+  if (!axes)
+    return failure();
+  return axes;
 }
 
-XFMR_LOWERING_PATTERN(TransposeLowering);
+/// Squeeze: drops the listed dims (all size-1 dims when none are listed).
+struct SqueezeLowering : ONNXOpLowering<onnx::SqueezeOp> {
+  using ONNXOpLowering::ONNXOpLowering;
+  LogicalResult lower(onnx::SqueezeOp op, OpAdaptor adaptor,
+                      ConversionPatternRewriter &rewriter) const override;
+};
 
-LogicalResult TransposeLowering::lower(Operation *op, StringRef,
-                                       ArrayRef<Value> operands,
-                                       ConversionPatternRewriter &rewriter) const {
+LogicalResult
+SqueezeLowering::lower(onnx::SqueezeOp op, OpAdaptor adaptor,
+                       ConversionPatternRewriter &rewriter) const {
+  Location loc = op->getLoc();
+  Value x = adaptor.getData();
+  auto xType = cast<RankedTensorType>(x.getType());
+  int64_t rank = xType.getRank();
+  auto axes = squeezeAxes(op, adaptor.getAxes(), op.getAxes());
+  if (failed(axes))
+    return unsupported(op, "axes must be a constant");
+  SmallVector<bool> drop(rank, false);
+  if (!*axes || (*axes)->empty()) {
+    for (int64_t d = 0; d < rank; ++d)
+      drop[d] = xType.getDimSize(d) == 1;
+  } else {
+    for (int64_t a : **axes) {
+      auto n = normalizeAxis(a, rank);
+      if (!n)
+        return unsupported(op, "axis out of range");
+      drop[*n] = true;
+    }
+  }
+  SmallVector<Value> sizes;
+  for (int64_t d = 0; d < rank; ++d)
+    if (!drop[d])
+      sizes.push_back(dimValue(rewriter, loc, x, d));
+  return finishReshape(op, x, resultType(op), sizes, rewriter, log);
+}
+
+/// Unsqueeze: inserts size-1 dims at the listed positions of the result.
+struct UnsqueezeLowering : ONNXOpLowering<onnx::UnsqueezeOp> {
+  using ONNXOpLowering::ONNXOpLowering;
+  LogicalResult lower(onnx::UnsqueezeOp op, OpAdaptor adaptor,
+                      ConversionPatternRewriter &rewriter) const override;
+};
+
+LogicalResult
+UnsqueezeLowering::lower(onnx::UnsqueezeOp op, OpAdaptor adaptor,
+                         ConversionPatternRewriter &rewriter) const {
+  Location loc = op->getLoc();
+  Value x = adaptor.getData();
+  int64_t rank = cast<RankedTensorType>(x.getType()).getRank();
+  auto axes = squeezeAxes(op, adaptor.getAxes(), op.getAxes());
+  if (failed(axes))
+    return unsupported(op, "axes must be a constant");
+  if (!*axes)
+    return unsupported(op, "Unsqueeze without axes");
+  int64_t outRank = rank + (*axes)->size();
+  SmallVector<bool> inserted(outRank, false);
+  for (int64_t a : **axes) {
+    auto n = normalizeAxis(a, outRank);
+    if (!n)
+      return unsupported(op, "axis out of range");
+    inserted[*n] = true;
+  }
+  SmallVector<Value> sizes;
+  int64_t j = 0;
+  for (int64_t d = 0; d < outRank; ++d)
+    sizes.push_back(inserted[d] ? indexConstant(rewriter, loc, 1)
+                                : dimValue(rewriter, loc, x, j++));
+  return finishReshape(op, x, resultType(op), sizes, rewriter, log);
+}
+
+struct TransposeLowering : ONNXOpLowering<onnx::TransposeOp> {
+  using ONNXOpLowering::ONNXOpLowering;
+  LogicalResult lower(onnx::TransposeOp op, OpAdaptor adaptor,
+                      ConversionPatternRewriter &rewriter) const override;
+};
+
+LogicalResult
+TransposeLowering::lower(onnx::TransposeOp op, OpAdaptor adaptor,
+                         ConversionPatternRewriter &rewriter) const {
+  ValueRange operands = adaptor.getOperands();
   Location loc = op->getLoc();
   Value x = operands[0];
   int64_t rank = cast<RankedTensorType>(x.getType()).getRank();
   SmallVector<int64_t> perm;
-  if (auto p = intsAttr(op, "perm"))
-    perm = *p;
+  if (std::optional<ArrayAttr> p = op.getPerm())
+    for (Attribute a : *p)
+      perm.push_back(cast<IntegerAttr>(a).getInt());
   else
     for (int64_t d = rank - 1; d >= 0; --d)
       perm.push_back(d);
@@ -194,15 +280,20 @@ LogicalResult TransposeLowering::lower(Operation *op, StringRef,
   return success();
 }
 
-XFMR_LOWERING_PATTERN(ConcatLowering);
+struct ConcatLowering : ONNXOpLowering<onnx::ConcatOp> {
+  using ONNXOpLowering::ONNXOpLowering;
+  LogicalResult lower(onnx::ConcatOp op, OpAdaptor adaptor,
+                      ConversionPatternRewriter &rewriter) const override;
+};
 
-LogicalResult ConcatLowering::lower(Operation *op, StringRef,
-                                    ArrayRef<Value> operands,
+LogicalResult ConcatLowering::lower(onnx::ConcatOp op, OpAdaptor adaptor,
                                     ConversionPatternRewriter &rewriter) const {
+  ValueRange operands = adaptor.getOperands();
   Location loc = op->getLoc();
   RankedTensorType type = resultType(op);
   int64_t rank = type.getRank();
-  auto axis = normalizeAxis(intAttr(op, "axis", 0), rank);
+  int64_t axisAttr = op.getAxis();
+  auto axis = normalizeAxis(axisAttr, rank);
   if (!axis)
     return unsupported(op, "axis out of range");
   SmallVector<OpFoldResult> sizes = mixedSizes(rewriter, loc, operands[0]);
@@ -225,15 +316,20 @@ LogicalResult ConcatLowering::lower(Operation *op, StringRef,
   return success();
 }
 
-XFMR_LOWERING_PATTERN(SplitLowering);
+struct SplitLowering : ONNXOpLowering<onnx::SplitOp> {
+  using ONNXOpLowering::ONNXOpLowering;
+  LogicalResult lower(onnx::SplitOp op, OpAdaptor adaptor,
+                      ConversionPatternRewriter &rewriter) const override;
+};
 
-LogicalResult SplitLowering::lower(Operation *op, StringRef,
-                                   ArrayRef<Value> operands,
+LogicalResult SplitLowering::lower(onnx::SplitOp op, OpAdaptor adaptor,
                                    ConversionPatternRewriter &rewriter) const {
+  ValueRange operands = adaptor.getOperands();
   Location loc = op->getLoc();
   Value x = operands[0];
   int64_t rank = cast<RankedTensorType>(x.getType()).getRank();
-  auto axis = normalizeAxis(intAttr(op, "axis", 0), rank);
+  int64_t axisAttr = op.getAxis();
+  auto axis = normalizeAxis(axisAttr, rank);
   if (!axis)
     return unsupported(op, "axis out of range");
   int64_t n = op->getNumResults();
@@ -279,11 +375,15 @@ LogicalResult SplitLowering::lower(Operation *op, StringRef,
 // which dims they apply to when they are too.
 //===----------------------------------------------------------------------===//
 
-XFMR_LOWERING_PATTERN(SliceLowering);
+struct SliceLowering : ONNXOpLowering<onnx::SliceOp> {
+  using ONNXOpLowering::ONNXOpLowering;
+  LogicalResult lower(onnx::SliceOp op, OpAdaptor adaptor,
+                      ConversionPatternRewriter &rewriter) const override;
+};
 
-LogicalResult SliceLowering::lower(Operation *op, StringRef,
-                                   ArrayRef<Value> operands,
+LogicalResult SliceLowering::lower(onnx::SliceOp op, OpAdaptor adaptor,
                                    ConversionPatternRewriter &rewriter) const {
+  ValueRange operands = adaptor.getOperands();
   Location loc = op->getLoc();
   Value x = operands[0];
   auto xType = cast<RankedTensorType>(x.getType());
@@ -404,11 +504,15 @@ LogicalResult SliceLowering::lower(Operation *op, StringRef,
 // Expand, Tile, Pad
 //===----------------------------------------------------------------------===//
 
-XFMR_LOWERING_PATTERN(ExpandLowering);
+struct ExpandLowering : ONNXOpLowering<onnx::ExpandOp> {
+  using ONNXOpLowering::ONNXOpLowering;
+  LogicalResult lower(onnx::ExpandOp op, OpAdaptor adaptor,
+                      ConversionPatternRewriter &rewriter) const override;
+};
 
-LogicalResult ExpandLowering::lower(Operation *op, StringRef,
-                                    ArrayRef<Value> operands,
+LogicalResult ExpandLowering::lower(onnx::ExpandOp op, OpAdaptor adaptor,
                                     ConversionPatternRewriter &rewriter) const {
+  ValueRange operands = adaptor.getOperands();
   Location loc = op->getLoc();
   Value x = operands[0];
   auto xType = cast<RankedTensorType>(x.getType());
@@ -448,11 +552,15 @@ LogicalResult ExpandLowering::lower(Operation *op, StringRef,
   return success();
 }
 
-XFMR_LOWERING_PATTERN(TileLowering);
+struct TileLowering : ONNXOpLowering<onnx::TileOp> {
+  using ONNXOpLowering::ONNXOpLowering;
+  LogicalResult lower(onnx::TileOp op, OpAdaptor adaptor,
+                      ConversionPatternRewriter &rewriter) const override;
+};
 
-LogicalResult TileLowering::lower(Operation *op, StringRef,
-                                  ArrayRef<Value> operands,
+LogicalResult TileLowering::lower(onnx::TileOp op, OpAdaptor adaptor,
                                   ConversionPatternRewriter &rewriter) const {
+  ValueRange operands = adaptor.getOperands();
   Location loc = op->getLoc();
   Value x = operands[0];
   int64_t rank = cast<RankedTensorType>(x.getType()).getRank();
@@ -475,16 +583,20 @@ LogicalResult TileLowering::lower(Operation *op, StringRef,
   return success();
 }
 
-XFMR_LOWERING_PATTERN(PadLowering);
+struct PadLowering : ONNXOpLowering<onnx::PadOp> {
+  using ONNXOpLowering::ONNXOpLowering;
+  LogicalResult lower(onnx::PadOp op, OpAdaptor adaptor,
+                      ConversionPatternRewriter &rewriter) const override;
+};
 
-LogicalResult PadLowering::lower(Operation *op, StringRef,
-                                 ArrayRef<Value> operands,
+LogicalResult PadLowering::lower(onnx::PadOp op, OpAdaptor adaptor,
                                  ConversionPatternRewriter &rewriter) const {
+  ValueRange operands = adaptor.getOperands();
   Location loc = op->getLoc();
   Value x = operands[0];
   auto xType = cast<RankedTensorType>(x.getType());
   int64_t rank = xType.getRank();
-  std::string mode = stringAttr(op, "mode", "constant");
+  StringRef mode = op.getMode();
   if (mode != "constant" && mode != "edge" && mode != "reflect")
     return unsupported(op, "Pad mode " + mode);
   auto pads = constantInts(operands[1], op->getOperand(1));
@@ -568,24 +680,38 @@ LogicalResult PadLowering::lower(Operation *op, StringRef,
 // Shape, Size, ConstantOfShape, Range
 //===----------------------------------------------------------------------===//
 
-XFMR_LOWERING_PATTERN(ShapeLowering);
+/// Size -> the product of the extents, as a 0-D i64 tensor.
+struct SizeLowering : ONNXOpLowering<onnx::SizeOp> {
+  using ONNXOpLowering::ONNXOpLowering;
+  LogicalResult lower(onnx::SizeOp op, OpAdaptor adaptor,
+                      ConversionPatternRewriter &rewriter) const override {
+    Location loc = op->getLoc();
+    Value n = arith::IndexCastOp::create(
+        rewriter, loc, rewriter.getI64Type(),
+        numElements(rewriter, loc, adaptor.getData()));
+    rewriter.replaceOp(op, tensor::FromElementsOp::create(
+                               rewriter, loc, resultType(op), ValueRange{n}));
+    return success();
+  }
+};
 
-LogicalResult ShapeLowering::lower(Operation *op, StringRef name,
-                                   ArrayRef<Value> operands,
+/// Shape -> the extents from `start` to `end` as an i64 tensor.
+struct ShapeLowering : ONNXOpLowering<onnx::ShapeOp> {
+  using ONNXOpLowering::ONNXOpLowering;
+  LogicalResult lower(onnx::ShapeOp op, OpAdaptor adaptor,
+                      ConversionPatternRewriter &rewriter) const override;
+};
+
+LogicalResult ShapeLowering::lower(onnx::ShapeOp op, OpAdaptor adaptor,
                                    ConversionPatternRewriter &rewriter) const {
   Location loc = op->getLoc();
-  Value x = operands[0];
+  Value x = adaptor.getData();
   int64_t rank = cast<RankedTensorType>(x.getType()).getRank();
   auto i64 = [&](Value v) {
     return arith::IndexCastOp::create(rewriter, loc, rewriter.getI64Type(), v);
   };
-  if (name == "Size") {
-    Value n = i64(numElements(rewriter, loc, x));
-    rewriter.replaceOp(op, tensor::FromElementsOp::create(rewriter, loc, resultType(op),
-                                                          ValueRange{n}));
-    return success();
-  }
-  int64_t start = intAttr(op, "start", 0), end = intAttr(op, "end", rank);
+  int64_t start = op.getStart();
+  int64_t end = op.getEnd() ? static_cast<int64_t>(*op.getEnd()) : rank;
   if (start < 0)
     start += rank;
   if (end < 0)
@@ -604,16 +730,21 @@ LogicalResult ShapeLowering::lower(Operation *op, StringRef name,
   return success();
 }
 
-XFMR_LOWERING_PATTERN(ConstantOfShapeLowering);
+struct ConstantOfShapeLowering : ONNXOpLowering<onnx::ConstantOfShapeOp> {
+  using ONNXOpLowering::ONNXOpLowering;
+  LogicalResult lower(onnx::ConstantOfShapeOp op, OpAdaptor adaptor,
+                      ConversionPatternRewriter &rewriter) const override;
+};
 
 LogicalResult
-ConstantOfShapeLowering::lower(Operation *op, StringRef, ArrayRef<Value> operands,
+ConstantOfShapeLowering::lower(onnx::ConstantOfShapeOp op, OpAdaptor adaptor,
                                ConversionPatternRewriter &rewriter) const {
+  ValueRange operands = adaptor.getOperands();
   Location loc = op->getLoc();
   RankedTensorType type = resultType(op);
   Type elem = type.getElementType();
   Value fill = scalarConstant(rewriter, loc, elem, 0);
-  if (auto v = dyn_cast_or_null<DenseElementsAttr>(op->getAttr("value"))) {
+  if (auto v = dyn_cast_or_null<DenseElementsAttr>(op.getValueAttr())) {
     if (v.getNumElements() != 1)
       return unsupported(op, "value with more than one element");
     auto first = *v.getValues<Attribute>().begin();
@@ -633,11 +764,15 @@ ConstantOfShapeLowering::lower(Operation *op, StringRef, ArrayRef<Value> operand
   return success();
 }
 
-XFMR_LOWERING_PATTERN(RangeLowering);
+struct RangeLowering : ONNXOpLowering<onnx::RangeOp> {
+  using ONNXOpLowering::ONNXOpLowering;
+  LogicalResult lower(onnx::RangeOp op, OpAdaptor adaptor,
+                      ConversionPatternRewriter &rewriter) const override;
+};
 
-LogicalResult RangeLowering::lower(Operation *op, StringRef,
-                                   ArrayRef<Value> operands,
+LogicalResult RangeLowering::lower(onnx::RangeOp op, OpAdaptor adaptor,
                                    ConversionPatternRewriter &rewriter) const {
+  ValueRange operands = adaptor.getOperands();
   Location loc = op->getLoc();
   RankedTensorType type = resultType(op);
   Type elem = type.getElementType();
@@ -685,21 +820,19 @@ LogicalResult RangeLowering::lower(Operation *op, StringRef,
 void populateShapePatterns(RewritePatternSet &patterns,
                            const TypeConverter &converter, UnsupportedLog &log) {
   MLIRContext *ctx = patterns.getContext();
-  patterns.add<ConstantLowering>(converter, ctx, log, ArrayRef<StringRef>{"Constant"});
-  patterns.add<ReshapeLowering>(
-      converter, ctx, log,
-      ArrayRef<StringRef>{"Reshape", "Flatten", "Squeeze", "Unsqueeze"});
-  patterns.add<TransposeLowering>(converter, ctx, log, ArrayRef<StringRef>{"Transpose"});
-  patterns.add<ConcatLowering>(converter, ctx, log, ArrayRef<StringRef>{"Concat"});
-  patterns.add<SplitLowering>(converter, ctx, log, ArrayRef<StringRef>{"Split"});
-  patterns.add<SliceLowering>(converter, ctx, log, ArrayRef<StringRef>{"Slice"});
-  patterns.add<ExpandLowering>(converter, ctx, log, ArrayRef<StringRef>{"Expand"});
-  patterns.add<TileLowering>(converter, ctx, log, ArrayRef<StringRef>{"Tile"});
-  patterns.add<PadLowering>(converter, ctx, log, ArrayRef<StringRef>{"Pad"});
-  patterns.add<ShapeLowering>(converter, ctx, log, ArrayRef<StringRef>{"Shape", "Size"});
-  patterns.add<ConstantOfShapeLowering>(converter, ctx, log,
-                                        ArrayRef<StringRef>{"ConstantOfShape"});
-  patterns.add<RangeLowering>(converter, ctx, log, ArrayRef<StringRef>{"Range"});
+  patterns.add<ConstantLowering>(converter, ctx, log);
+  patterns.add<ReshapeLowering, FlattenLowering, SqueezeLowering,
+               UnsqueezeLowering>(converter, ctx, log);
+  patterns.add<TransposeLowering>(converter, ctx, log);
+  patterns.add<ConcatLowering>(converter, ctx, log);
+  patterns.add<SplitLowering>(converter, ctx, log);
+  patterns.add<SliceLowering>(converter, ctx, log);
+  patterns.add<ExpandLowering>(converter, ctx, log);
+  patterns.add<TileLowering>(converter, ctx, log);
+  patterns.add<PadLowering>(converter, ctx, log);
+  patterns.add<ShapeLowering, SizeLowering>(converter, ctx, log);
+  patterns.add<ConstantOfShapeLowering>(converter, ctx, log);
+  patterns.add<RangeLowering>(converter, ctx, log);
 }
 
 } // namespace xfmr::lowering
