@@ -168,22 +168,23 @@ std::optional<std::pair<int64_t, int64_t>> pastHeadDims(Value past) {
     for (Operation *user : pasts[i].getUsers())
       if (auto c = dyn_cast<onnx::ConcatOp>(user); c && c.getInputs().size() == 1)
         pasts.push_back(c.getResult());
-  for (Value p : pasts)
-  for (Operation *user : p.getUsers()) {
-    auto concat = dyn_cast<onnx::ConcatOp>(user);
-    if (!concat || concat.getInputs().size() != 2 || concat.getInputs()[0] != p)
-      continue;
-    int64_t axis = static_cast<int64_t>(concat.getAxis());
-    if ((axis != 2 && axis != -2) || rankOf(concat.getInputs()[1]) != 4)
-      continue;
-    auto unify = [](int64_t &known, int64_t other) {
-      if (ShapedType::isDynamic(known))
-        known = other;
-      return ShapedType::isDynamic(other) || other == known;
-    };
-    if (!unify(heads, dimOf(concat.getInputs()[1], 1)) ||
-        !unify(size, dimOf(concat.getInputs()[1], 3)))
-      return std::nullopt;
+  for (Value p : pasts) {
+    for (Operation *user : p.getUsers()) {
+      auto concat = dyn_cast<onnx::ConcatOp>(user);
+      if (!concat || concat.getInputs().size() != 2 || concat.getInputs()[0] != p)
+        continue;
+      int64_t axis = static_cast<int64_t>(concat.getAxis());
+      if ((axis != 2 && axis != -2) || rankOf(concat.getInputs()[1]) != 4)
+        continue;
+      auto unify = [](int64_t &known, int64_t other) {
+        if (ShapedType::isDynamic(known))
+          known = other;
+        return ShapedType::isDynamic(other) || other == known;
+      };
+      if (!unify(heads, dimOf(concat.getInputs()[1], 1)) ||
+          !unify(size, dimOf(concat.getInputs()[1], 3)))
+        return std::nullopt;
+    }
   }
   if (ShapedType::isDynamic(heads) || ShapedType::isDynamic(size))
     return std::nullopt;
@@ -265,64 +266,125 @@ struct PagedKVCachePass : impl::PagedKVCachePassBase<PagedKVCachePass> {
     return success();
   }
 
-  LogicalResult rewrite(func::FuncOp f) {
-    MLIRContext *ctx = &getContext();
-    auto error = [&](const Twine &msg) {
-      return f.emitError("xfmr-paged-kv: ") << msg;
-    };
-
-    // Inputs by role.
+  /// The model function's inputs by role.
+  struct Inputs {
     std::optional<unsigned> ids, positions, cachePositions;
-    SmallVector<unsigned> masks, pasts, others;
+    SmallVector<unsigned> masks, pasts;
+  };
+
+  /// The layers' attention ops and what paging each needs.
+  struct Layers {
+    SmallVector<AttentionOp> ops;
+    SmallVector<RankedTensorType> keyPools, valuePools;
+    /// Each layer's own window: models mix local and global layers.
+    SmallVector<std::optional<int64_t>> windows;
+    SmallVector<std::optional<LatentAttention>> latents;
+  };
+
+  /// What replaced the old inputs (batch 1, T tokens).
+  struct OldInputViews {
+    Value idsRow, idsView;       ///< input_ids as [1, T], and as the old type
+    DenseSet<Value> pastValues;  ///< the empty pasts
+  };
+
+  static InFlightDiagnostic error(func::FuncOp f, const Twine &msg) {
+    return f.emitError("xfmr-paged-kv: ") << msg;
+  }
+
+  /// The old inputs by name; every one must have a role in a step function.
+  static FailureOr<Inputs> classifyInputs(func::FuncOp f) {
+    Inputs in;
+    std::optional<unsigned> other;
     for (unsigned i = 0; i < f.getNumArguments(); ++i) {
       StringRef name = argName(f, i);
       if (name == "input_ids")
-        ids = i;
+        in.ids = i;
       else if (name == "position_ids")
-        positions = i;
+        in.positions = i;
       else if (name == "cache_position")
-        cachePositions = i;
+        in.cachePositions = i;
       else if (name == "attention_mask")
-        masks.push_back(i);
+        in.masks.push_back(i);
       else if (name.starts_with("past_key_values") || name.starts_with("past_key") ||
                name.starts_with("past_value") || name.starts_with("past."))
-        pasts.push_back(i);
-      else
-        others.push_back(i);
+        in.pasts.push_back(i);
+      else if (!other)
+        other = i;
     }
-    if (!ids)
-      return error("the model has no 'input_ids' input");
-    if (!others.empty())
-      return error("input '") << argName(f, others.front())
-                              << "' has no role in a step function";
-    if (rankOf(f.getArgument(*ids)) != 2 ||
-        (positions && rankOf(f.getArgument(*positions)) != 2))
-      return error("input_ids and position_ids must be [batch, sequence]");
-    if (cachePositions && rankOf(f.getArgument(*cachePositions)) != 1)
-      return error("cache_position must be [sequence]");
+    if (!in.ids)
+      return error(f, "the model has no 'input_ids' input");
+    if (other)
+      return error(f, "input '") << argName(f, *other) << "' has no role in a step function";
+    if (rankOf(f.getArgument(*in.ids)) != 2 ||
+        (in.positions && rankOf(f.getArgument(*in.positions)) != 2))
+      return error(f, "input_ids and position_ids must be [batch, sequence]");
+    if (in.cachePositions && rankOf(f.getArgument(*in.cachePositions)) != 1)
+      return error(f, "cache_position must be [sequence]");
+    return in;
+  }
 
-    SmallVector<AttentionOp> layers;
-    f.walk([&](AttentionOp op) { layers.push_back(op); });
-    if (layers.empty())
-      return error("no xfmr.attention in the model: run xfmr-raise first (or the "
-                   "attention was left unfused: see xfmr-compile --report)");
-    auto ret = cast<func::ReturnOp>(f.getBody().front().getTerminator());
-    Value logits = ret.getNumOperands() ? ret.getOperand(0) : Value();
-    if (!logits || rankOf(logits) != 3)
-      return error("the first output must be logits [batch, sequence, vocab]");
-
-    Block &entry = f.getBody().front();
-    OpBuilder b = OpBuilder::atBlockBegin(&entry);
-    Location loc = f.getLoc();
-    Type idType = elementTypeOf(f.getArgument(*ids));
-    // Without a position_ids input the graph's own positions (derived from
-    // the sequence length or the mask) are replaced below.
-    Type posType = positions ? elementTypeOf(f.getArgument(*positions)) : b.getI64Type();
-    Type i32 = b.getI32Type(), i64 = b.getI64Type();
+  /// Each layer's pools, window and latent form. Paged attention is causal:
+  /// a sliding window (key > query - W) becomes the op's `sliding_window`;
+  /// any other extra comparison is refused.
+  FailureOr<Layers> planLayers(func::FuncOp f) {
     constexpr int64_t dyn = ShapedType::kDynamic;
+    Layers p;
+    f.walk([&](AttentionOp op) { p.ops.push_back(op); });
+    if (p.ops.empty())
+      return error(f, "no xfmr.attention in the model: run xfmr-raise first (or the "
+                      "attention was left unfused: see xfmr-compile --report)");
+    p.windows.resize(p.ops.size());
+    for (auto [l, op] : llvm::enumerate(p.ops)) {
+      if (Value mask = op.getMask()) {
+        MaskPositions m = maskPositions(mask);
+        if (m.comparisons == 2 && m.window)
+          p.windows[l] = m.window;
+        else if (m.comparisons > 1)
+          return op.emitError("xfmr-paged-kv: ")
+                 << nodeName(op) << ": the attention mask compares positions more than once "
+                 << "(not a causal or sliding-window pattern); paged attention is causal over "
+                    "the whole context and would drop it";
+      }
+      Value k = op.getKey(), v = op.getValue();
+      int64_t kvHeads = op.getNumKvHeads(), d = dimOf(k, 3), dv = dimOf(v, 3);
+      // Latent attention caches [latent ; RoPE key] for one KV head: the
+      // value pool holds the latent, the key pool the RoPE key.
+      p.latents.push_back(matchLatentAttention(op));
+      if (const std::optional<LatentAttention> &mla = p.latents.back()) {
+        k = mla->ropeKey;
+        v = mla->latent;
+        kvHeads = 1;
+        d = mla->ropeDim;
+        dv = mla->rank;
+      } else if (!p.latents.front() != !p.latents.back()) {
+        return op.emitError("xfmr-paged-kv: ")
+               << nodeName(op) << ": layers with and without latent attention in one model";
+      }
+      if (ShapedType::isDynamic(d) || ShapedType::isDynamic(dv))
+        return error(f, "attention at ") << op.getLoc() << " has a dynamic head size";
+      p.keyPools.push_back(
+          RankedTensorType::get({dyn, blockSize, kvHeads, d}, poolElement(elementTypeOf(k))));
+      p.valuePools.push_back(
+          RankedTensorType::get({dyn, blockSize, kvHeads, dv}, poolElement(elementTypeOf(v))));
+      if (failed(checkSamePools(op, l, p.keyPools.front(), p.valuePools.front(),
+                                p.keyPools.back(), p.valuePools.back())))
+        return failure();
+    }
+    return p;
+  }
 
-    // New inputs go after the old ones, which are erased at the end.
-    unsigned base = f.getNumArguments();
+  /// Appends the step inputs (kStepInputs of them, in ABI order) and each
+  /// layer's pools (key, value[, key scales, value scales]) to `f`, named
+  /// and with their dims named; returns the pools' names.
+  FailureOr<SmallVector<std::string>> addStepArguments(func::FuncOp f, const Inputs &in,
+                                                       const Layers &p) {
+    constexpr int64_t dyn = ShapedType::kDynamic;
+    Builder b(&getContext());
+    Type idType = elementTypeOf(f.getArgument(*in.ids));
+    // Without a position_ids input the graph's own positions (derived from
+    // the sequence length or the mask) are replaced after the rewrite.
+    Type posType = in.positions ? elementTypeOf(f.getArgument(*in.positions)) : b.getI64Type();
+    Type i32 = b.getI32Type(), i64 = b.getI64Type();
     struct NewArg {
       const char *name;
       Type type;
@@ -337,58 +399,13 @@ struct PagedKVCachePass : impl::PagedKVCachePassBase<PagedKVCachePass> {
         {"query_start_loc", RankedTensorType::get({dyn}, i32), {"seqs_plus_one"}},
         {"logits_indices", RankedTensorType::get({dyn}, i64), {"outputs"}},
     };
-    SmallVector<RankedTensorType> keyPools, valuePools;
-    // Each layer's own window: models mix local and global layers.
-    SmallVector<std::optional<int64_t>> windows(layers.size());
-    SmallVector<std::optional<LatentAttention>> latents;
-    for (auto [l, op] : llvm::enumerate(layers)) {
-      // Paged attention is causal. A sliding window (key > query - W)
-      // becomes the op's `sliding_window`; any other extra comparison is
-      // refused.
-      if (Value mask = op.getMask()) {
-        MaskPositions m = maskPositions(mask);
-        if (m.comparisons == 2 && m.window)
-          windows[l] = m.window;
-        else if (m.comparisons > 1)
-          return op.emitError("xfmr-paged-kv: ")
-                 << nodeName(op) << ": the attention mask compares positions more than once "
-                 << "(not a causal or sliding-window pattern); paged attention is causal over "
-                    "the whole context and would drop it";
-      }
-      Value k = op.getKey(), v = op.getValue();
-      int64_t kvHeads = op.getNumKvHeads(), d = dimOf(k, 3), dv = dimOf(v, 3);
-      // Latent attention caches [latent ; RoPE key] for one KV head: the
-      // value pool holds the latent, the key pool the RoPE key.
-      latents.push_back(matchLatentAttention(op));
-      if (const std::optional<LatentAttention> &mla = latents.back()) {
-        k = mla->ropeKey;
-        v = mla->latent;
-        kvHeads = 1;
-        d = mla->ropeDim;
-        dv = mla->rank;
-      } else if (!latents.front() != !latents.back()) {
-        return op.emitError("xfmr-paged-kv: ")
-               << nodeName(op) << ": layers with and without latent attention in one model";
-      }
-      if (ShapedType::isDynamic(d) || ShapedType::isDynamic(dv))
-        return error("attention at ") << op.getLoc() << " has a dynamic head size";
-      keyPools.push_back(
-          RankedTensorType::get({dyn, blockSize, kvHeads, d}, poolElement(elementTypeOf(k))));
-      valuePools.push_back(
-          RankedTensorType::get({dyn, blockSize, kvHeads, dv}, poolElement(elementTypeOf(v))));
-      if (failed(checkSamePools(op, l, keyPools.front(), valuePools.front(), keyPools.back(),
-                                valuePools.back())))
-        return failure();
-    }
-    // Per layer: key, value[, key scales, value scales].
-    const unsigned poolsPerLayer = scaled() ? 4 : 2;
     SmallVector<std::string> poolNames;
-    for (size_t l = 0; l < layers.size(); ++l) {
+    for (size_t l = 0; l < p.ops.size(); ++l) {
       std::string n = std::to_string(l);
-      auto scaleType = RankedTensorType::get(
-          {dyn, blockSize, keyPools[l].getDimSize(2)}, b.getF32Type());
-      newArgs.push_back({nullptr, keyPools[l], {"num_blocks"}});
-      newArgs.push_back({nullptr, valuePools[l], {"num_blocks"}});
+      auto scaleType =
+          RankedTensorType::get({dyn, blockSize, p.keyPools[l].getDimSize(2)}, b.getF32Type());
+      newArgs.push_back({nullptr, p.keyPools[l], {"num_blocks"}});
+      newArgs.push_back({nullptr, p.valuePools[l], {"num_blocks"}});
       poolNames.push_back("key_cache." + n);
       poolNames.push_back("value_cache." + n);
       if (scaled()) {
@@ -400,9 +417,8 @@ struct PagedKVCachePass : impl::PagedKVCachePassBase<PagedKVCachePass> {
     }
     for (auto [i, a] : llvm::enumerate(newArgs)) {
       bool isPool = i >= kStepInputs;
-      SmallVector<NamedAttribute> attrs;
-      attrs.push_back(b.getNamedAttr(
-          kNameAttr, b.getStringAttr(isPool ? StringRef(poolNames[i - kStepInputs]) : StringRef(a.name))));
+      StringRef name = isPool ? StringRef(poolNames[i - kStepInputs]) : StringRef(a.name);
+      SmallVector<NamedAttribute> attrs{b.getNamedAttr(kNameAttr, b.getStringAttr(name))};
       SmallVector<Attribute> dims;
       auto type = cast<RankedTensorType>(a.type);
       for (int64_t d = 0; d < type.getRank(); ++d)
@@ -410,64 +426,79 @@ struct PagedKVCachePass : impl::PagedKVCachePassBase<PagedKVCachePass> {
       attrs.push_back(b.getNamedAttr(kDimParamsAttr, b.getArrayAttr(dims)));
       if (isPool)
         attrs.push_back(b.getNamedAttr(kPoolAttr, b.getUnitAttr()));
-      if (failed(f.insertArgument(f.getNumArguments(), a.type, b.getDictionaryAttr(attrs), loc)))
-        return error("cannot add input ") << a.name;
+      if (failed(f.insertArgument(f.getNumArguments(), a.type, b.getDictionaryAttr(attrs),
+                                  f.getLoc())))
+        return error(f, "cannot add input ") << name;
     }
-    auto arg = [&](unsigned i) { return f.getArgument(base + i); };
+    return poolNames;
+  }
 
-    // Old inputs in terms of the new ones (batch 1, T tokens).
+  /// Replaces the old inputs' uses by views of the new step inputs
+  /// (`stepArg(i)`): input_ids and positions as rows of batch 1, masks as
+  /// ones over the tokens, pasts as empty (only the new tokens' K/V are
+  /// computed; the pools hold the rest).
+  FailureOr<OldInputViews> replaceOldInputs(func::FuncOp f, const Inputs &in,
+                                            function_ref<Value(unsigned)> stepArg) {
+    OpBuilder b = OpBuilder::atBlockBegin(&f.getBody().front());
+    Location loc = f.getLoc();
+    constexpr int64_t dyn = ShapedType::kDynamic;
     auto asOld = [&](Value v, Value old) -> Value {
       return v.getType() == old.getType()
                  ? v
                  : tensor::CastOp::create(b, loc, old.getType(), v).getResult();
     };
-    Value idsRow = unsqueeze(b, loc, arg(0), 0);
-    Value idsView = asOld(idsRow, f.getArgument(*ids));
-    f.getArgument(*ids).replaceAllUsesWith(idsView);
-    if (positions) {
-      Value posRow = unsqueeze(b, loc, arg(1), 0);
-      f.getArgument(*positions).replaceAllUsesWith(asOld(posRow, f.getArgument(*positions)));
+    OldInputViews views;
+    views.idsRow = unsqueeze(b, loc, stepArg(0), 0);
+    views.idsView = asOld(views.idsRow, f.getArgument(*in.ids));
+    f.getArgument(*in.ids).replaceAllUsesWith(views.idsView);
+    if (in.positions) {
+      Value posRow = unsqueeze(b, loc, stepArg(1), 0);
+      f.getArgument(*in.positions).replaceAllUsesWith(asOld(posRow, f.getArgument(*in.positions)));
     }
-    if (cachePositions)
-      f.getArgument(*cachePositions)
-          .replaceAllUsesWith(asOld(arg(1), f.getArgument(*cachePositions)));
-    for (unsigned m : masks) {
+    if (in.cachePositions)
+      f.getArgument(*in.cachePositions)
+          .replaceAllUsesWith(asOld(stepArg(1), f.getArgument(*in.cachePositions)));
+    for (unsigned m : in.masks) {
       Value old = f.getArgument(m);
-      auto type = cast<RankedTensorType>(old.getType());
-      auto shapeType = RankedTensorType::get({2}, i64);
-      Value shape = onnx::ShapeOp::create(b, loc, shapeType, idsRow, nullptr,
-                                          b.getI64IntegerAttr(0));
-      auto one = DenseElementsAttr::get(RankedTensorType::get({1}, type.getElementType()),
-                                        b.getIntegerAttr(type.getElementType(), 1));
+      Type element = cast<RankedTensorType>(old.getType()).getElementType();
+      Value shape = onnx::ShapeOp::create(b, loc, RankedTensorType::get({2}, b.getI64Type()),
+                                          views.idsRow, nullptr, b.getI64IntegerAttr(0));
+      auto one = DenseElementsAttr::get(RankedTensorType::get({1}, element),
+                                        b.getIntegerAttr(element, 1));
       Value ones = onnx::ConstantOfShapeOp::create(
-          b, loc, RankedTensorType::get({1, dyn}, type.getElementType()), shape, one);
+          b, loc, RankedTensorType::get({1, dyn}, element), shape, one);
       old.replaceAllUsesWith(asOld(ones, old));
     }
-    DenseSet<Value> pastValues;
-    for (unsigned p : pasts) {
+    for (unsigned p : in.pasts) {
       Value old = f.getArgument(p);
       auto type = cast<RankedTensorType>(old.getType());
       // Exports may name the K/V heads and head size symbolically; the new
       // tokens' K/V it is concatenated with fix them.
       std::optional<std::pair<int64_t, int64_t>> dims = pastHeadDims(old);
       if (type.getRank() != 4 || !dims)
-        return error("past input '") << argName(f, p)
-                                     << "' is not [batch, kv_heads, past, head_dim] with "
-                                        "kv_heads and head_dim known (from its type or the "
-                                        "new tokens it is concatenated with)";
-      auto emptyType = RankedTensorType::get({1, dims->first, 0, dims->second},
-                                             type.getElementType());
+        return error(f, "past input '") << argName(f, p)
+                                        << "' is not [batch, kv_heads, past, head_dim] with "
+                                           "kv_heads and head_dim known (from its type or the "
+                                           "new tokens it is concatenated with)";
+      auto emptyType =
+          RankedTensorType::get({1, dims->first, 0, dims->second}, type.getElementType());
       Value empty = onnx::ConstantOp::create(
           b, loc, emptyType, DenseElementsAttr::get(emptyType, ArrayRef<Attribute>{}), nullptr,
           nullptr, nullptr, nullptr, nullptr, nullptr);
       Value replacement = asOld(empty, old);
       old.replaceAllUsesWith(replacement);
-      pastValues.insert(replacement);
+      views.pastValues.insert(replacement);
     }
+    return views;
+  }
 
-    // Attention -> kv_write + paged_attention.
+  /// Each xfmr.attention -> kv_write of its new tokens' K/V + paged_attention
+  /// over its pools; returns the updated pools in argument order.
+  FailureOr<SmallVector<Value>> rewriteLayers(func::FuncOp f, const Layers &p,
+                                              const DenseSet<Value> &pastValues,
+                                              function_ref<Value(unsigned)> stepArg) {
+    // Concat(past, new) on the sequence axis: only the new part is written.
     auto newTokens = [&](Value kv) -> Value {
-      // Concat(past, new) on the sequence axis: only the new part is written.
       if (auto concat = def<onnx::ConcatOp>(kv))
         if (concat.getInputs().size() == 2 && pastValues.contains(concat.getInputs()[0]) &&
             (static_cast<int64_t>(concat.getAxis()) == 2 ||
@@ -475,33 +506,36 @@ struct PagedKVCachePass : impl::PagedKVCachePassBase<PagedKVCachePass> {
           return concat.getInputs()[1];
       return kv;
     };
-    auto packed = [&](OpBuilder &ob, Value x) { // [1, H, T, D] -> [T, H, D]
-      return squeeze(ob, loc, transpose(ob, loc, x, {0, 2, 1, 3}), 0);
+    auto packed = [](OpBuilder &ob, Location at, Value x) { // [1, H, T, D] -> [T, H, D]
+      return squeeze(ob, at, transpose(ob, at, x, {0, 2, 1, 3}), 0);
     };
+    const unsigned poolsPerLayer = scaled() ? 4 : 2;
     SmallVector<Value> finalPools;
-    for (auto [l, op] : llvm::enumerate(layers)) {
+    for (size_t l = 0; l < p.ops.size(); ++l) {
+      AttentionOp op = p.ops[l]; // a handle (the op is erased below)
       OpBuilder ob(op);
       Location at = op.getLoc();
       if (op->getParentOp() != f)
-        return error("attention inside a region is not supported");
-      const std::optional<LatentAttention> &mla = latents[l];
-      Value q = packed(ob, op.getQuery());
-      Value k = packed(ob, newTokens(mla ? mla->ropeKey : op.getKey()));
-      Value v = packed(ob, newTokens(mla ? mla->latent : op.getValue()));
+        return error(f, "attention inside a region is not supported");
+      const std::optional<LatentAttention> &mla = p.latents[l];
+      Value q = packed(ob, at, op.getQuery());
+      Value k = packed(ob, at, newTokens(mla ? mla->ropeKey : op.getKey()));
+      Value v = packed(ob, at, newTokens(mla ? mla->latent : op.getValue()));
       if (mla)
         q = absorbQuery(ob, at, *mla, q);
       unsigned first = kStepInputs + poolsPerLayer * l;
       SmallVector<Value, 2> scales;
       for (unsigned i = 2; i < poolsPerLayer; ++i)
-        scales.push_back(arg(first + i));
-      auto write = KVWriteOp::create(ob, at, k, v, arg(first), arg(first + 1), arg(2), scales);
+        scales.push_back(stepArg(first + i));
+      auto write = KVWriteOp::create(ob, at, k, v, stepArg(first), stepArg(first + 1),
+                                     stepArg(2), scales);
       auto attn = PagedAttentionOp::create(
-          ob, at, q, write.getNewKeyPool(), write.getNewValuePool(), arg(3), arg(4), arg(5),
-          write.getNewScales(), op.getNumHeadsAttr(),
+          ob, at, q, write.getNewKeyPool(), write.getNewValuePool(), stepArg(3), stepArg(4),
+          stepArg(5), write.getNewScales(), op.getNumHeadsAttr(),
           mla ? ob.getI64IntegerAttr(1) : op.getNumKvHeadsAttr(), op.getScaleAttr(),
           ob.getI64IntegerAttr(blockSize),
-          windows[l] ? ob.getI64IntegerAttr(*windows[l]) : IntegerAttr(), op.getSoftcapAttr(),
-          op.getSinksAttr(), mla ? ob.getUnitAttr() : UnitAttr());
+          p.windows[l] ? ob.getI64IntegerAttr(*p.windows[l]) : IntegerAttr(),
+          op.getSoftcapAttr(), op.getSinksAttr(), mla ? ob.getUnitAttr() : UnitAttr());
       Value heads = mla ? expandOutput(ob, at, *mla, attn.getResult()) : attn.getResult();
       Value out = transpose(ob, at, unsqueeze(ob, at, heads, 0), {0, 2, 1, 3});
       if (out.getType() != op.getType())
@@ -512,66 +546,71 @@ struct PagedKVCachePass : impl::PagedKVCachePassBase<PagedKVCachePass> {
       finalPools.push_back(write.getNewValuePool());
       finalPools.append(write.getNewScales().begin(), write.getNewScales().end());
     }
+    return finalPools;
+  }
 
-    // Results: logits for the rows logits_indices selects (a sequence's last
-    // token; prompt chunks need none), then the updated pools (each returned
-    // so bufferization writes it in place into its argument).
+  /// The results: logits for the rows logits_indices selects (a sequence's
+  /// last token; prompt chunks need none), then the updated pools (each
+  /// returned so bufferization writes it in place into its argument).
+  void rewriteResults(func::FuncOp f, Value logitsIndices, ArrayRef<Value> finalPools,
+                      ArrayRef<std::string> poolNames) {
+    MLIRContext *ctx = &getContext();
+    auto ret = cast<func::ReturnOp>(f.getBody().front().getTerminator());
     OpBuilder rb(ret);
-    Value logits2d = squeeze(rb, ret.getLoc(), selectRows(logits, arg(6)), 0);
-    SmallVector<Value> results{logits2d};
-    results.append(finalPools);
+    Value logits = squeeze(rb, ret.getLoc(), selectRows(ret.getOperand(0), logitsIndices), 0);
+    SmallVector<Value> results{logits};
+    results.append(finalPools.begin(), finalPools.end());
     func::ReturnOp::create(rb, ret.getLoc(), results);
     DictionaryAttr logitsAttrs = f.getResultAttrDict(0);
     ret.erase();
     SmallVector<Type> resultTypes;
     for (Value r : results)
       resultTypes.push_back(r.getType());
-    SmallVector<Type> argTypes(f.getArgumentTypes());
-    f.setType(FunctionType::get(ctx, argTypes, resultTypes));
+    f.setType(FunctionType::get(ctx, f.getArgumentTypes(), resultTypes));
     SmallVector<DictionaryAttr> resultAttrs;
-    SmallVector<Attribute> vocabDims{b.getStringAttr("outputs"), b.getStringAttr("")};
+    SmallVector<Attribute> vocabDims{rb.getStringAttr("outputs"), rb.getStringAttr("")};
     NamedAttrList la(logitsAttrs);
-    la.set(kDimParamsAttr, b.getArrayAttr(vocabDims));
+    la.set(kDimParamsAttr, rb.getArrayAttr(vocabDims));
     if (!la.get(kNameAttr))
-      la.set(kNameAttr, b.getStringAttr("logits"));
+      la.set(kNameAttr, rb.getStringAttr("logits"));
     resultAttrs.push_back(la.getDictionary(ctx));
     for (size_t i = 0; i < finalPools.size(); ++i)
-      resultAttrs.push_back(b.getDictionaryAttr(
-          {b.getNamedAttr(kNameAttr, b.getStringAttr(poolNames[i])),
-           b.getNamedAttr(kPoolAttr, b.getI64IntegerAttr(kStepInputs + i))}));
+      resultAttrs.push_back(rb.getDictionaryAttr(
+          {rb.getNamedAttr(kNameAttr, rb.getStringAttr(poolNames[i])),
+           rb.getNamedAttr(kPoolAttr, rb.getI64IntegerAttr(kStepInputs + i))}));
     f.setAllResultAttrs(resultAttrs);
+  }
 
-    IRRewriter rewriter(ctx);
-    (void)runRegionDCE(rewriter, f->getRegions());
-    if (!positions && !cachePositions) {
-      SmallVector<std::pair<Value, int64_t>> tDims{
-          {idsView, 1}, {idsRow, 1}, {arg(0), 0}, {arg(1), 0}};
-      if (failed(substituteStepPositions(f, tDims, arg(1))))
-        return failure();
-      (void)runRegionDCE(rewriter, f->getRegions());
-    }
+  /// Removes the first `count` (old) inputs, which the rewrite left unused.
+  static LogicalResult eraseOldInputs(func::FuncOp f, unsigned count) {
     llvm::BitVector erase(f.getNumArguments());
-    for (unsigned i = 0; i < base; ++i) {
+    for (unsigned i = 0; i < count; ++i) {
       if (!f.getArgument(i).use_empty())
-        return error("input '") << argName(f, i) << "' is still used after the rewrite";
+        return error(f, "input '") << argName(f, i) << "' is still used after the rewrite";
       erase.set(i);
     }
     if (failed(f.eraseArguments(erase)))
-      return error("cannot remove the old inputs");
+      return error(f, "cannot remove the old inputs");
+    return success();
+  }
 
-    // What the runtime needs to size the pools.
+  /// What the runtime needs to size the pools, as the module's
+  /// `xfmr.kv_cache`; the pools' element type names the dtype (int8 and
+  /// fp8-e4m3 imply the scale pools).
+  void recordKVCache(const Layers &p) {
+    Builder b(&getContext());
+    RankedTensorType key = p.keyPools.front(), value = p.valuePools.front();
     SmallVector<NamedAttribute> kv{
         b.getNamedAttr("block_size", b.getI64IntegerAttr(blockSize)),
-        b.getNamedAttr("num_layers", b.getI64IntegerAttr(layers.size())),
-        b.getNamedAttr("num_kv_heads", b.getI64IntegerAttr(keyPools.front().getDimSize(2))),
-        b.getNamedAttr("head_dim", b.getI64IntegerAttr(keyPools.front().getDimSize(3))),
+        b.getNamedAttr("num_layers", b.getI64IntegerAttr(p.ops.size())),
+        b.getNamedAttr("num_kv_heads", b.getI64IntegerAttr(key.getDimSize(2))),
+        b.getNamedAttr("head_dim", b.getI64IntegerAttr(key.getDimSize(3))),
     };
-    if (int64_t dv = valuePools.front().getDimSize(3); dv != keyPools.front().getDimSize(3))
-      kv.push_back(b.getNamedAttr("value_head_dim", b.getI64IntegerAttr(dv)));
-    if (latents.front())
+    if (value.getDimSize(3) != key.getDimSize(3))
+      kv.push_back(b.getNamedAttr("value_head_dim", b.getI64IntegerAttr(value.getDimSize(3))));
+    if (p.latents.front())
       kv.push_back(b.getNamedAttr("latent", b.getUnitAttr()));
-    // The pools' element type; int8 and fp8-e4m3 imply the scale pools.
-    Type element = keyPools.front().getElementType();
+    Type element = key.getElementType();
     StringRef dtype = element.isInteger(8)               ? "int8"
                       : isa<Float8E4M3FNType>(element) ? "fp8-e4m3"
                       : element.isBF16()               ? "bf16"
@@ -580,6 +619,45 @@ struct PagedKVCachePass : impl::PagedKVCachePassBase<PagedKVCachePass> {
                                                        : "f32";
     kv.push_back(b.getNamedAttr("dtype", b.getStringAttr(dtype)));
     getOperation()->setAttr("xfmr.kv_cache", b.getDictionaryAttr(kv));
+  }
+
+  LogicalResult rewrite(func::FuncOp f) {
+    FailureOr<Inputs> in = classifyInputs(f);
+    if (failed(in))
+      return failure();
+    FailureOr<Layers> layers = planLayers(f);
+    if (failed(layers))
+      return failure();
+    auto ret = cast<func::ReturnOp>(f.getBody().front().getTerminator());
+    if (!ret.getNumOperands() || rankOf(ret.getOperand(0)) != 3)
+      return error(f, "the first output must be logits [batch, sequence, vocab]");
+
+    // New inputs go after the old ones, which are erased at the end.
+    unsigned base = f.getNumArguments();
+    FailureOr<SmallVector<std::string>> poolNames = addStepArguments(f, *in, *layers);
+    if (failed(poolNames))
+      return failure();
+    auto stepArg = [&](unsigned i) -> Value { return f.getArgument(base + i); };
+    FailureOr<OldInputViews> views = replaceOldInputs(f, *in, stepArg);
+    if (failed(views))
+      return failure();
+    FailureOr<SmallVector<Value>> pools = rewriteLayers(f, *layers, views->pastValues, stepArg);
+    if (failed(pools))
+      return failure();
+    rewriteResults(f, stepArg(6), *pools, *poolNames);
+
+    IRRewriter rewriter(&getContext());
+    (void)runRegionDCE(rewriter, f->getRegions());
+    if (!in->positions && !in->cachePositions) {
+      SmallVector<std::pair<Value, int64_t>> tDims{
+          {views->idsView, 1}, {views->idsRow, 1}, {stepArg(0), 0}, {stepArg(1), 0}};
+      if (failed(substituteStepPositions(f, tDims, stepArg(1))))
+        return failure();
+      (void)runRegionDCE(rewriter, f->getRegions());
+    }
+    if (failed(eraseOldInputs(f, base)))
+      return failure();
+    recordKVCache(*layers);
     return success();
   }
 };
