@@ -109,6 +109,33 @@ private:
   LogicalResult importInputs(func::FuncOp &func, Block *&body);
   LogicalResult importInitializers();
   LogicalResult importNode(pb::NodeProto &node, int index);
+
+  /// A node's schema and, for an op whose attribute became an input in a
+  /// later version, how to upgrade it.
+  struct NodeSchema {
+    const OpSchema *schema;
+    const Upgrade *upgrade;
+  };
+  /// The node's converted attributes and the upgraded attribute's values.
+  struct NodeAttributes {
+    SmallVector<NamedAttribute> attrs;
+    std::optional<SmallVector<int64_t>> upgradedInput;
+  };
+  /// importNode's phases, each reporting against `what` (the node).
+  FailureOr<NodeSchema> resolveSchema(const pb::NodeProto &node, const std::string &what);
+  FailureOr<NodeAttributes> importAttributes(pb::NodeProto &node, const NodeSchema &ns,
+                                             const std::string &what);
+  FailureOr<SmallVector<Value>>
+  importOperands(const pb::NodeProto &node, const OpSchema &schema,
+                 const std::optional<SmallVector<int64_t>> &upgradedInput, Location loc,
+                 const std::string &what);
+  Type outputType(const pb::NodeProto &node, const std::string &name, Type elem,
+                  ArrayRef<NamedAttribute> attrs);
+  LogicalResult importResults(const pb::NodeProto &node, const OpSchema &schema,
+                              ArrayRef<Value> operands, ArrayRef<NamedAttribute> attrs,
+                              const std::string &what, SmallVectorImpl<Type> &resultTypes,
+                              SmallVectorImpl<std::string> &resultNames);
+  FailureOr<Operation *> createVerified(OperationState &state, const std::string &what);
   LogicalResult defineValue(llvm::StringRef name, Value value,
                             llvm::StringRef by);
   FailureOr<Attribute> convertAttribute(pb::AttributeProto &a, AttrKind kind,
@@ -405,8 +432,8 @@ FailureOr<Type> GraphImporter::resultElementType(const OpSchema &schema,
   return failure();
 }
 
-LogicalResult GraphImporter::importNode(pb::NodeProto &node, int index) {
-  std::string what = describeNode(node, index);
+FailureOr<GraphImporter::NodeSchema>
+GraphImporter::resolveSchema(const pb::NodeProto &node, const std::string &what) {
   std::string domain = node.domain() == "ai.onnx" ? "" : node.domain();
   const OpSchema *schema = lookupOpSchema(domain, node.op_type());
   if (!schema) {
@@ -435,12 +462,13 @@ LogicalResult GraphImporter::importNode(pb::NodeProto &node, int index) {
                << opsetIt->second << ") is not supported";
     return failure();
   }
-  Location loc = ic.nodeLoc(node, index);
-  builder.setInsertionPointToEnd(builder.getInsertionBlock());
+  return NodeSchema{schema, upgrade};
+}
 
-  // Attributes: known, of the declared kind, required ones present.
-  SmallVector<NamedAttribute> attrs;
-  std::optional<SmallVector<int64_t>> upgradedInput;
+FailureOr<GraphImporter::NodeAttributes>
+GraphImporter::importAttributes(pb::NodeProto &node, const NodeSchema &ns,
+                                const std::string &what) {
+  NodeAttributes out;
   llvm::StringSet<> seen;
   for (pb::AttributeProto &a : *node.mutable_attribute()) {
     if (!seen.insert(a.name()).second) {
@@ -453,16 +481,16 @@ LogicalResult GraphImporter::importNode(pb::NodeProto &node, int index) {
           << "' references a function attribute; functions are not supported";
       return failure();
     }
-    if (upgrade && a.name() == upgrade->attr.str()) {
+    if (ns.upgrade && a.name() == ns.upgrade->attr.str()) {
       if (protoAttrKind(a) != AttrKind::Ints) {
         ic.error() << what << ": attribute '" << a.name()
                    << "' must be INTS, got " << protoAttrTypeName(a);
         return failure();
       }
-      upgradedInput.emplace(a.ints().begin(), a.ints().end());
+      out.upgradedInput.emplace(a.ints().begin(), a.ints().end());
       continue;
     }
-    const AttrSpec *spec = schema->findAttr(a.name());
+    const AttrSpec *spec = ns.schema->findAttr(a.name());
     if (!spec) {
       ic.error() << what << ": unknown attribute '" << a.name() << "'";
       return failure();
@@ -477,19 +505,24 @@ LogicalResult GraphImporter::importNode(pb::NodeProto &node, int index) {
     FailureOr<Attribute> value = convertAttribute(a, *kind, what);
     if (failed(value))
       return failure();
-    attrs.emplace_back(builder.getStringAttr(a.name()), *value);
+    out.attrs.emplace_back(builder.getStringAttr(a.name()), *value);
   }
-  if (schema->domain.empty() && schema->name == "Constant" &&
-      failed(normalizeConstant(attrs, what)))
+  if (ns.schema->domain.empty() && ns.schema->name == "Constant" &&
+      failed(normalizeConstant(out.attrs, what)))
     return failure();
-  for (const AttrSpec &spec : schema->attributes)
+  for (const AttrSpec &spec : ns.schema->attributes)
     if (spec.required && !seen.contains(spec.name)) {
       ic.error() << what << ": required attribute '" << spec.name
                  << "' is missing";
       return failure();
     }
+  return out;
+}
 
-  // Operands by formal parameter; absent optionals are `none`.
+FailureOr<SmallVector<Value>>
+GraphImporter::importOperands(const pb::NodeProto &node, const OpSchema &schema,
+                              const std::optional<SmallVector<int64_t>> &upgradedInput,
+                              Location loc, const std::string &what) {
   SmallVector<Value> operands;
   auto lookup = [&](const std::string &name, unsigned pos) -> FailureOr<Value> {
     auto it = values.find(name);
@@ -503,12 +536,10 @@ LogicalResult GraphImporter::importNode(pb::NodeProto &node, int index) {
   };
   int nIn = node.input_size();
   int pos = 0;
-  SmallVector<FormalParam> formals(schema->inputs.begin(),
-                                   schema->inputs.end());
   // The formal parameter of each operand (null for the upgraded attribute).
   SmallVector<const FormalParam *> operandFormals;
-  for (size_t f = 0; f < formals.size(); ++f) {
-    const FormalParam &fp = formals[f];
+  for (size_t f = 0; f < schema.inputs.size(); ++f) {
+    const FormalParam &fp = schema.inputs[f];
     operandFormals.resize(operands.size(), nullptr);
     if (upgradedInput && f == 1) {
       // The upgraded attribute becomes this (optional) input.
@@ -564,14 +595,38 @@ LogicalResult GraphImporter::importNode(pb::NodeProto &node, int index) {
   operandFormals.resize(operands.size(), nullptr);
   if (failed(checkInputTypes(operandFormals, operands, node, what)))
     return failure();
+  return operands;
+}
 
-  // Results: one per formal output (variadic: one per node output).
-  SmallVector<Type> resultTypes;
-  SmallVector<std::string> resultNames;
+/// The type of the node's output `name` (formal output `f`, element type
+/// `elem`): a Constant's value has its own shape; a value_info that
+/// disagrees (onnxruntime-genai's builder declares its [1] constants as
+/// scalars) is not the node's output. Else the declared shape, if any.
+Type GraphImporter::outputType(const pb::NodeProto &node, const std::string &name,
+                               Type elem, ArrayRef<NamedAttribute> attrs) {
+  ShapedType value;
+  for (const NamedAttribute &a : attrs)
+    if (auto elements = dyn_cast<ElementsAttr>(a.getValue());
+        elements && a.getName() == "value")
+      value = elements.getShapedType();
+  if (node.op_type() == "Constant" && value && value.hasRank())
+    return RankedTensorType::get(value.getShape(), elem);
+  if (auto it = declaredTypes.find(name); it != declaredTypes.end())
+    if (auto ranked = dyn_cast<RankedTensorType>(it->second))
+      return RankedTensorType::get(ranked.getShape(), elem);
+  return UnrankedTensorType::get(elem);
+}
+
+LogicalResult GraphImporter::importResults(const pb::NodeProto &node, const OpSchema &schema,
+                                           ArrayRef<Value> operands,
+                                           ArrayRef<NamedAttribute> attrs,
+                                           const std::string &what,
+                                           SmallVectorImpl<Type> &resultTypes,
+                                           SmallVectorImpl<std::string> &resultNames) {
   int nOut = node.output_size();
   int outPos = 0;
-  for (size_t f = 0; f < schema->outputs.size(); ++f) {
-    const FormalParam &fp = schema->outputs[f];
+  for (size_t f = 0; f < schema.outputs.size(); ++f) {
+    const FormalParam &fp = schema.outputs[f];
     int count = fp.option == Param::Variadic ? std::max(0, nOut - outPos) : 1;
     if (fp.option == Param::Variadic && count == 0) {
       ic.error() << what << ": variadic output '" << fp.name
@@ -590,8 +645,7 @@ LogicalResult GraphImporter::importNode(pb::NodeProto &node, int index) {
         resultNames.push_back("");
         continue;
       }
-      FailureOr<Type> elem =
-          resultElementType(*schema, f, operands, attrs, what);
+      FailureOr<Type> elem = resultElementType(schema, f, operands, attrs, what);
       if (failed(elem) || !*elem) {
         if (succeeded(elem))
           ic.error() << what
@@ -599,21 +653,7 @@ LogicalResult GraphImporter::importNode(pb::NodeProto &node, int index) {
                      << name << "'";
         return failure();
       }
-      Type type = UnrankedTensorType::get(*elem);
-      // A Constant's value has its own shape; a value_info that disagrees
-      // (onnxruntime-genai's builder declares its [1] constants as
-      // scalars) is not the node's output.
-      ShapedType value;
-      for (const NamedAttribute &a : attrs)
-        if (auto elements = dyn_cast<ElementsAttr>(a.getValue());
-            elements && a.getName() == "value")
-          value = elements.getShapedType();
-      if (node.op_type() == "Constant" && value && value.hasRank())
-        type = RankedTensorType::get(value.getShape(), *elem);
-      else if (auto it = declaredTypes.find(name); it != declaredTypes.end())
-        if (auto ranked = dyn_cast<RankedTensorType>(it->second))
-          type = RankedTensorType::get(ranked.getShape(), *elem);
-      resultTypes.push_back(type);
+      resultTypes.push_back(outputType(node, name, *elem, attrs));
       resultNames.push_back(name);
     }
   }
@@ -622,14 +662,13 @@ LogicalResult GraphImporter::importNode(pb::NodeProto &node, int index) {
                << " outputs, the op produces at most " << outPos;
     return failure();
   }
+  return success();
+}
 
-  OperationState state(loc, schema->mlirName);
-  state.addOperands(operands);
-  state.addTypes(resultTypes);
-  state.addAttributes(attrs);
+FailureOr<Operation *> GraphImporter::createVerified(OperationState &state,
+                                                     const std::string &what) {
   Operation *op = builder.create(state);
   xfmr::onnx::inferResultTypes(op);
-
   // Verify now so that a bad attribute value is reported against this node.
   std::string verifierMessage;
   LogicalResult verified = success();
@@ -645,7 +684,40 @@ LogicalResult GraphImporter::importNode(pb::NodeProto &node, int index) {
     ic.error() << what << ": " << verifierMessage;
     return failure();
   }
-  for (auto [name, result] : llvm::zip(resultNames, op->getResults()))
+  return op;
+}
+
+LogicalResult GraphImporter::importNode(pb::NodeProto &node, int index) {
+  std::string what = describeNode(node, index);
+  FailureOr<NodeSchema> ns = resolveSchema(node, what);
+  if (failed(ns))
+    return failure();
+  Location loc = ic.nodeLoc(node, index);
+  builder.setInsertionPointToEnd(builder.getInsertionBlock());
+  // Attributes: known, of the declared kind, required ones present.
+  FailureOr<NodeAttributes> attrs = importAttributes(node, *ns, what);
+  if (failed(attrs))
+    return failure();
+  // Operands by formal parameter; absent optionals are `none`.
+  FailureOr<SmallVector<Value>> operands =
+      importOperands(node, *ns->schema, attrs->upgradedInput, loc, what);
+  if (failed(operands))
+    return failure();
+  // Results: one per formal output (variadic: one per node output).
+  SmallVector<Type> resultTypes;
+  SmallVector<std::string> resultNames;
+  if (failed(importResults(node, *ns->schema, *operands, attrs->attrs, what, resultTypes,
+                           resultNames)))
+    return failure();
+
+  OperationState state(loc, ns->schema->mlirName);
+  state.addOperands(*operands);
+  state.addTypes(resultTypes);
+  state.addAttributes(attrs->attrs);
+  FailureOr<Operation *> op = createVerified(state, what);
+  if (failed(op))
+    return failure();
+  for (auto [name, result] : llvm::zip(resultNames, (*op)->getResults()))
     if (failed(defineValue(name, result, what)))
       return failure();
   return success();
