@@ -224,202 +224,245 @@ struct LowerPagedAttention : OpRewritePattern<PagedAttentionOp> {
   LowerPagedAttention(MLIRContext *ctx, AttentionTiling tiling)
       : OpRewritePattern(ctx), tiling(tiling) {}
 
-  LogicalResult matchAndRewrite(PagedAttentionOp op, PatternRewriter &rewriter) const override {
-    Location loc = op.getLoc();
-    Value q = op.getQuery(), kPool = op.getKeyPool(), vPool = op.getValuePool();
-    Value kScales = op.getKeyScales(), vScales = op.getValueScales();
-    Value tables = op.getBlockTables(), lens = op.getContextLens(),
-          starts = op.getQueryStartLoc();
-    auto resultType = op.getResult().getType();
-    int64_t rep = op.getNumHeads() / op.getNumKvHeads();
-    int64_t blockSize = op.getBlockSize();
-    double scale = op.getScale().convertToDouble();
+  /// What every loop level reads: the op's operands and attributes and the
+  /// index constants, built once before the loops.
+  struct Operands {
+    Value q, kPool, vPool, kScales, vScales, tables, lens, starts;
+    int64_t rep;
+    double scale;
+    bool latent;
+    std::optional<uint64_t> slidingWindow;
+    std::optional<llvm::APFloat> softcap;
+    Value zero, one, bs, group, numTokens, numBlocks, maxBlocks, qBlock, window, sinkTable;
+    OpFoldResult d, dv;
+  };
 
-    Value zero = indexConstant(rewriter, loc, 0), one = indexConstant(rewriter, loc, 1);
-    Value bs = indexConstant(rewriter, loc, blockSize);
-    // context_lens, block_tables and query_start_loc must describe the same
-    // sequences (the manifest's "seqs" and "seqs_plus_one" are separate
-    // symbols, so this is not checked before the call); the loop runs over
-    // the sequences all three describe.
-    Value numSeqs = dimValue(rewriter, loc, lens, 0);
-    Value startsSeqs = arith::SubIOp::create(rewriter, loc, dimValue(rewriter, loc, starts, 0), one);
-    Value tableSeqs = dimValue(rewriter, loc, tables, 0);
+  /// One sequence's new tokens: rows [first, first + n) of the packed
+  /// tokens, at positions [base, ctx) of its context.
+  struct Sequence {
+    Value first, n, ctx, base;
+  };
+
+  /// One query tile: `tq` tokens from row `row0` (position `pos0`) with the
+  /// `rep` query heads from `h0` that share KV head `hk`, keys up to `kvEnd`.
+  struct QueryTile {
+    Value s, hk, h0, tq, row0, pos0, kvEnd, qTile;
+  };
+
+  /// The sequences all three of context_lens, block_tables and
+  /// query_start_loc describe (they must agree: the manifest's "seqs" and
+  /// "seqs_plus_one" are separate symbols, so this is not checked before
+  /// the call).
+  static Value sequenceCount(PatternRewriter &rewriter, Location loc, const Operands &o) {
+    Value numSeqs = dimValue(rewriter, loc, o.lens, 0);
+    Value startsSeqs =
+        arith::SubIOp::create(rewriter, loc, dimValue(rewriter, loc, o.starts, 0), o.one);
+    Value tableSeqs = dimValue(rewriter, loc, o.tables, 0);
     runtimeCheck(rewriter, loc,
-          arith::AndIOp::create(rewriter, loc,
-                                cmp(rewriter, loc, arith::CmpIPredicate::eq, startsSeqs, numSeqs),
-                                cmp(rewriter, loc, arith::CmpIPredicate::eq, tableSeqs, numSeqs)),
-          "xfmr.paged_attention: context_lens, block_tables and query_start_loc disagree on the "
-          "number of sequences");
-    numSeqs = arith::MaxSIOp::create(
-        rewriter, loc, zero,
+                 arith::AndIOp::create(
+                     rewriter, loc, cmp(rewriter, loc, arith::CmpIPredicate::eq, startsSeqs, numSeqs),
+                     cmp(rewriter, loc, arith::CmpIPredicate::eq, tableSeqs, numSeqs)),
+                 "xfmr.paged_attention: context_lens, block_tables and query_start_loc disagree "
+                 "on the number of sequences");
+    return arith::MaxSIOp::create(
+        rewriter, loc, o.zero,
         arith::MinSIOp::create(rewriter, loc, numSeqs,
                                arith::MinSIOp::create(rewriter, loc, startsSeqs, tableSeqs)));
-    Value kvHeads = indexConstant(rewriter, loc, op.getNumKvHeads());
-    Value group = indexConstant(rewriter, loc, rep);
-    Value numTokens = dimValue(rewriter, loc, q, 0);
-    Value numBlocks = dimValue(rewriter, loc, kPool, 0);
-    Value maxBlocks = dimValue(rewriter, loc, tables, 1);
+  }
+
+  /// Sequence `s`'s rows and positions, checked; clamped so that
+  /// 0 <= first <= end <= tokens and end - first <= ctx <= the table's
+  /// capacity (the call fails after a failed check, but the loops still
+  /// run: this keeps every query row and table entry they read in bounds).
+  static Sequence sequenceAt(OpBuilder &b, Location l, const Operands &o, Value s) {
+    Value first = loadIndex(b, l, o.starts, s);
+    Value end = loadIndex(b, l, o.starts, arith::AddIOp::create(b, l, s, o.one).getResult());
+    Value ctx = loadIndex(b, l, o.lens, s);
+    auto check = [&](Value lhs, Value rhs, const char *message) {
+      runtimeCheck(b, l, cmp(b, l, arith::CmpIPredicate::sle, lhs, rhs), message);
+    };
+    check(o.zero, first, "xfmr.paged_attention: negative query_start_loc");
+    check(first, end, "xfmr.paged_attention: query_start_loc is not ascending");
+    check(end, o.numTokens, "xfmr.paged_attention: query_start_loc past the packed tokens");
+    check(end, arith::AddIOp::create(b, l, first, ctx),
+          "xfmr.paged_attention: context_lens shorter than the new tokens");
+    Value capacity = arith::MulIOp::create(b, l, o.maxBlocks, o.bs);
+    check(ctx, capacity, "xfmr.paged_attention: context longer than the block table");
+    first = clamp(b, l, first, o.zero, o.numTokens);
+    end = clamp(b, l, end, first, o.numTokens);
+    end = arith::MinSIOp::create(b, l, end, arith::AddIOp::create(b, l, first, capacity));
+    Value n = arith::SubIOp::create(b, l, end, first);
+    ctx = clamp(b, l, ctx, n, capacity);
+    Value base = arith::SubIOp::create(b, l, ctx, n); // position of the first new token
+    return {first, n, ctx, base};
+  }
+
+  /// The online-softmax step of query tile `t` over KV-cache block `kb` of
+  /// its sequence (one key tile), from state `st`.
+  static SoftmaxState blockStep(OpBuilder &b, Location l, const Operands &o, const QueryTile &t,
+                                Value kb, ValueRange st) {
+    OpFoldResult one = b.getIndexAttr(1), z = b.getIndexAttr(0);
+    Value block = loadIndex(b, l, o.tables, {t.s, kb});
+    Value inPool = arith::AndIOp::create(b, l, cmp(b, l, arith::CmpIPredicate::sle, o.zero, block),
+                                         cmp(b, l, arith::CmpIPredicate::slt, block, o.numBlocks));
+    runtimeCheck(b, l, inPool, "xfmr.paged_attention: block id outside the KV pool");
+    block = arith::SelectOp::create(b, l, inPool, block, o.zero);
+    Value k0 = arith::MulIOp::create(b, l, kb, o.bs);
+    Value tk = arith::MinSIOp::create(b, l, o.bs, arith::SubIOp::create(b, l, t.kvEnd, k0));
+    Value kTile = slice2D(b, l, o.kPool, {block, z, t.hk, z}, {one, tk, one, o.d});
+    Value vTile = slice2D(b, l, o.vPool, {block, z, t.hk, z}, {one, tk, one, o.dv});
+    // Quantized pools: the tiles' rows' scales; the products widen the
+    // tiles in registers.
+    Value kRowScales, vRowScales;
+    if (o.kScales) {
+      auto column = RankedTensorType::get({ShapedType::kDynamic}, b.getF32Type());
+      auto scalesAt = [&](Value pool) -> Value {
+        return tensor::ExtractSliceOp::create(b, l, column, pool,
+                                              ArrayRef<OpFoldResult>{block, z, t.hk},
+                                              ArrayRef<OpFoldResult>{one, tk, one},
+                                              ArrayRef<OpFoldResult>{one, one, one});
+      };
+      kRowScales = scalesAt(o.kScales);
+      vRowScales = scalesAt(o.vScales);
+    }
+    // Latent keys: the value tile and the key tile side by side; quantized
+    // halves (each with its own scales) are widened to f32 first.
+    if (o.latent && o.kScales) {
+      // One statement each: the IR's order must not depend on the compiler.
+      Value latents = dequantizedTile(b, l, vTile, vRowScales);
+      Value ropeKeys = dequantizedTile(b, l, kTile, kRowScales);
+      kTile = latentKeys(b, l, latents, ropeKeys);
+      kRowScales = nullptr;
+    } else if (o.latent) {
+      kTile = latentKeys(b, l, vTile, kTile);
+    }
+    auto maskFn = [&](OpBuilder &nb, Location nl, Value i, Value j, Value score) -> Value {
+      Value token = arith::DivUIOp::create(nb, nl, i, indexConstant(nb, nl, o.rep));
+      Value pos = arith::AddIOp::create(nb, nl, t.pos0, token);
+      Value key = arith::AddIOp::create(nb, nl, k0, j);
+      score = softcapScore(nb, nl, score, o.softcap);
+      score = hideAfter(nb, nl, key, pos, score);
+      if (!o.window)
+        return score;
+      // pos > key + W - 1 (key <= pos - W): outside the window.
+      Value lastSeen = arith::AddIOp::create(
+          nb, nl, key, indexConstant(nb, nl, static_cast<int64_t>(*o.slidingWindow) - 1));
+      return hideAfter(nb, nl, pos, lastSeen, score);
+    };
+    Value scores = scoreTile(b, l, t.qTile, kTile, o.scale, maskFn, kRowScales);
+    return softmaxStep(b, l, SoftmaxState{st[0], st[1], st[2]}, scores, vTile, vRowScales);
+  }
+
+  /// Query tile `t` attended over its sequence's blocks, written into `acc`
+  /// (the result so far).
+  static Value attendTile(OpBuilder &b, Location l, const Operands &o, const QueryTile &t,
+                          Value acc, Type element) {
+    OpFoldResult one = b.getIndexAttr(1), z = b.getIndexAttr(0);
+    Value blocks = arith::CeilDivUIOp::create(b, l, t.kvEnd, o.bs);
+    // With a sliding window, the tile's first row sees nothing before
+    // pos0 - W + 1: earlier blocks are skipped (decode reads about
+    // W / block_size blocks).
+    Value firstBlock = o.zero;
+    if (o.window) {
+      Value oldest =
+          arith::SubIOp::create(b, l, arith::AddIOp::create(b, l, t.pos0, o.one), o.window);
+      oldest = arith::MaxSIOp::create(b, l, oldest, o.zero);
+      firstBlock = arith::DivUIOp::create(b, l, oldest, o.bs);
+    }
+    Value rows = arith::MulIOp::create(b, l, t.tq, o.group);
+    SoftmaxState init = initialState(b, l, rows, o.dv);
+    if (o.sinkTable) // row i is query head h0 + i % rep
+      init = withSinks(b, l, init, [&](OpBuilder &nb, Location nl, Value i) {
+        Value h = arith::AddIOp::create(
+            nb, nl, t.h0, arith::RemUIOp::create(nb, nl, i, indexConstant(nb, nl, o.rep)));
+        return tensor::ExtractOp::create(nb, nl, o.sinkTable, ValueRange{h});
+      });
+    auto blockLoop = scf::ForOp::create(
+        b, l, firstBlock, blocks, o.one, ValueRange{init.max, init.sum, init.acc},
+        [&](OpBuilder &b4, Location l4, Value kb, ValueRange st) {
+          SoftmaxState next = blockStep(b4, l4, o, t, kb, st);
+          scf::YieldOp::create(b4, l4, ValueRange{next.max, next.sum, next.acc});
+        });
+    SoftmaxState done{blockLoop.getResult(0), blockLoop.getResult(1), blockLoop.getResult(2)};
+    Value tile = finishTile(b, l, done, element);
+    Value heads3 = ungroupRows(b, l, tile, t.tq, o.rep);
+    return tensor::InsertSliceOp::create(b, l, heads3, acc, {t.row0, t.h0, z},
+                                         {t.tq, b.getIndexAttr(o.rep), o.dv}, {one, one, one});
+  }
+
+  Operands operandsOf(PagedAttentionOp op, PatternRewriter &rewriter) const {
+    Location loc = op.getLoc();
+    Operands o;
+    o.q = op.getQuery();
+    o.kPool = op.getKeyPool();
+    o.vPool = op.getValuePool();
+    o.kScales = op.getKeyScales();
+    o.vScales = op.getValueScales();
+    o.tables = op.getBlockTables();
+    o.lens = op.getContextLens();
+    o.starts = op.getQueryStartLoc();
+    o.rep = op.getNumHeads() / op.getNumKvHeads();
+    o.scale = op.getScale().convertToDouble();
     // Latent keys are the value followed by the key-pool entry: the query
     // has both widths, the key pool only its own.
-    bool latent = op.getLatent();
-    OpFoldResult d = tensor::getMixedSize(rewriter, loc, latent ? kPool : q, latent ? 3 : 2);
-    OpFoldResult dv = tensor::getMixedSize(rewriter, loc, vPool, 3);
-    Value qBlock = indexConstant(rewriter, loc, tiling.queryBlock);
-    std::optional<uint64_t> slidingWindow = op.getSlidingWindow();
-    Value window = slidingWindow ? indexConstant(rewriter, loc, static_cast<int64_t>(*slidingWindow))
-                                 : Value();
-    Value sinkTable = sinksConstant(rewriter, loc, op.getSinks());
+    o.latent = op.getLatent();
+    o.slidingWindow = op.getSlidingWindow();
+    o.softcap = op.getSoftcap();
+    o.zero = indexConstant(rewriter, loc, 0);
+    o.one = indexConstant(rewriter, loc, 1);
+    o.bs = indexConstant(rewriter, loc, op.getBlockSize());
+    o.group = indexConstant(rewriter, loc, o.rep);
+    o.numTokens = dimValue(rewriter, loc, o.q, 0);
+    o.numBlocks = dimValue(rewriter, loc, o.kPool, 0);
+    o.maxBlocks = dimValue(rewriter, loc, o.tables, 1);
+    o.d = tensor::getMixedSize(rewriter, loc, o.latent ? o.kPool : o.q, o.latent ? 3 : 2);
+    o.dv = tensor::getMixedSize(rewriter, loc, o.vPool, 3);
+    o.qBlock = indexConstant(rewriter, loc, tiling.queryBlock);
+    o.window = o.slidingWindow
+                   ? indexConstant(rewriter, loc, static_cast<int64_t>(*o.slidingWindow))
+                   : Value();
+    o.sinkTable = sinksConstant(rewriter, loc, op.getSinks());
+    return o;
+  }
+
+  LogicalResult matchAndRewrite(PagedAttentionOp op, PatternRewriter &rewriter) const override {
+    Location loc = op.getLoc();
+    Operands o = operandsOf(op, rewriter);
+    Value numSeqs = sequenceCount(rewriter, loc, o);
+    Value kvHeads = indexConstant(rewriter, loc, op.getNumKvHeads());
+    Type element = op.getResult().getType().getElementType();
     Value out = tensor::EmptyOp::create(
         rewriter, loc,
-        ArrayRef<OpFoldResult>{tensor::getMixedSize(rewriter, loc, q, 0),
-                               tensor::getMixedSize(rewriter, loc, q, 1), dv},
-        resultType.getElementType());
-
+        ArrayRef<OpFoldResult>{tensor::getMixedSize(rewriter, loc, o.q, 0),
+                               tensor::getMixedSize(rewriter, loc, o.q, 1), o.dv},
+        element);
+    // Per sequence, one KV head at a time with all `rep` query heads that
+    // share it (GQA/MQA: each K/V tile is read once for the whole group, and
+    // a decode token's tile has rep rows instead of one), per block of
+    // queryBlock new tokens.
     auto seqLoop = scf::ForOp::create(
-        rewriter, loc, zero, numSeqs, one, ValueRange{out},
+        rewriter, loc, o.zero, numSeqs, o.one, ValueRange{out},
         [&](OpBuilder &b1, Location l1, Value s, ValueRange a1) {
-          Value first = loadIndex(b1, l1, starts, s);
-          Value end = loadIndex(b1, l1, starts, arith::AddIOp::create(b1, l1, s, one).getResult());
-          Value ctx = loadIndex(b1, l1, lens, s);
-          runtimeCheck(b1, l1, cmp(b1, l1, arith::CmpIPredicate::sle, zero, first),
-                "xfmr.paged_attention: negative query_start_loc");
-          runtimeCheck(b1, l1, cmp(b1, l1, arith::CmpIPredicate::sle, first, end),
-                "xfmr.paged_attention: query_start_loc is not ascending");
-          runtimeCheck(b1, l1, cmp(b1, l1, arith::CmpIPredicate::sle, end, numTokens),
-                "xfmr.paged_attention: query_start_loc past the packed tokens");
-          runtimeCheck(b1, l1, cmp(b1, l1, arith::CmpIPredicate::sle, end, arith::AddIOp::create(b1, l1, first, ctx)),
-                "xfmr.paged_attention: context_lens shorter than the new tokens");
-          Value capacity = arith::MulIOp::create(b1, l1, maxBlocks, bs);
-          runtimeCheck(b1, l1, cmp(b1, l1, arith::CmpIPredicate::sle, ctx, capacity),
-                "xfmr.paged_attention: context longer than the block table");
-          // The call fails after a failed check, but the loops below still
-          // run: clamp so that 0 <= first <= end <= tokens and
-          // end - first <= ctx <= the table's capacity, which keeps every
-          // query row and table entry they read in bounds.
-          first = clamp(b1, l1, first, zero, numTokens);
-          end = clamp(b1, l1, end, first, numTokens);
-          end = arith::MinSIOp::create(b1, l1, end, arith::AddIOp::create(b1, l1, first, capacity));
-          Value n = arith::SubIOp::create(b1, l1, end, first);
-          ctx = clamp(b1, l1, ctx, n, capacity);
-          Value base = arith::SubIOp::create(b1, l1, ctx, n); // position of the first new token
-          // One KV head at a time with all `rep` query heads that share it
-          // (GQA/MQA): each K/V tile is read once for the whole group, and
-          // a decode token's tile has rep rows instead of one.
+          Sequence seq = sequenceAt(b1, l1, o, s);
           auto headLoop = scf::ForOp::create(
-              b1, l1, zero, kvHeads, one, a1,
+              b1, l1, o.zero, kvHeads, o.one, a1,
               [&](OpBuilder &b2, Location l2, Value hk, ValueRange a2) {
-                Value h0 = arith::MulIOp::create(b2, l2, hk, group);
+                Value h0 = arith::MulIOp::create(b2, l2, hk, o.group);
                 auto queryLoop = scf::ForOp::create(
-                    b2, l2, zero, n, qBlock, a2,
+                    b2, l2, o.zero, seq.n, o.qBlock, a2,
                     [&](OpBuilder &b3, Location l3, Value q0, ValueRange a3) {
-                      OpFoldResult o = b3.getIndexAttr(1), z = b3.getIndexAttr(0);
-                      Value tq = arith::MinSIOp::create(b3, l3, qBlock,
-                                                        arith::SubIOp::create(b3, l3, n, q0));
-                      Value row0 = arith::AddIOp::create(b3, l3, first, q0);
+                      QueryTile t{s, hk, h0};
+                      t.tq = arith::MinSIOp::create(b3, l3, o.qBlock,
+                                                    arith::SubIOp::create(b3, l3, seq.n, q0));
+                      t.row0 = arith::AddIOp::create(b3, l3, seq.first, q0);
                       // [tq, rep, D] -> [tq * rep, D]: row i is token i / rep.
-                      Value qTile = groupRows(
-                          b3, l3, q, {row0, h0, z},
-                          {tq, b3.getIndexAttr(rep), tensor::getMixedSize(b3, l3, q, 2)});
-                      Value pos0 = arith::AddIOp::create(b3, l3, base, q0);
-                      Value kvEnd = arith::MinSIOp::create(
-                          b3, l3, ctx, arith::AddIOp::create(b3, l3, pos0, tq));
-                      Value blocks = arith::CeilDivUIOp::create(b3, l3, kvEnd, bs);
-                      // With a sliding window, the tile's first row sees
-                      // nothing before pos0 - W + 1: earlier blocks are
-                      // skipped (decode reads about W / block_size blocks).
-                      Value firstBlock = zero;
-                      if (window) {
-                        Value oldest = arith::SubIOp::create(
-                            b3, l3, arith::AddIOp::create(b3, l3, pos0, one), window);
-                        oldest = arith::MaxSIOp::create(b3, l3, oldest, zero);
-                        firstBlock = arith::DivUIOp::create(b3, l3, oldest, bs);
-                      }
-                      Value rows = arith::MulIOp::create(b3, l3, tq, group);
-                      SoftmaxState init = initialState(b3, l3, rows, dv);
-                      if (sinkTable) // row i is query head h0 + i % rep
-                        init = withSinks(b3, l3, init, [&](OpBuilder &nb, Location nl, Value i) {
-                          Value h = arith::AddIOp::create(
-                              nb, nl, h0,
-                              arith::RemUIOp::create(nb, nl, i, indexConstant(nb, nl, rep)));
-                          return tensor::ExtractOp::create(nb, nl, sinkTable, ValueRange{h});
-                        });
-                      auto blockLoop = scf::ForOp::create(
-                          b3, l3, firstBlock, blocks, one,
-                          ValueRange{init.max, init.sum, init.acc},
-                          [&](OpBuilder &b4, Location l4, Value kb, ValueRange st) {
-                            Value block = loadIndex(b4, l4, tables, {s, kb});
-                            Value inPool = arith::AndIOp::create(
-                                b4, l4, cmp(b4, l4, arith::CmpIPredicate::sle, zero, block),
-                                cmp(b4, l4, arith::CmpIPredicate::slt, block, numBlocks));
-                            runtimeCheck(b4, l4, inPool,
-                                  "xfmr.paged_attention: block id outside the KV pool");
-                            block = arith::SelectOp::create(b4, l4, inPool, block, zero);
-                            Value k0 = arith::MulIOp::create(b4, l4, kb, bs);
-                            Value tk = arith::MinSIOp::create(
-                                b4, l4, bs, arith::SubIOp::create(b4, l4, kvEnd, k0));
-                            Value kTile = slice2D(b4, l4, kPool, {block, z, hk, z}, {o, tk, o, d});
-                            Value vTile = slice2D(b4, l4, vPool, {block, z, hk, z}, {o, tk, o, dv});
-                            // Quantized pools: the tiles' rows' scales; the
-                            // products widen the tiles in registers.
-                            Value kRowScales, vRowScales;
-                            if (kScales) {
-                              auto column = RankedTensorType::get({ShapedType::kDynamic},
-                                                                  b4.getF32Type());
-                              auto scalesAt = [&](Value pool) -> Value {
-                                return tensor::ExtractSliceOp::create(
-                                    b4, l4, column, pool, ArrayRef<OpFoldResult>{block, z, hk},
-                                    ArrayRef<OpFoldResult>{o, tk, o},
-                                    ArrayRef<OpFoldResult>{o, o, o});
-                              };
-                              kRowScales = scalesAt(kScales);
-                              vRowScales = scalesAt(vScales);
-                            }
-                            // Latent keys: the value tile and the key tile
-                            // side by side; quantized halves (each with its
-                            // own scales) are widened to f32 first.
-                            if (latent && kScales) {
-                              // One statement each: the IR's order must not
-                              // depend on the compiler.
-                              Value latents = dequantizedTile(b4, l4, vTile, vRowScales);
-                              Value ropeKeys = dequantizedTile(b4, l4, kTile, kRowScales);
-                              kTile = latentKeys(b4, l4, latents, ropeKeys);
-                              kRowScales = nullptr;
-                            } else if (latent) {
-                              kTile = latentKeys(b4, l4, vTile, kTile);
-                            }
-                            auto maskFn = [&](OpBuilder &nb, Location nl, Value i, Value j,
-                                              Value score) -> Value {
-                              Value token = arith::DivUIOp::create(
-                                  nb, nl, i, indexConstant(nb, nl, rep));
-                              Value pos = arith::AddIOp::create(nb, nl, pos0, token);
-                              Value key = arith::AddIOp::create(nb, nl, k0, j);
-                              score = softcapScore(nb, nl, score, op.getSoftcap());
-                              score = hideAfter(nb, nl, key, pos, score);
-                              if (!window)
-                                return score;
-                              // pos > key + W - 1 (key <= pos - W): outside
-                              // the window.
-                              Value lastSeen = arith::AddIOp::create(
-                                  nb, nl, key,
-                                  indexConstant(nb, nl, static_cast<int64_t>(*slidingWindow) - 1));
-                              return hideAfter(nb, nl, pos, lastSeen, score);
-                            };
-                            Value scores =
-                                scoreTile(b4, l4, qTile, kTile, scale, maskFn, kRowScales);
-                            SoftmaxState next =
-                                softmaxStep(b4, l4, SoftmaxState{st[0], st[1], st[2]}, scores,
-                                            vTile, vRowScales);
-                            scf::YieldOp::create(b4, l4,
-                                                 ValueRange{next.max, next.sum, next.acc});
-                          });
-                      SoftmaxState done{blockLoop.getResult(0), blockLoop.getResult(1),
-                                        blockLoop.getResult(2)};
-                      Value tile = finishTile(b3, l3, done, resultType.getElementType());
-                      Value heads3 = ungroupRows(b3, l3, tile, tq, rep);
-                      Value updated = tensor::InsertSliceOp::create(
-                          b3, l3, heads3, a3[0], {row0, h0, z},
-                          {tq, b3.getIndexAttr(rep), dv}, {o, o, o});
-                      scf::YieldOp::create(b3, l3, updated);
+                      t.qTile = groupRows(b3, l3, o.q, {t.row0, h0, b3.getIndexAttr(0)},
+                                          {t.tq, b3.getIndexAttr(o.rep),
+                                           tensor::getMixedSize(b3, l3, o.q, 2)});
+                      t.pos0 = arith::AddIOp::create(b3, l3, seq.base, q0);
+                      t.kvEnd = arith::MinSIOp::create(
+                          b3, l3, seq.ctx, arith::AddIOp::create(b3, l3, t.pos0, t.tq));
+                      scf::YieldOp::create(b3, l3, attendTile(b3, l3, o, t, a3[0], element));
                     });
                 scf::YieldOp::create(b2, l2, queryLoop.getResults());
               });
